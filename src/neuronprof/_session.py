@@ -1,0 +1,702 @@
+"""The profiling session: validate, start, step with a device sync, stop.
+
+A [`Session`][neuronprof.Session] owns the torch.profiler lifecycle and nothing
+else. What it recorded is turned into the model by ``_collect`` and written by
+``export``; the session only orchestrates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import threading
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
+
+from neuronprof import _collect
+from neuronprof.backends import Backend, SessionContext, parse_core, resolve_backend
+from neuronprof.backends.base import MODES
+from neuronprof.errors import NeuronProfWarning, SessionStateError
+from neuronprof.export import (
+    EXPORT_FORMATS,
+    ExportFormat,
+    atomic_write,
+    default_trace_name,
+    ensure_writable_dir,
+    neuron_bundle,
+    tensorboard_file_name,
+    unique_path,
+)
+from neuronprof.model import SORT_KEYS, SortKey, Table
+
+if TYPE_CHECKING:
+    import torch.profiler
+
+__all__ = ["Session", "session"]
+
+logger = logging.getLogger("neuronprof")
+
+T = TypeVar("T")
+PathLike = Union[str, "os.PathLike[str]"]
+
+# One profiler per process: torch.profiler's state is global, so a second
+# session would silently corrupt the first. The lock is taken without blocking.
+_active_lock = threading.Lock()
+_active: Optional[Session] = None
+
+DEFAULT_OUTPUT_DIR = "neuronprof_output"
+
+
+def _check_count(name: str, value: Any, *, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    if value < minimum:
+        if name == "active":
+            raise ValueError("active must be at least 1: it is the number of steps that are recorded")
+        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    return value
+
+
+def _check_modes(modes: Any) -> tuple[str, ...]:
+    if isinstance(modes, str):
+        modes = (modes,)
+    try:
+        items = tuple(modes)
+    except TypeError:
+        raise ValueError(f"modes must be a sequence of strings such as ('device', 'runtime'), got {modes!r}") from None
+    for m in items:
+        if m not in MODES:
+            raise ValueError(f"unknown mode {m!r}; valid modes: {', '.join(MODES)}")
+    return tuple(dict.fromkeys(items))
+
+
+def _distributed_rank() -> tuple[Optional[int], Optional[int]]:
+    """Return (rank, world size) under an initialised torch.distributed, else (None, None)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return None, None
+
+
+def _local_rank() -> Optional[int]:
+    value = os.environ.get("LOCAL_RANK")
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def _profiler_running() -> bool:
+    import torch
+
+    probe = getattr(torch.autograd.profiler, "_is_profiler_enabled", None)
+    if isinstance(probe, bool):
+        return probe
+    return bool(torch._C._autograd._profiler_enabled())
+
+
+class Session:
+    """A torch.profiler run with the device setup, sync and schedule done for you.
+
+    Create one with [`neuronprof.session`][neuronprof.session] and use it as a
+    context manager. Inside the block, iterate [`steps`][neuronprof.Session.steps]
+    (or call [`step`][neuronprof.Session.step] at the end of each iteration);
+    after the block, read [`table`][neuronprof.Session.table] and call
+    [`export`][neuronprof.Session.export].
+
+    Attributes:
+        modes: The requested capture modes.
+        core: The device cores captured (``"0"``, ``"0,1"``, ``"2-5"``, ``"all"``).
+        wait: Steps skipped at the start of each cycle.
+        warmup: Steps run with the profiler on but discarded (lazy compilation,
+            caches and allocators settle here).
+        active: Steps recorded per cycle.
+        repeat: Number of cycles.
+    """
+
+    def __init__(
+        self,
+        modes: Sequence[str] = ("device", "runtime"),
+        core: Union[str, int, None] = None,
+        *,
+        backend: str = "auto",
+        wait: int = 2,
+        warmup: int = 1,
+        active: int = 1,
+        repeat: int = 1,
+        output_dir: Optional[PathLike] = None,
+        record_shapes: bool = False,
+        with_stack: bool = False,
+        profile_memory: bool = False,
+        with_flops: bool = False,
+    ) -> None:
+        # Everything that can be wrong is checked here, before any profiling.
+        self.modes = _check_modes(modes)
+        self._core_arg = parse_core(core)
+        self.wait = _check_count("wait", wait)
+        self.warmup = _check_count("warmup", warmup)
+        self.active = _check_count("active", active, minimum=1)
+        self.repeat = _check_count("repeat", repeat)
+        for flag, value in (
+            ("record_shapes", record_shapes),
+            ("with_stack", with_stack),
+            ("profile_memory", profile_memory),
+            ("with_flops", with_flops),
+        ):
+            if not isinstance(value, bool):
+                raise ValueError(f"{flag} must be True or False, got {value!r}")
+        self.record_shapes = record_shapes
+        self.with_stack = with_stack
+        self.profile_memory = profile_memory
+        self.with_flops = with_flops
+
+        self._backend, skipped = resolve_backend(backend)
+        for line in skipped:
+            logger.debug(line)
+        self._explicit_output_dir = output_dir is not None
+        raw_dir = Path(output_dir) if output_dir is not None else Path(DEFAULT_OUTPUT_DIR)
+        # An explicit folder is created now, so that an impossible one fails here;
+        # the default one is only created when something is written into it.
+        self._output_dir = ensure_writable_dir(raw_dir, create=self._explicit_output_dir)
+
+        self._notes: list[str] = []
+        self._state = "new"
+        self._profiler: Optional[torch.profiler.profile] = None
+        self._cycles: list[_collect.Cycle] = []
+        self._steps_taken = 0
+        self._started = 0.0
+        self._rank: Optional[int] = None
+        self._world_size: Optional[int] = None
+        self._ctx: Optional[SessionContext] = None
+        self._warned_empty_device = False
+
+    # -- read-only facts -------------------------------------------------------
+    @property
+    def backend(self) -> str:
+        """Name of the backend in use (``"neuron"``, ``"tpu"``, ``"cuda"``, ``"cpu"``...)."""
+        return self._backend.name
+
+    @property
+    def device_label(self) -> Optional[str]:
+        """Label of the device columns (``"NEURON"``), or None without a device."""
+        return self._backend.device_label
+
+    @property
+    def core(self) -> Optional[str]:
+        """The captured cores; before the session starts, what the user asked for."""
+        return self._ctx.core if self._ctx is not None else self._core_arg
+
+    @property
+    def output_dir(self) -> Path:
+        """Folder for traces and backend files (created when first written)."""
+        return self._output_dir
+
+    @property
+    def notes(self) -> list[str]:
+        """Remarks about this session: modes the backend cannot capture, short loops..."""
+        return list(self._notes)
+
+    @property
+    def profiler(self) -> torch.profiler.profile:
+        """The underlying ``torch.profiler.profile``, for anything neuronprof does not cover.
+
+        Raises:
+            SessionStateError: The session has not started yet.
+        """
+        if self._profiler is None:
+            raise SessionStateError("the profiler exists once the with-block has started")
+        return self._profiler
+
+    @property
+    def total_steps(self) -> Optional[int]:
+        """Steps the schedule needs: ``(wait + warmup + active) * repeat``; None if repeat is 0."""
+        if self.repeat == 0:
+            return None
+        return (self.wait + self.warmup + self.active) * self.repeat
+
+    @property
+    def steps_taken(self) -> int:
+        """How many steps have ended so far."""
+        return self._steps_taken
+
+    @property
+    def rank(self) -> Optional[int]:
+        """The ``torch.distributed`` rank, when the session ran under it."""
+        return self._rank
+
+    def __repr__(self) -> str:
+        return (
+            f"<neuronprof.Session backend={self.backend!r} modes={self.modes} core={self.core!r} "
+            f"schedule=wait{self.wait}/warmup{self.warmup}/active{self.active}x{self.repeat} state={self._state}>"
+        )
+
+    def _note(self, message: str) -> None:
+        if message not in self._notes:
+            self._notes.append(message)
+            logger.info(message)
+
+    # -- lifecycle -------------------------------------------------------------
+    def __enter__(self) -> Session:
+        global _active
+        if self._state != "new":
+            raise SessionStateError("a session runs once; create a new one with neuronprof.session(...)")
+        if not _active_lock.acquire(blocking=False):
+            other = _active
+            raise SessionStateError(
+                "another neuronprof session is already profiling in this process"
+                + (f" ({other!r})" if other is not None else "")
+                + "; torch.profiler is process-wide, so end that session first"
+            )
+        try:
+            if _profiler_running():
+                raise SessionStateError(
+                    "a torch.profiler profile is already running in this process; "
+                    "stop it before starting a neuronprof session"
+                )
+            _active = self
+            self._start()
+        except BaseException:
+            _active = None
+            self._profiler = None
+            self._state = "new"
+            _active_lock.release()
+            raise
+        return self
+
+    def _start(self) -> None:
+        import torch.profiler
+
+        self._rank, self._world_size = _distributed_rank()
+        ctx = SessionContext(
+            modes=self.modes, core=self._core_arg, output_dir=self._output_dir, local_rank=_local_rank()
+        )
+        if ctx.core is None:
+            ctx = SessionContext(
+                modes=ctx.modes,
+                core=self._backend.default_core(ctx),
+                output_dir=ctx.output_dir,
+                local_rank=ctx.local_rank,
+            )
+        self._ctx = ctx
+        unsupported = [m for m in self.modes if m not in self._backend.supported_modes]
+        for mode in unsupported:
+            self._note(f"mode {mode!r} is not captured by the {self.backend} backend; ignored")
+        if self._backend.writes_output:
+            ensure_writable_dir(self._output_dir, create=True)
+        experimental = self._backend.experimental_config(ctx)
+        kwargs: dict[str, Any] = {
+            "activities": self._backend.activities(),
+            "schedule": torch.profiler.schedule(
+                wait=self.wait, warmup=self.warmup, active=self.active, repeat=self.repeat
+            ),
+            "on_trace_ready": self._on_trace_ready,
+            "record_shapes": self.record_shapes,
+            "with_stack": self.with_stack,
+            "profile_memory": self.profile_memory,
+            "with_flops": self.with_flops,
+        }
+        if experimental is not None:
+            kwargs["experimental_config"] = experimental
+        prof = torch.profiler.profile(**kwargs)
+        self._started = time.time()
+        try:
+            prof.__enter__()
+        except BaseException:
+            # A half-started profiler would block every later session in this process.
+            with contextlib.suppress(Exception):
+                prof.__exit__(None, None, None)
+            raise
+        self._profiler = prof
+        self._state = "running"
+
+    def _on_trace_ready(self, prof: torch.profiler.profile) -> None:
+        # Keep this cycle's results before torch replaces them with the next cycle's.
+        cycle = _collect.Cycle(profile=prof.profiler)
+        self._cycles.append(cycle)
+        assert self._ctx is not None
+        cycle.backend_trace = self._backend.on_trace_ready(prof, self._ctx)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        global _active
+        try:
+            if self._profiler is not None and self._state == "running":
+                with _quiet_cycle_warning():
+                    self._profiler.__exit__(None, None, None)
+        finally:
+            self._state = "done"
+            _active = None
+            _active_lock.release()
+        self._check_steps(interrupted=exc_type is not None)
+
+    def _check_steps(self, *, interrupted: bool) -> None:
+        needed = self.total_steps
+        if needed is None or self._steps_taken >= needed:
+            return
+        if interrupted:
+            self._note(
+                f"the block was interrupted after {self._steps_taken} of {needed} steps; "
+                f"{len(self._cycles)} profiling cycle(s) completed and are kept"
+            )
+            return
+        message = (
+            f"the schedule needs {needed} steps ((wait={self.wait} + warmup={self.warmup} + "
+            f"active={self.active}) x repeat={self.repeat}) but {self._steps_taken} ran"
+        )
+        if self._steps_taken == 0:
+            message += "; call s.step() at the end of each iteration, or loop over s.steps()"
+        if not self._cycles:
+            message += ", so nothing was recorded"
+        else:
+            message += f"; the {len(self._cycles)} completed cycle(s) are kept"
+        self._note(message)
+        warnings.warn(message, NeuronProfWarning, stacklevel=3)
+
+    # -- inside the block ------------------------------------------------------
+    def _require_running(self, what: str) -> None:
+        if self._state == "new":
+            raise SessionStateError(f"{what} works inside the with-block; use `with neuronprof.session() as s:`")
+        if self._state == "done":
+            raise SessionStateError(f"{what} works inside the with-block, and this session has ended")
+
+    def step(self) -> None:
+        """End one step: wait for the device, then advance the profiler's schedule.
+
+        Call it at the end of each iteration of a hand-written loop; ``steps()``
+        and ``run()`` call it for you.
+
+        Raises:
+            SessionStateError: Called outside the ``with`` block.
+        """
+        self._require_running("step()")
+        assert self._ctx is not None and self._profiler is not None
+        # Without this sync the device work of the step would be attributed to
+        # the next one, or lost when the trace is cut: empty device columns.
+        self._backend.synchronize(self._ctx)
+        with _quiet_cycle_warning():
+            self._profiler.step()
+        self._steps_taken += 1
+
+    def steps(self) -> Iterator[int]:
+        """Yield step numbers, running exactly the schedule: ``(wait + warmup + active) * repeat``.
+
+        After each iteration's body the device is synchronised and the schedule
+        advanced. Breaking out of the loop early is allowed (a warning says how
+        many steps were missing).
+
+        Yields:
+            The step index, from 0.
+
+        Raises:
+            SessionStateError: Used outside the ``with`` block, or with ``repeat=0``
+                (an endless schedule: call ``step()`` yourself).
+        """
+        self._require_running("steps()")
+        total = self.total_steps
+        if total is None:
+            raise SessionStateError("steps() needs a finite schedule; with repeat=0 call s.step() in your own loop")
+        for index in range(total):
+            yield index
+            if self._state != "running":
+                return
+            self.step()
+
+    def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Call ``fn(*args, **kwargs)`` once per scheduled step and return the last result.
+
+        Raises:
+            SessionStateError: Called outside the ``with`` block.
+        """
+        result: Any = None
+        for _ in self.steps():
+            result = fn(*args, **kwargs)
+        return result  # type: ignore[no-any-return]
+
+    # -- after the block -------------------------------------------------------
+    def _require_done(self, what: str) -> None:
+        if self._state == "new":
+            raise SessionStateError(f"{what} is available after the session has run; use it in a with-block first")
+        if self._state == "running":
+            raise SessionStateError(f"{what} is available after the with-block ends; call it after the block")
+
+    def table(self, sort_by: SortKey = "device", row_limit: Optional[int] = 20, device_only: bool = False) -> Table:
+        """Summarise the recorded steps per operator.
+
+        Args:
+            sort_by: ``"device"`` (default), ``"cpu"``, ``"calls"``, ``"name"`` or one
+                of torch's keys; see [`SortKey`][neuronprof.model.SortKey]. Device
+                keys fall back to CPU time when there is no device time.
+            row_limit: Keep this many rows (None or -1 for all).
+            device_only: Keep only rows with device time.
+
+        Returns:
+            A [`Table`][neuronprof.Table]; ``print()`` it, or render it as Markdown,
+            CSV, JSON or a DataFrame.
+
+        Raises:
+            SessionStateError: Called before the with-block has ended.
+            ValueError: Unknown ``sort_by``.
+
+        Warns:
+            NeuronProfWarning: Device time was requested on a device backend but
+                every row has none (see ``neuronprof doctor``).
+        """
+        if sort_by not in SORT_KEYS:
+            raise ValueError(f"unknown sort_by {sort_by!r}; use one of: {', '.join(SORT_KEYS)}")
+        if row_limit is not None and (isinstance(row_limit, bool) or not isinstance(row_limit, int)):
+            raise ValueError(f"row_limit must be an int or None, got {row_limit!r}")
+        self._require_done("table()")
+        table = _collect.build_table(
+            self._cycles,
+            backend=self.backend,
+            device_label=self.device_label,
+            record_shapes=self.record_shapes,
+            rank=self._rank,
+            notes=tuple(self._notes),
+        )
+        self._warn_if_device_empty(table)
+        table = table.sorted(sort_by)
+        if device_only:
+            table = table.device_only()
+        return table.head(row_limit)
+
+    def _warn_if_device_empty(self, table: Table) -> None:
+        wants_device = "device" in self.modes and "device" in self._backend.supported_modes
+        if not wants_device or not self._cycles or table.has_device_time or self._warned_empty_device:
+            return
+        self._warned_empty_device = True
+        label = self.device_label or "device"
+        message = (
+            f"no {label} device time was recorded (every row is zero). Likely causes: the model or its "
+            f"inputs are still on the CPU (move them with .to('{self.backend}')); the device was not "
+            "synchronised before each step (loop over s.steps() or call s.step()); or the backend's "
+            "profiler plugin is not loaded (PrivateUse1 device time needs torch >= 2.12). "
+            "Run `neuronprof doctor` to check."
+        )
+        self._note(message)
+        warnings.warn(message, NeuronProfWarning, stacklevel=3)
+
+    def _trace_metadata(self) -> dict[str, Any]:
+        from neuronprof import __version__
+
+        meta: dict[str, Any] = {
+            "neuronprof": {
+                "version": __version__,
+                "backend": self.backend,
+                "device_label": self.device_label,
+                "modes": list(self.modes),
+                "core": self.core,
+                "schedule": {"wait": self.wait, "warmup": self.warmup, "active": self.active, "repeat": self.repeat},
+            }
+        }
+        if self.record_shapes:
+            meta["record_shapes"] = 1
+        if self._rank is not None:
+            meta["distributedInfo"] = {"rank": self._rank, "world_size": self._world_size, "backend": _dist_backend()}
+        return meta
+
+    def export(
+        self,
+        path: Optional[PathLike] = None,
+        *,
+        format: ExportFormat = "chrome",
+        overwrite: bool = False,
+        cycle: int = -1,
+    ) -> Path:
+        """Write the recorded trace for Perfetto, TensorBoard or Neuron Explorer.
+
+        Export as often as you like, in any format: each call writes a fresh file.
+
+        Args:
+            path: Target file (``"chrome"``) or folder (``"tensorboard"``, ``"neuron"``).
+                Default: a timestamped name in ``output_dir``. A ``.json.gz`` path is
+                gzipped.
+            format: ``"chrome"``, ``"tensorboard"`` or ``"neuron"``; see
+                [`ExportFormat`][neuronprof.export.ExportFormat].
+            overwrite: Replace an existing target instead of raising ``FileExistsError``.
+            cycle: Which profiling cycle to write when ``repeat > 1`` (default: the last).
+
+        Returns:
+            The trace file (``"chrome"``) or the folder written (``"tensorboard"``, ``"neuron"``).
+
+        Raises:
+            SessionStateError: Called before the with-block has ended, or nothing was recorded.
+            FileExistsError: The target exists and ``overwrite`` is False.
+            ValueError: Unknown format, or ``"neuron"`` on another backend.
+            OSError: The disk refused the write (full, file too large, permission);
+                no partial or temporary file is left.
+        """
+        if format not in EXPORT_FORMATS:
+            raise ValueError(f"unknown export format {format!r}; use one of: {', '.join(EXPORT_FORMATS)}")
+        self._require_done("export()")
+        if format == "neuron":
+            return self._export_neuron(path, overwrite=overwrite)
+        if not self._cycles:
+            raise SessionStateError(
+                "nothing was recorded, so there is no trace to export: the loop ended before the "
+                "schedule's active steps (see s.notes)"
+            )
+        try:
+            chosen = self._cycles[cycle]
+        except (IndexError, TypeError):
+            raise ValueError(f"cycle {cycle!r} does not exist; this session recorded {len(self._cycles)}") from None
+        if format == "tensorboard":
+            folder = Path(path) if path is not None else self._output_dir / "tensorboard"
+            ensure_writable_dir(folder, create=True)
+            target = folder / tensorboard_file_name(self._started, rank=self._rank)
+            target = target if overwrite else unique_path(target)
+            atomic_write(target, self._trace_writer(chosen), overwrite=overwrite)
+            return folder
+        if path is None:
+            ensure_writable_dir(self._output_dir, create=True)
+            target = unique_path(self._output_dir / default_trace_name(self.backend, self._started, rank=self._rank))
+        else:
+            target = Path(path)
+            ensure_writable_dir(target.parent, create=True)
+        return atomic_write(target, self._trace_writer(chosen), overwrite=overwrite)
+
+    def _trace_writer(self, chosen: _collect.Cycle) -> Callable[[Path], None]:
+        metadata = self._trace_metadata()
+
+        def write(dest: Path) -> None:
+            _collect.write_chrome_trace(chosen, dest, metadata)
+
+        return write
+
+    def _export_neuron(self, path: Optional[PathLike], *, overwrite: bool) -> Path:
+        if self.backend != "neuron":
+            raise ValueError(
+                f"format='neuron' needs the neuron backend; this session used {self.backend!r}. "
+                "Use format='chrome' or 'tensorboard'"
+            )
+        source = self._backend.neuron_bundle_source(self._ctx) if self._ctx is not None else None
+        if source is None:
+            raise SessionStateError("TorchNeuron wrote no profile files in this session (see s.notes)")
+        if path is None:
+            name = default_trace_name(self.backend, self._started, rank=self._rank, suffix="")
+            target = unique_path(self._output_dir / name.replace("neuronprof_", "neuron_explorer_"))
+        else:
+            target = Path(path)
+        if target.exists():
+            if not overwrite:
+                raise FileExistsError(errno.EEXIST, "export target exists; pass overwrite=True to replace it", str(target))
+            import shutil
+
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
+        return neuron_bundle(source, target)
+
+    def roofline(self, device: str = "trn2", **kwargs: Any) -> Any:
+        """Place each recorded op on a roofline for ``device`` (compute- or memory-bound?).
+
+        Needs ``record_shapes=True`` for byte counts. See
+        [`neuronprof.analysis.roofline`][neuronprof.analysis.roofline] for the options.
+        """
+        import tempfile
+
+        from neuronprof.analysis import roofline as _roofline
+
+        self._require_done("roofline()")
+        with tempfile.TemporaryDirectory(prefix="neuronprof-") as tmp:
+            trace = self.export(Path(tmp) / "trace.json")
+            return _roofline(trace, device=device, **kwargs)
+
+
+@contextlib.contextmanager
+def _quiet_cycle_warning() -> Iterator[None]:
+    # torch warns that each cycle clears the previous one's events; the session
+    # keeps every cycle itself, so the warning would only mislead.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
+        yield
+
+
+def _dist_backend() -> Optional[str]:
+    import torch.distributed as dist
+
+    try:
+        return str(dist.get_backend())
+    except Exception:  # not initialised, or a backend without a name
+        return None
+
+
+def session(
+    modes: Sequence[str] = ("device", "runtime"),
+    core: Union[str, int, None] = None,
+    *,
+    backend: str = "auto",
+    wait: int = 2,
+    warmup: int = 1,
+    active: int = 1,
+    repeat: int = 1,
+    output_dir: Optional[PathLike] = None,
+    record_shapes: bool = False,
+    with_stack: bool = False,
+    profile_memory: bool = False,
+    with_flops: bool = False,
+) -> Session:
+    """Open a profiling session: one ``with`` statement instead of a page of torch.profiler setup.
+
+    ```python
+    with neuronprof.session(modes=("device", "runtime"), core="0") as s:
+        for _ in s.steps():
+            model(x)
+    print(s.table())
+    s.export()
+    ```
+
+    The same script runs on Trainium (TorchNeuron), TPU (TorchTPU), CUDA GPUs and
+    the CPU. Every argument is checked here, before anything is profiled.
+
+    Args:
+        modes: What to capture: ``"device"``, ``"runtime"``, ``"cpu_util"``,
+            ``"host_memory"`` (see [`Mode`][neuronprof.backends.Mode]). A mode the
+            backend cannot capture is recorded in ``s.notes``, not an error.
+        core: Device cores to capture: ``"0"``, ``"0,1"``, ``"2-5"`` or ``"all"``. On
+            Neuron this is ``capture_enabled_for_nc``; on CUDA the GPU indices to
+            synchronise. Default: the local rank's core under torchrun, else ``"0"``.
+        backend: ``"auto"``, ``"neuron"``, ``"tpu"``, ``"cuda"``, ``"cpu"``, or the name
+            of a PrivateUse1 device or registered backend.
+        wait: Steps skipped at the start of each cycle.
+        warmup: Steps profiled but discarded, so that one-time costs (compilation,
+            caches) do not pollute the result.
+        active: Steps recorded per cycle (at least 1).
+        repeat: Number of wait/warmup/active cycles; their statistics are summed.
+        output_dir: Folder for traces and backend files; default ``./neuronprof_output``.
+            An explicit folder is created and checked for writing immediately.
+        record_shapes: Record input shapes (rows are split per shape).
+        with_stack: Record Python stacks (larger traces).
+        profile_memory: Record memory allocated per op.
+        with_flops: Estimate FLOPs of matrix multiplications and convolutions.
+
+    Returns:
+        A [`Session`][neuronprof.Session] to use in a ``with`` statement.
+
+    Raises:
+        ValueError: A mode, core or schedule number is invalid.
+        BackendUnavailableError: The named backend cannot run here; the message
+            says what to install.
+        PermissionError: ``output_dir`` cannot be written.
+        NotADirectoryError: ``output_dir`` is (inside) a file.
+    """
+    return Session(
+        modes,
+        core,
+        backend=backend,
+        wait=wait,
+        warmup=warmup,
+        active=active,
+        repeat=repeat,
+        output_dir=output_dir,
+        record_shapes=record_shapes,
+        with_stack=with_stack,
+        profile_memory=profile_memory,
+        with_flops=with_flops,
+    )
+
+
+def _active_session() -> Optional[Session]:
+    """Return the session currently profiling in this process, if any."""
+    return _active
+

@@ -1,0 +1,189 @@
+"""Backends: one module per device family, and the registry that picks one.
+
+``backend="auto"`` tries, in order: a PrivateUse1 backend already registered in
+this process (``neuron`` and ``tpu`` get their own adapters), then Neuron, TPU,
+CUDA, any backend added with [`register_backend`][neuronprof.backends.register_backend],
+and finally the CPU. Optional packages are looked up with
+``importlib.util.find_spec`` before anything is imported, so ``auto`` stays fast
+and quiet on a laptop.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Optional
+
+from neuronprof.backends.base import (
+    MODES,
+    Backend,
+    Mode,
+    SessionContext,
+    parse_core,
+    privateuse1_name,
+)
+from neuronprof.backends.cpu import CpuBackend
+from neuronprof.backends.cuda import CudaBackend
+from neuronprof.backends.neuron import NeuronBackend
+from neuronprof.backends.privateuse1 import PrivateUse1Backend
+from neuronprof.backends.tpu import TpuBackend
+from neuronprof.errors import BackendUnavailableError
+
+__all__ = [
+    "MODES",
+    "Backend",
+    "CpuBackend",
+    "CudaBackend",
+    "Mode",
+    "NeuronBackend",
+    "PrivateUse1Backend",
+    "SessionContext",
+    "TpuBackend",
+    "get_backend",
+    "parse_core",
+    "register_backend",
+    "registered_backends",
+    "resolve_backend",
+    "unregister_backend",
+]
+
+_BUILTIN_ORDER = ("neuron", "tpu", "cuda")
+_lock = threading.Lock()
+_registry: dict[str, Backend] = {}
+
+
+def _builtins() -> dict[str, Backend]:
+    return {"neuron": NeuronBackend(), "tpu": TpuBackend(), "cuda": CudaBackend(), "cpu": CpuBackend()}
+
+
+def _ensure_builtins() -> None:
+    if not _registry:
+        _registry.update(_builtins())
+
+
+def register_backend(backend: Backend, *, replace: bool = False) -> None:
+    """Add a backend to the registry so ``session(backend=name)`` can use it.
+
+    Args:
+        backend: The backend instance; its ``name`` is the key.
+        replace: Allow replacing a backend already registered under that name.
+
+    Raises:
+        TypeError: ``backend`` is not a [`Backend`][neuronprof.backends.Backend].
+        ValueError: The name is taken (and ``replace`` is False) or is ``"auto"``.
+    """
+    if not isinstance(backend, Backend):
+        raise TypeError(f"expected a neuronprof.backends.Backend, got {type(backend).__name__}")
+    if backend.name == "auto":
+        raise ValueError("'auto' is reserved for automatic selection")
+    with _lock:
+        _ensure_builtins()
+        if backend.name in _registry and not replace:
+            raise ValueError(f"a backend named {backend.name!r} is already registered; pass replace=True")
+        _registry[backend.name] = backend
+
+
+def unregister_backend(name: str) -> None:
+    """Remove a backend from the registry; built-in ones come back on the next lookup."""
+    with _lock:
+        _registry.pop(name, None)
+        if not _registry:
+            return
+        for key, value in _builtins().items():
+            _registry.setdefault(key, value)
+
+
+def registered_backends() -> list[str]:
+    """Return the names of all registered backends, in ``auto`` order."""
+    with _lock:
+        _ensure_builtins()
+        names = list(_registry)
+    ordered = [n for n in _BUILTIN_ORDER if n in names]
+    ordered += [n for n in names if n not in ordered and n != "cpu"]
+    return ordered + (["cpu"] if "cpu" in names else [])
+
+
+def get_backend(name: str) -> Backend:
+    """Return the backend registered as ``name``.
+
+    A PrivateUse1 device renamed to ``name`` in this process is found even when it
+    was never registered; it gets the generic PrivateUse1 adapter.
+
+    Raises:
+        ValueError: No backend of that name exists.
+    """
+    with _lock:
+        _ensure_builtins()
+        found = _registry.get(name)
+    if found is not None:
+        return found
+    current = privateuse1_name()
+    if name in ("privateuse1", "privateuseone") and current is not None:
+        return get_backend(current)
+    if current == name:
+        return PrivateUse1Backend(name)
+    raise ValueError(
+        f"unknown backend {name!r}; use 'auto' or one of: {', '.join(registered_backends())}"
+        + (f" (or the PrivateUse1 backend {current!r})" if current else "")
+    )
+
+
+def resolve_backend(name: str = "auto") -> tuple[Backend, list[str]]:
+    """Pick the backend for a session.
+
+    Args:
+        name: ``"auto"`` or a backend name.
+
+    Returns:
+        The backend and notes on what ``auto`` skipped and why.
+
+    Raises:
+        BackendUnavailableError: A named backend cannot run here; the message says how to fix it.
+        ValueError: The name is unknown.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"backend must be a string, got {type(name).__name__}")
+    if name != "auto":
+        backend = get_backend(name)
+        if not backend.is_available():
+            raise BackendUnavailableError(f"backend {name!r} is unavailable: {backend.unavailable_reason()}")
+        return backend, []
+    notes: list[str] = []
+    candidates: list[Backend] = []
+    current = privateuse1_name()
+    if current is not None:
+        candidates.append(get_backend(current))
+    candidates += [get_backend(n) for n in registered_backends() if n != current]
+    for backend in candidates:
+        if backend.is_available():
+            return backend, notes
+        if backend.name != "cuda" or _has_cuda_build():
+            notes.append(f"auto: skipped {backend.name}: {backend.unavailable_reason()}")
+    raise BackendUnavailableError("no backend is available, not even the CPU")  # pragma: no cover
+
+
+def _has_cuda_build() -> bool:
+    import torch
+
+    return torch.version.cuda is not None
+
+
+def describe_backends() -> list[dict[str, object]]:
+    """Return, for ``neuronprof doctor``, each backend's availability and the reason when not."""
+    out: list[dict[str, object]] = []
+    names = registered_backends()
+    current = privateuse1_name()
+    if current is not None and current not in names:
+        names.insert(0, current)
+    for n in names:
+        b = get_backend(n)
+        ok = b.is_available()
+        out.append({"name": n, "available": ok, "reason": None if ok else b.unavailable_reason()})
+    return out
+
+
+def auto_choice() -> Optional[str]:
+    """Return the name ``backend="auto"`` would pick now."""
+    try:
+        return resolve_backend("auto")[0].name
+    except BackendUnavailableError:  # pragma: no cover
+        return None

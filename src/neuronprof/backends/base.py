@@ -1,0 +1,195 @@
+"""The small interface every backend implements, and the helpers they share.
+
+A backend answers five questions for a session: can I run here, which
+torch.profiler activities do I need, which experimental config carries my
+options, how do I wait for the device, and what do I do when a trace is ready.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional, get_args
+
+if TYPE_CHECKING:
+    import torch.profiler
+
+__all__ = [
+    "MODES",
+    "Backend",
+    "Mode",
+    "SessionContext",
+    "parse_core",
+    "privateuse1_name",
+    "torch_version",
+    "PRIVATEUSE1_MIN_TORCH",
+]
+
+Mode = Literal["device", "runtime", "cpu_util", "host_memory"]
+"""What to capture.
+
+* ``"device"``: time spent on the device itself (kernels on the NeuronCore, TPU
+  or GPU). On Neuron this is ``ProfileMode.DEVICE`` and writes ``.neff``/``.ntff``.
+* ``"runtime"``: the device runtime's own activity (Neuron runtime API calls,
+  ``trace_info.pb``/``ntrace.pb`` on Neuron).
+* ``"cpu_util"``: host CPU utilisation (Neuron only, ``cpu_util.pb``).
+* ``"host_memory"``: host memory usage (Neuron only, ``host_mem.pb``).
+"""
+
+MODES: tuple[str, ...] = get_args(Mode)
+
+PRIVATEUSE1_MIN_TORCH = (2, 12)
+"""Oldest torch whose profiler receives PrivateUse1 device time through kineto."""
+
+_CORE_RE = re.compile(r"^(all|\d+(-\d+)?(,\d+(-\d+)?)*)$")
+
+
+def parse_core(core: Any) -> Optional[str]:
+    """Check a core selector and return it in canonical string form.
+
+    Accepted: ``"0"``, ``"0,1"``, ``"2-5"``, ``"0,2-3"``, ``"all"``, a non-negative
+    int (``0`` means ``"0"``), or ``None`` (let the backend choose).
+
+    Raises:
+        ValueError: The selector does not follow that grammar, or a range runs backwards.
+    """
+    if core is None:
+        return None
+    if isinstance(core, bool):
+        raise ValueError(f"core must be a string such as '0', '0,1', '2-5' or 'all', not {core!r}")
+    if isinstance(core, int):
+        if core < 0:
+            raise ValueError(f"core must be non-negative, got {core}")
+        return str(core)
+    if not isinstance(core, str):
+        raise ValueError(f"core must be a string such as '0', '0,1', '2-5' or 'all', not {type(core).__name__}")
+    text = core.replace(" ", "").lower()
+    if not _CORE_RE.match(text):
+        raise ValueError(f"invalid core {core!r}: use '0', a list '0,1', a range '2-5', or 'all'")
+    for part in text.split(","):
+        if "-" in part:
+            lo, hi = (int(p) for p in part.split("-"))
+            if lo > hi:
+                raise ValueError(f"invalid core {core!r}: range {part!r} runs backwards; write '{hi}-{lo}'")
+    return text
+
+
+def core_indices(core: Optional[str], count: int) -> list[int]:
+    """Expand a canonical core selector into device indices below ``count``."""
+    if core is None:
+        return [0] if count > 0 else []
+    if core == "all":
+        return list(range(count))
+    out: list[int] = []
+    for part in core.split(","):
+        if "-" in part:
+            lo, hi = (int(p) for p in part.split("-"))
+            out.extend(range(lo, hi + 1))
+        else:
+            out.append(int(part))
+    return out
+
+
+def torch_version() -> tuple[int, int]:
+    """Return torch's (major, minor) version."""
+    import torch
+
+    match = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+def privateuse1_name() -> Optional[str]:
+    """Return the name PrivateUse1 was renamed to (``"neuron"``, ``"tpu"``...), or None."""
+    import torch
+
+    getter = getattr(torch._C, "_get_privateuse1_backend_name", None)
+    name = getter() if getter is not None else "privateuse1"
+    # Unrenamed, torch reports "privateuseone" (older releases: "privateuse1").
+    return None if name in ("privateuse1", "privateuseone") else str(name)
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionContext:
+    """What a backend needs to know about the session it serves.
+
+    Attributes:
+        modes: The requested capture modes, validated.
+        core: Canonical core selector (``"0"``, ``"0,1"``, ``"2-5"``, ``"all"``), or
+            None to let the backend choose.
+        output_dir: The session's output folder.
+        local_rank: ``LOCAL_RANK`` under torchrun, else None.
+        extras: Per-session scratch space for the backend (e.g. the config object
+            it built, needed again when the trace is ready).
+    """
+
+    modes: tuple[str, ...]
+    core: Optional[str]
+    output_dir: Path
+    local_rank: Optional[int] = None
+    extras: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+
+
+class Backend:
+    """Base class of neuronprof backends.
+
+    Subclass it to teach neuronprof a new device; register an instance with
+    [`register_backend`][neuronprof.backends.register_backend]. Every method has a
+    safe default, so a minimal backend only sets ``name`` and ``is_available``.
+
+    Attributes:
+        name: Name users pass as ``backend=``.
+        device_label: Label of the device columns (``"NEURON"``); None without a device.
+        supported_modes: Modes this backend can capture; others become session notes.
+        writes_output: True when the backend writes files of its own during a
+            session (so the output folder must exist before profiling starts).
+    """
+
+    name: ClassVar[str] = "base"
+    device_label: Optional[str] = None
+    supported_modes: frozenset[str] = frozenset()
+    writes_output: bool = False
+
+    def is_available(self) -> bool:
+        """Return True when this backend can profile in this process."""
+        return False
+
+    def unavailable_reason(self) -> str:
+        """Explain why the backend is unavailable and how to fix it."""
+        return f"backend {self.name!r} is not available"
+
+    def activities(self) -> list[torch.profiler.ProfilerActivity]:
+        """Return the torch.profiler activities to record."""
+        from torch.profiler import ProfilerActivity
+
+        return [ProfilerActivity.CPU]
+
+    def default_core(self, ctx: SessionContext) -> Optional[str]:
+        """Return the core to capture when the user gave none."""
+        return None
+
+    def experimental_config(self, ctx: SessionContext) -> Any:
+        """Return the ``experimental_config`` for torch.profiler, or None."""
+        return None
+
+    def synchronize(self, ctx: SessionContext) -> None:
+        """Wait until the device has finished the work queued so far."""
+
+    def on_trace_ready(self, prof: torch.profiler.profile, ctx: SessionContext) -> Optional[Path]:
+        """Run backend work at the end of a profiling cycle.
+
+        Returns:
+            The path of a Chrome trace the backend wrote itself, if it did.
+        """
+        return None
+
+    def neuron_bundle_source(self, ctx: SessionContext) -> Optional[Path]:
+        """Return the folder of Neuron profile files, for ``export(format="neuron")``."""
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """Return facts about this backend for ``neuronprof doctor``."""
+        return {"name": self.name, "available": self.is_available(), "device_label": self.device_label}
+
+    def __repr__(self) -> str:
+        return f"<neuronprof backend {self.name!r}>"

@@ -1,0 +1,43 @@
+"""The ``neuronprof`` command line: doctor, demo, summarize, diff, roofline.
+
+Each sub-command lives with the code it drives; this module only builds the
+parser and dispatches, so that ``neuronprof summarize`` never imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Optional
+
+__all__ = ["main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the ``neuronprof`` argument parser with every sub-command."""
+    from neuronprof import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="neuronprof",
+        description="Profile PyTorch on Trainium, TPU, GPU and CPU; read the traces anywhere.",
+    )
+    parser.add_argument("--version", action="version", version=f"neuronprof {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    # Each register() adds its sub-commands with set_defaults(func=...).
+    from neuronprof.analysis import cli as analysis_cli
+
+    analysis_cli.register(sub)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the ``neuronprof`` command and return its exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

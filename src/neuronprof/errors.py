@@ -1,0 +1,43 @@
+"""Exceptions raised by neuronprof.
+
+Every error neuronprof raises on purpose derives from
+[`NeuronProfError`][neuronprof.NeuronProfError], so one ``except`` clause catches
+them all. Bad arguments are reported as [`ValueError`][ValueError] or
+[`TypeError`][TypeError], as Python users expect.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendUnavailableError",
+    "NeuronProfError",
+    "NeuronProfWarning",
+    "SessionStateError",
+]
+
+
+class NeuronProfError(Exception):
+    """Base class of every error raised by neuronprof."""
+
+
+class BackendUnavailableError(NeuronProfError):
+    """The requested backend cannot be used in this Python environment.
+
+    The message says what is missing and how to install it.
+    """
+
+
+class SessionStateError(NeuronProfError):
+    """A session method was called at the wrong time.
+
+    For example ``table()`` inside the ``with`` block, ``step()`` after it, or a
+    second session opened while another one is profiling in the same process.
+    """
+
+
+class NeuronProfWarning(UserWarning):
+    """Something in a profile looks wrong, although the data is still usable.
+
+    Raised as a warning (never an exception) for, e.g., an empty device column
+    or a loop that ran fewer steps than the schedule needs.
+    """

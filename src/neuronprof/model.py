@@ -1,0 +1,446 @@
+"""The data a profile turns into: plain, frozen, JSON-round-trippable.
+
+Nothing here imports torch. A [`Table`][neuronprof.Table] can be built by hand,
+loaded from JSON written on another machine, or produced from a trace file by
+``neuronprof summarize``; every renderer reads only these classes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union, get_args
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = ["OpRow", "Shape", "SortKey", "Table", "SORT_KEYS", "TABLE_SCHEMA"]
+
+Shape = tuple[int, ...]
+"""The shape of one input tensor, e.g. ``(4096, 4096)``; ``()`` for a scalar or non-tensor."""
+
+SortKey = Literal[
+    "device",
+    "device_total",
+    "cpu",
+    "cpu_total",
+    "calls",
+    "name",
+    "flops",
+    "self_device_time_total",
+    "device_time_total",
+    "self_cpu_time_total",
+    "cpu_time_total",
+    "count",
+    "self_cuda_time_total",
+    "cuda_time_total",
+    "self_privateuse1_time_total",
+    "privateuse1_time_total",
+    "self_xpu_time_total",
+    "xpu_time_total",
+    "self_cpu_memory_usage",
+    "self_device_memory_usage",
+]
+"""How a table is sorted.
+
+* ``"device"``: self device time, largest first (falls back to ``"cpu"`` when no
+  row has device time, e.g. on a CPU-only run).
+* ``"device_total"``: device time including children.
+* ``"cpu"`` / ``"cpu_total"``: self / total CPU time, largest first.
+* ``"calls"``: number of calls, most first.
+* ``"name"``: alphabetical.
+* ``"flops"``: estimated floating-point operations (needs ``with_flops=True``).
+* torch.profiler's own keys (``"self_device_time_total"``, ``"self_cuda_time_total"``,
+  ``"self_privateuse1_time_total"``, ``"cpu_time_total"``, ``"count"``, ...) are
+  accepted and mean what they mean in ``key_averages().table(sort_by=...)``.
+"""
+
+SORT_KEYS: tuple[str, ...] = get_args(SortKey)
+
+TABLE_SCHEMA = "neuronprof.table/1"
+
+# Which OpRow field each sort key orders by. torch rewrites cuda/privateuse1/xpu
+# keys to "device" internally, so they all land on the device fields here too.
+_SORT_FIELD: dict[str, str] = {
+    "device": "self_device_us",
+    "self_device_time_total": "self_device_us",
+    "self_cuda_time_total": "self_device_us",
+    "self_privateuse1_time_total": "self_device_us",
+    "self_xpu_time_total": "self_device_us",
+    "device_total": "device_total_us",
+    "device_time_total": "device_total_us",
+    "cuda_time_total": "device_total_us",
+    "privateuse1_time_total": "device_total_us",
+    "xpu_time_total": "device_total_us",
+    "cpu": "self_cpu_us",
+    "self_cpu_time_total": "self_cpu_us",
+    "cpu_total": "cpu_total_us",
+    "cpu_time_total": "cpu_total_us",
+    "calls": "calls",
+    "count": "calls",
+    "name": "name",
+    "flops": "flops",
+    "self_cpu_memory_usage": "self_cpu_memory_bytes",
+    "self_device_memory_usage": "self_device_memory_bytes",
+}
+_DEVICE_FIELDS = frozenset({"self_device_us", "device_total_us"})
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """One line of a profile table: an operator (or device kernel) and its times.
+
+    All times are in microseconds, summed over every profiled step. A value that
+    was not measured is ``None`` (shown as a blank cell), never ``0``.
+
+    Attributes:
+        name: Operator or kernel name, e.g. ``"aten::mul"``.
+        calls: How many times it ran in the profiled steps.
+        self_cpu_us: CPU time spent in the op itself, excluding its children.
+        cpu_total_us: CPU time including children.
+        self_device_us: Device (NeuronCore, TPU, GPU) time of the op itself;
+            ``None`` on a backend without a device.
+        device_total_us: Device time including children; ``None`` without a device.
+        input_shapes: Input tensor shapes, when recorded with ``record_shapes=True``.
+        input_dtypes: Input dtypes (e.g. ``"float"``), when a trace recorded them.
+        flops: Estimated floating-point operations, when ``with_flops=True``.
+        self_cpu_memory_bytes: Host memory allocated by the op itself, when
+            ``profile_memory=True``.
+        self_device_memory_bytes: Device memory allocated by the op itself, when
+            ``profile_memory=True``.
+        on_device: True for a row that is a device kernel rather than a CPU-side op.
+    """
+
+    name: str
+    calls: int
+    self_cpu_us: float
+    cpu_total_us: float
+    self_device_us: Optional[float] = None
+    device_total_us: Optional[float] = None
+    input_shapes: Optional[tuple[Shape, ...]] = None
+    input_dtypes: Optional[tuple[str, ...]] = None
+    flops: Optional[int] = None
+    self_cpu_memory_bytes: Optional[int] = None
+    self_device_memory_bytes: Optional[int] = None
+    on_device: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"OpRow.name must be a str, got {type(self.name).__name__}")
+        if isinstance(self.calls, bool) or not isinstance(self.calls, int) or self.calls < 0:
+            raise ValueError(f"OpRow.calls must be a non-negative int, got {self.calls!r}")
+        for name in ("self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us"):
+            value = getattr(self, name)
+            if value is None and name.startswith(("self_cpu", "cpu")):
+                raise ValueError(f"OpRow.{name} is required")
+            if value is not None and (not isinstance(value, (int, float)) or math.isnan(value)):
+                raise ValueError(f"OpRow.{name} must be a number or None, got {value!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the row as a JSON-ready dict (shapes as lists)."""
+        data = dataclasses.asdict(self)
+        if self.input_shapes is not None:
+            data["input_shapes"] = [list(s) for s in self.input_shapes]
+        if self.input_dtypes is not None:
+            data["input_dtypes"] = list(self.input_dtypes)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OpRow:
+        """Build a row from [`to_dict`][neuronprof.OpRow.to_dict] output.
+
+        Raises:
+            ValueError: A required field is missing or has the wrong type.
+        """
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown OpRow field(s): {', '.join(sorted(unknown))}")
+        kwargs = dict(data)
+        shapes = kwargs.get("input_shapes")
+        if shapes is not None:
+            kwargs["input_shapes"] = tuple(tuple(int(d) for d in s) for s in shapes)
+        dtypes = kwargs.get("input_dtypes")
+        if dtypes is not None:
+            kwargs["input_dtypes"] = tuple(str(d) for d in dtypes)
+        try:
+            return cls(**kwargs)
+        except TypeError as exc:  # a missing required field
+            raise ValueError(f"invalid OpRow: {exc}") from None
+
+
+def _sort_value(row: OpRow, field_name: str) -> Any:
+    return getattr(row, field_name)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A profile summarised per operator: what ``session.table()`` returns.
+
+    Print it for an aligned text table, or render it with
+    [`to_markdown`][neuronprof.Table.to_markdown], [`to_csv`][neuronprof.Table.to_csv],
+    [`to_json`][neuronprof.Table.to_json] or [`to_dataframe`][neuronprof.Table.to_dataframe].
+    Notebooks (Jupyter, Marimo) show it as HTML.
+
+    Attributes:
+        rows: The rows, in display order.
+        backend: Backend that produced the profile (``"neuron"``, ``"tpu"``,
+            ``"cuda"``, ``"cpu"`` or a PrivateUse1 name).
+        device_label: Label of the device columns (``"NEURON"``, ``"TPU"``,
+            ``"CUDA"``); ``None`` when the backend has no device.
+        sort_by: The key the rows are sorted by (after any fallback).
+        steps: Number of profiled (active) steps the times are summed over.
+        top_level_calls: Ops called directly by the profiled steps, summed over
+            steps (naive RMSNorm: 6 per step); ``None`` when unknown.
+        notes: Remarks about how the table was made (e.g. a sort fallback).
+        rank: ``torch.distributed`` rank that produced it, if any.
+        total_rows: How many rows there were before ``row_limit`` cut the list.
+    """
+
+    rows: tuple[OpRow, ...]
+    backend: str = "cpu"
+    device_label: Optional[str] = None
+    sort_by: str = "device"
+    steps: int = 0
+    top_level_calls: Optional[int] = None
+    notes: tuple[str, ...] = field(default=())
+    rank: Optional[int] = None
+    total_rows: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        # Accept any iterable of rows but store a tuple so the table stays immutable.
+        if not isinstance(self.rows, tuple):
+            object.__setattr__(self, "rows", tuple(self.rows))
+        if not isinstance(self.notes, tuple):
+            object.__setattr__(self, "notes", tuple(self.notes))
+        for row in self.rows:
+            if not isinstance(row, OpRow):
+                raise TypeError(f"Table.rows must hold OpRow objects, got {type(row).__name__}")
+
+    # -- queries -------------------------------------------------------------------
+    def __iter__(self) -> Iterator[OpRow]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def has_device_time(self) -> bool:
+        """True when at least one row has device time above zero."""
+        return any((r.self_device_us or 0) > 0 or (r.device_total_us or 0) > 0 for r in self.rows)
+
+    @property
+    def self_cpu_us(self) -> float:
+        """Sum of self CPU time over all rows, in microseconds."""
+        return sum(r.self_cpu_us for r in self.rows)
+
+    @property
+    def self_device_us(self) -> Optional[float]:
+        """Sum of self device time over all rows; ``None`` without a device."""
+        values = [r.self_device_us for r in self.rows if r.self_device_us is not None]
+        return sum(values) if values else None
+
+    def row(self, name: str) -> OpRow:
+        """Return the first row called ``name``.
+
+        Raises:
+            KeyError: No row has that name; the message lists close matches.
+        """
+        for r in self.rows:
+            if r.name == name:
+                return r
+        close = [r.name for r in self.rows if name.lower() in r.name.lower()][:5]
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise KeyError(f"no row named {name!r}{hint}")
+
+    def names(self) -> list[str]:
+        """Return the row names in display order."""
+        return [r.name for r in self.rows]
+
+    # -- derived tables ----------------------------------------------------------
+    def sorted(self, by: str = "device") -> Table:
+        """Return a copy sorted by ``by`` (see [`SortKey`][neuronprof.model.SortKey]).
+
+        Rows without a value for the key (``None``) go last. Sorting by a device key
+        when no row has device time falls back to self CPU time, and says so in
+        ``notes``.
+
+        Raises:
+            ValueError: ``by`` is not a known sort key.
+        """
+        field_name = _sort_field(by)
+        notes = list(self.notes)
+        effective = by
+        if field_name in _DEVICE_FIELDS and not self.has_device_time:
+            field_name = "self_cpu_us" if field_name == "self_device_us" else "cpu_total_us"
+            effective = "cpu" if field_name == "self_cpu_us" else "cpu_total"
+            # A CPU-only table has nothing to explain; a device table without device
+            # time is suspicious, so say what happened.
+            note = f"no device time recorded; sorted by {effective!r} instead of {by!r}"
+            if self.device_label is not None and note not in notes:
+                notes.append(note)
+        if field_name == "name":
+            rows = sorted(self.rows, key=lambda r: r.name)
+        else:
+            present = [r for r in self.rows if _sort_value(r, field_name) is not None]
+            missing = [r for r in self.rows if _sort_value(r, field_name) is None]
+            present.sort(key=lambda r: _sort_value(r, field_name), reverse=True)
+            rows = present + missing
+        return dataclasses.replace(self, rows=tuple(rows), sort_by=effective, notes=tuple(notes))
+
+    def head(self, n: Optional[int]) -> Table:
+        """Return a copy with at most ``n`` rows (all rows when ``n`` is None or negative)."""
+        if n is None or n < 0 or n >= len(self.rows):
+            return self
+        total = self.total_rows if self.total_rows is not None else len(self.rows)
+        return dataclasses.replace(self, rows=self.rows[:n], total_rows=total)
+
+    def device_only(self) -> Table:
+        """Return a copy with only the rows that have device time above zero."""
+        rows = tuple(r for r in self.rows if (r.self_device_us or 0) > 0 or (r.device_total_us or 0) > 0)
+        return dataclasses.replace(self, rows=rows)
+
+    # -- renderers ----------------------------------------------------------------
+    def __str__(self) -> str:
+        from neuronprof.render import render_text
+
+        return render_text(self)
+
+    def to_text(self) -> str:
+        """Return the table as aligned plain text (what ``print(table)`` shows)."""
+        return str(self)
+
+    def to_markdown(self) -> str:
+        """Return the table as a GitHub-flavoured Markdown table."""
+        from neuronprof.render import render_markdown
+
+        return render_markdown(self)
+
+    def to_csv(self) -> str:
+        """Return the table as CSV, one column per [`OpRow`][neuronprof.OpRow] field."""
+        from neuronprof.render import render_csv
+
+        return render_csv(self)
+
+    def _repr_html_(self) -> str:
+        from neuronprof.render import render_html
+
+        return render_html(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the table as a JSON-ready dict, including a ``schema`` tag."""
+        return {
+            "schema": TABLE_SCHEMA,
+            "backend": self.backend,
+            "device_label": self.device_label,
+            "sort_by": self.sort_by,
+            "steps": self.steps,
+            "top_level_calls": self.top_level_calls,
+            "notes": list(self.notes),
+            "rank": self.rank,
+            "total_rows": self.total_rows,
+            "rows": [r.to_dict() for r in self.rows],
+        }
+
+    def to_json(self, indent: Optional[int] = 2) -> str:
+        """Return the table as JSON; [`Table.from_json`][neuronprof.Table.from_json] reads it back."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Table:
+        """Build a table from [`to_dict`][neuronprof.Table.to_dict] output.
+
+        Raises:
+            ValueError: The data is not a neuronprof table.
+        """
+        if not isinstance(data, Mapping) or data.get("schema") != TABLE_SCHEMA:
+            raise ValueError(f"not a neuronprof table (expected schema {TABLE_SCHEMA!r})")
+        rows = data.get("rows")
+        if not isinstance(rows, list):
+            raise ValueError("neuronprof table JSON has no 'rows' list")
+        return cls(
+            rows=tuple(OpRow.from_dict(r) for r in rows),
+            backend=str(data.get("backend", "cpu")),
+            device_label=data.get("device_label"),
+            sort_by=str(data.get("sort_by", "device")),
+            steps=int(data.get("steps", 0)),
+            top_level_calls=data.get("top_level_calls"),
+            notes=tuple(data.get("notes", ())),
+            rank=data.get("rank"),
+            total_rows=data.get("total_rows"),
+        )
+
+    @classmethod
+    def from_json(cls, text: Union[str, bytes]) -> Table:
+        """Read a table written by [`to_json`][neuronprof.Table.to_json].
+
+        Raises:
+            ValueError: The text is not JSON, or not a neuronprof table.
+        """
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not JSON: {exc}") from None
+        return cls.from_dict(data)
+
+    def to_dataframe(self) -> pandas.DataFrame:
+        """Return the rows as a pandas DataFrame, one column per OpRow field.
+
+        Raises:
+            ImportError: pandas is not installed (``pip install pandas``).
+        """
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("Table.to_dataframe() needs pandas: pip install pandas") from None
+        columns = [f.name for f in dataclasses.fields(OpRow)]
+        return pd.DataFrame([r.to_dict() for r in self.rows], columns=columns)
+
+
+def _sort_field(by: str) -> str:
+    try:
+        return _SORT_FIELD[by]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown sort_by {by!r}; use one of: {', '.join(SORT_KEYS)}") from None
+
+
+def merge_rows(groups: Iterable[Sequence[OpRow]]) -> list[OpRow]:
+    """Sum rows with the same name (and shapes) across several tables' rows.
+
+    Used to combine profiling cycles (``repeat > 1``) into one table. Order
+    follows first appearance.
+    """
+    merged: dict[tuple[str, Any, bool], OpRow] = {}
+    for rows in groups:
+        for r in rows:
+            key = (r.name, r.input_shapes, r.on_device)
+            prev = merged.get(key)
+            merged[key] = r if prev is None else _add_rows(prev, r)
+    return list(merged.values())
+
+
+def _add_opt(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    if a is None and b is None:
+        return None
+    return (a or 0) + (b or 0)
+
+
+def _add_rows(a: OpRow, b: OpRow) -> OpRow:
+    return dataclasses.replace(
+        a,
+        calls=a.calls + b.calls,
+        self_cpu_us=a.self_cpu_us + b.self_cpu_us,
+        cpu_total_us=a.cpu_total_us + b.cpu_total_us,
+        self_device_us=_add_opt(a.self_device_us, b.self_device_us),
+        device_total_us=_add_opt(a.device_total_us, b.device_total_us),
+        flops=_opt_int(_add_opt(a.flops, b.flops)),
+        self_cpu_memory_bytes=_opt_int(_add_opt(a.self_cpu_memory_bytes, b.self_cpu_memory_bytes)),
+        self_device_memory_bytes=_opt_int(_add_opt(a.self_device_memory_bytes, b.self_device_memory_bytes)),
+    )
+
+
+def _opt_int(v: Optional[float]) -> Optional[int]:
+    return None if v is None else int(v)
