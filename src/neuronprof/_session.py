@@ -323,8 +323,11 @@ class Session:
         global _active
         try:
             if self._profiler is not None and self._state == "running":
-                with _quiet_cycle_warning():
+                if self.repeat == 1:
                     self._profiler.__exit__(None, None, None)
+                else:
+                    with _quiet_cycle_warning():
+                        self._profiler.__exit__(None, None, None)
         finally:
             self._state = "done"
             _active = None
@@ -335,6 +338,11 @@ class Session:
         needed = self.total_steps
         if needed is None or self._steps_taken >= needed:
             return
+        if self._steps_taken == 0 and self._cycles:
+            # A schedule that starts recording at once (wait=0, warmup=0) makes a
+            # step-less block one recorded step: a legitimate single pass.
+            self._note("no step() was called; the whole block was recorded as one step")
+            return
         if interrupted:
             self._note(
                 f"the block was interrupted after {self._steps_taken} of {needed} steps; "
@@ -343,7 +351,7 @@ class Session:
             return
         message = (
             f"the schedule needs {needed} steps ((wait={self.wait} + warmup={self.warmup} + "
-            f"active={self.active}) x repeat={self.repeat}) but {self._steps_taken} ran"
+            f"active={self.active}) x repeat={self.repeat}) but only {self._steps_taken} completed"
         )
         if self._steps_taken == 0:
             message += "; call s.step() at the end of each iteration, or loop over s.steps()"
@@ -375,8 +383,11 @@ class Session:
         # Without this sync the device work of the step would be attributed to
         # the next one, or lost when the trace is cut: empty device columns.
         self._backend.synchronize(self._ctx)
-        with _quiet_cycle_warning():
+        if self.repeat == 1:
             self._profiler.step()
+        else:
+            with _quiet_cycle_warning():
+                self._profiler.step()
         self._steps_taken += 1
 
     def steps(self) -> Iterator[int]:

@@ -26,9 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     # Each register() adds its sub-commands with set_defaults(func=...).
-    from neuronprof.analysis import cli as analysis_cli
+    from neuronprof import _doctor
 
-    analysis_cli.register(sub)
+    _doctor.register(sub)
     return parser
 
 
@@ -36,7 +36,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the ``neuronprof`` command and return its exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:
+        # `neuronprof ... | head` closed the pipe: not an error worth a traceback.
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

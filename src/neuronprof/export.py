@@ -111,14 +111,11 @@ def ensure_writable_dir(path: Path, *, create: bool) -> Path:
         existing = path
     if not os.access(existing, os.W_OK | os.X_OK):
         raise PermissionError(errno.EACCES, "output_dir is not writable", str(existing))
-    if create:
-        # os.access trusts permission bits; a read-only mount or root squashing
-        # only shows on a real write, so try one.
-        probe = path / f".neuronprof-probe-{uuid.uuid4().hex}"
-        try:
-            probe.touch()
-        finally:
-            probe.unlink(missing_ok=True)
+    # os.access trusts permission bits (and root passes them all); a read-only
+    # mount only shows in the file system's flags.
+    statvfs = getattr(os, "statvfs", None)
+    if statvfs is not None and existing.exists() and statvfs(existing).f_flag & getattr(os, "ST_RDONLY", 1):
+        raise PermissionError(errno.EROFS, "output_dir is on a read-only file system", str(existing))
     return path
 
 

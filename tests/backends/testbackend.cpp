@@ -73,6 +73,7 @@ struct State {
   int64_t sessions_processed = 0;
   int64_t correlations_seen = 0;
   int64_t correlations_unlinked = 0;
+  int64_t correlations_outside_window = 0;
   int64_t kernels_emitted = 0;
   int64_t runtime_events_emitted = 0;
   std::string last_custom_config;
@@ -119,7 +120,9 @@ std::string backendName() {
 
 class TestBackendSession final : public libkineto::IActivityProfilerSession {
  public:
-  TestBackendSession() = default;
+  // kineto configures every registered plugin for every profile; a CPU-only
+  // profile asks for no device activity, so the session stays silent then.
+  explicit TestBackendSession(bool device_requested) : device_requested_(device_requested) {}
 
   void start() override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -179,6 +182,7 @@ class TestBackendSession final : public libkineto::IActivityProfilerSession {
     };
     std::vector<Launch> launches;
     int64_t unlinked = 0;
+    int64_t outside = 0;
     for (uint64_t corr : ids) {
       const libkineto::ITraceActivity* op =
           getLinkedActivity(static_cast<int32_t>(corr));
@@ -189,6 +193,12 @@ class TestBackendSession final : public libkineto::IActivityProfilerSession {
       // Only real ops launch kernels; user annotations and ProfilerStep#N
       // ranges never do on a real device either.
       if (op->type() != libkineto::ActivityType::CPU_OP) {
+        continue;
+      }
+      // Ops recorded before the capture window (schedule warm-up steps) are
+      // still linkable but kineto drops them; so do we.
+      if (op->timestamp() < startTime || op->timestamp() > endTime) {
+        outside += 1;
         continue;
       }
       launches.push_back({corr, op});
@@ -205,7 +215,7 @@ class TestBackendSession final : public libkineto::IActivityProfilerSession {
     libkineto::TraceSpan span(startTime, endTime, backendName() + " test device");
     int64_t cursor = 0;
     int64_t emitted = 0;
-    if (emit) {
+    if (emit && device_requested_) {
       for (const auto& launch : launches) {
         if (noKernelOps().count(launch.op->name()) != 0) {
           continue;
@@ -260,6 +270,7 @@ class TestBackendSession final : public libkineto::IActivityProfilerSession {
     }
     std::lock_guard<std::mutex> slock(state().mu);
     state().correlations_unlinked += unlinked;
+    state().correlations_outside_window += outside;
     state().kernels_emitted += emitted;
     state().runtime_events_emitted += runtime_emitted;
   }
@@ -283,6 +294,7 @@ class TestBackendSession final : public libkineto::IActivityProfilerSession {
   }
 
  private:
+  const bool device_requested_;
   std::mutex mu_;
   std::vector<uint64_t> correlations_;
 };
@@ -310,7 +322,8 @@ class TestBackendProfiler final : public libkineto::IActivityProfiler {
         state().last_activity_types.push_back(static_cast<int>(t));
       }
     }
-    return std::make_unique<TestBackendSession>();
+    return std::make_unique<TestBackendSession>(
+        activity_types.count(libkineto::ActivityType::CONCURRENT_KERNEL) != 0);
   }
 
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(
@@ -457,7 +470,7 @@ PyObject* py_stats(PyObject*, PyObject*) {
     Py_DECREF(item);
   }
   return Py_BuildValue(
-      "{s:O,s:O,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:s#,s:N,s:N}",
+      "{s:O,s:O,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:s#,s:N,s:N}",
       "emit", s.emit ? Py_True : Py_False,
       "runtime_events", s.runtime ? Py_True : Py_False,
       "kernel_ns", static_cast<long long>(s.kernel_ns),
@@ -466,6 +479,7 @@ PyObject* py_stats(PyObject*, PyObject*) {
       "sessions_processed", static_cast<long long>(s.sessions_processed),
       "correlations_seen", static_cast<long long>(s.correlations_seen),
       "correlations_unlinked", static_cast<long long>(s.correlations_unlinked),
+      "correlations_outside_window", static_cast<long long>(s.correlations_outside_window),
       "kernels_emitted", static_cast<long long>(s.kernels_emitted),
       "runtime_events_emitted", static_cast<long long>(s.runtime_events_emitted),
       "last_custom_config", s.last_custom_config.data(),
@@ -483,6 +497,7 @@ PyObject* py_reset_stats(PyObject*, PyObject*) {
     s.sessions_processed = 0;
     s.correlations_seen = 0;
     s.correlations_unlinked = 0;
+    s.correlations_outside_window = 0;
     s.kernels_emitted = 0;
     s.runtime_events_emitted = 0;
     s.last_custom_config.clear();

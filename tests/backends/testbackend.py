@@ -406,7 +406,7 @@ def stats() -> dict[str, Any]:
 
     Keys: ``emit``, ``runtime_events``, ``kernel_ns``, ``sessions_configured``,
     ``sessions_started``, ``sessions_processed``, ``correlations_seen``,
-    ``correlations_unlinked``, ``kernels_emitted``, ``runtime_events_emitted``, ``last_custom_config`` (the ``custom_profiler_config``
+    ``correlations_unlinked``, ``correlations_outside_window``, ``kernels_emitted``, ``runtime_events_emitted``, ``last_custom_config`` (the ``custom_profiler_config``
     string of the last profile), ``custom_configs`` (all of them, in order),
     ``last_activity_types`` (kineto activity names kineto asked for).
     """

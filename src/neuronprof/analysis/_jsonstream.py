@@ -1,0 +1,314 @@
+"""Stream the events of a Chrome/Perfetto JSON trace one at a time, in bounded memory.
+
+``json.load`` builds every event of a trace before the first one can be looked
+at, which for a 1 GB trace means several GB of Python objects. Here the text is
+read in chunks and each element of the ``traceEvents`` array is decoded on its
+own with the C scanner behind :class:`json.JSONDecoder`, so memory holds one
+chunk plus one event, whatever the size of the file. Only JSON is parsed: nothing
+in a trace is evaluated, imported or unpickled.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import json
+import re
+import zlib
+from collections.abc import Iterator
+from typing import IO, Any, Callable
+
+from neuronprof.analysis.errors import TraceError
+
+__all__ = ["EventStream", "open_trace_text"]
+
+_CHUNK = 1 << 20
+_WS = re.compile(r"[ \t\n\r]*")
+_COMMA = re.compile(r"[ \t\n\r]*,[ \t\n\r]*")
+_GZIP_MAGIC = b"\x1f\x8b"
+_VALUE_START = frozenset('{["-0123456789tfnNI')
+# How close to the end of the buffer a decode error must be to mean "read more".
+_MARGIN = 64
+# No single JSON value in a trace is this large; past it, an error is an error.
+_MAX_VALUE = 64 << 20
+
+
+def open_trace_text(path: str) -> IO[bytes]:
+    """Open ``path`` for reading bytes, transparently un-gzipping it by its magic number.
+
+    Raises:
+        TraceError: The file is missing or unreadable.
+    """
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 - the stream owns it and closes it
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise TraceError(f"{path}: is a folder, not a trace file") from None
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot open: {exc.strerror or exc}") from None
+    try:
+        magic = raw.read(2)
+        raw.seek(0)
+    except OSError as exc:
+        raw.close()
+        raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if magic == _GZIP_MAGIC:
+        raw.close()
+        try:
+            return gzip.open(path, "rb")
+        except OSError as exc:
+            raise TraceError(f"{path}: cannot open: {exc.strerror or exc}") from None
+    return raw
+
+
+class EventStream:
+    """Iterate over the ``traceEvents`` of one trace file without loading it whole.
+
+    Both Chrome trace layouts are accepted: the JSON object format
+    (``{"traceEvents": [...], ...}``, what torch.profiler writes) and the JSON
+    array format (``[{...}, {...}]``, whose closing bracket may be missing).
+    Top-level members other than ``traceEvents`` (``deviceProperties``,
+    ``schemaVersion``, ...) are collected in :attr:`metadata`; those after the
+    events are there once iteration has finished.
+
+    Iterating yields each event as the dict ``json`` decodes it.
+
+    Raises:
+        TraceError: While iterating, for anything that is not a well-formed trace.
+    """
+
+    def __init__(self, path: str, *, chunk_size: int = _CHUNK) -> None:
+        self.path = path
+        self.metadata: dict[str, Any] = {}
+        self._chunk = max(16, int(chunk_size))
+        self._binary = open_trace_text(path)
+        self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        self._scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+        self._buf = ""
+        self._pos = 0
+        self._consumed = 0  # characters dropped from the front of the buffer so far
+        self._eof = False
+        self.events = 0
+
+    # -- buffer management ------------------------------------------------------
+    def close(self) -> None:
+        """Close the underlying file."""
+        self._binary.close()
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _fail(self, what: str) -> TraceError:
+        return TraceError(f"{self.path}: {what}")
+
+    def _read_more(self, at_least: int = 0) -> bool:
+        """Append more text to the buffer, dropping what was consumed; False at end of file."""
+        if self._eof:
+            return False
+        size = max(self._chunk, at_least)
+        try:
+            data = self._binary.read(size)
+            text = self._decoder.decode(data, final=not data)
+        except gzip.BadGzipFile as exc:
+            raise self._fail(f"not a valid gzip file ({exc})") from None
+        except EOFError:
+            raise self._fail("gzip file is truncated (compressed stream ended early)") from None
+        except zlib.error as exc:
+            raise self._fail(f"gzip file is corrupt ({exc})") from None
+        except UnicodeDecodeError as exc:
+            raise self._fail(f"not UTF-8 text near byte {exc.start} of a chunk; is this a trace file?") from None
+        except OSError as exc:
+            raise self._fail(f"cannot read: {exc.strerror or exc}") from None
+        if not data:
+            self._eof = True
+        self._consumed += self._pos
+        self._buf = self._buf[self._pos :] + text
+        self._pos = 0
+        return bool(data) or bool(text)
+
+    def _skip_ws(self) -> None:
+        while True:
+            self._pos = _WS.match(self._buf, self._pos).end()  # type: ignore[union-attr]
+            if self._pos < len(self._buf) or not self._read_more():
+                return
+
+    def _peek(self) -> str:
+        self._skip_ws()
+        return self._buf[self._pos] if self._pos < len(self._buf) else ""
+
+    def _value(self) -> Any:
+        """Decode one JSON value at the current position, reading more text as needed."""
+        while True:
+            buf, pos = self._buf, self._pos
+            detail = "expected a JSON value"
+            try:
+                value, end = self._scan(buf, pos)
+            except StopIteration:
+                end = -1
+                if pos < len(buf) and buf[pos] not in _VALUE_START:
+                    raise self._fail(f"invalid JSON near character {self._consumed + pos}: {detail}") from None
+            except json.JSONDecodeError as exc:
+                end = -1
+                detail = exc.msg
+                # An error well before the end of the buffer is real; one at the end
+                # may only mean the value continues in the next chunk.
+                if exc.pos + _MARGIN < len(buf) and not exc.msg.startswith("Unterminated string"):
+                    raise self._fail(f"invalid JSON near character {self._consumed + exc.pos}: {detail}") from None
+            except RecursionError:
+                raise self._fail(f"JSON nested too deeply near character {self._consumed + pos}") from None
+            # A value that runs to the end of the buffer may continue in the next
+            # chunk (a number, or a truncated container): decide only with more text.
+            if end != -1 and (end < len(buf) or self._eof):
+                self._pos = end
+                return value
+            if self._eof:
+                if pos >= len(buf):
+                    raise self._fail("unexpected end of file (the trace is truncated)")
+                raise self._fail(f"unexpected end of file inside a JSON value ({detail}); the trace is truncated")
+            if len(buf) - pos > _MAX_VALUE:
+                raise self._fail(
+                    f"invalid JSON near character {self._consumed + pos}: {detail} "
+                    f"(or a single value larger than {_MAX_VALUE >> 20} MiB)"
+                )
+            self._read_more(at_least=len(buf) - pos)
+
+    def _expect(self, char: str, context: str) -> None:
+        got = self._peek()
+        if got != char:
+            found = repr(got) if got else "end of file"
+            raise self._fail(f"invalid JSON near character {self._consumed + self._pos}: expected {char!r} {context}, found {found}")
+        self._pos += 1
+
+    # -- structure --------------------------------------------------------------
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        try:
+            first = self._peek()
+            if first == "\ufeff":  # a byte-order mark some editors write
+                self._pos += 1
+                first = self._peek()
+            if first == "{":
+                yield from self._object_format()
+            elif first == "[":
+                self._pos += 1
+                yield from self._events(array_format=True)
+            elif not first:
+                raise self._fail("file is empty")
+            else:
+                raise self._fail("not a JSON trace (expected '{' or '[' at the start)")
+        finally:
+            self.close()
+
+    def _object_format(self) -> Iterator[dict[str, Any]]:
+        self._pos += 1
+        seen_events = False
+        if self._peek() == "}":
+            raise self._fail("not a trace: the JSON object has no 'traceEvents'")
+        while True:
+            if self._peek() != '"':
+                raise self._fail(f"invalid JSON near character {self._consumed + self._pos}: expected a key")
+            key = self._value()
+            self._expect(":", f"after key {key!r}")
+            if key == "traceEvents" and not seen_events:
+                seen_events = True
+                if self._peek() != "[":
+                    raise self._fail("not a trace: 'traceEvents' is not a list")
+                self._pos += 1
+                yield from self._events(array_format=False)
+            else:
+                self._skip_ws()
+                self.metadata[key] = self._value()
+            sep = self._peek()
+            if sep == ",":
+                self._pos += 1
+                continue
+            if sep == "}":
+                self._pos += 1
+                break
+            found = repr(sep) if sep else "end of file"
+            if not sep:
+                raise self._fail("unexpected end of file (the trace is truncated)")
+            raise self._fail(f"invalid JSON near character {self._consumed + self._pos}: expected ',' or '}}', found {found}")
+        if self._peek():
+            raise self._fail(f"invalid JSON near character {self._consumed + self._pos}: extra data after the trace")
+        if not seen_events:
+            raise self._fail("not a trace: the JSON object has no 'traceEvents'")
+
+    def _events(self, *, array_format: bool) -> Iterator[dict[str, Any]]:
+        # The hot loop: one scan per event, then a regex for the separator.
+        scan = self._scan
+        comma = _COMMA
+        index = 0
+        nxt = self._peek()
+        if nxt == "]":
+            self._pos += 1
+            return
+        while True:
+            if not nxt:
+                if array_format:  # the array format may legally stop without ']'
+                    return
+                raise self._fail("unexpected end of file (the trace is truncated)")
+            buf, pos = self._buf, self._pos
+            try:
+                event, end = scan(buf, pos)
+                if end >= len(buf) and not self._eof:
+                    raise StopIteration
+            except (StopIteration, json.JSONDecodeError):
+                event = self._value()
+                buf, end = self._buf, self._pos
+            except RecursionError:
+                raise self._fail(f"JSON nested too deeply in event #{index}") from None
+            if type(event) is not dict:
+                raise self._fail(f"event #{index} is not a JSON object (got {_json_type(event)})")
+            index += 1
+            self.events = index
+            yield event
+            m = comma.match(buf, end)
+            if m is not None and m.end() < len(buf):
+                self._pos = m.end()
+                nxt = buf[self._pos]
+                if nxt == "]":  # a trailing comma, which Chrome's viewer tolerates
+                    self._pos += 1
+                    return
+                continue
+            self._pos = end
+            sep = self._peek()
+            if sep == ",":
+                self._pos += 1
+                nxt = self._peek()
+                if nxt == "]":
+                    self._pos += 1
+                    return
+                continue
+            if sep == "]":
+                self._pos += 1
+                return
+            if not sep and array_format:
+                return
+            if not sep:
+                raise self._fail("unexpected end of file (the trace is truncated)")
+            raise self._fail(
+                f"invalid JSON near character {self._consumed + self._pos}: expected ',' or ']' after event #{index - 1}"
+            )
+
+
+class _Missing:
+    pass
+
+
+_MISSING: Any = _Missing()
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "a number"
