@@ -16,7 +16,7 @@ import time
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, Union, overload
 
 from neuronprof import _collect
 from neuronprof.backends import Backend, SessionContext, parse_core, resolve_backend
@@ -32,7 +32,7 @@ from neuronprof.export import (
     tensorboard_file_name,
     unique_path,
 )
-from neuronprof.model import SORT_KEYS, SortKey, Table
+from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
 
 if TYPE_CHECKING:
     import torch.profiler
@@ -432,7 +432,34 @@ class Session:
         if self._state == "running":
             raise SessionStateError(f"{what} is available after the with-block ends; call it after the block")
 
-    def table(self, sort_by: SortKey = "device", row_limit: Optional[int] = 20, device_only: bool = False) -> Table:
+    @overload
+    def table(
+        self,
+        sort_by: SortKey = ...,
+        row_limit: Optional[int] = ...,
+        device_only: bool = ...,
+        *,
+        ranks: Literal["local"] = ...,
+    ) -> Table: ...
+
+    @overload
+    def table(
+        self,
+        sort_by: SortKey = ...,
+        row_limit: Optional[int] = ...,
+        device_only: bool = ...,
+        *,
+        ranks: Literal["all"],
+    ) -> RankTable: ...
+
+    def table(
+        self,
+        sort_by: SortKey = "device",
+        row_limit: Optional[int] = 20,
+        device_only: bool = False,
+        *,
+        ranks: Literal["local", "all"] = "local",
+    ) -> Union[Table, RankTable]:
         """Summarise the recorded steps per operator.
 
         Args:
@@ -441,13 +468,20 @@ class Session:
                 keys fall back to CPU time when there is no device time.
             row_limit: Keep this many rows (None or -1 for all).
             device_only: Keep only rows with device time.
+            ranks: ``"local"`` for this process's table; ``"all"`` to gather every
+                rank's statistics under ``torch.distributed`` (a collective call: every
+                rank must make it). ``sort_by``, ``row_limit`` and ``device_only`` apply
+                to ``"local"`` only.
 
         Returns:
             A [`Table`][neuronprof.Table]; ``print()`` it, or render it as Markdown,
-            CSV, JSON or a DataFrame.
+            CSV, JSON or a DataFrame. With ``ranks="all"``, a
+            [`RankTable`][neuronprof.model.RankTable] with min / median / max per op
+            across ranks and the slowest rank, on every rank.
 
         Raises:
-            SessionStateError: Called before the with-block has ended.
+            SessionStateError: Called before the with-block has ended, or
+                ``ranks="all"`` without an initialised process group.
             ValueError: Unknown ``sort_by``.
 
         Warns:
@@ -458,7 +492,11 @@ class Session:
             raise ValueError(f"unknown sort_by {sort_by!r}; use one of: {', '.join(SORT_KEYS)}")
         if row_limit is not None and (isinstance(row_limit, bool) or not isinstance(row_limit, int)):
             raise ValueError(f"row_limit must be an int or None, got {row_limit!r}")
+        if ranks not in ("local", "all"):
+            raise ValueError(f"ranks must be 'local' or 'all', got {ranks!r}")
         self._require_done("table()")
+        if ranks == "all":
+            return self._gather_rank_table()
         table = _collect.build_table(
             self._cycles,
             backend=self.backend,
@@ -472,6 +510,27 @@ class Session:
         if device_only:
             table = table.device_only()
         return table.head(row_limit)
+
+    def _gather_rank_table(self) -> RankTable:
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            raise SessionStateError(
+                "table(ranks='all') gathers from every rank: call it after "
+                "torch.distributed.init_process_group(), on every rank"
+            )
+        local = _collect.build_table(
+            self._cycles,
+            backend=self.backend,
+            device_label=self.device_label,
+            record_shapes=self.record_shapes,
+            rank=self._rank,
+            notes=tuple(self._notes),
+        )
+        gathered: list[Any] = [None] * dist.get_world_size()
+        # Plain dicts travel well over every backend's object collectives (gloo, nccl, neuron).
+        dist.all_gather_object(gathered, local.to_dict())
+        return RankTable.from_tables([Table.from_dict(d) for d in gathered])
 
     def _warn_if_device_empty(self, table: Table) -> None:
         wants_device = "device" in self.modes and "device" in self._backend.supported_modes

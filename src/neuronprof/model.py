@@ -444,3 +444,111 @@ def _add_rows(a: OpRow, b: OpRow) -> OpRow:
 
 def _opt_int(v: Optional[float]) -> Optional[int]:
     return None if v is None else int(v)
+
+
+# -- several ranks ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankOpRow:
+    """One operator across the ranks of a distributed job.
+
+    Attributes:
+        name: Operator name.
+        metric: What the values measure: ``"self_device_us"`` or ``"self_cpu_us"``.
+        values: The metric per rank, indexed by rank; ``None`` where a rank never ran the op.
+        calls: Calls per rank, indexed by rank (0 where it never ran).
+        min_us: Smallest value across the ranks that ran the op.
+        median_us: Median across those ranks.
+        max_us: Largest value.
+        slowest_rank: Rank with the largest value: the straggler.
+    """
+
+    name: str
+    metric: str
+    values: tuple[Optional[float], ...]
+    calls: tuple[int, ...]
+    min_us: float
+    median_us: float
+    max_us: float
+    slowest_rank: int
+
+    @property
+    def spread(self) -> float:
+        """``max / median``: 1.0 when every rank takes as long; large for a straggler."""
+        return self.max_us / self.median_us if self.median_us > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class RankTable:
+    """Per-op statistics of every rank side by side: what ``s.table(ranks="all")`` returns.
+
+    Rows are sorted by ``max_us``, largest first, so the op that holds the job back
+    comes first; ``slowest_rank`` names the rank to look at.
+
+    Attributes:
+        rows: One [`RankOpRow`][neuronprof.model.RankOpRow] per operator.
+        world_size: Number of ranks.
+        metric: ``"self_device_us"`` when any rank has device time, else ``"self_cpu_us"``.
+        tables: Each rank's own [`Table`][neuronprof.Table], indexed by rank.
+    """
+
+    rows: tuple[RankOpRow, ...]
+    world_size: int
+    metric: str
+    tables: tuple[Table, ...] = ()
+
+    def __str__(self) -> str:
+        from neuronprof.render import render_rank_table
+
+        return render_rank_table(self)
+
+    def row(self, name: str) -> RankOpRow:
+        """Return the row of operator ``name``.
+
+        Raises:
+            KeyError: No such operator.
+        """
+        for r in self.rows:
+            if r.name == name:
+                return r
+        raise KeyError(f"no row named {name!r}")
+
+    @classmethod
+    def from_tables(cls, tables: Sequence[Table]) -> RankTable:
+        """Combine per-rank tables (indexed by rank) into one cross-rank view."""
+        use_device = any(t.has_device_time for t in tables)
+        metric = "self_device_us" if use_device else "self_cpu_us"
+        per_name: dict[str, list[Optional[float]]] = {}
+        calls: dict[str, list[int]] = {}
+        for rank, table in enumerate(tables):
+            for r in table.rows:
+                if r.name.startswith("ProfilerStep"):
+                    continue
+                values = per_name.setdefault(r.name, [None] * len(tables))
+                counts = calls.setdefault(r.name, [0] * len(tables))
+                value = getattr(r, metric)
+                values[rank] = (values[rank] or 0.0) + (value or 0.0)
+                counts[rank] += r.calls
+        rows = []
+        for name, values in per_name.items():
+            present = sorted(v for v in values if v is not None)
+            if not present:
+                continue
+            mid = len(present) // 2
+            median = present[mid] if len(present) % 2 else (present[mid - 1] + present[mid]) / 2
+            slowest = max(range(len(values)), key=lambda i: -1.0 if values[i] is None else values[i])  # type: ignore[operator]
+            rows.append(
+                RankOpRow(
+                    name=name,
+                    metric=metric,
+                    values=tuple(values),
+                    calls=tuple(calls[name]),
+                    min_us=present[0],
+                    median_us=median,
+                    max_us=present[-1],
+                    slowest_rank=slowest,
+                )
+            )
+        rows.sort(key=lambda r: r.max_us, reverse=True)
+        return cls(rows=tuple(rows), world_size=len(tables), metric=metric, tables=tuple(tables))

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Callable, Optional
 
 if TYPE_CHECKING:
-    from neuronprof.model import OpRow, Table
+    from neuronprof.model import OpRow, RankTable, Table
 
 __all__ = ["render_csv", "render_html", "render_markdown", "render_text", "format_us"]
 
@@ -177,3 +177,30 @@ def render_html(table: Table) -> str:
     out.append("</tbody></table>")
     out.append("<p>" + "<br>".join(html.escape(line) for line in _footer(table)) + "</p>")
     return "".join(out)
+
+
+def render_rank_table(table: RankTable, row_limit: Optional[int] = 20) -> str:
+    """Render a cross-rank table: min / median / max per op and the slowest rank."""
+    unit = "device" if table.metric == "self_device_us" else "CPU"
+    header = ["Name", f"Min self {unit} (µs)", "Median (µs)", "Max (µs)", "Max/median", "Slowest rank"]
+    rows = table.rows if row_limit is None else table.rows[:row_limit]
+    cells = [header] + [
+        [
+            _truncate(r.name, _NAME_WIDTH),
+            format_us(r.min_us),
+            format_us(r.median_us),
+            format_us(r.max_us),
+            f"{r.spread:.2f}",
+            str(r.slowest_rank),
+        ]
+        for r in rows
+    ]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
+    lines = []
+    for n, row in enumerate(cells):
+        lines.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row)).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.append("")
+    lines.append(f"{table.world_size} ranks; sorted by the slowest rank's self {unit} time")
+    return "\n".join(lines)

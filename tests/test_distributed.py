@@ -1,0 +1,83 @@
+"""Two ranks on the CPU with gloo over loopback: per-rank traces and the cross-rank table."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+WORLD = 2
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _worker(rank: int, port: int, out: str) -> None:
+    import neuronprof
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), LOCAL_RANK=str(rank))
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    try:
+        torch.set_num_threads(1)
+        x = torch.randn(64, 64)
+        # Rank 1 is the straggler: its matmul is 4x larger.
+        big = torch.randn(256, 256) if rank == 1 else torch.randn(64, 64)
+        with neuronprof.session(backend="cpu", output_dir=out) as s:
+            for _ in s.steps():
+                torch.relu(x)
+                big @ big
+        local = s.table(row_limit=None)
+        summary = s.table(ranks="all")
+        path = s.export()
+        result = {
+            "rank_attr": s.rank,
+            "local_rank": local.rank,
+            "trace": str(path),
+            "world": summary.world_size,
+            "mm_slowest": summary.row("aten::mm").slowest_rank,
+            "mm_calls": list(summary.row("aten::mm").calls),
+            "text": str(summary),
+        }
+        Path(out, f"result{rank}.json").write_text(json.dumps(result))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_ranks_write_own_traces_and_gather_statistics(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    mp.start_processes(_worker, args=(_free_port(), str(out)), nprocs=WORLD, join=True, start_method="spawn")
+    results = [json.loads((out / f"result{r}.json").read_text()) for r in range(WORLD)]
+    traces = set()
+    for rank, res in enumerate(results):
+        assert res["rank_attr"] == res["local_rank"] == rank
+        assert res["world"] == WORLD
+        assert res["mm_calls"] == [1, 1]
+        assert res["mm_slowest"] == 1, res["text"]
+        name = Path(res["trace"]).name
+        assert f"_rank{rank}" in name and f"_pid{os.getpid()}" not in name
+        trace = json.loads(Path(res["trace"]).read_text())
+        assert trace["distributedInfo"]["rank"] == rank
+        assert trace["distributedInfo"]["world_size"] == WORLD
+        assert trace["distributedInfo"]["backend"] == "gloo"
+        traces.add(name)
+    assert len(traces) == WORLD
+    assert "Slowest rank" in results[0]["text"]
+
+
+def test_ranks_all_without_process_group_is_refused(tmp_path):
+    import neuronprof
+
+    with neuronprof.session(backend="cpu", output_dir=tmp_path) as s:
+        s.run(torch.relu, torch.randn(4))
+    with pytest.raises(neuronprof.SessionStateError, match="init_process_group"):
+        s.table(ranks="all")
