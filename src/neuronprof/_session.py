@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, Union, overload
 
 from neuronprof import _collect
-from neuronprof.backends import Backend, SessionContext, parse_core, resolve_backend
+from neuronprof.backends import SessionContext, parse_core, resolve_backend
 from neuronprof.backends.base import MODES
 from neuronprof.errors import NeuronProfWarning, SessionStateError
 from neuronprof.export import (
@@ -423,7 +423,7 @@ class Session:
         result: Any = None
         for _ in self.steps():
             result = fn(*args, **kwargs)
-        return result  # type: ignore[no-any-return]
+        return result
 
     # -- after the block -------------------------------------------------------
     def _require_done(self, what: str) -> None:
@@ -651,7 +651,9 @@ class Session:
             target = Path(path)
         if target.exists():
             if not overwrite:
-                raise FileExistsError(errno.EEXIST, "export target exists; pass overwrite=True to replace it", str(target))
+                raise FileExistsError(
+                    errno.EEXIST, "export target exists; pass overwrite=True to replace it", str(target)
+                )
             import shutil
 
             shutil.rmtree(target) if target.is_dir() else target.unlink()
@@ -769,4 +771,3 @@ def session(
 def _active_session() -> Optional[Session]:
     """Return the session currently profiling in this process, if any."""
     return _active
-

@@ -57,9 +57,7 @@ Device profile pairs:
 """
 
 
-def default_trace_name(
-    backend: str, started: float, *, rank: Optional[int] = None, suffix: str = ".json"
-) -> str:
+def default_trace_name(backend: str, started: float, *, rank: Optional[int] = None, suffix: str = ".json") -> str:
     """Return the default file name of a trace.
 
     The name carries the session's start time, the process id and, under
@@ -229,7 +227,9 @@ def neuron_bundle(source: Path, target: Path) -> Path:
                 shutil.copy2(ntff, folder / ntff.name)
                 lines.append(f"  device/{neff.stem}/{neff.name} + {ntff.name}")
             else:
-                lines.append(f"  device/{neff.stem}/{neff.name} (no .ntff found: capture with modes including 'device')")
+                lines.append(
+                    f"  device/{neff.stem}/{neff.name} (no .ntff found: capture with modes including 'device')"
+                )
         (tmp / "README.txt").write_text(_NEURON_README.format(pairs="\n".join(lines) or "  (none recorded)"))
         os.rename(tmp, target)
     except BaseException:

@@ -101,9 +101,7 @@ def render_text(table: Table) -> str:
     widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
     lines = []
     for n, row in enumerate(cells):
-        out = [
-            cell.ljust(widths[i]) if cols[i].align_left else cell.rjust(widths[i]) for i, cell in enumerate(row)
-        ]
+        out = [cell.ljust(widths[i]) if cols[i].align_left else cell.rjust(widths[i]) for i, cell in enumerate(row)]
         lines.append("  ".join(out).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
@@ -141,7 +139,7 @@ def render_csv(table: Table) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(names)
     for r in table.rows:
-        values = []
+        values: list[object] = []
         for name in names:
             v = getattr(r, name)
             if v is None:
@@ -198,9 +196,232 @@ def render_rank_table(table: RankTable, row_limit: Optional[int] = 20) -> str:
     widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
     lines = []
     for n, row in enumerate(cells):
-        lines.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row)).rstrip())
+        lines.append(
+            "  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row)).rstrip()
+        )
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     lines.append("")
     lines.append(f"{table.world_size} ranks; sorted by the slowest rank's self {unit} time")
     return "\n".join(lines)
+
+
+# -- comparisons --------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure  # noqa: E402
+
+    from neuronprof.model import Comparison, ComparisonRow  # noqa: E402
+
+__all__ += [
+    "PLOT_FORMATS",
+    "render_comparison_figure",
+    "render_comparison_html",
+    "render_comparison_markdown",
+    "render_comparison_text",
+]
+
+PLOT_FORMATS: tuple[str, ...] = ("png", "svg")
+"""Image formats ``Comparison.plot()`` writes, chosen by the file's suffix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _CmpColumn:
+    header: str
+    cell: Callable[[ComparisonRow], str]
+    # Which value is best in this column: "low", "high", or None (not marked).
+    best: Optional[str] = None
+    value: Optional[Callable[[ComparisonRow], Optional[float]]] = None
+    align_left: bool = False
+
+
+def _format_calls(value: Optional[float]) -> str:
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
+
+
+def _format_speedup(value: float) -> str:
+    return f"{value:.2f}×"
+
+
+def _cmp_columns(cmp: Comparison) -> list[_CmpColumn]:
+    cols = [
+        _CmpColumn(
+            "Variant",
+            lambda r: r.name + (" (baseline)" if r.name == cmp.baseline else ""),
+            align_left=True,
+        ),
+        _CmpColumn("Op calls", lambda r: _format_calls(r.op_calls)),
+        _CmpColumn("Self CPU (µs)", lambda r: format_us(r.self_cpu_us), "low", lambda r: r.self_cpu_us),
+    ]
+    if cmp.device_label:
+        cols.append(
+            _CmpColumn(
+                f"Self {cmp.device_label} (µs)",
+                lambda r: format_us(r.self_device_us),
+                "low",
+                lambda r: r.self_device_us,
+            )
+        )
+    cols += [
+        _CmpColumn("Wall median (µs)", lambda r: format_us(r.wall_us), "low", lambda r: r.wall_us),
+        _CmpColumn("Wall min–max (µs)", lambda r: f"{format_us(r.wall_us_min)}–{format_us(r.wall_us_max)}"),
+        _CmpColumn("Speedup", lambda r: _format_speedup(r.speedup), "high", lambda r: r.speedup),
+        _CmpColumn("First call (s)", lambda r: f"{r.compile_s:.2f}"),
+    ]
+    return cols
+
+
+def _best_cells(cmp: Comparison, cols: Sequence[_CmpColumn]) -> set[tuple[int, int]]:
+    """Return (row, column) positions holding the best value of a marked column."""
+    marked: set[tuple[int, int]] = set()
+    if len(cmp.rows) < 2:
+        return marked
+    for j, col in enumerate(cols):
+        if col.best is None or col.value is None:
+            continue
+        values = [col.value(r) for r in cmp.rows]
+        present = [v for v in values if v is not None]
+        if len(present) < 2:
+            continue
+        target = min(present) if col.best == "low" else max(present)
+        marked.update((i, j) for i, v in enumerate(values) if v == target)
+    return marked
+
+
+def _cmp_footer(cmp: Comparison) -> list[str]:
+    rounds = f"{cmp.repeats} interleaved round{'s' if cmp.repeats != 1 else ''}"
+    steps = f"{cmp.profiled_steps} step{'s' if cmp.profiled_steps != 1 else ''}"
+    lines = [
+        f"Speedup: median wall time of {cmp.baseline!r} ÷ the variant's; * marks the best value in a column.",
+        f"Wall: per call, median of {rounds}, timed outside the profiler after {cmp.warmup} warm-up "
+        "call(s); the first call (compilation) is reported apart and left out.",
+        f"Op calls and self times: per step, from one profiled session per variant ({steps}; backend {cmp.backend}).",
+    ]
+    lines.extend(f"note: {n}" for n in cmp.notes)
+    return lines
+
+
+def render_comparison_text(cmp: Comparison) -> str:
+    """Render a comparison as aligned plain text; the best value of each column is marked ``*``."""
+    cols = _cmp_columns(cmp)
+    best = _best_cells(cmp, cols)
+    cells: list[list[str]] = [[c.header for c in cols]]
+    for i, r in enumerate(cmp.rows):
+        row = []
+        for j, c in enumerate(cols):
+            text = _truncate(c.cell(r), _NAME_WIDTH) if c.align_left else c.cell(r)
+            if c.best is not None:
+                # A fixed-width marker slot keeps the numbers aligned whether marked or not.
+                text += " *" if (i, j) in best else "  "
+            row.append(text)
+        cells.append(row)
+    widths = [max(len(row[k]) for row in cells) for k in range(len(cols))]
+    lines = []
+    for n, row in enumerate(cells):
+        out = [cell.ljust(widths[k]) if cols[k].align_left else cell.rjust(widths[k]) for k, cell in enumerate(row)]
+        lines.append("  ".join(out).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    if not cmp.rows:
+        lines.append("(no variants)")
+    lines.append("")
+    lines.extend(_cmp_footer(cmp))
+    return "\n".join(lines)
+
+
+def render_comparison_markdown(cmp: Comparison) -> str:
+    """Render a comparison as a GitHub-flavoured Markdown table; the best value of each column is bold."""
+    cols = _cmp_columns(cmp)
+    best = _best_cells(cmp, cols)
+    lines = [
+        "| " + " | ".join(c.header for c in cols) + " |",
+        "| " + " | ".join(":---" if c.align_left else "---:" for c in cols) + " |",
+    ]
+    for i, r in enumerate(cmp.rows):
+        cells = []
+        for j, c in enumerate(cols):
+            text = _md_escape(c.cell(r))
+            cells.append(f"**{text}**" if (i, j) in best and text else text)
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.extend(line.replace("* marks", "bold marks") for line in _cmp_footer(cmp))
+    return "\n".join(lines) + "\n"
+
+
+def render_comparison_html(cmp: Comparison) -> str:
+    """Render a comparison as an HTML ``<table>`` for notebooks; the best value of each column is bold."""
+    cols = _cmp_columns(cmp)
+    best = _best_cells(cmp, cols)
+    out = ['<table class="neuronprof-comparison">', "<thead><tr>"]
+    out += [f'<th style="text-align:{"left" if c.align_left else "right"}">{html.escape(c.header)}</th>' for c in cols]
+    out.append("</tr></thead><tbody>")
+    for i, r in enumerate(cmp.rows):
+        out.append("<tr>")
+        for j, c in enumerate(cols):
+            text = html.escape(c.cell(r))
+            if (i, j) in best:
+                text = f"<b>{text}</b>"
+            out.append(f'<td style="text-align:{"left" if c.align_left else "right"}">{text}</td>')
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    footer = [line.replace("* marks", "bold marks") for line in _cmp_footer(cmp)]
+    out.append("<p>" + "<br>".join(html.escape(line) for line in footer) + "</p>")
+    return "".join(out)
+
+
+def render_comparison_figure(cmp: Comparison) -> Figure:
+    """Draw a comparison as a matplotlib ``Figure``, off screen.
+
+    Left: median wall time per call, with the fastest and slowest sample as a
+    whisker and the speedup written beside each bar. Right: self device time per
+    step (self CPU time when there is no device). The best bar is green and the
+    baseline grey. ``pyplot`` is not used, so no global matplotlib state changes.
+
+    Raises:
+        ImportError: matplotlib is not installed (``pip install 'neuronprof[plot]'``).
+    """
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError("plotting a comparison needs matplotlib: pip install 'neuronprof[plot]'") from None
+
+    names = [r.name for r in cmp.rows]
+    positions = list(range(len(names)))
+    fastest = cmp.fastest
+
+    def colours(best_name: Optional[str]) -> list[str]:
+        return ["#2ca02c" if n == best_name else "#9e9e9e" if n == cmp.baseline else "#1f77b4" for n in names]
+
+    use_device = cmp.device_label is not None and any(r.self_device_us is not None for r in cmp.rows)
+    right_label = f"Self {cmp.device_label} per step (µs)" if use_device else "Self CPU per step (µs)"
+    right_values = [(r.self_device_us if use_device else r.self_cpu_us) for r in cmp.rows]
+    present = [(n, v) for n, v in zip(names, right_values) if v is not None]
+    right_best = min(present, key=lambda p: p[1])[0] if present else None
+
+    fig = Figure(figsize=(10, 1.2 + 0.6 * max(len(names), 1)))
+    wall_ax, self_ax = fig.subplots(1, 2, sharey=True)
+    medians = [r.wall_us for r in cmp.rows]
+    low = [max(r.wall_us - r.wall_us_min, 0.0) for r in cmp.rows]
+    high = [max(r.wall_us_max - r.wall_us, 0.0) for r in cmp.rows]
+    wall_ax.barh(positions, medians, xerr=[low, high], color=colours(fastest), capsize=3)
+    for y, r in zip(positions, cmp.rows):
+        wall_ax.annotate(
+            _format_speedup(r.speedup),
+            (r.wall_us_max, y),
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=9,
+        )
+    wall_ax.set_xlabel("Wall time per call (µs), median; whiskers: min–max")
+    wall_ax.set_yticks(positions, labels=names)
+    wall_ax.invert_yaxis()
+    wall_ax.margins(x=0.2)
+
+    self_ax.barh(positions, [v or 0.0 for v in right_values], color=colours(right_best))
+    self_ax.set_xlabel(right_label)
+    self_ax.margins(x=0.1)
+    fig.suptitle(f"neuronprof.compare: {len(names)} variants, backend {cmp.backend}, baseline {cmp.baseline!r}")
+    return fig

@@ -115,7 +115,7 @@ class NeuronBackend(PrivateUse1Backend):
     def synchronize(self, ctx: SessionContext) -> None:
         import torch
 
-        torch.neuron.synchronize()
+        torch.neuron.synchronize()  # type: ignore[attr-defined]
 
     def on_trace_ready(self, prof: torch.profiler.profile, ctx: SessionContext) -> Optional[Path]:
         from torch_neuronx.profiling import NeuronProfiler

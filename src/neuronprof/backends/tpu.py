@@ -62,7 +62,7 @@ class TpuBackend(PrivateUse1Backend):
     def experimental_config(self, ctx: SessionContext) -> Any:
         import torch
 
-        config_cls = torch.tpu.profiler.TpuProfilerConfig
+        config_cls = torch.tpu.profiler.TpuProfilerConfig  # type: ignore[attr-defined]
         kwargs: dict[str, Any] = {"run_dir": str(self.profile_dir(ctx))}
         if "device" not in ctx.modes and "device_tracer_level" in _parameters(config_cls):
             kwargs["device_tracer_level"] = 0
