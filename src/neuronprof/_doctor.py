@@ -43,13 +43,20 @@ def diagnose() -> dict[str, Any]:
         problems.append("this torch build has no kineto: device activity cannot be profiled; install an official build")
     pu1 = privateuse1_name()
     facts["privateuse1"] = pu1
-    facts["activities"] = sorted(str(a).split(".")[-1] for a in torch.profiler.supported_activities())
+    supported = torch.profiler.supported_activities()
+    # A renamed PrivateUse1 activity prints under the backend's name ("MYDEV").
+    facts["activities"] = sorted(
+        "PrivateUse1" + (f" ({pu1.upper()})" if pu1 else "")
+        if a == torch.profiler.ProfilerActivity.PrivateUse1
+        else str(a).split(".")[-1]
+        for a in supported
+    )
     facts["backends"] = describe_backends()
     facts["auto"] = auto_choice()
     need = ".".join(map(str, PRIVATEUSE1_MIN_TORCH))
     if pu1 is not None and torch_version() < PRIVATEUSE1_MIN_TORCH:
         problems.append(f"PrivateUse1 device time needs torch >= {need}; upgrade torch and the {pu1} plugin")
-    if pu1 is not None and "PrivateUse1" not in facts["activities"]:
+    if pu1 is not None and torch.profiler.ProfilerActivity.PrivateUse1 not in supported:
         problems.append(
             f"{pu1} is registered but torch.profiler lists no PrivateUse1 activity: its profiler plugin did not load"
         )

@@ -198,6 +198,8 @@ class Table:
         notes: Remarks about how the table was made (e.g. a sort fallback).
         rank: ``torch.distributed`` rank that produced it, if any.
         total_rows: How many rows there were before ``row_limit`` cut the list.
+        total_self_cpu_us: Self CPU total of all rows, kept when ``row_limit`` cuts the list.
+        total_self_device_us: Device total of all rows, kept likewise.
     """
 
     rows: tuple[OpRow, ...]
@@ -209,6 +211,8 @@ class Table:
     notes: tuple[str, ...] = field(default=())
     rank: Optional[int] = None
     total_rows: Optional[int] = None
+    total_self_cpu_us: Optional[float] = None
+    total_self_device_us: Optional[float] = None
 
     def __post_init__(self) -> None:
         # Accept any iterable of rows but store a tuple so the table stays immutable.
@@ -234,13 +238,23 @@ class Table:
 
     @property
     def self_cpu_us(self) -> float:
-        """Sum of self CPU time over all rows, in microseconds."""
+        """Sum of self CPU time over all rows (before any ``row_limit``), in microseconds."""
+        if self.total_self_cpu_us is not None:
+            return self.total_self_cpu_us
         return sum(r.self_cpu_us for r in self.rows)
 
     @property
     def self_device_us(self) -> Optional[float]:
-        """Sum of self device time over all rows; ``None`` without a device."""
-        values = [r.self_device_us for r in self.rows if r.self_device_us is not None]
+        """Total device time of the kernels; ``None`` without a device.
+
+        Kernel rows (``on_device``) and the ops that launched them both carry the
+        kernel's time, so only kernel rows are summed when there are any, as
+        torch.profiler does for its "Self DEVICE time total".
+        """
+        if self.total_self_device_us is not None:
+            return self.total_self_device_us
+        rows = [r for r in self.rows if r.on_device] or self.rows
+        values = [r.self_device_us for r in rows if r.self_device_us is not None]
         return sum(values) if values else None
 
     def row(self, name: str) -> OpRow:
@@ -296,7 +310,13 @@ class Table:
         if n is None or n < 0 or n >= len(self.rows):
             return self
         total = self.total_rows if self.total_rows is not None else len(self.rows)
-        return dataclasses.replace(self, rows=self.rows[:n], total_rows=total)
+        return dataclasses.replace(
+            self,
+            rows=self.rows[:n],
+            total_rows=total,
+            total_self_cpu_us=self.self_cpu_us,
+            total_self_device_us=self.self_device_us,
+        )
 
     def device_only(self) -> Table:
         """Return a copy with only the rows that have device time above zero."""
@@ -342,6 +362,8 @@ class Table:
             "notes": list(self.notes),
             "rank": self.rank,
             "total_rows": self.total_rows,
+            "total_self_cpu_us": self.total_self_cpu_us,
+            "total_self_device_us": self.total_self_device_us,
             "rows": [r.to_dict() for r in self.rows],
         }
 
@@ -371,6 +393,8 @@ class Table:
             notes=tuple(data.get("notes", ())),
             rank=data.get("rank"),
             total_rows=data.get("total_rows"),
+            total_self_cpu_us=data.get("total_self_cpu_us"),
+            total_self_device_us=data.get("total_self_device_us"),
         )
 
     @classmethod

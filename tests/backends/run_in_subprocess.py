@@ -33,8 +33,9 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = [
     "BACKENDS_DIR",
@@ -154,7 +155,7 @@ def unavailable_reason(proc: subprocess.CompletedProcess[str]) -> str | None:
         return None
     for line in proc.stderr.splitlines():
         if line.startswith(UNAVAILABLE_PREFIX):
-            return line[len(UNAVAILABLE_PREFIX):].strip()
+            return line[len(UNAVAILABLE_PREFIX) :].strip()
     return None
 
 
@@ -182,7 +183,7 @@ def result(proc: subprocess.CompletedProcess[str]) -> Any:
     """The value the snippet passed to its last ``report(...)`` call."""
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX):])
+            return json.loads(line[len(RESULT_PREFIX) :])
     raise AssertionError(
         f"the subprocess reported nothing (exit {proc.returncode})\n--- stdout ---\n{proc.stdout}"
         f"\n--- stderr ---\n{clean_stderr(proc.stderr)}"

@@ -1,12 +1,13 @@
 // A PrivateUse1 kineto plugin for CPU-only machines.
 //
 // It makes torch.profiler show a real device column ("Self NEURON", ...)
-// without any accelerator: every CPU op that torch correlates while a
-// PrivateUse1 profile is running gets one fake device "kernel" on a device
-// lane, linked back to the op exactly like a CUDA kernel is linked to its
-// launching op. Ops that launch nothing on real hardware (views, allocation,
-// conversion wrappers, composites; see noKernelOps) get none, so "Self" and
-// "total" device times differ the way they do on a real accelerator.
+// without any accelerator: CPU ops that torch correlates while a PrivateUse1
+// profile is running get one fake device "kernel" each on a device lane,
+// linked back to the op exactly like a CUDA kernel is linked to its launching
+// op. Ops that launch nothing on real hardware (views, allocation, conversion
+// wrappers, composites, autograd wrappers; see launchesKernel) get none, so
+// "Self" and "total" device times differ the way they do on a real
+// accelerator.
 //
 // It also registers a minimal DeviceGuardImpl for PrivateUse1, because
 // torch.accelerator.synchronize() ends in the guard's synchronizeDevice(); the
@@ -90,7 +91,7 @@ std::atomic<int64_t> g_guard_sync_calls{0};
 
 // Ops that launch nothing on a real accelerator: views and metadata,
 // allocation, dtype-conversion wrappers (the copy_ inside launches) and
-// composite ops (their children launch). Every other CPU op gets one kernel.
+// composite ops (their children launch). See launchesKernel for the rest.
 const std::unordered_set<std::string>& noKernelOps() {
   static const auto* ops = new std::unordered_set<std::string>{
       // views and metadata
@@ -112,6 +113,25 @@ const std::unordered_set<std::string>& noKernelOps() {
       "aten::dropout", "aten::item",
   };
   return *ops;
+}
+
+bool startsWith(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+// Which correlated CPU ops get a kernel: operators ("ns::name") except the
+// noKernelOps and the autograd engine's wrappers ("autograd::engine::...",
+// "torch::autograd::AccumulateGrad"), whose aten children launch; plus each
+// "Torch-Compiled Region: ..." (a compiled graph runs on the device as a
+// whole, and there is no aten op under it). Other ranges ("MmBackward0",
+// "TorchDynamo Cache Lookup", "Pregraph bytecode", "## Call CompiledFxGraph
+// ... ##") are host-side bookkeeping.
+bool launchesKernel(const std::string& name) {
+  if (startsWith(name, "Torch-Compiled Region")) {
+    return true;
+  }
+  return name.find("::") != std::string::npos && !startsWith(name, "autograd::") &&
+      !startsWith(name, "torch::autograd::") && noKernelOps().count(name) == 0;
 }
 
 std::string backendName() {
@@ -217,7 +237,7 @@ class TestBackendSession final : public libkineto::IActivityProfilerSession {
     int64_t emitted = 0;
     if (emit && device_requested_) {
       for (const auto& launch : launches) {
-        if (noKernelOps().count(launch.op->name()) != 0) {
+        if (!launchesKernel(launch.op->name())) {
           continue;
         }
         const libkineto::ITraceActivity* op = launch.op;

@@ -2,8 +2,8 @@
 
 ``testbackend.cpp`` is a kineto plugin registered through torch's
 ``PrivateUse1ProfilerRegistry``. Once a process has called :func:`register`,
-``torch.profiler.profile(activities=[CPU, PrivateUse1])`` records one fake
-device kernel per leaf CPU op, so ``key_averages()`` grows real device columns
+``torch.profiler.profile(activities=[CPU, PrivateUse1])`` records a fake
+device kernel for each CPU op, so ``key_averages()`` grows real device columns
 (``Self NEURON``, ``NEURON total`` ...) and ``export_chrome_trace`` writes
 kernel events, a device lane and CPU-to-device flow arrows, exactly as it does
 for a real accelerator.
@@ -22,11 +22,16 @@ What the plugin puts in a trace (``<name>`` is the registered backend name):
   :func:`set_runtime_events`;
 * flows: ``"cat": "ac2g"`` pairs, ``"ph": "s"`` on the launch call and
   ``"ph": "f"`` on the kernel, sharing the correlation id;
-* every CPU op launches one kernel except the ops in :func:`no_kernel_ops`
-  (views, metadata, allocation, ``aten::to``/``aten::_to_copy`` wrappers and
-  composites such as ``aten::linear``, ``aten::matmul``, ``aten::rms_norm``),
-  so ``Self`` and ``total`` device times differ as on real hardware;
-  ``record_function`` ranges and ``ProfilerStep#N`` never launch.
+* every operator (``ns::name``) launches one kernel except the ops in
+  :func:`no_kernel_ops` (views, metadata, allocation, ``aten::to`` /
+  ``aten::_to_copy`` wrappers and composites such as ``aten::linear``,
+  ``aten::matmul``, ``aten::rms_norm``) and the autograd engine's wrappers
+  (``autograd::...``, ``torch::autograd::...``); each
+  ``Torch-Compiled Region: ...`` launches one too; other ranges
+  (``MmBackward0``, ``TorchDynamo Cache Lookup`` ...) launch nothing. So
+  ``Self`` and ``total`` device times differ as on real hardware;
+  ``record_function`` ranges and ``ProfilerStep#N`` never launch, and a
+  profile without ``ProfilerActivity.PrivateUse1`` gets nothing.
 
 ``torch.utils.rename_privateuse1_backend`` works once per process, so a process
 can host one backend name only: run each backend in its own subprocess (see
@@ -50,8 +55,9 @@ import sys
 import sysconfig
 import threading
 import types
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = [
     "DEFAULT_KERNEL_NS",
@@ -166,12 +172,25 @@ def _compile_directly(cxx: str, build_dir: Path, include_dirs: list[str], lib_di
     out = build_dir / f"{MODULE_NAME}.so"
     tmp = build_dir / f"{MODULE_NAME}.so.tmp{os.getpid()}"
     cmd = [
-        cxx, "-shared", "-fPIC", "-O1", "-std=c++17", "-w",
-        f"-DTORCH_EXTENSION_NAME={MODULE_NAME}", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", *_DEFINES,
+        cxx,
+        "-shared",
+        "-fPIC",
+        "-O1",
+        "-std=c++17",
+        "-w",
+        f"-DTORCH_EXTENSION_NAME={MODULE_NAME}",
+        f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+        *_DEFINES,
         *(f"-I{d}" for d in include_dirs),
         f"-I{sysconfig.get_paths()['include']}",
-        str(_SOURCE), "-o", str(tmp),
-        *(f"-L{d}" for d in lib_dirs), "-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python",
+        str(_SOURCE),
+        "-o",
+        str(tmp),
+        *(f"-L{d}" for d in lib_dirs),
+        "-lc10",
+        "-ltorch",
+        "-ltorch_cpu",
+        "-ltorch_python",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -185,7 +204,7 @@ def build(*, verbose: bool = False) -> types.ModuleType:
 
     Safe to call from several processes at once: builds are serialised with a
     file lock in :func:`cache_dir`, and a finished build is reused by every
-    later process (about 0.1 s instead of ~25 s).
+    later process (a cold build takes a few seconds to half a minute).
 
     Raises:
         TestBackendUnavailable: no C++ compiler, a torch without kineto or
@@ -205,9 +224,7 @@ def build(*, verbose: bool = False) -> types.ModuleType:
         include_dirs = list(cpp_extension.include_paths())
         header = "torch/csrc/profiler/standalone/privateuse1_profiler.h"
         if not any((Path(d) / header).exists() for d in include_dirs):
-            raise TestBackendUnavailable(
-                f"torch {torch.__version__} has no PrivateUse1 profiler registry ({header})"
-            )
+            raise TestBackendUnavailable(f"torch {torch.__version__} has no PrivateUse1 profiler registry ({header})")
         kineto_dirs = [str(Path(d) / "kineto") for d in include_dirs if (Path(d) / "kineto").is_dir()]
         if not kineto_dirs:
             raise TestBackendUnavailable("torch ships no kineto headers (include/kineto)")
@@ -218,11 +235,12 @@ def build(*, verbose: bool = False) -> types.ModuleType:
             )
 
         build_dir = cache_dir() / _build_key(torch, cxx)
-        so = _so_path(build_dir)
-        if not so.exists():
+        # The marker is written only after a complete build, so a process that
+        # looks while another one is still linking never loads a partial file.
+        done = build_dir / ".complete"
+        if not done.exists():
             with _file_lock(cache_dir() / "build.lock"):
-                so = _so_path(build_dir)
-                if not so.exists():
+                if not done.exists():
                     build_dir.mkdir(parents=True, exist_ok=True)
                     # A build killed half-way leaves cpp_extension's own lock
                     # file behind and the next load() would wait on it forever;
@@ -245,10 +263,14 @@ def build(*, verbose: bool = False) -> types.ModuleType:
                     else:
                         abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
                         _compile_directly(
-                            cxx, build_dir, include_dirs + kineto_dirs,
-                            list(cpp_extension.library_paths()), abi,
+                            cxx,
+                            build_dir,
+                            include_dirs + kineto_dirs,
+                            list(cpp_extension.library_paths()),
+                            abi,
                         )
-                    so = _so_path(build_dir)
+                    done.write_text(str(_so_path(build_dir).name))
+        so = _so_path(build_dir)
         try:
             _module = _import_so(so)
         except ImportError as exc:
@@ -352,8 +374,11 @@ def register(name: str, *, emit: bool = True, device_module: DeviceModule | None
         module.set_emit(bool(emit))
         if current != name:
             torch.utils.rename_privateuse1_backend(name)
-        dev = device_module if device_module is not None else DeviceModule(name)
-        if not hasattr(torch, name):
+        existing = getattr(torch, name, None)
+        if isinstance(existing, DeviceModule):
+            dev = existing
+        else:
+            dev = device_module if device_module is not None else DeviceModule(name)
             torch._register_device_module(name, dev)
         _registered = dev
         return dev
@@ -406,9 +431,11 @@ def stats() -> dict[str, Any]:
 
     Keys: ``emit``, ``runtime_events``, ``kernel_ns``, ``sessions_configured``,
     ``sessions_started``, ``sessions_processed``, ``correlations_seen``,
-    ``correlations_unlinked``, ``correlations_outside_window``, ``kernels_emitted``, ``runtime_events_emitted``, ``last_custom_config`` (the ``custom_profiler_config``
-    string of the last profile), ``custom_configs`` (all of them, in order),
-    ``last_activity_types`` (kineto activity names kineto asked for).
+    ``correlations_unlinked``, ``correlations_outside_window``,
+    ``kernels_emitted``, ``runtime_events_emitted``, ``last_custom_config``
+    (the ``custom_profiler_config`` string of the last profile),
+    ``custom_configs`` (all of them, in order) and ``last_activity_types``
+    (the kineto activity names kineto asked for).
     """
     return dict(build().stats())
 

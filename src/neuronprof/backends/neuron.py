@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from neuronprof.backends.base import SessionContext
+from neuronprof.backends.base import SessionContext, privateuse1_name
 from neuronprof.backends.privateuse1 import PrivateUse1Backend, privateuse1_torch_problem
 from neuronprof.errors import NeuronProfWarning
 
@@ -57,13 +57,18 @@ class NeuronBackend(PrivateUse1Backend):
 
     def _import(self) -> Any:
         """Import ``torch_neuronx`` (which registers the device) or record why not."""
+        current = privateuse1_name()
+        if current is not None and current != self.name:
+            # PrivateUse1 can be renamed once per process; importing torch_neuronx now would fail.
+            self._import_error = f"PrivateUse1 is already taken by {current!r} in this process"
+            return None
         if importlib.util.find_spec("torch_neuronx") is None:
             self._import_error = f"torch_neuronx is not installed; {NEURON_INSTALL_HINT}"
             return None
         try:
             module = importlib.import_module("torch_neuronx")
             importlib.import_module("torch_neuronx.profiling")
-        except ImportError as exc:
+        except Exception as exc:  # a broken install must not break backend='auto'
             # The PyPI placeholder raises ImportError("WRONG PACKAGE ...") on import.
             self._import_error = f"torch_neuronx failed to import ({exc}); {NEURON_INSTALL_HINT}"
             return None

@@ -8,7 +8,7 @@ import inspect
 from pathlib import Path
 from typing import Any, Optional
 
-from neuronprof.backends.base import SessionContext
+from neuronprof.backends.base import SessionContext, privateuse1_name
 from neuronprof.backends.privateuse1 import PrivateUse1Backend, privateuse1_torch_problem
 
 __all__ = ["TpuBackend", "TPU_INSTALL_HINT"]
@@ -34,12 +34,17 @@ class TpuBackend(PrivateUse1Backend):
         self._import_error: Optional[str] = None
 
     def _import(self) -> Any:
+        current = privateuse1_name()
+        if current is not None and current != self.name:
+            # PrivateUse1 can be renamed once per process; importing torch_tpu now would fail.
+            self._import_error = f"PrivateUse1 is already taken by {current!r} in this process"
+            return None
         if importlib.util.find_spec("torch_tpu") is None:
             self._import_error = f"torch_tpu is not installed; {TPU_INSTALL_HINT}"
             return None
         try:
             module = importlib.import_module("torch_tpu")
-        except ImportError as exc:
+        except Exception as exc:  # a broken install must not break backend='auto'
             self._import_error = f"torch_tpu failed to import ({exc}); {TPU_INSTALL_HINT}"
             return None
         self._import_error = None

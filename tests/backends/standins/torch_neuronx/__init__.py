@@ -38,8 +38,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch
-
 _BACKENDS_DIR = str(Path(__file__).resolve().parents[2])
 if _BACKENDS_DIR not in sys.path:
     sys.path.insert(0, _BACKENDS_DIR)
@@ -55,14 +53,13 @@ class NeuronDeviceModule(_testbackend.DeviceModule):
 
 
 _EMIT = os.environ.get("NEURONPROF_STANDIN_EMIT", "1") != "0"
-device_module: NeuronDeviceModule = _testbackend.register(  # type: ignore[assignment]
-    "neuron", emit=_EMIT, device_module=NeuronDeviceModule("neuron")
-)
+device_module = NeuronDeviceModule("neuron")
+_testbackend.register("neuron", emit=_EMIT, device_module=device_module)
 
 
 def synchronize(device: Any = None) -> None:
     """Wait for the (fake) device; same as ``torch.neuron.synchronize()``."""
-    torch.neuron.synchronize(device)  # type: ignore[attr-defined]
+    device_module.synchronize(device)
 
 
 from torch_neuronx import profiling  # noqa: E402

@@ -56,9 +56,10 @@ import hashlib
 import os
 import re
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from torch._C._profiler import _ExperimentalConfig
 

@@ -45,8 +45,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch
-
 _BACKENDS_DIR = str(Path(__file__).resolve().parents[2])
 if _BACKENDS_DIR not in sys.path:
     sys.path.insert(0, _BACKENDS_DIR)
@@ -65,9 +63,7 @@ _PROFILER_FILE = os.path.join("torch", "autograd", "profiler.py")
 
 def _called_by_torch_profiler_exit(frame: Any) -> bool:
     return (
-        frame is not None
-        and frame.f_code.co_name == "__exit__"
-        and frame.f_code.co_filename.endswith(_PROFILER_FILE)
+        frame is not None and frame.f_code.co_name == "__exit__" and frame.f_code.co_filename.endswith(_PROFILER_FILE)
     )
 
 
@@ -99,13 +95,12 @@ class TpuDeviceModule(_testbackend.DeviceModule):
 
 
 _EMIT = os.environ.get("NEURONPROF_STANDIN_EMIT", "1") != "0"
-device_module: TpuDeviceModule = _testbackend.register(  # type: ignore[assignment]
-    "tpu", emit=_EMIT, device_module=TpuDeviceModule()
-)
+device_module = TpuDeviceModule()
+_testbackend.register("tpu", emit=_EMIT, device_module=device_module)
 
 from torch_tpu import profiler  # noqa: E402
 
-device_module.profiler = profiler  # type: ignore[attr-defined]
+device_module.__dict__["profiler"] = profiler
 sys.modules["torch.tpu.profiler"] = profiler
 
 

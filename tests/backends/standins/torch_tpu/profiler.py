@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Mapping, Union
+from collections.abc import Mapping
+from typing import Union
 
 from torch._C._profiler import _ExperimentalConfig
 
