@@ -398,3 +398,13 @@ def test_registered_backend_is_synced_before_every_step(out, monkeypatch):
     assert s.backend == "counting"
     with pytest.raises(ValueError, match="already registered"):
         register_backend(CpuBackend())
+
+
+def test_nothing_is_written_unless_exported(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with neuronprof.session(backend="cpu") as s:
+        s.run(naive_rmsnorm, X, W)
+    s.table()
+    assert list(tmp_path.iterdir()) == [], "no folder or file before export()"
+    path = s.export()
+    assert path.parent == tmp_path / "neuronprof_output"
