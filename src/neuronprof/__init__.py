@@ -16,18 +16,26 @@ Importing neuronprof does not import torch; the session does, when it starts.
 from __future__ import annotations
 
 from neuronprof._session import Session, session
+from neuronprof.compare import SessionOptions, compare
 from neuronprof.errors import (
     BackendUnavailableError,
     NeuronProfError,
     NeuronProfWarning,
     SessionStateError,
+    VariantError,
 )
-from neuronprof.model import OpRow, Table
+from neuronprof.model import Comparison, ComparisonRow, OpRow, RankTable, Table
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BackendUnavailableError",
+    "Comparison",
+    "ComparisonRow",
+    "RankTable",
+    "SessionOptions",
+    "VariantError",
+    "compare",
     "NeuronProfError",
     "NeuronProfWarning",
     "OpRow",

@@ -92,6 +92,12 @@ def _rows_of_cycle(profile: Any, *, has_device: bool, record_shapes: bool) -> li
     return rows
 
 
+# torch.compile's guard check is recorded beside the compiled region. It is
+# bookkeeping, not an operator of the user's code: a compiled function counts
+# as one op call, its compiled region.
+_NOT_OPS = ("ProfilerStep", "TorchDynamo Cache Lookup")
+
+
 def _step_stats(profile: Any) -> tuple[int, int]:
     """Return (ProfilerStep events, ops directly under them)."""
     steps = 0
@@ -100,7 +106,7 @@ def _step_stats(profile: Any) -> tuple[int, int]:
         # torch names step events "ProfilerStep#N" or, since 2.x, "ProfilerStep*".
         if evt.name.startswith("ProfilerStep"):
             steps += 1
-            top += sum(1 for child in evt.cpu_children if not child.name.startswith("ProfilerStep"))
+            top += sum(1 for child in evt.cpu_children if not child.name.startswith(_NOT_OPS))
     return steps, top
 
 

@@ -26,9 +26,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     # Each register() adds its sub-commands with set_defaults(func=...).
-    from neuronprof import _doctor
+    from neuronprof import _demo, _doctor
+    from neuronprof.analysis import cli as analysis_cli
 
     _doctor.register(sub)
+    _demo.register(sub)
+    analysis_cli.register(sub)
     return parser
 
 

@@ -13,6 +13,7 @@ __all__ = [
     "NeuronProfError",
     "NeuronProfWarning",
     "SessionStateError",
+    "VariantError",
 ]
 
 
@@ -33,6 +34,28 @@ class SessionStateError(NeuronProfError):
     For example ``table()`` inside the ``with`` block, ``step()`` after it, or a
     second session opened while another one is profiling in the same process.
     """
+
+
+class VariantError(NeuronProfError):
+    """A variant raised while ``neuronprof.compare()`` ran it.
+
+    ``compare()`` stops at the first failing variant: the variants after it do
+    not run, no partial result is returned, and a profiling session in progress
+    is closed first. The original exception is chained as ``__cause__``.
+
+    Attributes:
+        variant: Label of the variant that raised.
+        phase: What it was doing (``"first call"``, ``"warm-up"``, ``"calibration"``, ``"timing"`` or ``"profiling"``).
+    """
+
+    def __init__(self, variant: str, phase: str, message: str) -> None:
+        super().__init__(variant, phase, message)
+        self.variant = variant
+        self.phase = phase
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class NeuronProfWarning(UserWarning):

@@ -242,7 +242,8 @@ def _format_calls(value: Optional[float]) -> str:
 
 
 def _format_speedup(value: float) -> str:
-    return f"{value:.2f}×"
+    # Two decimals read well around 1×; a variant 1000× slower still needs digits.
+    return f"{value:.2f}×" if value >= 0.1 else f"{value:.2g}×"
 
 
 def _cmp_columns(cmp: Comparison) -> list[_CmpColumn]:
@@ -268,7 +269,7 @@ def _cmp_columns(cmp: Comparison) -> list[_CmpColumn]:
         _CmpColumn("Wall median (µs)", lambda r: format_us(r.wall_us), "low", lambda r: r.wall_us),
         _CmpColumn("Wall min–max (µs)", lambda r: f"{format_us(r.wall_us_min)}–{format_us(r.wall_us_max)}"),
         _CmpColumn("Speedup", lambda r: _format_speedup(r.speedup), "high", lambda r: r.speedup),
-        _CmpColumn("First call (s)", lambda r: f"{r.compile_s:.2f}"),
+        _CmpColumn("First call (s)", lambda r: f"{r.compile_s:.3f}"),
     ]
     return cols
 
