@@ -37,6 +37,8 @@ from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
 if TYPE_CHECKING:
     import torch.profiler
 
+    from neuronprof.analysis import DevicePeak, Roofline
+
 __all__ = ["Session", "session"]
 
 logger = logging.getLogger("neuronprof")
@@ -659,11 +661,29 @@ class Session:
             shutil.rmtree(target) if target.is_dir() else target.unlink()
         return neuron_bundle(source, target)
 
-    def roofline(self, device: str = "trn2", **kwargs: Any) -> Any:
-        """Place each recorded op on a roofline for ``device`` (compute- or memory-bound?).
+    def roofline(
+        self,
+        device: Union[str, DevicePeak] = "trn2",
+        *,
+        peak_flops: Optional[float] = None,
+        peak_bw: Optional[float] = None,
+    ) -> Roofline:
+        """Place each recorded op on a device's roofline: is it compute- or memory-bound?
 
-        Needs ``record_shapes=True`` for byte counts. See
-        [`neuronprof.analysis.roofline`][neuronprof.analysis.roofline] for the options.
+        Needs ``record_shapes=True`` (bytes moved come from shapes and dtypes);
+        ``with_flops=True`` adds torch's own FLOP counts where it has them.
+
+        Args:
+            device: A preset (``"trn2"``, ``"trn1"``, ``"h100"``, ``"h200"``, ``"a100"``)
+                or a [`DevicePeak`][neuronprof.analysis.DevicePeak].
+            peak_flops: Peak FLOP/s overriding the preset's.
+            peak_bw: Peak memory bandwidth in bytes/s overriding the preset's.
+
+        Returns:
+            A [`Roofline`][neuronprof.analysis.Roofline]; print it or ``plot()`` it.
+
+        Raises:
+            SessionStateError: Called before the with-block has ended, or nothing was recorded.
         """
         import tempfile
 
@@ -672,7 +692,7 @@ class Session:
         self._require_done("roofline()")
         with tempfile.TemporaryDirectory(prefix="neuronprof-") as tmp:
             trace = self.export(Path(tmp) / "trace.json")
-            return _roofline(trace, device=device, **kwargs)
+            return _roofline(trace, device=device, peak_flops=peak_flops, peak_bw=peak_bw)
 
 
 @contextlib.contextmanager
