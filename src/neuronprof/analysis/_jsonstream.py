@@ -16,7 +16,7 @@ import json
 import re
 import zlib
 from collections.abc import Iterator
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Union
 
 from neuronprof.analysis.errors import TraceError
 
@@ -33,7 +33,7 @@ _MARGIN = 64
 _MAX_VALUE = 64 << 20
 
 
-def open_trace_text(path: str) -> IO[bytes]:
+def open_trace_text(path: str) -> Union[IO[bytes], gzip.GzipFile]:
     """Open ``path`` for reading bytes, transparently un-gzipping it by its magic number.
 
     Raises:
@@ -88,6 +88,7 @@ class EventStream:
         self._buf = ""
         self._pos = 0
         self._consumed = 0  # characters dropped from the front of the buffer so far
+        self._bytes_read = 0
         self._eof = False
         self.events = 0
 
@@ -120,11 +121,13 @@ class EventStream:
         except zlib.error as exc:
             raise self._fail(f"gzip file is corrupt ({exc})") from None
         except UnicodeDecodeError as exc:
-            raise self._fail(f"not UTF-8 text near byte {exc.start} of a chunk; is this a trace file?") from None
+            where = self._bytes_read + exc.start
+            raise self._fail(f"not UTF-8 text (byte offset about {where}); is this a trace file?") from None
         except OSError as exc:
             raise self._fail(f"cannot read: {exc.strerror or exc}") from None
         if not data:
             self._eof = True
+        self._bytes_read += len(data)
         self._consumed += self._pos
         self._buf = self._buf[self._pos :] + text
         self._pos = 0
@@ -145,19 +148,27 @@ class EventStream:
         while True:
             buf, pos = self._buf, self._pos
             detail = "expected a JSON value"
+            err_at = len(buf)
             try:
                 value, end = self._scan(buf, pos)
-            except StopIteration:
+            except StopIteration as exc:
+                # The C scanner reports "no value here" with the index it failed at.
                 end = -1
+                at = exc.value if isinstance(exc.value, int) else pos
                 if pos < len(buf) and buf[pos] not in _VALUE_START:
                     raise self._fail(f"invalid JSON near character {self._consumed + pos}: {detail}") from None
+                err_at = max(at, pos)
+                if err_at + _MARGIN < len(buf):
+                    raise self._fail(f"invalid JSON near character {self._consumed + err_at}: {detail}") from None
             except json.JSONDecodeError as exc:
                 end = -1
                 detail = exc.msg
+                if not exc.msg.startswith("Unterminated string"):
+                    err_at = exc.pos
                 # An error well before the end of the buffer is real; one at the end
                 # may only mean the value continues in the next chunk.
-                if exc.pos + _MARGIN < len(buf) and not exc.msg.startswith("Unterminated string"):
-                    raise self._fail(f"invalid JSON near character {self._consumed + exc.pos}: {detail}") from None
+                if err_at + _MARGIN < len(buf):
+                    raise self._fail(f"invalid JSON near character {self._consumed + err_at}: {detail}") from None
             except RecursionError:
                 raise self._fail(f"JSON nested too deeply near character {self._consumed + pos}") from None
             # A value that runs to the end of the buffer may continue in the next
@@ -168,6 +179,8 @@ class EventStream:
             if self._eof:
                 if pos >= len(buf):
                     raise self._fail("unexpected end of file (the trace is truncated)")
+                if err_at < len(buf):
+                    raise self._fail(f"invalid JSON near character {self._consumed + err_at}: {detail}")
                 raise self._fail(f"unexpected end of file inside a JSON value ({detail}); the trace is truncated")
             if len(buf) - pos > _MAX_VALUE:
                 raise self._fail(
@@ -180,7 +193,9 @@ class EventStream:
         got = self._peek()
         if got != char:
             found = repr(got) if got else "end of file"
-            raise self._fail(f"invalid JSON near character {self._consumed + self._pos}: expected {char!r} {context}, found {found}")
+            raise self._fail(
+                f"invalid JSON near character {self._consumed + self._pos}: expected {char!r} {context}, found {found}"
+            )
         self._pos += 1
 
     # -- structure --------------------------------------------------------------
@@ -231,7 +246,9 @@ class EventStream:
             found = repr(sep) if sep else "end of file"
             if not sep:
                 raise self._fail("unexpected end of file (the trace is truncated)")
-            raise self._fail(f"invalid JSON near character {self._consumed + self._pos}: expected ',' or '}}', found {found}")
+            raise self._fail(
+                f"invalid JSON near character {self._consumed + self._pos}: expected ',' or '}}', found {found}"
+            )
         if self._peek():
             raise self._fail(f"invalid JSON near character {self._consumed + self._pos}: extra data after the trace")
         if not seen_events:
@@ -290,9 +307,8 @@ class EventStream:
                 return
             if not sep:
                 raise self._fail("unexpected end of file (the trace is truncated)")
-            raise self._fail(
-                f"invalid JSON near character {self._consumed + self._pos}: expected ',' or ']' after event #{index - 1}"
-            )
+            where = self._consumed + self._pos
+            raise self._fail(f"invalid JSON near character {where}: expected ',' or ']' after event #{index - 1}")
 
 
 class _Missing:

@@ -10,7 +10,9 @@ the same [`Table`][neuronprof.Table] that ``session.table()`` returns.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import glob
 import operator
 import os
@@ -19,7 +21,7 @@ from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any, Literal, Optional, Union
+from typing import Any, Callable, Literal, Optional, Union
 
 from neuronprof.analysis._jsonstream import EventStream
 from neuronprof.analysis.errors import TraceError
@@ -31,7 +33,7 @@ GroupBy = Literal["name", "shape"]
 """How ``Trace.table()`` groups operators.
 
 * ``"name"``: one row per operator name, like ``key_averages()``.
-* ``"shape"``: one row per name and input shapes/dtypes, like
+* ``"shape"``: one row per name and input shapes, like
   ``key_averages(group_by_input_shape=True)``; needs ``record_shapes=True``.
 """
 
@@ -57,6 +59,7 @@ _DEVICE_PROC = re.compile(
 _NEURON_LAYOUT = re.compile(r"_pid_\d+")
 
 _NUM = (int, float)
+_MAX_ID = 1 << 62
 _EMPTY: dict[str, Any] = {}
 
 
@@ -154,7 +157,8 @@ class Trace:
             limit: Keep at most this many rows (all when ``None``).
             device_only: Keep only rows with device time above zero.
             group_by: ``"name"`` (like ``key_averages()``) or ``"shape"`` (one row
-                per input signature, like ``group_by_input_shape=True``).
+                per name and input shapes, like ``group_by_input_shape=True``;
+                ``input_dtypes`` is kept where the merged calls agree on it).
 
         Raises:
             ValueError: Unknown ``sort_by`` or ``group_by``.
@@ -184,7 +188,8 @@ class Trace:
         for op in self.ops:
             shapes = op.input_shapes if group_by == "shape" else None
             dtypes = op.input_dtypes if group_by == "shape" else None
-            key = (op.name, op.on_device, shapes, dtypes)
+            # Like key_averages(group_by_input_shape=True): shapes, not dtypes, split rows.
+            key = (op.name, op.on_device, shapes)
             row = OpRow(
                 name=op.name,
                 calls=op.calls,
@@ -280,7 +285,7 @@ def summarize(
         sort_by: A [`SortKey`][neuronprof.model.SortKey] (default: self device time).
         limit: Keep at most this many rows.
         device_only: Keep only rows with device time.
-        group_by: ``"name"`` or ``"shape"`` (see [`GroupBy`][neuronprof.analysis.trace.GroupBy]).
+        group_by: ``"name"`` or ``"shape"`` (see [`GroupBy`][neuronprof.analysis.GroupBy]).
 
     Raises:
         TraceError: The trace cannot be read.
@@ -311,6 +316,7 @@ class _Loader:
         self.keys: dict[tuple[Any, ...], int] = {}
         self.key_list: list[tuple[Any, ...]] = []
         self.kind: list[int] = []
+        self.names: list[str] = []
         self.calls: list[int] = []
         self.cpu_self: list[int] = []
         self.cpu_total: list[int] = []
@@ -333,6 +339,7 @@ class _Loader:
         self.keys[key] = kid
         self.key_list.append(key)
         name = key[0]
+        self.names.append(name)
         if name == _STEP_NAME:
             kind = _K_STEP
         elif cat in _DEVICE_CATS:
@@ -356,97 +363,121 @@ class _Loader:
     def read_file(self, path: str) -> None:
         stream = EventStream(path)
         threads: dict[Any, _Thread] = {}
+        appenders: dict[Any, tuple[Callable[[int], None], ...]] = {}
         procs: dict[Any, list[str]] = {}
         open_b: dict[Any, list[tuple[Any, ...]]] = {}
+        keys_get = self.keys.get
+        kinds = self.kind
         index = -1
+        # The collector only slows this loop down: it creates millions of short-lived
+        # dicts and no reference cycles. Restored whatever happens.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
         try:
-            for index, ev in enumerate(stream):
+            for index, event in enumerate(stream):
+                ev: Mapping[str, Any] = event
                 ph = ev.get("ph")
-                if ph == "X":
-                    self._complete(ev, index, threads, path)
-                elif ph == "M":
-                    self._metadata(ev, procs)
-                elif ph == "B" or ph == "E":
-                    self._begin_end(ev, ph, index, threads, open_b, path)
+                if ph != "X":
+                    if ph == "M":
+                        self._metadata(ev, procs)
+                        continue
+                    if ph != "B" and ph != "E":
+                        continue
+                    ended = self._begin_end(ev, ph, index, open_b, path)
+                    if ended is None:
+                        continue
+                    ev = ended
+                # -- a complete event: validate, key it, store it compactly --------------
+                cat = ev.get("cat")
+                if cat in _SKIP_CATS:
+                    continue
+                name: Any = ev.get("name")
+                ts: Any = ev.get("ts")
+                dur: Any = ev.get("dur")
+                if type(name) is not str:
+                    raise TraceError(f"{path}: event #{index} (ph 'X') has no 'name' string")
+                if type(ts) not in _NUM or ts - ts:
+                    raise TraceError(f"{path}: event #{index} ({name!r}) has no numeric 'ts'")
+                if type(dur) not in _NUM or dur - dur:
+                    raise TraceError(f"{path}: event #{index} ({name!r}) has no numeric 'dur'")
+                if dur < 0:
+                    raise TraceError(f"{path}: event #{index} ({name!r}) has a negative duration ({dur})")
+                args: Any = ev.get("args")
+                if type(args) is not dict:
+                    args = _EMPTY
+                if name.startswith(_STEP_PREFIX) and cat not in _DEVICE_CATS:
+                    name = _STEP_NAME
+                    self.steps += 1
+                dims = args.get("Input Dims")
+                types = args.get("Input type")
+                concrete = args.get("Concrete Inputs")
+                key = (
+                    name,
+                    cat,
+                    None if dims is None else _freeze_dims(dims),
+                    None if types is None else _freeze_strs(types),
+                    None if concrete is None else _freeze_strs(concrete),
+                )
+                try:
+                    kid = keys_get(key)
+                except TypeError:  # something unhashable slipped through: freeze it the slow way
+                    plain_cat = cat if isinstance(cat, str) else None
+                    key = (name, plain_cat, _freeze_any(dims), _freeze_any(types), _freeze_any(concrete))
+                    kid = keys_get(key)
+                if kid is None:
+                    kid = self._new_key(key, cat)
+                flops = args.get("flops")
+                if flops is not None:
+                    self._add_flops(kid, flops)
+                kind = kinds[kid]
+                # The id that ties device work to its host op: >0 External id, <0 -correlation.
+                if kind == _K_RUNTIME:
+                    link = args.get("correlation")
+                    link = -link if type(link) is int and 0 < link < _MAX_ID else 0
+                else:
+                    link = args.get("External id")
+                    if type(link) is not int or not 0 < link < _MAX_ID:
+                        link = 0
+                    if kind == _K_DEVICE:
+                        if not link:
+                            corr = args.get("correlation")
+                            link = -corr if type(corr) is int and 0 < corr < _MAX_ID else 0
+                        device_type = args.get("device_type")
+                        if type(device_type) is str and len(self.labels) < 64:
+                            self.labels.add(device_type)
+                tkey = (ev.get("pid", 0), ev.get("tid", 0))
+                try:
+                    append = appenders.get(tkey)
+                except TypeError:
+                    raise TraceError(f"{path}: event #{index} ({name!r}) has an invalid 'pid'/'tid' {tkey!r}") from None
+                if append is None:
+                    thread = threads[tkey] = _Thread()
+                    append = appenders[tkey] = (
+                        thread.ts.append,
+                        thread.dur.append,
+                        thread.kid.append,
+                        thread.link.append,
+                    )
+                append[0](round(ts * 1000))
+                append[1](round(dur * 1000))
+                append[2](kid)
+                append[3](link)
         except TraceError:
             raise
         except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
             raise TraceError(f"{path}: malformed event #{index}: {exc}") from None
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         self.events += stream.events
         if any(open_b.values()):
             self.notes.append(f"{os.path.basename(path)}: {sum(map(len, open_b.values()))} 'B' event(s) never ended")
         self._finish_file(path, stream.metadata, threads, procs)
 
-    def _complete(self, ev: Mapping[str, Any], index: int, threads: dict[Any, _Thread], path: str) -> None:
-        cat = ev.get("cat")
-        if cat in _SKIP_CATS:
-            return
-        name = ev.get("name")
-        ts = ev.get("ts")
-        dur = ev.get("dur")
-        if type(name) is not str:
-            raise TraceError(f"{path}: event #{index} (ph 'X') has no 'name' string")
-        if type(ts) not in _NUM or ts - ts:
-            raise TraceError(f"{path}: event #{index} ({name!r}) has no numeric 'ts'")
-        if type(dur) not in _NUM or dur - dur:
-            raise TraceError(f"{path}: event #{index} ({name!r}) has no numeric 'dur'")
-        if dur < 0:
-            raise TraceError(f"{path}: event #{index} ({name!r}) has a negative duration ({dur})")
-        args = ev.get("args")
-        self._add(name, cat, ts, dur, ev.get("pid", 0), ev.get("tid", 0), args if type(args) is dict else _EMPTY, threads)
-
-    def _add(
-        self,
-        name: str,
-        cat: Any,
-        ts: float,
-        dur: float,
-        pid: Any,
-        tid: Any,
-        args: Mapping[str, Any],
-        threads: dict[Any, _Thread],
-    ) -> None:
-        if name.startswith(_STEP_PREFIX) and cat not in _DEVICE_CATS:
-            name = _STEP_NAME
-            self.steps += 1
-        dims = args.get("Input Dims")
-        types = args.get("Input type")
-        concrete = args.get("Concrete Inputs")
-        key = (
-            name,
-            cat,
-            None if dims is None else _freeze_dims(dims),
-            None if types is None else _freeze_strs(types),
-            None if concrete is None else _freeze_strs(concrete),
-        )
-        try:
-            kid = self.keys.get(key)
-        except TypeError:  # something unhashable slipped through: freeze it the slow way
-            key = (name, cat if isinstance(cat, str) else None, _freeze_any(dims), _freeze_any(types), _freeze_any(concrete))
-            kid = self.keys.get(key)
-        if kid is None:
-            kid = self._new_key(key, cat)
-        flops = args.get("flops")
-        if flops is not None and type(flops) in _NUM and flops >= 0 and not flops - flops:
+    def _add_flops(self, kid: int, flops: Any) -> None:
+        if type(flops) in _NUM and flops >= 0 and not flops - flops:
             prev = self.flops[kid]
             self.flops[kid] = flops if prev is None else prev + flops
-        kind = self.kind[kid]
-        if kind == _K_DEVICE:
-            link = _int_arg(args, "External id") or -_int_arg(args, "correlation")
-        elif kind == _K_RUNTIME:
-            link = -_int_arg(args, "correlation")
-        else:
-            link = _int_arg(args, "External id")
-        try:
-            thread = threads[(pid, tid)]
-        except KeyError:
-            thread = threads[(pid, tid)] = _Thread()
-        except TypeError:
-            raise TraceError(f"event {name!r} has an invalid 'pid'/'tid' ({pid!r}, {tid!r})") from None
-        thread.ts.append(round(ts * 1000))
-        thread.dur.append(round(dur * 1000))
-        thread.kid.append(kid)
-        thread.link.append(link)
 
     def _metadata(self, ev: Mapping[str, Any], procs: dict[Any, list[str]]) -> None:
         args = ev.get("args")
@@ -460,21 +491,20 @@ class _Loader:
         else:
             return
         if isinstance(value, str):
-            try:
+            # An unhashable pid names nothing events could be matched to.
+            with contextlib.suppress(TypeError):
                 procs.setdefault(ev.get("pid"), []).append(value)
-            except TypeError:
-                pass  # an unhashable pid names nothing we can match events to
 
     def _begin_end(
         self,
         ev: Mapping[str, Any],
         ph: str,
         index: int,
-        threads: dict[Any, _Thread],
         open_b: dict[Any, list[tuple[Any, ...]]],
         path: str,
-    ) -> None:
-        ts = ev.get("ts")
+    ) -> Optional[dict[str, Any]]:
+        """Track a 'B'/'E' pair; return the equivalent complete event when a pair closes."""
+        ts: Any = ev.get("ts")
         if type(ts) not in _NUM or ts - ts:
             raise TraceError(f"{path}: event #{index} (ph {ph!r}) has no numeric 'ts'")
         pid, tid = ev.get("pid", 0), ev.get("tid", 0)
@@ -486,17 +516,23 @@ class _Loader:
             name = ev.get("name")
             if type(name) is not str:
                 raise TraceError(f"{path}: event #{index} (ph 'B') has no 'name' string")
-            args = ev.get("args")
-            stack.append((name, ev.get("cat"), ts, args if type(args) is dict else _EMPTY))
-            return
+            stack.append((name, ev.get("cat"), ts, ev.get("args")))
+            return None
         if not stack:
-            return  # an 'E' whose 'B' came before the trace started
+            return None  # an 'E' whose 'B' came before the trace started
         name, cat, start, args = stack.pop()
-        if cat in _SKIP_CATS:
-            return
         if ts < start:
             raise TraceError(f"{path}: event #{index} ({name!r}) ends before it begins")
-        self._add(name, cat, start, ts - start, pid, tid, args, threads)
+        return {
+            "ph": "X",
+            "name": name,
+            "cat": cat,
+            "ts": start,
+            "dur": ts - start,
+            "pid": pid,
+            "tid": tid,
+            "args": args,
+        }
 
     # -- per-file finish: nesting, self time, device attribution -------------------------
     def _finish_file(
@@ -542,17 +578,43 @@ class _Loader:
             idx = sorted(range(n), key=dur.__getitem__, reverse=True)
             idx.sort(key=ts.__getitem__)
             order = idx
-        kind = self.kind
+        kind, names = self.kind, self.names
         calls, cpu_self, cpu_total = self.calls, self.cpu_self, self.cpu_total
         dev_self, dev_total, on_device = self.dev_self, self.dev_total, self.on_device
         # A frame: [end, kid, duration, children's duration, own device time,
-        #           device time incl. children, is-device, anchored-under-a-step]
+        #           device time incl. children, is-device, anchored-under-a-step,
+        #           deferred only child, number of children, name]
         stack: list[list[Any]] = []
         top_level = 0
 
+        def commit(k: int, own: int, d: int, own_dev: int, total_dev: int, is_dev: bool) -> None:
+            if is_dev:
+                dev_self[k] += own
+                dev_total[k] += d
+                on_device[k] = True
+            else:
+                cpu_self[k] += own
+                cpu_total[k] += d
+                dev_self[k] += own_dev
+                dev_total[k] += total_dev
+
         def close(frame: list[Any]) -> None:
-            k = frame[1]
             own = frame[2] - frame[3]
+            only = frame[8]
+            if only is not None:
+                # torch drops an op's only child when it has the same name (e.g. a
+                # redispatched aten::div_) and lifts the child's work into the parent.
+                calls[only[0]] -= 1
+                own += only[1]
+                frame[4] = only[3]
+                frame[5] = only[4]
+            if stack:
+                parent = stack[-1]
+                parent[5] += frame[5]
+                if not frame[6] and parent[9] == 1 and parent[10] == frame[10] and not parent[6]:
+                    parent[8] = (frame[1], own, frame[2], frame[4], frame[5], False)
+                    return
+            k = frame[1]
             if frame[6]:
                 dev_self[k] += own
                 dev_total[k] += frame[2]
@@ -562,8 +624,6 @@ class _Loader:
                 cpu_total[k] += frame[2]
                 dev_self[k] += frame[4]
                 dev_total[k] += frame[5]
-            if stack:
-                stack[-1][5] += frame[5]
 
         for i in order:
             t = ts[i]
@@ -601,13 +661,19 @@ class _Loader:
             if stack:
                 parent = stack[-1]
                 parent[3] += d
+                parent[9] += 1
+                if parent[8] is not None:  # a second child: the first was not a duplicate
+                    commit(*parent[8])
+                    parent[8] = None
                 anchored = parent[7]
                 if kd == _K_OP and anchored:
                     top_level += 1
             else:
                 anchored = False
             # Python frames are transparent for "called directly by the step".
-            stack.append([e, k, d, 0, own_dev, own_dev, is_dev, kd == _K_STEP or (kd == _K_PY and anchored)])
+            stack.append(
+                [e, k, d, 0, own_dev, own_dev, is_dev, kd == _K_STEP or (kd == _K_PY and anchored), None, 0, names[k]]
+            )
         while stack:
             close(stack.pop())
         self.top_level += top_level
@@ -675,11 +741,6 @@ def _is_sorted(ts: array[int], dur: array[int]) -> bool:
     return all(dur[i] >= dur[i + 1] for i in range(len(ts) - 1) if ts[i] == ts[i + 1])
 
 
-def _int_arg(args: Mapping[str, Any], name: str) -> int:
-    value = args.get(name)
-    return value if type(value) is int and 0 < value < (1 << 62) else 0
-
-
 def _freeze_dims(dims: Any) -> Any:
     # The common case, a list of shapes (lists of ints), as one C-level pass; a
     # tensor list or odd value raises TypeError later (unhashable) or here.
@@ -745,6 +806,7 @@ def _add_rows(a: OpRow, b: OpRow) -> OpRow:
     flops = _add_opt(a.flops, b.flops)
     return dataclasses.replace(
         a,
+        input_dtypes=a.input_dtypes if a.input_dtypes == b.input_dtypes else None,
         calls=a.calls + b.calls,
         self_cpu_us=a.self_cpu_us + b.self_cpu_us,
         cpu_total_us=a.cpu_total_us + b.cpu_total_us,

@@ -1,0 +1,62 @@
+"""Offline trace analysis: summarize, diff and roofline, without torch.
+
+Traces captured on Trainium, TPU and GPU hosts are read here on any machine
+with Python, torch or not::
+
+    from neuronprof import analysis
+
+    print(analysis.summarize("trace.json.gz", limit=20))       # the session.table() view
+    print(analysis.diff("before.json", "after.json"))           # what changed, op by op
+    rl = analysis.roofline("trace.json", device="trn2")         # compute- or memory-bound?
+    print(rl)
+    rl.plot("roofline.png")                                     # needs neuronprof[plot]
+
+The same is on the command line: ``neuronprof summarize``, ``neuronprof diff``,
+``neuronprof roofline``. Nothing in a trace is ever executed or unpickled: it is
+parsed as JSON, streamed in bounded memory.
+"""
+
+from __future__ import annotations
+
+from neuronprof.analysis.diff import DiffMatch, DiffMetric, DiffRow, TraceDiff, diff
+from neuronprof.analysis.errors import TraceError
+from neuronprof.analysis.flops import DTYPE_SIZES, OpCost, dtype_size, op_cost
+from neuronprof.analysis.roofline import (
+    DEVICE_PEAKS,
+    Bound,
+    DevicePeak,
+    Roofline,
+    RooflineRow,
+    TimeSource,
+    device_peak,
+    roofline,
+)
+from neuronprof.analysis.trace import GroupBy, Trace, TraceOp, TraceSource, find_trace_files, load_trace, summarize
+
+__all__ = [
+    "DEVICE_PEAKS",
+    "DTYPE_SIZES",
+    "Bound",
+    "DevicePeak",
+    "DiffMatch",
+    "DiffMetric",
+    "DiffRow",
+    "GroupBy",
+    "OpCost",
+    "Roofline",
+    "RooflineRow",
+    "TimeSource",
+    "Trace",
+    "TraceDiff",
+    "TraceError",
+    "TraceOp",
+    "TraceSource",
+    "device_peak",
+    "diff",
+    "dtype_size",
+    "find_trace_files",
+    "load_trace",
+    "op_cost",
+    "roofline",
+    "summarize",
+]

@@ -1,0 +1,210 @@
+"""The ``summarize``, ``diff`` and ``roofline`` sub-commands of ``neuronprof``.
+
+They read trace files only and never import torch, so they run on any machine
+with Python. Bad input is reported on one line, with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from typing import Any, Callable, Optional
+
+from neuronprof.analysis.errors import TraceError
+from neuronprof.model import SORT_KEYS
+
+__all__ = ["register"]
+
+EXIT_BAD_INPUT = 2
+
+_SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
+
+
+def register(subparsers: Any) -> None:
+    """Add ``summarize``, ``diff`` and ``roofline`` to the ``neuronprof`` parser's sub-commands."""
+    p = subparsers.add_parser(
+        "summarize",
+        help="per-operator table of a trace file or folder (no torch needed)",
+        description="Print the per-operator table of a Chrome/Perfetto trace (.json, .json.gz), a "
+        "TensorBoard trace folder or a TorchNeuron output folder, as session.table() would.",
+    )
+    p.add_argument("trace", help="trace file or folder")
+    p.add_argument(
+        "--sort",
+        default="device",
+        choices=SORT_KEYS,
+        metavar="KEY",
+        help="sort key: device (default), device_total, cpu, cpu_total, calls, name, flops, "
+        "or a torch.profiler key such as self_cpu_time_total",
+    )
+    p.add_argument("--limit", type=_non_negative, default=None, metavar="N", help="show at most N rows")
+    p.add_argument("--device-only", action="store_true", help="only rows with device time")
+    p.add_argument(
+        "--by",
+        choices=("name", "shape"),
+        default="name",
+        help="one row per op name (default) or per name and input shapes",
+    )
+    p.add_argument("--format", choices=("text", "markdown", "csv", "json"), default="text", help="output format")
+    p.set_defaults(func=_guarded(_summarize))
+
+    p = subparsers.add_parser(
+        "diff",
+        help="compare two traces op by op (no torch needed)",
+        description="Compare two traces op by op: calls, self CPU and device time, change and ratio, "
+        "largest absolute change first.",
+    )
+    p.add_argument("a", help="baseline trace file or folder")
+    p.add_argument("b", help="trace file or folder to compare with the baseline")
+    p.add_argument(
+        "--by",
+        choices=("auto", "name", "shape"),
+        default="auto",
+        help="pair ops by name, or by name and input shapes (auto: shapes when both traces have them)",
+    )
+    p.add_argument(
+        "--metric",
+        choices=("auto", "device", "cpu"),
+        default="auto",
+        help="time to compare (auto: device time when both traces have it)",
+    )
+    p.add_argument("--per-step", action="store_true", help="divide times by each trace's number of steps")
+    p.add_argument("--limit", type=_non_negative, default=None, metavar="N", help="show at most N rows")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
+    p.set_defaults(func=_guarded(_diff))
+
+    from neuronprof.analysis.roofline import DEVICE_PEAKS
+
+    p = subparsers.add_parser(
+        "roofline",
+        help="compute- or memory-bound? each op against a device's roofline (no torch needed)",
+        description="Estimate FLOPs and bytes of every op with recorded shapes and place it on a "
+        "device's roofline: arithmetic intensity, achieved vs attainable FLOP/s and GB/s, bound.",
+    )
+    p.add_argument("trace", help="trace file or folder (profiled with record_shapes=True)")
+    p.add_argument(
+        "--device", default="trn2", metavar="NAME", help=f"peak preset: {', '.join(DEVICE_PEAKS)} (default: trn2)"
+    )
+    p.add_argument(
+        "--peak-flops", type=_rate, default=None, metavar="FLOP/S", help="custom peak FLOP/s, e.g. 989e12 or 989T"
+    )
+    p.add_argument(
+        "--peak-bw",
+        type=_rate,
+        default=None,
+        metavar="BYTES/S",
+        help="custom peak memory bandwidth in bytes/s, e.g. 3.35e12 or 3350G",
+    )
+    p.add_argument(
+        "--time",
+        choices=("auto", "device", "cpu"),
+        default="auto",
+        help="measured time to use (auto: device time when the trace has it)",
+    )
+    p.add_argument("--limit", type=_non_negative, default=None, metavar="N", help="show at most N rows")
+    p.add_argument("--plot", default=None, metavar="PATH", help="also draw the roofline to PATH (.png or .svg)")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
+    p.set_defaults(func=_guarded(_roofline))
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
+def _rate(text: str) -> float:
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgGtTpP]?)\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"expected a number such as 989e12 or 989T, got {text!r}")
+    value = float(m.group(1)) * _SUFFIXES[m.group(2).lower()]
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Run a command, turning expected failures into one line on stderr and exit status 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return command(args)
+        except (TraceError, ValueError, ImportError) as exc:
+            print(f"neuronprof {_name(args)}: error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except OSError as exc:  # e.g. the plot path cannot be written
+            where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+            print(f"neuronprof {_name(args)}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except MemoryError:
+            print(f"neuronprof {_name(args)}: error: out of memory", file=sys.stderr)
+            return EXIT_BAD_INPUT
+
+    return run
+
+
+def _name(args: argparse.Namespace) -> str:
+    return str(getattr(args, "command", "") or "")
+
+
+def _emit(text: str) -> None:
+    try:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: stop quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def _summarize(args: argparse.Namespace) -> int:
+    from neuronprof.analysis.trace import load_trace
+    from neuronprof.render import render_csv, render_markdown, render_text
+
+    table = load_trace(args.trace).table(args.sort, limit=args.limit, device_only=args.device_only, group_by=args.by)
+    renderers: dict[str, Callable[[Any], str]] = {
+        "text": render_text,
+        "markdown": render_markdown,
+        "csv": render_csv,
+        "json": lambda t: t.to_json(),
+    }
+    _emit(renderers[args.format](table))
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from neuronprof.analysis.diff import diff
+
+    result = diff(args.a, args.b, match=args.by, metric=args.metric, per_step=args.per_step)
+    render = {"text": result.to_text, "markdown": result.to_markdown, "json": lambda limit: result.to_json(limit=limit)}
+    _emit(render[args.format](args.limit))
+    return 0
+
+
+def _roofline(args: argparse.Namespace) -> int:
+    from neuronprof.analysis.roofline import roofline
+
+    result = roofline(args.trace, args.device, peak_flops=args.peak_flops, peak_bw=args.peak_bw, time=args.time)
+    if args.plot:
+        result.plot(args.plot)
+    render = {"text": result.to_text, "markdown": result.to_markdown, "json": lambda limit: result.to_json(limit=limit)}
+    _emit(render[args.format](args.limit))
+    if args.plot:
+        print(f"roofline plot written to {args.plot}", file=sys.stderr)
+    return 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Run only the analysis sub-commands (a test seam; ``neuronprof`` itself is ``neuronprof.cli.main``)."""
+    parser = argparse.ArgumentParser(prog="neuronprof")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    register(sub)
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)

@@ -1,0 +1,369 @@
+"""Compare two traces op by op: what got slower, what got faster, what appeared or vanished."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Optional, Union, get_args
+
+from neuronprof.analysis.trace import GroupBy, Trace, TraceSource, load_trace
+from neuronprof.model import OpRow, Shape
+
+__all__ = ["DiffMatch", "DiffMetric", "DiffRow", "TraceDiff", "diff"]
+
+DIFF_SCHEMA = "neuronprof.diff/1"
+
+DiffMatch = Literal["auto", "name", "shape"]
+"""How ops of the two traces are paired.
+
+* ``"auto"``: by name and input shapes when both traces recorded shapes, else by name.
+* ``"name"``: by name only.
+* ``"shape"``: by name, input shapes and dtypes.
+"""
+
+DiffMetric = Literal["auto", "device", "cpu"]
+"""Which time the change and ratio are computed on.
+
+* ``"auto"``: self device time when both traces have device time, else self CPU time.
+* ``"device"``: self device time.
+* ``"cpu"``: self CPU time.
+"""
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    """One op in both traces (or only one), side by side.
+
+    ``_a`` fields come from the first trace (the baseline), ``_b`` from the
+    second. A side where the op does not appear is ``None``.
+
+    Attributes:
+        name: Operator or kernel name.
+        input_shapes: Input shapes when matched by shape, else ``None``.
+        on_device: True for a device kernel row.
+        calls_a: Calls in the first trace (a total, also with ``per_step``).
+        calls_b: Calls in the second trace.
+        self_cpu_us_a: Self CPU time in the first trace (µs).
+        self_cpu_us_b: Self CPU time in the second trace (µs).
+        self_device_us_a: Self device time in the first trace (µs).
+        self_device_us_b: Self device time in the second trace (µs).
+        delta_us: Change of the compared time, ``b - a`` (an op missing on one
+            side counts as zero there).
+        ratio: ``b / a`` of the compared time; ``None`` when a side is missing or zero.
+    """
+
+    name: str
+    input_shapes: Optional[tuple[Shape, ...]]
+    on_device: bool
+    calls_a: Optional[int]
+    calls_b: Optional[int]
+    self_cpu_us_a: Optional[float]
+    self_cpu_us_b: Optional[float]
+    self_device_us_a: Optional[float]
+    self_device_us_b: Optional[float]
+    delta_us: float
+    ratio: Optional[float]
+
+    @property
+    def status(self) -> Literal["both", "only_a", "only_b"]:
+        """Whether the op is in both traces, only the first, or only the second."""
+        if self.calls_a is None:
+            return "only_b"
+        if self.calls_b is None:
+            return "only_a"
+        return "both"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the row as a JSON-ready dict."""
+        data = asdict(self)
+        if self.input_shapes is not None:
+            data["input_shapes"] = [list(s) for s in self.input_shapes]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DiffRow:
+        """Build a row from [`to_dict`][neuronprof.analysis.DiffRow.to_dict] output.
+
+        Raises:
+            ValueError: Missing or unknown fields.
+        """
+        kwargs = dict(data)
+        if kwargs.get("input_shapes") is not None:
+            kwargs["input_shapes"] = tuple(tuple(int(d) for d in s) for s in kwargs["input_shapes"])
+        try:
+            return cls(**kwargs)
+        except TypeError as exc:
+            raise ValueError(f"invalid diff row: {exc}") from None
+
+
+@dataclass(frozen=True)
+class TraceDiff:
+    """Two traces compared op by op, largest absolute change first.
+
+    Print it for a text table; [`to_markdown`][neuronprof.analysis.TraceDiff.to_markdown]
+    and [`to_json`][neuronprof.analysis.TraceDiff.to_json] render it otherwise.
+
+    Attributes:
+        rows: One row per op, sorted by ``|delta_us|``, largest first.
+        a: Label of the first trace (its file).
+        b: Label of the second trace.
+        metric: ``"device"`` or ``"cpu"``: which self time ``delta_us``/``ratio`` compare.
+        match: ``"name"`` or ``"shape"``: how ops were paired.
+        device_label: Label of the device columns (``"CUDA"``, ``"NEURON"``...), if any.
+        steps_a: Profiled steps in the first trace.
+        steps_b: Profiled steps in the second trace.
+        per_step: True when times were divided by each trace's step count.
+        notes: Remarks about the comparison.
+    """
+
+    rows: tuple[DiffRow, ...]
+    a: str
+    b: str
+    metric: Literal["device", "cpu"] = "cpu"
+    match: Literal["name", "shape"] = "name"
+    device_label: Optional[str] = None
+    steps_a: int = 0
+    steps_b: int = 0
+    per_step: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rows, tuple):
+            object.__setattr__(self, "rows", tuple(self.rows))
+        if not isinstance(self.notes, tuple):
+            object.__setattr__(self, "notes", tuple(self.notes))
+
+    def __iter__(self) -> Iterator[DiffRow]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def total_a_us(self) -> float:
+        """Compared time of the first trace (µs): every op's, or only the kernels' for device time."""
+        return sum(_metric(r, self.metric, "a") or 0.0 for r in self._counted())
+
+    @property
+    def total_b_us(self) -> float:
+        """Compared time of the second trace (µs), counted as for ``total_a_us``."""
+        return sum(_metric(r, self.metric, "b") or 0.0 for r in self._counted())
+
+    def _counted(self) -> tuple[DiffRow, ...]:
+        # Kernel rows and the ops that launched them carry the same device time:
+        # count the kernels only, as torch.profiler's device total does.
+        if self.metric == "device":
+            kernels = tuple(r for r in self.rows if r.on_device)
+            if kernels:
+                return kernels
+        return self.rows
+
+    def row(self, name: str) -> DiffRow:
+        """Return the first row called ``name``.
+
+        Raises:
+            KeyError: No row has that name.
+        """
+        for r in self.rows:
+            if r.name == name:
+                return r
+        raise KeyError(f"no diff row named {name!r}")
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def to_text(self, limit: Optional[int] = None) -> str:
+        """Return the comparison as an aligned text table (the first ``limit`` rows; totals cover all)."""
+        from neuronprof.analysis.render import render_diff_text
+
+        return render_diff_text(self, limit=limit)
+
+    def to_markdown(self, limit: Optional[int] = None) -> str:
+        """Return the comparison as a GitHub-flavoured Markdown table (the first ``limit`` rows)."""
+        from neuronprof.analysis.render import render_diff_markdown
+
+        return render_diff_markdown(self, limit=limit)
+
+    def to_dict(self, limit: Optional[int] = None) -> dict[str, Any]:
+        """Return the comparison as a JSON-ready dict with a ``schema`` tag (the first ``limit`` rows)."""
+        return {
+            "schema": DIFF_SCHEMA,
+            "a": self.a,
+            "b": self.b,
+            "metric": self.metric,
+            "match": self.match,
+            "device_label": self.device_label,
+            "steps_a": self.steps_a,
+            "steps_b": self.steps_b,
+            "per_step": self.per_step,
+            "notes": list(self.notes),
+            "total_rows": len(self.rows),
+            "rows": [r.to_dict() for r in _first(self.rows, limit)],
+        }
+
+    def to_json(self, indent: Optional[int] = 2, limit: Optional[int] = None) -> str:
+        """Return the comparison as JSON; [`from_json`][neuronprof.analysis.TraceDiff.from_json] reads it back."""
+        return json.dumps(self.to_dict(limit), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TraceDiff:
+        """Build a comparison from [`to_dict`][neuronprof.analysis.TraceDiff.to_dict] output.
+
+        Raises:
+            ValueError: Not a neuronprof diff.
+        """
+        if not isinstance(data, Mapping) or data.get("schema") != DIFF_SCHEMA:
+            raise ValueError(f"not a neuronprof diff (expected schema {DIFF_SCHEMA!r})")
+        rows = data.get("rows")
+        if not isinstance(rows, list):
+            raise ValueError("neuronprof diff JSON has no 'rows' list")
+        metric = data.get("metric", "cpu")
+        match = data.get("match", "name")
+        if metric not in ("device", "cpu") or match not in ("name", "shape"):
+            raise ValueError(f"invalid metric/match {metric!r}/{match!r}")
+        return cls(
+            rows=tuple(DiffRow.from_dict(r) for r in rows),
+            a=str(data.get("a", "")),
+            b=str(data.get("b", "")),
+            metric=metric,
+            match=match,
+            device_label=data.get("device_label"),
+            steps_a=int(data.get("steps_a", 0)),
+            steps_b=int(data.get("steps_b", 0)),
+            per_step=bool(data.get("per_step", False)),
+            notes=tuple(data.get("notes", ())),
+        )
+
+    @classmethod
+    def from_json(cls, text: Union[str, bytes]) -> TraceDiff:
+        """Read a comparison written by [`to_json`][neuronprof.analysis.TraceDiff.to_json].
+
+        Raises:
+            ValueError: Not JSON, or not a neuronprof diff.
+        """
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not JSON: {exc}") from None
+        return cls.from_dict(data)
+
+
+def _first(rows: tuple[Any, ...], limit: Optional[int]) -> tuple[Any, ...]:
+    return rows if limit is None or limit < 0 else rows[:limit]
+
+
+def _metric(row: DiffRow, metric: str, side: str) -> Optional[float]:
+    value: Optional[float] = getattr(row, f"self_{metric}_us_{side}")
+    return value
+
+
+def diff(
+    a: TraceSource,
+    b: TraceSource,
+    *,
+    match: DiffMatch = "auto",
+    metric: DiffMetric = "auto",
+    per_step: bool = False,
+) -> TraceDiff:
+    """Compare two traces op by op, largest absolute change of self time first.
+
+    Args:
+        a: The baseline: a trace file or folder, or a loaded [`Trace`][neuronprof.analysis.Trace].
+        b: The trace to compare with it.
+        match: How to pair ops (see [`DiffMatch`][neuronprof.analysis.DiffMatch]).
+        metric: Which self time to compare (see [`DiffMetric`][neuronprof.analysis.DiffMetric]).
+        per_step: Divide each trace's times by its number of profiled steps, for
+            traces that profiled different numbers of steps (calls stay totals).
+
+    Raises:
+        TraceError: A trace cannot be read.
+        ValueError: Unknown ``match`` or ``metric``; ``metric="device"`` when a
+            trace has no device time; ``per_step`` when a trace has no steps.
+    """
+    if match not in get_args(DiffMatch):
+        raise ValueError(f"unknown match {match!r}; use one of {', '.join(get_args(DiffMatch))}")
+    if metric not in get_args(DiffMetric):
+        raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(get_args(DiffMetric))}")
+    ta, tb = load_trace(a), load_trace(b)
+    shapes_in_both = _has_shapes(ta) and _has_shapes(tb)
+    if match == "shape" and not shapes_in_both:
+        raise ValueError("match='shape' needs both traces recorded with record_shapes=True; use match='name'")
+    group: GroupBy = "shape" if match == "shape" or (match == "auto" and shapes_in_both) else "name"
+    rows_a, rows_b = ta.rows(group), tb.rows(group)
+    dev_a = any(r.self_device_us is not None for r in rows_a)
+    dev_b = any(r.self_device_us is not None for r in rows_b)
+    if metric == "device" and not (dev_a and dev_b):
+        raise ValueError("metric='device' needs device time in both traces; use metric='cpu'")
+    use: Literal["device", "cpu"] = "device" if metric == "device" or (metric == "auto" and dev_a and dev_b) else "cpu"
+    if per_step and (ta.steps == 0 or tb.steps == 0):
+        raise ValueError("per_step=True needs ProfilerStep annotations in both traces")
+    scale_a = 1.0 / ta.steps if per_step else 1.0
+    scale_b = 1.0 / tb.steps if per_step else 1.0
+
+    index_a = {_key(r): r for r in rows_a}
+    index_b = {_key(r): r for r in rows_b}
+    keys = list(index_a) + [k for k in index_b if k not in index_a]
+    rows = [_pair(index_a.get(k), index_b.get(k), use, scale_a, scale_b) for k in keys]
+    rows.sort(key=lambda r: (-abs(r.delta_us), r.name))
+
+    notes: list[str] = []
+    if not per_step and ta.steps and tb.steps and ta.steps != tb.steps:
+        notes.append(f"the traces profiled {ta.steps} and {tb.steps} steps; per_step=True compares per step")
+    if per_step:
+        notes.append("times are per profiled step; calls are totals")
+    if match == "auto" and group == "name" and (_has_shapes(ta) or _has_shapes(tb)):
+        notes.append("matched by name: only one trace recorded input shapes")
+    return TraceDiff(
+        rows=tuple(rows),
+        a=ta.source,
+        b=tb.source,
+        metric=use,
+        match=group,
+        device_label=ta.device_label or tb.device_label,
+        steps_a=ta.steps,
+        steps_b=tb.steps,
+        per_step=per_step,
+        notes=tuple(notes),
+    )
+
+
+def _has_shapes(trace: Trace) -> bool:
+    return any(o.input_dims for o in trace.ops if not o.on_device)
+
+
+def _key(row: OpRow) -> tuple[Any, ...]:
+    return (row.name, row.on_device, row.input_shapes, row.input_dtypes)
+
+
+def _scaled(value: Optional[float], scale: float) -> Optional[float]:
+    return None if value is None else value * scale
+
+
+def _pair(
+    ra: Optional[OpRow], rb: Optional[OpRow], metric: Literal["device", "cpu"], scale_a: float, scale_b: float
+) -> DiffRow:
+    ref = ra if ra is not None else rb
+    assert ref is not None
+    calls_a = None if ra is None else ra.calls
+    calls_b = None if rb is None else rb.calls
+    cpu_a = None if ra is None else ra.self_cpu_us * scale_a
+    cpu_b = None if rb is None else rb.self_cpu_us * scale_b
+    dev_a = None if ra is None else _scaled(ra.self_device_us, scale_a)
+    dev_b = None if rb is None else _scaled(rb.self_device_us, scale_b)
+    va, vb = (dev_a, dev_b) if metric == "device" else (cpu_a, cpu_b)
+    delta = (vb or 0.0) - (va or 0.0)
+    ratio = vb / va if va and vb is not None and va > 0 else None
+    return DiffRow(
+        name=ref.name,
+        input_shapes=ref.input_shapes,
+        on_device=ref.on_device,
+        calls_a=calls_a,
+        calls_b=calls_b,
+        self_cpu_us_a=cpu_a,
+        self_cpu_us_b=cpu_b,
+        self_device_us_a=dev_a,
+        self_device_us_b=dev_b,
+        delta_us=delta,
+        ratio=ratio,
+    )

@@ -1,0 +1,289 @@
+"""Renderers for the analysis models: text and Markdown tables, and the roofline plot.
+
+Pure functions of [`TraceDiff`][neuronprof.analysis.TraceDiff] and
+[`Roofline`][neuronprof.analysis.Roofline]; JSON lives on the models themselves.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Generic, Optional, TypeVar, Union
+
+from neuronprof.render import format_us
+
+if TYPE_CHECKING:
+    from neuronprof.analysis.diff import DiffRow, TraceDiff
+    from neuronprof.analysis.roofline import Roofline, RooflineRow
+    from neuronprof.model import Shape
+
+__all__ = [
+    "plot_roofline",
+    "render_diff_markdown",
+    "render_diff_text",
+    "render_roofline_markdown",
+    "render_roofline_text",
+]
+
+R = TypeVar("R")
+_NAME_WIDTH = 60
+
+
+@dataclass(frozen=True)
+class _Col(Generic[R]):
+    header: str
+    cell: Callable[[R], str]
+    left: bool = False
+
+
+def _shapes(shapes: Optional[tuple[Shape, ...]]) -> str:
+    if shapes is None:
+        return ""
+    return "[" + ", ".join("[" + ", ".join(str(d) for d in s) + "]" for s in shapes) + "]"
+
+
+def _truncate(text: str) -> str:
+    return text if len(text) <= _NAME_WIDTH else text[: _NAME_WIDTH - 1] + "…"
+
+
+def _text_table(cols: Sequence[_Col[R]], rows: Sequence[R]) -> list[str]:
+    cells = [[c.header for c in cols]]
+    cells += [[_truncate(c.cell(r)) if c.left else c.cell(r) for c in cols] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
+    lines = []
+    for n, row in enumerate(cells):
+        out = [cell.ljust(widths[i]) if cols[i].left else cell.rjust(widths[i]) for i, cell in enumerate(row)]
+        lines.append("  ".join(out).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    if not rows:
+        lines.append("(no rows)")
+    return lines
+
+
+def _md_table(cols: Sequence[_Col[R]], rows: Sequence[R]) -> list[str]:
+    lines = [
+        "| " + " | ".join(c.header for c in cols) + " |",
+        "| " + " | ".join(":---" if c.left else "---:" for c in cols) + " |",
+    ]
+    for r in rows:
+        lines.append("| " + " | ".join(c.cell(r).replace("|", "\\|") for c in cols) + " |")
+    return lines
+
+
+def _first(rows: Sequence[R], limit: Optional[int]) -> Sequence[R]:
+    return rows if limit is None or limit < 0 else rows[:limit]
+
+
+def _shown(rows: Sequence[object], every: Sequence[object]) -> list[str]:
+    return [f"showing {len(rows)} of {len(every)} rows"] if len(rows) < len(every) else []
+
+
+# -- diff ------------------------------------------------------------------------------
+
+
+def _int(v: Optional[int]) -> str:
+    return "" if v is None else str(v)
+
+
+def _delta(v: float) -> str:
+    return f"{v:+.1f}"
+
+
+def _ratio(v: Optional[float]) -> str:
+    return "" if v is None else f"{v:.2f}x"
+
+
+def _diff_name(r: DiffRow) -> str:
+    return r.name + {"both": "", "only_a": " (only A)", "only_b": " (only B)"}[r.status]
+
+
+def _diff_cols(d: TraceDiff) -> list[_Col[DiffRow]]:
+    cols: list[_Col[DiffRow]] = [
+        _Col("Name", _diff_name, left=True),
+        _Col("Calls A", lambda r: _int(r.calls_a)),
+        _Col("Calls B", lambda r: _int(r.calls_b)),
+        _Col("Self CPU A (µs)", lambda r: format_us(r.self_cpu_us_a)),
+        _Col("Self CPU B (µs)", lambda r: format_us(r.self_cpu_us_b)),
+    ]
+    label = d.device_label
+    if label:
+        cols += [
+            _Col(f"Self {label} A (µs)", lambda r: format_us(r.self_device_us_a)),
+            _Col(f"Self {label} B (µs)", lambda r: format_us(r.self_device_us_b)),
+        ]
+    which = label if d.metric == "device" and label else "CPU"
+    cols += [
+        _Col(f"Δ self {which} (µs)", lambda r: _delta(r.delta_us)),
+        _Col("B/A", lambda r: _ratio(r.ratio)),
+    ]
+    if d.match == "shape":
+        cols.append(_Col("Input shapes", lambda r: _shapes(r.input_shapes), left=True))
+    return cols
+
+
+def _diff_header(d: TraceDiff) -> list[str]:
+    which = f"self {d.device_label} time" if d.metric == "device" and d.device_label else "self CPU time"
+    return [
+        f"A: {d.a}",
+        f"B: {d.b}",
+        f"compared: {which}{' per step' if d.per_step else ''}, ops matched by {d.match}, largest change first",
+    ]
+
+
+def _diff_footer(d: TraceDiff) -> list[str]:
+    a, b = d.total_a_us, d.total_b_us
+    ratio = f", B/A {b / a:.2f}x" if a > 0 else ""
+    lines = [f"total: A {format_us(a)} µs, B {format_us(b)} µs, change {_delta(b - a)} µs{ratio}"]
+    lines += [f"note: {n}" for n in d.notes]
+    return lines
+
+
+def render_diff_text(d: TraceDiff, limit: Optional[int] = None) -> str:
+    """Render a comparison as aligned plain text: the first ``limit`` rows, totals over all."""
+    rows = _first(d.rows, limit)
+    return "\n".join(
+        [*_diff_header(d), "", *_text_table(_diff_cols(d), rows), "", *_shown(rows, d.rows), *_diff_footer(d)]
+    )
+
+
+def render_diff_markdown(d: TraceDiff, limit: Optional[int] = None) -> str:
+    """Render a comparison as a GitHub-flavoured Markdown table: the first ``limit`` rows, totals over all."""
+    rows = _first(d.rows, limit)
+    head = [line + "  " for line in _diff_header(d)]
+    return "\n".join([*head, "", *_md_table(_diff_cols(d), rows), "", *_shown(rows, d.rows), *_diff_footer(d)]) + "\n"
+
+
+# -- roofline --------------------------------------------------------------------------
+
+
+def _num(v: Optional[float], scale: float, digits: int) -> str:
+    """Fixed decimals for ordinary values; three significant digits for tiny ones (CPU traces)."""
+    if v is None:
+        return ""
+    x = v / scale
+    if x != 0 and abs(x) < 10 ** (1 - digits):
+        return f"{x:.3g}"
+    return f"{x:.{digits}f}"
+
+
+def _roofline_cols(rl: Roofline) -> list[_Col[RooflineRow]]:
+    where = "device" if rl.time_source == "device" else "CPU"
+    cols: list[_Col[RooflineRow]] = [
+        _Col("Name", lambda r: r.name, left=True),
+        _Col("Calls", lambda r: str(r.calls)),
+        _Col(f"Self {where} (µs)", lambda r: format_us(r.time_us)),
+        _Col("GFLOP", lambda r: _num(r.flops, 1e9, 3)),
+        _Col("MB moved", lambda r: _num(r.bytes, 1e6, 1)),
+        _Col("FLOP/byte", lambda r: _num(r.intensity, 1, 2)),
+        _Col("Bound", lambda r: r.bound),
+        _Col("Achieved TFLOP/s", lambda r: _num(r.achieved_flops_per_s, 1e12, 3)),
+        _Col("Achieved GB/s", lambda r: _num(r.achieved_bytes_per_s, 1e9, 1)),
+        _Col("Roof TFLOP/s", lambda r: _num(r.attainable_flops_per_s, 1e12, 3)),
+        _Col("% of roof", lambda r: _num(r.pct_of_peak, 1, 1)),
+        _Col("Input shapes", lambda r: _shapes(r.input_shapes), left=True),
+    ]
+    return cols
+
+
+def _roofline_header(rl: Roofline) -> list[str]:
+    p = rl.device
+    peaks = f"{p.flops_per_s / 1e12:g} TFLOP/s"
+    if p.fp32_flops_per_s is not None:
+        peaks = f"{p.flops_per_s / 1e12:g} TFLOP/s (16-bit), {p.fp32_flops_per_s / 1e12:g} TFLOP/s (FP32)"
+    ridge = f"{p.ridge:.1f} FLOP/byte"
+    if p.fp32_flops_per_s is not None:
+        ridge += f" (16-bit), {p.fp32_flops_per_s / p.bytes_per_s:.1f} (FP32)"
+    lines = [f"roofline on {p.name}" + (f": {p.description}" if p.description else "")]
+    lines.append(f"peaks: {peaks}, {p.bytes_per_s / 1e9:g} GB/s; ridge point {ridge}")
+    if rl.source:
+        lines.append(f"trace: {rl.source}")
+    return lines
+
+
+def _roofline_footer(rl: Roofline) -> list[str]:
+    lines = []
+    if rl.rows:
+        intensity = rl.intensity
+        lines.append(
+            f"overall: {rl.bound}-bound; {format_us(rl.total_time_us)} µs over {len(rl.rows)} op signature(s), "
+            f"intensity {'' if intensity is None else f'{intensity:.2f}'} FLOP/byte"
+        )
+    lines += [f"note: {n}" for n in rl.notes]
+    return lines
+
+
+def render_roofline_text(rl: Roofline, limit: Optional[int] = None) -> str:
+    """Render a roofline as aligned plain text, the device's peaks above the table (first ``limit`` rows)."""
+    rows = _first(rl.rows, limit)
+    return "\n".join(
+        [
+            *_roofline_header(rl),
+            "",
+            *_text_table(_roofline_cols(rl), rows),
+            "",
+            *_shown(rows, rl.rows),
+            *_roofline_footer(rl),
+        ]
+    )
+
+
+def render_roofline_markdown(rl: Roofline, limit: Optional[int] = None) -> str:
+    """Render a roofline as a GitHub-flavoured Markdown table (first ``limit`` rows)."""
+    rows = _first(rl.rows, limit)
+    head = [line + "  " for line in _roofline_header(rl)]
+    return (
+        "\n".join([*head, "", *_md_table(_roofline_cols(rl), rows), "", *_shown(rows, rl.rows), *_roofline_footer(rl)])
+        + "\n"
+    )
+
+
+def plot_roofline(rl: Roofline, path: Union[str, os.PathLike[str]], *, label_top: int = 8) -> None:
+    """Draw a roofline chart into ``path`` (``.png`` or ``.svg``).
+
+    Raises:
+        ImportError: matplotlib is not installed (``pip install neuronprof[plot]``).
+        ValueError: The suffix is not ``.png`` or ``.svg``.
+    """
+    target = os.fspath(path)
+    suffix = os.path.splitext(target)[1].lower()
+    if suffix not in (".png", ".svg"):
+        raise ValueError(f"roofline plot path must end in .png or .svg, got {target!r}")
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError("Roofline.plot() needs matplotlib: pip install neuronprof[plot]") from None
+
+    peak = rl.device
+    points = [(r, r.achieved_flops_per_s) for r in rl.rows if r.achieved_flops_per_s and r.intensity > 0]
+    xs = [r.intensity for r, _ in points]
+    ys = [y for _, y in points if y is not None]
+    lo = min([*xs, peak.ridge / 1000, 0.01])
+    hi = max([*xs, peak.ridge * 100])
+    fig = Figure(figsize=(8, 5.5), dpi=110)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+
+    def roof(flops: float, style: str, label: str) -> None:
+        ridge = flops / peak.bytes_per_s
+        ax.plot([lo, ridge, hi], [lo * peak.bytes_per_s, flops, flops], style, color="black", lw=1.4, label=label)
+
+    roof(peak.flops_per_s, "-", f"{peak.name} roof (16-bit)" if peak.fp32_flops_per_s else f"{peak.name} roof")
+    if peak.fp32_flops_per_s is not None:
+        roof(peak.fp32_flops_per_s, "--", f"{peak.name} roof (FP32)")
+    if points:
+        longest = max(r.time_us for r, _ in points) or 1.0
+        colors = ["tab:blue" if r.bound == "memory" else "tab:red" for r, _ in points]
+        sizes = [20 + 300 * r.time_us / longest for r, _ in points]
+        ax.scatter(xs, ys, s=sizes, c=colors, alpha=0.7, edgecolors="none")
+        for r, y in sorted(points, key=lambda p: p[0].time_us, reverse=True)[:label_top]:
+            ax.annotate(r.name.split("::")[-1], (r.intensity, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel(f"achieved FLOP/s ({'device' if rl.time_source == 'device' else 'CPU'} time)")
+    ax.set_title(f"Roofline: {peak.name} (blue: memory-bound, red: compute-bound)", fontsize=10)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(target, format=suffix[1:])

@@ -1,0 +1,25 @@
+"""Fixtures for the analysis tests: a hand-made CUDA trace, and real torch.profiler traces made once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from trace_builders import TorchTraces, cuda_trace_events, write_trace
+
+
+@pytest.fixture
+def cuda_trace(tmp_path: Path) -> Path:
+    """A hand-made CUDA trace file (see ``cuda_trace_events``)."""
+    return write_trace(
+        tmp_path / "cuda.pt.trace.json",
+        cuda_trace_events(),
+        deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9}],
+    )
+
+
+@pytest.fixture(scope="session")
+def torch_traces(tmp_path_factory: pytest.TempPathFactory) -> TorchTraces:
+    """Real traces from torch.profiler on CPU (made once; torch is only needed here)."""
+    pytest.importorskip("torch")
+    return TorchTraces(tmp_path_factory.mktemp("torch_traces"))

@@ -1,0 +1,228 @@
+"""Roofline: FLOP/byte formulas, device peaks, bounds, the model and its plot."""
+
+from __future__ import annotations
+
+import builtins
+from pathlib import Path
+from typing import Any
+
+import pytest
+from trace_builders import op, write_trace
+
+from neuronprof.analysis import DEVICE_PEAKS, DevicePeak, Roofline, device_peak, dtype_size, op_cost, roofline
+
+F32, BF16 = "float", "c10::BFloat16"
+
+
+@pytest.mark.parametrize(
+    "name, dims, dtypes, concrete, flops, nbytes",
+    [
+        # Element-wise with broadcasting: one FLOP per output element.
+        ("aten::mul", [(4096, 4096), (4096, 1)], [F32, F32], None, 4096 * 4096, (2 * 4096 * 4096 + 4096) * 4),
+        ("aten::add_", [(8, 8), ()], [BF16, "Scalar"], None, 64, 2 * 64 * 2),
+        ("aten::pow", [(10,), ()], [F32, "Scalar"], None, 10, 80),
+        # Reductions: one FLOP per input element; the output shrinks along dim.
+        ("aten::sum", [(64, 32), (), ()], [F32, "ScalarList", "Scalar"], ["", "[-1]", "True"], 2048, (2048 + 64) * 4),
+        ("aten::mean", [(64, 32)], [F32], None, 2048, (2048 + 1) * 4),
+        # Matmuls: 2·M·K·N.
+        ("aten::mm", [(128, 64), (64, 32)], [BF16, BF16], None, 2 * 128 * 64 * 32, (128 * 64 + 64 * 32 + 128 * 32) * 2),
+        (
+            "aten::addmm",
+            [(32,), (128, 64), (64, 32), (), ()],
+            [F32, F32, F32, "Scalar", "Scalar"],
+            None,
+            2 * 128 * 64 * 32,
+            (32 + 128 * 64 + 64 * 32 + 128 * 32) * 4,
+        ),
+        ("aten::bmm", [(4, 16, 8), (4, 8, 2)], [F32, F32], None, 2 * 4 * 16 * 8 * 2, (512 + 64 + 128) * 4),
+        (
+            "aten::linear",
+            [(2, 5, 64), (32, 64), (32,)],
+            [BF16] * 3,
+            None,
+            2 * 10 * 64 * 32,
+            (640 + 2048 + 32 + 320) * 2,
+        ),
+        # Attention: 2·B·H·L·S·(E + Ev).
+        (
+            "aten::scaled_dot_product_attention",
+            [(2, 4, 128, 64)] * 3,
+            [BF16] * 3,
+            None,
+            2 * 8 * 128 * 128 * 128,
+            (3 * 2 * 4 * 128 * 64 + 2 * 4 * 128 * 64) * 2,
+        ),
+        # Norms and softmax.
+        (
+            "aten::layer_norm",
+            [(16, 1024), (), (1024,), (1024,)],
+            [F32, "ScalarList", F32, F32],
+            None,
+            8 * 16 * 1024,
+            (16 * 1024 * 2 + 2048) * 4,
+        ),
+        (
+            "aten::rms_norm",
+            [(16, 1024), (), (1024,)],
+            [BF16, "ScalarList", BF16],
+            None,
+            4 * 16 * 1024,
+            (16 * 1024 * 2 + 1024) * 2,
+        ),
+        ("aten::_softmax", [(16, 1024), (), ()], [F32, "Scalar", "Scalar"], None, 5 * 16 * 1024, 2 * 16 * 1024 * 4),
+        # Convolution: 2 · output elements · C_in/groups · kernel.
+        (
+            "aten::convolution",
+            [(1, 3, 32, 32), (8, 3, 3, 3), (8,)],
+            [F32] * 3,
+            ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"],
+            2 * 8 * 32 * 32 * 3 * 9,
+            (3 * 1024 + 8 * 27 + 8 + 8 * 1024) * 4,
+        ),
+        # Copies move bytes and no FLOPs.
+        ("aten::copy_", [(100,), (100,)], [F32, F32], None, 0, 800),
+        ("aten::cat", [((10, 4), (10, 4)), ()], ["TensorList", "Scalar"], None, 0, 2 * 80 * 4),
+    ],
+)
+def test_op_cost_formulas(name: str, dims: list, dtypes: list, concrete: Any, flops: float, nbytes: float) -> None:
+    cost = op_cost(name, dims, dtypes, concrete)
+    assert cost is not None
+    assert (cost.flops, cost.bytes) == (pytest.approx(flops), pytest.approx(nbytes))
+
+
+@pytest.mark.parametrize(
+    "name, dims, dtypes",
+    [
+        ("aten::view", [(4, 4), ()], [F32, "ScalarList"]),  # views move nothing
+        ("aten::mm", None, None),  # no shapes recorded
+        ("aten::mm", [(4, 5), (6, 7)], [F32, F32]),  # shapes that do not multiply
+        ("aten::mul", [(), ()], ["Scalar", "Scalar"]),  # no tensors at all
+        ("my::custom_op", [(4, 4)], [F32]),
+        ("aten::mm", [(4, -1), (-1, 4)], [F32, F32]),  # nonsense
+    ],
+)
+def test_no_estimate_rather_than_a_guess(name: str, dims: Any, dtypes: Any) -> None:
+    assert op_cost(name, dims, dtypes) is None
+
+
+def test_dtype_sizes() -> None:
+    assert [dtype_size(d) for d in ("float", "c10::BFloat16", "c10::Half", "double", "long int", "bool")] == [
+        4,
+        2,
+        2,
+        8,
+        8,
+        1,
+    ]
+    assert dtype_size("torch.bfloat16") == 2
+    assert dtype_size("Scalar") is None and dtype_size("") is None
+
+
+def test_presets_and_custom_peaks() -> None:
+    assert {"trn1", "trn2", "h100", "h200", "a100"} <= set(DEVICE_PEAKS)
+    trn2 = DEVICE_PEAKS["trn2"]
+    assert trn2.flops_per_s == pytest.approx(667e12 / 4) and trn2.bytes_per_s == pytest.approx(725e9)
+    assert DEVICE_PEAKS["h200"].bytes_per_s > DEVICE_PEAKS["h100"].bytes_per_s
+    assert trn2.peak_for(("c10::BFloat16",)) == trn2.flops_per_s
+    assert trn2.peak_for(("float", "Scalar")) == trn2.fp32_flops_per_s
+    custom = device_peak("h100", peak_bw=1e12)
+    assert (custom.flops_per_s, custom.bytes_per_s) == (DEVICE_PEAKS["h100"].flops_per_s, 1e12)
+    assert device_peak(DevicePeak("mine", 1e12, 1e11)).ridge == 10
+    with pytest.raises(ValueError, match="unknown device"):
+        device_peak("v100")
+    with pytest.raises(ValueError, match="positive"):
+        DevicePeak("bad", 0, 1e9)
+    with pytest.raises(ValueError, match="positive"):
+        DevicePeak("bad", 1e12, float("inf"))
+
+
+def _matmul_trace(tmp_path: Path, n: int, dtype: str = BF16) -> Path:
+    # Device time on the host op, as a CUDA trace attributes its kernel.
+    return write_trace(
+        tmp_path / f"mm{n}.json",
+        [
+            op("aten::mm", 0, 100, pid=1, tid=1, External_id=5, Input_Dims=[[n, n], [n, n]], Input_type=[dtype] * 2),
+            op("gemm", 10, 50, cat="kernel", pid=0, tid=7, External_id=5),
+        ],
+        deviceProperties=[{"name": "GPU"}],
+    )
+
+
+def test_large_bf16_matmul_is_compute_bound_and_small_one_memory_bound(tmp_path: Path) -> None:
+    big = roofline(_matmul_trace(tmp_path, 8192), device="h100")
+    assert big.time_source == "device"
+    row = big.row("aten::mm")
+    assert row.bound == "compute" and row.time_us == 50
+    assert row.intensity == pytest.approx(2 * 8192**3 / (3 * 8192 * 8192 * 2))
+    assert row.achieved_flops_per_s == pytest.approx(2 * 8192**3 / 50e-6)
+    assert row.attainable_flops_per_s == DEVICE_PEAKS["h100"].flops_per_s
+    assert row.pct_of_peak == pytest.approx(100 * row.achieved_flops_per_s / row.attainable_flops_per_s)
+    small = roofline(_matmul_trace(tmp_path, 16), device="h100").row("aten::mm")
+    assert small.bound == "memory"
+    assert small.attainable_flops_per_s == pytest.approx(small.intensity * DEVICE_PEAKS["h100"].bytes_per_s)
+    # FP32 inputs meet the lower FP32 roof: the same matmul becomes memory-bound at a smaller size.
+    fp32 = roofline(_matmul_trace(tmp_path, 8192, F32), device="h100").row("aten::mm")
+    assert fp32.peak_flops_per_s == DEVICE_PEAKS["h100"].fp32_flops_per_s
+
+
+def test_recorded_flops_win_over_the_formula(tmp_path: Path) -> None:
+    path = write_trace(
+        tmp_path / "t.json", [op("aten::mm", 0, 10, Input_Dims=[[4, 4], [4, 4]], Input_type=[F32, F32], flops=999)]
+    )
+    row = roofline(path, "trn2").row("aten::mm")
+    assert (row.flops, row.flops_source) == (999, "trace")
+
+
+def test_wrappers_are_left_out_and_said_so(tmp_path: Path) -> None:
+    path = write_trace(
+        tmp_path / "t.json",
+        [
+            op("aten::linear", 0, 100, Input_Dims=[[4, 8], [8, 8], [8]], Input_type=[F32] * 3),
+            op("aten::addmm", 5, 90, Input_Dims=[[8], [4, 8], [8, 8], [], []], Input_type=[F32] * 3 + ["Scalar"] * 2),
+        ],
+    )
+    rl = roofline(path, "trn1")
+    assert [r.name for r in rl.rows] == ["aten::addmm"]
+    assert any("aten::linear" in n for n in rl.notes)
+
+
+def test_trace_without_shapes_says_how_to_fix_it(tmp_path: Path) -> None:
+    rl = roofline(write_trace(tmp_path / "t.json", [op("aten::mm", 0, 10)]))
+    assert rl.rows == () and rl.bound is None
+    assert any("record_shapes=True" in n for n in rl.notes)
+    assert "record_shapes=True" in rl.to_text()
+
+
+def test_model_round_trips_and_renders(tmp_path: Path) -> None:
+    rl = roofline(_matmul_trace(tmp_path, 1024), device="trn2")
+    assert Roofline.from_json(rl.to_json()) == rl
+    text = rl.to_text()
+    assert "roofline on trn2" in text and "ridge point" in text and "aten::mm" in text
+    assert "| aten::mm |" in rl.to_markdown()
+    with pytest.raises(ValueError):
+        roofline(_matmul_trace(tmp_path, 4), time="wall")  # type: ignore[arg-type]
+
+
+def test_plot_writes_png_and_svg_and_refuses_other_suffixes(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    rl = roofline(_matmul_trace(tmp_path, 1024), device="trn2")
+    rl.plot(tmp_path / "r.png")
+    rl.plot(str(tmp_path / "r.svg"))
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+    assert b"<svg" in (tmp_path / "r.svg").read_bytes()[:500]
+    with pytest.raises(ValueError, match=".png or .svg"):
+        rl.plot(tmp_path / "r.pdf")
+
+
+def test_plot_without_matplotlib_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rl = roofline(_matmul_trace(tmp_path, 64), device="trn2")
+    real_import = builtins.__import__
+
+    def no_matplotlib(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.startswith("matplotlib"):
+            raise ImportError("no matplotlib here")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    with pytest.raises(ImportError, match=r"pip install neuronprof\[plot\]"):
+        rl.plot(tmp_path / "r.png")
