@@ -30,6 +30,8 @@ demo: install
 	$(BIN)/python examples/rmsnorm.py
 
 test: install-dev
+	$(BIN)/ruff check src tests examples benchmarks scripts
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 	$(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
 
