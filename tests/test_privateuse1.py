@@ -241,8 +241,12 @@ report(diagnose())
 
 @pytest.mark.parametrize("flag", ["--json", None])
 def test_doctor_cli_runs(flag):
-    args = ["doctor"] + ([flag] if flag else [])
-    code = f"import runpy, sys\nsys.argv = ['neuronprof', *{args!r}]\n" + "runpy.run_module('neuronprof', run_name='__main__')"
+    argv = ["neuronprof", "doctor"] + ([flag] if flag else [])
+    code = f"""
+import runpy, sys
+sys.argv = {argv!r}
+runpy.run_module("neuronprof", run_name="__main__")
+"""
     proc = run_script(code, backend=None)
     assert proc.returncode == 0, proc.stderr
     assert "cpu" in proc.stdout
