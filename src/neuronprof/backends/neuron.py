@@ -10,15 +10,13 @@ land in the session's output folder.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from neuronprof.backends.base import SessionContext, privateuse1_name
-from neuronprof.backends.privateuse1 import PrivateUse1Backend, privateuse1_torch_problem
+from neuronprof.backends.base import SessionContext
+from neuronprof.backends.privateuse1 import PackagedPrivateUse1Backend
 from neuronprof.errors import NeuronProfWarning
 
 if TYPE_CHECKING:
@@ -37,7 +35,7 @@ _MODE_NAMES = {"device": "DEVICE", "runtime": "RUNTIME", "cpu_util": "CPU_UTIL",
 _PROFILE_SUBDIR = "neuron_profile"
 
 
-class NeuronBackend(PrivateUse1Backend):
+class NeuronBackend(PackagedPrivateUse1Backend):
     """Profile NeuronCores with TorchNeuron's native torch.profiler integration.
 
     * modes map to ``ProfileMode``: ``device`` → ``DEVICE``, ``runtime`` → ``RUNTIME``,
@@ -51,47 +49,13 @@ class NeuronBackend(PrivateUse1Backend):
     supported_modes = frozenset(_MODE_NAMES)
     writes_output = True
 
+    package = "torch_neuronx"
+    extra_modules = ("torch_neuronx.profiling",)
+    install_hint = NEURON_INSTALL_HINT
+    # The PyPI placeholder raises ImportError("WRONG PACKAGE ...") on import: unavailable.
+
     def __init__(self) -> None:
         super().__init__("neuron")
-        self._import_error: Optional[str] = None
-
-    def _import(self) -> Any:
-        """Import ``torch_neuronx`` (which registers the device) or record why not."""
-        current = privateuse1_name()
-        if current is not None and current != self.name:
-            # PrivateUse1 can be renamed once per process; importing torch_neuronx now would fail.
-            self._import_error = f"PrivateUse1 is already taken by {current!r} in this process"
-            return None
-        if importlib.util.find_spec("torch_neuronx") is None:
-            self._import_error = f"torch_neuronx is not installed; {NEURON_INSTALL_HINT}"
-            return None
-        try:
-            module = importlib.import_module("torch_neuronx")
-            importlib.import_module("torch_neuronx.profiling")
-        except Exception as exc:  # a broken install must not break backend='auto'
-            # The PyPI placeholder raises ImportError("WRONG PACKAGE ...") on import.
-            self._import_error = f"torch_neuronx failed to import ({exc}); {NEURON_INSTALL_HINT}"
-            return None
-        self._import_error = None
-        return module
-
-    def is_available(self) -> bool:
-        if self._import() is None:
-            return False
-        return super().is_available()
-
-    def unavailable_reason(self) -> str:
-        if self._import() is None:
-            return self._import_error or NEURON_INSTALL_HINT
-        problem = privateuse1_torch_problem()
-        if problem:
-            return problem
-        return super().unavailable_reason()
-
-    def activities(self) -> list[torch.profiler.ProfilerActivity]:
-        from torch.profiler import ProfilerActivity
-
-        return [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 
     def default_core(self, ctx: SessionContext) -> Optional[str]:
         return str(ctx.local_rank) if ctx.local_rank is not None else "0"

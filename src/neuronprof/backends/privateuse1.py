@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from neuronprof.backends.base import (
     PRIVATEUSE1_MIN_TORCH,
@@ -17,7 +19,7 @@ from neuronprof.backends.base import (
 if TYPE_CHECKING:
     import torch.profiler
 
-__all__ = ["PrivateUse1Backend", "privateuse1_torch_problem"]
+__all__ = ["PackagedPrivateUse1Backend", "PrivateUse1Backend", "privateuse1_torch_problem"]
 
 
 def privateuse1_torch_problem() -> str | None:
@@ -78,3 +80,50 @@ class PrivateUse1Backend(Backend):
             sync()
         else:
             torch.accelerator.synchronize()
+
+
+class PackagedPrivateUse1Backend(PrivateUse1Backend):
+    """A PrivateUse1 backend whose device comes from a package that registers it on import.
+
+    Subclasses name the ``package`` (``"torch_neuronx"``), any ``extra_modules`` they
+    need, and an ``install_hint``. The package is looked up with
+    ``importlib.util.find_spec`` first, so an absent one costs nothing.
+    """
+
+    package: ClassVar[str] = ""
+    extra_modules: ClassVar[tuple[str, ...]] = ()
+    install_hint: ClassVar[str] = ""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._import_error: Optional[str] = None
+
+    def _import(self) -> Any:
+        """Import the package (which registers the device) or record why not."""
+        current = privateuse1_name()
+        if current is not None and current != self.name:
+            # PrivateUse1 can be renamed once per process; importing the package now would fail.
+            self._import_error = f"PrivateUse1 is already taken by {current!r} in this process"
+            return None
+        if importlib.util.find_spec(self.package) is None:
+            self._import_error = f"{self.package} is not installed; {self.install_hint}"
+            return None
+        try:
+            module = importlib.import_module(self.package)
+            for extra in self.extra_modules:
+                importlib.import_module(extra)
+        except Exception as exc:  # a broken install must not break backend='auto'
+            self._import_error = f"{self.package} failed to import ({exc}); {self.install_hint}"
+            return None
+        self._import_error = None
+        return module
+
+    def is_available(self) -> bool:
+        if self._import() is None:
+            return False
+        return super().is_available()
+
+    def unavailable_reason(self) -> str:
+        if self._import() is None:
+            return self._import_error or self.install_hint
+        return privateuse1_torch_problem() or super().unavailable_reason()
