@@ -343,7 +343,7 @@ def test_exception_in_block_stops_profiler_keeps_data_and_propagates(out, exc_ty
 
 
 def test_short_loop_warns_and_keeps_what_was_collected(out):
-    with pytest.warns(NeuronProfWarning, match=r"needs 7 steps .* but only 4 completed"):
+    with pytest.warns(NeuronProfWarning, match=r"needs 7 steps .* only 4 completed; the 2 recorded step\(s\) are kept"):
         with neuronprof.session(backend="cpu", wait=1, warmup=1, active=5, output_dir=out) as s:
             for i in s.steps():
                 naive_rmsnorm(X, W)
@@ -421,3 +421,14 @@ def test_roofline_of_naive_rmsnorm_is_memory_bound(out):
         assert bounds.get(op) == "memory", (op, bounds)
     assert "compute" not in bounds.values()
     assert "memory" in str(rl)
+
+
+def test_loop_stopped_before_the_active_step_says_nothing_was_recorded(out):
+    with pytest.warns(NeuronProfWarning, match=r"but only 3 completed, so nothing was recorded"):
+        with neuronprof.session(backend="cpu", output_dir=out) as s:
+            for i in s.steps():
+                naive_rmsnorm(X, W)
+                if i == 2:
+                    s.step()
+                    break
+    assert s.table(row_limit=None).row("ProfilerStep*").calls == 1

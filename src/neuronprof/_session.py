@@ -357,12 +357,19 @@ class Session:
         )
         if self._steps_taken == 0:
             message += "; call s.step() at the end of each iteration, or loop over s.steps()"
-        if not self._cycles:
+        recorded = self._recorded_steps()
+        if recorded == 0:
             message += ", so nothing was recorded"
         else:
-            message += f"; the {len(self._cycles)} completed cycle(s) are kept"
+            message += f"; the {recorded} recorded step(s) are kept"
         self._note(message)
         warnings.warn(message, NeuronProfWarning, stacklevel=3)
+
+    def _recorded_steps(self) -> int:
+        """Active steps whose body ran to the end of its step() call."""
+        cycle = self.wait + self.warmup + self.active
+        full, rest = divmod(self._steps_taken, cycle)
+        return full * self.active + max(0, rest - self.wait - self.warmup)
 
     # -- inside the block ------------------------------------------------------
     def _require_running(self, what: str) -> None:

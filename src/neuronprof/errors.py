@@ -2,8 +2,8 @@
 
 Every error neuronprof raises on purpose derives from
 [`NeuronProfError`][neuronprof.NeuronProfError], so one ``except`` clause catches
-them all. Bad arguments are reported as [`ValueError`][ValueError] or
-[`TypeError`][TypeError], as Python users expect.
+them all. Bad arguments are reported as ``ValueError`` or ``TypeError``, as
+Python users expect.
 """
 
 from __future__ import annotations

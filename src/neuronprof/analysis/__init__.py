@@ -1,15 +1,17 @@
 """Offline trace analysis: summarize, diff and roofline, without torch.
 
 Traces captured on Trainium, TPU and GPU hosts are read here on any machine
-with Python, torch or not::
+with Python, torch or not:
 
-    from neuronprof import analysis
+```python
+from neuronprof import analysis
 
-    print(analysis.summarize("trace.json.gz", limit=20))       # the session.table() view
-    print(analysis.diff("before.json", "after.json"))           # what changed, op by op
-    rl = analysis.roofline("trace.json", device="trn2")         # compute- or memory-bound?
-    print(rl)
-    rl.plot("roofline.png")                                     # needs neuronprof[plot]
+print(analysis.summarize("trace.json.gz", limit=20))       # the session.table() view
+print(analysis.diff("before.json", "after.json"))           # what changed, op by op
+rl = analysis.roofline("trace.json", device="trn2")         # compute- or memory-bound?
+print(rl)
+rl.plot("roofline.png")                                     # needs neuronprof[plot]
+```
 
 The same is on the command line: ``neuronprof summarize``, ``neuronprof diff``,
 ``neuronprof roofline``. Nothing in a trace is ever executed or unpickled: it is

@@ -1,0 +1,277 @@
+"""Build the docs, serve them locally, screenshot key pages and check the built HTML.
+
+``make docs-check`` runs this. It is a look-before-you-merge check for people, not a CI
+step: it needs a headless Chromium (Debian: ``apt-get install chromium``).
+
+1. ``mkdocs build --strict`` into ``<out>/site``;
+2. checks the built HTML: no page shows an unexpanded include (``--8<--``), an
+   unrendered API directive (``::: name``) or an error; the API reference renders
+   ``neuronprof.session`` as a function and ``neuronprof.Session`` and
+   ``neuronprof.Table`` as classes, with content; every API page has rendered objects;
+3. serves the site on 127.0.0.1 (a free port) and fetches every page;
+4. saves screenshots of Home, the RMSNorm case study and the API reference into
+   ``<out>`` (default ``.cache/docs-check/``), to look at before merging.
+
+Exit status 0 when every check passed, 1 when one failed, 2 when a tool is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import urllib.request
+from collections.abc import Iterator, Sequence
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCREENSHOTS = {
+    "home.png": "",
+    "case-study-rmsnorm.png": "case-studies/rmsnorm/",
+    "api-reference.png": "api/",
+}
+# (heading id, kind) that the API reference must render, with content.
+REQUIRED_API_OBJECTS = (
+    ("neuronprof.session", "function"),
+    ("neuronprof.Session", "class"),
+    ("neuronprof.Table", "class"),
+)
+BROKEN_MARKERS = ("--8<--", "Traceback (most recent call last)", "mkdocstrings: error")
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+class _DocObjects(HTMLParser):
+    """Collect mkdocstrings objects as (kind, heading id, length of the text in their contents)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.objects: list[tuple[str, str, int]] = []
+        self.directives: list[str] = []
+        # Open elements: (tag, role), role "object", "contents" or "".
+        self._stack: list[tuple[str, str]] = []
+        # Open objects: [kind, heading id, text length], innermost last.
+        self._open: list[list] = []
+        self._contents_depth = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, Optional[str]]]) -> None:
+        attributes = dict(attrs)
+        classes = (attributes.get("class") or "").split()
+        role = ""
+        if tag == "div" and "doc-object" in classes:
+            kind = next((c[4:] for c in classes if c.startswith("doc-") and c != "doc-object"), "object")
+            self._open.append([kind, "", 0])
+            role = "object"
+        elif tag == "div" and "doc-contents" in classes:
+            self._contents_depth += 1
+            role = "contents"
+        elif "doc-heading" in classes and self._open and not self._open[-1][1]:
+            self._open[-1][1] = attributes.get("id") or ""
+        if tag not in _VOID:
+            self._stack.append((tag, role))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _VOID:
+            return
+        while self._stack:
+            open_tag, role = self._stack.pop()
+            if role == "object" and self._open:
+                kind, ident, length = self._open.pop()
+                self.objects.append((kind, ident, length))
+            elif role == "contents":
+                self._contents_depth -= 1
+            if open_tag == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        text = data.strip()
+        if text.startswith("::: "):
+            self.directives.append(text)
+        if text and self._contents_depth > 0:
+            for obj in self._open:
+                obj[2] += len(text)
+
+
+_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"})
+
+
+def build(site: Path) -> None:
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)]
+    print("$ mkdocs build --strict")
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout + proc.stderr)
+        raise SystemExit("docs-check: the strict build failed (warnings above)")
+
+
+def check_html(site: Path) -> list[str]:
+    """Return the problems found in the built pages."""
+    problems: list[str] = []
+    pages = sorted(p for p in site.rglob("index.html") if "assets" not in p.parts)
+    if not pages:
+        return ["no pages were built"]
+    for page in pages:
+        rel = page.relative_to(site).as_posix()
+        html = page.read_text(encoding="utf-8")
+        main = html.split('<article class="md-content__inner', 1)[-1]
+        for marker in BROKEN_MARKERS:
+            if marker in main:
+                problems.append(f"{rel}: shows {marker!r}")
+        parser = _DocObjects()
+        parser.feed(main)
+        if parser.directives:
+            problems.append(f"{rel}: unrendered API directive(s): {', '.join(parser.directives[:3])}")
+        if rel.startswith("api/"):
+            if not parser.objects:
+                problems.append(f"{rel}: the API section is empty (no rendered objects)")
+            empty = [ident for kind, ident, length in parser.objects if ident and length == 0]
+            if empty:
+                problems.append(f"{rel}: API objects without content: {', '.join(empty[:5])}")
+    api_objects: set[tuple[str, str]] = set()
+    for page in (site / "api").rglob("index.html"):
+        parser = _DocObjects()
+        parser.feed(page.read_text(encoding="utf-8"))
+        api_objects.update((ident, kind) for kind, ident, length in parser.objects if length > 0)
+    for ident, kind in REQUIRED_API_OBJECTS:
+        if (ident, kind) not in api_objects:
+            problems.append(f"api/: no rendered doc-{kind} block for {ident}")
+    return problems
+
+
+@contextlib.contextmanager
+def serve(site: Path) -> Iterator[str]:
+    """Serve ``site`` on 127.0.0.1 at a free port; yield the base URL."""
+
+    class QuietHandler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+            pass
+
+    class QuietServer(http.server.ThreadingHTTPServer):
+        def handle_error(self, request: object, client_address: object) -> None:
+            # Chromium drops connections it no longer needs; that is not a docs problem.
+            if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+                super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+    handler = functools.partial(QuietHandler, directory=str(site))
+    server = QuietServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def fetch_all(base: str, site: Path) -> list[str]:
+    problems = []
+    for page in sorted(site.rglob("index.html")):
+        rel = page.parent.relative_to(site).as_posix()
+        url = base + ("" if rel == "." else rel + "/")
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                if response.status != 200:
+                    problems.append(f"{url}: HTTP {response.status}")
+        except OSError as exc:
+            problems.append(f"{url}: {exc}")
+    return problems
+
+
+def find_chromium() -> Optional[str]:
+    for name in CHROMIUM_NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def screenshot(chromium: str, url: str, target: Path, profile: Path) -> Optional[str]:
+    """Save a 1280×900 screenshot of ``url``; return a problem, or None."""
+    cmd = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        "--virtual-time-budget=5000",
+        f"--screenshot={target}",
+        "--window-size=1280,900",
+        url,
+    ]
+    target.unlink(missing_ok=True)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return f"{url}: chromium timed out"
+    if not target.is_file() or target.stat().st_size < 10_000:
+        return f"{url}: no usable screenshot (chromium exit {proc.returncode}): {proc.stderr.strip()[-400:]}"
+    return None
+
+
+def _shown(path: Path) -> str:
+    """A path relative to the repository when it is inside it (no machine paths in the output)."""
+    try:
+        return path.relative_to(ROOT).as_posix()
+    except ValueError:
+        return path.name
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / ".cache" / "docs-check", help="screenshots folder")
+    parser.add_argument("--no-screenshots", action="store_true", help="check the HTML and the server only")
+    args = parser.parse_args(argv)
+    out: Path = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    site = out / "site"
+    if site.exists():
+        shutil.rmtree(site)
+    build(site)
+
+    problems = check_html(site)
+    chromium = None if args.no_screenshots else find_chromium()
+    if not args.no_screenshots and chromium is None:
+        print(
+            "docs-check: no headless Chromium found; install it (Debian: apt-get update && "
+            "apt-get install -y chromium) or pass --no-screenshots",
+            file=sys.stderr,
+        )
+        return 2
+    with serve(site) as base:
+        print(f"serving {_shown(site)} at {base}")
+        problems += fetch_all(base, site)
+        if chromium is not None:
+            with tempfile.TemporaryDirectory(prefix="docs-check-chromium-") as profile:
+                for name, path in SCREENSHOTS.items():
+                    problem = screenshot(chromium, base + path, out / name, Path(profile))
+                    if problem:
+                        problems.append(problem)
+                    else:
+                        print(f"screenshot: {_shown(out / name)}")
+    if problems:
+        print("docs-check failed:", file=sys.stderr)
+        for line in problems:
+            print(f"  - {line}", file=sys.stderr)
+        return 1
+    print("docs-check: all pages built, served and checked")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,319 @@
+"""Regenerate the measured figures and sample outputs that the docs include.
+
+Everything under ``docs/assets/`` that shows a number measured by this project is
+written by this script, never by hand:
+
+* ``docs/assets/<case>_<hw>.png``: the comparison chart of a case study, drawn from
+  ``neuronprof.compare()`` output, with the hardware it ran on written under it;
+* ``docs/assets/generated/<case>_<hw>.md``: the same comparison as a Markdown table,
+  with a caption naming the hardware, the shapes and the torch version;
+* ``docs/assets/generated/<case>_<hw>_tables.md``: each variant's profile table;
+* ``docs/assets/generated/first_profile_<hw>.txt``, ``doctor_<hw>.txt``,
+  ``rmsnorm_naive_tree_<hw>.txt``: sample outputs shown in the guide.
+
+``<hw>`` is the backend the figures were measured on (``cpu`` on a machine without
+an accelerator). Figures from a CPU are labelled as CPU figures wherever they
+appear; they are not Trainium or TPU results.
+
+Usage (from the repository root)::
+
+    python scripts/make_plots.py                  # everything, on the best device here
+    python scripts/make_plots.py --only rmsnorm   # one case study
+    python scripts/make_plots.py --repeats 31     # more timing rounds on a noisy machine
+    python scripts/make_plots.py --threads 8      # CPU figures with 8 torch threads (default 1)
+
+The first ``torch.compile`` of each case study takes 10-30 s on a small CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import importlib.util
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSETS = ROOT / "docs" / "assets"
+GENERATED = ASSETS / "generated"
+
+CASES = ("rmsnorm", "mlp", "attention", "samples")
+
+
+def load_example(name: str) -> ModuleType:
+    """Import ``examples/<name>.py`` as a module (examples are scripts, not a package)."""
+    path = ROOT / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"neuronprof_example_{name}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def cpu_model() -> str:
+    """Return the CPU's marketing name, e.g. ``"AMD EPYC 7R13 Processor"``."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10, check=False).stdout
+        for line in out.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "Model name" and value.strip():
+                return value.strip()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and value.strip():
+                return value.strip()
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _threads(n: int) -> str:
+    return f"{n} torch thread" + ("" if n == 1 else "s")
+
+
+def hardware_label(backend: str) -> str:
+    """Describe where the figures were measured, for captions and image footers."""
+    import torch
+
+    if backend == "cuda":
+        device = torch.cuda.get_device_name()
+    elif backend == "cpu":
+        device = f"CPU only: {cpu_model()}, {os.cpu_count()} logical CPUs, {_threads(torch.get_num_threads())}"
+    else:
+        device = f"{backend} device, host CPU {cpu_model()}"
+    return f"{device}; torch {torch.__version__}; {platform.system()}"
+
+
+def device_and_options(requested: Optional[str]) -> tuple[str, dict[str, str]]:
+    """Return the torch device to measure on and the matching ``compare()`` options."""
+    import neuronprof.backends
+
+    if requested is None:
+        backend, _ = neuronprof.backends.resolve_backend("auto")
+        requested = backend.name if backend.name in ("neuron", "tpu", "cuda") else "cpu"
+    import torch
+
+    dev = torch.device(requested)
+    options = {"backend": dev.type}
+    if dev.index is not None:
+        options["core"] = str(dev.index)
+    return requested, options
+
+
+def compile_backend(device: str) -> str:
+    import torch
+
+    return "neuron" if torch.device(device).type == "neuron" else "inductor"
+
+
+def write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+    print(f"wrote {path.relative_to(ROOT)}")
+
+
+def write_comparison(case: str, title: str, cmp: Any, hw: str, details: str) -> None:
+    """Write a case study's chart, Markdown table and per-variant tables."""
+    from neuronprof.render import render_comparison_figure
+
+    tag = cmp.backend
+    figure = render_comparison_figure(cmp)
+    # The hardware goes into the image itself, so that the chart cannot be
+    # mistaken for device figures once it is copied out of the page.
+    figure.text(0.5, -0.1, f"Measured by scripts/make_plots.py on {hw}\n{details}", ha="center", va="top", fontsize=8)
+    png = ASSETS / f"{case}_{tag}.png"
+    png.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(png, format="png", dpi=110, bbox_inches="tight", facecolor="white")
+    print(f"wrote {png.relative_to(ROOT)}")
+
+    date = _dt.date.today().isoformat()
+    caption = (
+        f"*{title}: measured by `scripts/make_plots.py` with `neuronprof.compare()` on {hw}. "
+        f"{details}; {date}. These are {tag.upper()} figures, not Trainium or TPU results.*"
+    )
+    write_text(GENERATED / f"{case}_{tag}.md", f"{_markdown(cmp)}\n\n{caption}\n")
+
+    parts = []
+    for row in cmp:
+        parts.append(f'=== "{row.name}"\n\n    ```text\n{_indent(str(row.table))}\n    ```\n')
+    write_text(GENERATED / f"{case}_{tag}_tables.md", "\n".join(parts))
+
+
+def _markdown(cmp: Any) -> str:
+    """The comparison's Markdown table, its footer lines as a list (Markdown would join them)."""
+    table, footer = [], []
+    for line in cmp.to_markdown().splitlines():
+        if line.startswith("|"):
+            table.append(line)
+        elif line.strip():
+            footer.append(f"- {line.strip()}")
+    return "\n".join(table) + ("\n\n" + "\n".join(footer) if footer else "")
+
+
+def _indent(text: str) -> str:
+    return "\n".join(("    " + line) if line else "" for line in text.splitlines())
+
+
+def run_rmsnorm(device: str, options: dict[str, str], repeats: int, hw: str) -> None:
+    import torch
+
+    import neuronprof
+
+    ex = load_example("rmsnorm")
+    shape = (2048, 2048)
+    x = torch.randn(*shape, device=device)
+    weight = torch.randn(shape[-1], device=device)
+    variants = {
+        "naive": ex.rmsnorm_naive,
+        "torch.rms_norm": ex.rmsnorm_fused,
+        "torch.compile": torch.compile(ex.rmsnorm_naive, fullgraph=True, backend=compile_backend(device)),
+    }
+    with torch.no_grad():
+        cmp = neuronprof.compare(variants, x, weight, repeats=repeats, quiet=True, **options)
+    write_comparison("rmsnorm", "RMSNorm three ways", cmp, hw, f"x: {shape[0]}×{shape[1]} float32, {repeats} rounds")
+
+
+def run_mlp(device: str, options: dict[str, str], repeats: int, hw: str) -> None:
+    import torch
+    from torch import nn
+
+    import neuronprof
+
+    ex = load_example("linear_mlp")
+    tokens, dim, hidden = 256, 512, 2048
+    x = torch.randn(tokens, dim, device=device)
+    linear = nn.Linear(dim, hidden).to(device)
+    weight_t = linear.weight.detach().t()
+    bias = linear.bias.detach()
+
+    def matmul_add(x: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(x, weight_t) + bias
+
+    mlp = ex.make_mlp(dim, hidden).to(device).eval()
+    compiled = torch.compile(mlp, fullgraph=True, backend=compile_backend(device))
+    with torch.no_grad():
+        layer = neuronprof.compare(
+            {"matmul + add": matmul_add, "nn.Linear": linear}, x, repeats=repeats, quiet=True, **options
+        )
+        block = neuronprof.compare({"eager": mlp, "torch.compile": compiled}, x, repeats=repeats, quiet=True, **options)
+    details = f"x: {tokens}×{dim} float32, hidden {hidden}, {repeats} rounds"
+    write_comparison("linear", "One linear layer", layer, hw, details)
+    write_comparison("mlp", "Three-layer MLP", block, hw, details)
+
+
+def run_attention(device: str, options: dict[str, str], repeats: int, hw: str) -> None:
+    import torch
+
+    import neuronprof
+
+    ex = load_example("attention")
+    shape = (4, 8, 512, 64)
+    q, k, v = (torch.randn(*shape, device=device) for _ in range(3))
+    variants = {
+        "naive": ex.attention_naive,
+        "F.scaled_dot_product_attention": ex.attention_sdpa,
+        "torch.compile": torch.compile(ex.attention_naive, fullgraph=True, backend=compile_backend(device)),
+    }
+    with torch.no_grad():
+        cmp = neuronprof.compare(variants, q, k, v, repeats=repeats, quiet=True, **options)
+    details = f"q, k, v: {'×'.join(map(str, shape))} (batch, heads, seq, head_dim) float32, {repeats} rounds"
+    write_comparison("attention", "Attention three ways", cmp, hw, details)
+
+
+def run_samples(device: str, options: dict[str, str], repeats: int, hw: str) -> None:
+    """Sample outputs shown on Getting started, Command line and the RMSNorm page."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    import neuronprof
+
+    tag = options["backend"]
+    with tempfile.TemporaryDirectory() as tmp:
+        # The same model and input as the first profile on Getting started.
+        model = torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.GELU(), torch.nn.Linear(512, 128)).to(device)
+        x = torch.randn(16, 128, device=device)
+        with neuronprof.session(output_dir=tmp, **options) as s:
+            for _ in s.steps():
+                model(x)
+        write_text(GENERATED / f"first_profile_{tag}.txt", str(s.table()))
+
+    report = subprocess.run(
+        [sys.executable, "-m", "neuronprof", "doctor"], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    write_text(GENERATED / f"doctor_{tag}.txt", "$ neuronprof doctor\n" + report)
+
+    # The call tree of the naive RMSNorm: how `+ eps` becomes a copy.
+    ex = load_example("rmsnorm")
+    xs = torch.randn(64, 256, device=device)
+    ws = torch.randn(256, device=device)
+    ex.rmsnorm_naive(xs, ws)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        ex.rmsnorm_naive(xs, ws)
+    lines: list[str] = []
+
+    def walk(event: Any, prefix: str, last: bool, top: bool) -> None:
+        lines.append(event.name if top else f"{prefix}{'└── ' if last else '├── '}{event.name}")
+        children = list(event.cpu_children)
+        for i, child in enumerate(children):
+            walk(child, "" if top else prefix + ("    " if last else "│   "), i == len(children) - 1, False)
+
+    for event in prof.events():
+        if event.cpu_parent is None:
+            walk(event, "", True, True)
+    write_text(GENERATED / f"rmsnorm_naive_tree_{tag}.txt", "\n".join(lines))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", help=f"comma-separated subset of: {', '.join(CASES)}")
+    parser.add_argument("--device", help="torch device to measure on (default: the best one available)")
+    parser.add_argument(
+        "--repeats", type=int, default=15, help="interleaved timing rounds per comparison (default: 15)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (default: 1; one thread keeps CPU figures steady on a shared machine)",
+    )
+    args = parser.parse_args(argv)
+    chosen = CASES if not args.only else tuple(c.strip() for c in args.only.split(","))
+    unknown = [c for c in chosen if c not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s): {', '.join(unknown)}; choose from {', '.join(CASES)}")
+
+    # A fresh compile cache, so that the "First call" column shows a cold
+    # torch.compile, as a reader's first run would.
+    cache = tempfile.TemporaryDirectory(prefix="neuronprof-make-plots-inductor-")
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", cache.name)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import neuronprof
+
+    if any(c != "samples" for c in chosen) and not callable(getattr(neuronprof, "compare", None)):
+        print("neuronprof.compare() is not available in this checkout", file=sys.stderr)
+        return 1
+    import torch
+
+    torch.set_num_threads(args.threads)
+    device, options = device_and_options(args.device)
+    hw = hardware_label(options["backend"])
+    print(f"measuring on {device}: {hw}")
+    runners = {"rmsnorm": run_rmsnorm, "mlp": run_mlp, "attention": run_attention, "samples": run_samples}
+    for case in chosen:
+        runners[case](device, options, args.repeats, hw)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,292 @@
+"""Every Python code block in ``docs/`` runs, so the guide cannot drift from the code.
+
+CONTRIBUTING: writing code blocks in the docs
+=============================================
+
+* A fenced block whose language is ``python`` (or ``py``) is executed by this test.
+  The blocks of one page run **in order, in one namespace**, in a fresh Python
+  process whose working folder is an empty temporary directory. A later block may use
+  what an earlier block on the *same page* defined; nothing carries over between
+  pages, so every page defines its own ``model``, ``x`` and imports.
+* Keep it fast: tiny tensors (tens to hundreds of elements per side), the default
+  schedule, at most one ``torch.compile`` in the whole guide (the RMSNorm case study
+  has it). The test sets ``TORCHINDUCTOR_CACHE_DIR`` to a temporary folder and
+  ``MPLBACKEND=Agg``.
+* **A block that needs hardware** gets a title that starts with ``Needs``::
+
+      ```python title="Needs a Neuron device"
+      ```python title="Needs a TPU"
+      ```python title="Needs a CUDA GPU"
+
+  The title is shown above the block on the site, so readers know it will not run
+  on a laptop, and this test only compiles such a block (syntax check) instead of
+  running it. It is the only way to skip a block; use it for hardware only.
+* Output, shell commands and file trees go in ``text`` / ``console`` blocks, which are
+  not executed. ``pycon`` / ``ipython`` blocks are refused: write ``python``.
+* Examples are included from ``examples/*.py`` with ``--8<-- "examples/name.py"``
+  (pymdownx.snippets), never pasted. The test expands the include exactly as the site
+  does and runs the file's code as part of the page, as a module that is not
+  ``__main__``: the example's ``if __name__ == "__main__":`` part does not run, so a
+  following block calls its functions with small sizes.
+* A failing block fails with the page and its line number in the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+
+PYTHON_LANGS = frozenset({"python", "py", "python3"})
+REFUSED_LANGS = frozenset({"pycon", "ipython", "ipython3", "jupyter"})
+DEVICE_TITLE = re.compile(r"^Needs\b")
+PAGE_TIMEOUT_S = 300
+
+_FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
+_TITLE = re.compile(r"""title\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+_SNIPPET = re.compile(r"""^(?P<indent>[ \t]*)-{1,}8<-{1,}[ \t]+(?:"(?P<dq>[^"]+)"|'(?P<sq>[^']+)')[ \t]*$""")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced code block of a page."""
+
+    page: str
+    line: int  # 1-based line of the first line of code in the Markdown file
+    lang: str
+    title: str | None
+    source: str
+
+    @property
+    def is_python(self) -> bool:
+        return self.lang in PYTHON_LANGS
+
+    @property
+    def needs_device(self) -> bool:
+        return self.title is not None and bool(DEVICE_TITLE.match(self.title))
+
+
+def _parse_info(info: str) -> tuple[str, str | None]:
+    info = info.strip()
+    lang = info.split(None, 1)[0].lower() if info else ""
+    lang = lang.lstrip("{").lstrip(".")
+    match = _TITLE.search(info)
+    title = (match.group(1) if match.group(1) is not None else match.group(2)) if match else None
+    return lang, title
+
+
+def _include(spec: str) -> str:
+    """Expand one pymdownx.snippets include: ``file``, ``file:start:end`` or ``file:section``."""
+    path, start, end, section = spec, None, None, None
+    parts = spec.split(":")
+    if len(parts) >= 2 and not (ROOT / spec).exists():
+        path = parts[0]
+        rest = parts[1:]
+        if all(p.isdigit() or p == "" for p in rest):
+            start = int(rest[0]) if rest[0] else None
+            end = int(rest[1]) if len(rest) > 1 and rest[1] else None
+        else:
+            section = rest[0]
+    file = ROOT / path
+    if not file.is_file():
+        raise FileNotFoundError(f"snippet {spec!r}: {path} does not exist (paths are relative to the repository root)")
+    lines = file.read_text(encoding="utf-8").splitlines()
+    if section is not None:
+        begin = [i for i, ln in enumerate(lines) if re.search(rf"--8<--\s*\[start:{re.escape(section)}\]", ln)]
+        stop = [i for i, ln in enumerate(lines) if re.search(rf"--8<--\s*\[end:{re.escape(section)}\]", ln)]
+        if not begin or not stop:
+            raise ValueError(f"snippet {spec!r}: section {section!r} not found in {path}")
+        lines = lines[begin[0] + 1 : stop[0]]
+    elif start is not None or end is not None:
+        lines = lines[(start or 1) - 1 : end]
+    # Section markers inside an included file are not shown on the site either.
+    lines = [ln for ln in lines if not re.search(r"--8<--\s*\[(start|end):", ln)]
+    return "\n".join(lines)
+
+
+def _expand(source: str) -> tuple[str, bool]:
+    """Expand snippet includes inside a code block; return the code and whether it included any."""
+    out, included = [], False
+    for line in source.splitlines():
+        m = _SNIPPET.match(line)
+        if m:
+            text = _include(m.group("dq") or m.group("sq"))
+            out.append(textwrap.indent(text, m.group("indent")))
+            included = True
+        else:
+            out.append(line)
+    return "\n".join(out) + "\n", included
+
+
+def parse_blocks(path: Path, root: Path = ROOT) -> list[Block]:
+    """Return the fenced code blocks of a Markdown page, dedented, includes not expanded."""
+    rel = path.relative_to(root).as_posix()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        m = _FENCE_OPEN.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        indent, fence = m.group("indent"), m.group("fence")
+        lang, title = _parse_info(m.group("info"))
+        close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
+        body: list[str] = []
+        j = i + 1
+        while j < len(lines) and not close.match(lines[j]):
+            line = lines[j]
+            body.append(line[len(indent) :] if line.startswith(indent) else line.lstrip())
+            j += 1
+        if j >= len(lines):
+            raise AssertionError(f"{rel}:{i + 1}: code fence {fence!r} is never closed")
+        blocks.append(Block(page=rel, line=i + 2, lang=lang, title=title, source="\n".join(body) + "\n"))
+        i = j + 1
+    return blocks
+
+
+def _pages() -> list[Path]:
+    return sorted(DOCS.rglob("*.md"))
+
+
+def _runnable_pages() -> list[Path]:
+    return [p for p in _pages() if any(b.is_python and not b.needs_device for b in parse_blocks(p))]
+
+
+def _id(path: Path) -> str:
+    return path.relative_to(DOCS).as_posix()
+
+
+# The runner executes one page's blocks in order, in one module namespace. Each
+# block is compiled with its page as file name and padded so that line numbers in
+# a traceback are the Markdown file's own.
+_RUNNER = r"""
+import json, sys, types
+blocks = json.load(open(sys.argv[1], encoding="utf-8"))
+module = types.ModuleType("docs_page")
+module.__file__ = blocks[0]["page"] if blocks else "docs"
+sys.modules["docs_page"] = module
+for block in blocks:
+    padding = "" if block["included"] else "\n" * (block["line"] - 1)
+    name = block["page"] if not block["included"] else block["page"] + " (included at line %d)" % block["line"]
+    print("--- docs test: %s:%d ---" % (block["page"], block["line"]), flush=True)
+    exec(compile(padding + block["source"], name, "exec"), module.__dict__)
+"""
+
+
+def test_pages_found() -> None:
+    assert (DOCS / "index.md").is_file()
+    assert _runnable_pages(), "no page has a runnable python block"
+
+
+@pytest.mark.parametrize("page", _pages(), ids=_id)
+def test_code_blocks_are_well_formed(page: Path) -> None:
+    """Fences close, no refused languages, device blocks at least compile, includes resolve."""
+    for block in parse_blocks(page):
+        where = f"{block.page}:{block.line}"
+        assert block.lang not in REFUSED_LANGS, f"{where}: write ```python, not ```{block.lang} (it is not executed)"
+        if block.title is not None and block.title.lower().startswith("needs") and not block.needs_device:
+            pytest.fail(f"{where}: device titles start with a capital 'Needs', e.g. title=\"Needs a Neuron device\"")
+        if block.is_python:
+            source, _ = _expand(block.source)
+            compile(source, where, "exec")
+        elif _SNIPPET.search(block.source):
+            _expand(block.source)
+
+
+@pytest.mark.parametrize("page", _runnable_pages(), ids=_id)
+def test_page_snippets_run(page: Path, tmp_path: Path) -> None:
+    blocks = []
+    for block in parse_blocks(page):
+        if not block.is_python or block.needs_device:
+            continue
+        source, included = _expand(block.source)
+        blocks.append({"page": block.page, "line": block.line, "source": source, "included": included})
+    spec = tmp_path / "blocks.json"
+    spec.write_text(json.dumps(blocks), encoding="utf-8")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    env = dict(os.environ)
+    env.update(
+        {
+            "TORCHINDUCTOR_CACHE_DIR": os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(tmp_path / "inductor"),
+            "MPLBACKEND": "Agg",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+    )
+    runner = tmp_path / "runner.py"
+    runner.write_text(_RUNNER, encoding="utf-8")
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(runner), str(spec)],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=PAGE_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{_id(page)}: snippets took longer than {PAGE_TIMEOUT_S} s\n{exc.stdout or ''}{exc.stderr or ''}")
+    if proc.returncode != 0:
+        stderr = "\n".join(ln for ln in proc.stderr.splitlines() if not ln.startswith("USDT:"))
+        pytest.fail(
+            f"a python block in docs/{_id(page)} failed (exit {proc.returncode}).\n"
+            f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{stderr[-6000:]}",
+            pytrace=False,
+        )
+
+
+def test_cli_reference_matches_the_parser() -> None:
+    """docs/cli.md documents every sub-command and option of `neuronprof`, and no others."""
+    from neuronprof.cli import build_parser
+
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    commands = dict(subparsers.choices)
+    for name, sub in commands.items():
+        assert re.search(rf"^## {re.escape(name)}$", text, re.M), f"docs/cli.md has no '## {name}' section"
+        section = text.split(f"\n## {name}\n", 1)[1].split("\n## ", 1)[0]
+        for action in sub._actions:
+            for option in action.option_strings:
+                if option not in ("-h", "--help"):
+                    assert option in section, f"docs/cli.md, '## {name}': option {option} is not documented"
+    documented = set(re.findall(r"^\| \[`([a-z-]+)`\]\(#", text, re.M))
+    missing = sorted(documented - set(commands))
+    assert not missing, f"docs/cli.md documents command(s) that `neuronprof` does not have: {', '.join(missing)}"
+
+
+def test_parser_handles_tabs_titles_and_fences(tmp_path: Path) -> None:
+    """The block parser itself: indented fences (tabs, admonitions), titles, nested fences."""
+    text = (
+        '=== "CPU"\n\n'
+        "    ```python\n    x = 1\n    ```\n\n"
+        '```python title="Needs a Neuron device"\nimport torch_neuronx\n```\n\n'
+        "~~~text\n```python\n~~~\n"
+    )
+    probe = tmp_path / "probe.md"
+    probe.write_text(text, encoding="utf-8")
+    blocks = parse_blocks(probe, root=tmp_path)
+    assert [(b.lang, b.needs_device, b.source) for b in blocks] == [
+        ("python", False, "x = 1\n"),
+        ("python", True, "import torch_neuronx\n"),
+        ("text", False, "```python\n"),
+    ]
+    assert blocks[0].line == 4
+
+
+def test_snippet_include_expands_like_the_site() -> None:
+    source, included = _expand('--8<-- "pyproject.toml:1:2"\n')
+    assert included
+    assert source == "\n".join((ROOT / "pyproject.toml").read_text().splitlines()[:2]) + "\n"
