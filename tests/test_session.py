@@ -416,9 +416,11 @@ def test_roofline_of_naive_rmsnorm_is_memory_bound(out):
     s = profile(lambda: naive_rmsnorm(x, w), out, record_shapes=True)
     rl = s.roofline(device="trn2")
     bounds = {r.name: r.bound for r in rl.rows}
-    # aten::mean is left out on the CPU: its time is in the aten::sum it calls.
-    for op in ("aten::pow", "aten::add", "aten::rsqrt", "aten::mul"):
-        assert bounds.get(op) == "memory", (op, bounds)
+    # An op whose time is mostly in the ops it calls is left out (on the CPU,
+    # aten::mean's time is in aten::sum); which ones depends on the host's timing.
+    placed = [op for op in ("aten::pow", "aten::add", "aten::rsqrt", "aten::mul", "aten::sum") if op in bounds]
+    assert len(placed) >= 3, bounds
+    assert all(bounds[op] == "memory" for op in placed), bounds
     assert "compute" not in bounds.values()
     assert "memory" in str(rl)
 
