@@ -119,11 +119,14 @@ try:
     refused = None
 except ValueError as exc:
     refused = str(exc)
-report(dict(seen=seen, refused=refused))
+# No core under torchrun: each rank captures its local NeuronCore.
+profile({str(tmp_path)!r} + "/local")
+report(dict(seen=seen, refused=refused, local=tnp.last_config.capture_enabled_for_nc))
 """,
         backend="neuron",
-        env={"NEURONPROF_STANDIN_CORRELATE": "1"},
+        env={"NEURONPROF_STANDIN_CORRELATE": "1", "LOCAL_RANK": "3"},
     )
+    assert r["local"] == "3"
     assert [s[0] for s in r["seen"]] == ["0,1", "2-5", "all"]
     assert all(s[1] == ["CPU_UTIL", "DEVICE", "HOST_MEMORY"] for s in r["seen"])
     assert all(s[2] is True for s in r["seen"]), "passed when the signature accepts it"
