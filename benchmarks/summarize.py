@@ -275,6 +275,10 @@ def main(argv: Optional[list[str]] = None) -> int:
                 f"(x{ours[0] / base[0]:.2f}); peak RSS <= 1.5x file size: {'met' if rss_ok else 'MISSED'} "
                 f"(x{ours[1] / size:.2f})"
             )
+            hta = results.get("HTA TraceAnalysis")
+            if hta:
+                faster = hta[0] / ours[0]
+                print(f"target: >= 3x faster than HTA: {'met' if faster >= 3 else 'MISSED'} (x{faster:.1f})")
             return 0 if time_ok and rss_ok else 1
         return 1
     finally:
