@@ -253,3 +253,25 @@ runpy.run_module("neuronprof", run_name="__main__")
     proc = run_script(code, backend=None)
     assert proc.returncode == 0, proc.stderr
     assert "cpu" in proc.stdout
+
+
+def test_compare_on_a_privateuse1_device_counts_kernel_time_once(tmp_path):
+    r = _run(
+        f"""
+lin = torch.nn.Linear(16, 16)
+x = torch.randn(8, 16)
+cmp = neuronprof.compare({{"linear": lin, "relu": lambda t: torch.relu(lin(t))}}, x,
+                         output_dir={str(tmp_path)!r}, quiet=True)
+rows = []
+for row in cmp.rows:
+    kernels = sum(k.self_device_us for k in row.table.rows if k.on_device)
+    rows.append(dict(name=row.name, device=row.self_device_us, kernels_per_step=kernels / row.table.steps))
+report(dict(label=cmp.device_label, rows=rows, text=str(cmp)))
+""",
+        backend="mydev",
+    )
+    assert r["label"] == "MYDEV"
+    for row in r["rows"]:
+        assert row["device"] > 0
+        assert row["device"] == pytest.approx(row["kernels_per_step"])
+    assert "MYDEV" in r["text"]

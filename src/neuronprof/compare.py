@@ -249,7 +249,9 @@ def _per_step(table: Table) -> tuple[Optional[float], Optional[float]]:
     cpu = sum(r.self_cpu_us for r in body) / table.steps
     if table.device_label is None or not table.has_device_time:
         return cpu, None
-    return cpu, sum(r.self_device_us or 0.0 for r in body) / table.steps
+    # A kernel's time shows on its own row and on the op that launched it: count it once.
+    kernels = [r for r in body if r.on_device] or body
+    return cpu, sum(r.self_device_us or 0.0 for r in kernels) / table.steps
 
 
 def _profile(name: str, fn: Callable[..., Any], args: Sequence[Any], session_kwargs: Mapping[str, Any]) -> Table:
