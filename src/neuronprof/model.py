@@ -12,7 +12,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Optional, Union, get_args
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, Union, get_args
 
 if TYPE_CHECKING:
     import pandas
@@ -89,6 +89,48 @@ _SORT_FIELD: dict[str, str] = {
 _DEVICE_FIELDS = frozenset({"self_device_us", "device_total_us"})
 
 
+RowT = TypeVar("RowT")
+
+
+def row_to_dict(row: Any) -> dict[str, Any]:
+    """Return a frozen row dataclass as a JSON-ready dict (shape and dtype tuples as lists).
+
+    Shared by every row type with ``input_shapes``/``input_dtypes``
+    ([`OpRow`][neuronprof.OpRow] and the analysis rows).
+    """
+    data = dataclasses.asdict(row)
+    if data.get("input_shapes") is not None:
+        data["input_shapes"] = [list(s) for s in data["input_shapes"]]
+    if data.get("input_dtypes") is not None:
+        data["input_dtypes"] = list(data["input_dtypes"])
+    return data
+
+
+def row_from_dict(cls: Callable[..., RowT], data: Mapping[str, Any], what: str) -> RowT:
+    """Build a row of type ``cls`` from [`row_to_dict`][neuronprof.model.row_to_dict] output.
+
+    Raises:
+        ValueError: A required field is missing, or one is unknown (``what`` names the row type).
+    """
+    kwargs = dict(data)
+    if kwargs.get("input_shapes") is not None:
+        kwargs["input_shapes"] = tuple(tuple(int(d) for d in s) for s in kwargs["input_shapes"])
+    if kwargs.get("input_dtypes") is not None:
+        kwargs["input_dtypes"] = tuple(str(d) for d in kwargs["input_dtypes"])
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:  # a missing or unknown field
+        raise ValueError(f"invalid {what}: {exc}") from None
+
+
+def loads(text: Union[str, bytes]) -> Any:
+    """Parse JSON for a model's ``from_json``, reporting bad text as ``ValueError``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+
+
 @dataclass(frozen=True)
 class OpRow:
     """One line of a profile table: an operator (or device kernel) and its times.
@@ -141,12 +183,7 @@ class OpRow:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the row as a JSON-ready dict (shapes as lists)."""
-        data = dataclasses.asdict(self)
-        if self.input_shapes is not None:
-            data["input_shapes"] = [list(s) for s in self.input_shapes]
-        if self.input_dtypes is not None:
-            data["input_dtypes"] = list(self.input_dtypes)
-        return data
+        return row_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> OpRow:
@@ -159,17 +196,7 @@ class OpRow:
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"unknown OpRow field(s): {', '.join(sorted(unknown))}")
-        kwargs = dict(data)
-        shapes = kwargs.get("input_shapes")
-        if shapes is not None:
-            kwargs["input_shapes"] = tuple(tuple(int(d) for d in s) for s in shapes)
-        dtypes = kwargs.get("input_dtypes")
-        if dtypes is not None:
-            kwargs["input_dtypes"] = tuple(str(d) for d in dtypes)
-        try:
-            return cls(**kwargs)
-        except TypeError as exc:  # a missing required field
-            raise ValueError(f"invalid OpRow: {exc}") from None
+        return row_from_dict(cls, data, "OpRow")
 
 
 def _sort_value(row: OpRow, field_name: str) -> Any:
@@ -404,11 +431,7 @@ class Table:
         Raises:
             ValueError: The text is not JSON, or not a neuronprof table.
         """
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"not JSON: {exc}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(loads(text))
 
     def to_dataframe(self) -> pandas.DataFrame:
         """Return the rows as a pandas DataFrame, one column per OpRow field.
@@ -836,11 +859,7 @@ class Comparison:
         Raises:
             ValueError: The text is not JSON, or not a neuronprof comparison.
         """
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"not JSON: {exc}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(loads(text))
 
     def to_dataframe(self) -> pandas.DataFrame:
         """Return one DataFrame row per variant (every field except the nested table).

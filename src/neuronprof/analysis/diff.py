@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union, get_args
 
 from neuronprof.analysis.trace import GroupBy, Trace, TraceSource, load_trace
-from neuronprof.model import OpRow, Shape
+from neuronprof.model import OpRow, Shape, loads, row_from_dict, row_to_dict
 
 __all__ = ["DiffMatch", "DiffMetric", "DiffRow", "TraceDiff", "diff"]
 
@@ -76,10 +76,7 @@ class DiffRow:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the row as a JSON-ready dict."""
-        data = asdict(self)
-        if self.input_shapes is not None:
-            data["input_shapes"] = [list(s) for s in self.input_shapes]
-        return data
+        return row_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DiffRow:
@@ -88,13 +85,7 @@ class DiffRow:
         Raises:
             ValueError: Missing or unknown fields.
         """
-        kwargs = dict(data)
-        if kwargs.get("input_shapes") is not None:
-            kwargs["input_shapes"] = tuple(tuple(int(d) for d in s) for s in kwargs["input_shapes"])
-        try:
-            return cls(**kwargs)
-        except TypeError as exc:
-            raise ValueError(f"invalid diff row: {exc}") from None
+        return row_from_dict(cls, data, "diff row")
 
 
 @dataclass(frozen=True)
@@ -242,11 +233,7 @@ class TraceDiff:
         Raises:
             ValueError: Not JSON, or not a neuronprof diff.
         """
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"not JSON: {exc}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(loads(text))
 
 
 def _first(rows: tuple[Any, ...], limit: Optional[int]) -> tuple[Any, ...]:

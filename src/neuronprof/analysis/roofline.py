@@ -21,7 +21,7 @@ from typing import Any, Literal, Optional, Union, cast, get_args
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.flops import op_cost
 from neuronprof.analysis.trace import TraceSource, load_trace
-from neuronprof.model import Shape
+from neuronprof.model import Shape, loads, row_from_dict, row_to_dict
 
 __all__ = [
     "DEVICE_PEAKS",
@@ -259,12 +259,7 @@ class RooflineRow:
 
     def to_dict(self) -> dict[str, Any]:
         """Return the row as a JSON-ready dict."""
-        data = asdict(self)
-        if self.input_shapes is not None:
-            data["input_shapes"] = [list(s) for s in self.input_shapes]
-        if self.input_dtypes is not None:
-            data["input_dtypes"] = list(self.input_dtypes)
-        return data
+        return row_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RooflineRow:
@@ -273,15 +268,7 @@ class RooflineRow:
         Raises:
             ValueError: Missing or unknown fields.
         """
-        kwargs = dict(data)
-        if kwargs.get("input_shapes") is not None:
-            kwargs["input_shapes"] = tuple(tuple(int(d) for d in s) for s in kwargs["input_shapes"])
-        if kwargs.get("input_dtypes") is not None:
-            kwargs["input_dtypes"] = tuple(str(d) for d in kwargs["input_dtypes"])
-        try:
-            return cls(**kwargs)
-        except TypeError as exc:
-            raise ValueError(f"invalid roofline row: {exc}") from None
+        return row_from_dict(cls, data, "roofline row")
 
 
 @dataclass(frozen=True)
@@ -427,11 +414,7 @@ class Roofline:
         Raises:
             ValueError: Not JSON, or not a neuronprof roofline.
         """
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"not JSON: {exc}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(loads(text))
 
     def plot(self, path: Union[str, os.PathLike[str]], *, label_top: int = 8) -> None:
         """Draw the roofline and the ops on it into a PNG or SVG file (chosen by the suffix).
