@@ -14,9 +14,18 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Callable, Optional
 
 if TYPE_CHECKING:
-    from neuronprof.model import OpRow, RankTable, Table
+    from neuronprof.model import OpRow, RankTable, Shape, Table
 
-__all__ = ["render_csv", "render_html", "render_markdown", "render_text", "format_us"]
+__all__ = [
+    "align_columns",
+    "format_shapes",
+    "format_us",
+    "render_csv",
+    "render_html",
+    "render_markdown",
+    "render_text",
+    "truncate",
+]
 
 _NAME_WIDTH = 60
 
@@ -32,10 +41,15 @@ def _format_int(value: Optional[int]) -> str:
     return "" if value is None else str(value)
 
 
-def _format_shapes(row: OpRow) -> str:
-    if row.input_shapes is None:
+def format_shapes(shapes: Optional[tuple[Shape, ...]]) -> str:
+    """Format input shapes for a table cell: ``[[4096, 4096], []]``; blank for ``None``."""
+    if shapes is None:
         return ""
-    return "[" + ", ".join("[" + ", ".join(str(d) for d in s) + "]" for s in row.input_shapes) + "]"
+    return "[" + ", ".join("[" + ", ".join(str(d) for d in s) + "]" for s in shapes) + "]"
+
+
+def _format_shapes(row: OpRow) -> str:
+    return format_shapes(row.input_shapes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,8 +88,26 @@ def _columns(table: Table) -> list[_Column]:
     return cols
 
 
-def _truncate(text: str, width: int) -> str:
+def truncate(text: str, width: int = _NAME_WIDTH) -> str:
+    """Cut ``text`` to ``width`` characters, ending in an ellipsis when cut."""
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def align_columns(cells: Sequence[Sequence[str]], left: Sequence[bool]) -> list[str]:
+    """Lay out formatted cells (header row first) as aligned text lines, with a rule under the header.
+
+    Args:
+        cells: Rows of cell strings; the first row is the header.
+        left: Per column, True to align left (names), False to align right (numbers).
+    """
+    widths = [max(len(row[i]) for row in cells) for i in range(len(left))]
+    lines = []
+    for n, row in enumerate(cells):
+        out = [cell.ljust(widths[i]) if left[i] else cell.rjust(widths[i]) for i, cell in enumerate(row)]
+        lines.append("  ".join(out).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
 
 
 def _footer(table: Table) -> list[str]:
@@ -97,14 +129,8 @@ def render_text(table: Table) -> str:
     cols = _columns(table)
     cells: list[Sequence[str]] = [[c.header for c in cols]]
     for r in table.rows:
-        cells.append([_truncate(c.cell(r), _NAME_WIDTH) if c.align_left else c.cell(r) for c in cols])
-    widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
-    lines = []
-    for n, row in enumerate(cells):
-        out = [cell.ljust(widths[i]) if cols[i].align_left else cell.rjust(widths[i]) for i, cell in enumerate(row)]
-        lines.append("  ".join(out).rstrip())
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
+        cells.append([truncate(c.cell(r)) if c.align_left else c.cell(r) for c in cols])
+    lines = align_columns(cells, [c.align_left for c in cols])
     if not table.rows:
         lines.append("(no rows)")
     lines.append("")
@@ -184,7 +210,7 @@ def render_rank_table(table: RankTable, row_limit: Optional[int] = 20) -> str:
     rows = table.rows if row_limit is None else table.rows[:row_limit]
     cells = [header] + [
         [
-            _truncate(r.name, _NAME_WIDTH),
+            truncate(r.name),
             format_us(r.min_us),
             format_us(r.median_us),
             format_us(r.max_us),
@@ -193,14 +219,7 @@ def render_rank_table(table: RankTable, row_limit: Optional[int] = 20) -> str:
         ]
         for r in rows
     ]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(header))]
-    lines = []
-    for n, row in enumerate(cells):
-        lines.append(
-            "  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row)).rstrip()
-        )
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
+    lines = align_columns(cells, [i == 0 for i in range(len(header))])
     lines.append("")
     lines.append(f"{table.world_size} ranks; sorted by the slowest rank's self {unit} time")
     return "\n".join(lines)
@@ -312,19 +331,13 @@ def render_comparison_text(cmp: Comparison) -> str:
     for i, r in enumerate(cmp.rows):
         row = []
         for j, c in enumerate(cols):
-            text = _truncate(c.cell(r), _NAME_WIDTH) if c.align_left else c.cell(r)
+            text = truncate(c.cell(r)) if c.align_left else c.cell(r)
             if c.best is not None:
                 # A fixed-width marker slot keeps the numbers aligned whether marked or not.
                 text += " *" if (i, j) in best else "  "
             row.append(text)
         cells.append(row)
-    widths = [max(len(row[k]) for row in cells) for k in range(len(cols))]
-    lines = []
-    for n, row in enumerate(cells):
-        out = [cell.ljust(widths[k]) if cols[k].align_left else cell.rjust(widths[k]) for k, cell in enumerate(row)]
-        lines.append("  ".join(out).rstrip())
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
+    lines = align_columns(cells, [c.align_left for c in cols])
     if not cmp.rows:
         lines.append("(no variants)")
     lines.append("")

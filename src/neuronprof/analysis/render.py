@@ -11,12 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Generic, Optional, TypeVar, Union
 
-from neuronprof.render import format_us
+from neuronprof.render import align_columns, format_shapes, format_us, truncate
 
 if TYPE_CHECKING:
     from neuronprof.analysis.diff import DiffRow, TraceDiff
     from neuronprof.analysis.roofline import Roofline, RooflineRow
-    from neuronprof.model import Shape
 
 __all__ = [
     "plot_roofline",
@@ -27,7 +26,6 @@ __all__ = [
 ]
 
 R = TypeVar("R")
-_NAME_WIDTH = 60
 
 
 @dataclass(frozen=True)
@@ -37,26 +35,10 @@ class _Col(Generic[R]):
     left: bool = False
 
 
-def _shapes(shapes: Optional[tuple[Shape, ...]]) -> str:
-    if shapes is None:
-        return ""
-    return "[" + ", ".join("[" + ", ".join(str(d) for d in s) + "]" for s in shapes) + "]"
-
-
-def _truncate(text: str) -> str:
-    return text if len(text) <= _NAME_WIDTH else text[: _NAME_WIDTH - 1] + "…"
-
-
 def _text_table(cols: Sequence[_Col[R]], rows: Sequence[R]) -> list[str]:
     cells = [[c.header for c in cols]]
-    cells += [[_truncate(c.cell(r)) if c.left else c.cell(r) for c in cols] for r in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
-    lines = []
-    for n, row in enumerate(cells):
-        out = [cell.ljust(widths[i]) if cols[i].left else cell.rjust(widths[i]) for i, cell in enumerate(row)]
-        lines.append("  ".join(out).rstrip())
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
+    cells += [[truncate(c.cell(r)) if c.left else c.cell(r) for c in cols] for r in rows]
+    lines = align_columns(cells, [c.left for c in cols])
     if not rows:
         lines.append("(no rows)")
     return lines
@@ -119,7 +101,7 @@ def _diff_cols(d: TraceDiff) -> list[_Col[DiffRow]]:
         _Col("B/A", lambda r: _ratio(r.ratio)),
     ]
     if d.match == "shape":
-        cols.append(_Col("Input shapes", lambda r: _shapes(r.input_shapes), left=True))
+        cols.append(_Col("Input shapes", lambda r: format_shapes(r.input_shapes), left=True))
     return cols
 
 
@@ -182,7 +164,7 @@ def _roofline_cols(rl: Roofline) -> list[_Col[RooflineRow]]:
         _Col("Achieved GB/s", lambda r: _num(r.achieved_bytes_per_s, 1e9, 1)),
         _Col("Roof TFLOP/s", lambda r: _num(r.attainable_flops_per_s, 1e12, 3)),
         _Col("% of roof", lambda r: _num(r.pct_of_peak, 1, 1)),
-        _Col("Input shapes", lambda r: _shapes(r.input_shapes), left=True),
+        _Col("Input shapes", lambda r: format_shapes(r.input_shapes), left=True),
     ]
     return cols
 
