@@ -8,6 +8,7 @@ else. What it recorded is turned into the model by ``_collect`` and written by
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import logging
 import os
@@ -272,17 +273,7 @@ class Session:
         import torch.profiler
 
         self._rank, self._world_size = _distributed_rank()
-        ctx = SessionContext(
-            modes=self.modes, core=self._core_arg, output_dir=self._output_dir, local_rank=_local_rank()
-        )
-        if ctx.core is None:
-            ctx = SessionContext(
-                modes=ctx.modes,
-                core=self._backend.default_core(ctx),
-                output_dir=ctx.output_dir,
-                local_rank=ctx.local_rank,
-            )
-        self._ctx = ctx
+        ctx = self._context()
         unsupported = [m for m in self.modes if m not in self._backend.supported_modes]
         for mode in unsupported:
             self._note(f"mode {mode!r} is not captured by the {self.backend} backend; ignored")
@@ -313,6 +304,25 @@ class Session:
             raise
         self._profiler = prof
         self._state = "running"
+
+    def _context(self) -> SessionContext:
+        """Return what the backend needs to know, resolving the default core once."""
+        if self._ctx is None:
+            ctx = SessionContext(
+                modes=self.modes, core=self._core_arg, output_dir=self._output_dir, local_rank=_local_rank()
+            )
+            if ctx.core is None:
+                ctx = dataclasses.replace(ctx, core=self._backend.default_core(ctx))
+            self._ctx = ctx
+        return self._ctx
+
+    def synchronize(self) -> None:
+        """Wait until the device has finished the work queued so far, as every step does.
+
+        Works before, inside and after the ``with`` block, e.g. to time code
+        outside the profiler on the same device and cores.
+        """
+        self._backend.synchronize(self._context())
 
     def _on_trace_ready(self, prof: torch.profiler.profile) -> None:
         # Keep this cycle's results before torch replaces them with the next cycle's.
@@ -388,10 +398,10 @@ class Session:
             SessionStateError: Called outside the ``with`` block.
         """
         self._require_running("step()")
-        assert self._ctx is not None and self._profiler is not None
+        assert self._profiler is not None
         # Without this sync the device work of the step would be attributed to
         # the next one, or lost when the trace is cut: empty device columns.
-        self._backend.synchronize(self._ctx)
+        self.synchronize()
         if self.repeat == 1:
             self._profiler.step()
         else:

@@ -53,7 +53,6 @@ from typing import Any, Callable, Literal, Optional, TextIO, Union
 from typing_extensions import TypedDict, Unpack
 
 from neuronprof._session import PathLike, Session, _active_session, _profiler_running
-from neuronprof.backends import Backend, SessionContext, resolve_backend
 from neuronprof.errors import SessionStateError, VariantError
 from neuronprof.model import Comparison, ComparisonRow, Table
 
@@ -195,19 +194,6 @@ def _session_kwargs(options: Mapping[str, Any], warmup: int) -> dict[str, Any]:
     return kwargs
 
 
-def _synchronizer(probe: Session) -> Callable[[], None]:
-    """Return a function that waits for the device, as the session's steps do."""
-    backend: Backend = resolve_backend(probe.backend)[0]
-    ctx = SessionContext(modes=probe.modes, core=probe.core, output_dir=probe.output_dir)
-    if ctx.core is None:
-        ctx = SessionContext(modes=ctx.modes, core=backend.default_core(ctx), output_dir=ctx.output_dir)
-
-    def sync() -> None:
-        backend.synchronize(ctx)
-
-    return sync
-
-
 def _time_block(
     fn: Callable[..., Any], args: Sequence[Any], calls: int, sync: Callable[[], None], *, gc_off: bool = True
 ) -> float:
@@ -344,7 +330,7 @@ def compare(
             "compare() runs its own profiling sessions; call it outside any `with neuronprof.session()` "
             "block or torch.profiler profile"
         )
-    sync = _synchronizer(probe)
+    sync = probe.synchronize
     progress = _Progress(not quiet and _isatty(sys.stderr), sys.stderr)
     count = len(items)
 

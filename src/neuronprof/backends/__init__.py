@@ -156,15 +156,8 @@ def resolve_backend(name: str = "auto") -> tuple[Backend, list[str]]:
     for backend in candidates:
         if backend.is_available():
             return backend, notes
-        if backend.name != "cuda" or _has_cuda_build():
-            notes.append(f"auto: skipped {backend.name}: {backend.unavailable_reason()}")
+        notes.append(f"auto: skipped {backend.name}: {backend.unavailable_reason()}")
     raise BackendUnavailableError("no backend is available, not even the CPU")  # pragma: no cover
-
-
-def _has_cuda_build() -> bool:
-    import torch
-
-    return torch.version.cuda is not None
 
 
 def describe_backends() -> list[dict[str, object]]:
