@@ -516,7 +516,16 @@ class Session:
         self._require_done("table()")
         if ranks == "all":
             return self._gather_rank_table()
-        table = _collect.build_table(
+        table = self._local_table()
+        self._warn_if_device_empty(table)
+        table = table.sorted(sort_by)
+        if device_only:
+            table = table.device_only()
+        return table.head(row_limit)
+
+    def _local_table(self) -> Table:
+        """Summarise this process's recorded cycles, unsorted and uncut."""
+        return _collect.build_table(
             self._cycles,
             backend=self.backend,
             device_label=self.device_label,
@@ -524,11 +533,6 @@ class Session:
             rank=self._rank,
             notes=tuple(self._notes),
         )
-        self._warn_if_device_empty(table)
-        table = table.sorted(sort_by)
-        if device_only:
-            table = table.device_only()
-        return table.head(row_limit)
 
     def _gather_rank_table(self) -> RankTable:
         import torch.distributed as dist
@@ -538,14 +542,7 @@ class Session:
                 "table(ranks='all') gathers from every rank: call it after "
                 "torch.distributed.init_process_group(), on every rank"
             )
-        local = _collect.build_table(
-            self._cycles,
-            backend=self.backend,
-            device_label=self.device_label,
-            record_shapes=self.record_shapes,
-            rank=self._rank,
-            notes=tuple(self._notes),
-        )
+        local = self._local_table()
         gathered: list[Any] = [None] * dist.get_world_size()
         # Plain dicts travel well over every backend's object collectives (gloo, nccl, neuron).
         dist.all_gather_object(gathered, local.to_dict())
