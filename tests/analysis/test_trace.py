@@ -52,16 +52,17 @@ def test_equal_start_times_nest_the_longer_event_outside(tmp_path: Path) -> None
     assert _row(trace, "inner").self_cpu_us == 5
 
 
-def test_same_named_only_child_is_folded_into_its_parent_like_torch(tmp_path: Path) -> None:
-    # aten::div_ (Scalar) redispatching to aten::div_ (Tensor): key_averages() counts one call.
+def test_recursive_same_name_ops_count_every_call(tmp_path: Path) -> None:
+    # aten::div_ (Scalar) redispatching to aten::div_ (Tensor): both events count,
+    # each with its own self time (torch's key_averages() folds the inner one away).
     path = write_trace(
         tmp_path / "t.json",
         [op("aten::div_", 0, 30), op("aten::div_", 5, 20), op("aten::to", 10, 5), op("aten::div_", 100, 10)],
     )
     div = _row(load_trace(path), "aten::div_")
-    assert div.calls == 2
-    assert div.self_cpu_us == pytest.approx(25 + 10)
-    assert div.cpu_total_us == pytest.approx(40)
+    assert div.calls == 3
+    assert div.self_cpu_us == pytest.approx(10 + 15 + 10)
+    assert div.cpu_total_us == pytest.approx(30 + 20 + 10)
 
 
 def test_top_level_calls_see_through_python_frames_but_not_annotations(tmp_path: Path) -> None:

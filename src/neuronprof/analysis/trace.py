@@ -14,20 +14,31 @@ import contextlib
 import dataclasses
 import gc
 import glob
+import json
 import operator
 import os
 import re
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from itertools import islice
-from typing import Any, Callable, Literal, Optional, Union
+from typing import Any, Literal, Optional, Union
 
-from neuronprof.analysis._jsonstream import EventStream
+from neuronprof.analysis._jsonstream import FastPathFailed, PyEvent, TraceReader
 from neuronprof.analysis.errors import TraceError
-from neuronprof.model import OpRow, Shape, Table
+from neuronprof.model import OpRow, RankTable, Shape, Table
 
-__all__ = ["GroupBy", "Trace", "TraceOp", "TraceSource", "find_trace_files", "load_trace", "summarize"]
+__all__ = [
+    "GroupBy",
+    "Trace",
+    "TraceOp",
+    "TraceSource",
+    "find_trace_files",
+    "load_trace",
+    "summarize",
+    "summarize_ranks",
+]
 
 GroupBy = Literal["name", "shape"]
 """How ``Trace.table()`` groups operators.
@@ -43,24 +54,32 @@ TraceSource = Union[str, "os.PathLike[str]", "Trace"]
 # Categories that are not operator time: the profiler's own span, and GPU-side
 # copies of CPU annotations (they would count their kernels' time twice).
 _SKIP_CATS = frozenset({"Trace", "gpu_user_annotation"})
-_DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events"})
+# Device work, in lower case: kineto 2.x, kineto of PyTorch 1.8/1.9 ("Kernel",
+# "Memcpy", "Memset"), MTIA.
+_DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset", "mtia_ccp_events"})
+# Host operators: kineto 2.x and PyTorch 1.8/1.9 ("Operator").
+_OP_CATS = frozenset({"cpu_op", "operator"})
 _STEP_PREFIX = "ProfilerStep#"
 _STEP_NAME = "ProfilerStep*"  # what key_averages() calls every step
+_COMPILED_REGION = "Torch-Compiled Region"
+_CACHE_LOOKUP = "TorchDynamo Cache Lookup"
+_RANK_FILE = re.compile(r"(?:^|[^a-z])rank[-_]?(\d+)", re.IGNORECASE)
 
 # What kind of event a key is; drives nesting and device attribution.
 _K_OTHER, _K_OP, _K_PY, _K_RUNTIME, _K_STEP, _K_DEVICE = range(6)
 
 # Process names/labels that mark a device timeline (kineto labels GPU pids "GPU 0";
 # XLA/TPU traces name them "/device:TPU:0").
+# torch_npu names its device process "Ascend Hardware".
 _DEVICE_PROC = re.compile(
-    r"(\bGPU\b|\bTPU\b|/device:|neuron\s*core|neuron\s*device|\bNC\s*\d|\bXPU\b|\bNPU\b|\bMTIA\b|\bHPU\b)",
+    r"(\bGPU\b|\bTPU\b|/device:|neuron\s*core|neuron\s*device|\bNC\s*\d|\bXPU\b|\bNPU\b|\bMTIA\b|\bHPU\b"
+    r"|Ascend Hardware|\bHIP\b)",
     re.IGNORECASE,
 )
 _NEURON_LAYOUT = re.compile(r"_pid_\d+")
 
-_NUM = (int, float)
 _MAX_ID = 1 << 62
-_EMPTY: dict[str, Any] = {}
+_MISSING: Any = object()
 
 
 @dataclass(frozen=True)
@@ -124,6 +143,10 @@ class Trace:
             steps; ``None`` when the trace has no steps.
         events: Number of trace events read.
         notes: Remarks about how the trace was read.
+        rank: The distributed rank of a one-rank trace (kineto's ``distributedInfo``
+            or a ``rank-N`` file name), when known.
+        ranks: One ``Trace`` per rank, indexed by rank, when the source holds
+            several ranks (an HTA-style folder); the fields above are then their sum.
     """
 
     ops: tuple[TraceOp, ...]
@@ -135,6 +158,8 @@ class Trace:
     top_level_calls: Optional[int] = None
     events: int = 0
     notes: tuple[str, ...] = field(default=())
+    rank: Optional[int] = None
+    ranks: tuple[Trace, ...] = field(default=())
 
     @property
     def source(self) -> str:
@@ -171,10 +196,30 @@ class Trace:
             steps=self.steps,
             top_level_calls=self.top_level_calls,
             notes=self.notes,
+            rank=self.rank,
+        )
+        # The totals of the whole trace travel with the table (and its JSON),
+        # whether or not rows are filtered or cut.
+        table = dataclasses.replace(
+            table,
+            total_rows=len(rows),
+            total_self_cpu_us=table.self_cpu_us,
+            total_self_device_us=table.self_device_us,
         ).sorted(sort_by)
         if device_only:
             table = table.device_only()
         return table.head(limit)
+
+    def rank_table(self, sort_by: str = "device", *, group_by: GroupBy = "name") -> RankTable:
+        """Return every rank's table side by side, as ``session.table(ranks="all")`` does.
+
+        A one-rank trace gives a table of one rank.
+
+        Raises:
+            ValueError: Unknown ``sort_by`` or ``group_by``.
+        """
+        per_rank = self.ranks or (self,)
+        return RankTable.from_tables([t.table(sort_by, group_by=group_by) for t in per_rank])
 
     def rows(self, group_by: GroupBy = "name") -> tuple[OpRow, ...]:
         """Return one [`OpRow`][neuronprof.OpRow] per operator (``group_by="name"``) or signature (``"shape"``).
@@ -214,7 +259,9 @@ def find_trace_files(path: Union[str, os.PathLike[str]]) -> list[str]:
     """Return the trace files at ``path``: the file itself, or the traces in a folder.
 
     A folder may be a TensorBoard log folder (``*.pt.trace.json[.gz]``, as
-    ``tensorboard_trace_handler`` writes), a TorchNeuron output folder
+    ``tensorboard_trace_handler`` writes), an HTA-style multi-rank folder
+    (``rank-0.json.gz``, ``rank-1.json.gz``...), a folder of neuronprof's own
+    exports (``neuronprof_<backend>_....json``), a TorchNeuron output folder
     (``<host>_pid_<pid>/<timestamp>/trace.json``), or any folder holding such
     files a few levels down.
 
@@ -228,6 +275,8 @@ def find_trace_files(path: Union[str, os.PathLike[str]]) -> list[str]:
         return [p]
     patterns = (
         ("*.pt.trace.json", "*.pt.trace.json.gz"),
+        ("rank-*.json", "rank-*.json.gz", "rank_*.json", "rank_*.json.gz"),
+        ("neuronprof_*.json", "neuronprof_*.json.gz"),
         ("trace.json", "trace.json.gz"),
         ("*_pid_*/*/trace.json", "*_pid_*/*/trace.json.gz", "*_pid_*/trace.json", "*_pid_*/trace.json.gz"),
         ("**/*.pt.trace.json", "**/*.pt.trace.json.gz", "**/trace.json", "**/trace.json.gz"),
@@ -240,8 +289,8 @@ def find_trace_files(path: Union[str, os.PathLike[str]]) -> list[str]:
         if files:
             return files
     raise TraceError(
-        f"{p}: no trace files in this folder (looked for *.pt.trace.json[.gz], trace.json and "
-        "<host>_pid_<pid>/<timestamp>/trace.json)"
+        f"{p}: no trace files in this folder (looked for *.pt.trace.json[.gz], rank-N.json[.gz], "
+        "neuronprof_*.json, trace.json and <host>_pid_<pid>/<timestamp>/trace.json)"
     )
 
 
@@ -264,10 +313,32 @@ def load_trace(source: TraceSource) -> Trace:
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"load_trace() takes a path or a Trace, got {type(source).__name__}")
     files = find_trace_files(source)
-    loader = _Loader()
-    for f in files:
-        loader.read_file(f)
-    return loader.result(files)
+    keys = _Keys()
+    per_file = [_read_file(f, keys) for f in files]
+    ranks: dict[int, list[_Sums]] = {}
+    for s in per_file:
+        if s.rank is not None:
+            ranks.setdefault(s.rank, []).append(s)
+    total = _Sums()
+    for s in per_file:
+        total.add(s)
+    if len(ranks) < 2:
+        rank = next(iter(ranks)) if len(ranks) == 1 and all(s.rank is not None for s in per_file) else None
+        return _build(total, keys, files, rank=rank)
+    # Several ranks: one Trace each (files of the same rank summed), and their sum.
+    world = max(ranks) + 1
+    per_rank: list[Trace] = []
+    for r in range(world):
+        group = _Sums()
+        for s in ranks.get(r, ()):
+            group.add(s)
+        per_rank.append(_build(group, keys, group.files, rank=r))
+    merged = _build(total, keys, files)
+    note = f"summed over {len(ranks)} ranks; `neuronprof summarize` shows them side by side"
+    no_rank = sum(1 for s in per_file if s.rank is None)
+    if no_rank:
+        note += f" ({no_rank} file(s) name no rank and are in this sum only)"
+    return dataclasses.replace(merged, ranks=tuple(per_rank), notes=(*merged.notes, note))
 
 
 def summarize(
@@ -294,336 +365,481 @@ def summarize(
     return load_trace(source).table(sort_by, limit=limit, device_only=device_only, group_by=group_by)
 
 
+def summarize_ranks(source: TraceSource, *, sort_by: str = "device", group_by: GroupBy = "name") -> RankTable:
+    """Return every rank's table side by side (``session.table(ranks="all")`` offline).
+
+    For an HTA-style folder (``rank-0.json.gz``...) or traces whose
+    ``distributedInfo`` names their rank; a one-rank trace gives one column.
+
+    Raises:
+        TraceError: The trace cannot be read.
+        ValueError: Unknown ``sort_by`` or ``group_by``.
+    """
+    return load_trace(source).rank_table(sort_by, group_by=group_by)
+
+
 # -- the aggregation ------------------------------------------------------------------
+#
+# One rule each, for every producer (kineto of PyTorch 1.8 to 2.x, CUDA, HIP,
+# XPU, MTIA, PrivateUse1 backends, torch_npu, plain Chrome traces):
+#
+# * Times are integer nanoseconds, read from the text of the numbers (never
+#   through a binary float: 1.7e15 µs has a float resolution of 0.25 µs).
+# * Device events (device categories, or any event on a device process) never
+#   nest: each is its own row with self time = duration, on every stream.
+# * Host events nest per (pid, tid) as torch builds its tree: sorted by start,
+#   longest first; an event is a child of the innermost open event it fits in.
+# * A device event belongs to the runtime/driver call with the same
+#   ``correlation``, and its time to the innermost host op around that call
+#   (a ProfilerStep or record_function span included; the call itself when no
+#   op encloses it). Only a device event whose correlation matches no runtime
+#   call is tied to a host op through its ``External id``.
+# * Every event is counted once, recursive same-name ops included.
 
 
 class _Thread:
-    """The events of one (pid, tid) timeline, stored compactly until the file ends."""
+    """The host or device events of one (pid, tid) timeline, stored compactly until the file ends."""
 
-    __slots__ = ("ts", "dur", "kid", "link")
+    __slots__ = ("ts", "dur", "kid", "corr", "ext")
 
     def __init__(self) -> None:
         self.ts = array("q")  # start, integer nanoseconds
         self.dur = array("q")  # duration, integer nanoseconds
         self.kid = array("i")  # index of the event's key
-        self.link = array("q")  # >0: External id; <0: -correlation; 0: none
+        self.corr = array("q")  # correlation id, 0 when none
+        self.ext = array("q")  # External id, 0 when none
 
 
-class _Loader:
-    """Aggregates events file by file into per-key sums."""
+class _Keys:
+    """The operator keys of one load, shared by its files: ``(name, cat, dims, types, concrete)``."""
 
     def __init__(self) -> None:
-        self.keys: dict[tuple[Any, ...], int] = {}
-        self.key_list: list[tuple[Any, ...]] = []
+        self.index: dict[tuple[Any, ...], int] = {}
+        self.keys: list[tuple[Any, ...]] = []
+        self.names: list[str] = []  # display name (every ProfilerStep#N is "ProfilerStep*")
         self.kind: list[int] = []
-        self.names: list[str] = []
-        self.calls: list[int] = []
-        self.cpu_self: list[int] = []
-        self.cpu_total: list[int] = []
-        self.dev_self: list[int] = []
-        self.dev_total: list[int] = []
-        self.on_device: list[bool] = []
-        self.flops: list[Optional[float]] = []
+
+    def add(self, key: tuple[Any, ...]) -> int:
+        kid = len(self.keys)
+        self.index[key] = kid
+        self.keys.append(key)
+        name, cat = key[0], key[1]
+        lcat = cat.lower() if isinstance(cat, str) else ""
+        if lcat in _DEVICE_CATS:
+            kind = _K_DEVICE
+        elif name.startswith(_STEP_PREFIX):
+            kind = _K_STEP
+            name = _STEP_NAME
+        elif lcat in _OP_CATS:
+            kind = _K_OP
+        elif lcat == "python_function":
+            kind = _K_PY
+        elif lcat.endswith(("runtime", "driver")):
+            kind = _K_RUNTIME
+        else:
+            kind = _K_OTHER
+        self.names.append(name)
+        self.kind.append(kind)
+        return kid
+
+
+class _Sums:
+    """Per-key sums (integer ns) and what a file (or several) says about its run."""
+
+    def __init__(self, n: int = 0) -> None:
+        self.calls = [0] * n
+        self.cpu_self = [0] * n
+        self.cpu_total = [0] * n
+        self.dev_self = [0] * n
+        self.dev_total = [0] * n
+        self.on_device = [False] * n
+        self.flops: dict[int, int] = {}
         self.steps = 0
         self.top_level = 0
         self.events = 0
         self.has_device = False
         self.linked = False
-        self.labels: set[str] = set()
+        self.unlinked_ns = 0  # device time that no host op could be found for (when others were linked)
+        self.evidence: list[str] = []  # text the device label is read from
         self.device_name: Optional[str] = None
+        self.skipped: dict[str, int] = {}
         self.notes: list[str] = []
+        self.files: list[str] = []
+        self.rank: Optional[int] = None
 
-    # -- keys -------------------------------------------------------------------
-    def _new_key(self, key: tuple[Any, ...], cat: Any) -> int:
-        kid = len(self.key_list)
-        self.keys[key] = kid
-        self.key_list.append(key)
-        name = key[0]
-        self.names.append(name)
-        if name == _STEP_NAME:
-            kind = _K_STEP
-        elif cat in _DEVICE_CATS:
-            kind = _K_DEVICE
-        elif cat == "cpu_op":
-            kind = _K_OP
-        elif cat == "python_function":
-            kind = _K_PY
-        elif isinstance(cat, str) and (cat.endswith("_runtime") or cat.endswith("_driver")):
-            kind = _K_RUNTIME
-        else:
-            kind = _K_OTHER
-        self.kind.append(kind)
-        for lst in (self.calls, self.cpu_self, self.cpu_total, self.dev_self, self.dev_total):
-            lst.append(0)
-        self.on_device.append(False)
-        self.flops.append(None)
-        return kid
+    def grow(self, n: int) -> None:
+        extra = n - len(self.calls)
+        if extra > 0:
+            for lst in (self.calls, self.cpu_self, self.cpu_total, self.dev_self, self.dev_total):
+                lst.extend([0] * extra)
+            self.on_device.extend([False] * extra)
 
-    # -- reading ----------------------------------------------------------------
-    def read_file(self, path: str) -> None:
-        stream = EventStream(path)
-        threads: dict[Any, _Thread] = {}
-        appenders: dict[Any, tuple[Callable[[int], None], ...]] = {}
-        procs: dict[Any, list[str]] = {}
-        open_b: dict[Any, list[tuple[Any, ...]]] = {}
-        keys_get = self.keys.get
-        kinds = self.kind
+    def add(self, other: _Sums) -> None:
+        self.grow(len(other.calls))
+        other.grow(len(self.calls))
+        for mine, theirs in (
+            (self.calls, other.calls),
+            (self.cpu_self, other.cpu_self),
+            (self.cpu_total, other.cpu_total),
+            (self.dev_self, other.dev_self),
+            (self.dev_total, other.dev_total),
+        ):
+            mine[:] = map(operator.add, mine, theirs)
+        self.on_device[:] = map(operator.or_, self.on_device, other.on_device)
+        for k, v in other.flops.items():
+            self.flops[k] = self.flops.get(k, 0) + v
+        self.steps += other.steps
+        self.top_level += other.top_level
+        self.events += other.events
+        self.has_device |= other.has_device
+        self.linked |= other.linked
+        self.unlinked_ns += other.unlinked_ns
+        self.evidence += other.evidence
+        self.device_name = self.device_name or other.device_name
+        for what, n in other.skipped.items():
+            self.skipped[what] = self.skipped.get(what, 0) + n
+        self.notes += other.notes
+        self.files += other.files
+
+
+def _ns(value: Any) -> Optional[int]:
+    """A trace time in µs (int, or the text of a number) as integer nanoseconds; None when not a number."""
+    kind = type(value)
+    if kind is int:
+        return int(value) * 1000
+    if kind is str:
+        try:
+            d = Decimal(value.strip())
+        except InvalidOperation:
+            return None
+    elif kind is float:
+        d = Decimal(repr(value))
+    else:
+        return None
+    if not d.is_finite():
+        return None
+    return int((d * 1000).to_integral_value())
+
+
+def _read_file(path: str, keys: _Keys) -> _Sums:
+    """Read one trace file into per-key sums; the fast reader first, the stdlib reader when it cannot."""
+    try:
+        return _FileReader(path, keys, fast=None).read()
+    except FastPathFailed:
+        return _FileReader(path, keys, fast=False).read()
+
+
+class _FileReader:
+    """Reads the events of one file into per-thread arrays, then nests and sums them."""
+
+    def __init__(self, path: str, keys: _Keys, *, fast: Optional[bool]) -> None:
+        self.path = path
+        self.keys = keys
+        self.reader = TraceReader(path, fast=fast)
+        self.threads: dict[Any, _Thread] = {}
+        self.procs: dict[Any, list[str]] = {}
+        self.runtime_corr: set[int] = set()
+        self.open_b: dict[Any, list[Any]] = {}
+        self.sums = _Sums()
+        self.sums.files.append(path)
+
+    def read(self) -> _Sums:
+        path = self.path
+        keys = self.keys
+        index_get = keys.index.get
+        kinds = keys.kind
+        threads = self.threads
+        skipped = self.sums.skipped
+        runtime_corr = self.runtime_corr
+        flops_by_key = self.sums.flops
+        last_pid: Any = _MISSING
+        last_tid: Any = _MISSING
+        append: Any = None
         index = -1
+        ev: Any = None
         # The collector only slows this loop down: it creates millions of short-lived
-        # dicts and no reference cycles. Restored whatever happens.
+        # objects and no reference cycles. Restored whatever happens.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            for index, event in enumerate(stream):
-                ev: Mapping[str, Any] = event
-                ph = ev.get("ph")
-                if ph != "X":
-                    if ph == "M":
-                        self._metadata(ev, procs)
+            for batch in self.reader.batches():
+                for ev in batch:
+                    index += 1
+                    ph = ev.ph
+                    if ph != "X":
+                        if ph == "M":
+                            self._metadata(ev)
+                            continue
+                        if ph != "B" and ph != "E":
+                            skipped[ph] = skipped.get(ph, 0) + 1
+                            continue
+                        ev = self._begin_end(ev, ph, index)
+                        if ev is None:
+                            continue
+                    cat = ev.cat
+                    if cat in _SKIP_CATS:
+                        skipped[cat] = skipped.get(cat, 0) + 1
                         continue
-                    if ph != "B" and ph != "E":
-                        continue
-                    ended = self._begin_end(ev, ph, index, open_b, path)
-                    if ended is None:
-                        continue
-                    ev = ended
-                # -- a complete event: validate, key it, store it compactly --------------
-                cat = ev.get("cat")
-                if cat in _SKIP_CATS:
-                    continue
-                name: Any = ev.get("name")
-                ts: Any = ev.get("ts")
-                dur: Any = ev.get("dur")
-                if type(name) is not str:
-                    raise TraceError(f"{path}: event #{index} (ph 'X') has no 'name' string")
-                if type(ts) not in _NUM or ts - ts:
-                    raise TraceError(f"{path}: event #{index} ({name!r}) has no numeric 'ts'")
-                if type(dur) not in _NUM or dur - dur:
-                    raise TraceError(f"{path}: event #{index} ({name!r}) has no numeric 'dur'")
-                if dur < 0:
-                    raise TraceError(f"{path}: event #{index} ({name!r}) has a negative duration ({dur})")
-                args: Any = ev.get("args")
-                if type(args) is not dict:
-                    args = _EMPTY
-                if name.startswith(_STEP_PREFIX) and cat not in _DEVICE_CATS:
-                    name = _STEP_NAME
-                    self.steps += 1
-                dims = args.get("Input Dims")
-                types = args.get("Input type")
-                concrete = args.get("Concrete Inputs")
-                key = (
-                    name,
-                    cat,
-                    None if dims is None else _freeze_dims(dims),
-                    None if types is None else _freeze_strs(types),
-                    None if concrete is None else _freeze_strs(concrete),
-                )
-                try:
-                    kid = keys_get(key)
-                except TypeError:  # something unhashable slipped through: freeze it the slow way
-                    plain_cat = cat if isinstance(cat, str) else None
-                    key = (name, plain_cat, _freeze_any(dims), _freeze_any(types), _freeze_any(concrete))
-                    kid = keys_get(key)
-                if kid is None:
-                    kid = self._new_key(key, cat)
-                flops = args.get("flops")
-                if flops is not None:
-                    self._add_flops(kid, flops)
-                kind = kinds[kid]
-                # The id that ties device work to its host op: >0 External id, <0 -correlation.
-                if kind == _K_RUNTIME:
-                    link = args.get("correlation")
-                    link = -link if type(link) is int and 0 < link < _MAX_ID else 0
-                else:
-                    link = args.get("External id")
-                    if type(link) is not int or not 0 < link < _MAX_ID:
-                        link = 0
-                    if kind == _K_DEVICE:
-                        if not link:
-                            corr = args.get("correlation")
-                            link = -corr if type(corr) is int and 0 < corr < _MAX_ID else 0
-                        device_type = args.get("device_type")
-                        if type(device_type) is str and len(self.labels) < 64:
-                            self.labels.add(device_type)
-                tkey = (ev.get("pid", 0), ev.get("tid", 0))
-                try:
-                    append = appenders.get(tkey)
-                except TypeError:
-                    raise TraceError(f"{path}: event #{index} ({name!r}) has an invalid 'pid'/'tid' {tkey!r}") from None
-                if append is None:
-                    thread = threads[tkey] = _Thread()
-                    append = appenders[tkey] = (
-                        thread.ts.append,
-                        thread.dur.append,
-                        thread.kid.append,
-                        thread.link.append,
-                    )
-                append[0](round(ts * 1000))
-                append[1](round(dur * 1000))
-                append[2](kid)
-                append[3](link)
-        except TraceError:
+                    name = ev.name
+                    if type(name) is not str:
+                        raise TraceError(f"{path}: event #{index} (ph 'X') has no 'name' string")
+                    ts = ev.ts
+                    t: Optional[int]
+                    d: Optional[int]
+                    # The common case first: kineto's "1712195495520835.103", read exactly.
+                    if type(ts) is str and ts[-4:-3] == ".":
+                        try:
+                            t = int(ts.replace(".", ""))
+                        except ValueError:
+                            t = _ns(ts)
+                    else:
+                        t = _ns(ts)
+                    if t is None:
+                        raise TraceError(f"{path}: event #{index} ({name!r}) has no numeric 'ts'")
+                    dur = ev.dur
+                    if type(dur) is str and dur[-4:-3] == ".":
+                        try:
+                            d = int(dur.replace(".", ""))
+                        except ValueError:
+                            d = _ns(dur)
+                    else:
+                        d = _ns(dur)
+                    if d is None:
+                        raise TraceError(f"{path}: event #{index} ({name!r}) has no numeric 'dur'")
+                    if d < 0:
+                        raise TraceError(f"{path}: event #{index} ({name!r}) has a negative duration ({dur})")
+                    a = ev.args
+                    if a is None:
+                        key: tuple[Any, ...] = (name, cat, None, None, None)
+                        corr = ext = 0
+                    else:
+                        dims = a.dims
+                        if dims is None:
+                            dims = a.dims_legacy
+                        types = a.types
+                        concrete = a.concrete
+                        key = (
+                            name,
+                            cat,
+                            None if dims is None else bytes(dims),
+                            None if types is None else bytes(types),
+                            None if concrete is None else bytes(concrete),
+                        )
+                        corr = a.correlation
+                        if type(corr) is not int or not 0 < corr < _MAX_ID:
+                            corr = 0
+                        ext = a.ext
+                        if ext is None:
+                            ext = a.ext_lower
+                        if type(ext) is not int or not 0 < ext < _MAX_ID:
+                            ext = 0
+                    try:
+                        kid = index_get(key)
+                    except TypeError:  # an unhashable category: not one we know
+                        key = (name, None, *key[2:])
+                        kid = index_get(key)
+                    if kid is None:
+                        kid = keys.add(key)
+                    if a is not None:
+                        flops = a.flops
+                        if flops is not None:
+                            _add_flops(flops_by_key, kid, flops)
+                        if kinds[kid] == _K_RUNTIME:
+                            if corr:
+                                runtime_corr.add(corr)
+                        elif kinds[kid] == _K_DEVICE and type(a.device_type) is str:
+                            self.sums.evidence.append(a.device_type)
+                    pid = ev.pid
+                    tid = ev.tid
+                    if append is None or pid != last_pid or tid != last_tid:
+                        tkey = (pid, tid)
+                        try:
+                            thread = threads.get(tkey)
+                        except TypeError:
+                            raise TraceError(
+                                f"{path}: event #{index} ({name!r}) has an invalid 'pid'/'tid' {tkey!r}"
+                            ) from None
+                        if thread is None:
+                            thread = threads[tkey] = _Thread()
+                        append = (
+                            thread.ts.append,
+                            thread.dur.append,
+                            thread.kid.append,
+                            thread.corr.append,
+                            thread.ext.append,
+                        )
+                        last_pid, last_tid = pid, tid
+                    append[0](t)
+                    append[1](d)
+                    append[2](kid)
+                    append[3](corr)
+                    append[4](ext)
+        except (TraceError, FastPathFailed):
             raise
         except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
             raise TraceError(f"{path}: malformed event #{index}: {exc}") from None
         finally:
             if gc_was_enabled:
                 gc.enable()
-        self.events += stream.events
-        if any(open_b.values()):
-            self.notes.append(f"{os.path.basename(path)}: {sum(map(len, open_b.values()))} 'B' event(s) never ended")
-        self._finish_file(path, stream.metadata, threads, procs)
+        self.sums.events = self.reader.events
+        open_b = sum(map(len, self.open_b.values()))
+        if open_b:
+            self.sums.notes.append(f"{os.path.basename(path)}: {open_b} 'B' event(s) never ended")
+        self._finish(self.reader.metadata)
+        return self.sums
 
-    def _add_flops(self, kid: int, flops: Any) -> None:
-        if type(flops) in _NUM and flops >= 0 and not flops - flops:
-            prev = self.flops[kid]
-            self.flops[kid] = flops if prev is None else prev + flops
-
-    def _metadata(self, ev: Mapping[str, Any], procs: dict[Any, list[str]]) -> None:
-        args = ev.get("args")
-        if type(args) is not dict:
+    def _metadata(self, ev: Any) -> None:
+        args = ev.args
+        if args is None:
             return
-        what = ev.get("name")
+        what = ev.name
         if what == "process_name":
-            value = args.get("name")
+            value = args.name
         elif what == "process_labels":
-            value = args.get("labels")
+            value = args.labels
         else:
             return
         if isinstance(value, str):
             # An unhashable pid names nothing events could be matched to.
             with contextlib.suppress(TypeError):
-                procs.setdefault(ev.get("pid"), []).append(value)
+                self.procs.setdefault(ev.pid, []).append(value)
 
-    def _begin_end(
-        self,
-        ev: Mapping[str, Any],
-        ph: str,
-        index: int,
-        open_b: dict[Any, list[tuple[Any, ...]]],
-        path: str,
-    ) -> Optional[dict[str, Any]]:
+    def _begin_end(self, ev: Any, ph: str, index: int) -> Any:
         """Track a 'B'/'E' pair; return the equivalent complete event when a pair closes."""
-        ts: Any = ev.get("ts")
-        if type(ts) not in _NUM or ts - ts:
+        path = self.path
+        ts = _ns(ev.ts)
+        if ts is None:
             raise TraceError(f"{path}: event #{index} (ph {ph!r}) has no numeric 'ts'")
-        pid, tid = ev.get("pid", 0), ev.get("tid", 0)
+        pid, tid = ev.pid, ev.tid
         try:
-            stack = open_b.setdefault((pid, tid), [])
+            stack = self.open_b.setdefault((pid, tid), [])
         except TypeError:
             raise TraceError(f"{path}: event #{index} has an invalid 'pid'/'tid' ({pid!r}, {tid!r})") from None
         if ph == "B":
-            name = ev.get("name")
-            if type(name) is not str:
+            if type(ev.name) is not str:
                 raise TraceError(f"{path}: event #{index} (ph 'B') has no 'name' string")
-            stack.append((name, ev.get("cat"), ts, ev.get("args")))
+            stack.append((ev, ts))
             return None
         if not stack:
             return None  # an 'E' whose 'B' came before the trace started
-        name, cat, start, args = stack.pop()
+        begin, start = stack.pop()
         if ts < start:
-            raise TraceError(f"{path}: event #{index} ({name!r}) ends before it begins")
-        return {
-            "ph": "X",
-            "name": name,
-            "cat": cat,
-            "ts": start,
-            "dur": ts - start,
-            "pid": pid,
-            "tid": tid,
-            "args": args,
-        }
+            raise TraceError(f"{path}: event #{index} ({begin.name!r}) ends before it begins")
+        span = PyEvent({})
+        span.ph, span.name, span.cat, span.pid, span.tid, span.args = "X", begin.name, begin.cat, pid, tid, begin.args
+        # Already in ns: give the text of the µs value, which the loop reads exactly.
+        span.ts = _us_text(start)
+        span.dur = _us_text(ts - start)
+        return span
 
-    # -- per-file finish: nesting, self time, device attribution -------------------------
-    def _finish_file(
-        self, path: str, metadata: Mapping[str, Any], threads: dict[Any, _Thread], procs: dict[Any, list[str]]
-    ) -> None:
+    # -- per-file finish: device attribution, nesting, self time ---------------------------
+    def _finish(self, metadata: Mapping[str, Any]) -> None:
+        sums = self.sums
+        keys = self.keys
+        kind = keys.kind
+        sums.grow(len(keys.keys))
+        procs = self.procs
         device_pids = {pid for pid, names in procs.items() if any(_DEVICE_PROC.search(n) for n in names)}
         for pid in device_pids:
-            self.labels.update(procs[pid])
+            sums.evidence.extend(procs[pid])
         props = metadata.get("deviceProperties")
-        if isinstance(props, list) and props:
-            self.labels.add("CUDA")
-            first = props[0]
-            if isinstance(first, dict) and isinstance(first.get("name"), str) and self.device_name is None:
-                self.device_name = first["name"]
-        if _NEURON_LAYOUT.search(os.path.dirname(os.path.abspath(path))) and os.path.basename(path).startswith(
-            "trace.json"
-        ):
-            self.labels.add("NEURON")
+        if isinstance(props, list):
+            for p in props:
+                if isinstance(p, dict):
+                    sums.evidence.extend(f"{k}={v}" for k, v in p.items() if isinstance(v, str))
+            first = props[0] if props else None
+            if isinstance(first, dict) and isinstance(first.get("name"), str):
+                sums.device_name = first["name"]
+        if _NEURON_LAYOUT.search(os.path.dirname(os.path.abspath(self.path))) and os.path.basename(
+            self.path
+        ).startswith("trace.json"):
+            sums.evidence.append("neuron")
+        sums.rank = _rank_of(self.path, metadata)
 
-        kind = self.kind
-        # Device time per link id, from the device events of every timeline.
-        device_by_link: dict[int, int] = {}
-        for (pid, _tid), th in threads.items():
-            on_dev_thread = pid in device_pids
-            for k, link, d in zip(th.kid, th.link, th.dur):
-                if on_dev_thread or kind[k] == _K_DEVICE:
-                    self.has_device = True
-                    if link:
-                        device_by_link[link] = device_by_link.get(link, 0) + d
-        for (pid, _tid), th in list(threads.items()):
-            self._walk(th, pid in device_pids, device_by_link)
-            del threads[(pid, _tid)]
-
-    def _walk(self, th: _Thread, device_thread: bool, device_by_link: dict[int, int]) -> None:
-        """Rebuild the nesting of one timeline (torch's rule) and add up self/total times."""
-        ts, dur, kids, links = th.ts, th.dur, th.kid, th.link
-        n = len(ts)
-        if n == 0:
-            return
-        order: Iterable[int] = range(n)
-        if not _is_sorted(ts, dur):
-            # Parents before children: by start, then longest first (what torch sorts by).
-            idx = sorted(range(n), key=dur.__getitem__, reverse=True)
-            idx.sort(key=ts.__getitem__)
-            order = idx
-        kind, names = self.kind, self.names
-        calls, cpu_self, cpu_total = self.calls, self.cpu_self, self.cpu_total
-        dev_self, dev_total, on_device = self.dev_self, self.dev_total, self.on_device
-        # A frame: [end, kid, duration, children's duration, own device time,
-        #           device time incl. children, is-device, anchored-under-a-step,
-        #           deferred only child, number of children, name]
-        stack: list[list[Any]] = []
-        top_level = 0
-
-        def commit(k: int, own: int, d: int, own_dev: int, total_dev: int, is_dev: bool) -> None:
-            if is_dev:
-                dev_self[k] += own
+        is_device_kind = [k == _K_DEVICE for k in kind]
+        calls, dev_self, dev_total, on_device = sums.calls, sums.dev_self, sums.dev_total, sums.on_device
+        runtime_corr = self.runtime_corr
+        dev_by_corr: dict[int, int] = {}
+        dev_by_ext: dict[int, int] = {}
+        unlinked = 0
+        host: list[tuple[_Thread, Optional[list[int]]]] = []
+        seen_kids: set[int] = set()
+        for (pid, _tid), th in self.threads.items():
+            device_rows: Iterable[int]
+            host_rows: Optional[list[int]]
+            if pid in device_pids:
+                device_rows = range(len(th.kid))
+                host_rows = []
+            elif any(map(is_device_kind.__getitem__, th.kid)):
+                device_rows = [i for i, k in enumerate(th.kid) if is_device_kind[k]]
+                host_rows = [i for i, k in enumerate(th.kid) if not is_device_kind[k]]
+            else:
+                host.append((th, None))
+                continue
+            if host_rows:
+                host.append((th, host_rows))
+            kids, durs, corrs, exts = th.kid, th.dur, th.corr, th.ext
+            for i in device_rows:
+                k = kids[i]
+                if kind[k] == _K_STEP:
+                    continue  # the device-side copy of a step annotation
+                d = durs[i]
+                calls[k] += 1
+                dev_self[k] += d
                 dev_total[k] += d
                 on_device[k] = True
-            else:
-                cpu_self[k] += own
-                cpu_total[k] += d
-                dev_self[k] += own_dev
-                dev_total[k] += total_dev
+                seen_kids.add(k)
+                c = corrs[i]
+                if c and c in runtime_corr:
+                    dev_by_corr[c] = dev_by_corr.get(c, 0) + d
+                elif exts[i]:
+                    x = exts[i]
+                    dev_by_ext[x] = dev_by_ext.get(x, 0) + d
+                else:
+                    unlinked += d
+        if seen_kids:
+            sums.has_device = True
+            for k in seen_kids:
+                sums.evidence.append(str(keys.keys[k][1]))
+        runtime_names = {keys.names[k] for k in range(len(kind)) if kind[k] == _K_RUNTIME}
+        sums.evidence.extend(sorted(runtime_names)[:16])
+        sums.evidence.extend({str(keys.keys[k][1]) for k in range(len(kind)) if kind[k] == _K_RUNTIME})
+        for th, only in host:
+            self._walk(th, only, dev_by_corr, dev_by_ext)
+        self.threads.clear()
+        if sums.linked:
+            sums.unlinked_ns += unlinked + sum(dev_by_corr.values()) + sum(dev_by_ext.values())
 
-        def close(frame: list[Any]) -> None:
-            own = frame[2] - frame[3]
-            only = frame[8]
-            if only is not None:
-                # torch drops an op's only child when it has the same name (e.g. a
-                # redispatched aten::div_) and lifts the child's work into the parent.
-                calls[only[0]] -= 1
-                own += only[1]
-                frame[4] = only[3]
-                frame[5] = only[4]
-            if stack:
-                parent = stack[-1]
-                parent[5] += frame[5]
-                if not frame[6] and parent[9] == 1 and parent[10] == frame[10] and not parent[6]:
-                    parent[8] = (frame[1], own, frame[2], frame[4], frame[5], False)
-                    return
-            k = frame[1]
-            if frame[6]:
-                dev_self[k] += own
-                dev_total[k] += frame[2]
-                on_device[k] = True
-            else:
-                cpu_self[k] += own
-                cpu_total[k] += frame[2]
-                dev_self[k] += frame[4]
-                dev_total[k] += frame[5]
+    def _walk(
+        self, th: _Thread, rows: Optional[list[int]], dev_by_corr: dict[int, int], dev_by_ext: dict[int, int]
+    ) -> None:
+        """Nest the host events of one timeline (torch's rule) and add up self/total and device times."""
+        ts, dur, kids, corrs, exts = th.ts, th.dur, th.kid, th.corr, th.ext
+        if rows is None:
+            n = len(ts)
+            if n == 0:
+                return
+            order: Iterable[int] = range(n)
+            if not _is_sorted(ts, dur):
+                # Parents before children: by start, then longest first (what torch sorts by).
+                idx = sorted(range(n), key=dur.__getitem__, reverse=True)
+                idx.sort(key=ts.__getitem__)
+                order = idx
+        else:
+            rows = sorted(rows, key=dur.__getitem__, reverse=True)
+            rows.sort(key=ts.__getitem__)
+            order = rows
+        sums = self.sums
+        kind, names = self.keys.kind, self.keys.names
+        calls, cpu_self, cpu_total = sums.calls, sums.cpu_self, sums.cpu_total
+        dev_self, dev_total = sums.dev_self, sums.dev_total
+        # A frame: [end, key, duration, children's duration, own device time,
+        #           device time incl. children, directly under a step (through Python frames)]
+        stack: list[list[Any]] = []
+        top_level = 0
+        steps = 0
+        linked = False
+        pop = stack.pop
 
         for i in order:
             t = ts[i]
@@ -632,100 +848,238 @@ class _Loader:
             while stack:
                 top = stack[-1]
                 if t >= top[0] or e > top[0]:
-                    stack.pop()
-                    close(top)
+                    pop()
+                    k = top[1]
+                    cpu_self[k] += top[2] - top[3]
+                    cpu_total[k] += top[2]
+                    dev_self[k] += top[4]
+                    dev_total[k] += top[5]
+                    if stack:
+                        stack[-1][5] += top[5]
                 else:
                     break
             k = kids[i]
             kd = kind[k]
-            is_dev = device_thread or kd == _K_DEVICE
-            own_dev = 0
-            link = links[i]
-            if link and not is_dev:
-                found = device_by_link.get(link)
-                if found:
-                    self.linked = True
-                    if link > 0 or not stack:
-                        own_dev = found
-                    else:
-                        # A runtime call matched by correlation: the device time belongs
-                        # to the op that made the call, the nearest enclosing op frame.
-                        target = stack[-1]
+            own = 0
+            if kd == _K_RUNTIME:
+                c = corrs[i]
+                if c and dev_by_corr:
+                    found = dev_by_corr.pop(c, 0)
+                    if found:
+                        linked = True
                         for frame in reversed(stack):
                             if kind[frame[1]] not in (_K_RUNTIME, _K_PY):
-                                target = frame
+                                frame[4] += found
+                                frame[5] += found
                                 break
-                        target[4] += found
-                        target[5] += found
+                        else:  # no op around the call (e.g. a graph launch): the call carries it
+                            own = found
+            else:
+                x = exts[i]
+                if x and dev_by_ext:
+                    own = dev_by_ext.pop(x, 0)
+                    if own:
+                        linked = True
             calls[k] += 1
+            anchored = False
             if stack:
                 parent = stack[-1]
                 parent[3] += d
-                parent[9] += 1
-                if parent[8] is not None:  # a second child: the first was not a duplicate
-                    commit(*parent[8])
-                    parent[8] = None
-                anchored = parent[7]
-                if kd == _K_OP and anchored:
-                    top_level += 1
-            else:
-                anchored = False
-            # Python frames are transparent for "called directly by the step".
-            stack.append(
-                [e, k, d, 0, own_dev, own_dev, is_dev, kd == _K_STEP or (kd == _K_PY and anchored), None, 0, names[k]]
-            )
+                if parent[6]:
+                    if kd == _K_PY:
+                        anchored = True  # Python frames are transparent for "called by the step"
+                    elif _counts_as_call(kd, names[k]):
+                        top_level += 1
+            if kd == _K_STEP:
+                anchored = True
+                steps += 1
+            stack.append([e, k, d, 0, own, own, anchored])
         while stack:
-            close(stack.pop())
-        self.top_level += top_level
+            top = pop()
+            k = top[1]
+            cpu_self[k] += top[2] - top[3]
+            cpu_total[k] += top[2]
+            dev_self[k] += top[4]
+            dev_total[k] += top[5]
+            if stack:
+                stack[-1][5] += top[5]
+        sums.top_level += top_level
+        sums.steps += steps
+        sums.linked |= linked
 
-    # -- result -----------------------------------------------------------------
-    def result(self, files: Sequence[str]) -> Trace:
-        label = _device_label(self.labels) if self.has_device else None
-        ops: list[TraceOp] = []
-        for kid, key in enumerate(self.key_list):
-            if self.calls[kid] == 0:
-                continue
-            name, _cat, dims, types, concrete = key
-            dev = self.on_device[kid]
-            if dev:
-                self_dev: Optional[float] = self.dev_self[kid] / 1000
-                total_dev: Optional[float] = self.dev_total[kid] / 1000
-            elif self.linked:
-                self_dev, total_dev = self.dev_self[kid] / 1000, self.dev_total[kid] / 1000
-            else:
-                self_dev = total_dev = None
-            flops = self.flops[kid]
-            ops.append(
-                TraceOp(
-                    name=name,
-                    on_device=dev,
-                    calls=self.calls[kid],
-                    self_cpu_us=self.cpu_self[kid] / 1000,
-                    cpu_total_us=self.cpu_total[kid] / 1000,
-                    self_device_us=self_dev,
-                    device_total_us=total_dev,
-                    input_dims=dims if isinstance(dims, tuple) else None,
-                    input_dtypes=types if _all_str(types) else None,
-                    concrete_inputs=concrete if _all_str(concrete) else None,
-                    flops=None if flops is None else int(flops),
-                )
+
+def _counts_as_call(kind: int, name: str) -> bool:
+    """Whether an op directly under a step is a top-level call, as ``session.table()`` counts them.
+
+    torch.compile records its guard check ("TorchDynamo Cache Lookup") beside
+    the compiled region: bookkeeping, not a call; the region counts once.
+    """
+    if name.startswith(_COMPILED_REGION):
+        return True
+    return kind == _K_OP and not name.startswith(_CACHE_LOOKUP)
+
+
+def _add_flops(flops_by_key: dict[int, int], kid: int, flops: Any) -> None:
+    if type(flops) is str:
+        try:
+            flops = float(flops)
+        except ValueError:
+            return
+    if type(flops) in (int, float) and 0 <= flops < float("inf"):
+        flops_by_key[kid] = flops_by_key.get(kid, 0) + int(flops)
+
+
+def _us_text(ns: int) -> str:
+    """Integer nanoseconds as the text of a µs value with three decimals."""
+    sign = "-" if ns < 0 else ""
+    whole, frac = divmod(abs(ns), 1000)
+    return f"{sign}{whole}.{frac:03d}"
+
+
+def _rank_of(path: str, metadata: Mapping[str, Any]) -> Optional[int]:
+    """The distributed rank a trace file belongs to: kineto's ``distributedInfo``, else its file name."""
+    info = metadata.get("distributedInfo")
+    if isinstance(info, dict):
+        rank = info.get("rank")
+        if type(rank) is int and rank >= 0:
+            return rank
+        if isinstance(rank, str) and rank.isdigit():
+            return int(rank)
+    m = _RANK_FILE.search(os.path.basename(path))
+    return int(m.group(1)) if m else None
+
+
+_LEFT_OUT = {
+    "s": "flow",
+    "t": "flow",
+    "f": "flow",
+    "b": "async",
+    "e": "async",
+    "n": "async",
+    "S": "async",
+    "T": "async",
+    "p": "async",
+    "F": "async",
+    "i": "instant",
+    "I": "instant",
+    "R": "mark",
+    "C": "counter",
+    "P": "sample",
+    "O": "object",
+    "N": "object",
+    "D": "object",
+    "c": "clock sync",
+    "Trace": "profiler span",
+    "gpu_user_annotation": "device copy of an annotation",
+}
+
+
+def _left_out_note(skipped: Mapping[str, int]) -> Optional[str]:
+    """Say which events are not rows and how many, e.g. "flow ('s', 'f') ×120"."""
+    if not skipped:
+        return None
+    groups: dict[str, list[str]] = {}
+    counts: dict[str, int] = {}
+    for what, n in skipped.items():
+        label = _LEFT_OUT.get(what, "unknown") if isinstance(what, str) else "unknown"
+        groups.setdefault(label, []).append(repr(what))
+        counts[label] = counts.get(label, 0) + n
+    total = sum(counts.values())
+    parts = []
+    for label in sorted(groups, key=lambda g: -counts[g]):
+        kinds = ", ".join(groups[label])
+        what = "cat" if label in ("profiler span", "device copy of an annotation") else "ph"
+        parts.append(f"{label} ({what} {kinds}) ×{counts[label]:,}")
+    return f"{total:,} event(s) are not op or kernel spans and are left out: " + "; ".join(parts)
+
+
+def _build(sums: _Sums, keys: _Keys, files: Sequence[str], *, rank: Optional[int] = None) -> Trace:
+    """Turn per-key sums into a Trace: keys with the same display name and decoded inputs are merged."""
+    sums.grow(len(keys.keys))
+    label = _device_label(sums.evidence) if sums.has_device else None
+    merged: dict[tuple[Any, ...], list[Any]] = {}
+    decoded: dict[Optional[bytes], Any] = {None: None}
+    for kid, key in enumerate(keys.keys):
+        calls = sums.calls[kid]
+        if calls == 0:
+            continue
+        _name, _cat, dims, types, concrete = key
+        for raw in (dims, types, concrete):
+            if raw not in decoded:
+                decoded[raw] = _decode_input(raw)
+        name = keys.names[kid]
+        dev = sums.on_device[kid]
+        mkey = (name, dev, decoded[dims], decoded[types], decoded[concrete])
+        flops = sums.flops.get(kid)
+        values = [
+            calls,
+            sums.cpu_self[kid],
+            sums.cpu_total[kid],
+            sums.dev_self[kid],
+            sums.dev_total[kid],
+            flops,
+        ]
+        prev = merged.get(mkey)
+        if prev is None:
+            merged[mkey] = values
+        else:
+            for i in range(5):
+                prev[i] += values[i]
+            if flops is not None:
+                prev[5] = flops + (prev[5] or 0)
+    ops: list[TraceOp] = []
+    for (name, dev, dims, types, concrete), (calls, cpu_self, cpu_total, d_self, d_total, flops) in merged.items():
+        has_dev = dev or sums.linked
+        ops.append(
+            TraceOp(
+                name=name,
+                on_device=dev,
+                calls=calls,
+                self_cpu_us=0.0 if dev else cpu_self / 1000,
+                cpu_total_us=0.0 if dev else cpu_total / 1000,
+                self_device_us=d_self / 1000 if has_dev else None,
+                device_total_us=d_total / 1000 if has_dev else None,
+                input_dims=dims if isinstance(dims, tuple) else None,
+                input_dtypes=types if _all_str(types) else None,
+                concrete_inputs=concrete if _all_str(concrete) else None,
+                flops=flops,
             )
-        notes = list(self.notes)
-        if len(files) > 1:
-            notes.append(f"summed over {len(files)} trace files")
-        if self.has_device and not self.linked and any(not o.on_device for o in ops):
-            notes.append("device events carry no link to host ops; host ops show no device time")
-        return Trace(
-            ops=tuple(ops),
-            files=tuple(files),
-            backend=label.lower() if label else "cpu",
-            device_label=label,
-            device_name=self.device_name,
-            steps=self.steps,
-            top_level_calls=self.top_level if self.steps else None,
-            events=self.events,
-            notes=tuple(notes),
         )
+    notes = list(sums.notes)
+    if len(files) > 1:
+        notes.append(f"summed over {len(files)} trace files")
+    left_out = _left_out_note(sums.skipped)
+    if left_out:
+        notes.append(left_out)
+    if sums.has_device and not sums.linked and any(not o.on_device for o in ops):
+        notes.append("device events carry no link to host ops; host ops show no device time")
+    if sums.unlinked_ns:
+        notes.append(
+            f"{sums.unlinked_ns / 1000:,.3f} µs of device time is tied to no host op in the trace "
+            "(its launch call is missing); it shows on the device rows only"
+        )
+    return Trace(
+        ops=tuple(ops),
+        files=tuple(files),
+        backend=label.lower() if label else "cpu",
+        device_label=label,
+        device_name=sums.device_name,
+        steps=sums.steps,
+        top_level_calls=sums.top_level if sums.steps else None,
+        events=sums.events,
+        notes=tuple(notes),
+        rank=rank,
+    )
+
+
+def _decode_input(raw: Optional[bytes]) -> Any:
+    """``Input Dims`` / ``Input type`` / ``Concrete Inputs`` JSON text as nested tuples (hashable)."""
+    if raw is None:
+        return None
+    try:
+        return _freeze_any(json.loads(raw))
+    except ValueError:
+        return None
 
 
 # -- helpers -------------------------------------------------------------------------
@@ -739,21 +1093,6 @@ def _is_sorted(ts: array[int], dur: array[int]) -> bool:
     if not any(map(operator.eq, ts, islice(ts, 1, None))):
         return True
     return all(dur[i] >= dur[i + 1] for i in range(len(ts) - 1) if ts[i] == ts[i + 1])
-
-
-def _freeze_dims(dims: Any) -> Any:
-    # The common case, a list of shapes (lists of ints), as one C-level pass; a
-    # tensor list or odd value raises TypeError later (unhashable) or here.
-    if type(dims) is list:
-        try:
-            return tuple(map(tuple, dims))
-        except TypeError:
-            return _freeze_any(dims)
-    return None
-
-
-def _freeze_strs(values: Any) -> Any:
-    return tuple(values) if type(values) is list else None
 
 
 def _freeze_any(value: Any) -> Any:
@@ -781,17 +1120,26 @@ def _flat_shapes(dims: Optional[tuple[Any, ...]]) -> Optional[tuple[Shape, ...]]
     return tuple(out)
 
 
-def _device_label(labels: Iterable[str]) -> str:
-    text = " ".join(labels)
-    for pattern, label in (
-        (r"neuron|\bNC\s*\d", "NEURON"),
-        (r"\bTPU\b", "TPU"),
-        (r"\bCUDA\b|\bGPU\b", "CUDA"),
-        (r"\bXPU\b", "XPU"),
-        (r"\bMTIA\b", "MTIA"),
-        (r"\bHPU\b", "HPU"),
-    ):
-        if re.search(pattern, text, re.IGNORECASE):
+# The device label, read from the trace itself: process names and labels of device
+# timelines, deviceProperties, device and runtime categories, runtime call names.
+# First match wins; nothing defaults to CUDA.
+_LABELS = (
+    (re.compile(r"ascend|\bnpu\b", re.IGNORECASE), "NPU"),
+    (re.compile(r"mtia", re.IGNORECASE), "MTIA"),
+    (re.compile(r"\btpu\b", re.IGNORECASE), "TPU"),
+    (re.compile(r"neuron|\bNC\s*\d", re.IGNORECASE), "NEURON"),
+    (re.compile(r"\bxpu", re.IGNORECASE), "XPU"),
+    (re.compile(r"\bhpu", re.IGNORECASE), "HPU"),
+    (re.compile(r"\bhip|\brocm|\bamd\b|gcnArchName", re.IGNORECASE), "HIP"),
+    (re.compile(r"\bcuda|\bcu[A-Z]|nvidia"), "CUDA"),
+    (re.compile(r"\bgpu\b", re.IGNORECASE), "GPU"),
+)
+
+
+def _device_label(evidence: Iterable[str]) -> str:
+    text = "\n".join(evidence)
+    for pattern, label in _LABELS:
+        if pattern.search(text):
             return label
     return "DEVICE"
 
