@@ -20,6 +20,7 @@ __all__ = [
     "align_columns",
     "format_shapes",
     "format_us",
+    "host_and_device_names",
     "render_csv",
     "render_html",
     "render_markdown",
@@ -59,9 +60,18 @@ class _Column:
     align_left: bool = False
 
 
+def host_and_device_names(rows: Sequence[object]) -> set[str]:
+    """Names that are both a host op and a device kernel among ``rows`` (e.g. a Triton kernel and its launcher)."""
+    host = {r.name for r in rows if not r.on_device}  # type: ignore[attr-defined]
+    return {r.name for r in rows if r.on_device and r.name in host}  # type: ignore[attr-defined]
+
+
 def _columns(table: Table) -> list[_Column]:
-    cols = [
-        _Column("Name", lambda r: r.name, align_left=True),
+    cols = [_Column("Name", lambda r: r.name, align_left=True)]
+    if host_and_device_names(table.rows):
+        # A host op and a kernel of the same name would print as identical rows.
+        cols.append(_Column("On", lambda r: "device" if r.on_device else "host", align_left=True))
+    cols += [
         _Column("Calls", lambda r: str(r.calls)),
         _Column("Self CPU (µs)", lambda r: format_us(r.self_cpu_us)),
         _Column("CPU total (µs)", lambda r: format_us(r.cpu_total_us)),
@@ -89,8 +99,17 @@ def _columns(table: Table) -> list[_Column]:
 
 
 def truncate(text: str, width: int = _NAME_WIDTH) -> str:
-    """Cut ``text`` to ``width`` characters, ending in an ellipsis when cut."""
-    return text if len(text) <= width else text[: width - 1] + "…"
+    """Shorten ``text`` to ``width`` characters by cutting its middle (``"aten::…_kernel_1"``).
+
+    Long kernel and op names differ at the end as often as at the start (template
+    arguments, ``_0``/``_1`` suffixes), so both ends are kept.
+    """
+    if len(text) <= width:
+        return text
+    if width < 3:
+        return text[:width]
+    tail = (width - 1) // 2
+    return text[: width - 1 - tail] + "…" + text[len(text) - tail :]
 
 
 def align_columns(cells: Sequence[Sequence[str]], left: Sequence[bool]) -> list[str]:

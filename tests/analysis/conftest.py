@@ -23,3 +23,15 @@ def torch_traces(tmp_path_factory: pytest.TempPathFactory) -> TorchTraces:
     """Real traces from torch.profiler on CPU (made once; torch is only needed here)."""
     pytest.importorskip("torch")
     return TorchTraces(tmp_path_factory.mktemp("torch_traces"))
+
+
+@pytest.fixture(params=["fast", "stdlib"])
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with the msgspec reader (when installed) and with the pure-Python one."""
+    if request.param == "fast":
+        pytest.importorskip("msgspec")
+    else:
+        import neuronprof.analysis._jsonstream as jsonstream
+
+        monkeypatch.setattr(jsonstream, "msgspec", None)
+    return str(request.param)

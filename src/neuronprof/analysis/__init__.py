@@ -33,7 +33,16 @@ from neuronprof.analysis.roofline import (
     device_peak,
     roofline,
 )
-from neuronprof.analysis.trace import GroupBy, Trace, TraceOp, TraceSource, find_trace_files, load_trace, summarize
+from neuronprof.analysis.trace import (
+    GroupBy,
+    Trace,
+    TraceOp,
+    TraceSource,
+    find_trace_files,
+    load_trace,
+    summarize,
+    summarize_ranks,
+)
 
 __all__ = [
     "DEVICE_PEAKS",
@@ -61,4 +70,5 @@ __all__ = [
     "op_cost",
     "roofline",
     "summarize",
+    "summarize_ranks",
 ]

@@ -28,7 +28,9 @@ def register(subparsers: Any) -> None:
         "summarize",
         help="per-operator table of a trace file or folder (no torch needed)",
         description="Print the per-operator table of a Chrome/Perfetto trace (.json, .json.gz), a "
-        "TensorBoard trace folder or a TorchNeuron output folder, as session.table() would.",
+        "TensorBoard trace folder, a multi-rank folder (rank-0.json.gz...), neuronprof's own exports or a "
+        "TorchNeuron output folder, as session.table() would; several ranks print side by side, as "
+        "session.table(ranks='all') does.",
     )
     p.add_argument("trace", help="trace file or folder")
     p.add_argument(
@@ -46,6 +48,12 @@ def register(subparsers: Any) -> None:
         choices=("name", "shape"),
         default="name",
         help="one row per op name (default) or per name and input shapes",
+    )
+    p.add_argument(
+        "--ranks",
+        choices=("auto", "all", "sum"),
+        default="auto",
+        help="traces of several ranks (rank-N files, distributedInfo): side by side (auto, all) or summed (sum)",
     )
     p.add_argument("--format", choices=("text", "markdown", "csv", "json"), default="text", help="output format")
     p.set_defaults(func=_guarded(_summarize))
@@ -167,7 +175,21 @@ def _summarize(args: argparse.Namespace) -> int:
     from neuronprof.analysis.trace import load_trace
     from neuronprof.render import render_csv, render_markdown, render_text
 
-    table = load_trace(args.trace).table(args.sort, limit=args.limit, device_only=args.device_only, group_by=args.by)
+    trace = load_trace(args.trace)
+    if trace.ranks and args.ranks != "sum" or args.ranks == "all":
+        from neuronprof.analysis.render import render_rank_csv, render_rank_json, render_rank_markdown
+        from neuronprof.render import render_rank_table
+
+        ranks = trace.rank_table(args.sort, group_by=args.by)
+        rank_renderers: dict[str, Callable[[Any], str]] = {
+            "text": lambda t: render_rank_table(t, row_limit=args.limit),
+            "markdown": lambda t: render_rank_markdown(t, limit=args.limit),
+            "csv": lambda t: render_rank_csv(t, limit=args.limit),
+            "json": lambda t: render_rank_json(t, limit=args.limit),
+        }
+        _emit(rank_renderers[args.format](ranks))
+        return 0
+    table = trace.table(args.sort, limit=args.limit, device_only=args.device_only, group_by=args.by)
     renderers: dict[str, Callable[[Any], str]] = {
         "text": render_text,
         "markdown": render_markdown,

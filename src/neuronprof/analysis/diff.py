@@ -190,6 +190,8 @@ class TraceDiff:
             "per_step": self.per_step,
             "notes": list(self.notes),
             "total_rows": len(self.rows),
+            "total_a_us": self.total_a_us,
+            "total_b_us": self.total_b_us,
             "rows": [r.to_dict() for r in _first(self.rows, limit)],
         }
 
