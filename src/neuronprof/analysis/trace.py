@@ -279,7 +279,18 @@ def find_trace_files(path: Union[str, os.PathLike[str]]) -> list[str]:
         ("neuronprof_*.json", "neuronprof_*.json.gz"),
         ("trace.json", "trace.json.gz"),
         ("*_pid_*/*/trace.json", "*_pid_*/*/trace.json.gz", "*_pid_*/trace.json", "*_pid_*/trace.json.gz"),
-        ("**/*.pt.trace.json", "**/*.pt.trace.json.gz", "**/trace.json", "**/trace.json.gz"),
+        (
+            "**/*.pt.trace.json",
+            "**/*.pt.trace.json.gz",
+            "**/rank-*.json",
+            "**/rank-*.json.gz",
+            "**/rank_*.json",
+            "**/rank_*.json.gz",
+            "**/neuronprof_*.json",
+            "**/neuronprof_*.json.gz",
+            "**/trace.json",
+            "**/trace.json.gz",
+        ),
     )
     for group in patterns:
         found: set[str] = set()
