@@ -143,7 +143,9 @@ class _Writer:
         for k in node.kernels:
             # Correlation mode: the kernel's External id is its correlation id (as 2022-23
             # kineto wrote it), which clashes with some op's own External id.
-            kargs = {"correlation": corr, "External id": corr} if self.link == "correlation" else {"External id": op_ext}
+            kargs: dict[str, int] = {"External id": op_ext}
+            if self.link == "correlation":
+                kargs = {"correlation": corr, "External id": corr}
             self._event(k.name, "kernel", 0, k.stream, start + k.offset, k.dur, {"stream": k.stream, **kargs})
             krow = self.expected.kernels[k.name]
             krow[0] += 1
