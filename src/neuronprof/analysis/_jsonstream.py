@@ -325,7 +325,7 @@ class EventStream:
 # file the fast path cannot read, the stdlib ``EventStream`` above is used: it is
 # slower, and it is what reports precise errors for malformed files.
 
-_FAST_CHUNK = 8 << 20
+_FAST_CHUNK = 4 << 20
 _TRACE_EVENTS_KEY = b'"traceEvents"'
 _COMMA_AFTER = re.compile(rb"[ \t\n\r]*,")
 _OPEN_ARRAY = re.compile(rb"[ \t\n\r]*:[ \t\n\r]*\[")
@@ -573,7 +573,7 @@ class TraceReader:
                 if m is None or m.end() >= len(buf):
                     continue
                 try:
-                    batch = _BATCH.decode(b"[" + buf[pos : brace + 1] + b"]")
+                    batch = _BATCH.decode(b"".join((b"[", memoryview(buf)[pos : brace + 1], b"]")))
                 except msgspec.ValidationError:
                     raise
                 except msgspec.DecodeError:
