@@ -117,3 +117,41 @@ def test_bad_utf8_and_bad_gzip(tmp_path: Path) -> None:
     corrupt.write_bytes(b"\x1f\x8b" + b"\x00" * 40)
     with pytest.raises(TraceError, match="gzip"):
         _read(corrupt)
+
+
+def _fields(events: list) -> list[tuple]:
+    def raw(v: object) -> object:
+        return None if v is None else json.loads(bytes(v))  # type: ignore[call-overload]
+
+    out = []
+    for e in events:
+        a = e.args
+        args = None if a is None else (a.correlation, a.ext, a.ext_lower, raw(a.dims), raw(a.types), a.name, a.labels)
+        out.append((e.ph, e.name, e.cat, e.pid, e.tid, e.ts, e.dur, args))
+    return out
+
+
+@pytest.mark.parametrize("chunk", [16, 61, 4096])
+@pytest.mark.parametrize("indent", [None, 2])
+def test_fast_reader_cuts_pieces_at_event_boundaries_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, indent
+) -> None:
+    pytest.importorskip("msgspec")
+    import neuronprof.analysis._jsonstream as jsonstream
+
+    tricky = [
+        {"ph": "X", "name": 'a"}, {"b', "ts": 1.5, "dur": 2, "args": {"grid": [{"x": 1}, {"y": 2}], "s": "},{" * 9}},
+        {"ph": "X", "name": "big", "ts": "17.125", "dur": 1e-3, "args": {"Input Dims": [[2, 3], []], "s": "x" * 500}},
+    ]
+    data = {"traceName": "traceEvents", "traceEvents": cuda_trace_events() + tricky, "after": [1, {"a": 2}]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(data, indent=indent))
+    monkeypatch.setattr(jsonstream, "_FAST_CHUNK", chunk)
+    fast = jsonstream.TraceReader(str(path), fast=True)
+    slow = jsonstream.TraceReader(str(path), fast=False)
+    fast_events = [e for batch in fast.batches() for e in batch]
+    slow_events = [e for batch in slow.batches() for e in batch]
+    assert _fields(fast_events) == _fields(slow_events)
+    assert len(fast_events) == len(data["traceEvents"]) == fast.events
+    assert fast.metadata == slow.metadata == {"traceName": "traceEvents", "after": [1, {"a": 2}]}
+    assert fast_events[-1].ts == "17.125" and fast_events[-2].ts == "1.5"  # numbers with a fraction stay text

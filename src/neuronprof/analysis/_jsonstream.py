@@ -558,12 +558,14 @@ class TraceReader:
         # inside a string or a nested value leaves invalid JSON (an unterminated
         # string or an unclosed bracket), so a piece that decodes was cut right;
         # one that does not is cut again earlier.
+        need = _FAST_CHUNK
         while True:
-            while not eof and len(buf) - pos < _FAST_CHUNK:
+            while not eof and len(buf) - pos < need:
                 more()
             if eof:
                 break
             end = len(buf)
+            cut = -1
             for _ in range(_SPLIT_TRIES):
                 brace = buf.rfind(b"}", pos, end)
                 if brace < 0:
@@ -578,15 +580,18 @@ class TraceReader:
                     raise
                 except msgspec.DecodeError:
                     continue
-                self.events += len(batch)
-                yield batch
-                pos = m.end()
+                cut = m.end()
                 break
-            else:
-                raise FastPathFailed("no event boundary")
-            if brace < 0:
-                raise FastPathFailed("no event boundary")
-            buf = buf[pos:]
+            if cut < 0:
+                # No boundary in reach (one very large event): read further and try again.
+                if len(buf) - pos > _MAX_HEAD:
+                    raise FastPathFailed("no event boundary")
+                need = len(buf) - pos + _FAST_CHUNK
+                continue
+            need = _FAST_CHUNK
+            self.events += len(batch)
+            yield batch
+            buf = buf[cut:]
             pos = 0
 
         # The tail: the last events, the closing bracket and the members after them.

@@ -1,0 +1,63 @@
+"""A real torch.profiler trace with device events (the PrivateUse1 test plugin, as TorchNeuron's):
+the offline table agrees with the live ``s.table()``.
+
+The device times are the test plugin's, not a Trainium's.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from neuronprof.analysis import load_trace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backends"))
+
+from run_in_subprocess import check, result, run_script  # noqa: E402
+
+_SCRIPT = """
+import torch, neuronprof
+lin = torch.nn.Linear(16, 16)
+x = torch.randn(8, 16)
+with neuronprof.session(output_dir={out!r}, wait=0, warmup=1, active=2) as s:
+    for _ in s.steps():
+        lin(x).relu().sum()
+t = s.table(row_limit=None)
+path = s.export()
+report(dict(
+    path=str(path), label=t.device_label, steps=t.steps, top=t.top_level_calls,
+    rows=[[r.name, r.on_device, r.calls, r.self_cpu_us, r.self_device_us] for r in t.rows],
+))
+"""
+
+
+def test_offline_table_of_a_neuron_trace_agrees_with_the_live_table(tmp_path: Path) -> None:
+    live = result(check(run_script(_SCRIPT.format(out=str(tmp_path)), backend="neuron")))
+    trace = load_trace(live["path"])
+    assert trace.device_label == live["label"] == "NEURON"
+    assert (trace.steps, trace.top_level_calls) == (live["steps"], live["top"])
+    offline = {(r.name, r.on_device): r for r in trace.rows()}
+    kernels = [row for row in live["rows"] if row[1]]
+    assert kernels, "the plugin recorded no kernels"
+    folded = 0
+    for name, on_device, calls, self_cpu, self_device in live["rows"]:
+        row = offline[(name, on_device)]
+        # Trace times are µs with three decimals; torch's come from integer ns.
+        tolerance = 0.002 * row.calls + 1e-9
+        if row.calls != calls:
+            # key_averages() folds an op's only same-name child into it (aten::sum) and
+            # keeps only the child's kernels: the trace counts both calls and both kernels.
+            folded += 1
+            assert not on_device and row.calls > calls, name
+            assert (row.self_device_us or 0) >= (self_device or 0) - tolerance, name
+            continue
+        assert row.self_cpu_us == pytest.approx(self_cpu, abs=tolerance), name
+        assert row.self_device_us == pytest.approx(self_device or 0, abs=tolerance), name
+    assert folded <= 1
+    # Every kernel is a row in both, with the same time: nothing lost, nothing counted twice.
+    live_kernels = sum(row[4] for row in live["rows"] if row[1])
+    assert sum(r.self_device_us or 0 for r in trace.rows() if r.on_device) == pytest.approx(live_kernels, abs=0.05)
+    host_direct = sum(r.self_device_us or 0 for r in trace.rows() if not r.on_device)
+    assert host_direct == pytest.approx(live_kernels, abs=0.05)  # each kernel's time on exactly one host op
