@@ -10,8 +10,8 @@ import csv
 import dataclasses
 import html
 import io
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Callable, Optional
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 if TYPE_CHECKING:
     from neuronprof.model import OpRow, RankTable, Shape, Table
@@ -60,10 +60,15 @@ class _Column:
     align_left: bool = False
 
 
-def host_and_device_names(rows: Sequence[object]) -> set[str]:
-    """Names that are both a host op and a device kernel among ``rows`` (e.g. a Triton kernel and its launcher)."""
-    host = {r.name for r in rows if not r.on_device}  # type: ignore[attr-defined]
-    return {r.name for r in rows if r.on_device and r.name in host}  # type: ignore[attr-defined]
+def host_and_device_names(rows: Iterable[Any]) -> set[str]:
+    """Names that are both a host op and a device kernel among ``rows`` (e.g. a Triton kernel and its launcher).
+
+    Args:
+        rows: Rows with ``name`` and ``on_device`` ([`OpRow`][neuronprof.OpRow], diff rows).
+    """
+    rows = list(rows)
+    host = {r.name for r in rows if not r.on_device}
+    return {r.name for r in rows if r.on_device and r.name in host}
 
 
 def _columns(table: Table) -> list[_Column]:

@@ -655,10 +655,11 @@ class _FileReader:
                         flops = a.flops
                         if flops is not None:
                             _add_flops(flops_by_key, kid, flops)
-                        if kinds[kid] == _K_RUNTIME:
+                        kd = kinds[kid]
+                        if kd == _K_RUNTIME:
                             if corr:
                                 runtime_corr.add(corr)
-                        elif kinds[kid] == _K_DEVICE and type(a.device_type) is str:
+                        elif kd == _K_DEVICE and type(a.device_type) is str:
                             self.sums.evidence.append(a.device_type)
                     pid = ev.pid
                     tid = ev.tid
