@@ -83,6 +83,26 @@ def test_neuronprof_command_summarize_never_imports_torch(cuda_trace: Path) -> N
     assert "Traceback" not in result.stderr
 
 
+def test_summarize_without_msgspec_uses_the_pure_python_reader(cuda_trace: Path) -> None:
+    result = _run_without_torch(
+        f"""
+        class _NoMsgspec:
+            def find_spec(self, name, path=None, target=None):
+                if name == "msgspec" or name.startswith("msgspec."):
+                    raise ImportError("msgspec is blocked in this test")
+                return None
+
+        sys.meta_path.insert(0, _NoMsgspec())
+        from neuronprof.cli import main
+        code = main(["summarize", {str(cuda_trace)!r}, "--format", "json"])
+        assert "msgspec" not in sys.modules and "torch" not in sys.modules
+        print("code", code)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert "code 0" in result.stdout and '"sm90_gemm_bf16"' in result.stdout
+
+
 def test_summarize_formats(cuda_trace: Path, capsys) -> None:
     assert analysis_main(["summarize", str(cuda_trace), "--limit", "2"]) == 0
     text = capsys.readouterr().out
