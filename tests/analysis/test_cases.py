@@ -176,6 +176,8 @@ def test_device_label_is_read_from_the_trace_never_defaulted(tmp_path: Path) -> 
     assert label([gpu, runtime("zeKernel", "xpu_runtime"), kernel]) == "XPU"
     assert label([gpu, kernel]) == "GPU"
     assert label([kernel]) == "DEVICE"
+    assert label([kernel], deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]) == "CUDA"
+    assert label([kernel], deviceProperties=[{"id": 0, "name": "AMD Instinct MI300X"}]) == "HIP"
     assert label([kernel], deviceProperties=[{"id": 0, "name": "MTIA-chip"}]) == "MTIA"
     tpu = {"ph": "M", "name": "process_name", "pid": 3, "args": {"name": "/device:TPU:0"}}
     assert label([tpu, op("fusion", 0, 5, cat="", pid=3)]) == "TPU"

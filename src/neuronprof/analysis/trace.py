@@ -1143,7 +1143,7 @@ _LABELS = (
     (re.compile(r"\bxpu", re.IGNORECASE), "XPU"),
     (re.compile(r"\bhpu", re.IGNORECASE), "HPU"),
     (re.compile(r"\bhip|\brocm|\bamd\b|gcnArchName", re.IGNORECASE), "HIP"),
-    (re.compile(r"\bcuda|\bcu[A-Z]|nvidia"), "CUDA"),
+    (re.compile(r"\bcuda|\bcu[A-Z]|(?i:nvidia)"), "CUDA"),
     (re.compile(r"\bgpu\b", re.IGNORECASE), "GPU"),
 )
 
