@@ -48,13 +48,16 @@ import statistics
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Callable, Literal, Optional, TextIO, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TextIO, Union
 
 from typing_extensions import TypedDict, Unpack
 
 from neuronprof._session import PathLike, Session, _active_session, _profiler_running
 from neuronprof.errors import SessionStateError, VariantError
 from neuronprof.model import Comparison, ComparisonRow, Table
+
+if TYPE_CHECKING:
+    from neuronprof.analysis.insights import Insights
 
 __all__ = ["Phase", "SessionOptions", "VariantError", "compare"]
 
@@ -240,13 +243,15 @@ def _per_step(table: Table) -> tuple[Optional[float], Optional[float]]:
     return cpu, sum(r.self_device_us or 0.0 for r in kernels) / table.steps
 
 
-def _profile(name: str, fn: Callable[..., Any], args: Sequence[Any], session_kwargs: Mapping[str, Any]) -> Table:
+def _profile(
+    name: str, fn: Callable[..., Any], args: Sequence[Any], session_kwargs: Mapping[str, Any]
+) -> tuple[Table, Insights]:
     s = Session(**session_kwargs)
     # _blame is the inner context: the session is closed before the VariantError leaves.
     with s, _blame(name, "profiling"):
         for _ in s.steps():
             fn(*args)
-    return s.table(row_limit=None)
+    return s.table(row_limit=None), s.insights()
 
 
 def compare(
@@ -338,6 +343,7 @@ def compare(
     calls: dict[str, int] = {}
     samples: dict[str, list[float]] = {label: [] for label in labels}
     results: dict[str, Table] = {}
+    found: dict[str, Insights] = {}
     try:
         for index, (label, fn) in enumerate(items, 1):
             progress(f"[{index}/{count}] {label}: first call (compilation, if any)")
@@ -362,7 +368,7 @@ def compare(
             # The profiler's own start-up lines go to the same terminal; a finished
             # line keeps them from being glued to the status.
             progress(f"[{index}/{count}] {label}: profiling", keep=True)
-            results[label] = _profile(label, fn, args, session_kwargs)
+            results[label], found[label] = _profile(label, fn, args, session_kwargs)
     finally:
         progress.clear()
 
@@ -388,6 +394,7 @@ def compare(
                 table=table,
                 wall_samples_us=tuple(wall),
                 calls_per_sample=calls[label],
+                insights=found[label],
             )
         )
         if min(wall) > 0 and max(wall) / min(wall) > _NOISY_SPREAD:
