@@ -775,7 +775,9 @@ def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
     2. on a profile with device time, the copy is *implicit*, made inside a
        compute op the step calls directly (``aten::add`` → ``aten::to`` →
        ``aten::_to_copy`` → ``aten::copy_``), and it launched device work: a host
-       value (a Python scalar, a CPU tensor) brought to the device for that op.
+       value (a Python scalar, a CPU tensor) brought to the device for that op,
+       reported as host→device. With ``record_shapes=True`` a 0-dim source is named
+       as a Python scalar or CPU scalar.
 
     Device memcpys not under any copy op (e.g. inside ``aten::nonzero``) count under
     rule 1 too, with the op that launched them as the cause. Copies inside the
@@ -801,8 +803,8 @@ def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
             cost = dev if dev else node.dur
             cause_name = cause.name if cause is not None else _outer_wrapper(node).name
             scalar = _is_scalar_source(node)
-            if scalar and direction is None:
-                direction = "host→device"  # a 0-dim source is a host value: a Python scalar or CPU scalar
+            if direction is None and not certain:
+                direction = "host→device"  # rule 2: a host value brought to the device for its op
             tally.add((cause_name, direction), cost, (_dtype_pair(node), scalar, bool(dev)))
         # Memcpys the host ops above did not claim (launched by other ops).
         for node in step.node.walk():
