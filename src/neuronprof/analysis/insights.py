@@ -666,7 +666,8 @@ class _Profile:
         return _clip(self.device_busy, s.start, s.end)
 
     def host_busy_in(self, s: _Step) -> list[tuple[int, int]]:
-        return _union((n.ev.start_ns, n.ev.end_ns) for n in s.top)
+        # A synchronising op's time is spent waiting for the device, not launching work.
+        return _union((n.ev.start_ns, n.ev.end_ns) for n in s.top if n.name not in SYNC_OPS)
 
 
 def _per_step(total_ns: float, n: int) -> float:
@@ -930,7 +931,7 @@ def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Option
     Per step, the window runs from the start of ``ProfilerStep#N`` to the later of
     its end and the end of its device work. *Device busy* is the union of every
     device event inside the window; *host in ops* is the union of the ops the step
-    calls directly.
+    calls directly, except the synchronising ones (their time is spent waiting).
 
     * ``idle_device`` fires when the device is idle for at least ``IDLE_SHARE``
       (50 %) of the mean step; it lists the ``GAPS_SHOWN`` largest gaps between two
@@ -1035,9 +1036,14 @@ _FUSED_FORMS: tuple[tuple[str, frozenset[str], str], ...] = (
 )
 
 
+def _is_attention(names: Sequence[str], before: Optional[str], after: Optional[str]) -> bool:
+    """A softmax (with its scaling and masking) between two matmuls: attention written by hand."""
+    return bool({"aten::softmax", "aten::_softmax"} & set(names)) and before in MATMUL_OPS and after in MATMUL_OPS
+
+
 def _chain_suggestion(names: Sequence[str], before: Optional[str], after: Optional[str]) -> str:
     present = set(names)
-    if {"aten::softmax", "aten::_softmax"} & present and before in MATMUL_OPS and after in MATMUL_OPS:
+    if _is_attention(names, before, after):
         return "torch.nn.functional.scaled_dot_product_attention: one fused attention op"
     if len(names) == 1 and before in MATMUL_OPS and names[0] in ("aten::add", "aten::add_"):
         return "torch.addmm(bias, x, w) or nn.Linear: the bias add fused into the matmul"
@@ -1053,13 +1059,14 @@ def _chains(p: _Profile) -> list[Finding]:
     Rule: a run of at least ``CHAIN_MIN_OPS`` (3) ops called directly by the step,
     one after another, each elementwise or a normalisation's small reduction
     (``ELEMENTWISE_OPS``: ``add``, ``mul``, ``pow``, ``mean``, ``rsqrt``, ``softmax``...);
-    also a matmul followed by a bias ``add`` (which ``addmm`` fuses). Ops inside a
+    also a matmul followed by a bias ``add`` (which ``addmm`` fuses), and any run
+    holding a softmax between two matmuls (attention). Ops inside a
     library op (``aten::rms_norm``'s own decomposition) or a compiled region are not
     the caller's to fuse and never count. The suggestion names the fused op when the
     chain matches one (``rms_norm``, ``layer_norm``, ``scaled_dot_product_attention``,
     ``addmm``), else ``torch.compile``. Time at stake: the chain's device time minus
-    its longest op's (one fused pass remains), or the same on host time without
-    device time.
+    its longest op's (one fused pass remains; for a bias add, the add's whole time),
+    or the same on host time without device time.
     """
     tally = _Tally()
     for step in p.steps:
@@ -1076,10 +1083,12 @@ def _chains(p: _Profile) -> list[Finding]:
             before = tops[i - 1].name if i > 0 else None
             after = tops[j].name if j < len(tops) else None
             addmm = len(run) == 1 and before in MATMUL_OPS and run[0].name in ("aten::add", "aten::add_")
-            if len(run) >= CHAIN_MIN_OPS or addmm:
+            attention = _is_attention([n.name for n in run], before, after)
+            if len(run) >= CHAIN_MIN_OPS or addmm or attention:
                 names = tuple(n.name for n in run)
                 costs = [n.device_ns() for n in run] if p.has_device_time else [n.dur for n in run]
-                stake = sum(costs) - max(costs)
+                # One fused pass remains; a fused bias add costs nothing extra.
+                stake = sum(costs) if addmm else sum(costs) - max(costs)
                 gap_ns = 0
                 if p.has_device_time:
                     merged = _union((d.start_ns, d.end_ns) for n in run for m in n.walk() for d in m.device)
@@ -1107,6 +1116,11 @@ def _chains(p: _Profile) -> list[Finding]:
         if len(names) == 1:
             title = f"{before} then {names[0]}: an unfused bias add"
             ops = (str(before), *names)
+            detail = f"the bias is added in a second pass over the matmul's output; {label} time shown"
+        elif _is_attention(names, before, after):
+            title = "Attention written as matmul, softmax, matmul: one fused op exists"
+            ops = (str(before), *names, str(after))
+            detail = f"the seq × seq scores go through memory between {len(names) + 2} ops; {label} time shown"
         else:
             title = f"{len(names)} elementwise ops in a row could be one fused op"
             ops = names
