@@ -27,6 +27,7 @@ import dataclasses
 import json
 import os
 import re
+from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -612,7 +613,14 @@ def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def _clip(intervals: Sequence[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
-    return [(max(s, lo), min(e, hi)) for s, e in intervals if e > lo and s < hi]
+    """The parts of sorted, disjoint ``intervals`` inside ``[lo, hi)``."""
+    out = []
+    for s, e in intervals:
+        if s >= hi:
+            break
+        if e > lo:
+            out.append((max(s, lo), min(e, hi)))
+    return out
 
 
 class _Profile:
@@ -651,6 +659,7 @@ class _Profile:
                 for d in m.device:
                     s.end = max(s.end, d.end_ns)
         self.device_busy = _union((d.start_ns, d.end_ns) for d in tl.device)
+        self._busy_ends = [e for _, e in self.device_busy]
         self.has_device_time = bool(self.device_busy)
         self.has_device = tl.device_label is not None or self.has_device_time
         self.n = len(self.steps)
@@ -663,7 +672,9 @@ class _Profile:
         return sum(self.step_ns(s) for s in self.steps) / self.n if self.n else 0.0
 
     def busy_in(self, s: _Step) -> list[tuple[int, int]]:
-        return _clip(self.device_busy, s.start, s.end)
+        # The merged intervals are sorted and disjoint: their ends are sorted too.
+        first = bisect_right(self._busy_ends, s.start)
+        return _clip(self.device_busy[first:], s.start, s.end)
 
     def host_busy_in(self, s: _Step) -> list[tuple[int, int]]:
         # A synchronising op's time is spent waiting for the device, not launching work.
@@ -955,10 +966,14 @@ def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Option
         for d in node.device:
             owner[(d.start_ns, d.end_ns)] = node.name
     dev_sorted = sorted(p.tl.device, key=lambda d: d.start_ns)
+    starts = [d.start_ns for d in dev_sorted]
+    longest = max((d.end_ns - d.start_ns for d in dev_sorted), default=0)
     for st in p.steps:
         busy = p.busy_in(st)
         busy_ns += sum(e - s for s, e in busy)
-        events = [d for d in dev_sorted if d.end_ns > st.start and d.start_ns < st.end]
+        # Only events starting within one longest duration before the window can overlap it.
+        lo, hi = bisect_left(starts, st.start - longest), bisect_left(starts, st.end)
+        events = [d for d in dev_sorted[lo:hi] if d.end_ns > st.start]
         for a, b in zip(events, events[1:]):
             gap = b.start_ns - a.end_ns
             if gap > 0:
