@@ -34,8 +34,10 @@ How the figures are measured, so that they can be trusted side by side:
    in machine speed (thermal throttling, a neighbour's job) spreads over all
    variants instead of penalising one.
 4. **Profile.** One profiled session per variant, all with the same
-   configuration, gives the op count and self CPU / device time per step, and
-   the variant's full [`Table`][neuronprof.Table].
+   configuration, gives the op count and self CPU / device time per step, the
+   variant's full [`Table`][neuronprof.Table] and its findings
+   ([`Session.insights`][neuronprof.Session.insights]); the printed comparison
+   ends with the findings that differ between variants.
 """
 
 from __future__ import annotations
