@@ -355,6 +355,24 @@ def test_cuda_memcpy_names_direction_and_cause() -> None:
     assert "dtype_conversion" not in ins.kinds()
 
 
+@pytest.mark.parametrize("shapes", [True, False])
+def test_autocast_cast_on_the_device_is_a_conversion_not_a_copy(shapes: bool) -> None:
+    recorded = {"input_shapes": ((4096, 4096), (4096, 4096)), "input_dtypes": ("c10::Half", "float")}
+    host = _step(
+        HostEvent("aten::linear", 1_000, 90_000, ext_id=1),
+        HostEvent("aten::to", 2_000, 40_000, ext_id=2),
+        HostEvent("aten::_to_copy", 3_000, 39_000, ext_id=3),
+        HostEvent("aten::copy_", 4_000, 38_000, ext_id=4, **(recorded if shapes else {})),
+        HostEvent("aten::mm", 41_000, 80_000, ext_id=5),
+    )
+    device = (DeviceEvent("cast_kernel", 10_000, 30_000, ext_id=4), DeviceEvent("gemm", 81_000, 99_000, ext_id=5))
+    ins = analyze(Timeline(host, device, "cuda", "CUDA"))
+    assert "host_device_copy" not in ins.kinds()
+    conv = only(ins, "dtype_conversion")
+    assert conv.evidence.ops[0] == "aten::linear"
+    assert ("float → c10::Half" in conv.evidence.detail) == shapes
+
+
 def test_runtime_synchronize_inside_the_step_but_not_the_loops_own() -> None:
     host = _step(
         HostEvent("aten::add", 1_000, 5_000),

@@ -786,10 +786,11 @@ def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
        in the step (device-to-device copies excepted); or
     2. on a profile with device time, the copy is *implicit*, made inside a
        compute op the step calls directly (``aten::add`` → ``aten::to`` →
-       ``aten::_to_copy`` → ``aten::copy_``), and it launched device work: a host
-       value (a Python scalar, a CPU tensor) brought to the device for that op,
-       reported as host→device. With ``record_shapes=True`` a 0-dim source is named
-       as a Python scalar or CPU scalar.
+       ``aten::_to_copy`` → ``aten::copy_``), it launched device work, and its
+       source is a host value: a 0-dim tensor (a Python scalar or CPU scalar) when
+       shapes were recorded, else a copy made for an elementwise op (where Python
+       scalars meet device tensors). Reported as host→device. Other implicit copies
+       (autocast's casts for a matmul) are dtype conversions.
 
     Device memcpys not under any copy op (e.g. inside ``aten::nonzero``) count under
     rule 1 too, with the op that launched them as the cause. Copies inside the
@@ -807,7 +808,7 @@ def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
                 continue
             certain, device_work, direction = _copy_evidence(node)
             cause = _cause(node)
-            implicit = cause is not None and _top_of(cause, step) is cause
+            implicit = cause is not None and _top_of(cause, step) is cause and _host_source(node, cause)
             if not (certain or (p.has_device_time and device_work and implicit)):
                 continue
             claimed.add(id(node))
@@ -858,6 +859,19 @@ def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
             )
         )
     return findings, claimed
+
+
+def _host_source(copy: _Node, cause: _Node) -> bool:
+    """Whether an implicit copy brings a host value to the device (rule 2 of ``_copies``).
+
+    With recorded shapes: the source is 0-dim (a Python scalar or a CPU scalar tensor).
+    Without them: the copy is made for an elementwise op, where Python scalars meet
+    device tensors; casts made for a matmul (autocast's) are device-side conversions.
+    """
+    scalar = _is_scalar_source(copy)
+    if scalar is not None:
+        return scalar
+    return cause.name in ELEMENTWISE_OPS
 
 
 def _claimed_ancestor(node: _Node, claimed: set[int]) -> bool:
