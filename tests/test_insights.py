@@ -373,6 +373,24 @@ def test_autocast_cast_on_the_device_is_a_conversion_not_a_copy(shapes: bool) ->
     assert ("float → c10::Half" in conv.evidence.detail) == shapes
 
 
+def test_copy_to_the_host_is_a_copy_and_a_sync() -> None:
+    host = _step(
+        HostEvent("aten::mm", 1_000, 5_000, ext_id=1),
+        HostEvent("aten::to", 6_000, 60_000, ext_id=2),
+        HostEvent("aten::_to_copy", 7_000, 59_000, ext_id=3),
+        HostEvent("aten::copy_", 8_000, 58_000, ext_id=4),
+        HostEvent("cudaMemcpyAsync", 9_000, 57_000, category="runtime", ext_id=4, correlation=50),
+    )
+    device = (
+        DeviceEvent("gemm", 5_000, 50_000, ext_id=1),
+        DeviceEvent("Memcpy DtoH (Device -> Pageable)", 50_000, 56_000, "memcpy", correlation=50),
+    )
+    ins = analyze(Timeline(host, device, "cuda", "CUDA"))
+    assert only(ins, "host_device_copy").title == "aten::to copies data device→host in every step"
+    sync = only(ins, "hidden_sync")
+    assert sync.evidence.ops == ("aten::to", "aten::copy_") and "device→host copy" in sync.evidence.detail
+
+
 def test_runtime_synchronize_inside_the_step_but_not_the_loops_own() -> None:
     host = _step(
         HostEvent("aten::add", 1_000, 5_000),

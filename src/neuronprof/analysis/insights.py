@@ -897,8 +897,10 @@ def _syncs(p: _Profile) -> list[Finding]:
 
     Rule: an op whose result the host must read (``aten::item``,
     ``aten::_local_scalar_dense``, ``aten::nonzero``, ``aten::masked_select``, the
-    ``unique`` family; see ``SYNC_OPS``), counted once at its outermost call, or a
-    runtime call named ``*Synchronize*`` (``cudaStreamSynchronize``) inside an op,
+    ``unique`` family; see ``SYNC_OPS``), counted once at its outermost call; a
+    device→host copy (``.cpu()``, ``.tolist()``: a ``Memcpy DtoH`` under
+    ``aten::copy_``); or a runtime call named ``*Synchronize*``
+    (``cudaStreamSynchronize``) inside an op,
     or outside any op except the last one of the step (the loop's own end-of-step
     synchronisation). Only on profiles with a device (on the CPU there is nothing
     to wait for). Threshold: any occurrence. Time at stake: the host time of the
@@ -913,8 +915,15 @@ def _syncs(p: _Profile) -> list[Finding]:
             if node.name in SYNC_OPS:
                 if node.parent is not None and _in_sync_op(node.parent):
                     continue
-                cause = node.name
-                tally.add(cause, node.dur)
+                tally.add(node.name, node.dur)
+            elif node.name in COPY_OPS and not (node.parent is not None and node.parent.name in COPY_OPS):
+                certain, _, direction = _copy_evidence(node)
+                waits = any(n.ev.category == "runtime" and _SYNC_RUNTIME.search(n.name) for n in node.walk())
+                # A synchronise call inside the copy is counted below, by its own name.
+                if certain and direction == "device→host" and not waits and not _in_sync_op(node):
+                    made_for = _cause(node)
+                    source = made_for.name if made_for is not None else _outer_wrapper(node).name
+                    tally.add(f"{source} → aten::copy_", node.dur, "a device→host copy")
             elif node.ev.category == "runtime" and _SYNC_RUNTIME.search(node.name):
                 parent = node.parent
                 while parent is not None and parent.ev.category not in ("op", "step"):
@@ -938,7 +947,8 @@ def _syncs(p: _Profile) -> list[Finding]:
                     calls / p.n,
                     us,
                     _share(us, step_us),
-                    "the host stops launching work until the device has finished everything queued",
+                    ("a device→host copy (.cpu(), .tolist(), printing a tensor): " if name in tally.extra else "")
+                    + "the host stops launching work until the device has finished everything queued",
                 ),
                 estimated_us=us,
                 suggestion=(
