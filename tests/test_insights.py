@@ -456,6 +456,9 @@ def test_advise_refuses_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[
     bad.write_text('{"traceEvents": [{"ph": "X", "name": "a"}]}')
     assert analysis_main(["advise", str(bad)]) == 2
     assert "advise" in capsys.readouterr().err
+    bad.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 5, "dur": -1}]}')
+    assert analysis_main(["advise", str(bad)]) == 2
+    assert "negative duration" in capsys.readouterr().err
 
 
 def test_advise_renders_text_and_markdown(tmp_path: Path, xw: Any, capsys: pytest.CaptureFixture[str]) -> None:
@@ -666,3 +669,17 @@ def test_offline_feeder_gives_the_engine_the_same_profile(
         assert f.estimated_us is None or f.estimated_us >= 0
         share = f.evidence.share_of_step
         assert share is None or 0 <= share <= 1
+
+
+def test_every_cycle_and_every_option(tmp_path: Path, xw: Any) -> None:
+    # Python frames (with_stack) are transparent; memory events are not ops; every cycle counts.
+    x, w = xw
+    with neuronprof.session(
+        output_dir=tmp_path, wait=0, warmup=1, active=1, repeat=2, with_stack=True, profile_memory=True
+    ) as s:
+        for _ in s.steps():
+            rmsnorm_naive(x, w)
+    ins = s.insights()
+    assert ins.steps == 2
+    assert only(ins, "unfused_chain").evidence.ops == NAIVE_CHAIN
+    assert only(ins, "unfused_chain").evidence.calls_per_step == 1

@@ -1538,6 +1538,8 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
             name, cat, ts, dur = ev.get("name"), ev.get("cat"), ev.get("ts"), ev.get("dur")
             if not isinstance(name, str) or not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)):
                 raise TraceError(f"{f}: event #{index} is not a complete event with name, ts and dur")
+            if dur < 0:
+                raise TraceError(f"{f}: event #{index} ({name!r}) has a negative duration ({dur})")
             cat = cat if isinstance(cat, str) else ""
             if cat in ("Trace", "gpu_user_annotation", "ac2g"):
                 continue
