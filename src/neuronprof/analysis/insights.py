@@ -849,16 +849,21 @@ def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
                 title=f"{cause_name} copies data {what} in every step",
                 evidence=Evidence(ops, calls / p.n, us, _share(us, step_us), detail),
                 estimated_us=us,
-                suggestion=(
-                    "create constants and inputs on the device once, before the loop "
-                    "(torch.tensor(value, device=...)), or use a fused op that takes the scalar "
-                    "as a parameter (torch.rms_norm takes eps)"
-                    if scalar or cause_name not in ("aten::to", "aten::_to_copy")
-                    else "move the tensor to the device once, before the loop, and keep it there"
-                ),
+                suggestion=_copy_suggestion(cause_name, direction, scalar),
             )
         )
     return findings, claimed
+
+
+def _copy_suggestion(cause_name: str, direction: Optional[str], scalar: Optional[bool]) -> str:
+    if direction == "device→host":
+        return "keep results on the device and read them on the host once, after the loop (or every N steps)"
+    if scalar or cause_name not in ("aten::to", "aten::_to_copy"):
+        return (
+            "create constants and inputs on the device once, before the loop (torch.tensor(value, device=...)), "
+            "or use a fused op that takes the scalar as a parameter (torch.rms_norm takes eps)"
+        )
+    return "move the tensor to the device once, before the loop, and keep it there"
 
 
 def _host_source(copy: _Node, cause: _Node) -> bool:
