@@ -486,14 +486,13 @@ def _bookkeeping(name: str) -> bool:
 class _Node:
     """A host event with its place in the call tree."""
 
-    __slots__ = ("ev", "children", "parent", "device", "step")
+    __slots__ = ("ev", "children", "parent", "device")
 
     def __init__(self, ev: HostEvent) -> None:
         self.ev = ev
         self.children: list[_Node] = []
         self.parent: Optional[_Node] = None
         self.device: list[DeviceEvent] = []
-        self.step: Optional[_Step] = None
 
     @property
     def name(self) -> str:
@@ -636,8 +635,6 @@ class _Profile:
             if n.ev.category == "step":
                 step = _Step(n)
                 self.steps.append(step)
-                for m in n.walk():
-                    m.step = step
                 step.top = _top_level(n)
         self.steps.sort(key=lambda s: s.start)
         if not self.steps and self.nodes:
@@ -649,8 +646,6 @@ class _Profile:
             fake.children = sorted(roots, key=lambda n: n.ev.start_ns)
             step = _Step(fake)
             step.top = _top_level(fake)
-            for m in fake.walk():
-                m.step = step
             self.steps.append(step)
         # A step lasts until its own device work ends (torch.profiler may close the
         # step before the device catches up when nothing synchronises).
@@ -698,17 +693,6 @@ def _cause(node: _Node) -> Optional[_Node]:
         if (p.ev.category == "op" or _is_region(p.name)) and p.name not in CONVERSION_WRAPPERS:
             return p
         p = p.parent
-    return None
-
-
-def _top_of(node: _Node, step: _Step) -> Optional[_Node]:
-    """The top-level op of ``step`` that contains ``node`` (or is it)."""
-    tops = {id(t) for t in step.top}
-    n: Optional[_Node] = node
-    while n is not None:
-        if id(n) in tops:
-            return n
-        n = n.parent
     return None
 
 
@@ -801,6 +785,7 @@ def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
     tally = _Tally()
     claimed: set[int] = set()
     for step in p.steps:
+        top_ids = {id(t) for t in step.top}
         for node in step.node.walk():
             if node.name not in COPY_OPS or (node.parent is not None and node.parent.name in COPY_OPS):
                 continue
@@ -808,7 +793,7 @@ def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
                 continue
             certain, device_work, direction = _copy_evidence(node)
             cause = _cause(node)
-            implicit = cause is not None and _top_of(cause, step) is cause and _host_source(node, cause)
+            implicit = cause is not None and id(cause) in top_ids and _host_source(node, cause)
             if not (certain or (p.has_device_time and device_work and implicit)):
                 continue
             claimed.add(id(node))
