@@ -1098,6 +1098,8 @@ def _chains(p: _Profile) -> list[Finding]:
     or the same on host time without device time.
     """
     tally = _Tally()
+    totals: defaultdict[Any, int] = defaultdict(int)  # the chains' own time
+    gaps: defaultdict[Any, int] = defaultdict(int)  # device idle between their executions
     for step in p.steps:
         tops = step.top
         i = 0
@@ -1122,22 +1124,20 @@ def _chains(p: _Profile) -> list[Finding]:
                 if p.has_device_time:
                     merged = _union((d.start_ns, d.end_ns) for n in run for m in n.walk() for d in m.device)
                     gap_ns = sum(b[0] - a[1] for a, b in zip(merged, merged[1:]))
-                tally.add(names, stake, (before, after, sum(costs), gap_ns))
+                # Plain chains are told apart by their ops; the fused forms also by their neighbours.
+                key = (names, before, after) if addmm or attention else (names, None, None)
+                tally.add(key, stake, (before, after))
+                totals[key] += sum(costs)
+                gaps[key] += gap_ns
             i = j
     findings = []
     step_us = p.mean_step_ns / 1000
-    for names, calls in tally.calls.items():
-        before, after, _total, _gaps = tally.extra[names]
-        total_ns = 0.0
-        # Sum the chain's own time over every occurrence for the evidence.
-        for step in p.steps:
-            for k in range(len(step.top) - len(names) + 1):
-                window = step.top[k : k + len(names)]
-                if tuple(n.name for n in window) == names:
-                    total_ns += sum((n.device_ns() if p.has_device_time else n.dur) for n in window)
-        gap_total = tally.extra[names][3] * calls
+    for key, calls in tally.calls.items():
+        names = key[0]
+        before, after = tally.extra[key]
+        total_ns, gap_total = totals[key], gaps[key]
         us = _per_step(total_ns, p.n)
-        saved = _per_step(tally.ns[names], p.n)
+        saved = _per_step(tally.ns[key], p.n)
         label = "device" if p.has_device_time else "host"
         detail = f"{len(names)} separate ops, each a full pass over memory; {label} time shown"
         if p.has_device_time and gap_total:
