@@ -887,7 +887,7 @@ class Comparison:
         return cls.from_dict(loads(text))
 
     def to_dataframe(self) -> pandas.DataFrame:
-        """Return one DataFrame row per variant (every field except the nested table).
+        """Return one DataFrame row per variant (every field except the nested table, samples and findings).
 
         Raises:
             ImportError: pandas is not installed (``pip install pandas``).
@@ -896,7 +896,8 @@ class Comparison:
             import pandas as pd
         except ImportError:
             raise ImportError("Comparison.to_dataframe() needs pandas: pip install pandas") from None
-        columns = [f.name for f in dataclasses.fields(ComparisonRow) if f.name not in ("table", "wall_samples_us")]
+        nested = ("table", "wall_samples_us", "insights")
+        columns = [f.name for f in dataclasses.fields(ComparisonRow) if f.name not in nested]
         return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in self.rows], columns=columns)
 
     def plot(self, path: Union[str, os.PathLike[str]]) -> Path:
