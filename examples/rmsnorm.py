@@ -103,6 +103,10 @@ def main(argv: Optional[Sequence[str]] = None, prog: Optional[str] = None) -> in
         for row in result:
             print(f"\n== {row.name} ==")
             print(row.table)
+            # What to fix first: for the naive variant, the unfused chain of six ops
+            # (and, on a device, the host-to-device copy of eps made by aten::add).
+            print(f"\n== {row.name}: what to fix first ==")
+            print(row.insights)
     print()
     print(result)
     if args.plot:

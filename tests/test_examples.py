@@ -80,6 +80,10 @@ def test_rmsnorm_example(compiled: list[dict[str, Any]], in_tmp: Path, capsys: p
     out = capsys.readouterr().out
     assert "naive (baseline)" in out and "torch.rms_norm" in out and "torch.compile" in out
     assert "aten::rsqrt" in out  # each variant's own table is printed too
+    # What to fix first, per variant: the naive chain of six ops, and its fused form.
+    naive = out.split("== naive: what to fix first ==")[1].split("==")[0]
+    assert "[unfused_chain] 6 elementwise ops" in naive and "torch.rms_norm" in naive
+    assert "[dtype_conversion] aten::add" in naive
     assert plot.read_bytes().startswith(b"\x89PNG")
     assert compiled == [{"fullgraph": True, "backend": "inductor"}]
 

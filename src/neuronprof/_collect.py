@@ -13,11 +13,14 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof.model import OpRow, Table, merge_rows
 
-__all__ = ["Cycle", "build_table", "write_chrome_trace"]
+if TYPE_CHECKING:
+    from neuronprof.analysis.insights import HostCategory, Timeline
+
+__all__ = ["Cycle", "build_table", "build_timeline", "write_chrome_trace"]
 
 
 @dataclasses.dataclass
@@ -189,3 +192,88 @@ def _cached_kineto_trace(cycle: Cycle) -> Optional[Path]:
         return cycle.backend_trace if cycle.backend_trace and cycle.backend_trace.exists() else None
     cycle.cache = path
     return path
+
+
+# -- the timeline the findings engine reads (neuronprof.analysis.insights) -------------------
+
+_DEVICE_ACTIVITIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+
+
+def build_timeline(cycles: list[Cycle], *, backend: str, device_label: Optional[str]) -> Timeline:
+    """Turn the recorded cycles' events into the findings engine's ``Timeline``.
+
+    Reads kineto's own event list (``profile.kineto_results.events()``): integer
+    nanosecond times, threads, correlation ids and recorded input shapes and types,
+    without writing a trace file. Builds without kineto results fall back to
+    ``function_events`` (microsecond times, no device links).
+    """
+    from neuronprof.analysis.insights import DeviceEvent, HostEvent, Timeline
+
+    host: list[HostEvent] = []
+    device: list[DeviceEvent] = []
+    notes: list[str] = []
+    for index, cycle in enumerate(cycles):
+        results = getattr(cycle.profile, "kineto_results", None)
+        events = results.events() if results is not None and hasattr(results, "events") else None
+        if events is None:
+            notes.append("this torch build gives no kineto events; device work is not linked to ops")
+            for evt in cycle.profile.function_events:
+                start = round(evt.time_range.start * 1000)
+                end = round(evt.time_range.end * 1000)
+                if _is_device_event(evt):
+                    device.append(DeviceEvent(evt.name, start, end))
+                    continue
+                kind: HostCategory = "step" if evt.name.startswith("ProfilerStep#") else "op"
+                host.append(HostEvent(evt.name, start, end, thread=f"{index}:{evt.thread}", category=kind))
+            continue
+        for evt in events:
+            name = evt.name()
+            activity = str(evt.activity_type())
+            start = int(evt.start_ns())
+            end = start + int(evt.duration_ns())
+            if str(evt.device_type()) not in ("DeviceType.CPU", "CPU") and activity in _DEVICE_ACTIVITIES:
+                device.append(
+                    DeviceEvent(
+                        name,
+                        start,
+                        end,
+                        _DEVICE_ACTIVITIES[activity],  # type: ignore[arg-type]
+                        ext_id=int(evt.linked_correlation_id()) or None,
+                        correlation=int(evt.correlation_id()) or None,
+                    )
+                )
+                continue
+            category: HostCategory
+            if name.startswith("ProfilerStep#"):
+                category = "step"
+            elif activity == "cpu_op":
+                category = "op"
+            elif activity == "python_function" or evt.is_python_function():
+                category = "python"
+            elif activity.endswith("_runtime") or activity.endswith("_driver"):
+                category = "runtime"
+            elif activity == "user_annotation":
+                category = "annotation"
+            else:
+                category = "other"
+            shapes = evt.shapes() if category == "op" else None
+            dtypes = evt.dtypes() if category == "op" else None
+            host.append(
+                HostEvent(
+                    name,
+                    start,
+                    end,
+                    thread=f"{index}:{evt.start_thread_id()}",
+                    category=category,
+                    ext_id=(int(evt.linked_correlation_id()) if category == "runtime" else int(evt.correlation_id()))
+                    or None,
+                    correlation=int(evt.correlation_id()) or None if category == "runtime" else None,
+                    input_shapes=tuple(
+                        tuple(s) if isinstance(s, list) and all(isinstance(d, int) for d in s) else () for s in shapes
+                    )
+                    if shapes
+                    else None,
+                    input_dtypes=tuple(str(t) for t in dtypes) if dtypes else None,
+                )
+            )
+    return Timeline(tuple(host), tuple(device), backend, device_label, "session", tuple(dict.fromkeys(notes)))

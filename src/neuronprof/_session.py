@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     import torch.profiler
 
     from neuronprof.analysis import DevicePeak, Roofline
+    from neuronprof.analysis.insights import Insights
 
 __all__ = ["Session", "session"]
 
@@ -522,6 +523,34 @@ class Session:
         if device_only:
             table = table.device_only()
         return table.head(row_limit)
+
+    def insights(self) -> Insights:
+        """Say what to fix first: findings read from the recorded steps, most costly first.
+
+        Host↔device copies, hidden synchronisations, an idle device, a CPU-bound
+        loop, unfused elementwise chains, dtype conversions, recompilations and graph
+        breaks, a slow input pipeline and one dominant op, each with its evidence, the
+        time at stake, one suggestion and a link to the guide. The same engine reads
+        exported traces (``neuronprof advise TRACE``). Record shapes
+        (``record_shapes=True``) for dtype and scalar details.
+
+        Returns:
+            [`Insights`][neuronprof.analysis.insights.Insights]; ``print()`` it.
+            Device findings are skipped with a note when no device time was recorded.
+
+        Raises:
+            SessionStateError: Called before the with-block has ended, or nothing was recorded.
+        """
+        from neuronprof.analysis.insights import analyze
+
+        self._require_done("insights()")
+        if not self._cycles:
+            raise SessionStateError(
+                "nothing was recorded, so there is nothing to advise on: the loop ended before the "
+                "schedule's active steps (see s.notes)"
+            )
+        timeline = _collect.build_timeline(self._cycles, backend=self.backend, device_label=self.device_label)
+        return analyze(timeline)
 
     def _local_table(self) -> Table:
         """Summarise this process's recorded cycles, unsorted and uncut."""

@@ -34,8 +34,10 @@ How the figures are measured, so that they can be trusted side by side:
    in machine speed (thermal throttling, a neighbour's job) spreads over all
    variants instead of penalising one.
 4. **Profile.** One profiled session per variant, all with the same
-   configuration, gives the op count and self CPU / device time per step, and
-   the variant's full [`Table`][neuronprof.Table].
+   configuration, gives the op count and self CPU / device time per step, the
+   variant's full [`Table`][neuronprof.Table] and its findings
+   ([`Session.insights`][neuronprof.Session.insights]); the printed comparison
+   ends with the findings that differ between variants.
 """
 
 from __future__ import annotations
@@ -48,13 +50,16 @@ import statistics
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Callable, Literal, Optional, TextIO, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TextIO, Union
 
 from typing_extensions import TypedDict, Unpack
 
 from neuronprof._session import PathLike, Session, _active_session, _profiler_running
 from neuronprof.errors import SessionStateError, VariantError
 from neuronprof.model import Comparison, ComparisonRow, Table
+
+if TYPE_CHECKING:
+    from neuronprof.analysis.insights import Insights
 
 __all__ = ["Phase", "SessionOptions", "VariantError", "compare"]
 
@@ -240,13 +245,15 @@ def _per_step(table: Table) -> tuple[Optional[float], Optional[float]]:
     return cpu, sum(r.self_device_us or 0.0 for r in kernels) / table.steps
 
 
-def _profile(name: str, fn: Callable[..., Any], args: Sequence[Any], session_kwargs: Mapping[str, Any]) -> Table:
+def _profile(
+    name: str, fn: Callable[..., Any], args: Sequence[Any], session_kwargs: Mapping[str, Any]
+) -> tuple[Table, Insights]:
     s = Session(**session_kwargs)
     # _blame is the inner context: the session is closed before the VariantError leaves.
     with s, _blame(name, "profiling"):
         for _ in s.steps():
             fn(*args)
-    return s.table(row_limit=None)
+    return s.table(row_limit=None), s.insights()
 
 
 def compare(
@@ -338,6 +345,7 @@ def compare(
     calls: dict[str, int] = {}
     samples: dict[str, list[float]] = {label: [] for label in labels}
     results: dict[str, Table] = {}
+    found: dict[str, Insights] = {}
     try:
         for index, (label, fn) in enumerate(items, 1):
             progress(f"[{index}/{count}] {label}: first call (compilation, if any)")
@@ -362,7 +370,7 @@ def compare(
             # The profiler's own start-up lines go to the same terminal; a finished
             # line keeps them from being glued to the status.
             progress(f"[{index}/{count}] {label}: profiling", keep=True)
-            results[label] = _profile(label, fn, args, session_kwargs)
+            results[label], found[label] = _profile(label, fn, args, session_kwargs)
     finally:
         progress.clear()
 
@@ -388,6 +396,7 @@ def compare(
                 table=table,
                 wall_samples_us=tuple(wall),
                 calls_per_sample=calls[label],
+                insights=found[label],
             )
         )
         if min(wall) > 0 and max(wall) / min(wall) > _NOISY_SPREAD:

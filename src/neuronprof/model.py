@@ -611,6 +611,8 @@ if TYPE_CHECKING:
     import os  # noqa: E402
     from pathlib import Path  # noqa: E402
 
+    from neuronprof.analysis.insights import Insights  # noqa: E402
+
 __all__ += ["COMPARISON_SCHEMA", "Comparison", "ComparisonRow"]
 
 COMPARISON_SCHEMA = "neuronprof.comparison/1"
@@ -648,6 +650,8 @@ class ComparisonRow:
         wall_samples_us: Every timed sample (per call, microseconds), in the order taken.
         calls_per_sample: Calls timed back to back in each sample, so that short
             calls are timed well above the clock's resolution.
+        insights: What to fix first in the variant's profile
+            ([`Insights`][neuronprof.analysis.insights.Insights]), from the same session.
     """
 
     name: str
@@ -662,6 +666,7 @@ class ComparisonRow:
     table: Optional[Table] = None
     wall_samples_us: tuple[float, ...] = ()
     calls_per_sample: int = 1
+    insights: Optional[Insights] = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -676,6 +681,7 @@ class ComparisonRow:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["table"] = None if self.table is None else self.table.to_dict()
         data["wall_samples_us"] = list(self.wall_samples_us)
+        data["insights"] = None if self.insights is None else self.insights.to_dict()
         return data
 
     @classmethod
@@ -691,6 +697,11 @@ class ComparisonRow:
             raise ValueError(f"unknown ComparisonRow field(s): {', '.join(sorted(unknown))}")
         try:
             table = data.get("table")
+            found = data.get("insights")
+            if found is not None:
+                from neuronprof.analysis.insights import Insights
+
+                found = Insights.from_dict(found)
             return cls(
                 name=str(data["name"]),
                 op_calls=_opt_float(data.get("op_calls")),
@@ -704,6 +715,7 @@ class ComparisonRow:
                 table=None if table is None else Table.from_dict(table),
                 wall_samples_us=tuple(float(v) for v in data.get("wall_samples_us", ())),
                 calls_per_sample=int(data.get("calls_per_sample", 1)),
+                insights=found,
             )
         except KeyError as exc:
             raise ValueError(f"invalid ComparisonRow: missing field {exc.args[0]!r}") from None
@@ -779,6 +791,19 @@ class Comparison:
             if r.name == name:
                 return r
         raise KeyError(f"no variant named {name!r}; variants: {', '.join(self.names())}")
+
+    def finding_differences(self) -> dict[str, tuple[str, ...]]:
+        """Return, per variant, the finding kinds that not every variant has.
+
+        Naive RMSNorm against ``torch.rms_norm``: ``{"naive": ("unfused_chain", ...),
+        "torch.rms_norm": ()}``. Kinds every variant shares are left out; variants
+        without insights are left out.
+        """
+        kinds = {r.name: tuple(dict.fromkeys(r.insights.kinds())) for r in self.rows if r.insights is not None}
+        if not kinds:
+            return {}
+        shared = set.intersection(*(set(k) for k in kinds.values()))
+        return {name: tuple(k for k in ks if k not in shared) for name, ks in kinds.items()}
 
     @property
     def fastest(self) -> Optional[str]:
@@ -862,7 +887,7 @@ class Comparison:
         return cls.from_dict(loads(text))
 
     def to_dataframe(self) -> pandas.DataFrame:
-        """Return one DataFrame row per variant (every field except the nested table).
+        """Return one DataFrame row per variant (every field except the nested table, samples and findings).
 
         Raises:
             ImportError: pandas is not installed (``pip install pandas``).
@@ -871,7 +896,8 @@ class Comparison:
             import pandas as pd
         except ImportError:
             raise ImportError("Comparison.to_dataframe() needs pandas: pip install pandas") from None
-        columns = [f.name for f in dataclasses.fields(ComparisonRow) if f.name not in ("table", "wall_samples_us")]
+        nested = ("table", "wall_samples_us", "insights")
+        columns = [f.name for f in dataclasses.fields(ComparisonRow) if f.name not in nested]
         return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in self.rows], columns=columns)
 
     def plot(self, path: Union[str, os.PathLike[str]]) -> Path:

@@ -344,6 +344,18 @@ def _cmp_footer(cmp: Comparison) -> list[str]:
         f"Op calls and self times: per step, from one profiled session per variant ({steps}; backend {cmp.backend}).",
     ]
     lines.extend(f"note: {n}" for n in cmp.notes)
+    lines.extend(_cmp_findings(cmp))
+    return lines
+
+
+def _cmp_findings(cmp: Comparison) -> list[str]:
+    """The findings that tell the variants apart (``insights.md`` explains each kind)."""
+    differ = cmp.finding_differences()
+    if not differ or not any(differ.values()):
+        return []
+    lines = ["Findings that differ between variants (see insights.md):"]
+    for name, kinds in differ.items():
+        lines.append(f"  {name}: {', '.join(kinds) if kinds else 'none of them'}")
     return lines
 
 

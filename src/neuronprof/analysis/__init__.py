@@ -8,13 +8,14 @@ from neuronprof import analysis
 
 print(analysis.summarize("trace.json.gz", limit=20))       # the session.table() view
 print(analysis.diff("before.json", "after.json"))           # what changed, op by op
+print(analysis.advise("trace.json"))                        # what to fix first
 rl = analysis.roofline("trace.json", device="trn2")         # compute- or memory-bound?
 print(rl)
 rl.plot("roofline.png")                                     # needs neuronprof[plot]
 ```
 
 The same is on the command line: ``neuronprof summarize``, ``neuronprof diff``,
-``neuronprof roofline``. Nothing in a trace is ever executed or unpickled: it is
+``neuronprof roofline``, ``neuronprof advise``. Nothing in a trace is ever executed or unpickled: it is
 parsed as JSON, streamed in bounded memory.
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 from neuronprof.analysis.diff import DiffMatch, DiffMetric, DiffRow, TraceDiff, diff
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.flops import DTYPE_SIZES, OpCost, dtype_size, op_cost
+from neuronprof.analysis.insights import Evidence, Finding, FindingKind, Insights, advise
 from neuronprof.analysis.roofline import (
     DEVICE_PEAKS,
     Bound,
@@ -52,7 +54,11 @@ __all__ = [
     "DiffMatch",
     "DiffMetric",
     "DiffRow",
+    "Evidence",
+    "Finding",
+    "FindingKind",
     "GroupBy",
+    "Insights",
     "OpCost",
     "Roofline",
     "RooflineRow",
@@ -62,6 +68,7 @@ __all__ = [
     "TraceError",
     "TraceOp",
     "TraceSource",
+    "advise",
     "device_peak",
     "diff",
     "dtype_size",

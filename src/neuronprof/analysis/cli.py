@@ -23,7 +23,7 @@ _SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 
 
 def register(subparsers: Any) -> None:
-    """Add ``summarize``, ``diff`` and ``roofline`` to the ``neuronprof`` parser's sub-commands."""
+    """Add ``summarize``, ``diff``, ``roofline`` and ``advise`` to the ``neuronprof`` parser's sub-commands."""
     p = subparsers.add_parser(
         "summarize",
         help="per-operator table of a trace file or folder (no torch needed)",
@@ -115,6 +115,18 @@ def register(subparsers: Any) -> None:
     p.add_argument("--plot", default=None, metavar="PATH", help="also draw the roofline to PATH (.png or .svg)")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
     p.set_defaults(func=_guarded(_roofline))
+
+    p = subparsers.add_parser(
+        "advise",
+        help="what to fix first: findings with their evidence (no torch needed)",
+        description="Read a trace and list what to fix first, most costly first: host-device copies, hidden "
+        "synchronisations, an idle device, a CPU-bound loop, unfused elementwise chains, dtype conversions, "
+        "recompilations, graph breaks, a slow input pipeline, one dominant op. Each finding gives its evidence, "
+        "the time at stake, one suggestion and the guide section that explains it.",
+    )
+    p.add_argument("trace", help="trace file or folder")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
+    p.set_defaults(func=_guarded(_advise))
 
 
 def _non_negative(text: str) -> int:
@@ -219,6 +231,15 @@ def _roofline(args: argparse.Namespace) -> int:
     _emit(render[args.format](args.limit))
     if args.plot:
         print(f"roofline plot written to {args.plot}", file=sys.stderr)
+    return 0
+
+
+def _advise(args: argparse.Namespace) -> int:
+    from neuronprof.analysis.insights import advise
+
+    result = advise(args.trace)
+    render = {"text": result.to_text, "markdown": result.to_markdown, "json": result.to_json}
+    _emit(render[args.format]())
     return 0
 
 
