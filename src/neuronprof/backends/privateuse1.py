@@ -33,8 +33,9 @@ def privateuse1_torch_problem(who: str = "a PrivateUse1 device's profiler plugin
 
         need = ".".join(str(v) for v in PRIVATEUSE1_MIN_TORCH)
         return (
-            f"{who} registers with torch.profiler through PrivateUse1ProfilerRegistry, added in torch {need}; "
-            f"this is torch {torch.__version__}. Upgrade torch (and the device plugin built for it)"
+            f"{who} needs torch >= {need}: it registers with torch.profiler through PrivateUse1ProfilerRegistry, "
+            f"added in torch {need}; this is torch {torch.__version__}. Upgrade torch (and the device plugin "
+            "built for it)"
         )
     return None
 
