@@ -28,7 +28,8 @@ profiles with Neuron Explorer")::
   already saved") or ``python`` (torch's repeatable Python exporter, leaving
   kineto's save alone). ``NEURONPROF_STANDIN_NEURON_TRACE_NAME`` names the file:
   ``trace.json`` (default), ``neuron_framework_trace_rank_{rank}.json`` or
-  ``pytorch_trace.json`` (``{rank}`` is ``RANK``, else 0).
+  ``pytorch_trace.json`` (``{rank}`` is ``RANK``, else 0). Both are read at
+  each call, so one process can try several.
 
 Legacy build (Feb-Apr 2026 source): no ``NeuronConfig``, no ``ProfileMode``;
 ``NeuronProfiler(pytorch_activities=None, record_shapes=False,
@@ -53,10 +54,13 @@ from torch._C._profiler import _ExperimentalConfig
 
 from torch_neuronx import BUILD, _runtime
 
-EXPORT_MODE = os.environ.get("NEURONPROF_STANDIN_NEURON_EXPORT", "kineto")
-if EXPORT_MODE not in ("kineto", "python"):
-    raise ValueError(f"NEURONPROF_STANDIN_NEURON_EXPORT must be kineto or python, got {EXPORT_MODE!r}")
-TRACE_NAME = os.environ.get("NEURONPROF_STANDIN_NEURON_TRACE_NAME", "trace.json")
+
+def _export_mode() -> str:
+    mode = os.environ.get("NEURONPROF_STANDIN_NEURON_EXPORT", "kineto")
+    if mode not in ("kineto", "python"):
+        raise ValueError(f"NEURONPROF_STANDIN_NEURON_EXPORT must be kineto or python, got {mode!r}")
+    return mode
+
 CORRELATE_VARIANT = BUILD == "correlating"
 DEFAULT_OUTPUT_DIR = _runtime.DEFAULT_OUTPUT_DIR
 
@@ -89,7 +93,8 @@ class ExportRecord:
 
 
 def _trace_name() -> str:
-    return TRACE_NAME.format(rank=os.environ.get("RANK", "0"))
+    name = os.environ.get("NEURONPROF_STANDIN_NEURON_TRACE_NAME", "trace.json")
+    return name.format(rank=os.environ.get("RANK", "0"))
 
 
 def _write_framework_trace(prof: Any, directory: Path, owner: Any) -> None:
@@ -97,7 +102,7 @@ def _write_framework_trace(prof: Any, directory: Path, owner: Any) -> None:
     record = ExportRecord(profiler=owner, prof=prof, directory=directory, trace_path=trace)
     exports.append(record)
     try:
-        if EXPORT_MODE == "python":
+        if _export_mode() == "python":
             prof.export_chrome_trace(str(trace), use_python_export=True)
         else:
             prof.export_chrome_trace(str(trace))
