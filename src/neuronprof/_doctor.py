@@ -17,7 +17,7 @@ from typing import Any, Literal, Optional
 __all__ = ["PROBE_MEANINGS", "ProbeResult", "diagnose", "probe", "register"]
 
 ProbeResult = Literal["linked", "unlinked", "runtime", "nothing"]
-"""What a probe found in torch.profiler's output (see [`PROBE_MEANINGS`][neuronprof._doctor.PROBE_MEANINGS])."""
+"""What a probe found in torch.profiler's output (see ``PROBE_MEANINGS``)."""
 
 PROBE_MEANINGS: dict[str, str] = {
     "linked": "device kernels linked to ops: the device columns fill, on each op and on each kernel row.",
@@ -105,7 +105,7 @@ def probe(backend: str = "auto") -> dict[str, Any]:
 
     Returns:
         Keys ``backend``, ``placed`` (the device the op ran on, or ``"cpu (...)"``),
-        ``result`` (a [`ProbeResult`][neuronprof._doctor.ProbeResult]), ``meaning``
+        ``result`` (a ``ProbeResult``), ``meaning``
         (its one-line explanation), ``kernels`` (device kernel rows), ``linked_ops``
         (ops carrying device time), ``runtime_events`` and ``notes`` (the session's).
 

@@ -111,7 +111,13 @@ report(dict(names=names, run=r, legacy_trace=os.path.exists(os.path.join(out, "t
     )
     r = result(check(run_script(code, backend="neuron", env={"NEURONPROF_STANDIN_NEURON_BUILD": "legacy"})))
     assert "NeuronConfig" not in r["names"] and "ProfileMode" not in r["names"]
-    assert r["sig"] == ["pytorch_activities", "record_shapes", "pytorch_trace_file", "neuron_output_dir", "event_filters"]
+    assert r["sig"] == [
+        "pytorch_activities",
+        "record_shapes",
+        "pytorch_trace_file",
+        "neuron_output_dir",
+        "event_filters",
+    ]
     assert r["legacy_trace"]
     assert r["run"]["session"]["cores"] == [0]
     assert "host_mem.pb" in r["run"]["session"]["files"]

@@ -144,7 +144,7 @@ class SessionContext:
         local_rank: ``LOCAL_RANK`` under torchrun, else None.
         extras: Per-session scratch space for the backend (e.g. the config object
             it built, needed again when the trace is ready). Notes for the user go
-            through [`add_note`][neuronprof.backends.base.add_note].
+            through [`add_note`][neuronprof.backends.add_note].
     """
 
     modes: tuple[str, ...]
@@ -217,7 +217,7 @@ class Backend:
     def device_time(self, ctx: SessionContext) -> DeviceTime:
         """Return what device time this session delivers to torch.profiler.
 
-        See [`DeviceTime`][neuronprof.backends.base.DeviceTime].
+        See [`DeviceTime`][neuronprof.backends.DeviceTime].
         """
         return "linked" if self.device_label is not None else "none"
 

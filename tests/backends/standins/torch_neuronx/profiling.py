@@ -61,6 +61,7 @@ def _export_mode() -> str:
         raise ValueError(f"NEURONPROF_STANDIN_NEURON_EXPORT must be kineto or python, got {mode!r}")
     return mode
 
+
 CORRELATE_VARIANT = BUILD == "correlating"
 DEFAULT_OUTPUT_DIR = _runtime.DEFAULT_OUTPUT_DIR
 
