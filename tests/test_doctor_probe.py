@@ -62,8 +62,10 @@ def test_probe_reports_what_reached_torch(case: str) -> None:
         assert any("NeuronCore time stays in Neuron's own profile" in n for n in found["notes"])
     problems = r["facts"]["problems"]
     assert not any("did not load" in p for p in problems), "that check could not detect a missing plugin"
-    if backend is not None:
-        assert any("doctor --probe" in p for p in problems)
+    assert any("doctor --probe" in p for p in problems)
+    if backend == "neuron":
+        assert r["facts"]["neuron_build"] == env["NEURONPROF_STANDIN_NEURON_BUILD"]
+        assert any("stays empty by design" in p for p in problems) is (expected == "runtime")
 
 
 def test_probe_text_output_and_unavailable_backend() -> None:

@@ -74,6 +74,8 @@ report(facts(s, t, caught))
         assert "correlate_device_time" in note and "s.export(format='neuron')" in note and "Neuron Explorer" in note
         assert f"note: {note}" in r["text"], "the note is in the table's footer"
         assert not any("torch >= 2.12" in n or "plugin" in n for n in r["notes"])
+    # The settings reach the plugin as custom_profiler_config on every build.
+    assert r["customs"] and all("profile_output_dir:" in c for c in r["customs"])
     # core=None: capture_enabled_for_nc is left out; the runtime captures every core of the process.
     assert not any("capture_enabled_for_nc" in c for c in r["customs"])
     assert r["runtime_cores"] == [[0, 1]]

@@ -40,8 +40,9 @@ def diagnose() -> dict[str, Any]:
 
     Returns:
         Keys ``python``, ``torch``, ``kineto``, ``privateuse1``, ``activities``,
-        ``backends`` (each with ``available`` and a ``reason`` when not), ``auto``
-        and ``problems`` (a list of one-line hints).
+        ``backends`` (each with ``available`` and a ``reason`` when not), ``auto``,
+        ``neuron_build`` (``"correlating"``, ``"documented"`` or ``"legacy"``, when
+        TorchNeuron is available) and ``problems`` (a list of one-line hints).
     """
     from neuronprof import __version__
 
@@ -87,6 +88,17 @@ def diagnose() -> dict[str, Any]:
     for info in facts["backends"]:
         if info["name"] == "neuron" and not info["available"]:
             problems.append(f"neuron: {info['reason']}")
+        if info["name"] == "neuron" and info["available"]:
+            from neuronprof.backends import NeuronBackend
+
+            neuron = get_backend("neuron")
+            if isinstance(neuron, NeuronBackend):
+                facts["neuron_build"] = build = neuron.build()
+                if build != "correlating":
+                    problems.append(
+                        "neuron: this TorchNeuron build's NeuronConfig has no correlate_device_time, so the NEURON "
+                        "column stays empty by design; NeuronCore time is in s.export(format='neuron')"
+                    )
     if facts["auto"] == "cpu":
         problems.append("no accelerator found: sessions will profile the CPU only (no device columns)")
     return facts
@@ -173,6 +185,8 @@ def _print_report(facts: dict[str, Any]) -> None:
             reason = "" if info["available"] else f"  ({info['reason']})"
             print(f"  [{mark}] {info['name']}{reason}")
         print(f"auto picks:  {facts['auto']}")
+        if facts.get("neuron_build"):
+            print(f"TorchNeuron: {facts['neuron_build']} profiling API")
     if facts["problems"]:
         print("hints:")
         for line in facts["problems"]:
