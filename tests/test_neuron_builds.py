@@ -53,20 +53,26 @@ def _run(code: str, build: str, env: dict[str, str] | None = None) -> dict:
 
 
 @pytest.mark.parametrize("build", BUILDS)
-def test_device_column_per_build_and_no_misleading_warning(tmp_path: Path, build: str) -> None:
+def test_device_column_note_and_bundle_per_build(tmp_path: Path, build: str) -> None:
     r = _run(
         f"""
-s, t, caught = run({str(tmp_path / "out")!r})
-report(facts(s, t, caught))
+s, t, caught = run({str(tmp_path / "out")!r}, repeat=2)
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    bundle = s.export(format="neuron")
+sessions = sorted({{str(p.parent.relative_to(bundle)) for p in (bundle / "system").rglob("*.ntff")}})
+report(dict(facts(s, t, caught), readme=(bundle / "README.txt").read_text(), sessions=sessions,
+            files=sorted(str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file()),
+            bundle_warnings=[str(x.message) for x in w]))
 """,
         build,
         env={"TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path / "neff-cache")},
     )
-    assert r["warnings"] == [], "no warning on any build"
+    assert r["warnings"] == [] and r["bundle_warnings"] == [], "no warning on any build"
     if build == "correlating":
         assert r["has_device"] and r["device"] > 0
         assert all("correlate_device_time:true" in c for c in r["customs"])
-        assert not any("keeps NeuronCore time" in n or "stays in Neuron's own profile" in n for n in r["notes"])
+        assert not any("stays in Neuron's own profile" in n for n in r["notes"])
     else:
         assert not r["has_device"]
         assert not any("correlate_device_time" in c for c in r["customs"]), "only passed when accepted"
@@ -78,11 +84,31 @@ report(facts(s, t, caught))
     assert r["customs"] and all("profile_output_dir:" in c for c in r["customs"])
     # core=None: capture_enabled_for_nc is left out; the runtime captures every core of the process.
     assert not any("capture_enabled_for_nc" in c for c in r["customs"])
-    assert r["runtime_cores"] == [[0, 1]]
+    assert r["runtime_cores"] == [[0, 1], [0, 1]]
     assert r["runtime_log"] == []
 
+    # The bundle: one Neuron Runtime session folder per profiling cycle, each with
+    # its NEFFs, one NTFF per NeuronCore and the framework trace.
+    assert len(r["sessions"]) == 2
+    readme = r["readme"]
+    for folder in r["sessions"]:
+        names = [f.rsplit("/", 1)[1] for f in r["files"] if f.startswith(folder + "/")]
+        neffs = [n for n in names if n.endswith(".neff")]
+        ntffs = [n for n in names if n.endswith(".ntff")]
+        assert len(neffs) == 2 and ntffs == ["profile_nc_0_session_0.ntff", "profile_nc_1_session_0.ntff"]
+        assert "trace.json" in names
+        # Every file listed with what it is; one NTFF per core covers every NEFF.
+        for name in names:
+            assert f"{folder}/{name}\n" in readme
+        assert f"neuron-explorer view -d {folder}\n" in readme
+        for n in neffs:
+            for f in ntffs:
+                assert f"neuron-explorer view -n {folder}/{n} -s {folder}/{f}" in readme
+    assert "device trace of NeuronCore 1" in readme and "framework trace" in readme and "WARNING" not in readme
 
-@pytest.mark.parametrize("build", BUILDS)
+
+# The correlating and documented builds share NeuronConfig; the legacy build has its own config string.
+@pytest.mark.parametrize("build", ["documented", "legacy"])
 def test_cores_are_process_local_and_validated_before_start(tmp_path: Path, build: str) -> None:
     r = _run(
         f"""
@@ -120,77 +146,33 @@ report(dict(seen=seen, refused=refused))
     assert all("invalid core" in msg or "core must" in msg for msg in r["refused"])
 
 
-def test_torchrun_rank_captures_its_own_cores(tmp_path: Path) -> None:
+def test_torchrun_rank_cores_and_a_bundle_without_neffs(tmp_path: Path) -> None:
     # torchrun: TorchNeuron gives rank 3 NEURON_RT_VISIBLE_CORES=3, seen as core 0 in the process.
     r = _run(
         f"""
 s, t, caught = run({str(tmp_path / "out")!r})
 plain = facts(s, t, caught)
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    bundle = s.export(format="neuron")
 s2, t2, caught2 = run({str(tmp_path / "out2")!r}, core="0,1")
-report(dict(plain=plain, two=facts(s2, t2, caught2), syncs=list(torch.neuron.sync_devices)))
+report(dict(plain=plain, two=facts(s2, t2, caught2), syncs=list(torch.neuron.sync_devices),
+            readme=(bundle / "README.txt").read_text(), warnings=[str(x.message) for x in w],
+            categories=[x.category.__name__ for x in w]))
 """,
         "documented",
-        env={"LOCAL_RANK": "3", "RANK": "3", "NEURON_RT_VISIBLE_CORES": "3"},
+        env={"LOCAL_RANK": "3", "RANK": "3", "NEURON_RT_VISIBLE_CORES": "3", "TORCH_NEURONX_NEFF_CACHE_DIR": ""},
     )
     assert not any("capture_enabled_for_nc" in c for c in r["plain"]["customs"]), "never str(local_rank)"
     assert r["plain"]["runtime_cores"] == [[0]] and r["plain"]["runtime_log"] == []
     assert 3 not in r["syncs"]
     # AWS's multi-rank example passes "0,1" on every rank: not refused, but the user is told.
     assert any("not captured" in n and "process-local" in n for n in r["two"]["notes"])
-
-
-@pytest.mark.parametrize("build", BUILDS)
-def test_neuron_bundle_holds_neff_ntff_and_framework_trace(tmp_path: Path, build: str) -> None:
-    r = _run(
-        f"""
-s, t, caught = run({str(tmp_path / "out")!r}, repeat=2)
-with warnings.catch_warnings(record=True) as w:
-    warnings.simplefilter("always")
-    bundle = s.export(format="neuron")
-sessions = sorted({{str(p.parent.relative_to(bundle)) for p in (bundle / "system").rglob("*.ntff")}})
-report(dict(readme=(bundle / "README.txt").read_text(), sessions=sessions,
-            files=sorted(str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file()),
-            warnings=[str(x.message) for x in w] + [str(x.message) for x in caught]))
-""",
-        build,
-        env={"TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path / "neff-cache")},
-    )
-    assert r["warnings"] == []
-    assert len(r["sessions"]) == 2, "one Neuron Runtime session folder per profiling cycle"
-    readme = r["readme"]
-    for folder in r["sessions"]:
-        names = [f.rsplit("/", 1)[1] for f in r["files"] if f.startswith(folder + "/")]
-        neffs = [n for n in names if n.endswith(".neff")]
-        ntffs = [n for n in names if n.endswith(".ntff")]
-        assert len(neffs) == 2 and ntffs == ["profile_nc_0_session_0.ntff", "profile_nc_1_session_0.ntff"]
-        assert "trace.json" in names
-        # Every file listed with what it is; one NTFF per core covers every NEFF.
-        for name in names:
-            assert f"{folder}/{name}\n" in readme
-        assert f"neuron-explorer view -d {folder}\n" in readme
-        for n in neffs:
-            for f in ntffs:
-                assert f"neuron-explorer view -n {folder}/{n} -s {folder}/{f}" in readme
-    assert "device trace of NeuronCore 1" in readme and "framework trace" in readme and "WARNING" not in readme
-
-
-def test_bundle_without_neffs_warns_how_to_fix(tmp_path: Path) -> None:
-    r = _run(
-        f"""
-s, t, caught = run({str(tmp_path / "out")!r})
-with warnings.catch_warnings(record=True) as w:
-    warnings.simplefilter("always")
-    bundle = s.export(format="neuron")
-report(dict(readme=(bundle / "README.txt").read_text(), warnings=[str(x.message) for x in w],
-            categories=[x.category.__name__ for x in w], notes=s.notes))
-""",
-        "documented",
-        env={"TORCH_NEURONX_NEFF_CACHE_DIR": ""},
-    )
+    # No NEFF cache folder: a note at start, and the bundle warns how to fix it.
+    assert any("TORCH_NEURONX_NEFF_CACHE_DIR is not set" in n for n in r["plain"]["notes"])
     assert r["categories"] == ["NeuronProfWarning"]
     assert "no .neff" in r["warnings"][0] and "TORCH_NEURONX_NEFF_CACHE_DIR=<folder>" in r["warnings"][0]
     assert "WARNING" in r["readme"] and "TORCH_NEURONX_NEFF_CACHE_DIR" in r["readme"]
-    assert any("TORCH_NEURONX_NEFF_CACHE_DIR is not set" in n for n in r["notes"])
 
 
 # Whether TorchNeuron's export_trace consumes kineto's one-time save ("kineto") or not

@@ -11,8 +11,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parent / "backends"))
 
 from run_in_subprocess import check, result, run_script  # noqa: E402
@@ -77,7 +75,7 @@ report(dict(plain=plain, overridden=overridden, ranked=ranked))
         assert not any("NeuronProfWarning" in w for w in res["warnings"])
 
 
-def test_experimental_warning_shown_once_and_compare_counts_kernel_rows(tmp_path: Path) -> None:
+def test_experimental_warning_once_compare_totals_and_runtime_mode(tmp_path: Path) -> None:
     code = (
         _RUN
         + f"""
@@ -89,29 +87,19 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     cmp = neuronprof.compare({{"linear": lin, "relu": lambda t: torch.relu(lin(t))}}, x,
                              output_dir={str(tmp_path / "cmp")!r}, quiet=True)
+runtime_only = run({str(tmp_path / "rt")!r}, modes=("runtime",))
 report(dict(first=first["warnings"], second=second["warnings"], label=cmp.device_label,
             devices=[row.self_device_us for row in cmp.rows],
-            compare_warnings=[str(w.message) for w in caught]))
+            compare_warnings=[str(w.message) for w in caught], runtime_only=runtime_only,
+            level=torch_tpu.profiler.last_config.device_tracer_level))
 """
     )
     r = result(check(run_script(code, backend="tpu")))
+    # Without the device mode TorchTPU is asked not to trace the device, and nothing warns.
+    assert r["level"] == 0 and not r["runtime_only"]["has_device"]
+    assert not any("NeuronProfWarning" in w for w in r["runtime_only"]["warnings"])
     experimental = [w for w in r["first"] + r["second"] + r["compare_warnings"] if "experimental" in w]
     assert len(experimental) == 1, "TorchTPU's experimental-config warning is shown once, not per session"
     assert r["label"] == "TPU"
     assert all(d is not None and d > 0 for d in r["devices"])
     assert not any("device time" in w for w in r["compare_warnings"])
-
-
-@pytest.mark.parametrize("modes", [("runtime",)])
-def test_tpu_without_device_mode_asks_for_no_device_trace(tmp_path: Path, modes: tuple[str, ...]) -> None:
-    code = (
-        _RUN
-        + f"""
-res = run({str(tmp_path)!r}, modes={modes!r})
-report(dict(res=res, level=torch_tpu.profiler.last_config.device_tracer_level))
-"""
-    )
-    r = result(check(run_script(code, backend="tpu", env={"NEURONPROF_STANDIN_TPU_WARN": "0"})))
-    assert r["level"] == 0
-    assert not r["res"]["has_device"]
-    assert r["res"]["warnings"] == [], "no device time was asked for: nothing to warn about"
