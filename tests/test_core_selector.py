@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neuronprof.backends.base import core_indices, parse_core
+from neuronprof.backends.base import core_indices, cores_not_visible, parse_core
 
 _RUNTIME = Path(__file__).resolve().parent / "backends" / "standins" / "torch_neuronx" / "_runtime.py"
 
@@ -48,6 +48,8 @@ def test_parse_core_agrees_with_the_runtime_grammar(text: str) -> None:
         canonical = None
     if canonical is not None and canonical != "all":
         assert _runtime_accepts(canonical), f"{text!r} -> {canonical!r} would be rejected by the runtime"
+    if canonical is not None and canonical != "all":
+        assert " " not in canonical
     if " " not in text and text and _runtime_accepts(text):
         backwards = any("-" in part and int(part.split("-")[0]) > int(part.split("-")[1]) for part in text.split(","))
         assert (canonical is not None) != backwards
@@ -56,12 +58,19 @@ def test_parse_core_agrees_with_the_runtime_grammar(text: str) -> None:
 @given(st.lists(st.tuples(st.integers(0, 20), st.integers(0, 3)), min_size=1, max_size=5), st.integers(0, 24))
 def test_core_indices_expand_ranges_in_order(parts: list[tuple[int, int]], count: int) -> None:
     text = ",".join(f"{lo}-{lo + span}" if span else str(lo) for lo, span in parts)
-    expected = [i for lo, span in parts for i in range(lo, lo + span + 1)]
+    expected = [i for lo, span in parts for i in range(lo, lo + span + 1) if i < count]
     assert core_indices(parse_core(text), count) == expected
+    missing = cores_not_visible(parse_core(text), count)
+    assert bool(missing) == any(lo + span >= count for lo, span in parts)
     assert core_indices(None, count) == core_indices("all", count) == list(range(count))
 
 
-@pytest.mark.parametrize("bad", ["all,0", "0-", "-1", "1,,2", "a", "5-2", True, -1, 1.0])
+def test_huge_ranges_cost_nothing() -> None:
+    assert core_indices(parse_core("0-999999999999"), 2) == [0, 1]
+    assert cores_not_visible("1,3-999999999999", 2) == ["3-999999999999"]
+
+
+@pytest.mark.parametrize("bad", ["all,0", "0-", "-1", "1,,2", "a", "5-2", "0 1", True, -1, 1.0])
 def test_bad_cores_refused_before_anything_starts(bad: object) -> None:
     import neuronprof
 

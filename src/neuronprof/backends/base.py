@@ -25,6 +25,7 @@ __all__ = [
     "SessionContext",
     "add_note",
     "core_indices",
+    "cores_not_visible",
     "parse_core",
     "privateuse1_name",
     "torch_version",
@@ -84,7 +85,9 @@ def parse_core(core: Any) -> Optional[str]:
         return str(core)
     if not isinstance(core, str):
         raise ValueError(f"core must be a string such as '0', '0,1', '2-5' or 'all', not {type(core).__name__}")
-    text = core.replace(" ", "").lower()
+    # Spaces are allowed around separators only: "0, 1" is "0,1", but "0 1" is refused
+    # rather than read as core 1.
+    text = re.sub(r"\s*([,-])\s*", r"\1", core.strip().lower())
     if not _CORE_RE.match(text):
         raise ValueError(f"invalid core {core!r}: use '0', a list '0,1', a range '2-5', or 'all'")
     for part in text.split(","):
@@ -95,22 +98,39 @@ def parse_core(core: Any) -> Optional[str]:
     return text
 
 
-def core_indices(core: Optional[str], count: int) -> list[int]:
-    """Expand a canonical core selector into device indices.
+def _core_ranges(core: str) -> list[tuple[int, int]]:
+    out = []
+    for part in core.split(","):
+        lo, _, hi = part.partition("-")
+        out.append((int(lo), int(hi or lo)))
+    return out
 
-    ``None`` and ``"all"`` mean every one of the ``count`` devices this process sees;
-    explicit indices are returned as given, in order (check them against ``count``
-    yourself).
+
+def core_indices(core: Optional[str], count: int) -> list[int]:
+    """Expand a canonical core selector into the indices of the ``count`` devices this process sees.
+
+    ``None`` and ``"all"`` mean every one of them; explicit indices and ranges keep
+    their order, and indices of devices the process does not see (``>= count``) are
+    left out (see ``cores_not_visible``).
+    A range is never expanded beyond ``count``, so ``"0-99999999"`` costs nothing.
     """
     if core is None or core == "all":
         return list(range(count))
     out: list[int] = []
-    for part in core.split(","):
-        if "-" in part:
-            lo, hi = (int(p) for p in part.split("-"))
-            out.extend(range(lo, hi + 1))
-        else:
-            out.append(int(part))
+    for lo, hi in _core_ranges(core):
+        out.extend(range(lo, min(hi, count - 1) + 1))
+    return out
+
+
+def cores_not_visible(core: Optional[str], count: int) -> list[str]:
+    """Return the parts of a core selector naming devices at or above ``count`` (``["2", "4-7"]``)."""
+    if core is None or core == "all":
+        return []
+    out = []
+    for lo, hi in _core_ranges(core):
+        if hi >= count:
+            first = max(lo, count)
+            out.append(str(first) if first == hi else f"{first}-{hi}")
     return out
 
 

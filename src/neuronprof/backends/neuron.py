@@ -35,7 +35,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
-from neuronprof.backends.base import DeviceTime, SessionContext, add_note, core_indices
+from neuronprof.backends.base import DeviceTime, SessionContext, add_note, core_indices, cores_not_visible
 from neuronprof.backends.privateuse1 import PackagedPrivateUse1Backend
 from neuronprof.errors import NeuronProfWarning
 
@@ -156,7 +156,7 @@ class NeuronBackend(PackagedPrivateUse1Backend):
         count = self._visible_cores()
         if ctx.core is None or ctx.core == "all" or count is None:
             return
-        missing = sorted({i for i in core_indices(ctx.core, count) if i >= count})
+        missing = cores_not_visible(ctx.core, count)
         if missing:
             # AWS's own multi-rank example passes "0,1" on every rank, so an absent core is
             # not an error for the runtime: it is simply not captured. Say so.
@@ -249,9 +249,8 @@ class NeuronBackend(PackagedPrivateUse1Backend):
             module.synchronize()
             return
         # synchronize() with no argument waits for the current device only.
-        for index in core_indices(ctx.core, count):
-            if index < count:
-                module.synchronize(index)
+        for index in dict.fromkeys(core_indices(ctx.core, count)):
+            module.synchronize(index)
 
     def on_trace_ready(self, prof: torch.profiler.profile, ctx: SessionContext) -> Optional[Path]:
         if ctx.extras.get("build") == "legacy":

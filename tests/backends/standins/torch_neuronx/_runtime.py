@@ -107,11 +107,12 @@ def parse(custom: str) -> RuntimeSession:
     if spec is None:
         session.cores = list(range(count))
     else:
-        wanted = _indices(spec)
-        session.cores = [c for c in wanted if c < count]
-        for c in wanted:
-            if c >= count:
-                log.append(f"ERROR: NeuronCore {c} is not visible to this process (it sees {count})")
+        for part in spec.split(","):
+            lo, _, hi = part.partition("-")
+            first, last = int(lo), int(hi or lo)
+            session.cores.extend(c for c in range(first, min(last, count - 1) + 1) if c not in session.cores)
+            if last >= count:
+                log.append(f"ERROR: NeuronCore {max(first, count)} is not visible to this process (it sees {count})")
     return session
 
 
