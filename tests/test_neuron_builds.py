@@ -61,9 +61,11 @@ with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
     bundle = s.export(format="neuron")
 sessions = sorted({{str(p.parent.relative_to(bundle)) for p in (bundle / "system").rglob("*.ntff")}})
+from neuronprof import _doctor
 report(dict(facts(s, t, caught), readme=(bundle / "README.txt").read_text(), sessions=sessions,
             files=sorted(str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file()),
-            bundle_warnings=[str(x.message) for x in w]))
+            bundle_warnings=[str(x.message) for x in w], probe=_doctor.probe("neuron"),
+            diagnosis=_doctor.diagnose()))
 """,
         build,
         env={"TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path / "neff-cache")},
@@ -105,6 +107,19 @@ report(dict(facts(s, t, caught), readme=(bundle / "README.txt").read_text(), ses
             for f in ntffs:
                 assert f"neuron-explorer view -n {folder}/{n} -s {folder}/{f}" in readme
     assert "device trace of NeuronCore 1" in readme and "framework trace" in readme and "WARNING" not in readme
+
+    # `neuronprof doctor --probe` reports what this build delivers, and doctor names the build.
+    expected = "linked" if build == "correlating" else "runtime"
+    assert r["probe"]["result"] == expected
+    if expected == "linked":
+        assert r["probe"]["kernels"] and r["probe"]["linked_ops"]
+    else:
+        assert r["probe"]["runtime_events"] > 0 and not r["probe"]["kernels"]
+    assert r["diagnosis"]["neuron_build"] == build
+    problems = r["diagnosis"]["problems"]
+    assert any("stays empty by design" in p for p in problems) is (build != "correlating")
+    assert any("doctor --probe" in p for p in problems)
+    assert not any("did not load" in p for p in problems), "that check could not detect a missing plugin"
 
 
 # The correlating and documented builds share NeuronConfig; the legacy build has its own config string.

@@ -50,7 +50,8 @@ del os.environ["TORCH_TPU_PROFILER_OUTPUT_DIR"]
 dist.init_process_group("gloo", init_method="file://" + {str(tmp_path / "pg")!r}, rank=0, world_size=1)
 ranked = run({str(tmp_path / "ranked")!r})
 dist.destroy_process_group()
-report(dict(plain=plain, overridden=overridden, ranked=ranked))
+from neuronprof import _doctor
+report(dict(plain=plain, overridden=overridden, ranked=ranked, probe=_doctor.probe("tpu")))
 """
     )
     r = result(check(run_script(code, backend="tpu")))
@@ -69,6 +70,8 @@ report(dict(plain=plain, overridden=overridden, ranked=ranked))
     assert any("TORCH_TPU_PROFILER_OUTPUT_DIR" in n and "overrides run_dir" in n for n in over["notes"])
     assert f"TorchTPU wrote its profile (XPlane) to {over_written.parent}" in over["notes"]
     assert not (tmp_path / "over" / "tpu_profile").exists()
+    # `neuronprof doctor --probe`: TorchTPU's kernels reach torch unlinked.
+    assert r["probe"]["result"] == "unlinked" and r["probe"]["kernels"] and not r["probe"]["linked_ops"]
     for res in (plain, over, ranked):
         # Device time sits on unlinked kernel rows; the totals count it, so no empty-column warning.
         assert res["has_device"] and res["total"] > 0 and res["op_device"] == 0

@@ -1,0 +1,1 @@
+torch_neuronx stand-in placeholder: ntrace.pb
