@@ -67,9 +67,10 @@ report(dict(
 
 
 @pytest.mark.parametrize("backend", ["neuron", "mydev"])
-def test_device_columns_kernels_and_flows(backend: str) -> None:
+def test_device_columns_kernels_and_flows(backend: str, tmp_path: Path) -> None:
     env = {"NEURONPROF_STANDIN_NEURON_BUILD": "correlating"}
-    r = result(check(run_script(_SELF_CHECK, backend=backend, env=env)))
+    # cwd: Neuron Runtime's default output folder is ./output.
+    r = result(check(run_script(_SELF_CHECK, backend=backend, env=env, cwd=tmp_path)))
     up = backend.upper()
     assert r["name"] == backend
     assert f"Self {up}" in r["header"] and f"{up} total" in r["header"]

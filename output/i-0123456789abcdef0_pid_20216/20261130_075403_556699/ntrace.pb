@@ -1,1 +1,0 @@
-torch_neuronx stand-in placeholder: ntrace.pb

@@ -1,1 +1,0 @@
-torch_neuronx stand-in placeholder: trace_info.pb
