@@ -82,25 +82,26 @@ info.update(
 )
 bundle = s.export(format="neuron")
 info.update(bundle=str(bundle), readme=(bundle / "README.txt").read_text(),
-            device_files=sorted(p.name for p in (bundle / "device").rglob("*")),
             system_files=sorted(p.name for p in (bundle / "system").rglob("*") if p.is_file()))
 report(info)
 """,
         backend="neuron",
+        # The TorchNeuron build that puts NeuronCore time into torch.profiler.
+        env={"NEURONPROF_STANDIN_NEURON_BUILD": "correlating", "TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path / "neffs")},
     )
     _assert_device_table(r, "NEURON")
     assert r["backend"] == "neuron"
     assert r["modes"] == ["DEVICE", "RUNTIME"]
     assert r["core"] == "0"
     assert Path(r["profile_dir"]).parent == tmp_path / "out"
-    assert r["correlate"] is False, "only passed when NeuronConfig accepts it"
+    assert r["correlate"] is True, "passed because this NeuronConfig accepts it"
     # TorchNeuron's exporter ran (and consumed kineto's one-shot save); ours still worked twice.
     assert r["exports"] == 1 and Path(r["neuron_trace"]).exists()
     # One sync per step, before the schedule advanced.
     assert [b - a for a, b in zip(r["sync_counts"], r["sync_counts"][1:])] == [1, 1, 1]
     assert r["sync_total"] >= 4
-    assert any(n.endswith(".neff") for n in r["device_files"])
-    assert any(n.endswith(".ntff") for n in r["device_files"])
+    assert any(n.endswith(".neff") for n in r["system_files"])
+    assert any(n.endswith(".ntff") for n in r["system_files"])
     assert "trace.json" in r["system_files"] and "ntrace.pb" in r["system_files"]
     assert ".neff" in r["readme"] and ".ntff" in r["readme"] and "system/" in r["readme"]
 
@@ -110,8 +111,8 @@ def test_neuron_config_options_pass_through(tmp_path):
         f"""
 import torch_neuronx.profiling as tnp
 seen = []
-for core in ("0,1", "2-5", "all"):
-    profile({str(tmp_path)!r} + "/" + core, modes=("device", "cpu_util", "host_memory"), core=core)
+for core in ("0,1", "2-5", None):
+    profile({str(tmp_path)!r} + "/" + str(core), modes=("device", "cpu_util", "host_memory"), core=core)
     seen.append([tnp.last_config.capture_enabled_for_nc, sorted(m.name for m in tnp.last_config.modes),
                  getattr(tnp.last_config, "correlate_device_time", None)])
 try:
@@ -126,8 +127,9 @@ report(dict(seen=seen, refused=refused, local=tnp.last_config.capture_enabled_fo
         backend="neuron",
         env={"NEURONPROF_STANDIN_CORRELATE": "1", "LOCAL_RANK": "3"},
     )
-    assert r["local"] == "3"
-    assert [s[0] for s in r["seen"]] == ["0,1", "2-5", "all"]
+    # Core indices are process-local: never str(LOCAL_RANK); no core captures every core of the process.
+    assert r["local"] is None
+    assert [s[0] for s in r["seen"]] == ["0,1", "2-5", None]
     assert all(s[1] == ["CPU_UTIL", "DEVICE", "HOST_MEMORY"] for s in r["seen"])
     assert all(s[2] is True for s in r["seen"]), "passed when the signature accepts it"
     assert "invalid core" in r["refused"]
@@ -141,13 +143,19 @@ before = torch_tpu.accelerator_sync_calls()
 s, t, info = profile({str(tmp_path / "out")!r})
 cfg = torch_tpu.profiler.last_config
 info.update(run_dir=cfg.run_dir, rejected=torch.tpu.sync_calls_rejected,
-            accel=torch_tpu.accelerator_sync_calls() - before)
+            accel=torch_tpu.accelerator_sync_calls() - before, total=t.self_device_us,
+            kernel_rows=[r.self_device_us for r in t.rows if r.on_device])
 report(info)
 """,
         backend="tpu",
         env={"NEURONPROF_STANDIN_TPU_WARN": "0"},
     )
-    _assert_device_table(r, "TPU")
+    # TorchTPU's kernels are linked to no op: the time is on the kernel rows, which the totals count.
+    assert r["label"] == "TPU" and "Self TPU (µs)" in r["text"]
+    assert r["addmm"] == 0
+    assert r["kernel_rows"] and r["total"] == pytest.approx(sum(r["kernel_rows"]))
+    assert all(k > 0 for k in r["kernels"]), "both exports hold the device kernels"
+    assert r["warnings"] == []
     assert r["backend"] == "tpu"
     assert r["rejected"] == 0, "torch.tpu.synchronize() raises on torch >= 2.11: never call it"
     assert r["accel"] == 4
@@ -174,18 +182,20 @@ report(info)
 
 
 def test_empty_device_column_warns_and_points_to_doctor(tmp_path):
+    # Only where device time is expected: the correlating TorchNeuron build, here with nothing emitted.
     r = _run(
         f"""
 s, t, info = profile({str(tmp_path / "out")!r})
 report(info)
 """,
         backend="neuron",
-        env={"NEURONPROF_STANDIN_EMIT": "0"},
+        env={"NEURONPROF_STANDIN_EMIT": "0", "NEURONPROF_STANDIN_NEURON_BUILD": "correlating"},
     )
     assert len(r["warnings"]) == 1
     message = r["warnings"][0]
     assert "no NEURON device time" in message and "neuronprof doctor" in message
     assert "synchronised" in message and "plugin" in message
+    assert "doctor --probe" in message and "torch >= 2.12" not in message
     assert any("no NEURON device time" in n for n in r["notes"])
 
 

@@ -1,6 +1,7 @@
 """``neuronprof doctor``: what this environment can profile, and what to fix.
 
-It is the first thing to run when a device column comes out empty.
+It is the first thing to run when a device column comes out empty; ``--probe``
+profiles one tiny op on the device and says what actually reached torch.profiler.
 """
 
 from __future__ import annotations
@@ -9,9 +10,29 @@ import argparse
 import json
 import platform
 import sys
-from typing import Any
+import tempfile
+import warnings
+from typing import Any, Literal, Optional
 
-__all__ = ["diagnose", "register"]
+__all__ = ["PROBE_MEANINGS", "ProbeResult", "diagnose", "probe", "register"]
+
+ProbeResult = Literal["linked", "unlinked", "runtime", "nothing"]
+"""What a probe found in torch.profiler's output (see ``PROBE_MEANINGS``)."""
+
+PROBE_MEANINGS: dict[str, str] = {
+    "linked": "device kernels linked to ops: the device columns fill, on each op and on each kernel row.",
+    "unlinked": "device kernels linked to no op: device time shows on the kernel rows only (totals count "
+    "them); the ops that launched them carry none.",
+    "runtime": "device runtime events only (filed by torch as CPU rows): no device time reaches torch.profiler. "
+    "On TorchNeuron without correlate_device_time this is normal: NeuronCore time is in Neuron's own profile "
+    "(s.export(format='neuron')).",
+    "nothing": "nothing from the device reached torch.profiler: its profiler plugin is not loaded, or the op "
+    "did not run on the device.",
+}
+"""One-line meaning of each probe result."""
+
+# Chrome-trace categories of host-side runtime and driver calls (kineto's names).
+_RUNTIME_CATEGORIES = ("privateuse1_runtime", "privateuse1_driver", "cuda_runtime", "cuda_driver")
 
 
 def diagnose() -> dict[str, Any]:
@@ -19,8 +40,9 @@ def diagnose() -> dict[str, Any]:
 
     Returns:
         Keys ``python``, ``torch``, ``kineto``, ``privateuse1``, ``activities``,
-        ``backends`` (each with ``available`` and a ``reason`` when not), ``auto``
-        and ``problems`` (a list of one-line hints).
+        ``backends`` (each with ``available`` and a ``reason`` when not), ``auto``,
+        ``neuron_build`` (``"correlating"``, ``"documented"`` or ``"legacy"``, when
+        TorchNeuron is available) and ``problems`` (a list of one-line hints).
     """
     from neuronprof import __version__
 
@@ -34,8 +56,9 @@ def diagnose() -> dict[str, Any]:
         problems.append(f"torch is not importable ({exc}): pip install torch")
         return facts
 
-    from neuronprof.backends import auto_choice, describe_backends
-    from neuronprof.backends.base import PRIVATEUSE1_MIN_TORCH, privateuse1_name, torch_version
+    from neuronprof.backends import auto_choice, describe_backends, get_backend
+    from neuronprof.backends.base import privateuse1_name
+    from neuronprof.backends.privateuse1 import PrivateUse1Backend
 
     facts["torch"] = torch.__version__
     facts["kineto"] = bool(torch.autograd.kineto_available())
@@ -53,19 +76,99 @@ def diagnose() -> dict[str, Any]:
     )
     facts["backends"] = describe_backends()
     facts["auto"] = auto_choice()
-    need = ".".join(map(str, PRIVATEUSE1_MIN_TORCH))
-    if pu1 is not None and torch_version() < PRIVATEUSE1_MIN_TORCH:
-        problems.append(f"PrivateUse1 device time needs torch >= {need}; upgrade torch and the {pu1} plugin")
-    if pu1 is not None and torch.profiler.ProfilerActivity.PrivateUse1 not in supported:
-        problems.append(
-            f"{pu1} is registered but torch.profiler lists no PrivateUse1 activity: its profiler plugin did not load"
-        )
+    if pu1 is not None:
+        backend = get_backend(pu1)
+        # Each backend states its own torch requirement (TorchNeuron has none; TorchTPU needs 2.12).
+        problem = backend.torch_problem() if isinstance(backend, PrivateUse1Backend) else None
+        if problem:
+            problems.append(problem)
+        # Whether the plugin delivers anything cannot be told from the activity list
+        # (torch lists PrivateUse1 once the device is renamed): only a probe can.
+        problems.append(f"run `neuronprof doctor --probe` to see what the {pu1} profiler plugin delivers")
     for info in facts["backends"]:
         if info["name"] == "neuron" and not info["available"]:
             problems.append(f"neuron: {info['reason']}")
+        if info["name"] == "neuron" and info["available"]:
+            from neuronprof.backends import NeuronBackend
+
+            neuron = get_backend("neuron")
+            if isinstance(neuron, NeuronBackend):
+                facts["neuron_build"] = build = neuron.build()
+                if build != "correlating":
+                    problems.append(
+                        "neuron: this TorchNeuron build's NeuronConfig has no correlate_device_time, so the NEURON "
+                        "column stays empty by design; NeuronCore time is in s.export(format='neuron')"
+                    )
     if facts["auto"] == "cpu":
         problems.append("no accelerator found: sessions will profile the CPU only (no device columns)")
     return facts
+
+
+def probe(backend: str = "auto") -> dict[str, Any]:
+    """Profile one tiny op on the backend's device and say what reached torch.profiler.
+
+    The op (``x + 1`` then ``x.sum()`` on a 64-element tensor) runs inside a
+    one-step neuronprof session on the chosen backend, with the ``device`` and
+    ``runtime`` modes. The tensor is placed on the device; when that is not
+    possible the op runs on the CPU and ``placed`` says why.
+
+    Args:
+        backend: ``"auto"`` or a backend name, as for [`neuronprof.session`][neuronprof.session].
+
+    Returns:
+        Keys ``backend``, ``placed`` (the device the op ran on, or ``"cpu (...)"``),
+        ``result`` (a ``ProbeResult``), ``meaning``
+        (its one-line explanation), ``kernels`` (device kernel rows), ``linked_ops``
+        (ops carrying device time), ``runtime_events`` and ``notes`` (the session's).
+
+    Raises:
+        BackendUnavailableError: The named backend cannot run here.
+    """
+    import torch
+
+    from neuronprof._session import Session
+
+    with tempfile.TemporaryDirectory(prefix="neuronprof-probe-") as tmp:
+        s = Session(("device", "runtime"), backend=backend, wait=0, warmup=1, active=1, output_dir=tmp)
+        device = s.backend if s.device_label is not None else "cpu"
+        placed = device
+        try:
+            x = torch.ones(64, device=device)
+        except Exception as exc:  # no allocator, no device visible...: probe the plugin on the CPU
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            placed = f"cpu, not {device} ({type(exc).__name__}: {first[:100]})"
+            x = torch.ones(64)
+        with s:
+            for _ in s.steps():
+                (x + 1).sum()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            table = s.table(row_limit=None)
+            trace = s.export()
+        with open(trace, encoding="utf-8") as f:
+            events = json.load(f).get("traceEvents", [])
+    kernels = [r.name for r in table.rows if r.on_device and (r.self_device_us or 0) > 0]
+    linked = [r.name for r in table.rows if not r.on_device and (r.self_device_us or 0) > 0]
+    runtime = sum(1 for e in events if str(e.get("cat", "")).lower() in _RUNTIME_CATEGORIES)
+    result: ProbeResult
+    if kernels and linked:
+        result = "linked"
+    elif kernels:
+        result = "unlinked"
+    elif runtime:
+        result = "runtime"
+    else:
+        result = "nothing"
+    return {
+        "backend": s.backend,
+        "placed": placed,
+        "result": result,
+        "meaning": PROBE_MEANINGS[result],
+        "kernels": kernels,
+        "linked_ops": linked,
+        "runtime_events": runtime,
+        "notes": s.notes,
+    }
 
 
 def _print_report(facts: dict[str, Any]) -> None:
@@ -82,6 +185,8 @@ def _print_report(facts: dict[str, Any]) -> None:
             reason = "" if info["available"] else f"  ({info['reason']})"
             print(f"  [{mark}] {info['name']}{reason}")
         print(f"auto picks:  {facts['auto']}")
+        if facts.get("neuron_build"):
+            print(f"TorchNeuron: {facts['neuron_build']} profiling API")
     if facts["problems"]:
         print("hints:")
         for line in facts["problems"]:
@@ -90,13 +195,32 @@ def _print_report(facts: dict[str, Any]) -> None:
         print("no problems found")
 
 
+def _print_probe(found: dict[str, Any]) -> None:
+    print(f"probe:       one op on {found['placed']} under the {found['backend']} backend")
+    print(f"result:      {found['result']}: {found['meaning']}")
+    for note in found["notes"]:
+        print(f"  note: {note}")
+
+
 def _run(args: argparse.Namespace) -> int:
     facts = diagnose()
+    found: Optional[dict[str, Any]] = None
+    if args.probe:
+        from neuronprof.errors import BackendUnavailableError
+
+        try:
+            found = probe(args.backend)
+        except BackendUnavailableError as exc:
+            print(f"neuronprof doctor: {exc}", file=sys.stderr)
+            return 1
+        facts["probe"] = found
     if args.json:
         json.dump(facts, sys.stdout, indent=2)
         print()
     else:
         _print_report(facts)
+        if found is not None:
+            _print_probe(found)
     return 0
 
 
@@ -106,7 +230,15 @@ def register(subparsers: Any) -> None:
         "doctor",
         help="check what this environment can profile",
         description="Report torch, kineto, the PrivateUse1 backend, available backends and what "
-        "session(backend='auto') would pick, with a hint for each problem found.",
+        "session(backend='auto') would pick, with a hint for each problem found. With --probe, profile one "
+        "tiny op on the device and report what reached torch.profiler.",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--probe",
+        action="store_true",
+        help="run one tiny op under the profiler and report: device kernels linked to ops, unlinked kernels, "
+        "runtime events only, or nothing",
+    )
+    parser.add_argument("--backend", default="auto", help="backend to probe (default: auto)")
     parser.set_defaults(func=_run)

@@ -113,7 +113,8 @@ class Session:
 
     Attributes:
         modes: The requested capture modes.
-        core: The device cores captured (``"0"``, ``"0,1"``, ``"2-5"``, ``"all"``).
+        core: The device cores captured (``"0"``, ``"0,1"``, ``"2-5"``, ``"all"``); None
+            means the backend's default (on Neuron: every NeuronCore of this process).
         wait: Steps skipped at the start of each cycle.
         warmup: Steps run with the profiler on but discarded (lazy compilation,
             caches and allocators settle here).
@@ -281,6 +282,7 @@ class Session:
         if self._backend.writes_output:
             ensure_writable_dir(self._output_dir, create=True)
         experimental = self._backend.experimental_config(ctx)
+        self._take_backend_notes()
         kwargs: dict[str, Any] = {
             "activities": self._backend.activities(),
             "schedule": torch.profiler.schedule(
@@ -331,6 +333,12 @@ class Session:
         self._cycles.append(cycle)
         assert self._ctx is not None
         cycle.backend_trace = self._backend.on_trace_ready(prof, self._ctx)
+        self._take_backend_notes()
+
+    def _take_backend_notes(self) -> None:
+        if self._ctx is not None:
+            for message in self._backend.session_notes(self._ctx):
+                self._note(message)
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         global _active
@@ -505,8 +513,10 @@ class Session:
             ValueError: Unknown ``sort_by``.
 
         Warns:
-            NeuronProfWarning: Device time was requested on a device backend but
-                every row has none (see ``neuronprof doctor``).
+            NeuronProfWarning: Device time was requested on a backend that delivers
+                it to torch.profiler, but every row has none (see ``neuronprof doctor
+                --probe``). Where the backend delivers none (TorchNeuron without
+                ``correlate_device_time``), ``s.notes`` says so instead.
         """
         if sort_by not in SORT_KEYS:
             raise ValueError(f"unknown sort_by {sort_by!r}; use one of: {', '.join(SORT_KEYS)}")
@@ -582,16 +592,12 @@ class Session:
         if not wants_device or not self._cycles or table.has_device_time or self._warned_empty_device:
             return
         self._warned_empty_device = True
-        label = self.device_label or "device"
-        message = (
-            f"no {label} device time was recorded (every row is zero). Likely causes: the model or its "
-            f"inputs are still on the CPU (move them with .to('{self.backend}')); the device was not "
-            "synchronised before each step (loop over s.steps() or call s.step()); or the backend's "
-            "profiler plugin is not loaded (PrivateUse1 device time needs torch >= 2.12). "
-            "Run `neuronprof doctor` to check."
-        )
-        self._note(message)
-        warnings.warn(message, NeuronProfWarning, stacklevel=3)
+        # The backend knows whether device time was expected at all; when it was not,
+        # its note (already in s.notes) explains why instead.
+        message = self._backend.empty_device_warning(self._context())
+        if message:
+            self._note(message)
+            warnings.warn(message, NeuronProfWarning, stacklevel=3)
 
     def _trace_metadata(self) -> dict[str, Any]:
         from neuronprof import __version__
@@ -702,7 +708,15 @@ class Session:
             import shutil
 
             shutil.rmtree(target) if target.is_dir() else target.unlink()
-        return neuron_bundle(source, target)
+
+        def framework_trace(index: int, dest: Path) -> bool:
+            # For session folders TorchNeuron left without a framework trace (legacy build).
+            if index >= len(self._cycles):
+                return False
+            self._trace_writer(self._cycles[index])(dest)
+            return True
+
+        return neuron_bundle(source, target, framework_trace=framework_trace)
 
     def roofline(
         self,
@@ -788,9 +802,12 @@ def session(
         modes: What to capture: ``"device"``, ``"runtime"``, ``"cpu_util"``,
             ``"host_memory"`` (see [`Mode`][neuronprof.backends.Mode]). A mode the
             backend cannot capture is recorded in ``s.notes``, not an error.
-        core: Device cores to capture: ``"0"``, ``"0,1"``, ``"2-5"`` or ``"all"``. On
-            Neuron this is ``capture_enabled_for_nc``; on CUDA the GPU indices to
-            synchronise. Default: the local rank's core under torchrun, else ``"0"``.
+        core: Device cores to capture: ``"0"``, ``"0,1"``, ``"2-5"`` or ``"all"``, as
+            indices of the devices this process sees (process-local: under torchrun
+            each process's cores start at 0). On Neuron this is
+            ``capture_enabled_for_nc``, and the cores synchronised each step; None or
+            ``"all"`` captures every NeuronCore of the process. On CUDA, the GPU
+            indices to synchronise; None means the current GPU.
         backend: ``"auto"``, ``"neuron"``, ``"tpu"``, ``"cuda"``, ``"cpu"``, or the name
             of a PrivateUse1 device or registered backend.
         wait: Steps skipped at the start of each cycle.

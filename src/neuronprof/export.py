@@ -11,11 +11,11 @@ from __future__ import annotations
 import errno
 import gzip
 import os
+import re
 import shutil
 import socket
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Callable, Literal, Optional, get_args
 
@@ -27,6 +27,7 @@ __all__ = [
     "default_trace_name",
     "ensure_writable_dir",
     "neuron_bundle",
+    "neuron_device_pairs",
     "unique_path",
 ]
 
@@ -47,14 +48,71 @@ _NEURON_README = """\
 Neuron Explorer bundle written by neuronprof
 ============================================
 
-system/   The whole TorchNeuron profile output folder. For a *system profile*
-          upload this folder as it is.
-device/   One folder per compiled graph, each holding a .neff with its .ntff.
-          For a *device profile* upload each .neff together with its .ntff.
+system/ is TorchNeuron's profile output folder as Neuron Runtime wrote it: one
+session folder per profiling cycle, <instance-id>_pid_<pid>/<timestamp>/.
 
-Device profile pairs:
-{pairs}
-"""
+Files
+-----
+{files}
+
+System profile (the whole session folder, with any device profiles in it)
+-------------------------------------------------------------------------
+Upload the session folder in Neuron Explorer, or run:
+{system}
+
+Device profile (one .neff with one .ntff)
+-----------------------------------------
+Each .ntff holds one NeuronCore's device trace for the whole session, covering
+every NEFF that ran on it; view it with each NEFF in turn:
+{device}
+{warnings}"""
+
+_NEFF_FIX = (
+    "set TORCH_NEURONX_NEFF_CACHE_DIR=<folder> before starting Python (neuronprof passes it to "
+    "NeuronConfig as neff_cache_dir), so that Neuron Runtime copies the NEFFs into the profile"
+)
+
+
+def _describe_neuron_file(name: str) -> str:
+    """Say what one file of a Neuron profile folder is (names from Neuron's profiling guide)."""
+    if name.endswith(".neff"):
+        return "compiled graph (NEFF) that ran on the NeuronCores; needed to decode the .ntff traces"
+    if name.endswith(".ntff"):
+        core = re.match(r"profile_nc_(\d+)_session_\d+\.ntff$", name) or re.search(r"_vnc_(\d+)\.ntff$", name)
+        return f"device trace of NeuronCore {core.group(1)}" if core else "device trace of a NeuronCore"
+    described = {
+        "ntrace.pb": "Neuron Runtime system trace (runtime API calls, NeuronCore executions)",
+        "trace_info.pb": "metadata of the system trace",
+        "cpu_util.pb": "host CPU utilisation",
+        "host_mem.pb": "host memory usage",
+    }
+    if name in described:
+        return described[name]
+    if name.endswith(".json") and ("trace" in name):
+        return "framework trace (torch.profiler's ops, Chrome JSON) linked to the system trace"
+    return "file written by TorchNeuron or Neuron Runtime"
+
+
+_OLD_NTFF = re.compile(r"^(?P<hash>.+)_instid_\d+_vnc_\d+\.ntff$")
+
+
+def neuron_device_pairs(folder: Path) -> list[tuple[Path, Path]]:
+    """Return the (``.neff``, ``.ntff``) pairs to view as device profiles in one session folder.
+
+    Current captures write one ``profile_nc_<n>_session_<k>.ntff`` per NeuronCore for
+    the whole session, covering every ``neff_<hash>_vnc_<k>.neff``: each NTFF pairs with
+    each NEFF. Older captures name the trace after its NEFF
+    (``neff_<hash>.neff`` with ``<hash>_instid_0_vnc_<n>.ntff``): those pair by hash.
+    """
+    neffs = sorted(folder.glob("*.neff"))
+    pairs: list[tuple[Path, Path]] = []
+    for ntff in sorted(folder.glob("*.ntff")):
+        old = _OLD_NTFF.match(ntff.name)
+        if old is not None:
+            pairs += [(n, ntff) for n in neffs if n.stem in (f"neff_{old['hash']}", old["hash"])]
+        else:
+            pairs += [(n, ntff) for n in neffs]
+    return pairs
 
 
 def default_trace_name(backend: str, started: float, *, rank: Optional[int] = None, suffix: str = ".json") -> str:
@@ -195,44 +253,81 @@ def tensorboard_file_name(started: float, *, rank: Optional[int] = None) -> str:
     return f"{worker}.{int(started * 1000)}.pt.trace.json"
 
 
-def _neff_pairs(root: Path) -> Iterator[tuple[Path, Optional[Path]]]:
-    for neff in sorted(root.rglob("*.neff")):
-        ntff = sorted(neff.parent.glob(f"{neff.stem}*.ntff")) or sorted(neff.parent.glob("*.ntff"))
-        yield neff, (ntff[0] if ntff else None)
-
-
-def neuron_bundle(source: Path, target: Path) -> Path:
+def neuron_bundle(
+    source: Path,
+    target: Path,
+    *,
+    framework_trace: Optional[Callable[[int, Path], bool]] = None,
+) -> Path:
     """Build a Neuron Explorer bundle from TorchNeuron's profile output folder.
 
-    The bundle has ``system/`` (the whole output folder, for a system profile),
-    ``device/<graph>/`` with each ``.neff`` beside its ``.ntff`` (for a device
-    profile) and a ``README.txt`` saying what to upload. It is assembled in a
-    temporary folder and renamed into place.
+    The bundle has ``system/`` (the whole output folder: its session folders are what
+    Neuron Explorer takes as a system profile) and a ``README.txt`` that lists every
+    file with what it is and gives the ``neuron-explorer view`` commands for the
+    system profile (``-d <session folder>``) and each device profile
+    (``-n <.neff> -s <.ntff>``). It is assembled in a temporary folder and renamed
+    into place.
+
+    Args:
+        source: TorchNeuron's ``profile_output_dir``.
+        target: The bundle folder to create.
+        framework_trace: ``write(index, dest) -> bool`` writes the framework trace of
+            the ``index``-th profiling cycle to ``dest``; used for session folders
+            TorchNeuron left without one. Returns False when there is no such cycle.
+
+    Warns:
+        NeuronProfWarning: A session folder has device traces (``.ntff``) but no
+            ``.neff``: Neuron Explorer cannot decode them. The message says how to fix it.
 
     Raises:
         FileExistsError: ``target`` exists.
         OSError: A copy failed; nothing is left behind.
     """
+    import warnings
+
+    from neuronprof.errors import NeuronProfWarning
+
     if target.exists():
         raise FileExistsError(errno.EEXIST, "export target exists; pass overwrite=True to replace it", str(target))
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
+    problems: list[str] = []
     try:
         shutil.copytree(source, tmp / "system")
-        lines = []
-        for neff, ntff in _neff_pairs(source):
-            folder = tmp / "device" / neff.stem
-            folder.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(neff, folder / neff.name)
-            if ntff is not None:
-                shutil.copy2(ntff, folder / ntff.name)
-                lines.append(f"  device/{neff.stem}/{neff.name} + {ntff.name}")
-            else:
-                lines.append(
-                    f"  device/{neff.stem}/{neff.name} (no .ntff found: capture with modes including 'device')"
+        sessions = sorted(
+            {p.parent for p in (tmp / "system").rglob("*") if p.is_file()}, key=lambda d: (d.stat().st_mtime, str(d))
+        )
+        files: list[str] = []
+        system: list[str] = []
+        device: list[str] = []
+        for index, folder in enumerate(sessions):
+            rel = folder.relative_to(tmp)
+            has_trace = any(folder.glob("*trace*.json"))
+            if not has_trace and framework_trace is not None and framework_trace(index, folder / "trace.json"):
+                has_trace = True
+            for f in sorted(folder.iterdir()):
+                if f.is_file():
+                    files.append(f"  {rel / f.name}\n      {_describe_neuron_file(f.name)}")
+            system.append(f"  neuron-explorer view -d {rel}")
+            pairs = neuron_device_pairs(folder)
+            device += [f"  neuron-explorer view -n {rel / n.name} -s {rel / t.name}" for n, t in pairs]
+            if any(folder.glob("*.ntff")) and not any(folder.glob("*.neff")):
+                problems.append(
+                    f"{rel} holds device traces (.ntff) but no .neff, so Neuron Explorer cannot decode them: "
+                    + _NEFF_FIX
                 )
-        (tmp / "README.txt").write_text(_NEURON_README.format(pairs="\n".join(lines) or "  (none recorded)"))
+        notes = "".join(f"\nWARNING: {p}\n" for p in problems)
+        (tmp / "README.txt").write_text(
+            _NEURON_README.format(
+                files="\n".join(files) or "  (none recorded)",
+                system="\n".join(system) or "  (no session folder)",
+                device="\n".join(device) or "  (none: capture with the 'device' mode and a NEFF cache folder)",
+                warnings=notes,
+            )
+        )
         os.rename(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    for problem in problems:
+        warnings.warn(problem, NeuronProfWarning, stacklevel=3)
     return target

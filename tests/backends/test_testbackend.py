@@ -29,7 +29,8 @@ lin = torch.nn.Linear(16, 16)
 
 class Config(torch._C._profiler._ExperimentalConfig):
     def __init__(self):
-        super().__init__(custom_profiler_config="answer:42")
+        # The correlating TorchNeuron stand-in emits linked kernels only when asked to.
+        super().__init__(custom_profiler_config="answer:42;correlate_device_time:true")
 
 with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
              experimental_config=Config()) as p:
@@ -66,8 +67,10 @@ report(dict(
 
 
 @pytest.mark.parametrize("backend", ["neuron", "mydev"])
-def test_device_columns_kernels_and_flows(backend: str) -> None:
-    r = result(check(run_script(_SELF_CHECK, backend=backend)))
+def test_device_columns_kernels_and_flows(backend: str, tmp_path: Path) -> None:
+    env = {"NEURONPROF_STANDIN_NEURON_BUILD": "correlating"}
+    # cwd: Neuron Runtime's default output folder is ./output.
+    r = result(check(run_script(_SELF_CHECK, backend=backend, env=env, cwd=tmp_path)))
     up = backend.upper()
     assert r["name"] == backend
     assert f"Self {up}" in r["header"] and f"{up} total" in r["header"]
@@ -77,7 +80,7 @@ def test_device_columns_kernels_and_flows(backend: str) -> None:
     assert all(n.startswith(f"{backend}_kernel[aten::") for n in r["kernel_names"])
     assert r["kernel_lanes"] == [[0, 7]]
     assert r["flow_starts"] == r["flow_ends"] == r["kernels"]
-    assert r["custom"][0] == "answer:42"
+    assert r["custom"][0] == "answer:42;correlate_device_time:true"
     assert up not in r["header_off"]  # emit=False: no device time, no device columns
     assert r["sync_calls"] == 2  # torch.profiler's own exit, once per profile
     assert "separate subprocess" in r["second"]
@@ -108,11 +111,12 @@ def test_neuron_standin_export_and_config() -> None:
                 again=again, sync=torch.neuron.sync_calls,
                 correlate="correlate_device_time" in inspect.signature(NeuronConfig).parameters))
     """
-    r = result(check(run_script(code, backend="neuron")))
+    r = result(check(run_script(code, backend="neuron", env={"TORCH_NEURONX_NEFF_CACHE_DIR": "neff-cache"})))
     files = r["files"]
     assert "trace.json" in files and "trace_info.pb" in files and "ntrace.pb" in files
     assert [f for f in files if f.endswith(".ntff")] == ["profile_nc_0_session_0.ntff", "profile_nc_1_session_0.ntff"]
-    assert len([f for f in files if f.endswith(".neff")]) == 1
+    # NEFFs reach the profile only with a NEFF cache folder (set in env below).
+    assert len([f for f in files if f.endswith(".neff")]) == 2
     assert r["parts"][0].endswith(f"_pid_{r['parts'][0].rsplit('_', 1)[1]}") and len(r["parts"]) == 2
     assert r["again"] == "Trace is already saved."
     assert r["sync"] == 2  # the snippet's call plus torch.profiler's exit
@@ -132,19 +136,21 @@ def test_tpu_standin_sync_goes_through_the_accelerator() -> None:
         direct = "allowed"
     except RuntimeError as exc:
         direct = str(exc)
-    cfg = TpuProfilerConfig(run_dir="/tmp/run")
+    import tempfile
+    run = tempfile.mkdtemp()
+    cfg = TpuProfilerConfig(run_dir=run)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1], experimental_config=cfg) as p:
         for _ in range(3):
             torch.ones(4) * 2
             torch.accelerator.synchronize()
-    report(dict(direct=direct, accel=torch_tpu.accelerator_sync_calls(),
+    report(dict(direct=direct, accel=torch_tpu.accelerator_sync_calls(), run=run,
                 custom=tb.stats()["last_custom_config"],
                 header=p.key_averages().table(sort_by="self_device_time_total").splitlines()[1]))
     """
     r = result(check(run_script(code, backend="tpu", env={"NEURONPROF_STANDIN_TPU_WARN": "0"})))
     assert "torch.accelerator.synchronize()" in r["direct"]
     assert r["accel"] == 3
-    assert r["custom"] == "host_tracer_level:2,device_tracer_level:1,python_tracer_level:0,run_dir:/tmp/run"
+    assert r["custom"] == f"host_tracer_level:2,device_tracer_level:1,python_tracer_level:0,run_dir:{r['run']}"
     assert "Self TPU" in r["header"]
 
 

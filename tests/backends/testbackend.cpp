@@ -63,10 +63,22 @@ constexpr int32_t kStreamId = 7;
 // Gap between the end of the launch call and the kernel's start.
 constexpr int64_t kLaunchDelayNs = 1000;
 
+// What the plugin emits for the ops of a profile (set_kernel_mode, or per
+// profile by the session hook).
+enum KernelMode : int {
+  kKernelsNone = 0,      // no device kernels (runtime events only, if enabled)
+  kKernelsLinked = 1,    // one kernel per op, linked to it (like CUDA kernels)
+  kKernelsUnlinked = 2,  // one kernel per op, linked to nothing (like TorchTPU)
+};
+
 struct State {
   std::mutex mu;
   bool emit = true;
   bool runtime = true;
+  int kernel_mode = kKernelsLinked;
+  // Python callable hook(event, custom_config, device_requested) or nullptr;
+  // see py_set_session_hook.
+  PyObject* hook = nullptr;
   int64_t kernel_ns = 5000;
   // Counters for tests.
   int64_t sessions_configured = 0;
@@ -138,11 +150,60 @@ std::string backendName() {
   return c10::get_privateuse1_backend(/*lower_case=*/true);
 }
 
+// Calls the Python session hook, if any, with the GIL held. For "configure"
+// the hook may return (kernel_mode, runtime_events) to override the global
+// settings for that profile; anything else keeps them. An exception in the
+// hook is printed and ignored: a plugin must never break the profile.
+bool callHook(const char* event, const std::string& custom, bool device_requested, int* kernel_mode, bool* runtime) {
+  PyObject* hook;
+  {
+    std::lock_guard<std::mutex> lock(state().mu);
+    hook = state().hook;
+  }
+  if (hook == nullptr || !Py_IsInitialized()) {
+    return false;
+  }
+  bool overridden = false;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject* res = PyObject_CallFunction(
+      hook, "ss#O", event, custom.data(), static_cast<Py_ssize_t>(custom.size()),
+      device_requested ? Py_True : Py_False);
+  if (res == nullptr) {
+    PyErr_Print();
+  } else {
+    int mode = 0;
+    int rt = 0;
+    if (kernel_mode != nullptr && PyTuple_Check(res) && PyArg_ParseTuple(res, "ip", &mode, &rt)) {
+      *kernel_mode = mode;
+      *runtime = rt != 0;
+      overridden = true;
+    }
+    PyErr_Clear();
+    Py_DECREF(res);
+  }
+  PyGILState_Release(gil);
+  return overridden;
+}
+
 class TestBackendSession final : public libkineto::IActivityProfilerSession {
  public:
   // kineto configures every registered plugin for every profile; a CPU-only
   // profile asks for no device activity, so the session stays silent then.
-  explicit TestBackendSession(bool device_requested) : device_requested_(device_requested) {}
+  TestBackendSession(bool device_requested, std::string custom_config)
+      : device_requested_(device_requested), custom_config_(std::move(custom_config)) {
+    std::lock_guard<std::mutex> slock(state().mu);
+    kernel_mode_ = state().kernel_mode;
+    runtime_ = state().runtime;
+  }
+
+  void applyHook() {
+    int mode = kernel_mode_;
+    bool rt = runtime_;
+    if (callHook("configure", custom_config_, device_requested_, &mode, &rt)) {
+      kernel_mode_ = mode;
+      runtime_ = rt;
+    }
+  }
 
   void start() override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -185,12 +246,12 @@ class TestBackendSession final : public libkineto::IActivityProfilerSession {
       ids.swap(correlations_);
     }
     bool emit;
-    bool runtime;
+    const bool runtime = runtime_;
+    const int kernel_mode = kernel_mode_;
     int64_t kernel_ns;
     {
       std::lock_guard<std::mutex> slock(state().mu);
       emit = state().emit;
-      runtime = state().runtime;
       kernel_ns = state().kernel_ns;
       state().sessions_processed += 1;
       state().correlations_seen += static_cast<int64_t>(ids.size());
@@ -247,8 +308,11 @@ class TestBackendSession final : public libkineto::IActivityProfilerSession {
         const int64_t quarter = std::max<int64_t>(op->duration() / 4, 1);
         const int64_t call_start = op->timestamp() + quarter;
         const int64_t call_end = call_start + quarter;
+        const bool kernel = kernel_mode != kKernelsNone;
+        // A flow arrow joins the launch call and the kernel only when both
+        // exist and the kernel is linked to its op.
+        const bool flow = kernel && kernel_mode == kKernelsLinked;
         if (runtime) {
-          // It carries the start of the flow arrow.
           libkineto::GenericTraceActivity call(
               span, libkineto::ActivityType::PRIVATEUSE1_RUNTIME, launchName);
           call.startTime = call_start;
@@ -258,12 +322,17 @@ class TestBackendSession final : public libkineto::IActivityProfilerSession {
           call.resource = static_cast<int32_t>(op->resourceId());
           call.threadId = op->getThreadId();
           call.linked = op;
-          call.flow.id = static_cast<uint32_t>(corr);
-          call.flow.type = libkineto::kLinkAsyncCpuGpu;
-          call.flow.start = 1;
+          if (flow) {
+            call.flow.id = static_cast<uint32_t>(corr);
+            call.flow.type = libkineto::kLinkAsyncCpuGpu;
+            call.flow.start = 1;
+          }
           call.addMetadata("correlation", launch.corr);
           logger.handleGenericActivity(call);
           runtime_emitted += 1;
+        }
+        if (!kernel) {
+          continue;
         }
         int64_t begin = std::max(call_end + kLaunchDelayNs, cursor);
         libkineto::GenericTraceActivity act(
@@ -271,23 +340,26 @@ class TestBackendSession final : public libkineto::IActivityProfilerSession {
             prefix + op->name() + "]");
         act.startTime = begin;
         act.endTime = begin + kernel_ns;
-        act.id = corr;
         act.device = kDeviceId;
         act.resource = kStreamId;
         act.threadId = kStreamId;
-        act.linked = op;
-        act.flow.id = static_cast<uint32_t>(corr);
-        act.flow.type = libkineto::kLinkAsyncCpuGpu;
-        act.flow.start = 0;
+        if (flow) {
+          act.id = corr;
+          act.linked = op;
+          act.flow.id = static_cast<uint32_t>(corr);
+          act.flow.type = libkineto::kLinkAsyncCpuGpu;
+          act.flow.start = 0;
+          act.addMetadata("correlation", launch.corr);
+        }
         act.addMetadata("device", kDeviceId);
         act.addMetadata("stream", kStreamId);
-        act.addMetadata("correlation", launch.corr);
         act.addMetadataQuoted("backend", backendName());
         logger.handleGenericActivity(act);
         cursor = act.endTime;
         emitted += 1;
       }
     }
+    callHook("stop", custom_config_, device_requested_, nullptr, nullptr);
     std::lock_guard<std::mutex> slock(state().mu);
     state().correlations_unlinked += unlinked;
     state().correlations_outside_window += outside;
@@ -315,6 +387,9 @@ class TestBackendSession final : public libkineto::IActivityProfilerSession {
 
  private:
   const bool device_requested_;
+  const std::string custom_config_;
+  int kernel_mode_ = kKernelsLinked;
+  bool runtime_ = true;
   std::mutex mu_;
   std::vector<uint64_t> correlations_;
 };
@@ -342,8 +417,10 @@ class TestBackendProfiler final : public libkineto::IActivityProfiler {
         state().last_activity_types.push_back(static_cast<int>(t));
       }
     }
-    return std::make_unique<TestBackendSession>(
-        activity_types.count(libkineto::ActivityType::CONCURRENT_KERNEL) != 0);
+    auto session = std::make_unique<TestBackendSession>(
+        activity_types.count(libkineto::ActivityType::CONCURRENT_KERNEL) != 0, config.getCustomConfig());
+    session->applyHook();
+    return session;
   }
 
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(
@@ -440,6 +517,35 @@ PyObject* py_set_runtime_events(PyObject*, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
+PyObject* py_set_kernel_mode(PyObject*, PyObject* arg) {
+  long v = PyLong_AsLong(arg);
+  if (v == -1 && PyErr_Occurred()) {
+    return nullptr;
+  }
+  if (v < kKernelsNone || v > kKernelsUnlinked) {
+    PyErr_SetString(PyExc_ValueError, "kernel mode must be 0 (none), 1 (linked) or 2 (unlinked)");
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(state().mu);
+  state().kernel_mode = static_cast<int>(v);
+  Py_RETURN_NONE;
+}
+
+PyObject* py_set_session_hook(PyObject*, PyObject* arg) {
+  if (arg != Py_None && !PyCallable_Check(arg)) {
+    PyErr_SetString(PyExc_TypeError, "the session hook must be callable or None");
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(state().mu);
+  Py_XDECREF(state().hook);
+  state().hook = nullptr;
+  if (arg != Py_None) {
+    Py_INCREF(arg);
+    state().hook = arg;
+  }
+  Py_RETURN_NONE;
+}
+
 PyObject* py_set_kernel_ns(PyObject*, PyObject* arg) {
   long long v = PyLong_AsLongLong(arg);
   if (v == -1 && PyErr_Occurred()) {
@@ -490,8 +596,9 @@ PyObject* py_stats(PyObject*, PyObject*) {
     Py_DECREF(item);
   }
   return Py_BuildValue(
-      "{s:O,s:O,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:s#,s:N,s:N}",
+      "{s:O,s:i,s:O,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:s#,s:N,s:N}",
       "emit", s.emit ? Py_True : Py_False,
+      "kernel_mode", s.kernel_mode,
       "runtime_events", s.runtime ? Py_True : Py_False,
       "kernel_ns", static_cast<long long>(s.kernel_ns),
       "sessions_configured", static_cast<long long>(s.sessions_configured),
@@ -557,6 +664,9 @@ PyMethodDef kMethods[] = {
     {"set_runtime_events", py_set_runtime_events, METH_O,
      "Emit a host-side <name>LaunchKernel event per kernel (True) or not."},
     {"set_kernel_ns", py_set_kernel_ns, METH_O, "Duration of every fake kernel, in ns."},
+    {"set_kernel_mode", py_set_kernel_mode, METH_O, "Kernels: 0 none, 1 linked to ops, 2 unlinked."},
+    {"set_session_hook", py_set_session_hook, METH_O,
+     "hook(event, custom_config, device_requested) called at 'configure' and 'stop'."},
     {"guard_sync_calls", py_guard_sync_calls, METH_NOARGS,
      "Calls of the PrivateUse1 guard's synchronizeDevice (torch.accelerator.synchronize)."},
     {"stats", py_stats, METH_NOARGS, "Counters and what the plugin last received."},

@@ -74,8 +74,12 @@ __all__ = [
     "register",
     "registered_name",
     "reset_stats",
+    "KERNEL_MODES",
+    "SessionHook",
     "set_emit",
+    "set_kernel_mode",
     "set_kernel_ns",
+    "set_session_hook",
     "set_runtime_events",
     "stats",
 ]
@@ -416,6 +420,37 @@ def set_kernel_ns(ns: int) -> None:
     build().set_kernel_ns(int(ns))
 
 
+KERNEL_MODES = {"none": 0, "linked": 1, "unlinked": 2}
+"""What the plugin emits per op, by name: no kernel, a kernel linked to its op
+(as CUDA kernels are, so ops carry device time), or a kernel linked to nothing
+(device time only on the kernel rows, as TorchTPU's kernels are)."""
+
+
+def set_kernel_mode(mode: str) -> None:
+    """Choose ``"linked"`` (default), ``"unlinked"`` or ``"none"`` kernels for the next profiles."""
+    if mode not in KERNEL_MODES:
+        raise ValueError(f"kernel mode must be one of {', '.join(KERNEL_MODES)}, got {mode!r}")
+    build().set_kernel_mode(KERNEL_MODES[mode])
+
+
+SessionHook = Any
+"""``hook(event, custom_config, device_requested)``, see :func:`set_session_hook`."""
+
+
+def set_session_hook(hook: SessionHook | None) -> None:
+    """Call ``hook`` when kineto configures and when it stops each profile.
+
+    ``hook("configure", custom_config, device_requested)`` runs when a profile
+    is set up; returning ``(kernel_mode, runtime_events)`` (an int from
+    :data:`KERNEL_MODES` and a bool) sets what the plugin emits for that
+    profile only. ``hook("stop", custom_config, device_requested)`` runs when
+    the profile stops, before torch.profiler's ``on_trace_ready``, which is
+    when a device runtime writes its own files. Exceptions are printed and
+    ignored. ``None`` removes the hook.
+    """
+    build().set_session_hook(hook)
+
+
 def set_runtime_events(flag: bool) -> None:
     """Emit (default) or omit the host-side ``<name>LaunchKernel`` events."""
     build().set_runtime_events(bool(flag))
@@ -429,7 +464,7 @@ def guard_sync_calls() -> int:
 def stats() -> dict[str, Any]:
     """Counters and what the plugin last received.
 
-    Keys: ``emit``, ``runtime_events``, ``kernel_ns``, ``sessions_configured``,
+    Keys: ``emit``, ``runtime_events``, ``kernel_mode``, ``kernel_ns``, ``sessions_configured``,
     ``sessions_started``, ``sessions_processed``, ``correlations_seen``,
     ``correlations_unlinked``, ``correlations_outside_window``,
     ``kernels_emitted``, ``runtime_events_emitted``, ``last_custom_config``

@@ -1,8 +1,10 @@
 """The small interface every backend implements, and the helpers they share.
 
-A backend answers five questions for a session: can I run here, which
+A backend answers a few questions for a session: can I run here, which
 torch.profiler activities do I need, which experimental config carries my
-options, how do I wait for the device, and what do I do when a trace is ready.
+options, how do I wait for the device, what do I do when a trace is ready, and
+what device time should the table expect (and what to tell the user when it
+has none).
 """
 
 from __future__ import annotations
@@ -18,8 +20,12 @@ if TYPE_CHECKING:
 __all__ = [
     "MODES",
     "Backend",
+    "DeviceTime",
     "Mode",
     "SessionContext",
+    "add_note",
+    "core_indices",
+    "cores_not_visible",
     "parse_core",
     "privateuse1_name",
     "torch_version",
@@ -39,6 +45,18 @@ Mode = Literal["device", "runtime", "cpu_util", "host_memory"]
 
 MODES: tuple[str, ...] = get_args(Mode)
 
+DeviceTime = Literal["linked", "unlinked", "none"]
+"""What device time a backend delivers to torch.profiler in this session.
+
+* ``"linked"``: device kernels linked to the ops that launched them (CUDA; TorchNeuron
+  with ``correlate_device_time``): ops and kernel rows both carry device time.
+* ``"unlinked"``: device kernels linked to no op (TorchTPU): device time sits on the
+  kernel rows only; table totals count those rows.
+* ``"none"``: no device time reaches torch.profiler (the CPU; TorchNeuron builds whose
+  NeuronCore time stays in Neuron's own profile). An empty device column is then the
+  expected outcome, not a fault.
+"""
+
 PRIVATEUSE1_MIN_TORCH = (2, 12)
 """Oldest torch whose profiler receives PrivateUse1 device time through kineto."""
 
@@ -48,8 +66,11 @@ _CORE_RE = re.compile(r"^(all|\d+(-\d+)?(,\d+(-\d+)?)*)$")
 def parse_core(core: Any) -> Optional[str]:
     """Check a core selector and return it in canonical string form.
 
-    Accepted: ``"0"``, ``"0,1"``, ``"2-5"``, ``"0,2-3"``, ``"all"``, a non-negative
-    int (``0`` means ``"0"``), or ``None`` (let the backend choose).
+    Accepted: ``"0"``, ``"0,1"``, ``"2-5"``, ``"0,2-3"`` (indices and ranges, the
+    grammar of Neuron's ``capture_enabled_for_nc``), ``"all"`` (every core this
+    process sees), a non-negative int (``0`` means ``"0"``), or ``None`` (let the
+    backend choose). Indices are process-local: under torchrun each process's
+    cores start at 0.
 
     Raises:
         ValueError: The selector does not follow that grammar, or a range runs backwards.
@@ -64,7 +85,9 @@ def parse_core(core: Any) -> Optional[str]:
         return str(core)
     if not isinstance(core, str):
         raise ValueError(f"core must be a string such as '0', '0,1', '2-5' or 'all', not {type(core).__name__}")
-    text = core.replace(" ", "").lower()
+    # Spaces are allowed around separators only: "0, 1" is "0,1", but "0 1" is refused
+    # rather than read as core 1.
+    text = re.sub(r"\s*([,-])\s*", r"\1", core.strip().lower())
     if not _CORE_RE.match(text):
         raise ValueError(f"invalid core {core!r}: use '0', a list '0,1', a range '2-5', or 'all'")
     for part in text.split(","):
@@ -75,19 +98,39 @@ def parse_core(core: Any) -> Optional[str]:
     return text
 
 
+def _core_ranges(core: str) -> list[tuple[int, int]]:
+    out = []
+    for part in core.split(","):
+        lo, _, hi = part.partition("-")
+        out.append((int(lo), int(hi or lo)))
+    return out
+
+
 def core_indices(core: Optional[str], count: int) -> list[int]:
-    """Expand a canonical core selector into device indices below ``count``."""
-    if core is None:
-        return [0] if count > 0 else []
-    if core == "all":
+    """Expand a canonical core selector into the indices of the ``count`` devices this process sees.
+
+    ``None`` and ``"all"`` mean every one of them; explicit indices and ranges keep
+    their order, and indices of devices the process does not see (``>= count``) are
+    left out (see ``cores_not_visible``).
+    A range is never expanded beyond ``count``, so ``"0-99999999"`` costs nothing.
+    """
+    if core is None or core == "all":
         return list(range(count))
     out: list[int] = []
-    for part in core.split(","):
-        if "-" in part:
-            lo, hi = (int(p) for p in part.split("-"))
-            out.extend(range(lo, hi + 1))
-        else:
-            out.append(int(part))
+    for lo, hi in _core_ranges(core):
+        out.extend(range(lo, min(hi, count - 1) + 1))
+    return out
+
+
+def cores_not_visible(core: Optional[str], count: int) -> list[str]:
+    """Return the parts of a core selector naming devices at or above ``count`` (``["2", "4-7"]``)."""
+    if core is None or core == "all":
+        return []
+    out = []
+    for lo, hi in _core_ranges(core):
+        if hi >= count:
+            first = max(lo, count)
+            out.append(str(first) if first == hi else f"{first}-{hi}")
     return out
 
 
@@ -120,7 +163,8 @@ class SessionContext:
         output_dir: The session's output folder.
         local_rank: ``LOCAL_RANK`` under torchrun, else None.
         extras: Per-session scratch space for the backend (e.g. the config object
-            it built, needed again when the trace is ready).
+            it built, needed again when the trace is ready). Notes for the user go
+            through [`add_note`][neuronprof.backends.add_note].
     """
 
     modes: tuple[str, ...]
@@ -128,6 +172,13 @@ class SessionContext:
     output_dir: Path
     local_rank: Optional[int] = None
     extras: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+
+
+def add_note(ctx: SessionContext, message: str) -> None:
+    """Record a remark for the user; the session shows it in ``s.notes`` and the table footer."""
+    notes: list[str] = ctx.extras.setdefault("notes", [])
+    if message not in notes:
+        notes.append(message)
 
 
 class Backend:
@@ -182,6 +233,35 @@ class Backend:
             The path of a Chrome trace the backend wrote itself, if it did.
         """
         return None
+
+    def device_time(self, ctx: SessionContext) -> DeviceTime:
+        """Return what device time this session delivers to torch.profiler.
+
+        See [`DeviceTime`][neuronprof.backends.DeviceTime].
+        """
+        return "linked" if self.device_label is not None else "none"
+
+    def empty_device_warning(self, ctx: SessionContext) -> Optional[str]:
+        """Return the warning for a table whose device column came out empty, or None.
+
+        Called only when device time was requested and no row has any. Backends
+        that deliver none (``device_time`` is ``"none"``) explain that in a note
+        instead, so the default returns None for them.
+        """
+        if self.device_time(ctx) == "none":
+            return None
+        label = self.device_label or "device"
+        return (
+            f"no {label} device time was recorded (every row is zero). Likely causes: the model or its "
+            f"inputs are still on the CPU (move them with .to('{self.name}')); or the device was not "
+            "synchronised before each step (loop over s.steps() or call s.step()). "
+            f"Run `neuronprof doctor --probe --backend {self.name}` to see what this device's profiler "
+            "plugin delivers to torch.profiler."
+        )
+
+    def session_notes(self, ctx: SessionContext) -> list[str]:
+        """Return the remarks this backend recorded for the session so far (see ``add_note``)."""
+        return list(ctx.extras.get("notes", ()))
 
     def neuron_bundle_source(self, ctx: SessionContext) -> Optional[Path]:
         """Return the folder of Neuron profile files, for ``export(format="neuron")``."""

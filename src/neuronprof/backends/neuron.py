@@ -1,28 +1,48 @@
 """Neuron backend: AWS Trainium / Inferentia through TorchNeuron (``torch_neuronx``).
 
 TorchNeuron registers the ``neuron`` device through PyTorch's PrivateUse1
-extension point and ships its profiler options as ``NeuronConfig``, an
-``_ExperimentalConfig`` handed to torch.profiler. This module builds that
-config from the session's modes and core, and runs ``NeuronProfiler`` when a
-trace is ready so that Neuron's own files (``.neff``/``.ntff``, ``ntrace.pb``...)
-land in the session's output folder.
+extension point and its kineto plugin directly with kineto (so it does not rely
+on torch 2.12's PrivateUse1ProfilerRegistry). Its profiler settings travel to the
+plugin as kineto's ``custom_profiler_config`` string (``key:value;key:value``).
+Three TorchNeuron builds are in the public record, and this module handles each:
+
+* **correlating** (the build shown in AWS's Nov 2026 article): ``NeuronConfig``
+  accepts ``correlate_device_time``; with it set, NeuronCore executions reach
+  torch.profiler as device kernels linked to their ops, which fills the
+  ``Self NEURON`` column;
+* **documented** (Neuron 2.30-2.32 docs): ``NeuronConfig`` without that keyword.
+  The plugin sends only Neuron runtime events, which torch files as CPU rows:
+  NeuronCore time stays in Neuron's own profile files and the NEURON column is
+  empty, as expected;
+* **legacy** (Feb-Apr 2026 source): no ``NeuronConfig``/``ProfileMode``; the
+  settings are passed as a plain ``_ExperimentalConfig(custom_profiler_config=...)``
+  with the plugin's own keys (``profile_output_dir``, ``capture_enabled_for_nc``,
+  ``host_memory``).
+
+Neuron Runtime writes its files when the profiler stops, into
+``<profile_output_dir>/<instance-id>_pid_<pid>/<timestamp>/`` (one such session
+folder per profiling cycle); TorchNeuron's ``NeuronProfiler(config).export_trace``
+then writes the framework trace (``trace.json``) beside them.
+[`NeuronBackend.runtime_session_dirs`][neuronprof.backends.NeuronBackend.runtime_session_dirs]
+lists those folders for a session.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
-from neuronprof.backends.base import SessionContext
+from neuronprof.backends.base import DeviceTime, SessionContext, add_note, core_indices, cores_not_visible
 from neuronprof.backends.privateuse1 import PackagedPrivateUse1Backend
 from neuronprof.errors import NeuronProfWarning
 
 if TYPE_CHECKING:
     import torch.profiler
 
-__all__ = ["NeuronBackend", "NEURON_INSTALL_HINT"]
+__all__ = ["FRAMEWORK_TRACE_PATTERNS", "NEFF_CACHE_ENV", "NEURON_INSTALL_HINT", "NeuronBackend", "NeuronBuild"]
 
 NEURON_INSTALL_HINT = (
     "install TorchNeuron from the AWS Neuron package repository, e.g. "
@@ -31,8 +51,18 @@ NEURON_INSTALL_HINT = (
     "the `torch-neuronx` package on PyPI is only a placeholder"
 )
 
+NEFF_CACHE_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
+"""Environment variable naming TorchNeuron's NEFF cache folder; with it, NEFFs are copied into the profile."""
+
+FRAMEWORK_TRACE_PATTERNS = ("trace.json", "neuron_framework_trace_rank_*.json", "pytorch_trace.json")
+"""Names under which TorchNeuron's exporter has been seen to write the framework trace."""
+
+NeuronBuild = Literal["correlating", "documented", "legacy"]
+"""Which TorchNeuron profiling API is installed (see the module docstring)."""
+
 _MODE_NAMES = {"device": "DEVICE", "runtime": "RUNTIME", "cpu_util": "CPU_UTIL", "host_memory": "HOST_MEMORY"}
 _PROFILE_SUBDIR = "neuron_profile"
+_CORRELATE = "correlate_device_time"
 
 
 class NeuronBackend(PackagedPrivateUse1Backend):
@@ -40,10 +70,14 @@ class NeuronBackend(PackagedPrivateUse1Backend):
 
     * modes map to ``ProfileMode``: ``device`` → ``DEVICE``, ``runtime`` → ``RUNTIME``,
       ``cpu_util`` → ``CPU_UTIL``, ``host_memory`` → ``HOST_MEMORY``;
-    * ``core`` becomes ``capture_enabled_for_nc``; with no core, the local rank's
-      NeuronCore under torchrun, else ``"0"``;
+    * ``core`` becomes ``capture_enabled_for_nc`` (process-local indices and ranges);
+      no core, or ``"all"``, leaves it out: every NeuronCore this process sees;
+    * ``correlate_device_time=True`` is passed exactly when ``NeuronConfig`` accepts it;
+    * ``neff_cache_dir`` comes from ``TORCH_NEURONX_NEFF_CACHE_DIR`` when it is set, so
+      the NEFFs land in the profile;
     * Neuron's files go to ``<output_dir>/neuron_profile/``;
-    * each step ends with ``torch.neuron.synchronize()``.
+    * each step ends with ``torch.neuron.synchronize(i)`` for every captured device
+      ``i`` (``synchronize()`` alone waits for the current device only).
     """
 
     supported_modes = frozenset(_MODE_NAMES)
@@ -57,43 +91,176 @@ class NeuronBackend(PackagedPrivateUse1Backend):
     def __init__(self) -> None:
         super().__init__("neuron")
 
+    def torch_problem(self) -> Optional[str]:
+        # TorchNeuron's plugin registers with kineto itself, not through torch 2.12's
+        # PrivateUse1ProfilerRegistry, so no torch release is refused here.
+        return None
+
     def default_core(self, ctx: SessionContext) -> Optional[str]:
-        return str(ctx.local_rank) if ctx.local_rank is not None else "0"
+        return None
 
     def profile_dir(self, ctx: SessionContext) -> Path:
-        """Return the folder NeuronConfig writes into for this session."""
+        """Return the folder given to TorchNeuron as ``profile_output_dir`` for this session."""
         return ctx.output_dir / _PROFILE_SUBDIR
 
-    def experimental_config(self, ctx: SessionContext) -> Any:
-        from torch_neuronx.profiling import NeuronConfig, ProfileMode
+    def runtime_session_dirs(self, ctx: SessionContext) -> list[Path]:
+        """Return the Neuron Runtime session folders this process wrote, oldest first.
 
-        modes = [getattr(ProfileMode, _MODE_NAMES[m]) for m in ctx.modes if m in _MODE_NAMES]
-        kwargs: dict[str, Any] = {
-            "modes": modes,
-            "capture_enabled_for_nc": ctx.core if ctx.core is not None else "0",
-            "profile_output_dir": str(self.profile_dir(ctx)),
-        }
-        # Newer TorchNeuron releases can align device timestamps with host ones;
-        # older ones reject the keyword, so only pass it when it is accepted.
-        if _accepts_keyword(NeuronConfig, "correlate_device_time"):
-            kwargs["correlate_device_time"] = True
-        config = NeuronConfig(**kwargs)
+        Neuron Runtime writes one folder per profile (cycle) when the profiler stops:
+        ``<profile_dir>/<instance-id>_pid_<pid>/<timestamp>/``, holding the device
+        traces (``*.ntff``), the NEFFs (``*.neff``, with a NEFF cache folder), the
+        system trace (``ntrace.pb``, ``trace_info.pb``), ``cpu_util.pb``,
+        ``host_mem.pb`` and TorchNeuron's framework trace.
+        """
+        root = self.profile_dir(ctx)
+        if not root.is_dir():
+            return []
+        found = [d for d in root.glob(f"*_pid_{os.getpid()}/*") if d.is_dir()]
+        return sorted(found, key=lambda d: (d.stat().st_mtime, d.name))
+
+    # -- what this TorchNeuron build offers -----------------------------------
+    def build(self) -> NeuronBuild:
+        """Return which TorchNeuron profiling API is installed."""
+        from torch_neuronx import profiling
+
+        config_cls = getattr(profiling, "NeuronConfig", None)
+        if config_cls is None:
+            return "legacy"
+        return "correlating" if _accepts_keyword(config_cls, _CORRELATE) else "documented"
+
+    def device_time(self, ctx: SessionContext) -> DeviceTime:
+        return "linked" if ctx.extras.get("correlated") else "none"
+
+    def empty_device_warning(self, ctx: SessionContext) -> Optional[str]:
+        if self.device_time(ctx) == "none":
+            return None
+        return (
+            "no NEURON device time was recorded (every row is zero), although this TorchNeuron build was asked "
+            "to correlate NeuronCore time (correlate_device_time=True). Likely causes: the model or its inputs "
+            "are still on the CPU (move them with .to('neuron')); or the device was not synchronised before "
+            "each step (loop over s.steps() or call s.step()). Run `neuronprof doctor --probe --backend neuron` "
+            "to see what the plugin delivers; NeuronCore time is also in s.export(format='neuron')."
+        )
+
+    # -- the session ------------------------------------------------------------
+    def _visible_cores(self) -> Optional[int]:
+        import torch
+
+        count = getattr(getattr(torch, "neuron", None), "device_count", None)
+        try:
+            return int(count()) if callable(count) else None
+        except Exception:  # a device module without a working count: stay defensive
+            return None
+
+    def _check_cores(self, ctx: SessionContext) -> None:
+        count = self._visible_cores()
+        if ctx.core is None or ctx.core == "all" or count is None:
+            return
+        missing = cores_not_visible(ctx.core, count)
+        if missing:
+            # AWS's own multi-rank example passes "0,1" on every rank, so an absent core is
+            # not an error for the runtime: it is simply not captured. Say so.
+            add_note(
+                ctx,
+                f"core={ctx.core!r} names NeuronCore(s) {', '.join(map(str, missing))} but this process sees "
+                f"{count} (indices 0-{count - 1}); those are not captured. Core indices are process-local: "
+                "under torchrun each process's NeuronCores start at 0, so core=None captures a process's own",
+            )
+
+    def experimental_config(self, ctx: SessionContext) -> Any:
+        self._check_cores(ctx)
+        build = self.build()
+        ctx.extras["build"] = build
+        # Neuron Runtime also reads the variable itself, so it counts on every build.
+        ctx.extras["neff_cache_dir"] = self._neff_cache_dir()
+        config = self._legacy_config(ctx) if build == "legacy" else self._neuron_config(ctx, build)
         ctx.extras["neuron_config"] = config
+        if "device" in ctx.modes and not ctx.extras.get("correlated"):
+            what = "has no NeuronConfig" if build == "legacy" else f"has a NeuronConfig without {_CORRELATE}"
+            add_note(
+                ctx,
+                f"this TorchNeuron build {what}, so NeuronCore time stays in Neuron's own profile and the NEURON "
+                f"column is empty by design (only a build whose NeuronConfig accepts {_CORRELATE}=True fills it). "
+                "See the device time with s.export(format='neuron') in Neuron Explorer",
+            )
+        if "device" in ctx.modes and ctx.extras.get("neff_cache_dir") is None:
+            add_note(
+                ctx,
+                f"{NEFF_CACHE_ENV} is not set, so the Neuron profile may hold no .neff files and Neuron "
+                f"Explorer cannot decode its device traces; set {NEFF_CACHE_ENV}=<folder> before starting Python",
+            )
         return config
+
+    def _neff_cache_dir(self) -> Optional[str]:
+        # TorchNeuron's default NEFF cache folder is not documented; only the variable is.
+        return os.environ.get(NEFF_CACHE_ENV) or None
+
+    def _neuron_config(self, ctx: SessionContext, build: NeuronBuild) -> Any:
+        from torch_neuronx import profiling
+
+        NeuronConfig = profiling.NeuronConfig  # noqa: N806 - TorchNeuron's class name
+        mode_enum = getattr(profiling, "ProfileMode", None)
+        modes = []
+        for m in ctx.modes:
+            value = getattr(mode_enum, _MODE_NAMES[m], None) if m in _MODE_NAMES else None
+            if value is None:
+                add_note(ctx, f"mode {m!r} has no ProfileMode in this TorchNeuron build; ignored")
+            else:
+                modes.append(value)
+        kwargs: dict[str, Any] = {"modes": modes, "profile_output_dir": str(self.profile_dir(ctx))}
+        # capture_enabled_for_nc takes indices and ranges only: "all" is rejected by the
+        # runtime, and leaving the key out already captures every core of the process.
+        if ctx.core is not None and ctx.core != "all":
+            kwargs["capture_enabled_for_nc"] = ctx.core
+        neff_cache = self._neff_cache_dir()
+        if neff_cache is not None and _accepts_keyword(NeuronConfig, "neff_cache_dir"):
+            kwargs["neff_cache_dir"] = neff_cache
+        if build == "correlating":
+            kwargs[_CORRELATE] = True
+        config = NeuronConfig(**kwargs)
+        ctx.extras["correlated"] = build == "correlating"
+        return config
+
+    def _legacy_config(self, ctx: SessionContext) -> Any:
+        from torch._C._profiler import _ExperimentalConfig
+
+        parts = [f"profile_output_dir:{self.profile_dir(ctx)}"]
+        if ctx.core is not None and ctx.core != "all":
+            parts.append(f"capture_enabled_for_nc:{ctx.core}")
+        if "host_memory" in ctx.modes:
+            parts.append("host_memory:true")
+        others = [m for m in ctx.modes if m != "host_memory"]
+        if others:
+            add_note(
+                ctx,
+                "this TorchNeuron build (no NeuronConfig; Neuron 2.30 adds it) takes only profile_output_dir, "
+                "max_events_per_nc, capture_enabled_for_nc and host_memory through torch.profiler, so "
+                f"modes {', '.join(map(repr, others))} cannot be chosen: Neuron Runtime captures its defaults",
+            )
+        ctx.extras["correlated"] = False
+        return _ExperimentalConfig(custom_profiler_config=";".join(parts))
 
     def synchronize(self, ctx: SessionContext) -> None:
         import torch
 
-        torch.neuron.synchronize()  # type: ignore[attr-defined]
+        module = torch.neuron  # type: ignore[attr-defined]
+        count = self._visible_cores()
+        if count is None:
+            module.synchronize()
+            return
+        # synchronize() with no argument waits for the current device only.
+        for index in dict.fromkeys(core_indices(ctx.core, count)):
+            module.synchronize(index)
 
     def on_trace_ready(self, prof: torch.profiler.profile, ctx: SessionContext) -> Optional[Path]:
+        if ctx.extras.get("build") == "legacy":
+            return None  # the legacy NeuronProfiler is a context manager of its own: nothing to run here
         from torch_neuronx.profiling import NeuronProfiler
 
         config = ctx.extras.get("neuron_config")
         if config is None:
             return None
-        root = self.profile_dir(ctx)
-        before = set(root.rglob("trace.json")) if root.exists() else set()
+        before = set(self._framework_traces(ctx))
         try:
             NeuronProfiler(config).export_trace(prof)
         except Exception as exc:  # Neuron's files are a bonus; the torch data is kept regardless.
@@ -104,13 +271,25 @@ class NeuronBackend(PackagedPrivateUse1Backend):
                 stacklevel=2,
             )
             return None
-        after = set(root.rglob("trace.json")) if root.exists() else set()
-        new = sorted(after - before, key=lambda p: p.stat().st_mtime)
-        return new[-1] if new else None
+        new = [p for p in self._framework_traces(ctx) if p not in before]
+        return max(new, key=lambda p: p.stat().st_mtime) if new else None
+
+    def _framework_traces(self, ctx: SessionContext) -> list[Path]:
+        out: list[Path] = []
+        for folder in self.runtime_session_dirs(ctx):
+            for pattern in FRAMEWORK_TRACE_PATTERNS:
+                out.extend(folder.glob(pattern))
+        return out
 
     def neuron_bundle_source(self, ctx: SessionContext) -> Optional[Path]:
         root = self.profile_dir(ctx)
-        return root if root.is_dir() else None
+        return root if root.is_dir() and self.runtime_session_dirs(ctx) else None
+
+    def describe(self) -> dict[str, Any]:
+        facts = super().describe()
+        if facts["available"]:
+            facts["build"] = self.build()
+        return facts
 
 
 def _accepts_keyword(cls: Any, name: str) -> bool:

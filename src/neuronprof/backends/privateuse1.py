@@ -22,15 +22,20 @@ if TYPE_CHECKING:
 __all__ = ["PackagedPrivateUse1Backend", "PrivateUse1Backend", "privateuse1_torch_problem"]
 
 
-def privateuse1_torch_problem() -> str | None:
-    """Return why this torch cannot time PrivateUse1 devices, or None if it can."""
+def privateuse1_torch_problem(who: str = "a PrivateUse1 device's profiler plugin") -> str | None:
+    """Return why this torch cannot time PrivateUse1 devices, or None if it can.
+
+    A kineto plugin that registers through PyTorch's ``PrivateUse1ProfilerRegistry``
+    (``REGISTER_PRIVATEUSE1_PROFILER``) needs the torch release that added it, 2.12.
+    """
     if torch_version() < PRIVATEUSE1_MIN_TORCH:
         import torch
 
         need = ".".join(str(v) for v in PRIVATEUSE1_MIN_TORCH)
         return (
-            f"PrivateUse1 device time in torch.profiler needs torch >= {need}; "
-            f"this is torch {torch.__version__}. Upgrade torch (and the device plugin built for it)"
+            f"{who} needs torch >= {need}: it registers with torch.profiler through PrivateUse1ProfilerRegistry, "
+            f"added in torch {need}; this is torch {torch.__version__}. Upgrade torch (and the device plugin "
+            "built for it)"
         )
     return None
 
@@ -51,11 +56,15 @@ class PrivateUse1Backend(Backend):
         self.name = name  # type: ignore[misc]  # instance name: one class serves any device
         self.device_label = name.upper()
 
+    def torch_problem(self) -> Optional[str]:
+        """Return why this torch release cannot profile the device, or None."""
+        return privateuse1_torch_problem()
+
     def is_available(self) -> bool:
-        return privateuse1_name() == self.name and privateuse1_torch_problem() is None
+        return privateuse1_name() == self.name and self.torch_problem() is None
 
     def unavailable_reason(self) -> str:
-        problem = privateuse1_torch_problem()
+        problem = self.torch_problem()
         if problem:
             return problem
         current = privateuse1_name()
@@ -126,4 +135,4 @@ class PackagedPrivateUse1Backend(PrivateUse1Backend):
     def unavailable_reason(self) -> str:
         if self._import() is None:
             return self._import_error or self.install_hint
-        return privateuse1_torch_problem() or super().unavailable_reason()
+        return self.torch_problem() or super().unavailable_reason()

@@ -1,28 +1,60 @@
-"""TPU backend: Google TPUs through TorchTPU (``torch_tpu``), a PrivateUse1 device."""
+"""TPU backend: Google TPUs through TorchTPU (``torch_tpu``), a PrivateUse1 device.
+
+Facts it follows (TorchTPU 0.2.0):
+
+* ``torch.tpu.profiler.TpuProfilerConfig(*, host_tracer_level=2, device_tracer_level=1,
+  python_tracer_level=0, run_dir=None, worker_rank=None, ...)`` is the
+  ``experimental_config``; building one warns that it is experimental;
+* its kineto plugin registers through torch's PrivateUse1ProfilerRegistry, so it
+  needs torch >= 2.12;
+* device events reach torch.profiler as kernels linked to no aten op: TPU time sits
+  on the kernel rows, not on the ops;
+* the profile is written to ``<base>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host>[_<worker_rank>].xplane.pb``
+  where ``base`` is ``TORCH_TPU_PROFILER_OUTPUT_DIR`` when set (it silently overrides
+  ``run_dir``), else ``run_dir``; ranks on one host without ``worker_rank`` write the
+  same file;
+* ``torch.tpu.synchronize()`` raises on torch >= 2.11: ``torch.accelerator.synchronize()``
+  is the way to wait.
+"""
 
 from __future__ import annotations
 
 import inspect
+import os
+import socket
+import threading
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
-from neuronprof.backends.base import SessionContext
-from neuronprof.backends.privateuse1 import PackagedPrivateUse1Backend
+from neuronprof.backends.base import DeviceTime, SessionContext, add_note
+from neuronprof.backends.privateuse1 import PackagedPrivateUse1Backend, privateuse1_torch_problem
 
-__all__ = ["TpuBackend", "TPU_INSTALL_HINT"]
+if TYPE_CHECKING:
+    import torch.profiler
+
+__all__ = ["OUTPUT_DIR_ENV", "TPU_INSTALL_HINT", "TpuBackend"]
 
 TPU_INSTALL_HINT = "install TorchTPU (`pip install torch-tpu`) on a Cloud TPU VM"
 
+OUTPUT_DIR_ENV = "TORCH_TPU_PROFILER_OUTPUT_DIR"
+"""TorchTPU's environment override of ``run_dir``."""
+
 _PROFILE_SUBDIR = "tpu_profile"
+_EXPERIMENTAL_MESSAGE = r".*TpuProfilerConfig is experimental.*"
+_warned_lock = threading.Lock()
+_warned_experimental = False
 
 
 class TpuBackend(PackagedPrivateUse1Backend):
     """Profile TPUs with TorchTPU's ``TpuProfilerConfig``.
 
     Activities ``[CPU, PrivateUse1]``; TorchTPU's own profile goes to
-    ``<output_dir>/tpu_profile/`` (``run_dir``). Each step ends with
-    ``torch.accelerator.synchronize()``: TorchTPU's ``torch.tpu.synchronize()``
-    raises ``RuntimeError`` on torch >= 2.11.
+    ``<output_dir>/tpu_profile/`` (``run_dir``) unless ``TORCH_TPU_PROFILER_OUTPUT_DIR``
+    overrides it (``s.notes`` then says where it went); ``worker_rank`` is the
+    ``torch.distributed`` rank when there is one, so ranks on one host keep their own
+    files. Each step ends with ``torch.accelerator.synchronize()``: TorchTPU's
+    ``torch.tpu.synchronize()`` raises ``RuntimeError`` on torch >= 2.11.
     """
 
     writes_output = True
@@ -33,23 +65,81 @@ class TpuBackend(PackagedPrivateUse1Backend):
     def __init__(self) -> None:
         super().__init__("tpu")
 
+    def torch_problem(self) -> Optional[str]:
+        return privateuse1_torch_problem("TorchTPU's profiler plugin")
+
     def profile_dir(self, ctx: SessionContext) -> Path:
-        """Return the folder TorchTPU writes its profile into for this session."""
-        return ctx.output_dir / _PROFILE_SUBDIR
+        """Return the folder TorchTPU writes its profile under for this session (its ``base``)."""
+        override = os.environ.get(OUTPUT_DIR_ENV)
+        return Path(override) if override else ctx.output_dir / _PROFILE_SUBDIR
+
+    def device_time(self, ctx: SessionContext) -> DeviceTime:
+        # TPU kernels reach torch unlinked to ops; the kernel rows carry the time.
+        return "unlinked" if "device" in ctx.modes else "none"
 
     def experimental_config(self, ctx: SessionContext) -> Any:
         import torch
 
         config_cls = torch.tpu.profiler.TpuProfilerConfig  # type: ignore[attr-defined]
-        kwargs: dict[str, Any] = {"run_dir": str(self.profile_dir(ctx))}
-        if "device" not in ctx.modes and "device_tracer_level" in _parameters(config_cls):
+        params = _parameters(config_cls)
+        run_dir = ctx.output_dir / _PROFILE_SUBDIR
+        kwargs: dict[str, Any] = {"run_dir": str(run_dir)}
+        if "device" not in ctx.modes and "device_tracer_level" in params:
             kwargs["device_tracer_level"] = 0
-        return config_cls(**kwargs)
+        rank = _distributed_rank()
+        if rank is not None and "worker_rank" in params:
+            kwargs["worker_rank"] = str(rank)
+        ctx.extras["worker_rank"] = kwargs.get("worker_rank")
+        override = os.environ.get(OUTPUT_DIR_ENV)
+        if override:
+            add_note(
+                ctx,
+                f"{OUTPUT_DIR_ENV}={override} overrides run_dir: TorchTPU writes its profile under "
+                f"{Path(override) / 'plugins' / 'profile'}, not under {run_dir}",
+            )
+        ctx.extras["written_before"] = {f: f.stat().st_mtime_ns for f in self._xplane_files(ctx)}
+        return _build_quietly(config_cls, kwargs)
+
+    def _xplane_files(self, ctx: SessionContext) -> list[Path]:
+        folder = self.profile_dir(ctx) / "plugins" / "profile"
+        rank = ctx.extras.get("worker_rank")
+        name = f"{socket.gethostname()}{'_' + rank if rank else ''}.xplane.pb"
+        return sorted(folder.glob(f"*/{name}")) if folder.is_dir() else []
+
+    def on_trace_ready(self, prof: torch.profiler.profile, ctx: SessionContext) -> Optional[Path]:
+        # A file written again in the same second keeps its name: compare times too.
+        before = ctx.extras.get("written_before", {})
+        new = [p for p in self._xplane_files(ctx) if before.get(p) != p.stat().st_mtime_ns]
+        if new:
+            latest = max(new, key=lambda p: p.stat().st_mtime)
+            add_note(ctx, f"TorchTPU wrote its profile (XPlane) to {latest.parent}")
+        return None
 
     def synchronize(self, ctx: SessionContext) -> None:
         import torch
 
         torch.accelerator.synchronize()
+
+
+def _build_quietly(config_cls: Any, kwargs: dict[str, Any]) -> Any:
+    """Build the config; TorchTPU's "experimental" warning is shown once per process, not per session."""
+    global _warned_experimental
+    with _warned_lock:
+        first = not _warned_experimental
+        _warned_experimental = True
+    if first:
+        return config_cls(**kwargs)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_EXPERIMENTAL_MESSAGE, category=UserWarning)
+        return config_cls(**kwargs)
+
+
+def _distributed_rank() -> Optional[int]:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return int(dist.get_rank())
+    return None
 
 
 def _parameters(cls: Any) -> set[str]:

@@ -5,27 +5,39 @@ PyPI gets a placeholder whose import raises ``ImportError("WRONG PACKAGE ...")``
 (mirrored in ``tests/backends/placeholder``), the real wheels live in the
 Neuron repository, and they need a Trainium/Inferentia instance anyway.
 
-What this stand-in reproduces:
+Three builds of TorchNeuron exist in the public record; the environment
+variable ``NEURONPROF_STANDIN_NEURON_BUILD`` (read once, at import) picks one:
 
-* importing it registers the PrivateUse1 backend ``neuron`` through
-  ``testbackend.register("neuron")``: ``torch.neuron`` exists,
-  ``torch.profiler.profile(activities=[CPU, PrivateUse1])`` records fake
-  device kernels, and tables read ``Self NEURON`` / ``NEURON total``;
-* ``torch.neuron.synchronize()`` and :func:`synchronize` count their calls in
-  ``torch.neuron.sync_calls``;
-* :mod:`torch_neuronx.profiling` follows the documented profiling API
-  (``NeuronConfig``, ``ProfileMode``, ``NeuronProfiler``) from the Neuron
-  Explorer guide "Capture PyTorch profiles with Neuron Explorer"
-  (awsdocs-neuron.readthedocs-hosted.com, tools/neuron-explorer/how-to-profile-pytorch).
+* ``documented`` (default): the profiling API of the Neuron 2.30-2.32 docs
+  ("Capture PyTorch profiles with Neuron Explorer"): ``NeuronConfig``,
+  ``ProfileMode``, ``NeuronProfiler(config).export_trace``. ``NeuronConfig`` has
+  no ``correlate_device_time``; the kineto plugin emits only
+  PRIVATEUSE1_RUNTIME events, which torch files as CPU rows: no NEURON column.
+* ``correlating``: the build of the Nov 2026 article: ``NeuronConfig`` also
+  accepts ``correlate_device_time``, and only with it set does the plugin emit
+  NeuronCore executions as device kernels linked to their ops (the ``Self
+  NEURON`` column). ``NEURONPROF_STANDIN_CORRELATE=1`` is an older spelling.
+* ``legacy``: the Feb-Apr 2026 source: ``torch_neuronx.profiling`` has no
+  ``NeuronConfig`` and no ``ProfileMode``, only the self-contained
+  ``NeuronProfiler`` context manager; torch.profiler takes a plain
+  ``_ExperimentalConfig(custom_profiler_config=...)``.
 
-Environment switches, read once at import:
+In every build the settings reach the plugin through ``custom_profiler_config``
+and a fake Neuron Runtime (:mod:`torch_neuronx._runtime`) parses them and
+writes its files when the profiler stops.
 
-* ``NEURONPROF_STANDIN_EMIT=0``: the plugin emits no device activity, which is
-  what the public torch_neuronx kineto plugin does today (its
-  ``processTrace`` is a no-op; NRT writes its own files instead), so tables
-  get no device columns;
-* ``NEURONPROF_STANDIN_CORRELATE=1``: ``NeuronConfig`` also accepts a
-  ``correlate_device_time`` keyword (see :mod:`torch_neuronx.profiling`).
+Also reproduced:
+
+* importing it registers the PrivateUse1 backend ``neuron`` (through
+  ``testbackend.register("neuron")``): ``torch.neuron`` exists;
+* ``torch.neuron.device_count()`` is the number of NeuronCores the process sees
+  (``NEURON_RT_VISIBLE_CORES``, as torchrun sets it per process, else
+  ``NEURONPROF_STANDIN_NEURON_CORES``, default 2); indices are process-local;
+* ``torch.neuron.synchronize(device=None)`` (also :func:`synchronize`) waits for
+  one device, the current one when no device is given; calls are counted in
+  ``torch.neuron.sync_calls`` and the devices in ``sync_devices``.
+
+``NEURONPROF_STANDIN_EMIT=0`` makes the plugin emit nothing at all.
 
 Tensors cannot be placed on ``"neuron"``: there is no allocator, only the
 profiler, device-module and device-guard plumbing.
@@ -47,21 +59,48 @@ import testbackend as _testbackend  # noqa: E402
 __version__ = "0.0.0+standin"
 STANDIN = True
 
+BUILDS = ("documented", "correlating", "legacy")
+BUILD = os.environ.get("NEURONPROF_STANDIN_NEURON_BUILD") or (
+    "correlating" if os.environ.get("NEURONPROF_STANDIN_CORRELATE") == "1" else "documented"
+)
+if BUILD not in BUILDS:
+    raise ValueError(f"NEURONPROF_STANDIN_NEURON_BUILD must be one of {', '.join(BUILDS)}, got {BUILD!r}")
+
+from torch_neuronx import _runtime  # noqa: E402
+
 
 class NeuronDeviceModule(_testbackend.DeviceModule):
-    """``torch.neuron``: counts ``synchronize()`` calls in ``sync_calls``."""
+    """``torch.neuron``: one device per visible NeuronCore; ``synchronize`` waits for one."""
+
+    def device_count(self) -> int:
+        return _runtime.visible_cores()
+
+    def set_device(self, device: Any) -> None:
+        index = getattr(device, "index", device)
+        if index is not None and not 0 <= int(index) < self.device_count():
+            raise RuntimeError(f"neuron:{index} is not visible to this process ({self.device_count()} NeuronCores)")
+
+    def synchronize(self, device: Any = None) -> None:
+        index = getattr(device, "index", device)
+        if index is not None and not 0 <= int(index) < self.device_count():
+            raise RuntimeError(f"neuron:{index} is not visible to this process ({self.device_count()} NeuronCores)")
+        # With no argument only the current device is waited for.
+        super().synchronize(self.current_device() if index is None else int(index))
 
 
 _EMIT = os.environ.get("NEURONPROF_STANDIN_EMIT", "1") != "0"
 device_module = NeuronDeviceModule("neuron")
 _testbackend.register("neuron", emit=_EMIT, device_module=device_module)
+# What reaches torch is decided per profile, from the config: see _runtime.
+_testbackend.set_kernel_mode("none")
+_testbackend.set_session_hook(_runtime.hook(correlating_build=BUILD == "correlating"))
 
 
 def synchronize(device: Any = None) -> None:
-    """Wait for the (fake) device; same as ``torch.neuron.synchronize()``."""
+    """Wait for one (fake) device, the current one by default; same as ``torch.neuron.synchronize()``."""
     device_module.synchronize(device)
 
 
 from torch_neuronx import profiling  # noqa: E402
 
-__all__ = ["STANDIN", "NeuronDeviceModule", "device_module", "profiling", "synchronize"]
+__all__ = ["BUILD", "BUILDS", "STANDIN", "NeuronDeviceModule", "device_module", "profiling", "synchronize"]

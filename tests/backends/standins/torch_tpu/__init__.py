@@ -11,8 +11,16 @@ stand-in follows the TorchTPU sources and docs (``torch.tpu`` device module,
 What it reproduces:
 
 * importing it registers the PrivateUse1 backend ``tpu`` through
-  ``testbackend.register("tpu")``: ``torch.tpu`` exists, PrivateUse1 profiles
-  record fake device kernels, tables read ``Self TPU`` / ``TPU total``;
+  ``testbackend.register("tpu")``: ``torch.tpu`` exists, and PrivateUse1
+  profiles record fake device kernels as CONCURRENT_KERNEL events **linked to
+  no op** (TorchTPU 0.2.0): TPU time sits on the kernel rows (``Self TPU``),
+  the aten ops that launched them carry none; ``device_tracer_level:0``
+  records no kernels;
+* when a profile stops, the profiler writes
+  ``<base>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host>[_<worker_rank>].xplane.pb``
+  where ``base`` is ``TORCH_TPU_PROFILER_OUTPUT_DIR`` if set (silently
+  overriding ``run_dir``), else ``run_dir``; ranks on one host without
+  ``worker_rank`` write the same name (see :mod:`torch_tpu.profiler`);
 * ``torch.tpu.profiler`` (also ``torch_tpu.profiler``, and
   ``sys.modules["torch.tpu.profiler"]``) holds ``TpuProfilerConfig``;
 * ``torch.tpu.synchronize()`` raises ``RuntimeError`` and counts the attempt
@@ -99,6 +107,10 @@ device_module = TpuDeviceModule()
 _testbackend.register("tpu", emit=_EMIT, device_module=device_module)
 
 from torch_tpu import profiler  # noqa: E402
+
+_testbackend.set_kernel_mode("unlinked")
+_testbackend.set_runtime_events(False)
+_testbackend.set_session_hook(profiler._session_hook)
 
 device_module.__dict__["profiler"] = profiler
 sys.modules["torch.tpu.profiler"] = profiler

@@ -15,20 +15,30 @@ Strings among worker_rank and experimental values are double-quoted with
 ``UserWarning`` saying the class is experimental (as the current release does;
 ``NEURONPROF_STANDIN_TPU_WARN=0`` turns it off).
 
+When a profile stops, the plugin writes the XPlane file
+``<base>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host>[_<worker_rank>].xplane.pb``;
+``base`` is ``TORCH_TPU_PROFILER_OUTPUT_DIR`` when set (it silently overrides
+``run_dir``), else ``run_dir``; without either nothing is written. Ranks on one
+host without ``worker_rank`` write the same file name.
+
 Records for tests: :data:`configs` (every config built, in order),
-:data:`last_config`, :func:`reset_records`.
+:data:`last_config`, :data:`written` (every XPlane file written),
+:func:`reset_records`.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
+import socket
 import warnings
 from collections.abc import Mapping
-from typing import Union
+from pathlib import Path
+from typing import Any, Union
 
 from torch._C._profiler import _ExperimentalConfig
 
-__all__ = ["TpuProfilerConfig", "configs", "last_config", "reset_records"]
+__all__ = ["TpuProfilerConfig", "configs", "last_config", "parse_custom_config", "reset_records", "written"]
 
 _Value = Union[int, bool, str]
 _STABLE_KEYS = frozenset(
@@ -45,13 +55,64 @@ _WARN = os.environ.get("NEURONPROF_STANDIN_TPU_WARN", "1") != "0"
 
 configs: list[TpuProfilerConfig] = []
 last_config: TpuProfilerConfig | None = None
+written: list[Path] = []
 
 
 def reset_records() -> None:
-    """Forget every recorded config."""
+    """Forget every recorded config and written file."""
     global last_config
     configs.clear()
+    written.clear()
     last_config = None
+
+
+def parse_custom_config(custom: str) -> dict[str, str]:
+    """Split the plugin's ``key:value,key:"quoted, value"`` string (quotes removed)."""
+    out: dict[str, str] = {}
+    key, buf, in_quotes, escaped, in_key = "", "", False, False, True
+    for ch in custom + ",":
+        if in_key:
+            if ch == ":":
+                key, buf, in_key = buf, "", False
+            elif ch == ",":
+                buf = ""
+            else:
+                buf += ch
+            continue
+        if escaped:
+            buf += ch
+            escaped = False
+        elif ch == "\\" and in_quotes:
+            escaped = True
+        elif ch == '"':
+            in_quotes = not in_quotes
+        elif ch == "," and not in_quotes:
+            out[key] = buf
+            key, buf, in_key = "", "", True
+        else:
+            buf += ch
+    return out
+
+
+def _session_hook(event: str, custom: str, device_requested: bool) -> Any:
+    if not device_requested:
+        return None
+    config = parse_custom_config(custom)
+    if event == "configure":
+        # (kernel mode, runtime events): unlinked kernels unless the device tracer is off.
+        return (0 if config.get("device_tracer_level") == "0" else 2, False)
+    if event == "stop":
+        base = os.environ.get("TORCH_TPU_PROFILER_OUTPUT_DIR") or config.get("run_dir")
+        if not base:
+            return None
+        stamp = _dt.datetime.now().strftime("%Y_%m_%d_%H_%M_%S")
+        rank = config.get("worker_rank")
+        folder = Path(base) / "plugins" / "profile" / stamp
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{socket.gethostname()}{'_' + rank if rank else ''}.xplane.pb"
+        path.write_bytes(b"torch_tpu stand-in placeholder: xplane\n")
+        written.append(path)
+    return None
 
 
 def _quote(value: _Value) -> str:

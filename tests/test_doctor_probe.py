@@ -1,0 +1,89 @@
+"""``neuronprof doctor --probe``: one tiny op under the profiler, and what reached torch.
+
+Each case runs the command line in its own interpreter with one backend (the
+stand-ins cannot hold tensors, so the op runs on the CPU and the test plugin
+answers as each real plugin would).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "backends"))
+
+from run_in_subprocess import check, result, run_script  # noqa: E402
+
+_CLI = """
+import contextlib, io, json, runpy, sys
+out = io.StringIO()
+sys.argv = ["neuronprof", "doctor", "--probe", "--json"] + {extra!r}
+code = 0
+with contextlib.redirect_stdout(out):
+    try:
+        runpy.run_module("neuronprof", run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code
+report(dict(code=code, facts=json.loads(out.getvalue())))
+"""
+
+# The probe on each TorchNeuron build and on TorchTPU is checked in test_neuron_builds.py and
+# test_tpu_backend.py (in-process, beside their sessions); here the command line end to end.
+_CASES = {
+    # name: (run_script backend, env, --backend, expected result)
+    "neuron-documented": ("neuron", {"NEURONPROF_STANDIN_NEURON_BUILD": "documented"}, "neuron", "runtime"),
+    "plugin-silent": ("mydev", {"NEURONPROF_STANDIN_EMIT": "0"}, "mydev", "nothing"),
+}
+
+
+@pytest.mark.parametrize("case", list(_CASES))
+def test_probe_reports_what_reached_torch(case: str) -> None:
+    backend, env, name, expected = _CASES[case]
+    emit = env.get("NEURONPROF_STANDIN_EMIT") != "0"
+    proc = run_script(_CLI.format(extra=["--backend", name]), backend=backend, env=env, emit=emit)
+    r = result(check(proc))
+    assert r["code"] == 0
+    found = r["facts"]["probe"]
+    assert found["backend"] == name
+    assert found["result"] == expected
+    from neuronprof._doctor import PROBE_MEANINGS
+
+    assert found["meaning"] == PROBE_MEANINGS[expected]
+    if expected == "linked":
+        assert found["kernels"] and found["linked_ops"]
+    if expected == "unlinked":
+        assert found["kernels"] and not found["linked_ops"]
+    if expected == "runtime":
+        assert found["runtime_events"] > 0 and not found["kernels"]
+        assert any("NeuronCore time stays in Neuron's own profile" in n for n in found["notes"])
+    problems = r["facts"]["problems"]
+    assert not any("did not load" in p for p in problems), "that check could not detect a missing plugin"
+    assert any("doctor --probe" in p for p in problems)
+    if backend == "neuron":
+        assert r["facts"]["neuron_build"] == env["NEURONPROF_STANDIN_NEURON_BUILD"]
+        assert any("stays empty by design" in p for p in problems) is (expected == "runtime")
+
+
+def test_probe_text_output_and_unavailable_backend() -> None:
+    code = """
+import contextlib, io, runpy, sys
+def cli(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    sys.argv = ["neuronprof", "doctor", *argv]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_module("neuronprof", run_name="__main__")
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+    return dict(code=code, out=out.getvalue(), err=err.getvalue())
+report(dict(ok=cli("--probe", "--backend", "cpu"), missing=cli("--probe", "--backend", "neuron")))
+"""
+    r = result(check(run_script(code, placeholder=True)))
+    assert r["ok"]["code"] == 0
+    assert "result:      nothing: nothing from the device reached torch.profiler" in r["ok"]["out"]
+    assert r["missing"]["code"] == 1 and "backend 'neuron' is unavailable" in r["missing"]["err"]
+    json.dumps(r)  # plain data all the way

@@ -1,0 +1,108 @@
+"""The TPU adapter against the TorchTPU 0.2.0 facts, through the public API.
+
+The TorchTPU stand-in (tests/backends/standins/torch_tpu) emits device kernels
+linked to no op, writes ``<base>/plugins/profile/<ts>/<host>[_<rank>].xplane.pb``
+when a profile stops, and honours ``TORCH_TPU_PROFILER_OUTPUT_DIR``. Device times
+are the test plugin's, never a TPU's.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "backends"))
+
+from run_in_subprocess import check, result, run_script  # noqa: E402
+
+_RUN = """
+import os, socket, tempfile, warnings
+from pathlib import Path
+import torch, neuronprof
+import torch_tpu
+
+def run(out, **kw):
+    lin = torch.nn.Linear(16, 16)
+    x = torch.randn(8, 16)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with neuronprof.session(output_dir=out, backend="tpu", **kw) as s:
+            for _ in s.steps():
+                lin(x).relu().sum()
+        t = s.table(row_limit=None)
+    cfg = torch_tpu.profiler.last_config
+    return dict(notes=s.notes, text=str(t), warnings=[f"{w.category.__name__}: {w.message}" for w in caught],
+                worker_rank=cfg.worker_rank, written=str(torch_tpu.profiler.written[-1]),
+                host=socket.gethostname(), total=t.self_device_us, has_device=t.has_device_time,
+                op_device=t.row("aten::addmm").self_device_us)
+"""
+
+
+def test_worker_rank_env_override_and_written_folder(tmp_path: Path) -> None:
+    code = (
+        _RUN
+        + f"""
+import torch.distributed as dist
+plain = run({str(tmp_path / "plain")!r})
+os.environ["TORCH_TPU_PROFILER_OUTPUT_DIR"] = {str(tmp_path / "env")!r}
+overridden = run({str(tmp_path / "over")!r})
+del os.environ["TORCH_TPU_PROFILER_OUTPUT_DIR"]
+dist.init_process_group("gloo", init_method="file://" + {str(tmp_path / "pg")!r}, rank=0, world_size=1)
+ranked = run({str(tmp_path / "ranked")!r})
+dist.destroy_process_group()
+from neuronprof import _doctor
+report(dict(plain=plain, overridden=overridden, ranked=ranked, probe=_doctor.probe("tpu")))
+"""
+    )
+    r = result(check(run_script(code, backend="tpu")))
+    plain, over, ranked = r["plain"], r["overridden"], r["ranked"]
+    # No process group: no worker_rank; its own run_dir under output_dir.
+    assert plain["worker_rank"] is None
+    written = Path(plain["written"])
+    assert written.name == f"{plain['host']}.xplane.pb"
+    assert written.parent.parent.parent == tmp_path / "plain" / "tpu_profile" / "plugins"
+    assert f"TorchTPU wrote its profile (XPlane) to {written.parent}" in plain["notes"]
+    # Ranks on one host get their own file.
+    assert ranked["worker_rank"] == "0" and Path(ranked["written"]).name == f"{ranked['host']}_0.xplane.pb"
+    # The environment override is detected, and the folder really written is reported.
+    over_written = Path(over["written"])
+    assert over_written.is_relative_to(tmp_path / "env")
+    assert any("TORCH_TPU_PROFILER_OUTPUT_DIR" in n and "overrides run_dir" in n for n in over["notes"])
+    assert f"TorchTPU wrote its profile (XPlane) to {over_written.parent}" in over["notes"]
+    assert not (tmp_path / "over" / "tpu_profile").exists()
+    # `neuronprof doctor --probe`: TorchTPU's kernels reach torch unlinked.
+    assert r["probe"]["result"] == "unlinked" and r["probe"]["kernels"] and not r["probe"]["linked_ops"]
+    for res in (plain, over, ranked):
+        # Device time sits on unlinked kernel rows; the totals count it, so no empty-column warning.
+        assert res["has_device"] and res["total"] > 0 and res["op_device"] == 0
+        assert not any("NeuronProfWarning" in w for w in res["warnings"])
+
+
+def test_experimental_warning_once_compare_totals_and_runtime_mode(tmp_path: Path) -> None:
+    code = (
+        _RUN
+        + f"""
+first = run({str(tmp_path / "a")!r})
+second = run({str(tmp_path / "b")!r})
+lin = torch.nn.Linear(16, 16)
+x = torch.randn(8, 16)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    cmp = neuronprof.compare({{"linear": lin, "relu": lambda t: torch.relu(lin(t))}}, x,
+                             output_dir={str(tmp_path / "cmp")!r}, quiet=True)
+runtime_only = run({str(tmp_path / "rt")!r}, modes=("runtime",))
+report(dict(first=first["warnings"], second=second["warnings"], label=cmp.device_label,
+            devices=[row.self_device_us for row in cmp.rows],
+            compare_warnings=[str(w.message) for w in caught], runtime_only=runtime_only,
+            level=torch_tpu.profiler.last_config.device_tracer_level))
+"""
+    )
+    r = result(check(run_script(code, backend="tpu")))
+    # Without the device mode TorchTPU is asked not to trace the device, and nothing warns.
+    assert r["level"] == 0 and not r["runtime_only"]["has_device"]
+    assert not any("NeuronProfWarning" in w for w in r["runtime_only"]["warnings"])
+    experimental = [w for w in r["first"] + r["second"] + r["compare_warnings"] if "experimental" in w]
+    assert len(experimental) == 1, "TorchTPU's experimental-config warning is shown once, not per session"
+    assert r["label"] == "TPU"
+    assert all(d is not None and d > 0 for d in r["devices"])
+    assert not any("device time" in w for w in r["compare_warnings"])
