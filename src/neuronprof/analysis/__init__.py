@@ -11,6 +11,7 @@ print(analysis.diff("before.json", "after.json"))           # what changed, op b
 rl = analysis.roofline("trace.json", device="trn2")         # compute- or memory-bound?
 print(rl)
 rl.plot("roofline.png")                                     # needs neuronprof[plot]
+print(analysis.neuron_profile("neuronprof_output/neuron_profile"))  # Neuron's own profile
 ```
 
 The same is on the command line: ``neuronprof summarize``, ``neuronprof diff``,
@@ -23,6 +24,7 @@ from __future__ import annotations
 from neuronprof.analysis.diff import DiffMatch, DiffMetric, DiffRow, TraceDiff, diff
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.flops import DTYPE_SIZES, OpCost, dtype_size, op_cost
+from neuronprof.analysis.neuron import NeuronProfile, neuron_profile
 from neuronprof.analysis.roofline import (
     DEVICE_PEAKS,
     Bound,
@@ -44,6 +46,7 @@ __all__ = [
     "DiffMetric",
     "DiffRow",
     "GroupBy",
+    "NeuronProfile",
     "OpCost",
     "Roofline",
     "RooflineRow",
@@ -58,6 +61,7 @@ __all__ = [
     "dtype_size",
     "find_trace_files",
     "load_trace",
+    "neuron_profile",
     "op_cost",
     "roofline",
     "summarize",

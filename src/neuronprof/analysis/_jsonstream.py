@@ -72,14 +72,17 @@ class EventStream:
     ``schemaVersion``, ...) are collected in :attr:`metadata`; those after the
     events are there once iteration has finished.
 
-    Iterating yields each event as the dict ``json`` decodes it.
+    Iterating yields each event as the dict ``json`` decodes it. ``events_key``
+    names the member that holds the events in the object format (Neuron's
+    ``system_profile.json`` calls it ``trace_event``).
 
     Raises:
         TraceError: While iterating, for anything that is not a well-formed trace.
     """
 
-    def __init__(self, path: str, *, chunk_size: int = _CHUNK) -> None:
+    def __init__(self, path: str, *, chunk_size: int = _CHUNK, events_key: str = "traceEvents") -> None:
         self.path = path
+        self._key = events_key
         self.metadata: dict[str, Any] = {}
         self._chunk = max(16, int(chunk_size))
         self._binary = open_trace_text(path)
@@ -221,16 +224,16 @@ class EventStream:
         self._pos += 1
         seen_events = False
         if self._peek() == "}":
-            raise self._fail("not a trace: the JSON object has no 'traceEvents'")
+            raise self._fail(f"not a trace: the JSON object has no {self._key!r}")
         while True:
             if self._peek() != '"':
                 raise self._fail(f"invalid JSON near character {self._consumed + self._pos}: expected a key")
             key = self._value()
             self._expect(":", f"after key {key!r}")
-            if key == "traceEvents" and not seen_events:
+            if key == self._key and not seen_events:
                 seen_events = True
                 if self._peek() != "[":
-                    raise self._fail("not a trace: 'traceEvents' is not a list")
+                    raise self._fail(f"not a trace: {self._key!r} is not a list")
                 self._pos += 1
                 yield from self._events(array_format=False)
             else:
@@ -252,7 +255,7 @@ class EventStream:
         if self._peek():
             raise self._fail(f"invalid JSON near character {self._consumed + self._pos}: extra data after the trace")
         if not seen_events:
-            raise self._fail("not a trace: the JSON object has no 'traceEvents'")
+            raise self._fail(f"not a trace: the JSON object has no {self._key!r}")
 
     def _events(self, *, array_format: bool) -> Iterator[dict[str, Any]]:
         # The hot loop: one scan per event, then a regex for the separator.
