@@ -257,15 +257,15 @@ class StepDevice:
 class NeuronProfile:
     """What Neuron's own profile says about a run: engines, NEFF executions, busy time per step.
 
-    Build one with [`neuron_profile`][neuronprof.analysis.neuron.neuron_profile]
+    Build one with [`neuron_profile`][neuronprof.analysis.neuron_profile]
     (or ``Session.neuron_profile()``). Print it for the per-engine table, the
     per-NEFF executions and the per-step busy time; render it with
-    [`to_markdown`][neuronprof.analysis.neuron.NeuronProfile.to_markdown],
-    [`to_csv`][neuronprof.analysis.neuron.NeuronProfile.to_csv] or
-    [`to_json`][neuronprof.analysis.neuron.NeuronProfile.to_json]; draw it with
-    [`plot`][neuronprof.analysis.neuron.NeuronProfile.plot]; place each
+    [`to_markdown`][neuronprof.analysis.NeuronProfile.to_markdown],
+    [`to_csv`][neuronprof.analysis.NeuronProfile.to_csv] or
+    [`to_json`][neuronprof.analysis.NeuronProfile.to_json]; draw it with
+    [`plot`][neuronprof.analysis.NeuronProfile.plot]; place each
     NEFF on a roofline with
-    [`roofline`][neuronprof.analysis.neuron.NeuronProfile.roofline].
+    [`roofline`][neuronprof.analysis.NeuronProfile.roofline].
 
     Attributes:
         summaries: One [`DeviceSummary`][neuronprof.analysis.neuron.DeviceSummary]
@@ -411,7 +411,7 @@ class NeuronProfile:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> NeuronProfile:
-        """Build a profile from [`to_dict`][neuronprof.analysis.neuron.NeuronProfile.to_dict] output.
+        """Build a profile from [`to_dict`][neuronprof.analysis.NeuronProfile.to_dict] output.
 
         Raises:
             ValueError: Not a neuronprof Neuron profile, or a malformed field.
@@ -436,7 +436,7 @@ class NeuronProfile:
 
     @classmethod
     def from_json(cls, text: Union[str, bytes]) -> NeuronProfile:
-        """Read a profile written by [`to_json`][neuronprof.analysis.neuron.NeuronProfile.to_json].
+        """Read a profile written by [`to_json`][neuronprof.analysis.NeuronProfile.to_json].
 
         Raises:
             ValueError: Not JSON, or not a neuronprof Neuron profile.

@@ -27,19 +27,22 @@ guessed: see the notes of the returned model.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import fnmatch
+import gc
 import glob
 import math
+import operator
 import os
 import re
 import shutil
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Union
 
-from neuronprof.analysis._jsonstream import EventStream
+from neuronprof.analysis._jsonstream import EventBatches
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.neuron._model import (
     ENGINES,
@@ -199,7 +202,7 @@ def read_system_profile(
 ) -> tuple[list[NeffExecution], list[str]]:
     """Stream a ``system_profile.json`` and return its NEFF executions (merged across physical cores) and notes.
 
-    Only ``nc_exec_running`` records are kept; everything else is skipped as it
+    Only ``nc_exec_running`` records are kept; everything else is dropped as it
     streams by, so memory holds the executions, not the file. Records that share
     ``process_id``, logical core (``lnc_idx``, else ``nc_idx``), ``model_id`` and
     ``exec_id`` and overlap in time are one execution on several physical cores
@@ -216,95 +219,158 @@ def read_system_profile(
         TraceError: The file is missing, not JSON, or has no ``trace_event`` list.
     """
     p = os.fspath(path)
-    merged: dict[Any, list[Any]] = {}
-    apart: list[list[Any]] = []
-    one_core: dict[Any, tuple[Any, ...]] = {}
-    bad = duplicates = overlap_misses = records = 0
-    stream = EventStream(p, events_key="trace_event")
-    get = dict.get
-    # The hot loop: every event of the file passes here; most are not executions.
-    for ev in stream:
-        if get(ev, "name") != _EXEC:
-            continue
-        ts = get(ev, "timestamp")
-        dur = get(ev, "duration")
-        if type(ts) is not int or type(dur) is not int:
-            ts, dur = _int(ts), _int(dur)
-            if ts is None or dur is None:
-                bad += 1
+    state = _Merge()
+    # Only the executions are decoded; other runtime events are skipped unread.
+    stream = EventBatches(p, events_key="trace_event", containing=_EXEC)
+    with _collector_paused():
+        for batch in stream:
+            # Most events are other runtime activity: pick the executions at C speed.
+            hits = [ev for ev in batch if ev.get("name") == _EXEC]
+            if not hits:
                 continue
-        if dur < 0:
-            bad += 1
-            continue
-        unit = get(ev, "timestamp_unit")
-        if unit is not None and unit != "ns":
-            scale = _UNIT_NS.get(unit)
-            if scale is None:
-                bad += 1
-                continue
-            ts, dur = ts * scale, dur * scale
-        records += 1
-        end = ts + dur
-        core = get(ev, "device_core_idx")
-        nc = get(ev, "nc_idx")
-        if core is None:
-            core = nc
-        lnc = get(ev, "lnc_idx")
-        exec_id = get(ev, "exec_id")
-        model_id = get(ev, "model_id")
-        pid = get(ev, "process_id")
-        cores = one_core.get(core)
-        if cores is None:
-            cores = one_core.setdefault(core, () if core is None else (core,))
-        rec = [ts, end, get(ev, "model_name"), model_id, cores, nc, lnc, pid, exec_id]
-        if exec_id is None:
-            apart.append(rec)
-            continue
-        key = (pid, nc if lnc is None else lnc, model_id, exec_id)
-        old = merged.get(key)
-        if old is None:
-            merged[key] = rec
-        elif ts <= old[1] and end >= old[0]:
-            duplicates += 1
-            if ts < old[0]:
-                old[0] = ts
-            if end > old[1]:
-                old[1] = end
-            if core is not None and core not in old[4]:
-                old[4] = tuple(sorted((*old[4], core)))
-        else:
-            # Same ids but apart in time: a reused id, not a second core. Kept apart.
-            overlap_misses += 1
-            apart.append(rec)
-    executions = [_execution(r) for r in merged.values()]
-    executions += [_execution(r) for r in apart]
-    executions.sort(key=_start)
+            units = {ev.get("timestamp_unit") for ev in hits}
+            if units <= {None, "ns"}:
+                try:
+                    state.add(map(_FIELDS, hits))
+                    continue
+                except KeyError:
+                    pass  # a record without one of the fields: take this batch field by field
+            state.add(_fields_slowly(ev) for ev in hits)
+        executions = state.executions()
     name = label or os.path.basename(p)
-    notes = [f"{name}: {records} {_EXEC} record(s), {len(executions)} execution(s)"]
-    if duplicates:
+    notes = [f"{name}: {state.records} {_EXEC} record(s), {len(executions)} execution(s)"]
+    if state.duplicates:
         notes.append(
-            f"{duplicates} record(s) were the same execution on a second physical NeuronCore "
+            f"{state.duplicates} record(s) were the same execution on a second physical NeuronCore "
             "(same exec_id) and were merged into one"
         )
-    if overlap_misses:
-        notes.append(f"{overlap_misses} record(s) reused an exec_id at another time and were kept as executions")
-    if bad:
-        notes.append(f"{bad} {_EXEC} record(s) without a valid timestamp/duration were skipped")
-    if stream.events and not records:
+    if state.reused:
+        notes.append(f"{state.reused} record(s) reused an exec_id at another time and were kept as executions")
+    if state.bad:
+        notes.append(f"{state.bad} {_EXEC} record(s) without a valid timestamp/duration were skipped")
+    if stream.events and not state.records and not state.bad:
         notes.append(f"{name} holds no {_EXEC} records (no NEFF ran on a profiled NeuronCore)")
     return executions, notes
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    # Reading creates millions of short-lived dicts and no reference cycles, while the
+    # executions kept grow: every full collection would walk them all again. Restored
+    # whatever happens.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+# The fields of one record, key first: (process_id, lnc_idx, model_id, exec_id) identify an execution.
+_FIELDS = operator.itemgetter(
+    "process_id", "lnc_idx", "model_id", "exec_id", "timestamp", "duration", "model_name", "nc_idx", "device_core_idx"
+)
+_NAMES = ("process_id", "lnc_idx", "model_id", "exec_id", "timestamp", "duration", "model_name", "nc_idx")
+
+
+def _fields_slowly(ev: Mapping[str, Any]) -> tuple[Any, ...]:
+    """``_FIELDS`` for a record that lacks some of them, with the time unit applied."""
+    f = [ev.get(n) for n in _NAMES]
+    f.append(ev.get("device_core_idx"))
+    if f[1] is None:
+        f[1] = f[7]  # no logical core index: the core index names it
+    unit = ev.get("timestamp_unit")
+    if unit is not None and unit != "ns":
+        scale = _UNIT_NS.get(unit)
+        ts, dur = _int(f[4]), _int(f[5])
+        ok = scale is not None and ts is not None and dur is not None
+        f[4], f[5] = (ts * scale, dur * scale) if ok else (None, None)  # type: ignore[operator]
+    return tuple(f)
+
+
+class _Merge:
+    """Folds records into executions as they stream by (one dict entry per execution)."""
+
+    def __init__(self) -> None:
+        # key -> the execution's fields, in NeffExecution's order, still open to merging
+        self.merged: dict[tuple[Any, ...], list[Any]] = {}
+        self.apart: list[list[Any]] = []
+        self.names: dict[Any, str] = {}
+        self.records = self.duplicates = self.reused = self.bad = 0
+
+    def add(self, records: Iterable[tuple[Any, ...]]) -> None:
+        # The hot loop (two records per execution on Trn2): kept inline on purpose.
+        merged = self.merged
+        get = merged.get
+        names = self.names
+        n = dups = 0
+        for r in records:
+            pid, lnc, model_id, exec_id, ts, dur, name, nc, core = r
+            if type(ts) is not int or type(dur) is not int or dur < 0:
+                ts, dur = _int(ts), _int(dur)
+                if ts is None or dur is None or dur < 0:
+                    self.bad += 1
+                    continue
+            n += 1
+            if core is None:
+                core = nc
+            end = ts + dur
+            key = r[:4]
+            old = get(key)
+            if old is not None:
+                if ts <= old[2] and end >= old[1]:
+                    if ts < old[1]:
+                        old[1] = ts
+                    if end > old[2]:
+                        old[2] = end
+                    cores = old[4]
+                    if core is not None and core not in cores:
+                        if len(cores) == 1 and type(core) is int and type(cores[0]) is int:
+                            old[4] = (cores[0], core) if cores[0] < core else (core, cores[0])
+                        else:
+                            old[4] = _with_core(cores, core)
+                    dups += 1
+                    continue
+                self.reused += 1  # same ids but apart in time: a reused id, not a second core
+            neff = names.get(name)
+            if neff is None:
+                neff = _neff_name(r, names)
+            if type(pid) is not str and pid is not None:
+                pid = str(pid)
+            entry = [neff, ts, end, exec_id, () if core is None else (core,), nc, lnc, model_id, pid]
+            if old is None and exec_id is not None:
+                merged[key] = entry
+            else:
+                self.apart.append(entry)
+        self.records += n
+        self.duplicates += dups
+
+    def executions(self) -> list[NeffExecution]:
+        new = tuple.__new__
+        out = [new(NeffExecution, e) for e in self.merged.values()]
+        out += [new(NeffExecution, e) for e in self.apart]
+        out.sort(key=_start)
+        return out
+
+
+def _with_core(cores: tuple[Any, ...], core: Any) -> tuple[Any, ...]:
+    try:
+        return tuple(sorted((*cores, core)))
+    except TypeError:  # indices of mixed types: keep the order seen
+        return (*cores, core)
+
+
+def _neff_name(r: tuple[Any, ...], names: dict[Any, str]) -> str:
+    name = r[6]
+    if not isinstance(name, str) or not name:
+        # No NEFF name: name it by its model id (not cached by name, since ids differ).
+        return f"model {r[2]}" if r[2] is not None else "(unnamed NEFF)"
+    return names.setdefault(name, name)
+
+
 def _start(ex: NeffExecution) -> int:
     return ex.start_ns
-
-
-def _execution(r: list[Any]) -> NeffExecution:
-    name = r[2]
-    if not isinstance(name, str) or not name:
-        name = f"model {r[3]}" if r[3] is not None else "(unnamed NEFF)"
-    pid = r[7]
-    return NeffExecution(name, r[0], r[1], r[8], r[4], r[5], r[6], r[3], None if pid is None else str(pid))
 
 
 # -- framework trace and steps ------------------------------------------------------------
@@ -320,15 +386,17 @@ def read_steps(path: Union[str, os.PathLike[str]]) -> list[tuple[int, int, int]]
     Raises:
         TraceError: The trace cannot be read.
     """
-    stream = EventStream(os.fspath(path))
+    stream = EventBatches(os.fspath(path), containing="ProfilerStep#")
     raw: list[tuple[int, float, float]] = []
-    for ev in stream:
-        name = ev.get("name")
-        if type(name) is str and name.startswith("ProfilerStep#") and ev.get("ph") == "X":
-            m = _STEP.match(name)
-            ts, dur = ev.get("ts"), ev.get("dur")
-            if m and isinstance(ts, (int, float)) and isinstance(dur, (int, float)) and dur >= 0:
-                raw.append((int(m.group(1)), float(ts), float(dur)))
+    with _collector_paused():
+        for batch in stream:
+            for ev in batch:
+                name = ev.get("name")
+                if type(name) is str and name.startswith("ProfilerStep#") and ev.get("ph") == "X":
+                    m = _STEP.match(name)
+                    ts, dur = ev.get("ts"), ev.get("dur")
+                    if m and isinstance(ts, (int, float)) and isinstance(dur, (int, float)) and dur >= 0:
+                        raw.append((int(m.group(1)), float(ts), float(dur)))
     base = _int(stream.metadata.get("baseTimeNanoseconds")) or 0
     steps = [(n, base + round(ts * 1000), base + round((ts + dur) * 1000)) for n, ts, dur in raw]
     steps.sort(key=lambda s: s[1])
@@ -620,7 +688,7 @@ def neuron_profile(
         pid: Only read session folders of this process (``*_pid_<pid>``).
 
     Returns:
-        A [`NeuronProfile`][neuronprof.analysis.neuron.NeuronProfile].
+        A [`NeuronProfile`][neuronprof.analysis.NeuronProfile].
 
     Raises:
         TraceError: ``path`` does not exist, holds no Neuron profile, or a JSON

@@ -1,4 +1,4 @@
-"""Text, Markdown, CSV and a stacked-bar plot of a [`NeuronProfile`][neuronprof.analysis.neuron.NeuronProfile].
+"""Text, Markdown, CSV and a stacked-bar plot of a [`NeuronProfile`][neuronprof.analysis.NeuronProfile].
 
 Pure functions of the model; matplotlib is imported only by ``plot_engines``.
 """

@@ -5,7 +5,7 @@ torch.profiler gets no NeuronCore time: the NEURON column stays empty and the
 time lives only in Neuron Runtime's files, written at profiler stop into
 ``<profile_output_dir>/<instance-id>_pid_<pid>/<timestamp>/``. This module reads
 those files of one process with
-[`neuron_profile`][neuronprof.analysis.neuron.neuron_profile] (running
+[`neuron_profile`][neuronprof.analysis.neuron_profile] (running
 ``neuron-explorer`` when their JSON is not there yet, and keeping the JSON
 beside them so that a later read, or an exported bundle, needs no tool) and
 adds what they say to the session's table. It never imports torch.
@@ -58,7 +58,7 @@ class SessionNeuronProfile:
         self.why = ""
 
     def get(self, tool: ToolChoice = "auto") -> Optional[NeuronProfile]:
-        """Return the session's [`NeuronProfile`][neuronprof.analysis.neuron.NeuronProfile], read once.
+        """Return the session's [`NeuronProfile`][neuronprof.analysis.NeuronProfile], read once.
 
         ``None`` when the session wrote no Neuron profile or it cannot be read
         (a ``NeuronProfWarning`` says why, and so does ``why``).
