@@ -231,10 +231,12 @@ def read_system_profile(
             units = {ev.get("timestamp_unit") for ev in hits}
             if units <= {None, "ns"}:
                 try:
-                    state.add(map(_FIELDS, hits))
-                    continue
+                    records = list(map(_FIELDS, hits))
                 except KeyError:
                     pass  # a record without one of the fields: take this batch field by field
+                else:
+                    state.add(records)
+                    continue
             state.add(_fields_slowly(ev) for ev in hits)
         executions = state.executions()
     name = label or os.path.basename(p)
