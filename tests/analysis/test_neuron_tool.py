@@ -121,8 +121,15 @@ def test_missing_tool_warns_once_with_the_fix(clean_env, session_folder):
         p = neuron_profile(session_folder)
     message = _one_warning(record)
     assert "neuron-explorer was not found" in message and "aws-neuronx-tools" in message
-    assert p.executions == () and p.summaries == () and any("could not be read" in n for n in p.notes)
+    assert p.executions == () and p.summaries == () and any("aws-neuronx-tools" in n for n in p.notes)
     assert _left_behind(clean_env["scratch"]) == []
+
+
+def test_missing_tool_as_a_note_when_asked(clean_env, session_folder):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = neuron_profile(session_folder, warn_missing=False)
+    assert any("neuron-explorer was not found" in n and "aws-neuronx-tools" in n for n in p.notes)
 
 
 def test_env_var_naming_nothing(clean_env, session_folder, monkeypatch):
@@ -174,7 +181,7 @@ def test_cli_without_tool_says_what_to_install(clean_env, session_folder, capsys
     with pytest.warns(NeuronProfWarning, match="aws-neuronx-tools"):
         assert main(["neuron", str(session_folder)]) == 0
     out = capsys.readouterr().out
-    assert "no system profile" in out and "could not be read" in out
+    assert "no system profile" in out and "neuron-explorer was not found" in out and "aws-neuronx-tools" in out
 
 
 def test_cli_prints_engine_breakdown_through_the_tool(clean_env, session_folder, monkeypatch, capsys):

@@ -46,6 +46,7 @@ from neuronprof.analysis.neuron._tool import (
     INSTALL_HINT,
     NeuronTool,
     NeuronToolError,
+    NeuronToolMissing,
     extract_json,
     find_neuron_tool,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "NeuronProfile",
     "NeuronTool",
     "NeuronToolError",
+    "NeuronToolMissing",
     "StepDevice",
     "ToolChoice",
     "extract_json",

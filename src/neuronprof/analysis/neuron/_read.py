@@ -52,7 +52,13 @@ from neuronprof.analysis.neuron._model import (
     NeuronProfile,
     StepDevice,
 )
-from neuronprof.analysis.neuron._tool import NeuronTool, NeuronToolError, extract_json, find_neuron_tool
+from neuronprof.analysis.neuron._tool import (
+    NeuronTool,
+    NeuronToolError,
+    NeuronToolMissing,
+    extract_json,
+    find_neuron_tool,
+)
 from neuronprof.errors import NeuronProfWarning
 
 __all__ = ["ToolChoice", "neuron_profile", "parse_summary", "read_steps", "read_system_profile", "step_activity"]
@@ -515,13 +521,15 @@ def _pairs(folder: _Folder) -> tuple[list[tuple[Path, Path]], list[Path]]:
 
 
 class _Runner:
-    """Finds the tool once, runs it, and turns each failure into one warning."""
+    """Finds the tool once, runs it, and turns each failure into one warning (a missing tool: maybe a note)."""
 
-    def __init__(self, tool: ToolChoice, timeout: float) -> None:
+    def __init__(self, tool: ToolChoice, timeout: float, *, warn_missing: bool = True) -> None:
         self.choice = tool
         self.timeout = timeout
+        self.warn_missing = warn_missing
         self._tool: Optional[NeuronTool] = None
         self.failed = False
+        self.missing: Optional[str] = None
         self.used: Optional[str] = None
 
     def tool(self) -> Optional[NeuronTool]:
@@ -537,6 +545,10 @@ class _Runner:
 
     def fail(self, exc: Exception) -> None:
         self.failed = True
+        if isinstance(exc, NeuronToolMissing):
+            self.missing = str(exc)
+            if not self.warn_missing:
+                return
         warnings.warn(
             f"{exc} (NeuronCore time from Neuron's profile is left out; the profile data itself is kept)",
             NeuronProfWarning,
@@ -652,6 +664,7 @@ def neuron_profile(
     timeout: float = DEFAULT_TIMEOUT,
     save: bool = False,
     pid: Optional[int] = None,
+    warn_missing: bool = True,
 ) -> NeuronProfile:
     """Read Neuron's own profile: engine breakdown per device profile, NEFF executions, busy time per step.
 
@@ -688,6 +701,8 @@ def neuron_profile(
         save: Keep the tool's JSON beside the runtime's files (``system_profile.json``,
             ``neuron_summary.json``), so later reads need no tool.
         pid: Only read session folders of this process (``*_pid_<pid>``).
+        warn_missing: Warn when the tool is needed but not installed; when False the
+            notes say so instead (a failing tool always warns).
 
     Returns:
         A [`NeuronProfile`][neuronprof.analysis.NeuronProfile].
@@ -704,7 +719,7 @@ def neuron_profile(
     p = Path(path)
     if not p.exists():
         raise TraceError(f"{p}: no such file or folder")
-    runner = _Runner(tool, float(timeout))
+    runner = _Runner(tool, float(timeout), warn_missing=warn_missing)
     notes: list[str] = []
     summaries: list[DeviceSummary] = []
     executions: list[NeffExecution] = []
@@ -741,7 +756,9 @@ def neuron_profile(
     step_rows = step_activity(executions, steps) if executions and steps else []
     if executions and not steps:
         notes.append("no framework trace with ProfilerStep spans beside the system profile: no per-step busy time")
-    if runner.failed and not (executions or summaries):
+    if runner.missing is not None:
+        notes.append(runner.missing)
+    elif runner.failed and not (executions or summaries):
         notes.append("Neuron's profile could not be read: see the warning")
     if executions:
         notes.append(

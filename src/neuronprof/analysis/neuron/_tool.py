@@ -37,6 +37,7 @@ __all__ = [
     "INSTALL_HINT",
     "NeuronTool",
     "NeuronToolError",
+    "NeuronToolMissing",
     "extract_json",
     "find_neuron_tool",
 ]
@@ -67,6 +68,10 @@ class NeuronToolError(RuntimeError):
 
     The message is one line naming the tool, what went wrong and how to fix it.
     """
+
+
+class NeuronToolMissing(NeuronToolError):
+    """Neuron's profile viewer is not installed (or the path named for it is not an executable)."""
 
 
 @dataclass(frozen=True)
@@ -152,7 +157,7 @@ def find_neuron_tool(tool: Optional[str] = None) -> NeuronTool:
         found = shutil.which(os.fspath(named))
         if found is None:
             where = "the given path" if tool is not None else ENV_VAR
-            raise NeuronToolError(f"{named} (from {where}) is not an executable neuron-explorer; {INSTALL_HINT}")
+            raise NeuronToolMissing(f"{named} (from {where}) is not an executable neuron-explorer; {INSTALL_HINT}")
         return NeuronTool(found, os.path.basename(found), _version(found))
     for name in TOOL_NAMES:
         found = shutil.which(name)
@@ -163,7 +168,7 @@ def find_neuron_tool(tool: Optional[str] = None) -> NeuronTool:
                     break
         if found is not None:
             return NeuronTool(found, name, _version(found))
-    raise NeuronToolError(
+    raise NeuronToolMissing(
         f"neuron-explorer was not found (looked on PATH and in {', '.join(SEARCH_DIRS)}); {INSTALL_HINT}"
     )
 

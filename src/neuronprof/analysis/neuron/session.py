@@ -22,6 +22,7 @@ from typing import Optional
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.neuron._model import NEFF_ROW_PREFIX, NeuronProfile
 from neuronprof.analysis.neuron._read import DEFAULT_TIMEOUT, ToolChoice, neuron_profile
+from neuronprof.analysis.neuron._tool import INSTALL_HINT
 from neuronprof.errors import NeuronProfWarning
 from neuronprof.model import OpRow, Table
 
@@ -55,38 +56,55 @@ class SessionNeuronProfile:
         self.timeout = timeout
         self._profile: Optional[NeuronProfile] = None
         self._read = False
+        self._warned = False
         self.why = ""
+        self.missing: Optional[str] = None
 
-    def get(self, tool: ToolChoice = "auto") -> Optional[NeuronProfile]:
+    def get(self, tool: ToolChoice = "auto", *, warn_missing: bool = True) -> Optional[NeuronProfile]:
         """Return the session's [`NeuronProfile`][neuronprof.analysis.NeuronProfile], read once.
 
         ``None`` when the session wrote no Neuron profile or it cannot be read
-        (a ``NeuronProfWarning`` says why, and so does ``why``).
+        (a ``NeuronProfWarning`` says why, and so does ``why``). A tool that is not
+        installed is reported with a warning once ``warn_missing`` is True (the
+        table's footer says it in any case).
         """
-        if self._read:
-            return self._profile
-        self._read = True
+        if not self._read:
+            self._read = True
+            self._profile = self._load(tool)
+        if warn_missing and self.missing and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"{self.missing} (NeuronCore time from Neuron's profile is left out; the profile data itself is kept)",
+                NeuronProfWarning,
+                stacklevel=3,
+            )
+        return self._profile
+
+    def _load(self, tool: ToolChoice) -> Optional[NeuronProfile]:
         if self.root is None or not self.root.is_dir():
             self.why = "the session wrote no Neuron profile files (capture with modes 'device'/'runtime')"
             return None
         try:
-            self._profile = neuron_profile(self.root, pid=self.pid, tool=tool, timeout=self.timeout, save=True)
+            profile = neuron_profile(
+                self.root, pid=self.pid, tool=tool, timeout=self.timeout, save=True, warn_missing=False
+            )
         except TraceError as exc:
             self.why = f"Neuron's profile could not be read ({exc})"
             warnings.warn(
                 f"Neuron's profile in {self.root} could not be read: {exc}; the torch.profiler data is kept",
                 NeuronProfWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
             return None
-        if not self._profile.executions:
-            self.why = (
-                "Neuron's profile holds no NEFF execution: install aws-neuronx-tools so that neuron-explorer "
-                "can read it (see the warning), or capture with mode 'runtime'"
-                if self._profile.tool is None
-                else "Neuron's profile holds no NEFF execution on the profiled NeuronCores"
-            )
-        return self._profile
+        self.missing = next((n for n in profile.notes if INSTALL_HINT in n and profile.tool is None), None)
+        if not profile.executions:
+            if self.missing:
+                self.why = self.missing
+            elif profile.tool is None:
+                self.why = "Neuron's profile could not be read (see the warning)"
+            else:
+                self.why = "Neuron's profile holds no NEFF execution on the profiled NeuronCores"
+        return profile
 
     def table(self, table: Table, *, heuristic: bool = False) -> Table:
         """Return ``table`` with the device side from Neuron's profile, when torch recorded none.
@@ -95,7 +113,7 @@ class SessionNeuronProfile:
         """
         if table.has_device_time:
             return add_neuron_profile(table, None, heuristic=heuristic)
-        profile = self.get()
+        profile = self.get(warn_missing=False)  # the footer says what to install
         return add_neuron_profile(table, profile, heuristic=heuristic, why=self.why)
 
 
