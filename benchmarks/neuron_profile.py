@@ -19,7 +19,7 @@ on a shared machine wall time also counts the waiting for a core.
 
 Usage::
 
-    python benchmarks/neuron_profile.py [--events 1000000] [--rounds 3] [--keep DIR]
+    python benchmarks/neuron_profile.py [--events 1000000] [--rounds 3] [--other 1] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -38,8 +38,11 @@ ROOT = Path(__file__).resolve().parents[1]
 _NEFFS = [f"neff_{h:016x}_vnc_0" for h in (0x1A2B3C, 0x4D5E6F, 0x778899, 0xAABBCC, 0xDDEEFF)]
 
 
-def write_profile(path: Path, events: int) -> int:
-    """Write a system_profile.json with at least ``events`` events; return how many."""
+_OTHER = ("nrt_model_submit", "nrta_execute_schedule", "kbl_exec_pre", "kbl_exec_post", "kbl_exec_wait")
+
+
+def write_profile(path: Path, events: int, other: int = 1) -> int:
+    """Write a system_profile.json with at least ``events`` events, ``other`` runtime events per execution."""
     base = 1_790_000_000_000_000_000
     written = 0
     with path.open("w", encoding="utf-8") as out:
@@ -52,8 +55,9 @@ def write_profile(path: Path, events: int) -> int:
             neff = _NEFFS[exec_id % len(_NEFFS)]
             dur = 20_000 + (exec_id * 7919) % 50_000
             rows = [
-                f'{{"name": "nrt_model_submit", "timestamp": {t - 4000}, "duration": 2500, '
+                f'{{"name": "{_OTHER[k % len(_OTHER)]}", "timestamp": {t - 4000 + k}, "duration": 2500, '
                 f'"process_id": "4242", "thread_id": "4243", "model_name": "{neff}", "model_id": {exec_id % 5}}}'
+                for k in range(other)
             ]
             for k, core in enumerate((0, 1)):
                 rows.append(
@@ -105,13 +109,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--other",
+        type=int,
+        default=1,
+        help="other runtime events per execution (default 1: two thirds of the events are executions, "
+        "the hardest case; real profiles hold many more runtime events per execution)",
+    )
     parser.add_argument("--keep", default=None, help="write the file into this folder and keep it")
     args = parser.parse_args()
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="neuronprof-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "system_profile.json"
     try:
-        events = write_profile(path, args.events)
+        events = write_profile(path, args.events, args.other)
         size = path.stat().st_size
         print(f"system_profile.json: {events:,} events, {size / 1e6:.1f} MB")
         reader = []

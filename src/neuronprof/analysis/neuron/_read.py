@@ -39,6 +39,7 @@ import shutil
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, repeat
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Union
 
@@ -230,11 +231,11 @@ def read_system_profile(
     stream = EventBatches(p, events_key="trace_event", containing=_EXEC)
     with _collector_paused():
         for batch in stream:
-            # Most events are other runtime activity: pick the executions at C speed.
-            hits = [ev for ev in batch if ev.get("name") == _EXEC]
+            # Most events are other runtime activity: pick the executions, all in C (map, compress).
+            hits = list(compress(batch, map(operator.eq, map(_NAME, batch), repeat(_EXEC))))
             if not hits:
                 continue
-            units = {ev.get("timestamp_unit") for ev in hits}
+            units = set(map(_UNIT, hits))
             if units <= {None, "ns"}:
                 try:
                     records = list(map(_FIELDS, hits))
@@ -279,6 +280,8 @@ def _collector_paused() -> Iterator[None]:
 _FIELDS = operator.itemgetter(
     "process_id", "lnc_idx", "model_id", "exec_id", "timestamp", "duration", "model_name", "nc_idx", "device_core_idx"
 )
+_NAME = operator.methodcaller("get", "name")
+_UNIT = operator.methodcaller("get", "timestamp_unit")
 _NAMES = ("process_id", "lnc_idx", "model_id", "exec_id", "timestamp", "duration", "model_name", "nc_idx")
 
 
@@ -358,7 +361,7 @@ class _Merge:
         new = tuple.__new__
         out = [new(NeffExecution, e) for e in self.merged.values()]
         out += [new(NeffExecution, e) for e in self.apart]
-        out.sort(key=_start)
+        out.sort(key=_START)
         return out
 
 
@@ -379,6 +382,9 @@ def _neff_name(r: tuple[Any, ...], names: dict[Any, str]) -> str:
 
 def _start(ex: NeffExecution) -> int:
     return ex.start_ns
+
+
+_START = operator.itemgetter(1)  # NeffExecution.start_ns, read in C
 
 
 # -- framework trace and steps ------------------------------------------------------------
