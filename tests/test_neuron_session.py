@@ -167,3 +167,20 @@ def test_torch_device_time_is_kept_and_named_as_the_source(tmp_path):
     assert any(n.startswith("NEURON column: device time from torch.profiler") for n in info["notes"])
     # The tool ran only for s.neuron_profile(), not for the table.
     assert info["profile"]["tool"] is not None
+
+
+def test_neuron_profile_refused_where_it_cannot_work(tmp_path):
+    import neuronprof
+    from neuronprof.errors import SessionStateError
+
+    s = neuronprof.session(backend="cpu", output_dir=tmp_path / "cpu", wait=0, warmup=0, active=1)
+    with pytest.raises(SessionStateError, match="after the session has run"):
+        s.neuron_profile()
+    with s:
+        for _ in s.steps():
+            pass
+    with pytest.raises(ValueError, match="neuron backend"):
+        s.neuron_profile()
+    with pytest.raises(ValueError, match="neuron_heuristic"):
+        s.table(neuron_heuristic="yes")  # type: ignore[arg-type]
+    assert not any(n.startswith("NEURON column") for n in s.table().notes)  # other backends: untouched
