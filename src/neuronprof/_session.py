@@ -38,8 +38,10 @@ from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
 if TYPE_CHECKING:
     import torch.profiler
 
-    from neuronprof.analysis import DevicePeak, Roofline
+    from neuronprof.analysis import DevicePeak, NeuronProfile, Roofline
     from neuronprof.analysis.insights import Insights
+    from neuronprof.analysis.neuron import ToolChoice
+    from neuronprof.analysis.neuron.session import SessionNeuronProfile
 
 __all__ = ["Session", "session"]
 
@@ -177,6 +179,7 @@ class Session:
         self._world_size: Optional[int] = None
         self._ctx: Optional[SessionContext] = None
         self._warned_empty_device = False
+        self._neuron: Optional[SessionNeuronProfile] = None
 
     # -- read-only facts -------------------------------------------------------
     @property
@@ -468,6 +471,7 @@ class Session:
         device_only: bool = ...,
         *,
         ranks: Literal["local"] = ...,
+        neuron_heuristic: bool = ...,
     ) -> Table: ...
 
     @overload
@@ -478,6 +482,7 @@ class Session:
         device_only: bool = ...,
         *,
         ranks: Literal["all"],
+        neuron_heuristic: bool = ...,
     ) -> RankTable: ...
 
     def table(
@@ -487,6 +492,7 @@ class Session:
         device_only: bool = False,
         *,
         ranks: Literal["local", "all"] = "local",
+        neuron_heuristic: bool = False,
     ) -> Union[Table, RankTable]:
         """Summarise the recorded steps per operator.
 
@@ -500,6 +506,10 @@ class Session:
                 rank's statistics under ``torch.distributed`` (a collective call: every
                 rank must make it). ``sort_by``, ``row_limit`` and ``device_only`` apply
                 to ``"local"`` only.
+            neuron_heuristic: On the neuron backend, when the NEURON column comes from
+                Neuron's own profile, also put each NEFF's time on the op whose name the
+                NEFF's name contains (eager mode runs one small NEFF per op). A guess by
+                name, labelled as one in the footer; off by default.
 
         Returns:
             A [`Table`][neuronprof.Table]; ``print()`` it, or render it as Markdown,
@@ -524,10 +534,15 @@ class Session:
             raise ValueError(f"row_limit must be an int or None, got {row_limit!r}")
         if ranks not in ("local", "all"):
             raise ValueError(f"ranks must be 'local' or 'all', got {ranks!r}")
+        if not isinstance(neuron_heuristic, bool):
+            raise ValueError(f"neuron_heuristic must be True or False, got {neuron_heuristic!r}")
         self._require_done("table()")
         if ranks == "all":
             return self._gather_rank_table()
         table = self._local_table()
+        if self.backend == "neuron":
+            # No NeuronCore time from torch: take it from Neuron's own profile (see analysis.neuron).
+            table = self._neuron_side().table(table, heuristic=neuron_heuristic)
         self._warn_if_device_empty(table)
         table = table.sorted(sort_by)
         if device_only:
@@ -561,6 +576,42 @@ class Session:
             )
         timeline = _collect.build_timeline(self._cycles, backend=self.backend, device_label=self.device_label)
         return analyze(timeline)
+    def neuron_profile(self, *, tool: ToolChoice = "auto") -> NeuronProfile:
+        """Read Neuron's own profile of this session: engines, NEFF executions, busy time per step.
+
+        Neuron Runtime writes its files at profiler stop; ``neuron-explorer``
+        (package ``aws-neuronx-tools``) turns them into JSON, which is kept beside
+        them so that later reads and ``export(format="neuron")`` bundles need no
+        tool. Read once per session.
+
+        Args:
+            tool: ``"auto"`` (find ``neuron-explorer``), ``"never"`` (existing JSON
+                only) or the tool's path; see [`ToolChoice`][neuronprof.analysis.neuron.ToolChoice].
+
+        Returns:
+            A [`NeuronProfile`][neuronprof.analysis.NeuronProfile]; without the tool
+            or its JSON it is empty and a ``NeuronProfWarning`` says what to install.
+
+        Raises:
+            SessionStateError: Called before the with-block has ended, or the
+                session wrote no Neuron profile files.
+            ValueError: The session did not use the neuron backend.
+        """
+        self._require_done("neuron_profile()")
+        if self.backend != "neuron":
+            raise ValueError(f"neuron_profile() needs the neuron backend; this session used {self.backend!r}")
+        profile = self._neuron_side().get(tool)
+        if profile is None:
+            raise SessionStateError(f"no Neuron profile to read: {self._neuron_side().why}")
+        return profile
+
+    def _neuron_side(self) -> SessionNeuronProfile:
+        if self._neuron is None:
+            from neuronprof.analysis.neuron.session import SessionNeuronProfile
+
+            root = self._backend.neuron_bundle_source(self._ctx) if self._ctx is not None else None
+            self._neuron = SessionNeuronProfile(root, pid=os.getpid())
+        return self._neuron
 
     def _local_table(self) -> Table:
         """Summarise this process's recorded cycles, unsorted and uncut."""

@@ -1,4 +1,4 @@
-"""The ``neuronprof`` command line: doctor, demo, summarize, diff, roofline.
+"""The ``neuronprof`` command line: doctor, demo, summarize, diff, roofline, neuron.
 
 Each sub-command lives with the code it drives; this module only builds the
 parser and dispatches, so that ``neuronprof summarize`` never imports torch.
@@ -28,10 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
     # Each register() adds its sub-commands with set_defaults(func=...).
     from neuronprof import _demo, _doctor
     from neuronprof.analysis import cli as analysis_cli
+    from neuronprof.analysis.neuron import cli as neuron_cli
 
     _doctor.register(sub)
     _demo.register(sub)
     analysis_cli.register(sub)
+    neuron_cli.register(sub)
     return parser
 
 

@@ -12,6 +12,7 @@ print(analysis.advise("trace.json"))                        # what to fix first
 rl = analysis.roofline("trace.json", device="trn2")         # compute- or memory-bound?
 print(rl)
 rl.plot("roofline.png")                                     # needs neuronprof[plot]
+print(analysis.neuron_profile("neuronprof_output/neuron_profile"))  # Neuron's own profile
 ```
 
 The same is on the command line: ``neuronprof summarize``, ``neuronprof diff``,
@@ -25,6 +26,7 @@ from neuronprof.analysis.diff import DiffMatch, DiffMetric, DiffRow, TraceDiff, 
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.flops import DTYPE_SIZES, OpCost, dtype_size, op_cost
 from neuronprof.analysis.insights import Evidence, Finding, FindingKind, Insights, advise
+from neuronprof.analysis.neuron import NeuronProfile, neuron_profile
 from neuronprof.analysis.roofline import (
     DEVICE_PEAKS,
     Bound,
@@ -59,6 +61,7 @@ __all__ = [
     "FindingKind",
     "GroupBy",
     "Insights",
+    "NeuronProfile",
     "OpCost",
     "Roofline",
     "RooflineRow",
@@ -74,6 +77,7 @@ __all__ = [
     "dtype_size",
     "find_trace_files",
     "load_trace",
+    "neuron_profile",
     "op_cost",
     "roofline",
     "summarize",

@@ -16,7 +16,7 @@ import json
 import re
 import zlib
 from collections.abc import Iterator
-from typing import IO, Any, Callable, Optional, Union
+from typing import IO, Any, Callable, Optional, Union, cast
 
 from neuronprof.analysis.errors import TraceError
 
@@ -74,13 +74,18 @@ class EventStream:
 
     Iterating yields each event as the dict ``json`` decodes it; with
     ``exact=True`` numbers with a fraction or exponent stay text (``str``).
+    ``events_key`` names the member that holds the events in the object format
+    (Neuron's ``system_profile.json`` calls it ``trace_event``).
 
     Raises:
         TraceError: While iterating, for anything that is not a well-formed trace.
     """
 
-    def __init__(self, path: str, *, chunk_size: int = _CHUNK, exact: bool = False) -> None:
+    def __init__(
+        self, path: str, *, chunk_size: int = _CHUNK, exact: bool = False, events_key: str = "traceEvents"
+    ) -> None:
         self.path = path
+        self._key = events_key
         self.metadata: dict[str, Any] = {}
         self._chunk = max(16, int(chunk_size))
         self._binary = open_trace_text(path)
@@ -225,16 +230,16 @@ class EventStream:
         self._pos += 1
         seen_events = False
         if self._peek() == "}":
-            raise self._fail("not a trace: the JSON object has no 'traceEvents'")
+            raise self._fail(f"not a trace: the JSON object has no {self._key!r}")
         while True:
             if self._peek() != '"':
                 raise self._fail(f"invalid JSON near character {self._consumed + self._pos}: expected a key")
             key = self._value()
             self._expect(":", f"after key {key!r}")
-            if key == "traceEvents" and not seen_events:
+            if key == self._key and not seen_events:
                 seen_events = True
                 if self._peek() != "[":
-                    raise self._fail("not a trace: 'traceEvents' is not a list")
+                    raise self._fail(f"not a trace: {self._key!r} is not a list")
                 self._pos += 1
                 yield from self._events(array_format=False)
             else:
@@ -256,7 +261,7 @@ class EventStream:
         if self._peek():
             raise self._fail(f"invalid JSON near character {self._consumed + self._pos}: extra data after the trace")
         if not seen_events:
-            raise self._fail("not a trace: the JSON object has no 'traceEvents'")
+            raise self._fail(f"not a trace: the JSON object has no {self._key!r}")
 
     def _events(self, *, array_format: bool) -> Iterator[dict[str, Any]]:
         # The hot loop: one scan per event, then a regex for the separator.
@@ -631,3 +636,166 @@ def _json_type(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
     return "a number"
+
+
+_BOUNDARY = re.compile(r"\}[ \t\n\r]*(?:,[ \t\n\r]*(?=\{)|(?=\]))")
+_SEPARATOR = re.compile(r"\}[ \t\n\r]*,[ \t\n\r]*\{")
+_SCANNER: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+
+def _last_boundary(buf: str, pos: int) -> int:
+    """The position just after the last ``}`` in ``buf[pos:]`` that is followed by ``,{`` or ``]``; -1 if none."""
+    limit = len(buf)
+    start = max(pos, limit - (1 << 16))
+    while True:
+        found = [m for m in _BOUNDARY.finditer(buf, start, limit)]
+        if found:
+            return found[-1].start() + 1
+        if start == pos:
+            return -1
+        start = max(pos, start - (1 << 20))
+
+
+class EventBatches(EventStream):
+    """Like [`EventStream`][neuronprof.analysis._jsonstream.EventStream], but yields lists of events.
+
+    Where ``EventStream`` decodes one event per call into the C scanner, this
+    decodes about a chunk of events with one ``json.loads``, which is close to
+    ``json.load``'s own speed while memory still holds one chunk. A chunk is cut
+    after an event's closing ``}`` that is followed by ``,{`` or ``]``, and only
+    ``"[" + chunk + "]"`` is decoded: JSON's balanced brackets and strings mean
+    the decode succeeds only when the cut falls between two top-level events. When
+    it does not (a cut inside an event), that stretch is decoded one event at a
+    time, as ``EventStream`` does. Errors are reported as ``EventStream`` reports them.
+
+    With ``containing``, when the file puts a line break between events (one event
+    per line, or indented JSON), a chunk is split on that separator with
+    ``str.split`` and only the events whose text contains that string are decoded
+    (all together, with one ``json.loads``); the others are skipped unread, so their
+    own content is not checked. The separator is taken after decoding the first
+    event, so it is the file's own; a JSON string cannot hold a line break, and
+    inside an indented event a line break is followed by deeper indentation, so the
+    split falls between events. Should the kept pieces not decode, that stretch is
+    decoded in full instead. Without a line break between events every event is
+    decoded, as without ``containing``.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        chunk_size: int = _CHUNK,
+        events_key: str = "traceEvents",
+        containing: Union[str, None] = None,
+    ) -> None:
+        super().__init__(path, chunk_size=chunk_size, events_key=events_key)
+        self._needle = containing
+
+    def __iter__(self) -> Iterator[list[dict[str, Any]]]:  # type: ignore[override]
+        return cast(Iterator[list[dict[str, Any]]], super().__iter__())
+
+    @staticmethod
+    def _filtered(buf: str, pos: int, needle: str) -> tuple[int, int, Any]:
+        """Decode the events between ``pos`` and a checked cut that contain ``needle``.
+
+        Returns ``(cut, pieces, events)``, or ``(0, 0, None)`` when no cut can be
+        trusted or the kept events do not decode (the caller then decodes in full).
+        """
+        if buf[pos] != "{":
+            return 0, 0, None
+        # The separator between the first two events, as the file writes it (e.g. "},\n{"):
+        # found after decoding the first event, so it is a real one, not one inside an event.
+        try:
+            _, first_end = _SCANNER(buf, pos)
+        except (StopIteration, ValueError, RecursionError):
+            return 0, 0, None
+        first = _SEPARATOR.match(buf, first_end - 1)
+        if first is None or "\n" not in first.group():
+            # Only a separator with a line break is trusted: a JSON string cannot hold
+            # one, and inside an event a line break is followed by deeper indentation.
+            return 0, 0, None
+        sep = first.group()
+        end = len(buf)
+        cut = 0
+        for _ in range(4):
+            at = buf.rfind(sep, pos, end)
+            if at < pos:
+                return 0, 0, None
+            prev = buf.rfind(sep, pos, at)
+            last = buf[pos if prev < pos else prev + len(sep) - 1 : at + 1]
+            # The last event before the cut must be balanced, or the cut is inside an event.
+            if last.count("{") == last.count("}") and last.count("[") == last.count("]"):
+                cut = at + 1
+                break
+            end = at
+        if cut <= pos:
+            return 0, 0, None
+        parts = buf[pos + 1 : cut - 1].split(sep)
+        kept = [part for part in parts if needle in part]
+        if not kept:
+            return cut, len(parts), []
+        try:
+            return cut, len(parts), json.loads("[{" + "},{".join(kept) + "}]")
+        except ValueError:
+            return 0, 0, None
+
+    def _events(self, *, array_format: bool) -> Iterator[Any]:
+        loads = json.loads
+        while True:
+            if len(self._buf) - self._pos < self._chunk and not self._eof:
+                self._read_more()
+            nxt = self._peek()
+            if nxt == "]":
+                self._pos += 1
+                return
+            if not nxt:
+                if array_format:
+                    return
+                raise self._fail("unexpected end of file (the trace is truncated)")
+            buf, pos = self._buf, self._pos
+            batch: Any = None
+            cut = pieces = 0
+            if self._needle is not None:
+                cut, pieces, batch = self._filtered(buf, pos, self._needle)
+            if batch is None:
+                pieces = 0
+                cut = _last_boundary(buf, pos)
+                if cut > pos:
+                    try:
+                        batch = loads("[" + buf[pos:cut] + "]")
+                    except ValueError:
+                        batch = None
+            if batch is None:
+                # No safe cut here: one event the careful way, then try batches again.
+                event = self._value()
+                if type(event) is not dict:
+                    raise self._fail(f"event #{self.events} is not a JSON object (got {_json_type(event)})")
+                self.events += 1
+                yield [event]
+            else:
+                for i, event in enumerate(batch):
+                    if type(event) is not dict:
+                        raise self._fail(
+                            f"event #{self.events + i} is not a JSON object (got {_json_type(event)})"
+                        )
+                self.events += pieces or len(batch)
+                self._pos = cut
+                if batch:
+                    yield batch
+            sep = self._peek()
+            if sep == ",":
+                self._pos += 1
+                if self._peek() == "]":  # a trailing comma, which Chrome's viewer tolerates
+                    self._pos += 1
+                    return
+                continue
+            if sep == "]":
+                self._pos += 1
+                return
+            if not sep and array_format:
+                return
+            if not sep:
+                raise self._fail("unexpected end of file (the trace is truncated)")
+            where = self._consumed + self._pos
+            raise self._fail(f"invalid JSON near character {where}: expected ',' or ']' after event #{self.events - 1}")

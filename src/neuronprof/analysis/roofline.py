@@ -229,7 +229,8 @@ class RooflineRow:
         time_source: ``"device"`` or ``"cpu"``: which time ``time_us`` is.
         flops: Floating-point operations over all calls.
         bytes: Bytes moved over all calls.
-        flops_source: ``"trace"`` (recorded with ``with_flops=True``) or ``"formula"``.
+        flops_source: ``"trace"`` (recorded with ``with_flops=True``), ``"formula"``, or
+            ``"counters"`` (hardware counters of Neuron's own profile).
         intensity: Arithmetic intensity, FLOP per byte.
         peak_flops_per_s: The compute roof used for this op's dtypes.
         attainable_flops_per_s: ``min(peak FLOP/s, intensity × peak bytes/s)``.
@@ -248,7 +249,7 @@ class RooflineRow:
     time_source: Literal["device", "cpu"]
     flops: float
     bytes: float
-    flops_source: Literal["trace", "formula"]
+    flops_source: Literal["trace", "formula", "counters"]
     intensity: float
     peak_flops_per_s: float
     attainable_flops_per_s: float

@@ -1,0 +1,81 @@
+"""Each device profile (NEFF) on a roofline, from the hardware counters of ``summary-json``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional, Union
+
+from neuronprof.analysis.roofline import Bound, DevicePeak, Roofline, RooflineRow, device_peak
+
+if TYPE_CHECKING:
+    from neuronprof.analysis.neuron._model import NeuronProfile
+
+__all__ = ["profile_roofline"]
+
+
+def profile_roofline(
+    profile: NeuronProfile,
+    device: Union[str, DevicePeak] = "trn2",
+    *,
+    peak_flops: Optional[float] = None,
+    peak_bw: Optional[float] = None,
+) -> Roofline:
+    """Place each device profile of ``profile`` on ``device``'s roofline (see ``NeuronProfile.roofline``).
+
+    Per profile: ``flops = hardware_flops``, ``bytes = hbm_read_bytes + hbm_write_bytes``,
+    ``time = total_time``; intensity ``flops / bytes`` against the ridge point
+    ``peak FLOP/s / peak bytes/s`` of the 16-bit roof (the counters carry no dtype).
+
+    Raises:
+        ValueError: Unknown preset, or a peak that is not positive.
+    """
+    peak = device_peak(device, peak_flops=peak_flops, peak_bw=peak_bw)
+    rows = []
+    skipped = []
+    for s in profile.summaries:
+        if s.kind != "device":
+            continue
+        flops, moved, t = s.hardware_flops, s.hbm_bytes, s.total_us
+        if flops is None or not moved or not t:
+            skipped.append(s.label)
+            continue
+        intensity = flops / moved
+        roof = peak.flops_per_s
+        attainable = min(roof, intensity * peak.bytes_per_s)
+        seconds = t / 1e6
+        achieved_f = flops / seconds
+        achieved_b = moved / seconds
+        bound: Bound = "compute" if intensity * peak.bytes_per_s >= roof else "memory"
+        if flops > 0:
+            pct: Optional[float] = 100.0 * achieved_f / attainable
+        else:
+            pct = 100.0 * achieved_b / peak.bytes_per_s
+        rows.append(
+            RooflineRow(
+                name=s.label,
+                input_shapes=None,
+                input_dtypes=None,
+                calls=1,
+                time_us=t,
+                time_source="device",
+                flops=flops,
+                bytes=float(moved),
+                flops_source="counters",
+                intensity=intensity,
+                peak_flops_per_s=roof,
+                attainable_flops_per_s=attainable,
+                achieved_flops_per_s=achieved_f,
+                achieved_bytes_per_s=achieved_b,
+                bound=bound,
+                pct_of_peak=pct,
+            )
+        )
+    rows.sort(key=lambda r: r.time_us, reverse=True)
+    notes = [
+        "one row per device profile (NEFF): hardware_flops and HBM bytes read + written over total_time, "
+        "from Neuron's summary-json; the 16-bit roof is used (the counters carry no dtype)"
+    ]
+    if skipped:
+        notes.append(f"left out {len(skipped)} profile(s) without FLOPs, HBM bytes or total time: {', '.join(skipped)}")
+    if not rows and not skipped:
+        notes.append("no device profile: capture with modes including 'device' and read it with neuron-explorer")
+    return Roofline(rows=tuple(rows), device=peak, time_source="device", source=profile.source, notes=tuple(notes))

@@ -1,0 +1,285 @@
+"""Run Neuron's own profile viewer (``neuron-explorer``, older images ``neuron-profile``) safely.
+
+The tool ships in the ``aws-neuronx-tools`` package, installed into
+``/opt/aws/neuron/bin``. Its ``view`` command turns Neuron Runtime's files into
+JSON: ``--output-format summary-json`` (one flat metrics object per profile)
+and ``--output-format json`` (the full profile, ``system_profile.json`` for a
+session folder). It may print log lines before the JSON, and has been reported
+to hang after writing its output, so every run here:
+
+* happens in an empty temporary folder (its working directory), with an
+  explicit ``--output-file`` inside it, removed afterwards whatever happened;
+* has a timeout, after which the tool's whole process group is killed; output
+  it wrote completely before hanging is still used;
+* records the tool's version (``--version``).
+
+A missing tool, a non-zero exit, a hang without output or output that is not
+JSON raises [`NeuronToolError`][neuronprof.analysis.neuron.NeuronToolError],
+whose message names the tool and the fix; callers turn it into one warning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, TypeVar
+
+from neuronprof.analysis.errors import TraceError
+
+__all__ = [
+    "ENV_VAR",
+    "INSTALL_HINT",
+    "NeuronTool",
+    "NeuronToolError",
+    "NeuronToolMissing",
+    "extract_json",
+    "find_neuron_tool",
+]
+
+ENV_VAR = "NEURONPROF_NEURON_EXPLORER"
+"""Environment variable naming the ``neuron-explorer`` (or ``neuron-profile``) executable to use."""
+
+TOOL_NAMES: tuple[str, ...] = ("neuron-explorer", "neuron-profile")
+"""Executable names tried, newest first: Neuron Explorer, then the legacy Neuron Profiler."""
+
+SEARCH_DIRS: tuple[str, ...] = ("/opt/aws/neuron/bin",)
+"""Where ``aws-neuronx-tools`` installs the tools, searched after ``PATH``."""
+
+INSTALL_HINT = (
+    "install the AWS Neuron tools package aws-neuronx-tools (e.g. `sudo apt-get install aws-neuronx-tools` "
+    "or `sudo dnf install aws-neuronx-tools`, from the Neuron repository), which puts neuron-explorer into "
+    f"/opt/aws/neuron/bin, or set {ENV_VAR} to the tool's path"
+)
+
+_VERSION_TIMEOUT = 30.0
+_TAIL = 400
+
+T = TypeVar("T")
+
+
+class NeuronToolError(RuntimeError):
+    """Neuron's profile viewer is missing, failed, hung or wrote something unreadable.
+
+    The message is one line naming the tool, what went wrong and how to fix it.
+    """
+
+
+class NeuronToolMissing(NeuronToolError):
+    """Neuron's profile viewer is not installed (or the path named for it is not an executable)."""
+
+
+@dataclass(frozen=True)
+class NeuronTool:
+    """A ``neuron-explorer`` / ``neuron-profile`` executable and its version.
+
+    Attributes:
+        path: The executable.
+        name: Its file name (``"neuron-explorer"``).
+        version: The first line of ``<tool> --version``, or ``None`` when it did not answer.
+    """
+
+    path: str
+    name: str
+    version: Optional[str] = None
+
+    @property
+    def label(self) -> str:
+        """``"<name> <version>"``, for notes and the model's ``tool`` field."""
+        return f"{self.name} {self.version}" if self.version else f"{self.name} (version unknown)"
+
+    def view(
+        self,
+        inputs: Sequence[str],
+        output_format: str,
+        consume: Callable[[str], T],
+        *,
+        timeout: float,
+    ) -> T:
+        """Run ``<tool> view <inputs> --output-format <format> --output-file <tmp>`` and read its output.
+
+        ``consume`` receives the path of the JSON the tool wrote (the output file,
+        a ``system_profile.json`` it put in its working folder instead, or its
+        standard output with any log lines before the JSON) and runs before the
+        temporary folder is removed.
+
+        Raises:
+            NeuronToolError: The tool failed, hung without output, or its output
+                cannot be read by ``consume`` (a ``TraceError``/``ValueError``).
+        """
+        work = tempfile.mkdtemp(prefix="neuronprof-neuron-explorer-")
+        try:
+            out = os.path.join(work, "output.json")
+            cmd = [self.path, "view", *inputs, "--output-format", output_format, "--output-file", out]
+            rc, hung, stdout, stderr = _run(cmd, work, timeout)
+            produced = _produced(work, out, stdout)
+            failed = f"{self.name} view failed with exit status {rc}: {_tail(stderr)}; {_hint(self)}"
+            if produced is None:
+                if hung:
+                    raise NeuronToolError(
+                        f"{self.name} did not finish within {timeout:g} s and wrote no output "
+                        f"({' '.join(cmd[1:4])} ...); {_hint(self)}"
+                    )
+                if rc != 0:
+                    raise NeuronToolError(failed)
+                raise NeuronToolError(f"{self.name} view wrote no output ({_tail(stderr)}); {_hint(self)}")
+            if rc != 0 and not hung:
+                raise NeuronToolError(failed)
+            try:
+                return consume(produced)
+            except (TraceError, ValueError) as exc:
+                late = " (it was stopped after the timeout)" if hung else ""
+                raise NeuronToolError(
+                    f"{self.name} view wrote output that is not the documented {output_format} format{late}: "
+                    f"{exc}; {_hint(self)}"
+                ) from None
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def find_neuron_tool(tool: Optional[str] = None) -> NeuronTool:
+    """Find Neuron's profile viewer and ask for its version.
+
+    Looked for, in order: ``tool`` when given; the path in the environment
+    variable ``NEURONPROF_NEURON_EXPLORER``; ``neuron-explorer`` then
+    ``neuron-profile`` on ``PATH``; the same names in ``/opt/aws/neuron/bin``.
+
+    Raises:
+        NeuronToolError: Nothing was found, or the named path is not an executable.
+    """
+    named = tool if tool is not None else os.environ.get(ENV_VAR) or None
+    if named is not None:
+        found = shutil.which(os.fspath(named))
+        if found is None:
+            where = "the given path" if tool is not None else ENV_VAR
+            raise NeuronToolMissing(f"{named} (from {where}) is not an executable neuron-explorer; {INSTALL_HINT}")
+        return NeuronTool(found, os.path.basename(found), _version(found))
+    for name in TOOL_NAMES:
+        found = shutil.which(name)
+        if found is None:
+            for folder in SEARCH_DIRS:
+                found = shutil.which(name, path=folder)
+                if found is not None:
+                    break
+        if found is not None:
+            return NeuronTool(found, name, _version(found))
+    raise NeuronToolMissing(
+        f"neuron-explorer was not found (looked on PATH and in {', '.join(SEARCH_DIRS)}); {INSTALL_HINT}"
+    )
+
+
+def extract_json(text: str, *, what: str = "output") -> Any:
+    """Parse JSON that may follow log lines (``INFO[0000] ...``), as the tool prints them.
+
+    Raises:
+        ValueError: No JSON object or array in ``text``.
+    """
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError(f"{what} is empty")
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        pass
+    decoder = json.JSONDecoder()
+    # Log lines come first; the document starts at the beginning of a line.
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        head = line.lstrip()
+        if head.startswith(("{", "[")):
+            start = offset + len(line) - len(head)
+            try:
+                value, end = decoder.raw_decode(text, start)
+            except ValueError:
+                offset += len(line)
+                continue
+            if not text[end:].strip() or isinstance(value, dict):
+                return value
+        offset += len(line)
+    raise ValueError(f"{what} holds no JSON document (first line: {stripped.splitlines()[0][:120]!r})")
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def _hint(tool: NeuronTool) -> str:
+    return f"check that {tool.path} works, or reinstall it: {INSTALL_HINT}"
+
+
+def _tail(text: str) -> str:
+    text = " ".join(text.split())
+    return (text[-_TAIL:] if len(text) > _TAIL else text) or "no message"
+
+
+def _run(cmd: Sequence[str], cwd: str, timeout: float) -> tuple[int, bool, str, str]:
+    """Run ``cmd`` in ``cwd`` with its output in files there; kill its process group on timeout."""
+    out_path = os.path.join(cwd, ".stdout")
+    err_path = os.path.join(cwd, ".stderr")
+    hung = False
+    with open(out_path, "wb") as so, open(err_path, "wb") as se:
+        try:
+            # A session of its own, so that a timeout kills whatever the tool started too.
+            proc = subprocess.Popen(
+                list(cmd), cwd=cwd, stdin=subprocess.DEVNULL, stdout=so, stderr=se, start_new_session=True
+            )
+        except OSError as exc:
+            name = os.path.basename(cmd[0])
+            raise NeuronToolError(f"{name} cannot be started ({exc.strerror or exc}); {INSTALL_HINT}") from None
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            hung = True
+            _kill(proc)
+            rc = proc.wait()
+    with open(out_path, encoding="utf-8", errors="replace") as f:
+        stdout = f.read()
+    with open(err_path, encoding="utf-8", errors="replace") as f:
+        stderr = f.read()
+    return rc, hung, stdout, stderr
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (AttributeError, ProcessLookupError, PermissionError):  # no process groups, or already gone
+        proc.kill()
+
+
+def _produced(work: str, out: str, stdout: str) -> Optional[str]:
+    """Return the file holding the tool's JSON: the output file, one it put in ``work``, or its stdout."""
+    if os.path.isfile(out) and os.path.getsize(out) > 0:
+        return out
+    default = os.path.join(work, "system_profile.json")
+    if os.path.isfile(default) and os.path.getsize(default) > 0:
+        return default
+    if stdout.strip():
+        path = os.path.join(work, "stdout.json")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(stdout)
+        return path
+    return None
+
+
+def _version(path: str) -> Optional[str]:
+    work = tempfile.mkdtemp(prefix="neuronprof-neuron-explorer-")
+    try:
+        rc, hung, stdout, stderr = _run([path, "--version"], work, _VERSION_TIMEOUT)
+    except NeuronToolError:
+        return None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if hung or rc != 0:
+        return None
+    for line in (stdout or stderr).splitlines():
+        line = line.strip()
+        if line:
+            for name in (*TOOL_NAMES, os.path.basename(path)):
+                if line.startswith(name) and line[len(name) :].strip(" :"):
+                    return line[len(name) :].strip(" :")
+            return line
+    return None

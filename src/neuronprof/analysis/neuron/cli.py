@@ -1,0 +1,58 @@
+"""The ``neuronprof neuron`` sub-command: the engine breakdown and NEFF executions of Neuron's own profile."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``neuron`` to the ``neuronprof`` parser's sub-commands."""
+    from neuronprof.analysis.cli import _guarded
+    from neuronprof.analysis.roofline import DEVICE_PEAKS
+
+    p = subparsers.add_parser(
+        "neuron",
+        help="engine breakdown and NEFF executions from Neuron's own profile (neuron-explorer)",
+        description="Read Neuron's own profile (a TorchNeuron profile folder or session folder, a bundle from "
+        "export(format='neuron'), the tool's JSON, or a .neff with its .ntff) and print the active time of each "
+        "NeuronCore engine per device profile, the executions and device time per NEFF, and the NeuronCore busy "
+        "time per step. JSON written by neuron-explorer is read directly; otherwise neuron-explorer (package "
+        "aws-neuronx-tools) is run.",
+    )
+    p.add_argument("path", help="profile folder, bundle, system_profile.json / *summary*.json, or a .neff")
+    p.add_argument("ntff", nargs="?", default=None, help="the .ntff of a .neff given as PATH")
+    p.add_argument("--format", choices=("text", "markdown", "csv", "json"), default="text", help="output format")
+    p.add_argument("--plot", default=None, metavar="PATH", help="also draw the stacked engine bars to PATH (.png/.svg)")
+    p.add_argument(
+        "--roofline",
+        default=None,
+        metavar="DEVICE",
+        help=f"also place each NEFF on a roofline: {', '.join(DEVICE_PEAKS)} (text and markdown only)",
+    )
+    p.add_argument("--no-tool", action="store_true", help="read existing JSON only; never run neuron-explorer")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per neuron-explorer run")
+    p.set_defaults(func=_guarded(_neuron))
+
+
+def _neuron(args: argparse.Namespace) -> int:
+    from neuronprof.analysis.cli import _emit
+    from neuronprof.analysis.neuron._read import neuron_profile
+
+    if args.roofline and args.format not in ("text", "markdown"):
+        raise ValueError("--roofline works with --format text or markdown")
+    profile = neuron_profile(args.path, args.ntff, tool="never" if args.no_tool else "auto", timeout=args.timeout)
+    render = {"text": profile.to_text, "markdown": profile.to_markdown, "csv": profile.to_csv, "json": profile.to_json}
+    text = render[args.format]()
+    if args.roofline:
+        rl = profile.roofline(args.roofline)
+        text += "\n\n" + (rl.to_text() if args.format == "text" else rl.to_markdown())
+    if args.plot:
+        profile.plot(args.plot)
+    _emit(text)
+    if args.plot:
+        print(f"engine plot written to {args.plot}", file=sys.stderr)
+    return 0

@@ -1,0 +1,192 @@
+"""The session's side of Neuron's own profile: per-NEFF device rows and per-step busy time in ``s.table()``.
+
+On the TorchNeuron builds in the public record before ``correlate_device_time``,
+torch.profiler gets no NeuronCore time: the NEURON column stays empty and the
+time lives only in Neuron Runtime's files, written at profiler stop into
+``<profile_output_dir>/<instance-id>_pid_<pid>/<timestamp>/``. This module reads
+those files of one process with
+[`neuron_profile`][neuronprof.analysis.neuron_profile] (running
+``neuron-explorer`` when their JSON is not there yet, and keeping the JSON
+beside them so that a later read, or an exported bundle, needs no tool) and
+adds what they say to the session's table. It never imports torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+from pathlib import Path
+from typing import Optional
+
+from neuronprof.analysis.errors import TraceError
+from neuronprof.analysis.neuron._model import NEFF_ROW_PREFIX, NeuronProfile
+from neuronprof.analysis.neuron._read import DEFAULT_TIMEOUT, ToolChoice, neuron_profile
+from neuronprof.analysis.neuron._tool import INSTALL_HINT
+from neuronprof.errors import NeuronProfWarning
+from neuronprof.model import OpRow, Table
+
+__all__ = ["SessionNeuronProfile", "add_neuron_profile"]
+
+_SHOWN_STEPS = 5
+_TOKEN = re.compile(r"[^a-z0-9]+")
+
+SOURCE_TORCH = "NEURON column: device time from torch.profiler (TorchNeuron put NeuronCore time into the profile)"
+SOURCE_NEURON = (
+    "NEURON column: NeuronCore time from Neuron's own profile ({tool}; nc_exec_running records of "
+    "system_profile.json), one row per NEFF ('NEFF <name>': executions and µs); ops carry no device time "
+    "because the JSON output documents no link between an execution and the op that launched it"
+)
+SOURCE_EMPTY = "NEURON column: empty; this TorchNeuron build puts no NeuronCore time into torch.profiler, and {why}"
+
+
+class SessionNeuronProfile:
+    """Reads a session's Neuron profile once, on first use, and adds it to the session's tables.
+
+    Args:
+        root: The session's Neuron profile output folder (``NeuronConfig``'s
+            ``profile_output_dir``), or ``None`` when nothing was written.
+        pid: The process whose session folders (``*_pid_<pid>``) belong to this session.
+        timeout: Seconds each run of ``neuron-explorer`` may take.
+    """
+
+    def __init__(self, root: Optional[Path], *, pid: Optional[int] = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.root = root
+        self.pid = pid
+        self.timeout = timeout
+        self._profile: Optional[NeuronProfile] = None
+        self._read = False
+        self._warned = False
+        self.why = ""
+        self.missing: Optional[str] = None
+
+    def get(self, tool: ToolChoice = "auto", *, warn_missing: bool = True) -> Optional[NeuronProfile]:
+        """Return the session's [`NeuronProfile`][neuronprof.analysis.NeuronProfile], read once.
+
+        ``None`` when the session wrote no Neuron profile or it cannot be read
+        (a ``NeuronProfWarning`` says why, and so does ``why``). A tool that is not
+        installed is reported with a warning once ``warn_missing`` is True (the
+        table's footer says it in any case).
+        """
+        if not self._read:
+            self._read = True
+            self._profile = self._load(tool)
+        if warn_missing and self.missing and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"{self.missing} (NeuronCore time from Neuron's profile is left out; the profile data itself is kept)",
+                NeuronProfWarning,
+                stacklevel=3,
+            )
+        return self._profile
+
+    def _load(self, tool: ToolChoice) -> Optional[NeuronProfile]:
+        if self.root is None or not self.root.is_dir():
+            self.why = "the session wrote no Neuron profile files (capture with modes 'device'/'runtime')"
+            return None
+        try:
+            profile = neuron_profile(
+                self.root, pid=self.pid, tool=tool, timeout=self.timeout, save=True, warn_missing=False
+            )
+        except TraceError as exc:
+            self.why = f"Neuron's profile could not be read ({exc})"
+            warnings.warn(
+                f"Neuron's profile in {self.root} could not be read: {exc}; the torch.profiler data is kept",
+                NeuronProfWarning,
+                stacklevel=4,
+            )
+            return None
+        self.missing = next((n for n in profile.notes if INSTALL_HINT in n and profile.tool is None), None)
+        if not profile.executions:
+            if self.missing:
+                self.why = self.missing
+            elif profile.tool is None:
+                self.why = "Neuron's profile could not be read (see the warning)"
+            else:
+                self.why = "Neuron's profile holds no NEFF execution on the profiled NeuronCores"
+        return profile
+
+    def table(self, table: Table, *, heuristic: bool = False) -> Table:
+        """Return ``table`` with the device side from Neuron's profile, when torch recorded none.
+
+        See [`add_neuron_profile`][neuronprof.analysis.neuron.session.add_neuron_profile].
+        """
+        if table.has_device_time:
+            return add_neuron_profile(table, None, heuristic=heuristic)
+        profile = self.get(warn_missing=False)  # the footer says what to install
+        return add_neuron_profile(table, profile, heuristic=heuristic, why=self.why)
+
+
+def add_neuron_profile(
+    table: Table, profile: Optional[NeuronProfile], *, heuristic: bool = False, why: str = ""
+) -> Table:
+    """Add per-NEFF device rows and per-step busy time from Neuron's profile to a session table.
+
+    When torch.profiler already recorded device time, only the footer changes:
+    it names torch as the NEURON column's source. Otherwise, with a profile that
+    holds NEFF executions, one row per NEFF (``"NEFF <name>"``, ``on_device``,
+    executions as calls, NeuronCore µs as device time) is added and the footer
+    names Neuron's profile as the source, with busy/idle time per step.
+
+    Args:
+        table: The session's unsorted table.
+        profile: Neuron's profile of the session, or ``None``.
+        heuristic: Also put each NEFF's time on the op whose name it contains
+            (eager mode runs one small NEFF per op). A guess, not a documented
+            link, and labelled as one in the footer.
+        why: Why there is no profile, for the footer.
+    """
+    notes = list(table.notes)
+    if table.has_device_time:
+        notes.append(SOURCE_TORCH)
+        return dataclasses.replace(table, notes=tuple(notes))
+    if profile is None or not profile.executions:
+        notes.append(SOURCE_EMPTY.format(why=why or "Neuron's profile holds no NEFF execution"))
+        return dataclasses.replace(table, notes=tuple(notes))
+    rows = list(table.rows)
+    if heuristic:
+        rows, matched = _match_by_name(rows, profile)
+        notes.append(
+            f"heuristic (neuron_heuristic=True): device time of {matched} NEFF(s) put on the op whose name the "
+            "NEFF's name contains, assuming eager mode's one small NEFF per op; a guess by name, not a "
+            "documented link"
+        )
+    rows.extend(profile.rows())
+    notes.append(SOURCE_NEURON.format(tool=profile.tool or "existing JSON files"))
+    if profile.steps:
+        shown = "; ".join(
+            f"ProfilerStep#{s.step} {s.busy_us:.1f} µs busy / {s.idle_us:.1f} µs idle "
+            f"(largest gap {s.largest_gap_us:.1f} µs)"
+            for s in profile.steps[:_SHOWN_STEPS]
+        )
+        more = f"; {len(profile.steps) - _SHOWN_STEPS} more in s.neuron_profile().steps" if len(
+            profile.steps
+        ) > _SHOWN_STEPS else ""
+        notes.append(f"NeuronCore time per step (Neuron's profile): {shown}{more}")
+    return dataclasses.replace(table, rows=tuple(rows), notes=tuple(notes))
+
+
+def _key(op: str) -> str:
+    return op.split("::")[-1].strip("_").lower()
+
+
+def _match_by_name(rows: list[OpRow], profile: NeuronProfile) -> tuple[list[OpRow], int]:
+    """Put each NEFF's device time on the one op whose name is a token of the NEFF's name."""
+    by_key: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        if r.on_device or r.name.startswith(("ProfilerStep", NEFF_ROW_PREFIX)):
+            continue
+        by_key.setdefault(_key(r.name), []).append(i)
+    extra: dict[int, float] = {}
+    matched = 0
+    for s in profile.neffs:
+        tokens = set(_TOKEN.split(s.neff.lower()))
+        hits = {i for k, idx in by_key.items() if k and k in tokens for i in idx}
+        if len(hits) == 1:
+            (i,) = hits
+            extra[i] = extra.get(i, 0.0) + s.device_us
+            matched += 1
+    out = list(rows)
+    for i, us in extra.items():
+        out[i] = dataclasses.replace(out[i], self_device_us=us, device_total_us=us)
+    return out, matched

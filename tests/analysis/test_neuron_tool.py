@@ -1,0 +1,191 @@
+"""Running Neuron's profile viewer: found, timed out, failing, missing, and nothing left behind.
+
+The tool here is ``tests/neuron_tools/fake_neuron_explorer``, a test double that
+emits the formats AWS documents; its output is not real profile data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import pytest
+
+from neuronprof.analysis import neuron_profile
+from neuronprof.analysis.neuron import ENV_VAR, NeuronToolError, find_neuron_tool
+from neuronprof.analysis.neuron import _tool as tool_module
+from neuronprof.cli import main
+from neuronprof.errors import NeuronProfWarning
+
+FAKE = Path(__file__).resolve().parents[1] / "neuron_tools" / "fake_neuron_explorer"
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="the fake tool is a POSIX script")
+
+
+@pytest.fixture
+def clean_env(monkeypatch, tmp_path):
+    """No real tool can be found; temporary folders go to a folder the test can inspect."""
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.delenv("FAKE_NEURON_EXPLORER_MODE", raising=False)
+    empty = tmp_path / "emptybin"
+    empty.mkdir()
+    # The fake runs with `/usr/bin/env python3`: keep the interpreter's folder on PATH.
+    monkeypatch.setenv("PATH", f"{empty}{os.pathsep}{os.path.dirname(sys.executable)}")
+    monkeypatch.setattr(tool_module, "SEARCH_DIRS", (str(tmp_path / "no-opt"),))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    log = tmp_path / "tool-calls.jsonl"
+    monkeypatch.setenv("FAKE_NEURON_EXPLORER_LOG", str(log))
+    return {"bin": empty, "scratch": scratch, "log": log}
+
+
+@pytest.fixture
+def session_folder(tmp_path: Path) -> Path:
+    """A runtime session folder as TorchNeuron leaves it: binary files only, no JSON yet."""
+    folder = tmp_path / "out" / "i-0abc_pid_4242" / "20260101_000000"
+    folder.mkdir(parents=True)
+    (folder / "ntrace.pb").write_bytes(b"\x08\x01binary runtime trace")
+    (folder / "trace_info.pb").write_bytes(b"\x08\x02")
+    (folder / "neff_aaaa_vnc_0.neff").write_bytes(b"neff")
+    (folder / "profile_nc_0_session_0.ntff").write_bytes(b"ntff")
+    return folder
+
+
+def _calls(log: Path) -> list[list[str]]:
+    return [json.loads(line)["argv"] for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def _left_behind(scratch: Path) -> list[str]:
+    return sorted(p.name for p in scratch.iterdir())
+
+
+def test_tool_from_env_var_runs_in_empty_folder_with_output_file(clean_env, session_folder, monkeypatch):
+    monkeypatch.setenv(ENV_VAR, str(FAKE))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = neuron_profile(session_folder.parent.parent)
+    assert p.tool is not None and "2.99.0+fake" in p.tool  # the version is recorded
+    assert [(n.neff, n.calls) for n in p.neffs] == [("neff_aaaa_vnc_0", 2), ("neff_bbbb_vnc_0", 1)]
+    assert p.neff("neff_aaaa_vnc_0").device_us == pytest.approx(80.0)
+    assert all(len(ex.cores) == 2 for ex in p.executions)  # two physical cores, merged by exec_id
+    first, second, system = p.summaries
+    assert first.engine("gpsimd").share_pct is None  # the fake's -1 sentinel
+    assert first.mbu_pct is None and second.mbu_pct == pytest.approx(45.6)
+    assert system.kind == "system"
+    calls = _calls(clean_env["log"])
+    assert ["--version"] in calls
+    views = [c for c in calls if c[:1] == ["view"]]
+    assert {c[c.index("--output-format") + 1] for c in views} == {"json", "summary-json"}
+    assert all("--output-file" in c and c[c.index("-d") + 1] == str(session_folder) for c in views)
+    cwds = [json.loads(line)["cwd"] for line in clean_env["log"].read_text().splitlines()]
+    assert all(Path(c).parent == clean_env["scratch"] for c in cwds)  # each run in its own temporary folder
+    assert _left_behind(clean_env["scratch"]) == []  # ... removed afterwards
+    assert not (session_folder / "system_profile.json").exists()  # save=False writes nothing
+
+
+def test_tool_on_path_and_saved_json_is_reused(clean_env, session_folder):
+    (clean_env["bin"] / "neuron-explorer").symlink_to(FAKE)
+    assert find_neuron_tool().name == "neuron-explorer"
+    first = neuron_profile(session_folder, save=True)
+    assert (session_folder / "system_profile.json").exists() and (session_folder / "neuron_summary.json").exists()
+    before = len(_calls(clean_env["log"]))
+    again = neuron_profile(session_folder)  # the saved JSON is read; the tool is not run again
+    assert len(_calls(clean_env["log"])) == before
+    assert again.tool is None and again.neffs == first.neffs and again.summaries[0].total_us == 40.0
+
+
+def test_neff_ntff_pair(clean_env, session_folder, monkeypatch):
+    monkeypatch.setenv(ENV_VAR, str(FAKE))
+    neff = session_folder / "neff_aaaa_vnc_0.neff"
+    p = neuron_profile(neff, session_folder / "profile_nc_0_session_0.ntff")
+    (s,) = p.summaries
+    assert s.label == "neff_aaaa_vnc_0.neff" and s.total_us == pytest.approx(40.0)
+    view = [c for c in _calls(clean_env["log"]) if c[:1] == ["view"]][0]
+    assert view[view.index("-n") + 1] == str(neff)
+    with pytest.raises(ValueError, match=".ntff"):
+        neuron_profile(neff)
+
+
+def _one_warning(record: list[warnings.WarningMessage]) -> str:
+    messages = [str(w.message) for w in record if issubclass(w.category, NeuronProfWarning)]
+    assert len(messages) == 1, messages
+    return messages[0]
+
+
+def test_missing_tool_warns_once_with_the_fix(clean_env, session_folder):
+    with pytest.warns(NeuronProfWarning) as record:
+        p = neuron_profile(session_folder)
+    message = _one_warning(record)
+    assert "neuron-explorer was not found" in message and "aws-neuronx-tools" in message
+    assert p.executions == () and p.summaries == () and any("aws-neuronx-tools" in n for n in p.notes)
+    assert _left_behind(clean_env["scratch"]) == []
+
+
+def test_missing_tool_as_a_note_when_asked(clean_env, session_folder):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = neuron_profile(session_folder, warn_missing=False)
+    assert any("neuron-explorer was not found" in n and "aws-neuronx-tools" in n for n in p.notes)
+
+
+def test_env_var_naming_nothing(clean_env, session_folder, monkeypatch):
+    monkeypatch.setenv(ENV_VAR, str(clean_env["bin"] / "nope"))
+    with pytest.raises(NeuronToolError, match=ENV_VAR):
+        find_neuron_tool()
+    with pytest.warns(NeuronProfWarning, match="aws-neuronx-tools"):
+        neuron_profile(session_folder)
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("fail", "failed with exit status 2: ERRO"),
+        ("garbage", "not the documented"),
+        ("hang-silent", "did not finish within 1.5 s"),
+    ],
+)
+def test_failing_tool_one_warning_nothing_left(clean_env, session_folder, monkeypatch, mode, expected):
+    monkeypatch.setenv(ENV_VAR, str(FAKE))
+    monkeypatch.setenv("FAKE_NEURON_EXPLORER_MODE", mode)
+    (session_folder / "trace.json").write_text('{"traceEvents": []}')
+    with pytest.warns(NeuronProfWarning) as record:
+        p = neuron_profile(session_folder, timeout=1.5, save=True)
+    message = _one_warning(record)  # after the first failure the tool is not run again
+    assert expected in message and "fake_neuron_explorer" in message and "aws-neuronx-tools" in message
+    assert p.executions == ()
+    assert _left_behind(clean_env["scratch"]) == []
+    assert sorted(x.name for x in session_folder.iterdir()) == [
+        "neff_aaaa_vnc_0.neff",
+        "ntrace.pb",
+        "profile_nc_0_session_0.ntff",
+        "trace.json",
+        "trace_info.pb",
+    ]
+
+
+def test_tool_that_hangs_after_writing_is_stopped_and_its_output_used(clean_env, session_folder, monkeypatch):
+    monkeypatch.setenv(ENV_VAR, str(FAKE))
+    monkeypatch.setenv("FAKE_NEURON_EXPLORER_MODE", "hang")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = neuron_profile(session_folder, timeout=1.5)
+    assert len(p.executions) == 3 and len(p.summaries) == 3
+    assert _left_behind(clean_env["scratch"]) == []
+
+
+def test_cli_without_tool_says_what_to_install(clean_env, session_folder, capsys):
+    with pytest.warns(NeuronProfWarning, match="aws-neuronx-tools"):
+        assert main(["neuron", str(session_folder)]) == 0
+    out = capsys.readouterr().out
+    assert "no system profile" in out and "neuron-explorer was not found" in out and "aws-neuronx-tools" in out
+
+
+def test_cli_prints_engine_breakdown_through_the_tool(clean_env, session_folder, monkeypatch, capsys):
+    monkeypatch.setenv(ENV_VAR, str(FAKE))
+    assert main(["neuron", str(session_folder), "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "Engines per device profile" in out and "20.0 (50.0%)" in out and "| neff_aaaa_vnc_0 | 2 |" in out
