@@ -413,7 +413,9 @@ def load_trace(source: TraceSource) -> Trace:
     missing = [r for r in range(world) if r not in ranks]
     if missing:
         which = ", ".join(map(str, missing))
-        gap = f"rank(s) {which} of {world} have no trace (their columns are empty)"
+        gap = (
+            f"rank {which} has no trace" if len(missing) == 1 else f"ranks {which} have no trace"
+        ) + f" (of ranks 0 to {world - 1}; their columns are empty)"
         folder_notes.append(gap)
         per_rank = [
             dataclasses.replace(t, notes=(*t.notes, f"rank {t.rank} has no trace")) if t.rank in missing else t
