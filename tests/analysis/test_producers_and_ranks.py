@@ -89,7 +89,7 @@ def _npu_events() -> list[dict]:
         {"ph": "M", "name": "process_name", "pid": 4, "tid": 0, "args": {"name": "Ascend Hardware"}},
         {"ph": "M", "name": "process_name", "pid": 5, "tid": 0, "args": {"name": "HCCL"}},
         {"ph": "M", "name": "process_name", "pid": 6, "tid": 0, "args": {"name": "Overlap Analysis"}},
-        {"ph": "X", "name": "aten::add", "pid": 1, "tid": 2, "ts": "1699529623106700.000", "dur": 40.0, "cat": "cpu_op"},
+        {"ph": "X", "name": "aten::add", "pid": 1, "tid": 2, "ts": "1699529623106700.000", "dur": 40, "cat": "cpu_op"},
         {"ph": "X", "name": "AscendCL@aclnnAdd", "pid": 2, "tid": 2, "ts": "1699529623106710.000", "dur": 10.0},
         {"ph": "X", "name": "Add", "pid": 4, "tid": 3, "ts": "1699529623106750.125", "dur": 100.0},
         {"ph": "X", "name": "hcom_allReduce__123", "pid": 5, "tid": 8, "ts": "1699529623106900.000", "dur": 50.0},
