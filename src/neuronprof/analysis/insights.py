@@ -1482,13 +1482,6 @@ def _host_category(cat: str, name: str) -> HostCategory:
     return "other"
 
 
-def _int_or_none(value: Any) -> Optional[int]:
-    from neuronprof.analysis.trace import _id
-
-    # The table loader's rule: an int or the text of one ("7").
-    return _id(value) or None
-
-
 def _shapes(dims: Any) -> Optional[tuple[tuple[int, ...], ...]]:
     if not isinstance(dims, list):
         return None
@@ -1512,7 +1505,10 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     # (analysis/trace.py): exact integer ns from numbers or their text.
     from neuronprof.analysis._jsonstream import EventStream
     from neuronprof.analysis.errors import TraceError
-    from neuronprof.analysis.trace import _ns, _time_error, find_trace_files
+    from neuronprof.analysis.trace import _id, _ns, _time_error, find_trace_files
+
+    def _int_or_none(value: Any) -> Optional[int]:
+        return _id(value) or None  # the table loader's rule: an int or the text of one ("7")
 
     files = find_trace_files(path)
     host: list[HostEvent] = []

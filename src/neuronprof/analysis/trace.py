@@ -79,7 +79,7 @@ _DEVICE_PROC = re.compile(
 # Processes that hold views derived from other events, not events: torch_npu's
 # "Overlap Analysis" ("Computing", "Communication", "Free" spans over the device
 # timeline). Counting them would add their time a second time, as host time.
-_ANALYSIS_PROC = re.compile(r"\bAnalysis\b", re.IGNORECASE)
+_ANALYSIS_PROC = re.compile(r"^\s*Overlap Analysis\s*$", re.IGNORECASE)
 # Lanes of a device process whose spans contain the ops of another lane: the XLA/TPU
 # trace viewer's "Steps" and "XLA Modules" (and the framework views derived from
 # "XLA Ops"). Only the op lanes are device op time.
