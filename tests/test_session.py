@@ -434,3 +434,15 @@ def test_loop_stopped_before_the_active_step_says_nothing_was_recorded(out):
                     s.step()
                     break
     assert s.table(row_limit=None).row("ProfilerStep*").calls == 1
+
+
+def test_table_totals_are_there_with_or_without_a_row_limit(out):
+    s = profile(lambda: naive_rmsnorm(X, W), out)
+    full = json.loads(s.table(row_limit=None).to_json())
+    cut = json.loads(s.table(row_limit=2).to_json())
+    assert full["total_rows"] == len(full["rows"]) == cut["total_rows"] > 2
+    assert full["total_self_cpu_us"] == cut["total_self_cpu_us"] > 0
+    assert type(full["total_self_cpu_us"]) is float
+    only = s.table(device_only=True)
+    assert only.rows == () and only.total_rows == full["total_rows"]
+    assert any("no row has device time" in n for n in only.notes)

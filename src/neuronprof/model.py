@@ -17,7 +17,17 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, Uni
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["OpRow", "Shape", "SortKey", "Table", "SORT_KEYS", "TABLE_SCHEMA"]
+__all__ = [
+    "OpRow",
+    "RankOpRow",
+    "RankTable",
+    "Shape",
+    "SortKey",
+    "Table",
+    "RANK_TABLE_SCHEMA",
+    "SORT_KEYS",
+    "TABLE_SCHEMA",
+]
 
 Shape = tuple[int, ...]
 """The shape of one input tensor, e.g. ``(4096, 4096)``; ``()`` for a scalar or non-tensor."""
@@ -61,6 +71,7 @@ SortKey = Literal[
 SORT_KEYS: tuple[str, ...] = get_args(SortKey)
 
 TABLE_SCHEMA = "neuronprof.table/1"
+RANK_TABLE_SCHEMA = "neuronprof.rank_table/1"
 
 # Which OpRow field each sort key orders by. torch rewrites cuda/privateuse1/xpu
 # keys to "device" internally, so they all land on the device fields here too.
@@ -224,9 +235,11 @@ class Table:
             steps (naive RMSNorm: 6 per step); ``None`` when unknown.
         notes: Remarks about how the table was made (e.g. a sort fallback).
         rank: ``torch.distributed`` rank that produced it, if any.
-        total_rows: How many rows there were before ``row_limit`` cut the list.
-        total_self_cpu_us: Self CPU total of all rows, kept when ``row_limit`` cuts the list.
-        total_self_device_us: Device total of all rows, kept likewise.
+        total_rows: How many rows there were before any filter (``device_only``) or
+            ``row_limit`` cut the list; filled in from ``rows`` when not given.
+        total_self_cpu_us: Self CPU total of all those rows (µs, a float), always present.
+        total_self_device_us: Device total of all those rows (µs), counted as
+            [`self_device_us`][neuronprof.Table.self_device_us] counts it; ``None`` without device time.
     """
 
     rows: tuple[OpRow, ...]
@@ -250,6 +263,19 @@ class Table:
         for row in self.rows:
             if not isinstance(row, OpRow):
                 raise TypeError(f"Table.rows must hold OpRow objects, got {type(row).__name__}")
+        # The totals are those of every row the table was built with, before any
+        # filter or row limit; a table built without them takes them from its rows.
+        if self.total_rows is None:
+            object.__setattr__(self, "total_rows", len(self.rows))
+        if self.total_self_cpu_us is None:
+            object.__setattr__(self, "total_self_cpu_us", float(sum(r.self_cpu_us for r in self.rows)))
+        elif not isinstance(self.total_self_cpu_us, float):
+            object.__setattr__(self, "total_self_cpu_us", float(self.total_self_cpu_us))
+        if self.total_self_device_us is None:
+            rows = [r for r in self.rows if r.on_device] or self.rows
+            values = [r.self_device_us for r in rows if r.self_device_us is not None]
+            if values:
+                object.__setattr__(self, "total_self_device_us", float(sum(values)))
 
     # -- queries -------------------------------------------------------------------
     def __iter__(self) -> Iterator[OpRow]:
@@ -348,7 +374,11 @@ class Table:
     def device_only(self) -> Table:
         """Return a copy with only the rows that have device time above zero."""
         rows = tuple(r for r in self.rows if (r.self_device_us or 0) > 0 or (r.device_total_us or 0) > 0)
-        return dataclasses.replace(self, rows=rows)
+        notes = self.notes
+        if self.rows and not rows:
+            why = "no row has device time" + ("" if self.device_label else " (a CPU-only profile)")
+            notes = (*notes, f"device_only: {why}, so no row is left")
+        return dataclasses.replace(self, rows=rows, notes=notes)
 
     # -- renderers ----------------------------------------------------------------
     def __str__(self) -> str:
@@ -366,11 +396,17 @@ class Table:
 
         return render_markdown(self)
 
-    def to_csv(self) -> str:
-        """Return the table as CSV, one column per [`OpRow`][neuronprof.OpRow] field."""
+    def to_csv(self, notes: bool = False) -> str:
+        """Return the table as CSV, one column per [`OpRow`][neuronprof.OpRow] field.
+
+        Args:
+            notes: Also write the table's notes after the rows, as ``# note: ...``
+                comment lines (read it back with ``pandas.read_csv(..., comment="#")``).
+                ``neuronprof summarize --format csv`` writes the same lines to stderr.
+        """
         from neuronprof.render import render_csv
 
-        return render_csv(self)
+        return render_csv(self, notes=notes)
 
     def _repr_html_(self) -> str:
         from neuronprof.render import render_html
@@ -405,6 +441,10 @@ class Table:
         Raises:
             ValueError: The data is not a neuronprof table.
         """
+        if isinstance(data, Mapping) and data.get("schema") == RANK_TABLE_SCHEMA:
+            raise ValueError(
+                f"this is a cross-rank table (schema {RANK_TABLE_SCHEMA!r}): read it with RankTable.from_json()"
+            )
         if not isinstance(data, Mapping) or data.get("schema") != TABLE_SCHEMA:
             raise ValueError(f"not a neuronprof table (expected schema {TABLE_SCHEMA!r})")
         rows = data.get("rows")
@@ -502,13 +542,17 @@ class RankOpRow:
 
     Attributes:
         name: Operator name.
-        metric: What the values measure: ``"self_device_us"`` or ``"self_cpu_us"``.
+        metric: What the values measure: ``"self_device_us"``, ``"device_total_us"``,
+            ``"self_cpu_us"`` or ``"cpu_total_us"``.
         values: The metric per rank, indexed by rank; ``None`` where a rank never ran the op.
         calls: Calls per rank, indexed by rank (0 where it never ran).
         min_us: Smallest value across the ranks that ran the op.
         median_us: Median across those ranks.
         max_us: Largest value.
         slowest_rank: Rank with the largest value: the straggler.
+        on_device: True for a device kernel, False for a host op: a host op and a
+            kernel of the same name are two rows.
+        input_shapes: Input shapes when the ranks' tables are grouped by shape, else ``None``.
     """
 
     name: str
@@ -519,66 +563,168 @@ class RankOpRow:
     median_us: float
     max_us: float
     slowest_rank: int
+    on_device: bool = False
+    input_shapes: Optional[tuple[Shape, ...]] = None
 
     @property
     def spread(self) -> float:
         """``max / median``: 1.0 when every rank takes as long; large for a straggler."""
         return self.max_us / self.median_us if self.median_us > 0 else 1.0
 
+    def to_dict(self) -> dict[str, Any]:
+        """Return the row as a JSON-ready dict (tuples as lists)."""
+        data = row_to_dict(self)
+        data["values"] = list(self.values)
+        data["calls"] = list(self.calls)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RankOpRow:
+        """Build a row from [`to_dict`][neuronprof.model.RankOpRow.to_dict] output.
+
+        Raises:
+            ValueError: A field is missing, unknown or of the wrong type.
+        """
+        kwargs = dict(data)
+        try:
+            kwargs["values"] = tuple(None if v is None else float(v) for v in kwargs["values"])
+            kwargs["calls"] = tuple(int(c) for c in kwargs["calls"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"invalid cross-rank row: {exc}") from None
+        return row_from_dict(cls, kwargs, "cross-rank row")
+
+
+# Sort keys of the cross-rank view: the per-rank metric they compare, or how rows are ordered.
+_RANK_METRICS = frozenset({"self_device_us", "device_total_us", "self_cpu_us", "cpu_total_us"})
+_METRIC_WORDS = {
+    "self_device_us": "self device",
+    "device_total_us": "total device",
+    "self_cpu_us": "self CPU",
+    "cpu_total_us": "total CPU",
+}
+
 
 @dataclass(frozen=True)
 class RankTable:
     """Per-op statistics of every rank side by side: what ``s.table(ranks="all")`` returns.
 
-    Rows are sorted by ``max_us``, largest first, so the op that holds the job back
-    comes first; ``slowest_rank`` names the rank to look at.
+    By default rows are sorted by ``max_us``, largest first, so the op that holds
+    the job back comes first; ``slowest_rank`` names the rank to look at. Rows are
+    keyed by name, host/device (``on_device``) and, when grouped by shape, input
+    shapes: a host op and a kernel of the same name are never merged.
 
     Attributes:
         rows: One [`RankOpRow`][neuronprof.model.RankOpRow] per operator.
         world_size: Number of ranks.
-        metric: ``"self_device_us"`` when any rank has device time, else ``"self_cpu_us"``.
+        metric: The time compared across ranks: ``"self_device_us"`` (default when
+            any rank has device time), ``"self_cpu_us"``, ``"device_total_us"`` or ``"cpu_total_us"``.
         tables: Each rank's own [`Table`][neuronprof.Table], indexed by rank.
+        sort_by: How rows are ordered: ``"max"`` (the slowest rank's value of
+            ``metric``, largest first), ``"calls"`` (most calls on any rank) or ``"name"``.
+        notes: Remarks about the view (e.g. a rank without a trace).
     """
 
     rows: tuple[RankOpRow, ...]
     world_size: int
     metric: str
     tables: tuple[Table, ...] = ()
+    sort_by: str = "max"
+    notes: tuple[str, ...] = field(default=())
 
     def __str__(self) -> str:
         from neuronprof.render import render_rank_table
 
         return render_rank_table(self)
 
-    def row(self, name: str) -> RankOpRow:
-        """Return the row of operator ``name``.
+    @property
+    def sort_description(self) -> str:
+        """What the rows are sorted by, in words (the renderers print it)."""
+        if self.sort_by == "name":
+            return "sorted by name"
+        if self.sort_by == "calls":
+            return "sorted by calls (the most on any rank)"
+        return f"sorted by the slowest rank's {_METRIC_WORDS.get(self.metric, self.metric)} time"
+
+    @property
+    def total_self_cpu_us(self) -> float:
+        """Self CPU time of every rank, summed (µs), over all rows of each rank's table."""
+        return float(sum(t.self_cpu_us for t in self.tables))
+
+    @property
+    def total_self_device_us(self) -> Optional[float]:
+        """Device time of every rank, summed (µs); ``None`` when no rank has any."""
+        values = [t.self_device_us for t in self.tables if t.self_device_us is not None]
+        return float(sum(values)) if values else None
+
+    def row(self, name: str, on_device: Optional[bool] = None) -> RankOpRow:
+        """Return the first row of operator ``name`` (the host op or the kernel when ``on_device`` says which).
 
         Raises:
             KeyError: No such operator.
         """
         for r in self.rows:
-            if r.name == name:
+            if r.name == name and (on_device is None or r.on_device == on_device):
                 return r
         raise KeyError(f"no row named {name!r}")
 
     @classmethod
-    def from_tables(cls, tables: Sequence[Table]) -> RankTable:
-        """Combine per-rank tables (indexed by rank) into one cross-rank view."""
+    def from_tables(
+        cls,
+        tables: Sequence[Table],
+        sort_by: str = "device",
+        *,
+        device_only: bool = False,
+        notes: Sequence[str] = (),
+    ) -> RankTable:
+        """Combine per-rank tables (indexed by rank) into one cross-rank view.
+
+        Args:
+            tables: One table per rank, indexed by rank.
+            sort_by: A [`SortKey`][neuronprof.model.SortKey]. Time keys (``"device"``,
+                ``"device_total"``, ``"cpu"``, ``"cpu_total"`` and torch's names for them)
+                choose the time compared across ranks, sorted by the slowest rank's value;
+                a device key falls back to CPU time when no rank has device time.
+                ``"calls"`` sorts by the most calls on any rank, ``"name"`` by name.
+            device_only: Keep only rows with device time on some rank.
+            notes: Remarks to carry with the view.
+
+        Raises:
+            ValueError: ``sort_by`` is unknown, or orders something the cross-rank
+                view does not compare (``flops``, memory).
+        """
+        field_name = _sort_field(sort_by)
         use_device = any(t.has_device_time for t in tables)
-        metric = "self_device_us" if use_device else "self_cpu_us"
-        per_name: dict[str, list[Optional[float]]] = {}
-        calls: dict[str, list[int]] = {}
+        if field_name in _RANK_METRICS:
+            metric = field_name
+            if field_name in _DEVICE_FIELDS and not use_device:
+                metric = "self_cpu_us" if field_name == "self_device_us" else "cpu_total_us"
+            order = "max"
+        elif field_name in ("calls", "name"):
+            metric = "self_device_us" if use_device else "self_cpu_us"
+            order = field_name
+        else:
+            raise ValueError(
+                f"the cross-rank view cannot sort by {sort_by!r}: use device, device_total, cpu, cpu_total, "
+                "calls or name (or sum the ranks to sort by it)"
+            )
+        if device_only:
+            tables = [t.device_only() for t in tables]
+        per_key: dict[tuple[Any, ...], list[Optional[float]]] = {}
+        calls: dict[tuple[Any, ...], list[int]] = {}
         for rank, table in enumerate(tables):
             for r in table.rows:
                 if r.name.startswith("ProfilerStep"):
                     continue
-                values = per_name.setdefault(r.name, [None] * len(tables))
-                counts = calls.setdefault(r.name, [0] * len(tables))
+                # A host op and a kernel of the same name (a Triton kernel and its
+                # launcher) are two rows, as in each rank's own table.
+                key = (r.name, r.on_device, r.input_shapes)
+                values = per_key.setdefault(key, [None] * len(tables))
+                counts = calls.setdefault(key, [0] * len(tables))
                 value = getattr(r, metric)
                 values[rank] = (values[rank] or 0.0) + (value or 0.0)
                 counts[rank] += r.calls
         rows = []
-        for name, values in per_name.items():
+        for key, values in per_key.items():
             present = sorted(v for v in values if v is not None)
             if not present:
                 continue
@@ -587,18 +733,93 @@ class RankTable:
             slowest = max(range(len(values)), key=lambda i: _or_minus_one(values[i]))
             rows.append(
                 RankOpRow(
-                    name=name,
+                    name=key[0],
                     metric=metric,
                     values=tuple(values),
-                    calls=tuple(calls[name]),
+                    calls=tuple(calls[key]),
                     min_us=present[0],
                     median_us=median,
                     max_us=present[-1],
                     slowest_rank=slowest,
+                    on_device=key[1],
+                    input_shapes=key[2],
                 )
             )
-        rows.sort(key=lambda r: r.max_us, reverse=True)
-        return cls(rows=tuple(rows), world_size=len(tables), metric=metric, tables=tuple(tables))
+        if order == "name":
+            rows.sort(key=lambda r: r.name)
+        elif order == "calls":
+            rows.sort(key=lambda r: max(r.calls), reverse=True)
+        else:
+            rows.sort(key=lambda r: r.max_us, reverse=True)
+        all_notes = list(notes)
+        if metric != field_name and order == "max":
+            all_notes.append(f"no device time recorded; sorted by {_METRIC_WORDS[metric]} time instead")
+        return cls(
+            rows=tuple(rows),
+            world_size=len(tables),
+            metric=metric,
+            tables=tuple(tables),
+            sort_by=order,
+            notes=tuple(all_notes),
+        )
+
+    def to_dict(self, limit: Optional[int] = None) -> dict[str, Any]:
+        """Return the view as a JSON-ready dict with a ``schema`` tag.
+
+        Args:
+            limit: Keep the first ``limit`` rows (and rows of each rank's table);
+                ``total_rows`` and the totals still cover every row.
+        """
+        cut = self.rows if limit is None or limit < 0 else self.rows[:limit]
+        return {
+            "schema": RANK_TABLE_SCHEMA,
+            "world_size": self.world_size,
+            "metric": self.metric,
+            "sort_by": self.sort_by,
+            "notes": list(self.notes),
+            "total_rows": len(self.rows),
+            "total_self_cpu_us": self.total_self_cpu_us,
+            "total_self_device_us": self.total_self_device_us,
+            "rows": [r.to_dict() for r in cut],
+            "tables": [t.head(limit).to_dict() for t in self.tables],
+        }
+
+    def to_json(self, indent: Optional[int] = 2, limit: Optional[int] = None) -> str:
+        """Return the view as JSON; [`RankTable.from_json`][neuronprof.model.RankTable.from_json] reads it back."""
+        return json.dumps(self.to_dict(limit), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RankTable:
+        """Build a view from [`to_dict`][neuronprof.model.RankTable.to_dict] output.
+
+        Raises:
+            ValueError: The data is not a neuronprof cross-rank table.
+        """
+        if not isinstance(data, Mapping) or data.get("schema") != RANK_TABLE_SCHEMA:
+            raise ValueError(f"not a neuronprof cross-rank table (expected schema {RANK_TABLE_SCHEMA!r})")
+        rows, tables = data.get("rows"), data.get("tables")
+        if not isinstance(rows, list) or not isinstance(tables, list):
+            raise ValueError("neuronprof cross-rank table JSON needs 'rows' and 'tables' lists")
+        try:
+            return cls(
+                rows=tuple(RankOpRow.from_dict(r) for r in rows),
+                world_size=int(data["world_size"]),
+                metric=str(data["metric"]),
+                tables=tuple(Table.from_dict(t) for t in tables),
+                sort_by=str(data.get("sort_by", "max")),
+                notes=tuple(str(n) for n in data.get("notes", ())),
+            )
+        except KeyError as exc:
+            raise ValueError(f"invalid cross-rank table: missing field {exc.args[0]!r}") from None
+
+    @classmethod
+    def from_json(cls, text: Union[str, bytes]) -> RankTable:
+        """Read a view written by [`to_json`][neuronprof.model.RankTable.to_json].
+
+        Raises:
+            ValueError: The text is not JSON, or not a neuronprof cross-rank table.
+        """
+        return cls.from_dict(loads(text))
 
 
 def _or_minus_one(value: Optional[float]) -> float:

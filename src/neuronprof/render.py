@@ -180,8 +180,11 @@ def render_markdown(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_csv(table: Table) -> str:
-    """Render a table as CSV with one column per OpRow field; ``None`` is an empty cell."""
+def render_csv(table: Table, notes: bool = False) -> str:
+    """Render a table as CSV with one column per OpRow field; ``None`` is an empty cell.
+
+    With ``notes=True`` the table's notes follow the rows as ``# note: ...`` comment lines.
+    """
     from neuronprof.model import OpRow
 
     names = [f.name for f in dataclasses.fields(OpRow)]
@@ -203,7 +206,15 @@ def render_csv(table: Table) -> str:
             else:
                 values.append(v)
         writer.writerow(values)
-    return buf.getvalue()
+    return buf.getvalue() + (csv_notes(table.notes) if notes else "")
+
+
+def csv_notes(notes: Iterable[str]) -> str:
+    """Notes as ``# note: ...`` comment lines after the CSV rows (``pandas.read_csv(..., comment="#")`` skips them).
+
+    A line break inside a note becomes a space, so every note stays one comment line.
+    """
+    return "".join(f"# note: {' '.join(str(n).splitlines())}\n" for n in notes)
 
 
 def render_html(table: Table) -> str:
@@ -227,14 +238,43 @@ def render_html(table: Table) -> str:
     return "".join(out)
 
 
+def rank_metric_unit(metric: str) -> str:
+    """The words for a cross-rank metric in column headers: ``"self device"``, ``"total CPU"``..."""
+    words = {
+        "self_device_us": "self device",
+        "device_total_us": "total device",
+        "self_cpu_us": "self CPU",
+        "cpu_total_us": "total CPU",
+    }
+    return words.get(metric, metric)
+
+
+def rank_footer(table: RankTable) -> list[str]:
+    """The lines under a cross-rank table: ranks, what it is sorted by, per-rank totals, notes."""
+    n = table.world_size
+    unit = "device" if table.metric in ("self_device_us", "device_total_us") else "CPU"
+    lines = [f"{n} rank{'s' if n != 1 else ''}; {table.sort_description}"]
+    for rank, t in enumerate(table.tables):
+        total = t.self_device_us if unit == "device" else t.self_cpu_us
+        steps = f"{t.steps} profiled step{'s' if t.steps != 1 else ''}"
+        lines.append(f"rank {rank}: self {unit} total {format_us(total) or '-'} µs, {steps}")
+    lines.extend(f"note: {note}" for note in table.notes)
+    return lines
+
+
 def render_rank_table(table: RankTable, row_limit: Optional[int] = 20) -> str:
     """Render a cross-rank table: min / median / max per op and the slowest rank."""
-    unit = "device" if table.metric == "self_device_us" else "CPU"
-    header = ["Name", f"Min self {unit} (µs)", "Median (µs)", "Max (µs)", "Max/median", "Slowest rank"]
-    rows = table.rows if row_limit is None else table.rows[:row_limit]
+    unit = rank_metric_unit(table.metric)
+    both = host_and_device_names(table.rows)
+    shapes = any(r.input_shapes is not None for r in table.rows)
+    header = ["Name", *(["On"] if both else []), *(["Input shapes"] if shapes else [])]
+    header += [f"Min {unit} (µs)", "Median (µs)", "Max (µs)", "Max/median", "Slowest rank"]
+    rows = table.rows if row_limit is None or row_limit < 0 else table.rows[:row_limit]
     cells = [header] + [
         [
             truncate(r.name),
+            *(["device" if r.on_device else "host"] if both else []),
+            *([format_shapes(r.input_shapes)] if shapes else []),
             format_us(r.min_us),
             format_us(r.median_us),
             format_us(r.max_us),
@@ -243,9 +283,13 @@ def render_rank_table(table: RankTable, row_limit: Optional[int] = 20) -> str:
         ]
         for r in rows
     ]
-    lines = align_columns(cells, [i == 0 for i in range(len(header))])
+    lines = align_columns(cells, [i < len(header) - 5 for i in range(len(header))])
+    if not rows:
+        lines.append("(no rows)")
     lines.append("")
-    lines.append(f"{table.world_size} ranks; sorted by the slowest rank's self {unit} time")
+    if len(rows) < len(table.rows):
+        lines.append(f"showing {len(rows)} of {len(table.rows)} rows")
+    lines.extend(rank_footer(table))
     return "\n".join(lines)
 
 

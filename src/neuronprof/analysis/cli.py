@@ -189,17 +189,19 @@ def _summarize(args: argparse.Namespace) -> int:
 
     trace = load_trace(args.trace)
     if trace.ranks and args.ranks != "sum" or args.ranks == "all":
-        from neuronprof.analysis.render import render_rank_csv, render_rank_json, render_rank_markdown
+        from neuronprof.analysis.render import render_rank_csv, render_rank_markdown
         from neuronprof.render import render_rank_table
 
-        ranks = trace.rank_table(args.sort, group_by=args.by)
+        ranks = trace.rank_table(args.sort, group_by=args.by, device_only=args.device_only)
         rank_renderers: dict[str, Callable[[Any], str]] = {
             "text": lambda t: render_rank_table(t, row_limit=args.limit),
             "markdown": lambda t: render_rank_markdown(t, limit=args.limit),
             "csv": lambda t: render_rank_csv(t, limit=args.limit),
-            "json": lambda t: render_rank_json(t, limit=args.limit),
+            "json": lambda t: t.to_json(limit=args.limit),
         }
         _emit(rank_renderers[args.format](ranks))
+        if args.format == "csv":
+            _notes_to_stderr(ranks.notes)
         return 0
     table = trace.table(args.sort, limit=args.limit, device_only=args.device_only, group_by=args.by)
     renderers: dict[str, Callable[[Any], str]] = {
@@ -209,7 +211,18 @@ def _summarize(args: argparse.Namespace) -> int:
         "json": lambda t: t.to_json(),
     }
     _emit(renderers[args.format](table))
+    if args.format == "csv":
+        _notes_to_stderr(table.notes)
     return 0
+
+
+def _notes_to_stderr(notes: Any) -> None:
+    """CSV on stdout holds rows only; its notes go to stderr as the ``# note:`` lines ``to_csv(notes=True)`` writes."""
+    from neuronprof.render import csv_notes
+
+    text = csv_notes(notes)
+    if text:
+        sys.stderr.write(text)
 
 
 def _diff(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union, get_args
@@ -301,6 +302,13 @@ def diff(
         notes.append(f"the traces profiled {ta.steps} and {tb.steps} steps; per_step=True compares per step")
     if per_step:
         notes.append("times are per profiled step; calls are totals")
+    for side, t in (("a", ta), ("b", tb)):
+        if t.ranks:
+            # The same rule as `summarize --ranks sum`: a sum of ranks is never silent.
+            notes.append(
+                f"{side} ({_label(t)}) is summed over {sum(1 for r in t.ranks if r.files)} ranks; "
+                "diff one rank's trace file to compare rank by rank"
+            )
     if match == "auto" and group == "name" and (_has_shapes(ta) or _has_shapes(tb)):
         notes.append("matched by name: only one trace recorded input shapes")
     return TraceDiff(
@@ -315,6 +323,11 @@ def diff(
         per_step=per_step,
         notes=tuple(notes),
     )
+
+
+def _label(trace: Trace) -> str:
+    folders = sorted({os.path.dirname(f) or "." for f in trace.files})
+    return folders[0] if len(folders) == 1 else trace.source
 
 
 def _has_shapes(trace: Trace) -> bool:

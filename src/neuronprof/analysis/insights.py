@@ -1482,10 +1482,6 @@ def _host_category(cat: str, name: str) -> HostCategory:
     return "other"
 
 
-def _int_or_none(value: Any) -> Optional[int]:
-    return value if type(value) is int and value > 0 else None
-
-
 def _shapes(dims: Any) -> Optional[tuple[tuple[int, ...], ...]]:
     if not isinstance(dims, list):
         return None
@@ -1505,12 +1501,14 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
         TraceError: The path is missing, or a file is not a readable trace.
     """
     # The one place that reads raw trace events for the findings. It keeps its own
-    # small event mapping on purpose: the table loader (analysis/trace.py) is being
-    # reworked (integer-ns timestamps, correlation-first attribution, more producer
-    # spellings); switching this adapter to it later is a local change here.
+    # small event mapping, but reads ts/dur and ids with the table loader's rules
+    # (analysis/trace.py): exact integer ns from numbers or their text.
     from neuronprof.analysis._jsonstream import EventStream
     from neuronprof.analysis.errors import TraceError
-    from neuronprof.analysis.trace import find_trace_files
+    from neuronprof.analysis.trace import _id, _ns, _time_error, find_trace_files
+
+    def _int_or_none(value: Any) -> Optional[int]:
+        return _id(value) or None  # the table loader's rule: an int or the text of one ("7")
 
     files = find_trace_files(path)
     host: list[HostEvent] = []
@@ -1526,17 +1524,21 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
                     skipped += 1
                 continue
             name, cat, ts, dur = ev.get("name"), ev.get("cat"), ev.get("ts"), ev.get("dur")
-            if not isinstance(name, str) or not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)):
+            if not isinstance(name, str):
                 raise TraceError(f"{f}: event #{index} is not a complete event with name, ts and dur")
-            if dur < 0:
+            start, length = _ns(ts), _ns(dur)
+            if start is None:
+                raise TraceError(_time_error(f, index, name, "ts", ts))
+            if length is None:
+                raise TraceError(_time_error(f, index, name, "dur", dur))
+            if length < 0:
                 raise TraceError(f"{f}: event #{index} ({name!r}) has a negative duration ({dur})")
             cat = cat if isinstance(cat, str) else ""
             if cat in ("Trace", "gpu_user_annotation", "ac2g"):
                 continue
             raw_args = ev.get("args")
             args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
-            start = round(float(ts) * 1000)
-            end = start + round(float(dur) * 1000)
+            end = start + length
             dcat = _DEVICE_CATS.get(cat.lower())
             if dcat is not None:
                 device.append(

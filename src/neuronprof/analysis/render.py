@@ -11,7 +11,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Generic, Optional, TypeVar, Union
 
-from neuronprof.render import align_columns, format_shapes, format_us, host_and_device_names, truncate
+from neuronprof.render import (
+    align_columns,
+    csv_notes,
+    format_shapes,
+    format_us,
+    host_and_device_names,
+    rank_footer,
+    rank_metric_unit,
+    truncate,
+)
 
 if TYPE_CHECKING:
     from neuronprof.analysis.diff import DiffRow, TraceDiff
@@ -21,7 +30,6 @@ if TYPE_CHECKING:
 __all__ = [
     "plot_roofline",
     "render_rank_csv",
-    "render_rank_json",
     "render_rank_markdown",
     "render_diff_markdown",
     "render_diff_text",
@@ -70,10 +78,14 @@ def _shown(rows: Sequence[object], every: Sequence[object]) -> list[str]:
 
 
 def _rank_cols(t: RankTable) -> list[_Col[RankOpRow]]:
-    unit = "device" if t.metric == "self_device_us" else "CPU"
+    unit = rank_metric_unit(t.metric)
     cols: list[_Col[RankOpRow]] = [_Col("Name", lambda r: r.name, left=True)]
+    if host_and_device_names(t.rows):
+        cols.append(_Col("On", lambda r: "device" if r.on_device else "host", left=True))
+    if any(r.input_shapes is not None for r in t.rows):
+        cols.append(_Col("Input shapes", lambda r: format_shapes(r.input_shapes), left=True))
     for rank in range(t.world_size):
-        cols.append(_Col(f"Rank {rank} self {unit} (µs)", lambda r, i=rank: format_us(r.values[i])))  # type: ignore[misc]
+        cols.append(_Col(f"Rank {rank} {unit} (µs)", lambda r, i=rank: format_us(r.values[i])))  # type: ignore[misc]
     cols += [
         _Col("Median (µs)", lambda r: format_us(r.median_us)),
         _Col("Max/median", lambda r: f"{r.spread:.2f}"),
@@ -82,48 +94,32 @@ def _rank_cols(t: RankTable) -> list[_Col[RankOpRow]]:
     return cols
 
 
-def _rank_footer(t: RankTable) -> list[str]:
-    unit = "device" if t.metric == "self_device_us" else "CPU"
-    lines = [f"{t.world_size} ranks; sorted by the slowest rank's self {unit} time"]
-    for rank, table in enumerate(t.tables):
-        total = table.self_device_us if t.metric == "self_device_us" else table.self_cpu_us
-        lines.append(f"rank {rank}: self {unit} total {format_us(total) or '-'} µs, {table.steps} profiled steps")
-    return lines
-
-
 def render_rank_markdown(t: RankTable, limit: Optional[int] = None) -> str:
     """Render a cross-rank table as GitHub-flavoured Markdown: one column per rank, then the spread."""
     rows = _first(t.rows, limit)
-    return "\n".join([*_md_table(_rank_cols(t), rows), "", *_shown(rows, t.rows), *_rank_footer(t)]) + "\n"
+    return "\n".join([*_md_table(_rank_cols(t), rows), "", *_shown(rows, t.rows), *rank_footer(t)]) + "\n"
 
 
-def render_rank_csv(t: RankTable, limit: Optional[int] = None) -> str:
-    """Render a cross-rank table as CSV: one line per op and rank (``name,rank,calls,<metric>``)."""
+def render_rank_csv(t: RankTable, limit: Optional[int] = None, notes: bool = False) -> str:
+    """Render a cross-rank table as CSV: one line per op and rank.
+
+    Columns: ``name, on_device, input_shapes, rank, calls, <metric>``; with
+    ``notes=True`` notes follow as ``# note: ...`` comment lines
+    (``pandas.read_csv(..., comment="#")``).
+    """
     import csv
     import io
 
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["name", "rank", "calls", t.metric])
+    writer.writerow(["name", "on_device", "input_shapes", "rank", "calls", t.metric])
     for r in _first(t.rows, limit):
+        shapes = format_shapes(r.input_shapes)
         for rank, value in enumerate(r.values):
-            writer.writerow([r.name, rank, r.calls[rank], "" if value is None else round(value, 3)])
-    return buf.getvalue()
-
-
-def render_rank_json(t: RankTable, limit: Optional[int] = None) -> str:
-    """Render a cross-rank table as JSON: the side-by-side rows and every rank's own table, with totals."""
-    import json
-    from dataclasses import asdict
-
-    data = {
-        "world_size": t.world_size,
-        "metric": t.metric,
-        "total_rows": len(t.rows),
-        "rows": [asdict(r) for r in _first(t.rows, limit)],
-        "tables": [table.head(limit).to_dict() for table in t.tables],
-    }
-    return json.dumps(data, indent=2)
+            writer.writerow(
+                [r.name, r.on_device, shapes, rank, r.calls[rank], "" if value is None else round(value, 3)]
+            )
+    return buf.getvalue() + (csv_notes(t.notes) if notes else "")
 
 
 # -- diff ------------------------------------------------------------------------------

@@ -73,12 +73,25 @@ _K_OTHER, _K_OP, _K_PY, _K_RUNTIME, _K_STEP, _K_DEVICE = range(6)
 # torch_npu names its device process "Ascend Hardware".
 _DEVICE_PROC = re.compile(
     r"(\bGPU\b|\bTPU\b|/device:|neuron\s*core|neuron\s*device|\bNC\s*\d|\bXPU\b|\bNPU\b|\bMTIA\b|\bHPU\b"
-    r"|Ascend Hardware|\bHIP\b)",
+    r"|Ascend Hardware|\bHCCL\b|\bHIP\b)",
+    re.IGNORECASE,
+)
+# Processes that hold views derived from other events, not events: torch_npu's
+# "Overlap Analysis" ("Computing", "Communication", "Free" spans over the device
+# timeline). Counting them would add their time a second time, as host time.
+_ANALYSIS_PROC = re.compile(r"^\s*Overlap Analysis\s*$", re.IGNORECASE)
+# Lanes of a device process whose spans contain the ops of another lane: the XLA/TPU
+# trace viewer's "Steps" and "XLA Modules" (and the framework views derived from
+# "XLA Ops"). Only the op lanes are device op time.
+_CONTAINER_LANE = re.compile(
+    r"^\s*(Steps|XLA Modules|Framework (Name Scope|Ops)|TensorFlow (Name Scope|Ops)|Source code|XLA TraceMe)\s*$",
     re.IGNORECASE,
 )
 _NEURON_LAYOUT = re.compile(r"_pid_\d+")
 
 _MAX_ID = 1 << 62
+# Times are stored as signed 64-bit nanoseconds: anything at or beyond this many µs is out of range.
+_MAX_US = (1 << 63) // 1000
 _MISSING: Any = object()
 
 
@@ -210,16 +223,32 @@ class Trace:
             table = table.device_only()
         return table.head(limit)
 
-    def rank_table(self, sort_by: str = "device", *, group_by: GroupBy = "name") -> RankTable:
+    def rank_table(
+        self, sort_by: str = "device", *, group_by: GroupBy = "name", device_only: bool = False
+    ) -> RankTable:
         """Return every rank's table side by side, as ``session.table(ranks="all")`` does.
 
-        A one-rank trace gives a table of one rank.
+        A one-rank trace gives a table of one rank. Rows are keyed by name,
+        host/device and (``group_by="shape"``) input shapes.
+
+        Args:
+            sort_by: A [`SortKey`][neuronprof.model.SortKey]; see
+                [`RankTable.from_tables`][neuronprof.model.RankTable.from_tables] for what each orders by.
+            group_by: ``"name"`` or ``"shape"``.
+            device_only: Keep only rows with device time.
 
         Raises:
-            ValueError: Unknown ``sort_by`` or ``group_by``.
+            ValueError: Unknown ``sort_by`` or ``group_by``, or a key the cross-rank view cannot sort by.
         """
         per_rank = self.ranks or (self,)
-        return RankTable.from_tables([t.table(sort_by, group_by=group_by) for t in per_rank])
+        # The sum's own notes, except the one about summing: the view is side by side.
+        notes = [n for n in self.notes if not n.startswith("summed over")] if self.ranks else []
+        return RankTable.from_tables(
+            [t.table(sort_by, group_by=group_by) for t in per_rank],
+            sort_by,
+            device_only=device_only,
+            notes=notes,
+        )
 
     def rows(self, group_by: GroupBy = "name") -> tuple[OpRow, ...]:
         """Return one [`OpRow`][neuronprof.OpRow] per operator (``group_by="name"``) or signature (``"shape"``).
@@ -298,11 +327,38 @@ def find_trace_files(path: Union[str, os.PathLike[str]]) -> list[str]:
             found.update(glob.glob(os.path.join(glob.escape(p), pattern), recursive=True))
         files = sorted(f for f in found if os.path.isfile(f))
         if files:
+            _refuse_twins(files)
             return files
     raise TraceError(
         f"{p}: no trace files in this folder (looked for *.pt.trace.json[.gz], rank-N.json[.gz], "
         "neuronprof_*.json, trace.json and <host>_pid_<pid>/<timestamp>/trace.json)"
     )
+
+
+def _refuse_twins(files: Sequence[str]) -> None:
+    """Refuse ``x.json`` beside ``x.json.gz``: most likely one trace twice, which would be summed.
+
+    Raises:
+        TraceError: Naming both files.
+    """
+    present = set(files)
+    for f in files:
+        if f.endswith(".json") and f + ".gz" in present:
+            raise TraceError(
+                f"{f} and {f}.gz are both in the folder: the same trace twice? Keep one of them "
+                "(otherwise both would be summed), or pass the file itself"
+            )
+
+
+def _stray_files(folder: str, files: Sequence[str]) -> list[str]:
+    """JSON traces directly in ``folder`` that ``find_trace_files`` did not pick."""
+    picked = {os.path.abspath(f) for f in files}
+    out = []
+    for pattern in ("*.json", "*.json.gz"):
+        for f in glob.glob(os.path.join(glob.escape(folder), pattern)):
+            if os.path.isfile(f) and os.path.abspath(f) not in picked:
+                out.append(os.path.basename(f))
+    return sorted(out)
 
 
 def load_trace(source: TraceSource) -> Trace:
@@ -324,6 +380,14 @@ def load_trace(source: TraceSource) -> Trace:
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"load_trace() takes a path or a Trace, got {type(source).__name__}")
     files = find_trace_files(source)
+    folder_notes: list[str] = []
+    if os.path.isdir(source):
+        stray = _stray_files(os.fspath(source), files)
+        if stray:
+            shown = ", ".join(stray[:5]) + (f" and {len(stray) - 5} more" if len(stray) > 5 else "")
+            folder_notes.append(
+                f"left out {len(stray)} other JSON file(s) in the folder (not named like the traces read): {shown}"
+            )
     keys = _Keys()
     per_file = [_read_file(f, keys) for f in files]
     ranks: dict[int, list[_Sums]] = {}
@@ -335,7 +399,8 @@ def load_trace(source: TraceSource) -> Trace:
         total.add(s)
     if len(ranks) < 2:
         rank = next(iter(ranks)) if len(ranks) == 1 and all(s.rank is not None for s in per_file) else None
-        return _build(total, keys, files, rank=rank)
+        one = _build(total, keys, files, rank=rank)
+        return dataclasses.replace(one, notes=(*one.notes, *folder_notes)) if folder_notes else one
     # Several ranks: one Trace each (files of the same rank summed), and their sum.
     world = max(ranks) + 1
     per_rank: list[Trace] = []
@@ -345,11 +410,22 @@ def load_trace(source: TraceSource) -> Trace:
             group.add(s)
         per_rank.append(_build(group, keys, group.files, rank=r))
     merged = _build(total, keys, files)
+    missing = [r for r in range(world) if r not in ranks]
+    if missing:
+        which = ", ".join(map(str, missing))
+        gap = (
+            f"rank {which} has no trace" if len(missing) == 1 else f"ranks {which} have no trace"
+        ) + f" (of ranks 0 to {world - 1}; their columns are empty)"
+        folder_notes.append(gap)
+        per_rank = [
+            dataclasses.replace(t, notes=(*t.notes, f"rank {t.rank} has no trace")) if t.rank in missing else t
+            for t in per_rank
+        ]
     note = f"summed over {len(ranks)} ranks; `neuronprof summarize` shows them side by side"
     no_rank = sum(1 for s in per_file if s.rank is None)
     if no_rank:
         note += f" ({no_rank} file(s) name no rank and are in this sum only)"
-    return dataclasses.replace(merged, ranks=tuple(per_rank), notes=(*merged.notes, note))
+    return dataclasses.replace(merged, ranks=tuple(per_rank), notes=(*merged.notes, note, *folder_notes))
 
 
 def summarize(
@@ -376,7 +452,9 @@ def summarize(
     return load_trace(source).table(sort_by, limit=limit, device_only=device_only, group_by=group_by)
 
 
-def summarize_ranks(source: TraceSource, *, sort_by: str = "device", group_by: GroupBy = "name") -> RankTable:
+def summarize_ranks(
+    source: TraceSource, *, sort_by: str = "device", group_by: GroupBy = "name", device_only: bool = False
+) -> RankTable:
     """Return every rank's table side by side (``session.table(ranks="all")`` offline).
 
     For an HTA-style folder (``rank-0.json.gz``...) or traces whose
@@ -384,9 +462,9 @@ def summarize_ranks(source: TraceSource, *, sort_by: str = "device", group_by: G
 
     Raises:
         TraceError: The trace cannot be read.
-        ValueError: Unknown ``sort_by`` or ``group_by``.
+        ValueError: Unknown ``sort_by`` or ``group_by``, or a key the cross-rank view cannot sort by.
     """
-    return load_trace(source).rank_table(sort_by, group_by=group_by)
+    return load_trace(source).rank_table(sort_by, group_by=group_by, device_only=device_only)
 
 
 # -- the aggregation ------------------------------------------------------------------
@@ -517,7 +595,7 @@ def _ns(value: Any) -> Optional[int]:
     """A trace time in µs (int, or the text of a number) as integer nanoseconds; None when not a number."""
     kind = type(value)
     if kind is int:
-        return int(value) * 1000
+        return int(value) * 1000 if -_MAX_US < value < _MAX_US else None
     if kind is str:
         try:
             d = Decimal(value.strip())
@@ -527,9 +605,34 @@ def _ns(value: Any) -> Optional[int]:
         d = Decimal(repr(value))
     else:
         return None
-    if not d.is_finite():
+    if not d.is_finite() or abs(d) >= _MAX_US:
         return None
     return int((d * 1000).to_integral_value())
+
+
+def _id(value: Any) -> int:
+    """A correlation or External id: an int, or the text of one (``"7"``); 0 when none or out of range."""
+    if type(value) is str:
+        text = value.strip()
+        if text.isascii() and text.isdigit():
+            value = int(text)
+    if type(value) is int and 0 < value < _MAX_ID:
+        return value
+    return 0
+
+
+def _time_error(path: str, index: int, what: str, key: str, value: Any) -> str:
+    """The message for an event whose ``ts``/``dur`` cannot be read: missing, not a number, or out of range."""
+    label = what if what.startswith("ph ") else repr(what)
+    number: Optional[Decimal] = None
+    if type(value) in (int, float):
+        number = Decimal(repr(value)) if type(value) is float else Decimal(value)
+    elif type(value) is str:
+        with contextlib.suppress(InvalidOperation):
+            number = Decimal(value.strip())
+    if number is not None and not number.is_nan():
+        return f"{path}: event #{index} ({label}) has a '{key}' out of range ({value!r} µs)"
+    return f"{path}: event #{index} ({label}) has no numeric '{key}'"
 
 
 def _read_file(path: str, keys: _Keys) -> _Sums:
@@ -551,6 +654,8 @@ class _FileReader:
         self.procs: dict[Any, list[str]] = {}
         self.runtime_corr: set[int] = set()
         self.open_b: dict[Any, list[Any]] = {}
+        self.stray_e = 0
+        self.thread_names: dict[Any, str] = {}
         self.sums = _Sums()
         self.sums.files.append(path)
 
@@ -606,7 +711,7 @@ class _FileReader:
                     else:
                         t = _ns(ts)
                     if t is None:
-                        raise TraceError(f"{path}: event #{index} ({name!r}) has no numeric 'ts'")
+                        raise TraceError(_time_error(path, index, name, "ts", ts))
                     dur = ev.dur
                     if type(dur) is str and dur[-4:-3] == ".":
                         try:
@@ -616,7 +721,7 @@ class _FileReader:
                     else:
                         d = _ns(dur)
                     if d is None:
-                        raise TraceError(f"{path}: event #{index} ({name!r}) has no numeric 'dur'")
+                        raise TraceError(_time_error(path, index, name, "dur", dur))
                     if d < 0:
                         raise TraceError(f"{path}: event #{index} ({name!r}) has a negative duration ({dur})")
                     a = ev.args
@@ -638,12 +743,12 @@ class _FileReader:
                         )
                         corr = a.correlation
                         if type(corr) is not int or not 0 < corr < _MAX_ID:
-                            corr = 0
+                            corr = _id(corr)
                         ext = a.ext
                         if ext is None:
                             ext = a.ext_lower
                         if type(ext) is not int or not 0 < ext < _MAX_ID:
-                            ext = 0
+                            ext = _id(ext)
                     try:
                         kid = index_get(key)
                     except TypeError:  # an unhashable category: not one we know
@@ -697,6 +802,10 @@ class _FileReader:
         open_b = sum(map(len, self.open_b.values()))
         if open_b:
             self.sums.notes.append(f"{os.path.basename(path)}: {open_b} 'B' event(s) never ended")
+        if self.stray_e:
+            self.sums.notes.append(
+                f"{os.path.basename(path)}: {self.stray_e} 'E' event(s) end no 'B' event and are left out"
+            )
         self._finish(self.reader.metadata)
         return self.sums
 
@@ -707,6 +816,11 @@ class _FileReader:
         what = ev.name
         if what == "process_name":
             value = args.name
+        elif what == "thread_name":
+            if isinstance(args.name, str):
+                with contextlib.suppress(TypeError):
+                    self.thread_names[(ev.pid, ev.tid)] = args.name
+            return
         elif what == "process_labels":
             value = args.labels
         else:
@@ -721,7 +835,7 @@ class _FileReader:
         path = self.path
         ts = _ns(ev.ts)
         if ts is None:
-            raise TraceError(f"{path}: event #{index} (ph {ph!r}) has no numeric 'ts'")
+            raise TraceError(_time_error(path, index, f"ph {ph!r}", "ts", ev.ts))
         pid, tid = ev.pid, ev.tid
         try:
             stack = self.open_b.setdefault((pid, tid), [])
@@ -733,7 +847,8 @@ class _FileReader:
             stack.append((ev, ts))
             return None
         if not stack:
-            return None  # an 'E' whose 'B' came before the trace started
+            self.stray_e += 1  # an 'E' whose 'B' came before the trace started, or never was
+            return None
         begin, start = stack.pop()
         if ts < start:
             raise TraceError(f"{path}: event #{index} ({begin.name!r}) ends before it begins")
@@ -751,7 +866,12 @@ class _FileReader:
         kind = keys.kind
         sums.grow(len(keys.keys))
         procs = self.procs
-        device_pids = {pid for pid, names in procs.items() if any(_DEVICE_PROC.search(n) for n in names)}
+        analysis_pids = {pid for pid, names in procs.items() if any(_ANALYSIS_PROC.search(n) for n in names)}
+        device_pids = {
+            pid
+            for pid, names in procs.items()
+            if pid not in analysis_pids and any(_DEVICE_PROC.search(n) for n in names)
+        }
         for pid in device_pids:
             sums.evidence.extend(procs[pid])
         props = metadata.get("deviceProperties")
@@ -776,9 +896,20 @@ class _FileReader:
         unlinked = 0
         host: list[tuple[_Thread, Optional[list[int]]]] = []
         seen_kids: set[int] = set()
-        for (pid, _tid), th in self.threads.items():
+        # Derived views and container lanes: left out, counted for a note.
+        derived: dict[tuple[str, str], int] = {}
+        for (pid, tid), th in self.threads.items():
             device_rows: Iterable[int]
             host_rows: Optional[list[int]]
+            if pid in analysis_pids:
+                what = ("analysis", procs[pid][0])
+                derived[what] = derived.get(what, 0) + len(th.kid)
+                continue
+            lane = self.thread_names.get((pid, tid)) if pid in device_pids else None
+            if lane is not None and _CONTAINER_LANE.match(lane):
+                what = ("lane", lane.strip())
+                derived[what] = derived.get(what, 0) + len(th.kid)
+                continue
             if pid in device_pids:
                 device_rows = range(len(th.kid))
                 host_rows = []
@@ -819,6 +950,21 @@ class _FileReader:
         for th, only in host:
             self._walk(th, only, dev_by_corr, dev_by_ext)
         self.threads.clear()
+        base = os.path.basename(self.path)
+        views = sorted(n for (k, n) in derived if k == "analysis")
+        if views:
+            count = sum(v for (k, _n), v in derived.items() if k == "analysis")
+            sums.notes.append(
+                f"{base}: {count:,} span(s) on {', '.join(map(repr, views))} are an analysis view derived from "
+                "other events, not events; left out"
+            )
+        lanes = sorted(n for (k, n) in derived if k == "lane")
+        if lanes:
+            count = sum(v for (k, _n), v in derived.items() if k == "lane")
+            sums.notes.append(
+                f"{base}: {count:,} span(s) on the device lane(s) {', '.join(map(repr, lanes))} contain the ops of "
+                "another lane; left out (only ops are counted)"
+            )
         if sums.linked:
             sums.unlinked_ns += unlinked + sum(dev_by_corr.values()) + sum(dev_by_ext.values())
 
@@ -1136,7 +1282,7 @@ def _flat_shapes(dims: Optional[tuple[Any, ...]]) -> Optional[tuple[Shape, ...]]
 # timelines, deviceProperties, device and runtime categories, runtime call names.
 # First match wins; nothing defaults to CUDA.
 _LABELS = (
-    (re.compile(r"ascend|\bnpu\b", re.IGNORECASE), "NPU"),
+    (re.compile(r"ascend|\bnpu\b|\bhccl\b", re.IGNORECASE), "NPU"),
     (re.compile(r"mtia", re.IGNORECASE), "MTIA"),
     (re.compile(r"\btpu\b", re.IGNORECASE), "TPU"),
     (re.compile(r"neuron|\bNC\s*\d", re.IGNORECASE), "NEURON"),
