@@ -371,6 +371,21 @@ class Table:
             total_self_device_us=self.self_device_us,
         )
 
+    def with_rows(self, rows: Iterable[OpRow], *, notes: Optional[Iterable[str]] = None) -> Table:
+        """Return a copy holding ``rows`` instead, its totals those of the new rows.
+
+        For adding or replacing rows (e.g. device rows from another source); a
+        filter or a limit keeps the old totals instead (``device_only``, ``head``).
+        """
+        return dataclasses.replace(
+            self,
+            rows=tuple(rows),
+            notes=self.notes if notes is None else tuple(notes),
+            total_rows=None,
+            total_self_cpu_us=None,
+            total_self_device_us=None,
+        )
+
     def device_only(self) -> Table:
         """Return a copy with only the rows that have device time above zero."""
         rows = tuple(r for r in self.rows if (r.self_device_us or 0) > 0 or (r.device_total_us or 0) > 0)

@@ -163,7 +163,7 @@ def add_neuron_profile(
             profile.steps
         ) > _SHOWN_STEPS else ""
         notes.append(f"NeuronCore time per step (Neuron's profile): {shown}{more}")
-    return dataclasses.replace(table, rows=tuple(rows), notes=tuple(notes))
+    return table.with_rows(rows, notes=notes)
 
 
 def _key(op: str) -> str:
