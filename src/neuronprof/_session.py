@@ -575,7 +575,7 @@ class Session:
             OSError: The disk refused the write; no partial file is left.
         """
         from neuronprof.analysis.insights import analyze
-        from neuronprof.report import environment, render_report
+        from neuronprof.report import environment, render_report, text_writer
 
         self._require_done("report()")
         if not self._cycles:
@@ -607,7 +607,7 @@ class Session:
         else:
             target = Path(path)
             ensure_writable_dir(target.parent, create=True)
-        return atomic_write(target, lambda dest: dest.write_text(text, encoding="utf-8"), overwrite=overwrite)
+        return atomic_write(target, text_writer(text), overwrite=overwrite)
 
     def _local_table(self) -> Table:
         """Summarise this process's recorded cycles, unsorted and uncut."""
@@ -651,9 +651,9 @@ class Session:
         warnings.warn(message, NeuronProfWarning, stacklevel=3)
 
     def _trace_metadata(self) -> dict[str, Any]:
-        from neuronprof import __version__
-
         import torch
+
+        from neuronprof import __version__
 
         meta: dict[str, Any] = {
             "neuronprof": {

@@ -922,12 +922,12 @@ class Comparison:
         from pathlib import Path
 
         from neuronprof.export import atomic_write, ensure_writable_dir
-        from neuronprof.report import render_comparison_report
+        from neuronprof.report import render_comparison_report, text_writer
 
         text = render_comparison_report(self)
         target = Path(path)
         ensure_writable_dir(target.parent, create=True)
-        return atomic_write(target, lambda dest: dest.write_text(text, encoding="utf-8"), overwrite=overwrite)
+        return atomic_write(target, text_writer(text), overwrite=overwrite)
 
     def plot(self, path: Union[str, os.PathLike[str]]) -> Path:
         """Draw the comparison as a bar chart: wall time per call, and self time per step.

@@ -19,7 +19,8 @@ import json
 import os
 import platform
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Optional, Union
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from neuronprof.model import Comparison, OpRow, Table
 from neuronprof.render import _best_cells, _cmp_columns, _cmp_footer, format_shapes, format_us
@@ -33,6 +34,7 @@ __all__ = [
     "environment",
     "render_comparison_report",
     "render_report",
+    "text_writer",
     "trace_settings",
 ]
 
@@ -67,6 +69,15 @@ def _json_for_script(data: Any) -> str:
     """JSON that is safe inside ``<script type="application/json">`` (no ``</script>`` break-out)."""
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def text_writer(text: str) -> Callable[[Path], None]:
+    """A writer for [`atomic_write`][neuronprof.export.atomic_write] that writes ``text`` as UTF-8."""
+
+    def write(dest: Path) -> None:
+        dest.write_text(text, encoding="utf-8")
+
+    return write
 
 
 def environment() -> dict[str, str]:
@@ -201,19 +212,20 @@ def _timeline_data(timeline: Timeline) -> dict[str, Any]:
     for e in host:
         if e.category != "step":
             threads.setdefault(e.thread, []).append(e)
-    for thread, events in threads.items():
-        events.sort(key=lambda e: (e.start_ns, -e.end_ns))
+    for thread, per_thread in threads.items():
+        per_thread.sort(key=lambda e: (e.start_ns, -e.end_ns))
         stack: list[int] = []
-        for e in events:
+        for e in per_thread:
             while stack and stack[-1] <= e.start_ns:
                 stack.pop()
             placed.append((len(stack), thread, len(placed), e))
             stack.append(e.end_ns)
+    too_deep = sum(1 for p in placed if p[0] >= MAX_HOST_DEPTH)
     placed = [p for p in placed if p[0] < MAX_HOST_DEPTH]
     steps_ev = sorted((e for e in host if e.category == "step"), key=lambda e: e.start_ns)
     budget = MAX_TIMELINE_EVENTS - len(steps_ev) - min(len(device), MAX_TIMELINE_EVENTS // 2)
     placed.sort(key=lambda p: (p[0], p[2]))
-    dropped = max(0, len(placed) - max(budget, 0))
+    dropped = too_deep + max(0, len(placed) - max(budget, 0))
     placed = placed[: max(budget, 0)]
 
     lanes: list[dict[str, str]] = []
@@ -230,26 +242,28 @@ def _timeline_data(timeline: Timeline) -> dict[str, Any]:
             lane_of[key] = len(lanes)
             lanes.append({"name": f"{thread_names[thread]} · depth {depth}", "kind": "host"})
         kind = 0 if e.category == "op" else 2
-        events.append([lane_of[key], us(e.start_ns), round((e.end_ns - e.start_ns) / 1000, 3), name_index(e.name), kind])
+        events.append(
+            [lane_of[key], us(e.start_ns), round((e.end_ns - e.start_ns) / 1000, 3), name_index(e.name), kind]
+        )
     # Device: greedy lanes, so that overlapping work (several streams) stays visible.
     device.sort(key=lambda e: e.start_ns)
     device = device[: MAX_TIMELINE_EVENTS // 2]
     dropped += max(0, len(timeline.device) - len(device))
     ends: list[int] = []
     label = timeline.device_label or "device"
-    for e in device:
+    for d in device:
         for i, end in enumerate(ends):
-            if end <= e.start_ns:
-                ends[i] = e.end_ns
+            if end <= d.start_ns:
+                ends[i] = d.end_ns
                 lane = i
                 break
         else:
-            ends.append(e.end_ns)
+            ends.append(d.end_ns)
             lane = len(ends) - 1
             lanes.append({"name": f"{label} · lane {lane}", "kind": "device"})
         first_device_lane = len(lanes) - len(ends)
         events.append(
-            [first_device_lane + lane, us(e.start_ns), round((e.end_ns - e.start_ns) / 1000, 3), name_index(e.name), 3]
+            [first_device_lane + lane, us(d.start_ns), round((d.end_ns - d.start_ns) / 1000, 3), name_index(d.name), 3]
         )
     steps = [[e.name, us(e.start_ns), us(e.end_ns)] for e in steps_ev]
     end_us = max((ev[1] + ev[2] for ev in events), default=0.0)
@@ -277,7 +291,9 @@ def _findings_data(insights: Optional[Insights]) -> Optional[dict[str, Any]]:
             {
                 "kind": f.kind,
                 "title": f.title,
-                "stake": f"~{format_us(f.estimated_us)} µs/step at stake" if f.estimated_us is not None else "no estimate",
+                "stake": f"~{format_us(f.estimated_us)} µs/step at stake"
+                if f.estimated_us is not None
+                else "no estimate",
                 "evidence": _evidence_text(f.evidence),
                 "suggestion": f.suggestion,
                 "docs": f.docs,

@@ -23,7 +23,7 @@ _SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 
 
 def register(subparsers: Any) -> None:
-    """Add ``summarize``, ``diff``, ``roofline``, ``advise`` and ``report`` to the ``neuronprof`` parser's sub-commands."""
+    """Add ``summarize``, ``diff``, ``roofline``, ``advise`` and ``report`` to the ``neuronprof`` sub-commands."""
     p = subparsers.add_parser(
         "summarize",
         help="per-operator table of a trace file or folder (no torch needed)",
@@ -271,7 +271,7 @@ def _report(args: argparse.Namespace) -> int:
     from neuronprof.analysis.insights import analyze, timeline_from_trace
     from neuronprof.analysis.trace import load_trace
     from neuronprof.export import atomic_write, ensure_writable_dir
-    from neuronprof.report import environment, render_report, trace_settings
+    from neuronprof.report import environment, render_report, text_writer, trace_settings
 
     source = Path(args.trace)
     if args.output is not None:
@@ -296,7 +296,7 @@ def _report(args: argparse.Namespace) -> int:
         trace.table("device"), insights=analyze(timeline), timeline=timeline, settings=settings, title=source.name
     )
     ensure_writable_dir(target.parent.resolve(), create=True)
-    atomic_write(target, lambda dest: dest.write_text(text, encoding="utf-8"), overwrite=args.overwrite)
+    atomic_write(target, text_writer(text), overwrite=args.overwrite)
     print(f"report written to {target}", file=sys.stderr)
     return 0
 
