@@ -23,6 +23,8 @@ from neuronprof.analysis import load_trace
 from neuronprof.analysis.cli import main as analysis_main
 from neuronprof.errors import NeuronProfWarning
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "backends"))
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -247,3 +249,52 @@ def test_neuronprof_imports_no_training_library() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+# -- on a device backend (the PrivateUse1 test plugin standing in for TorchNeuron) ---------
+
+_NEURON_TRAINER = """
+import os, torch
+os.environ["HF_HUB_OFFLINE"] = "1"
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+from neuronprof.integrations._common import backend_for
+from neuronprof.integrations.transformers import ProfileCallback
+
+# Accelerate (under the Trainer) frees device memory through torch.neuron.empty_cache(),
+# which the stand-in module does not define.
+if not hasattr(torch.neuron, "empty_cache"):
+    torch.neuron.empty_cache = lambda: None
+
+class Tokens(torch.utils.data.Dataset):
+    def __len__(self):
+        return 32
+    def __getitem__(self, i):
+        ids = torch.randint(0, 64, (16,))
+        return {"input_ids": ids, "labels": ids}
+
+model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=16,
+                                   bos_token_id=0, eos_token_id=0))
+out = os.environ["TRAINER_OUT"]
+callback = ProfileCallback(backend="neuron", wait=0, warmup=1, active=1)
+args = TrainingArguments(output_dir=out, max_steps=3, per_device_train_batch_size=4, report_to=[], use_cpu=True,
+                         save_strategy="no", logging_strategy="no", disable_tqdm=True)
+Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[callback]).train()
+report({"outputs": {k: str(v) for k, v in callback.outputs.items()},
+        "backend": callback.session.backend,
+        "auto": [backend_for(torch.device("neuron")), backend_for(torch.device("cpu")), backend_for("meta")]})
+"""
+
+
+def test_trainer_callback_on_the_neuron_backend(hf: Any, tmp_path: Path) -> None:
+    from run_in_subprocess import check, result, run_script  # noqa: I001 (tests/backends is on sys.path)
+
+    proc = run_script(_NEURON_TRAINER, backend="neuron", env={"TRAINER_OUT": str(tmp_path)}, cwd=tmp_path)
+    data = result(check(proc))
+    assert data["backend"] == "neuron"
+    # A model the Trainer placed on TorchNeuron's device selects the neuron backend by itself.
+    assert data["auto"] == ["neuron", "cpu", "auto"]
+    outputs = {k: Path(v) for k, v in data["outputs"].items()}
+    assert outputs["trace"].parent == tmp_path / "neuronprof"
+    assert "Self NEURON (µs)" in outputs["table"].read_text(encoding="utf-8")
+    page = outputs["report"].read_text(encoding="utf-8")
+    assert "NEURON · lane 0" in page and "Self NEURON (µs)" in page
