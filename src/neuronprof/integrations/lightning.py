@@ -103,5 +103,8 @@ class NeuronProfProfiler(Profiler):
         return f"neuronprof: {self._driver.outputs['report']}\n{session.table(row_limit=20)}"
 
     def teardown(self, stage: Optional[str]) -> None:
-        self._driver.finish()
+        # Lightning's __del__ calls teardown() even when __init__ refused its options.
+        driver = getattr(self, "_driver", None)
+        if driver is not None:
+            driver.finish()
         super().teardown(stage=stage)
