@@ -409,7 +409,11 @@ def render_comparison_report(
             comparison={
                 "headers": [{"text": c.header, "left": c.align_left} for c in cols],
                 "rows": rows,
-                "footer": _cmp_footer(cmp),
+                # The text footer marks best values with "*"; here they are highlighted.
+                "footer": [
+                    line.replace("* marks the best value in a column", "the best value of each column is highlighted")
+                    for line in _cmp_footer(cmp)
+                ],
                 "chart": _chart(cmp),
                 "variants": variants,
             },
