@@ -123,6 +123,28 @@ def test_trainer_shorter_than_the_schedule_keeps_going_and_frees_the_profiler(hf
     assert s.table().steps == 1
 
 
+def test_trainer_callback_names_its_files_after_the_process_index(hf: Any, tmp_path: Path) -> None:
+    """Under torchrun each Trainer process has its own process_index; its files carry it."""
+    from types import SimpleNamespace
+
+    from neuronprof.integrations.transformers import ProfileCallback
+
+    callback = ProfileCallback(wait=0, warmup=0, active=2)
+    args = SimpleNamespace(output_dir=str(tmp_path), process_index=3, device=torch.device("cpu"))
+    model = torch.nn.Linear(8, 8)
+    callback.on_train_begin(args, None, None, model=model)
+    for _ in range(2):
+        model(torch.randn(4, 8)).sum().backward()
+        callback.on_step_end(args, None, None)
+    assert sorted(p.name for p in (tmp_path / "neuronprof").iterdir()) == [
+        "rank-3.html",
+        "rank-3.json.gz",
+        "rank-3.table.txt",
+    ]
+    callback.on_train_end(args, None, None)  # after the schedule: nothing more to do
+    assert load_trace(callback.outputs["trace"]).steps == 2
+
+
 def test_trainer_callback_checks_its_options_before_training(hf: Any) -> None:
     from neuronprof.integrations.transformers import ProfileCallback
 
