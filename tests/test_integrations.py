@@ -310,7 +310,9 @@ report({"outputs": {k: str(v) for k, v in callback.outputs.items()},
 def test_trainer_callback_on_the_neuron_backend(hf: Any, tmp_path: Path) -> None:
     from run_in_subprocess import check, result, run_script  # noqa: I001 (tests/backends is on sys.path)
 
-    proc = run_script(_NEURON_TRAINER, backend="neuron", env={"TRAINER_OUT": str(tmp_path)}, cwd=tmp_path)
+    # The correlating TorchNeuron build: the one that puts NeuronCore time into torch.profiler.
+    env = {"TRAINER_OUT": str(tmp_path), "NEURONPROF_STANDIN_NEURON_BUILD": "correlating"}
+    proc = run_script(_NEURON_TRAINER, backend="neuron", env=env, cwd=tmp_path)
     data = result(check(proc))
     assert data["backend"] == "neuron"
     # A model the Trainer placed on TorchNeuron's device selects the neuron backend by itself.

@@ -65,7 +65,9 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         for _ in s.steps():
             ((x @ w).relu() + 1).sum()
     pages = {"cpu": s.report(out / "cpu.html")}
-    proc = run_script(_DEVICE_SCRIPT, backend="neuron", env={"REPORT_OUT": str(out)}, cwd=out)
+    # The correlating TorchNeuron build: the one that puts NeuronCore time into torch.profiler.
+    env = {"REPORT_OUT": str(out), "NEURONPROF_STANDIN_NEURON_BUILD": "correlating"}
+    proc = run_script(_DEVICE_SCRIPT, backend="neuron", env=env, cwd=out)
     if unavailable_reason(proc) is None and proc.returncode == 0:
         made = result(proc)
         pages["device"] = Path(made["live"])
