@@ -18,8 +18,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(PIP) install -q --disable-pip-version-check -e .
 	touch $@
 
+# The dev extra brings the training-tool integrations (transformers, accelerate,
+# lightning); naming the pinned torch again keeps pip from replacing it for them.
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
-	$(PIP) install -q --disable-pip-version-check -e ".[dev,docs,plot]"
+	$(PIP) install -q --disable-pip-version-check -e ".[dev,docs,plot]" "$(TORCH_SPEC)"
 	touch $@
 
 install: $(VENV)/.installed

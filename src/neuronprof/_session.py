@@ -613,6 +613,63 @@ class Session:
             self._neuron = SessionNeuronProfile(root, pid=os.getpid())
         return self._neuron
 
+    def report(self, path: Optional[PathLike] = None, *, overwrite: bool = False) -> Path:
+        """Write one self-contained HTML report to look at and share: settings, op table, findings, timeline.
+
+        The file opens offline in any browser (no network request): the session's
+        settings and environment (backend, device, torch and neuronprof versions,
+        schedule), the op table (sortable, filterable), the findings of
+        [`insights`][neuronprof.Session.insights] and a zoomable timeline of the
+        recorded steps (host ops and device executions). ``neuronprof report TRACE``
+        makes the same page from an exported trace.
+
+        Args:
+            path: The ``.html`` file to write. Default: a timestamped name in ``output_dir``.
+            overwrite: Replace an existing file instead of raising ``FileExistsError``.
+
+        Returns:
+            The file written.
+
+        Raises:
+            SessionStateError: Called before the with-block has ended, or nothing was recorded.
+            FileExistsError: The file exists and ``overwrite`` is False.
+            OSError: The disk refused the write; no partial file is left.
+        """
+        from neuronprof.analysis.insights import analyze
+        from neuronprof.report import environment, render_report, text_writer
+
+        self._require_done("report()")
+        if not self._cycles:
+            raise SessionStateError(
+                "nothing was recorded, so there is nothing to report: the loop ended before the "
+                "schedule's active steps (see s.notes)"
+            )
+        timeline = _collect.build_timeline(self._cycles, backend=self.backend, device_label=self.device_label)
+        meta = self._trace_metadata()["neuronprof"]
+        settings: dict[str, Any] = {
+            "backend": self.backend,
+            "device": self.device_label or "none (CPU only)",
+            "core": self.core,
+            "modes": meta["modes"],
+            "schedule": meta["schedule"],
+            "torch": meta.get("torch"),
+            **environment(),
+            "rank": None if self._rank is None else f"{self._rank} of {self._world_size}",
+            "record_shapes": self.record_shapes,
+            "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self._started)),
+        }
+        text = render_report(
+            self._local_table().sorted("device"), insights=analyze(timeline), timeline=timeline, settings=settings
+        )
+        if path is None:
+            ensure_writable_dir(self._output_dir, create=True)
+            name = default_trace_name(self.backend, self._started, rank=self._rank, suffix=".html")
+            target = unique_path(self._output_dir / name)
+        else:
+            target = Path(path)
+            ensure_writable_dir(target.parent, create=True)
+        return atomic_write(target, text_writer(text), overwrite=overwrite)
+
     def _local_table(self) -> Table:
         """Summarise this process's recorded cycles, unsorted and uncut."""
         return _collect.build_table(
@@ -651,11 +708,14 @@ class Session:
             warnings.warn(message, NeuronProfWarning, stacklevel=3)
 
     def _trace_metadata(self) -> dict[str, Any]:
+        import torch
+
         from neuronprof import __version__
 
         meta: dict[str, Any] = {
             "neuronprof": {
                 "version": __version__,
+                "torch": torch.__version__,
                 "backend": self.backend,
                 "device_label": self.device_label,
                 "modes": list(self.modes),

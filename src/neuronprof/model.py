@@ -1136,6 +1136,35 @@ class Comparison:
         columns = [f.name for f in dataclasses.fields(ComparisonRow) if f.name not in nested]
         return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in self.rows], columns=columns)
 
+    def report(self, path: Union[str, os.PathLike[str]], *, overwrite: bool = False) -> Path:
+        """Write one self-contained HTML page of the comparison, to look at and share.
+
+        The page holds the comparison table (best value per column marked), a bar
+        chart of the median wall time per call with its min–max range, and each
+        variant's findings and sortable, filterable op table. It opens offline in
+        any browser: nothing is loaded from the network.
+
+        Args:
+            path: The ``.html`` file to write; missing parent folders are created.
+            overwrite: Replace an existing file instead of raising ``FileExistsError``.
+
+        Returns:
+            The path written.
+
+        Raises:
+            FileExistsError: The file exists and ``overwrite`` is False.
+            OSError: The disk refused the write; no partial file is left.
+        """
+        from pathlib import Path
+
+        from neuronprof.export import atomic_write, ensure_writable_dir
+        from neuronprof.report import render_comparison_report, text_writer
+
+        text = render_comparison_report(self)
+        target = Path(path)
+        ensure_writable_dir(target.parent, create=True)
+        return atomic_write(target, text_writer(text), overwrite=overwrite)
+
     def plot(self, path: Union[str, os.PathLike[str]]) -> Path:
         """Draw the comparison as a bar chart: wall time per call, and self time per step.
 

@@ -23,7 +23,7 @@ _SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 
 
 def register(subparsers: Any) -> None:
-    """Add ``summarize``, ``diff``, ``roofline`` and ``advise`` to the ``neuronprof`` parser's sub-commands."""
+    """Add ``summarize``, ``diff``, ``roofline``, ``advise`` and ``report`` to the ``neuronprof`` sub-commands."""
     p = subparsers.add_parser(
         "summarize",
         help="per-operator table of a trace file or folder (no torch needed)",
@@ -127,6 +127,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("trace", help="trace file or folder")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
     p.set_defaults(func=_guarded(_advise))
+
+    _register_report(subparsers)
 
 
 def _non_negative(text: str) -> int:
@@ -253,6 +255,62 @@ def _advise(args: argparse.Namespace) -> int:
     result = advise(args.trace)
     render = {"text": result.to_text, "markdown": result.to_markdown, "json": result.to_json}
     _emit(render[args.format]())
+    return 0
+
+
+def _register_report(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "report",
+        help="one self-contained HTML report of a trace: table, findings, timeline (no torch needed)",
+        description="Write one HTML file to look at and share: the trace's settings, the sortable and filterable "
+        "op table, the findings of `neuronprof advise` and a zoomable step timeline. It opens offline in any "
+        "browser; nothing is loaded from the network.",
+    )
+    p.add_argument("trace", help="trace file or folder")
+    p.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="PATH",
+        help="the .html file to write (default: the trace's name with .html, beside it)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.set_defaults(func=_guarded(_report))
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from neuronprof.analysis.insights import analyze, timeline_from_trace
+    from neuronprof.analysis.trace import load_trace
+    from neuronprof.export import atomic_write, ensure_writable_dir
+    from neuronprof.report import environment, render_report, text_writer, trace_settings
+
+    source = Path(args.trace)
+    if args.output is not None:
+        target = Path(args.output)
+    else:
+        base = source.name if source.is_dir() else re.sub(r"(\.pt\.trace)?\.json(\.gz)?$", "", source.name)
+        target = source.parent / f"{base}.html"
+    if target.exists() and not args.overwrite:
+        raise ValueError(f"{target} exists; pass --overwrite to replace it")
+    trace = load_trace(source)
+    timeline = timeline_from_trace(source)
+    settings = {
+        "trace": trace.source,
+        "backend": trace.backend,
+        "device": trace.device_name or trace.device_label or "none (CPU only)",
+        **trace_settings(source),
+        "steps": trace.steps,
+        "rank": trace.rank,
+        "report made with neuronprof": environment()["neuronprof"],
+    }
+    text = render_report(
+        trace.table("device"), insights=analyze(timeline), timeline=timeline, settings=settings, title=source.name
+    )
+    ensure_writable_dir(target.parent.resolve(), create=True)
+    atomic_write(target, text_writer(text), overwrite=args.overwrite)
+    print(f"report written to {target}", file=sys.stderr)
     return 0
 
 

@@ -1,0 +1,97 @@
+"""Profile a Hugging Face ``Trainer`` with one callback: ``Trainer(..., callbacks=[ProfileCallback()])``.
+
+Needs ``transformers`` (``pip install 'neuronprof[transformers]'``). The step
+boundary is the Trainer's optimizer step (``on_step_end``), so with gradient
+accumulation one step holds every micro-batch of an update; the device is
+synchronised at each boundary by the session, on whichever device the Trainer
+placed the model (CPU, CUDA, TorchNeuron's ``neuron``, TorchTPU's ``tpu``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from neuronprof.integrations._common import StepDriver, missing_extra
+
+try:
+    from transformers import TrainerCallback
+except ImportError:
+    raise missing_extra("transformers", "transformers") from None
+
+__all__ = ["ProfileCallback"]
+
+
+class ProfileCallback(TrainerCallback):
+    """A ``TrainerCallback`` that profiles a few of the Trainer's steps and writes trace, table and report.
+
+    ```python
+    from neuronprof.integrations.transformers import ProfileCallback
+
+    trainer = Trainer(model=model, args=args, train_dataset=data,
+                      callbacks=[ProfileCallback(wait=1, warmup=1, active=3)])
+    trainer.train()
+    # <output_dir>/neuronprof/rank-0.json.gz, rank-0.table.txt, rank-0.html
+    ```
+
+    The session starts when training begins and ends after
+    ``(wait + warmup + active) * repeat`` optimizer steps; the rest of the run is
+    not profiled. Each rank writes its own files (``rank-N.*``, N = the Trainer's
+    ``process_index``) into ``<TrainingArguments.output_dir>/neuronprof`` or
+    ``output_dir``. A run shorter than the schedule keeps what it recorded.
+
+    Args:
+        wait: Optimizer steps skipped first.
+        warmup: Steps profiled but discarded (compilation, caches).
+        active: Steps recorded.
+        repeat: Cycles of wait/warmup/active (at least 1).
+        output_dir: Folder for the files; default ``<TrainingArguments.output_dir>/neuronprof``.
+        **session_options: Any other ``neuronprof.session`` argument (``modes``,
+            ``core``, ``backend``, ``record_shapes``...). Without ``backend``, the
+            backend follows the device the Trainer placed the model on.
+
+    Attributes:
+        outputs: The files written: ``{"trace", "table", "report"}`` → path; empty
+            until the schedule has run.
+
+    Raises:
+        ValueError: A schedule number or session option is invalid (checked here,
+            before training starts).
+    """
+
+    def __init__(
+        self,
+        *,
+        wait: int = 1,
+        warmup: int = 1,
+        active: int = 3,
+        repeat: int = 1,
+        output_dir: Optional[Union[str, os.PathLike[str]]] = None,
+        **session_options: Any,
+    ) -> None:
+        self._driver = StepDriver(wait=wait, warmup=warmup, active=active, repeat=repeat, **session_options)
+        self._output_dir = output_dir
+
+    @property
+    def outputs(self) -> dict[str, Path]:
+        return dict(self._driver.outputs)
+
+    @property
+    def session(self) -> Any:
+        """The [`Session`][neuronprof.Session] once training has begun (for ``insights()``, ``roofline()``...)."""
+        return self._driver.session
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        folder = self._output_dir if self._output_dir is not None else Path(args.output_dir) / "neuronprof"
+        device = None
+        if model is not None:
+            param = next(iter(model.parameters()), None)
+            device = param.device if param is not None else None
+        self._driver.begin(folder, rank=int(getattr(args, "process_index", 0)), device=device or args.device)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._driver.step()
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._driver.finish()

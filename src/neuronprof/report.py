@@ -1,0 +1,473 @@
+"""One self-contained HTML report: settings, op table, findings, step timeline, comparisons.
+
+The report is one file that opens offline in any browser and can be attached to a
+bug report or a chat: no network request, no CDN, every style, script and drawing
+inline. ``Session.report()``, ``Comparison.report()`` and ``neuronprof report``
+all end here.
+
+The page is laid out by a Jinja2 template (``templates/report.html.j2``); the
+renderers below only gather plain data for it and return text. Writing goes
+through the one atomic writer (``neuronprof.export.atomic_write``), in the
+callers. This module imports neither torch nor a session, so the offline command
+uses it as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+
+from neuronprof.model import Comparison, OpRow, Table
+from neuronprof.render import _best_cells, _cmp_columns, _cmp_footer, format_shapes, format_us
+
+if TYPE_CHECKING:
+    from neuronprof.analysis.insights import Insights, Timeline
+
+__all__ = [
+    "MAX_TIMELINE_EVENTS",
+    "REPORT_SCHEMA",
+    "environment",
+    "render_comparison_report",
+    "render_report",
+    "text_writer",
+    "trace_settings",
+]
+
+REPORT_SCHEMA = "neuronprof.report/1"
+"""Tag of the data embedded in the page (``<script id="neuronprof-data">``)."""
+
+MAX_TIMELINE_EVENTS = 20_000
+"""Events drawn on the timeline at most; beyond it the deepest host events are left out
+(with a note on the page), which keeps a report of a long step at a few hundred KB."""
+
+MAX_HOST_DEPTH = 6
+"""Nesting levels drawn per host thread; deeper calls are summarised by their parents."""
+
+_HOST_CATEGORIES = ("step", "op", "annotation", "runtime", "other")
+
+
+def _jinja_env() -> Any:
+    try:
+        import jinja2
+    except ImportError:  # pragma: no cover - jinja2 is a dependency (torch needs it too)
+        raise ImportError("the HTML report needs Jinja2: pip install jinja2") from None
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("neuronprof", "templates"),
+        autoescape=jinja2.select_autoescape(("html", "j2")),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+
+
+def _json_for_script(data: Any) -> str:
+    """JSON that is safe inside ``<script type="application/json">`` (no ``</script>`` break-out)."""
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def text_writer(text: str) -> Callable[[Path], None]:
+    """A writer for [`atomic_write`][neuronprof.export.atomic_write] that writes ``text`` as UTF-8."""
+
+    def write(dest: Path) -> None:
+        dest.write_text(text, encoding="utf-8")
+
+    return write
+
+
+def environment() -> dict[str, str]:
+    """Return the host's facts for the report's settings: Python, platform, neuronprof version."""
+    from neuronprof import __version__
+
+    return {
+        "neuronprof": __version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+    }
+
+
+def trace_settings(path: Union[str, os.PathLike[str]]) -> dict[str, Any]:
+    """Return what a trace says about the session that recorded it, for the report's settings.
+
+    Reads the ``neuronprof`` block that ``Session.export()`` writes into a trace
+    (versions, modes, core, schedule) and kineto's ``distributedInfo``; a trace
+    from plain torch.profiler has neither, and gives ``{}``.
+
+    Raises:
+        TraceError: The path is missing or is not a readable trace.
+    """
+    from neuronprof.analysis._jsonstream import FastPathFailed, TraceReader
+    from neuronprof.analysis.trace import find_trace_files
+
+    first = find_trace_files(path)[0]
+    reader = TraceReader(first)
+    try:
+        for _ in reader.batches():
+            pass
+    except FastPathFailed:
+        reader = TraceReader(first, fast=False)
+        for _ in reader.batches():
+            pass
+    meta = reader.metadata.get("neuronprof")
+    out: dict[str, Any] = {}
+    if isinstance(meta, Mapping):
+        for key, label in (
+            ("device_label", "device"),
+            ("core", "core"),
+            ("modes", "modes"),
+            ("schedule", "schedule"),
+            ("torch", "torch"),
+            ("version", "neuronprof (recording)"),
+        ):
+            if meta.get(key) is not None:
+                out[label] = meta[key]
+    info = reader.metadata.get("distributedInfo")
+    if isinstance(info, Mapping) and info.get("world_size") is not None:
+        out["world size"] = info["world_size"]
+    return out
+
+
+# -- the op table ---------------------------------------------------------------------
+
+
+def _table_data(table: Table) -> dict[str, Any]:
+    """Columns (key, header, kind) and rows (raw values) for the sortable table."""
+    label = table.device_label
+    cols: list[dict[str, Any]] = [{"key": "name", "header": "Name", "kind": "text"}]
+    cols.append({"key": "where", "header": "On", "kind": "text"})
+    cols += [
+        {"key": "calls", "header": "Calls", "kind": "int"},
+        {"key": "self_cpu_us", "header": "Self CPU (µs)", "kind": "us"},
+        {"key": "cpu_total_us", "header": "CPU total (µs)", "kind": "us"},
+        {"key": "self_cpu_pct", "header": "Self CPU (%)", "kind": "pct"},
+    ]
+    if label:
+        cols += [
+            {"key": "self_device_us", "header": f"Self {label} (µs)", "kind": "us"},
+            {"key": "device_total_us", "header": f"{label} total (µs)", "kind": "us"},
+            {"key": "self_device_pct", "header": f"Self {label} (%)", "kind": "pct"},
+        ]
+    if any(r.flops is not None for r in table.rows):
+        cols.append({"key": "flops", "header": "FLOPs", "kind": "int"})
+    if any(r.input_shapes is not None for r in table.rows):
+        cols.append({"key": "shapes", "header": "Input shapes", "kind": "text"})
+    cpu_total = table.self_cpu_us
+    dev_total = table.self_device_us or 0.0
+
+    def row(r: OpRow) -> dict[str, Any]:
+        return {
+            "name": r.name,
+            "where": "device" if r.on_device else "host",
+            "calls": r.calls,
+            "self_cpu_us": r.self_cpu_us,
+            "cpu_total_us": r.cpu_total_us,
+            "self_cpu_pct": None if cpu_total <= 0 else round(100 * r.self_cpu_us / cpu_total, 2),
+            "self_device_us": r.self_device_us,
+            "device_total_us": r.device_total_us,
+            "self_device_pct": None
+            if r.self_device_us is None or dev_total <= 0
+            else round(100 * r.self_device_us / dev_total, 2),
+            "flops": r.flops,
+            "shapes": format_shapes(r.input_shapes) if r.input_shapes is not None else None,
+        }
+
+    return {"columns": cols, "rows": [row(r) for r in table.rows], "sort_by": table.sort_by}
+
+
+# -- the timeline ---------------------------------------------------------------------
+
+
+def _timeline_data(timeline: Timeline) -> dict[str, Any]:
+    """Lanes and events for the step timeline, in microseconds from the first event.
+
+    Host events are laid out per thread and nesting depth (rebuilt from their
+    times); device events get as many lanes as they overlap. Python frames are
+    left out (``with_stack`` can make them the bulk of a trace).
+
+    Returns:
+        ``{"lanes": [{"name", "kind"}], "names": [str], "events": [[lane, start_us,
+        dur_us, name_index, kind]], "steps": [[label, start_us, end_us]], "dropped": int}``
+        where kind is 0 host op, 1 step, 2 runtime/annotation/other, 3 device.
+    """
+    host = [e for e in timeline.host if e.category in _HOST_CATEGORIES]
+    device = list(timeline.device)
+    starts = [e.start_ns for e in host] + [e.start_ns for e in device]
+    origin = min(starts) if starts else 0
+    names: dict[str, int] = {}
+
+    def name_index(name: str) -> int:
+        return names.setdefault(name, len(names))
+
+    def us(ns: int) -> float:
+        return round((ns - origin) / 1000, 3)
+
+    # Host: nesting depth per thread from a stack of open intervals.
+    placed: list[tuple[int, str, int, Any]] = []  # (depth, thread, order, event)
+    threads: dict[str, list[Any]] = {}
+    for e in host:
+        if e.category != "step":
+            threads.setdefault(e.thread, []).append(e)
+    for thread, per_thread in threads.items():
+        per_thread.sort(key=lambda e: (e.start_ns, -e.end_ns))
+        stack: list[int] = []
+        for e in per_thread:
+            while stack and stack[-1] <= e.start_ns:
+                stack.pop()
+            placed.append((len(stack), thread, len(placed), e))
+            stack.append(e.end_ns)
+    too_deep = sum(1 for p in placed if p[0] >= MAX_HOST_DEPTH)
+    placed = [p for p in placed if p[0] < MAX_HOST_DEPTH]
+    steps_ev = sorted((e for e in host if e.category == "step"), key=lambda e: e.start_ns)
+    budget = MAX_TIMELINE_EVENTS - len(steps_ev) - min(len(device), MAX_TIMELINE_EVENTS // 2)
+    placed.sort(key=lambda p: (p[0], p[2]))
+    dropped = too_deep + max(0, len(placed) - max(budget, 0))
+    placed = placed[: max(budget, 0)]
+
+    lanes: list[dict[str, str]] = []
+    lane_of: dict[tuple[str, int], int] = {}
+    events: list[list[Any]] = []
+    if steps_ev:
+        lanes.append({"name": "steps", "kind": "step"})
+        for e in steps_ev:
+            events.append([0, us(e.start_ns), round((e.end_ns - e.start_ns) / 1000, 3), name_index(e.name), 1])
+    thread_names = {t: f"host thread {i}" for i, t in enumerate(sorted(threads, key=str))}
+    for depth, thread, _, e in sorted(placed, key=lambda p: (thread_names[p[1]], p[0])):
+        key = (thread, depth)
+        if key not in lane_of:
+            lane_of[key] = len(lanes)
+            lanes.append({"name": f"{thread_names[thread]} · depth {depth}", "kind": "host"})
+        kind = 0 if e.category == "op" else 2
+        events.append(
+            [lane_of[key], us(e.start_ns), round((e.end_ns - e.start_ns) / 1000, 3), name_index(e.name), kind]
+        )
+    # Device: greedy lanes, so that overlapping work (several streams) stays visible.
+    device.sort(key=lambda e: e.start_ns)
+    device = device[: MAX_TIMELINE_EVENTS // 2]
+    dropped += max(0, len(timeline.device) - len(device))
+    ends: list[int] = []
+    label = timeline.device_label or "device"
+    for d in device:
+        for i, end in enumerate(ends):
+            if end <= d.start_ns:
+                ends[i] = d.end_ns
+                lane = i
+                break
+        else:
+            ends.append(d.end_ns)
+            lane = len(ends) - 1
+            lanes.append({"name": f"{label} · lane {lane}", "kind": "device"})
+        first_device_lane = len(lanes) - len(ends)
+        events.append(
+            [first_device_lane + lane, us(d.start_ns), round((d.end_ns - d.start_ns) / 1000, 3), name_index(d.name), 3]
+        )
+    steps = [[e.name, us(e.start_ns), us(e.end_ns)] for e in steps_ev]
+    end_us = max((ev[1] + ev[2] for ev in events), default=0.0)
+    return {
+        "lanes": lanes,
+        "names": list(names),
+        "events": events,
+        "steps": steps,
+        "end_us": end_us,
+        "dropped": dropped,
+    }
+
+
+# -- findings -------------------------------------------------------------------------
+
+
+def _findings_data(insights: Optional[Insights]) -> Optional[dict[str, Any]]:
+    if insights is None:
+        return None
+    from neuronprof.analysis.insights import _evidence_text
+
+    return {
+        "header": insights._header(),
+        "findings": [
+            {
+                "kind": f.kind,
+                "title": f.title,
+                "stake": f"~{format_us(f.estimated_us)} µs/step at stake"
+                if f.estimated_us is not None
+                else "no estimate",
+                "evidence": _evidence_text(f.evidence),
+                "suggestion": f.suggestion,
+                "docs": f.docs,
+            }
+            for f in insights.findings
+        ],
+        "notes": list(insights.notes),
+    }
+
+
+# -- pages ----------------------------------------------------------------------------
+
+
+def render_report(
+    table: Table,
+    *,
+    insights: Optional[Insights] = None,
+    timeline: Optional[Timeline] = None,
+    settings: Optional[Mapping[str, Any]] = None,
+    title: str = "neuronprof report",
+) -> str:
+    """Return one self-contained HTML page for a profile.
+
+    Args:
+        table: The op table (rows in display order; the page sorts and filters them).
+        insights: The findings to list; ``None`` leaves the section out.
+        timeline: The recorded steps' events for the step timeline; ``None`` leaves it out.
+        settings: Settings and environment shown at the top (backend, device,
+            versions, schedule...), as label → value; values are shown as text.
+        title: The page title.
+
+    Returns:
+        The page as text (UTF-8 when written). It requests nothing from the network.
+    """
+    if not isinstance(table, Table):
+        raise TypeError(f"render_report() takes a Table, got {type(table).__name__}")
+    facts = {str(k): _fact(v) for k, v in (settings or {}).items() if v is not None}
+    data = {
+        "schema": REPORT_SCHEMA,
+        "table": _table_data(table),
+        "timeline": _timeline_data(timeline) if timeline is not None else None,
+    }
+    notes = list(table.notes)
+    if timeline is not None:
+        notes.extend(n for n in timeline.notes if n not in notes)
+    page = _jinja_env().get_template("report.html.j2")
+    return str(
+        page.render(
+            title=title,
+            settings=facts,
+            table=table,
+            table_notes=notes,
+            totals=_totals(table),
+            findings=_findings_data(insights),
+            has_timeline=timeline is not None,
+            comparison=None,
+            data_json=_json_for_script(data),
+        )
+    )
+
+
+def render_comparison_report(
+    cmp: Comparison, *, settings: Optional[Mapping[str, Any]] = None, title: str = "neuronprof comparison"
+) -> str:
+    """Return one self-contained HTML page for a [`Comparison`][neuronprof.model.Comparison].
+
+    The page holds the comparison table (best value per column marked), a bar chart
+    of the median wall time per call with its min–max range, the findings that tell
+    the variants apart, and each variant's op table and findings.
+
+    Args:
+        cmp: The comparison.
+        settings: Extra settings and environment to show, as label → value.
+        title: The page title.
+    """
+    if not isinstance(cmp, Comparison):
+        raise TypeError(f"render_comparison_report() takes a Comparison, got {type(cmp).__name__}")
+    cols = _cmp_columns(cmp)
+    best = _best_cells(cmp, cols)
+    rows = [
+        [{"text": c.cell(r), "best": (i, j) in best, "left": c.align_left} for j, c in enumerate(cols)]
+        for i, r in enumerate(cmp.rows)
+    ]
+    facts = {
+        "backend": cmp.backend,
+        "device": cmp.device_label or "none (CPU only)",
+        "baseline": cmp.baseline,
+        "timing": f"{cmp.repeats} interleaved rounds after {cmp.warmup} warm-up call(s)",
+        "profiled steps per variant": str(cmp.profiled_steps),
+        **environment(),
+        **{str(k): _fact(v) for k, v in (settings or {}).items() if v is not None},
+    }
+    variants = []
+    for r in cmp.rows:
+        variants.append(
+            {
+                "name": r.name,
+                "table": None if r.table is None else _table_data(r.table.sorted("device")),
+                "findings": _findings_data(r.insights),
+            }
+        )
+    data = {"schema": REPORT_SCHEMA, "table": None, "timeline": None, "variants": variants}
+    page = _jinja_env().get_template("report.html.j2")
+    return str(
+        page.render(
+            title=title,
+            settings=facts,
+            table=None,
+            table_notes=[],
+            totals=None,
+            findings=None,
+            has_timeline=False,
+            comparison={
+                "headers": [{"text": c.header, "left": c.align_left} for c in cols],
+                "rows": rows,
+                # The text footer marks best values with "*"; here they are highlighted.
+                "footer": [
+                    line.replace("* marks the best value in a column", "the best value of each column is highlighted")
+                    for line in _cmp_footer(cmp)
+                ],
+                "chart": _chart(cmp),
+                "variants": variants,
+            },
+            data_json=_json_for_script(data),
+        )
+    )
+
+
+def _fact(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def _totals(table: Table) -> dict[str, str]:
+    out = {"rows": str(table.total_rows if table.total_rows is not None else len(table.rows))}
+    out["steps"] = str(table.steps)
+    out["self CPU total"] = f"{format_us(table.self_cpu_us)} µs"
+    if table.device_label:
+        dev = table.self_device_us
+        out[f"self {table.device_label} total"] = "none recorded" if not dev else f"{format_us(dev)} µs"
+    if table.top_level_calls is not None:
+        out["top-level op calls"] = str(table.top_level_calls)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class _Bar:
+    name: str
+    y: float
+    width: float
+    lo: float
+    hi: float
+    label: str
+    best: bool
+
+
+def _chart(cmp: Comparison) -> dict[str, Any]:
+    """Geometry of the wall-time bar chart (drawn as inline SVG by the template)."""
+    rows: Sequence[Any] = cmp.rows
+    top = max((r.wall_us_max for r in rows), default=1.0) or 1.0
+    plot_w, bar_h, gap = 560.0, 22.0, 10.0
+    bars = [
+        _Bar(
+            name=r.name,
+            y=i * (bar_h + gap),
+            width=plot_w * r.wall_us / top,
+            lo=plot_w * r.wall_us_min / top,
+            hi=plot_w * r.wall_us_max / top,
+            label=f"{format_us(r.wall_us)} µs ({r.speedup:.2f}×)",
+            best=r.name == cmp.fastest,
+        )
+        for i, r in enumerate(rows)
+    ]
+    return {"bars": bars, "plot_w": plot_w, "bar_h": bar_h, "height": len(bars) * (bar_h + gap) + 30, "top": top}

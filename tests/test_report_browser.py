@@ -1,0 +1,232 @@
+"""The HTML report in a real browser: headless Chromium loads it offline, sorts, filters, zooms, draws.
+
+Needs the system's Chromium (Debian: ``apt-get install chromium``; CI installs it)
+and the ``playwright`` Python package (the ``dev`` extra), which drives that
+Chromium; no browser is downloaded. Without either the tests are skipped with the
+reason. Set ``NEURONPROF_CHROMIUM`` to use another Chromium binary.
+
+The device report comes from a session on the PrivateUse1 test backend (the
+``torch_neuronx`` stand-in): its kernel times are the test plugin's, not a Trainium's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import neuronprof
+from neuronprof.analysis.cli import main as analysis_main
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "backends"))
+
+from run_in_subprocess import result, run_script, unavailable_reason  # noqa: E402
+
+CHROMIUM = os.environ.get("NEURONPROF_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+if CHROMIUM is None:
+    pytest.skip("Chromium is not installed (Debian: apt-get install chromium)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+_DEVICE_SCRIPT = """
+import os, torch, neuronprof, testbackend
+out = os.environ["REPORT_OUT"]
+testbackend.set_kernel_ns(200_000)
+x, w = torch.randn(32, 64), torch.randn(64)
+with neuronprof.session(backend="neuron", wait=0, warmup=1, active=2, output_dir=out) as s:
+    for _ in s.steps():
+        x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+report({"live": str(s.report(os.path.join(out, "live.html"))),
+        "trace": str(s.export(os.path.join(out, "trace.json")))})
+"""
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Report pages: a CPU session's, and a device session's live and from its trace (when the backend loads)."""
+    out = tmp_path_factory.mktemp("browser")
+    x, w = torch.randn(48, 48), torch.randn(48, 48)
+    with neuronprof.session(wait=0, warmup=1, active=2, output_dir=out) as s:
+        for _ in s.steps():
+            ((x @ w).relu() + 1).sum()
+    pages = {"cpu": s.report(out / "cpu.html")}
+    # The correlating TorchNeuron build: the one that puts NeuronCore time into torch.profiler.
+    env = {"REPORT_OUT": str(out), "NEURONPROF_STANDIN_NEURON_BUILD": "correlating"}
+    proc = run_script(_DEVICE_SCRIPT, backend="neuron", env=env, cwd=out)
+    if unavailable_reason(proc) is None and proc.returncode == 0:
+        made = result(proc)
+        pages["device"] = Path(made["live"])
+        assert analysis_main(["report", made["trace"], "-o", str(out / "device-trace.html")]) == 0
+        pages["device_trace"] = out / "device-trace.html"
+    else:
+        assert unavailable_reason(proc) is not None, proc.stderr
+    return pages
+
+
+class Browser:
+    """One headless Chromium page that records console errors and every request it makes."""
+
+    def __init__(self, context: Any) -> None:
+        self.context = context
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        # Every request is recorded; anything that is not the report file itself is refused.
+        context.route("**/*", self._route)
+        self.page = context.new_page()
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+    def _route(self, route: Any) -> None:
+        url = route.request.url
+        self.requests.append(url)
+        if url.startswith(("file:", "data:")):
+            route.continue_()
+        else:
+            route.abort()
+
+    def open(self, path: Path) -> Any:
+        self.errors.clear()
+        self.requests.clear()
+        self.page.goto(path.resolve().as_uri(), wait_until="load")
+        return self.page
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_api.sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1280, "height": 900},
+            offline=True,
+        )
+        try:
+            yield Browser(context)
+        finally:
+            context.close()
+
+
+def column(page: Any, header: str, table: str = "#op-table") -> list[str]:
+    return list(
+        page.evaluate(
+            """([table, header]) => {
+                const heads = [...document.querySelectorAll(table + ' thead th')].map(th => th.textContent);
+                const i = heads.indexOf(header);
+                return [...document.querySelectorAll(table + ' tbody tr')].map(r => r.cells[i].textContent);
+            }""",
+            [table, header],
+        )
+    )
+
+
+def number(text: str) -> float:
+    return float(text.replace(",", "")) if text else float("nan")
+
+
+def png_width(path: Path) -> int:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return int(struct.unpack(">I", head[16:20])[0])
+
+
+@pytest.mark.parametrize("which", ["cpu", "device", "device_trace"])
+def test_report_loads_offline_sorts_filters_zooms_and_shows_table_and_timeline(
+    browser: Browser, reports: dict[str, Path], which: str, tmp_path: Path
+) -> None:
+    if which not in reports:
+        pytest.skip("the neuron test backend is not available in this build")
+    page = browser.open(reports[which])
+    assert browser.errors == []
+    assert browser.requests == [reports[which].resolve().as_uri()]
+
+    # Sorting: the first click on a number column sorts it high to low, the second low to high.
+    rows = page.locator("#op-table tbody tr").count()
+    assert rows > 3
+    page.click("#op-table th:has-text('Self CPU (µs)')")
+    desc = [number(t) for t in column(page, "Self CPU (µs)")]
+    assert desc == sorted(desc, reverse=True) and len(desc) == rows
+    assert page.get_attribute("#op-table th:has-text('Self CPU (µs)')", "aria-sort") == "descending"
+    page.click("#op-table th:has-text('Self CPU (µs)')")
+    assert [number(t) for t in column(page, "Self CPU (µs)")] == sorted(desc)
+    page.click("#op-table th:has-text('Name')")
+    names = column(page, "Name")
+    assert names == sorted(names, key=lambda n: n.lower()) or names == sorted(names)
+
+    # Filtering by name.
+    page.fill("#op-filter", "aten::m")
+    kept = column(page, "Name")
+    assert kept and all("aten::m" in n.lower() for n in kept) and len(kept) < rows
+    page.fill("#op-filter", "")
+    assert page.locator("#op-table tbody tr").count() == rows
+
+    # The timeline draws the steps and ops, and zooms around the pointer.
+    drawn = int(page.get_attribute("#timeline", "data-drawn") or 0)
+    assert drawn > 0
+    before = page.get_attribute("#timeline", "data-view")
+    page.locator("#timeline").scroll_into_view_if_needed()
+    box = page.locator("#timeline").bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, -400)
+    page.wait_for_function("v => document.getElementById('timeline').dataset.view !== v", arg=before)
+    after = page.get_attribute("#timeline", "data-view")
+    assert after != before
+    lo, hi = (float(v) for v in (after or "").split(","))
+    blo, bhi = (float(v) for v in (before or "").split(","))
+    assert blo <= lo < hi <= bhi and hi - lo < bhi - blo
+    page.click("#tl-reset")
+    assert page.get_attribute("#timeline", "data-view") == before
+    if which.startswith("device"):
+        lanes = page.evaluate("[...document.querySelectorAll('#timeline text')].map(t => t.textContent)")
+        assert "NEURON · lane 0" in lanes
+        assert page.locator("#timeline rect[fill='var(--dev)']").count() > 0
+        assert "Self NEURON (µs)" in page.locator("#op-table thead").inner_text()
+
+    # A screenshot 1280 px wide shows the table and the timeline.
+    shot = tmp_path / f"{which}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert png_width(shot) == 1280
+    height = page.evaluate("document.documentElement.scrollHeight")
+    for selector in ("#op-table", "#timeline"):
+        b = page.locator(selector).bounding_box()
+        assert b is not None and b["width"] > 600 and b["height"] > 50, selector
+        assert b["x"] >= 0 and b["x"] + b["width"] <= 1280 and b["y"] + b["height"] <= height, selector
+    assert browser.errors == []
+    assert len(browser.requests) == 1
+
+
+def test_comparison_report_in_the_browser(browser: Browser, tmp_path: Path) -> None:
+    x, w = torch.randn(16, 16), torch.randn(16, 16)
+    cmp = neuronprof.compare(
+        {"a": lambda: (x @ w).relu(), "b": lambda: torch.relu(x @ w)}, repeats=1, quiet=True, output_dir=tmp_path
+    )
+    path = cmp.report(tmp_path / "cmp.html")
+    page = browser.open(path)
+    assert browser.errors == [] and browser.requests == [path.resolve().as_uri()]
+    assert page.locator("#cmp-table tbody tr").count() == 2
+    assert page.locator("#cmp-chart rect").count() == 2
+    # Each variant's op table is sortable too.
+    table = 'table.optable[data-variant="0"]'
+    page.click(f"{table} th:has-text('Calls')")
+    calls = [number(t) for t in column(page, "Calls", table)]
+    assert calls == sorted(calls, reverse=True)
+    page.screenshot(path=str(tmp_path / "cmp.png"), full_page=True)
+    assert png_width(tmp_path / "cmp.png") == 1280
