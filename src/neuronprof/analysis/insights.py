@@ -23,6 +23,7 @@ never guessed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -1098,7 +1099,8 @@ def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Option
 
     * ``idle_device`` fires when the device is idle for at least ``IDLE_SHARE``
       (50 %) of the mean step; it lists the ``GAPS_SHOWN`` largest gaps between two
-      device executions with the ops on either side. Time at stake: the idle time
+      device executions with the ops on either side and the step they were in (each
+      pair of ops once, with its largest gap). Time at stake: the idle time
       per step.
     * ``cpu_bound`` fires when the host is in ops for at least ``CPU_BOUND_SHARE``
       (50 %) of the step and longer than the device is busy: the device waits for
@@ -1112,7 +1114,7 @@ def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Option
         return [], host_us, None, "unknown"
     step_us = p.mean_step_ns / 1000
     busy_ns = 0
-    gaps: list[tuple[int, str, str]] = []
+    gaps: list[tuple[int, str, str, str]] = []
     owner: dict[tuple[int, int], str] = {}
     for node in p.nodes:
         for d in node.device:
@@ -1129,13 +1131,21 @@ def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Option
         for a, b in zip(events, events[1:]):
             gap = b.start_ns - a.end_ns
             if gap > 0:
-                gaps.append((gap, owner.get((a.start_ns, a.end_ns), a.name), owner.get((b.start_ns, b.end_ns), b.name)))
+                where = st.node.name if st.node.name.startswith("ProfilerStep#") else "the recording"
+                gaps.append(
+                    (gap, owner.get((a.start_ns, a.end_ns), a.name), owner.get((b.start_ns, b.end_ns), b.name), where)
+                )
     busy_us = _per_step(busy_ns, p.n)
     idle_us = max(step_us - busy_us, 0.0)
     findings = []
     if step_us > 0 and idle_us / step_us >= IDLE_SHARE:
         gaps.sort(key=lambda g: -g[0])
-        shown = "; ".join(f"{g[0] / 1000:.1f} µs between {g[1]} and {g[2]}" for g in gaps[:GAPS_SHOWN])
+        # The largest gap of each pair of ops only: a loop repeats the same gap every step.
+        largest: dict[tuple[str, str], tuple[int, str, str, str]] = {}
+        for g in gaps:
+            largest.setdefault((g[1], g[2]), g)
+        gaps = list(largest.values())[:GAPS_SHOWN]
+        shown = "; ".join(f"{g[0] / 1000:.1f} µs between {g[1]} and {g[2]} (in {g[3]})" for g in gaps)
         detail = f"device busy {busy_us:.1f} of {step_us:.1f} µs per step"
         if shown:
             detail += f"; largest gaps: {shown}"
@@ -1144,7 +1154,7 @@ def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Option
                 kind="idle_device",
                 title=f"The device is idle {idle_us / step_us:.0%} of each step",
                 evidence=Evidence(
-                    tuple(dict.fromkeys(g[1] for g in gaps[:GAPS_SHOWN])),
+                    tuple(dict.fromkeys(n for g in gaps for n in g[1:3])),
                     None,
                     idle_us,
                     _share(idle_us, step_us),
@@ -1680,22 +1690,6 @@ _DEVICE_CATS = {
     "memset": "memset",
     "mtia_ccp_events": "kernel",
 }
-_OP_CATS = frozenset({"cpu_op", "operator"})
-
-
-def _host_category(cat: str, name: str) -> HostCategory:
-    low = cat.lower()
-    if name.startswith("ProfilerStep#"):
-        return "step"
-    if low in _OP_CATS:
-        return "op"
-    if low == "python_function":
-        return "python"
-    if low.endswith("_runtime") or low.endswith("_driver") or low == "runtime":
-        return "runtime"
-    if low == "user_annotation":
-        return "annotation"
-    return "other"
 
 
 def _shapes(dims: Any) -> Optional[tuple[tuple[int, ...], ...]]:
@@ -1713,18 +1707,36 @@ def _shapes(dims: Any) -> Optional[tuple[tuple[int, ...], ...]]:
 def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     """Read a Chrome/Perfetto trace file or folder into a [`Timeline`][neuronprof.analysis.insights.Timeline].
 
+    What an event is (device work, a step, an op, a runtime call) and which processes
+    and lanes are left out (derived views such as torch_npu's "Overlap Analysis", the
+    XLA viewer's "Steps"/"XLA Modules" lanes) is decided by the table loader's own
+    functions (``analysis/trace.py``: ``event_kind``, ``process_roles``,
+    ``is_container_lane``), so the findings and the tables read the same events.
+
     Raises:
         TraceError: The path is missing, or a file is not a readable trace.
     """
-    # The one place that reads raw trace events for the findings. It keeps its own
-    # small event mapping, but reads ts/dur and ids with the table loader's rules
-    # (analysis/trace.py): exact integer ns from numbers or their text.
     from neuronprof.analysis._jsonstream import EventStream
     from neuronprof.analysis.errors import TraceError
-    from neuronprof.analysis.trace import _id, _ns, _time_error, find_trace_files
+    from neuronprof.analysis.trace import (
+        _K_DEVICE,
+        _K_OP,
+        _K_PY,
+        _K_RUNTIME,
+        _K_STEP,
+        _SKIP_CATS,
+        _id,
+        _ns,
+        _time_error,
+        event_kind,
+        find_trace_files,
+        is_container_lane,
+        process_roles,
+    )
 
     def _int_or_none(value: Any) -> Optional[int]:
-        return _id(value) or None  # the table loader's rule: an int or the text of one ("7")
+        found = _id(value)  # the table loader's rule: an int or the text of one ("7"); 0 is an id
+        return found if found >= 0 else None
 
     files = find_trace_files(path)
     host: list[HostEvent] = []
@@ -1734,9 +1746,27 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     for fi, f in enumerate(files):
         stream = EventStream(f)
         skipped = 0
+        procs: dict[Any, list[str]] = {}
+        lanes: dict[Any, str] = {}
+        read: list[tuple[str, str, int, int, Any, Any, dict[str, Any]]] = []
         for index, ev in enumerate(stream):
-            if ev.get("ph") != "X":
-                if ev.get("ph") in ("B", "E", "b", "e"):
+            ph = ev.get("ph")
+            if ph == "M":
+                meta_args = ev.get("args")
+                value = (
+                    meta_args.get("name" if ev.get("name") != "process_labels" else "labels")
+                    if isinstance(meta_args, dict)
+                    else None
+                )
+                if isinstance(value, str):
+                    with _suppress_unhashable():
+                        if ev.get("name") in ("process_name", "process_labels"):
+                            procs.setdefault(ev.get("pid"), []).append(value)
+                        elif ev.get("name") == "thread_name":
+                            lanes[(ev.get("pid"), ev.get("tid"))] = value
+                continue
+            if ph != "X":
+                if ph in ("B", "E", "b", "e"):
                     skipped += 1
                 continue
             name, cat, ts, dur = ev.get("name"), ev.get("cat"), ev.get("ts"), ev.get("dur")
@@ -1750,13 +1780,26 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
             if length < 0:
                 raise TraceError(f"{f}: event #{index} ({name!r}) has a negative duration ({dur})")
             cat = cat if isinstance(cat, str) else ""
-            if cat in ("Trace", "gpu_user_annotation", "ac2g"):
+            if cat in _SKIP_CATS:
                 continue
             raw_args = ev.get("args")
             args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
-            end = start + length
-            dcat = _DEVICE_CATS.get(cat.lower())
-            if dcat is not None:
+            read.append((name, cat, start, start + length, ev.get("pid"), ev.get("tid"), args))
+        analysis_pids, device_pids = process_roles(procs)
+        for name, cat, start, end, pid, tid, args in read:
+            with _suppress_unhashable():
+                if pid in analysis_pids:
+                    continue
+                if pid in device_pids and is_container_lane(lanes.get((pid, tid))):
+                    continue
+            kind = event_kind(name, cat)
+            on_device = kind == _K_DEVICE
+            with _suppress_unhashable():
+                on_device = on_device or (pid in device_pids and kind != _K_STEP)
+            if kind == _K_STEP and pid in device_pids:
+                continue  # the device-side copy of a step annotation (as the table reader)
+            if on_device:
+                dcat = _DEVICE_CATS.get(cat.lower()) or ("memcpy" if _MEMCPY.search(name) else "kernel")
                 device.append(
                     DeviceEvent(
                         name,
@@ -1768,14 +1811,26 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
                     )
                 )
                 continue
-            hcat = _host_category(cat, name)
+            hcat: HostCategory
+            if kind == _K_STEP:
+                hcat = "step"
+            elif kind == _K_OP:
+                hcat = "op"
+            elif kind == _K_PY:
+                hcat = "python"
+            elif kind == _K_RUNTIME:
+                hcat = "runtime"
+            elif cat.lower() == "user_annotation":
+                hcat = "annotation"
+            else:
+                hcat = "other"
             dtypes = args.get("Input type")
             host.append(
                 HostEvent(
                     name,
                     start,
                     end,
-                    thread=f"{fi}:{ev.get('pid')}:{ev.get('tid')}",
+                    thread=f"{fi}:{pid}:{tid}",
                     category=hcat,
                     ext_id=_int_or_none(args.get("External id", args.get("external id"))),
                     correlation=_int_or_none(args.get("correlation")) if hcat == "runtime" else None,
@@ -1795,6 +1850,11 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
         label = "DEVICE"
         backend = "device" if backend == "cpu" else backend
     return Timeline(tuple(host), tuple(device), backend, label, ", ".join(files), tuple(notes))
+
+
+def _suppress_unhashable() -> contextlib.AbstractContextManager[None]:
+    """An unhashable pid/tid names no process: it matches nothing (as in the table reader)."""
+    return contextlib.suppress(TypeError)
 
 
 def advise(source: Union[str, os.PathLike[str]]) -> Insights:
