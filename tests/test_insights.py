@@ -938,3 +938,12 @@ def test_advise_leaves_out_what_the_table_reader_leaves_out(tmp_path: Path) -> N
     assert ins.device_busy_us == pytest.approx(50.0)  # the op lane only
     assert "idle_device" in ins.kinds()
     assert "Computing" not in str(ins)
+
+
+def test_adding_a_number_to_a_matmul_is_not_a_bias_add(tmp_path: Path) -> None:
+    a = torch.randn(64, 64)
+    bias = torch.randn(64)
+    for ins in live_and_offline(tmp_path, lambda: (a @ a).add_(1.0)):
+        assert "unfused_chain" not in ins.kinds(), ins
+    for ins in live_and_offline(tmp_path / "bias", lambda: torch.mm(a, a) + bias):
+        assert "addmm" in only(ins, "unfused_chain").suggestion

@@ -1256,7 +1256,8 @@ def _feeds(prev: _Node, cur: _Node) -> bool:
     if prev.name in MATMUL_OPS:
         # A matmul's output: the first input's leading dims and the second's last one.
         if len(a) >= 2 and a[0] and a[1]:
-            return (*a[0][:-1], a[1][-1]) in b_shapes
+            last = a[1][0] if prev.name == "aten::linear" else a[1][-1]  # linear's weight is (out, in)
+            return (*a[0][:-1], last) in b_shapes
         return True
     if a_shapes & b_shapes:
         return True
@@ -1264,6 +1265,14 @@ def _feeds(prev: _Node, cur: _Node) -> bool:
         ranks = {len(s) for s in a_shapes}
         return any(len(s) in ranks for s in b_shapes)
     return False
+
+
+def _tensor_operand(add: _Node) -> bool:
+    """Whether an ``add`` adds a tensor (a bias), not a Python number; unknown without shapes."""
+    shapes = add.ev.input_shapes
+    if not shapes:
+        return True
+    return sum(1 for s in shapes[:2] if s) >= 2
 
 
 def _chains(p: _Profile) -> list[Finding]:
@@ -1275,7 +1284,8 @@ def _chains(p: _Profile) -> list[Finding]:
     each one consuming the previous one's output as far as the trace can tell (see
     ``_feeds``: a shared input shape when shapes are recorded; independent ops on
     tensors of other shapes break the chain);
-    also a matmul followed by a bias ``add`` (which ``addmm`` fuses), and any run
+    also a matmul followed by a bias ``add`` of a tensor (which ``addmm`` fuses; adding
+    a Python number is not a bias), and any run
     holding a softmax between two matmuls (attention). Ops inside a
     library op (``aten::rms_norm``'s own decomposition), a compiled region or an
     optimizer's step (``Optimizer.step#...``: its per-parameter ``add_``, ``sqrt``,
@@ -1308,6 +1318,7 @@ def _chains(p: _Profile) -> list[Finding]:
                 and before in MATMUL_OPS
                 and run[0].name in ("aten::add", "aten::add_")
                 and _feeds(tops[i - 1], run[0])
+                and _tensor_operand(run[0])
             )
             attention = _is_attention([n.name for n in run], before, after)
             if len(run) >= CHAIN_MIN_OPS or addmm or attention:
@@ -1407,12 +1418,12 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
     for key, calls in tally.calls.items():
         dtypes, scalar, explicit = tally.extra[key]
         us = _per_step(tally.ns[key], p.n)
-        conv = f"{dtypes[0]} → {dtypes[1]}" if dtypes else "a dtype conversion"
+        conv = f" ({dtypes[0]} → {dtypes[1]})" if dtypes else ""  # dtypes need record_shapes=True
         if explicit:
-            detail = f"an explicit conversion ({conv}) in the step"
+            detail = f"an explicit conversion{conv} in the step"
             suggestion = "convert once before the loop (weights and constants), or create the tensor in the dtype used"
         else:
-            detail = f"{key} converts one of its inputs to another dtype ({conv}) on every call"
+            detail = f"{key} converts one of its inputs to another dtype{conv} on every call"
             if scalar:
                 detail += "; the input is a 0-dim tensor: a Python scalar or a constant of another dtype"
             suggestion = (
