@@ -947,3 +947,16 @@ def test_adding_a_number_to_a_matmul_is_not_a_bias_add(tmp_path: Path) -> None:
         assert "unfused_chain" not in ins.kinds(), ins
     for ins in live_and_offline(tmp_path / "bias", lambda: torch.mm(a, a) + bias):
         assert "addmm" in only(ins, "unfused_chain").suggestion
+
+
+def test_a_graph_break_with_nothing_between_is_not_estimated(tmp_path: Path) -> None:
+    host = (
+        HostEvent("ProfilerStep#0", 0, 100_000, category="step"),
+        HostEvent("Torch-Compiled Region: 0/0", 1_000, 40_000, category="op"),
+        HostEvent("aten::relu", 2_000, 39_000, category="op"),
+        HostEvent("Torch-Compiled Region: 1/0", 50_000, 90_000, category="op"),
+        HostEvent("aten::mul", 51_000, 89_000, category="op"),
+    )
+    for ins in _both(Timeline(host), tmp_path):
+        assert only(ins, "graph_break").estimated_us is None
+        assert "~0.0 µs" not in str(ins) and "time at stake not estimated" in str(ins)

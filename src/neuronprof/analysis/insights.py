@@ -296,7 +296,9 @@ def _see(f: Finding) -> str:
 
 
 def _stake(f: Finding) -> str:
-    return f"~{_us(f.estimated_us)}/step at stake" if f.estimated_us is not None else "time at stake not estimated"
+    if f.estimated_us is None:
+        return "time at stake not estimated"
+    return "< 0.1 µs/step at stake" if f.estimated_us < 0.05 else f"~{_us(f.estimated_us)}/step at stake"
 
 
 @dataclass(frozen=True)
@@ -1390,6 +1392,8 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
     ``x * 3``, ``.add_(1.0)``) converted to a dtype of its own family or a wider one
     (bool → int → float → complex; ``torch.float64`` → ``torch.float32``) is torch's
     type promotion of a number, not the caller's conversion, and is not reported.
+    Time at stake: the time the conversions keep the host or the device busy (the
+    union of their host calls and their device work, which overlap), per step.
     Threshold: any occurrence. Time at stake: the conversions' host time plus their
     device time per step.
     """
@@ -1412,7 +1416,10 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
             if not explicit and scalar and pair and _promotes(*pair):
                 continue  # a Python number meeting a tensor: torch's own type promotion
             key = cause.name if implicit and cause is not None else wrapper.name
-            tally.add(key, node.dur + node.device_ns(), (pair, scalar, explicit))
+            # The host call and its device work overlap in time: their union, not their sum.
+            spans = [(node.ev.start_ns, node.ev.end_ns)]
+            spans += [(d.start_ns, d.end_ns) for m in node.walk() for d in m.device]
+            tally.add(key, sum(e - s for s, e in _union(spans)), (pair, scalar, explicit))
     findings = []
     step_us = p.mean_step_ns / 1000
     for key, calls in tally.calls.items():
@@ -1455,7 +1462,7 @@ def _compiled(p: _Profile) -> list[Finding]:
     * ``graph_break``: more than one distinct compiled frame per step (on average):
       the function was split into several graphs with eager Python between them.
       Threshold: more than one frame per step. Time at stake: the host time of the
-      ops run between the regions, per step.
+      ops run between the regions, per step; not estimated when no op runs between them.
     """
     findings = []
     versions: dict[int, set[int]] = defaultdict(set)
@@ -1510,7 +1517,7 @@ def _compiled(p: _Profile) -> list[Finding]:
         )
     if frames_per_step and p.n and sum(frames_per_step) / p.n > 1:
         per = sum(frames_per_step) / p.n
-        us = _per_step(between_ns, p.n)
+        us = _per_step(between_ns, p.n) if between_ns else None  # nothing between: not estimated
         findings.append(
             Finding(
                 kind="graph_break",
