@@ -23,6 +23,7 @@ never guessed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -86,7 +87,28 @@ DEVICE_KINDS: frozenset[str] = frozenset({"idle_device", "cpu_bound"})
 """Kinds that need device time; skipped with a note on a profile without it."""
 
 GUIDE_PAGE = "insights.md"
-"""The guide page that explains every kind; each finding links to ``insights.md#<kind>``."""
+"""The guide page (in the documentation sources) that explains every kind."""
+DOCS_URL = "https://neuronprof.readthedocs.io/en/latest/"
+"""Where the built documentation is published: the one place findings' links are made from.
+
+No address is declared elsewhere in the project (``mkdocs.yml`` has no ``site_url``);
+this one is assumed and must be confirmed before a release.
+"""
+GUIDE_URL = DOCS_URL + "insights/"
+"""The guide page "Reading the findings" as built by MkDocs; each finding links to ``GUIDE_URL#<kind>``."""
+SECTIONS: dict[str, str] = {
+    "host_device_copy": "Host↔device copies",
+    "hidden_sync": "Hidden synchronisations",
+    "idle_device": "Idle device",
+    "cpu_bound": "CPU-bound loop",
+    "unfused_chain": "Unfused elementwise chains",
+    "dtype_conversion": "dtype conversions",
+    "recompilation": "Recompilations",
+    "graph_break": "Graph breaks",
+    "input_pipeline": "Input pipeline",
+    "dominant_op": "One dominant op",
+}
+"""The guide's section title of each kind (the page's headings)."""
 
 # -- thresholds (each one is explained on the guide page) -------------------------------
 IDLE_SHARE = 0.5
@@ -102,6 +124,12 @@ DOMINANT_SHARE = 0.5
 """``dominant_op`` fires when one op name takes more than this share of the op time."""
 GAPS_SHOWN = 3
 """How many of the largest gaps between device executions ``idle_device`` lists."""
+MIN_SHARE = 0.01
+"""A finding whose time at stake is under this share of the step (1 %) is *minor*: listed
+last, under "minor", after the findings that matter (and after ``dominant_op``)."""
+EVIDENCE_OPS_SHOWN = 8
+"""``print()`` and ``to_markdown()`` show at most this many (run-compressed) ops per finding;
+``to_json()`` keeps them all."""
 
 HostCategory = Literal["op", "python", "runtime", "annotation", "step", "other"]
 DeviceCategory = Literal["kernel", "memcpy", "memset"]
@@ -220,7 +248,8 @@ class Finding:
         estimated_us: Time per step it could save, in microseconds, as estimated by the
             rule (see the guide page); ``None`` where no estimate is possible.
         suggestion: One concrete thing to try.
-        docs: The guide section that explains it (``insights.md#<kind>``).
+        docs: The full address of the guide section that explains it
+            (``GUIDE_URL#<kind>``: "Reading the findings", the kind's section).
     """
 
     kind: FindingKind
@@ -234,7 +263,7 @@ class Finding:
         if self.kind not in FINDING_KINDS:
             raise ValueError(f"unknown finding kind {self.kind!r}; kinds: {', '.join(FINDING_KINDS)}")
         if not self.docs:
-            object.__setattr__(self, "docs", f"{GUIDE_PAGE}#{self.kind}")
+            object.__setattr__(self, "docs", f"{GUIDE_URL}#{self.kind}")
 
     def to_dict(self) -> dict[str, Any]:
         """Return the finding as a JSON-ready dict."""
@@ -256,8 +285,20 @@ class Finding:
         return row_from_dict(cls, kwargs, "Finding")
 
 
-def _sort_key(f: Finding) -> tuple[int, float]:
-    return (f.estimated_us is None, -(f.estimated_us or 0.0))
+def _is_minor(f: Finding, step_us: Optional[float]) -> bool:
+    """Whether a finding's time at stake is under ``MIN_SHARE`` of the step (no estimate: never minor)."""
+    return f.estimated_us is not None and bool(step_us) and f.estimated_us < MIN_SHARE * (step_us or 0.0)
+
+
+def _see(f: Finding) -> str:
+    section = SECTIONS.get(f.kind, f.kind)
+    return f"{f.docs} (the guide, 'Reading the findings' → {section})"
+
+
+def _stake(f: Finding) -> str:
+    if f.estimated_us is None:
+        return "time at stake not estimated"
+    return "< 0.1 µs/step at stake" if f.estimated_us < 0.05 else f"~{_us(f.estimated_us)}/step at stake"
 
 
 @dataclass(frozen=True)
@@ -302,7 +343,13 @@ class Insights:
         for f in findings:
             if not isinstance(f, Finding):
                 raise TypeError(f"Insights.findings must hold Finding objects, got {type(f).__name__}")
-        object.__setattr__(self, "findings", tuple(sorted(findings, key=_sort_key)))
+        step_us = self.step_us
+
+        def key(f: Finding) -> tuple[bool, bool, float]:
+            # Minor findings (under MIN_SHARE of the step) come after everything else.
+            return (_is_minor(f, step_us), f.estimated_us is None, -(f.estimated_us or 0.0))
+
+        object.__setattr__(self, "findings", tuple(sorted(findings, key=key)))
         if not isinstance(self.notes, tuple):
             object.__setattr__(self, "notes", tuple(self.notes))
 
@@ -311,6 +358,10 @@ class Insights:
 
     def __len__(self) -> int:
         return len(self.findings)
+
+    def minor(self) -> list[Finding]:
+        """Return the minor findings: time at stake under ``MIN_SHARE`` (1 %) of the step; listed last."""
+        return [f for f in self.findings if _is_minor(f, self.step_us)]
 
     def kinds(self) -> list[str]:
         """Return the kinds of the findings, most costly first."""
@@ -343,12 +394,14 @@ class Insights:
 
     def __str__(self) -> str:
         lines = [self._header()]
+        minor_from = len(self.findings) - len(self.minor())
         for i, f in enumerate(self.findings, 1):
-            stake = f"~{_us(f.estimated_us)}/step at stake" if f.estimated_us is not None else "no estimate"
-            lines.append(f"{i}. [{f.kind}] {f.title} ({stake})")
-            lines.append(f"   evidence: {_evidence_text(f.evidence)}")
+            if i == minor_from + 1:
+                lines.append(f"minor (under {MIN_SHARE:.0%} of the step each):")
+            lines.append(f"{i}. [{f.kind}] {f.title} ({_stake(f)})")
+            lines.append(f"   evidence: {_evidence_text(f.evidence, f.kind)}")
             lines.append(f"   try: {f.suggestion}")
-            lines.append(f"   see: {f.docs}")
+            lines.append(f"   see: {_see(f)}")
         if not self.findings:
             lines.append("(nothing to flag)")
         lines.extend(f"note: {n}" for n in self.notes)
@@ -361,12 +414,16 @@ class Insights:
     def to_markdown(self) -> str:
         """Return the findings as GitHub-flavoured Markdown: one numbered section per finding."""
         lines = [f"**{self._header()}**", ""]
+        minor_from = len(self.findings) - len(self.minor())
         for i, f in enumerate(self.findings, 1):
-            stake = f"~{_us(f.estimated_us)}/step at stake" if f.estimated_us is not None else "no estimate"
-            lines.append(f"{i}. **{_md(f.title)}** (`{f.kind}`, {stake})")
-            lines.append(f"    - evidence: {_md(_evidence_text(f.evidence))}")
+            if i == minor_from + 1:
+                lines.append(f"*Minor (under {MIN_SHARE:.0%} of the step each):*")
+                lines.append("")
+            lines.append(f"{i}. **{_md(f.title)}** (`{f.kind}`, {_stake(f)})")
+            lines.append(f"    - evidence: {_md(_evidence_text(f.evidence, f.kind))}")
             lines.append(f"    - try: {_md(f.suggestion)}")
-            lines.append(f"    - see: [{f.kind}]({f.docs})")
+            section = SECTIONS.get(f.kind, f.kind)
+            lines.append(f"    - see: [{_md(section)}]({f.docs}) in the guide, 'Reading the findings'")
         if not self.findings:
             lines.append("(nothing to flag)")
         if self.notes:
@@ -418,8 +475,31 @@ def _us(value: Optional[float]) -> str:
     return f"{value:,.1f} µs" if value < 10_000 else f"{value / 1000:,.2f} ms"
 
 
-def _evidence_text(ev: Evidence) -> str:
-    parts = [" → ".join(ev.ops)] if ev.ops else []
+def _compress(ops: Sequence[str]) -> list[str]:
+    """Runs of one op as ``aten::add ×200``."""
+    out: list[str] = []
+    i = 0
+    while i < len(ops):
+        j = i
+        while j < len(ops) and ops[j] == ops[i]:
+            j += 1
+        out.append(ops[i] if j - i == 1 else f"{ops[i]} ×{j - i}")
+        i = j
+    return out
+
+
+def _ops_text(ev: Evidence, chain: bool) -> str:
+    """The evidence's ops for print(): runs compressed, at most ``EVIDENCE_OPS_SHOWN``; "→" only for a sequence."""
+    shown = _compress(ev.ops) if chain else list(ev.ops)
+    more = len(shown) - EVIDENCE_OPS_SHOWN
+    if more > 0:
+        shown = [*shown[:EVIDENCE_OPS_SHOWN], f"… {more} more"]
+    return (" → " if chain else ", ").join(shown)
+
+
+def _evidence_text(ev: Evidence, kind: str = "unfused_chain") -> str:
+    # Ops in a sequence (a chain, an op and the copy it makes) take arrows; lists take commas.
+    parts = [_ops_text(ev, kind not in _LISTED_KINDS)] if ev.ops else []
     if ev.calls_per_step is not None:
         parts.append(f"{ev.calls_per_step:g} call(s)/step")
     if ev.us_per_step is not None:
@@ -428,6 +508,9 @@ def _evidence_text(ev: Evidence) -> str:
         parts.append(f"{ev.share_of_step:.0%} of the step")
     text = ", ".join(parts)
     return f"{text}; {ev.detail}" if ev.detail else text
+
+
+_LISTED_KINDS = frozenset({"idle_device", "recompilation", "graph_break", "dominant_op", "input_pipeline"})
 
 
 def _md(text: str) -> str:
@@ -478,6 +561,13 @@ _NOT_OPS = ("TorchDynamo Cache Lookup",)
 _COMPILE_WORK = re.compile(r"\(dynamo_timed\)$|^TorchDynamo|^_compile|^compile_fx|^dynamo$")
 
 
+_MACHINERY = re.compile(r"^## .*##$|^##|PythonDispatchMode|^AOTDispatcher|Runtime Wrapper|^CompiledFunction")
+"""torch.compile's runtime wrappers and dispatcher bookkeeping (``## Call CompiledFxGraph <hash> ##``,
+``PythonDispatchMode``, ``AOTDispatcher Runtime Wrapper Prologue``): never named as an op of the user's."""
+_OPTIMIZER = re.compile(r"^Optimizer\.(step|zero_grad)#")
+"""The ranges torch.optim records around ``step()`` and ``zero_grad()``."""
+
+
 def _bookkeeping(name: str) -> bool:
     """torch.compile's own work (guard checks, compiling): not an op of the user's code."""
     return name.startswith(_NOT_OPS) or bool(_COMPILE_WORK.search(name))
@@ -510,7 +600,8 @@ class _Node:
             stack.extend(reversed(node.children))
 
     def device_ns(self) -> int:
-        return sum(d.end_ns - d.start_ns for n in self.walk() for d in n.device)
+        # The union: work on several streams at once is not counted twice.
+        return sum(e - s for s, e in _union((d.start_ns, d.end_ns) for n in self.walk() for d in n.device))
 
     def self_ns(self) -> int:
         return self.dur - sum(c.dur for c in self.children)
@@ -681,9 +772,10 @@ def _per_step(total_ns: float, n: int) -> float:
 
 
 def _share(us: Optional[float], step_us: float) -> Optional[float]:
+    # Not clamped: a share above 1 is a rule's overcount, to be seen, not hidden.
     if us is None or step_us <= 0:
         return None
-    return min(us / step_us, 1.0)
+    return us / step_us
 
 
 def _cause(node: _Node) -> Optional[_Node]:
@@ -734,8 +826,49 @@ def _dtype_pair(copy: _Node) -> Optional[tuple[str, str]]:
         if n.name == "aten::copy_" and n.ev.input_dtypes and len(n.ev.input_dtypes) >= 2:
             dst, src = n.ev.input_dtypes[0], n.ev.input_dtypes[1]
             if dst and src:
-                return src, dst
+                return _torch_dtype(src), _torch_dtype(dst)
     return None
+
+
+# The C++ type names the profiler records ("Input type"), as torch dtypes.
+_TORCH_DTYPES = {
+    "float": "torch.float32",
+    "double": "torch.float64",
+    "c10::Half": "torch.float16",
+    "c10::BFloat16": "torch.bfloat16",
+    "c10::Float8_e4m3fn": "torch.float8_e4m3fn",
+    "c10::Float8_e5m2": "torch.float8_e5m2",
+    "c10::complex<float>": "torch.complex64",
+    "c10::complex<double>": "torch.complex128",
+    "long int": "torch.int64",
+    "int64_t": "torch.int64",
+    "int": "torch.int32",
+    "short int": "torch.int16",
+    "signed char": "torch.int8",
+    "unsigned char": "torch.uint8",
+    "bool": "torch.bool",
+}
+_FAMILY = {"bool": 0, "int": 1, "uint": 1, "float": 2, "bfloat": 2, "complex": 3}
+
+
+def _torch_dtype(name: str) -> str:
+    """``c10::Half`` → ``torch.float16``; names already torch's, or unknown, unchanged."""
+    return _TORCH_DTYPES.get(name.strip(), name)
+
+
+def _family(dtype: str) -> Optional[int]:
+    m = re.match(r"torch\.([a-z]+)", _torch_dtype(dtype))
+    return _FAMILY.get(m.group(1)) if m else None
+
+
+def _in_optimizer(node: _Node) -> bool:
+    """Whether the op runs inside ``Optimizer.step``/``zero_grad`` (torch.optim's own internals)."""
+    p: Optional[_Node] = node.parent
+    while p is not None and p.ev.category != "step":
+        if _OPTIMIZER.match(p.name):
+            return True
+        p = p.parent
+    return False
 
 
 def _is_scalar_source(copy: _Node) -> Optional[bool]:
@@ -752,12 +885,20 @@ class _Tally:
         self.calls: Counter[Any] = Counter()
         self.ns: defaultdict[Any, float] = defaultdict(float)
         self.extra: dict[Any, Any] = {}
+        self.steps: defaultdict[Any, set[int]] = defaultdict(set)
+        self.step = 0  # the step being read: set by the rule's loop
 
     def add(self, key: Any, ns: float, extra: Any = None) -> None:
         self.calls[key] += 1
         self.ns[key] += ns
+        self.steps[key].add(self.step)
         if extra is not None:
             self.extra.setdefault(key, extra)
+
+    def when(self, key: Any, n: int) -> str:
+        """``"in every step"``, or ``"in k of n steps"`` when the pattern is missing from some."""
+        k = len(self.steps[key])
+        return "in every step" if k >= n else f"in {k} of {n} steps"
 
 
 def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
@@ -784,7 +925,7 @@ def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
     """
     tally = _Tally()
     claimed: set[int] = set()
-    for step in p.steps:
+    for tally.step, step in enumerate(p.steps):
         top_ids = {id(t) for t in step.top}
         for node in step.node.walk():
             if node.name not in COPY_OPS or (node.parent is not None and node.parent.name in COPY_OPS):
@@ -831,7 +972,7 @@ def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
         findings.append(
             Finding(
                 kind="host_device_copy",
-                title=f"{cause_name} copies data {what} in every step",
+                title=f"{cause_name} copies data {what} {tally.when(key, p.n)}",
                 evidence=Evidence(ops, calls / p.n, us, _share(us, step_us), detail),
                 estimated_us=us,
                 suggestion=_copy_suggestion(cause_name, direction, scalar),
@@ -899,7 +1040,7 @@ def _syncs(p: _Profile) -> list[Finding]:
     if not p.has_device:
         return []
     tally = _Tally()
-    for step in p.steps:
+    for tally.step, step in enumerate(p.steps):
         loose: list[_Node] = []
         for node in step.node.walk():
             if node.name in SYNC_OPS:
@@ -931,7 +1072,7 @@ def _syncs(p: _Profile) -> list[Finding]:
         findings.append(
             Finding(
                 kind="hidden_sync",
-                title=f"{name} makes the host wait for the device in every step",
+                title=f"{name} makes the host wait for the device {tally.when(name, p.n)}",
                 evidence=Evidence(
                     tuple(name.split(" → ")),
                     calls / p.n,
@@ -960,7 +1101,8 @@ def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Option
 
     * ``idle_device`` fires when the device is idle for at least ``IDLE_SHARE``
       (50 %) of the mean step; it lists the ``GAPS_SHOWN`` largest gaps between two
-      device executions with the ops on either side. Time at stake: the idle time
+      device executions with the ops on either side and the step they were in (each
+      pair of ops once, with its largest gap). Time at stake: the idle time
       per step.
     * ``cpu_bound`` fires when the host is in ops for at least ``CPU_BOUND_SHARE``
       (50 %) of the step and longer than the device is busy: the device waits for
@@ -974,7 +1116,7 @@ def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Option
         return [], host_us, None, "unknown"
     step_us = p.mean_step_ns / 1000
     busy_ns = 0
-    gaps: list[tuple[int, str, str]] = []
+    gaps: list[tuple[int, str, str, str]] = []
     owner: dict[tuple[int, int], str] = {}
     for node in p.nodes:
         for d in node.device:
@@ -991,13 +1133,21 @@ def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Option
         for a, b in zip(events, events[1:]):
             gap = b.start_ns - a.end_ns
             if gap > 0:
-                gaps.append((gap, owner.get((a.start_ns, a.end_ns), a.name), owner.get((b.start_ns, b.end_ns), b.name)))
+                where = st.node.name if st.node.name.startswith("ProfilerStep#") else "the recording"
+                gaps.append(
+                    (gap, owner.get((a.start_ns, a.end_ns), a.name), owner.get((b.start_ns, b.end_ns), b.name), where)
+                )
     busy_us = _per_step(busy_ns, p.n)
     idle_us = max(step_us - busy_us, 0.0)
     findings = []
     if step_us > 0 and idle_us / step_us >= IDLE_SHARE:
         gaps.sort(key=lambda g: -g[0])
-        shown = "; ".join(f"{g[0] / 1000:.1f} µs between {g[1]} and {g[2]}" for g in gaps[:GAPS_SHOWN])
+        # The largest gap of each pair of ops only: a loop repeats the same gap every step.
+        largest: dict[tuple[str, str], tuple[int, str, str, str]] = {}
+        for g in gaps:
+            largest.setdefault((g[1], g[2]), g)
+        gaps = list(largest.values())[:GAPS_SHOWN]
+        shown = "; ".join(f"{g[0] / 1000:.1f} µs between {g[1]} and {g[2]} (in {g[3]})" for g in gaps)
         detail = f"device busy {busy_us:.1f} of {step_us:.1f} µs per step"
         if shown:
             detail += f"; largest gaps: {shown}"
@@ -1006,7 +1156,7 @@ def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Option
                 kind="idle_device",
                 title=f"The device is idle {idle_us / step_us:.0%} of each step",
                 evidence=Evidence(
-                    tuple(dict.fromkeys(g[1] for g in gaps[:GAPS_SHOWN])),
+                    tuple(dict.fromkeys(n for g in gaps for n in g[1:3])),
                     None,
                     idle_us,
                     _share(idle_us, step_us),
@@ -1082,16 +1232,67 @@ def _chain_suggestion(names: Sequence[str], before: Optional[str], after: Option
     return "torch.compile the function: it fuses these elementwise ops into one kernel"
 
 
+_REDUCTIONS = frozenset(
+    "aten::" + n
+    for n in ("mean", "sum", "var", "var_mean", "std", "amax", "softmax", "_softmax", "log_softmax", "_log_softmax")
+)
+
+
+def _feeds(prev: _Node, cur: _Node) -> bool:
+    """Whether ``cur`` may consume ``prev``'s output: the data-dependence test of a chain.
+
+    Traces record input shapes, not tensor ids or output shapes, so this is a heuristic:
+    with shapes recorded for both ops, ``cur`` must take an input of a shape ``prev``
+    took (an elementwise op's output has its input's shape), of a matmul's output
+    shape after a matmul (``mm`` ``(n, k) @ (k, m)`` → ``(n, m)``), or, after a reduction,
+    an input of the same rank as the reduced one (``mean(-1, keepdim=True)``). Without
+    shapes, any two consecutive ops on the step's thread with no other op between pass.
+    """
+    a, b = prev.ev.input_shapes, cur.ev.input_shapes
+    if not a or not b:
+        return True
+    a_shapes = {s for s in a if s}
+    b_shapes = {s for s in b if s}
+    if not a_shapes or not b_shapes:
+        return True  # only scalars recorded: nothing to compare
+    if prev.name in MATMUL_OPS:
+        # A matmul's output: the first input's leading dims and the second's last one.
+        if len(a) >= 2 and a[0] and a[1]:
+            last = a[1][0] if prev.name == "aten::linear" else a[1][-1]  # linear's weight is (out, in)
+            return (*a[0][:-1], last) in b_shapes
+        return True
+    if a_shapes & b_shapes:
+        return True
+    if prev.name in _REDUCTIONS:
+        ranks = {len(s) for s in a_shapes}
+        return any(len(s) in ranks for s in b_shapes)
+    return False
+
+
+def _tensor_operand(add: _Node) -> bool:
+    """Whether an ``add`` adds a tensor (a bias), not a Python number; unknown without shapes."""
+    shapes = add.ev.input_shapes
+    if not shapes:
+        return True
+    return sum(1 for s in shapes[:2] if s) >= 2
+
+
 def _chains(p: _Profile) -> list[Finding]:
     """``unfused_chain``: consecutive small ops that one fused op would replace.
 
     Rule: a run of at least ``CHAIN_MIN_OPS`` (3) ops called directly by the step,
     one after another, each elementwise or a normalisation's small reduction
-    (``ELEMENTWISE_OPS``: ``add``, ``mul``, ``pow``, ``mean``, ``rsqrt``, ``softmax``...);
-    also a matmul followed by a bias ``add`` (which ``addmm`` fuses), and any run
+    (``ELEMENTWISE_OPS``: ``add``, ``mul``, ``pow``, ``mean``, ``rsqrt``, ``softmax``...),
+    each one consuming the previous one's output as far as the trace can tell (see
+    ``_feeds``: a shared input shape when shapes are recorded; independent ops on
+    tensors of other shapes break the chain);
+    also a matmul followed by a bias ``add`` of a tensor (which ``addmm`` fuses; adding
+    a Python number is not a bias), and any run
     holding a softmax between two matmuls (attention). Ops inside a
-    library op (``aten::rms_norm``'s own decomposition) or a compiled region are not
-    the caller's to fuse and never count. The suggestion names the fused op when the
+    library op (``aten::rms_norm``'s own decomposition), a compiled region or an
+    optimizer's step (``Optimizer.step#...``: its per-parameter ``add_``, ``sqrt``,
+    ``div``; ``foreach=True``/``fused=True`` is the optimizer's own fix) are not the
+    caller's to fuse and never count. The suggestion names the fused op when the
     chain matches one (``rms_norm``, ``layer_norm``, ``scaled_dot_product_attention``,
     ``addmm``), else ``torch.compile``. Time at stake: the chain's device time minus
     its longest op's (one fused pass remains; for a bias add, the add's whole time),
@@ -1100,20 +1301,27 @@ def _chains(p: _Profile) -> list[Finding]:
     tally = _Tally()
     totals: defaultdict[Any, int] = defaultdict(int)  # the chains' own time
     gaps: defaultdict[Any, int] = defaultdict(int)  # device idle between their executions
-    for step in p.steps:
+    for tally.step, step in enumerate(p.steps):
         tops = step.top
+        link = [not _in_optimizer(t) and t.name in ELEMENTWISE_OPS for t in tops]
         i = 0
         while i < len(tops):
-            if tops[i].name not in ELEMENTWISE_OPS:
+            if not link[i]:
                 i += 1
                 continue
-            j = i
-            while j < len(tops) and tops[j].name in ELEMENTWISE_OPS:
+            j = i + 1
+            while j < len(tops) and link[j] and _feeds(tops[j - 1], tops[j]):
                 j += 1
             run = tops[i:j]
             before = tops[i - 1].name if i > 0 else None
             after = tops[j].name if j < len(tops) else None
-            addmm = len(run) == 1 and before in MATMUL_OPS and run[0].name in ("aten::add", "aten::add_")
+            addmm = (
+                len(run) == 1
+                and before in MATMUL_OPS
+                and run[0].name in ("aten::add", "aten::add_")
+                and _feeds(tops[i - 1], run[0])
+                and _tensor_operand(run[0])
+            )
             attention = _is_attention([n.name for n in run], before, after)
             if len(run) >= CHAIN_MIN_OPS or addmm or attention:
                 names = tuple(n.name for n in run)
@@ -1165,6 +1373,12 @@ def _chains(p: _Profile) -> list[Finding]:
     return findings
 
 
+def _promotes(src: str, dst: str) -> bool:
+    """Whether a 0-dim ``src`` converted to ``dst`` is a Python number's promotion: same family or wider."""
+    a, b = _family(src), _family(dst)
+    return a is not None and b is not None and a <= b
+
+
 def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
     """``dtype_conversion``: tensors converted to another dtype in every step.
 
@@ -1172,13 +1386,19 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
     its input unchanged when nothing changes) that is either called by the step
     itself (an explicit ``.float()``/``.to(dtype)``) or made implicitly by an op the
     step calls directly (``aten::add`` converting a ``double`` Python scalar to
-    ``float``). Conversions inside a library op's implementation are not counted, and
-    copies already reported as ``host_device_copy`` are not reported twice.
+    ``float``). Conversions inside a library op's implementation or an optimizer's
+    step (``Optimizer.step#...``) are not counted, and copies already reported as
+    ``host_device_copy`` are not reported twice. A 0-dim source (a Python scalar:
+    ``x * 3``, ``.add_(1.0)``) converted to a dtype of its own family or a wider one
+    (bool → int → float → complex; ``torch.float64`` → ``torch.float32``) is torch's
+    type promotion of a number, not the caller's conversion, and is not reported.
+    Time at stake: the time the conversions keep the host or the device busy (the
+    union of their host calls and their device work, which overlap), per step.
     Threshold: any occurrence. Time at stake: the conversions' host time plus their
     device time per step.
     """
     tally = _Tally()
-    for step in p.steps:
+    for tally.step, step in enumerate(p.steps):
         top_ids = {id(t) for t in step.top}
         for node in step.node.walk():
             if node.name != "aten::_to_copy":
@@ -1190,21 +1410,27 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
             wrapper = _outer_wrapper(node)
             explicit = id(wrapper) in top_ids
             implicit = cause is not None and id(cause) in top_ids
-            if not (explicit or implicit):
+            if not (explicit or implicit) or _in_optimizer(node):
                 continue
+            pair, scalar = _dtype_pair(node), _is_scalar_source(node)
+            if not explicit and scalar and pair and _promotes(*pair):
+                continue  # a Python number meeting a tensor: torch's own type promotion
             key = cause.name if implicit and cause is not None else wrapper.name
-            tally.add(key, node.dur + node.device_ns(), (_dtype_pair(node), _is_scalar_source(node), explicit))
+            # The host call and its device work overlap in time: their union, not their sum.
+            spans = [(node.ev.start_ns, node.ev.end_ns)]
+            spans += [(d.start_ns, d.end_ns) for m in node.walk() for d in m.device]
+            tally.add(key, sum(e - s for s, e in _union(spans)), (pair, scalar, explicit))
     findings = []
     step_us = p.mean_step_ns / 1000
     for key, calls in tally.calls.items():
         dtypes, scalar, explicit = tally.extra[key]
         us = _per_step(tally.ns[key], p.n)
-        conv = f"{dtypes[0]} → {dtypes[1]}" if dtypes else "a dtype conversion"
+        conv = f" ({dtypes[0]} → {dtypes[1]})" if dtypes else ""  # dtypes need record_shapes=True
         if explicit:
-            detail = f"an explicit conversion ({conv}) in the step"
+            detail = f"an explicit conversion{conv} in the step"
             suggestion = "convert once before the loop (weights and constants), or create the tensor in the dtype used"
         else:
-            detail = f"{key} converts an input ({conv}) on every call"
+            detail = f"{key} converts one of its inputs to another dtype{conv} on every call"
             if scalar:
                 detail += "; the input is a 0-dim tensor: a Python scalar or a constant of another dtype"
             suggestion = (
@@ -1214,7 +1440,7 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
         findings.append(
             Finding(
                 kind="dtype_conversion",
-                title=f"{key} converts a tensor's dtype in every step",
+                title=f"{key} converts a tensor's dtype {tally.when(key, p.n)}",
                 evidence=Evidence((key, "aten::_to_copy"), calls / p.n, us, _share(us, step_us), detail),
                 estimated_us=us,
                 suggestion=suggestion,
@@ -1229,12 +1455,14 @@ def _compiled(p: _Profile) -> list[Finding]:
     * ``recompilation``: a region ``k/n`` with ``n > 0`` ran: frame ``k`` was compiled
       ``n + 1`` times (guards failed: new shapes, dtypes or Python values). Threshold:
       any. Time at stake: torch.compile's own work (``... (dynamo_timed)`` ranges,
-      guard building, compiling) recorded inside the steps, per step; no estimate
-      when the recompilation happened before the recorded steps.
+      guard building, compiling) recorded inside the steps, per step, as the *union*
+      of those ranges in each step (they nest, and are never added up), so it can
+      never exceed the step; no estimate when the recompilation happened before the
+      recorded steps (no compile work inside them).
     * ``graph_break``: more than one distinct compiled frame per step (on average):
       the function was split into several graphs with eager Python between them.
       Threshold: more than one frame per step. Time at stake: the host time of the
-      ops run between the regions, per step.
+      ops run between the regions, per step; not estimated when no op runs between them.
     """
     findings = []
     versions: dict[int, set[int]] = defaultdict(set)
@@ -1243,16 +1471,19 @@ def _compiled(p: _Profile) -> list[Finding]:
     compile_ns = 0
     for st in p.steps:
         frames: set[int] = set()
+        compile_spans: list[tuple[int, int]] = []
         for node in st.node.walk():
             m = _REGION.match(node.name)
             if m:
                 k, n = int(m.group(1)), int(m.group(2))
                 frames.add(k)
                 versions[k].add(n)
-            elif _COMPILE_WORK.search(node.name) and not (
-                node.parent is not None and _COMPILE_WORK.search(node.parent.name)
-            ):
-                compile_ns += node.dur
+            elif _COMPILE_WORK.search(node.name) and not node.name.startswith(_NOT_OPS):
+                # (the cache lookup is the guard check of every call, not compiling)
+                compile_spans.append((node.ev.start_ns, node.ev.end_ns))
+        # The union of the compile ranges inside the step: the ranges nest ("compile_attempt_0
+        # (dynamo_timed)" inside "compile_attempt_0") and must not be added up.
+        compile_ns += sum(e - s for s, e in _clip(_union(compile_spans), st.start, st.end))
         frames_per_step.append(len(frames))
         if len(frames) > 1:
             regions = [t for t in st.top if _is_region(t.name)]
@@ -1286,7 +1517,7 @@ def _compiled(p: _Profile) -> list[Finding]:
         )
     if frames_per_step and p.n and sum(frames_per_step) / p.n > 1:
         per = sum(frames_per_step) / p.n
-        us = _per_step(between_ns, p.n)
+        us = _per_step(between_ns, p.n) if between_ns else None  # nothing between: not estimated
         findings.append(
             Finding(
                 kind="graph_break",
@@ -1349,20 +1580,33 @@ def _dominant(p: _Profile) -> list[Finding]:
 
     Rule: self time per op name (device time where the profile has it, else host
     time), summed over the steps; the top name fires when it holds more than
-    ``DOMINANT_SHARE`` (50 %) of the total. No time-at-stake estimate: how much of it
-    can be saved depends on the op.
+    ``DOMINANT_SHARE`` (50 %) of the total. torch.compile's machinery (``## Call
+    CompiledFxGraph <hash> ##``, ``PythonDispatchMode``, the AOT runtime wrappers;
+    ``_MACHINERY``) is never named: its time counts for the compiled region around it
+    (``Torch-Compiled Region: k/n``), which is named instead when it dominates.
+    No time-at-stake estimate: how much of it can be saved depends on the op.
     """
     totals: Counter[str] = Counter()
     calls: Counter[str] = Counter()
     for st in p.steps:
         for node in st.node.walk():
-            if node.ev.category != "op" and not _is_region(node.name):
+            if node.ev.category != "op" and not _is_region(node.name) and not _MACHINERY.search(node.name):
                 continue
             if _bookkeeping(node.name) or (node.parent is not None and _bookkeeping(node.parent.name)):
                 continue
+            name = node.name
+            if _MACHINERY.search(name):
+                # A compiled graph's wrapper: its time is the compiled region's, else nobody's.
+                region = node.parent
+                while region is not None and not _is_region(region.name):
+                    region = region.parent
+                if region is None:
+                    continue
+                name = region.name
             value = sum(d.end_ns - d.start_ns for d in node.device) if p.has_device_time else node.self_ns()
-            totals[node.name] += value
-            calls[node.name] += 1
+            totals[name] += value
+            if name == node.name:
+                calls[name] += 1
     total = sum(totals.values())
     if not total:
         return []
@@ -1464,22 +1708,6 @@ _DEVICE_CATS = {
     "memset": "memset",
     "mtia_ccp_events": "kernel",
 }
-_OP_CATS = frozenset({"cpu_op", "operator"})
-
-
-def _host_category(cat: str, name: str) -> HostCategory:
-    low = cat.lower()
-    if name.startswith("ProfilerStep#"):
-        return "step"
-    if low in _OP_CATS:
-        return "op"
-    if low == "python_function":
-        return "python"
-    if low.endswith("_runtime") or low.endswith("_driver") or low == "runtime":
-        return "runtime"
-    if low == "user_annotation":
-        return "annotation"
-    return "other"
 
 
 def _shapes(dims: Any) -> Optional[tuple[tuple[int, ...], ...]]:
@@ -1497,18 +1725,36 @@ def _shapes(dims: Any) -> Optional[tuple[tuple[int, ...], ...]]:
 def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     """Read a Chrome/Perfetto trace file or folder into a [`Timeline`][neuronprof.analysis.insights.Timeline].
 
+    What an event is (device work, a step, an op, a runtime call) and which processes
+    and lanes are left out (derived views such as torch_npu's "Overlap Analysis", the
+    XLA viewer's "Steps"/"XLA Modules" lanes) is decided by the table loader's own
+    functions (``analysis/trace.py``: ``event_kind``, ``process_roles``,
+    ``is_container_lane``), so the findings and the tables read the same events.
+
     Raises:
         TraceError: The path is missing, or a file is not a readable trace.
     """
-    # The one place that reads raw trace events for the findings. It keeps its own
-    # small event mapping, but reads ts/dur and ids with the table loader's rules
-    # (analysis/trace.py): exact integer ns from numbers or their text.
     from neuronprof.analysis._jsonstream import EventStream
     from neuronprof.analysis.errors import TraceError
-    from neuronprof.analysis.trace import _id, _ns, _time_error, find_trace_files
+    from neuronprof.analysis.trace import (
+        _K_DEVICE,
+        _K_OP,
+        _K_PY,
+        _K_RUNTIME,
+        _K_STEP,
+        _SKIP_CATS,
+        _id,
+        _ns,
+        _time_error,
+        event_kind,
+        find_trace_files,
+        is_container_lane,
+        process_roles,
+    )
 
     def _int_or_none(value: Any) -> Optional[int]:
-        return _id(value) or None  # the table loader's rule: an int or the text of one ("7")
+        found = _id(value)  # the table loader's rule: an int or the text of one ("7"); 0 is an id
+        return found if found >= 0 else None
 
     files = find_trace_files(path)
     host: list[HostEvent] = []
@@ -1518,9 +1764,27 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     for fi, f in enumerate(files):
         stream = EventStream(f)
         skipped = 0
+        procs: dict[Any, list[str]] = {}
+        lanes: dict[Any, str] = {}
+        read: list[tuple[str, str, int, int, Any, Any, dict[str, Any]]] = []
         for index, ev in enumerate(stream):
-            if ev.get("ph") != "X":
-                if ev.get("ph") in ("B", "E", "b", "e"):
+            ph = ev.get("ph")
+            if ph == "M":
+                meta_args = ev.get("args")
+                value = (
+                    meta_args.get("name" if ev.get("name") != "process_labels" else "labels")
+                    if isinstance(meta_args, dict)
+                    else None
+                )
+                if isinstance(value, str):
+                    with _suppress_unhashable():
+                        if ev.get("name") in ("process_name", "process_labels"):
+                            procs.setdefault(ev.get("pid"), []).append(value)
+                        elif ev.get("name") == "thread_name":
+                            lanes[(ev.get("pid"), ev.get("tid"))] = value
+                continue
+            if ph != "X":
+                if ph in ("B", "E", "b", "e"):
                     skipped += 1
                 continue
             name, cat, ts, dur = ev.get("name"), ev.get("cat"), ev.get("ts"), ev.get("dur")
@@ -1534,13 +1798,26 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
             if length < 0:
                 raise TraceError(f"{f}: event #{index} ({name!r}) has a negative duration ({dur})")
             cat = cat if isinstance(cat, str) else ""
-            if cat in ("Trace", "gpu_user_annotation", "ac2g"):
+            if cat in _SKIP_CATS:
                 continue
             raw_args = ev.get("args")
             args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
-            end = start + length
-            dcat = _DEVICE_CATS.get(cat.lower())
-            if dcat is not None:
+            read.append((name, cat, start, start + length, ev.get("pid"), ev.get("tid"), args))
+        analysis_pids, device_pids = process_roles(procs)
+        for name, cat, start, end, pid, tid, args in read:
+            with _suppress_unhashable():
+                if pid in analysis_pids:
+                    continue
+                if pid in device_pids and is_container_lane(lanes.get((pid, tid))):
+                    continue
+            kind = event_kind(name, cat)
+            on_device = kind == _K_DEVICE
+            with _suppress_unhashable():
+                on_device = on_device or (pid in device_pids and kind != _K_STEP)
+            if kind == _K_STEP and pid in device_pids:
+                continue  # the device-side copy of a step annotation (as the table reader)
+            if on_device:
+                dcat = _DEVICE_CATS.get(cat.lower()) or ("memcpy" if _MEMCPY.search(name) else "kernel")
                 device.append(
                     DeviceEvent(
                         name,
@@ -1552,14 +1829,26 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
                     )
                 )
                 continue
-            hcat = _host_category(cat, name)
+            hcat: HostCategory
+            if kind == _K_STEP:
+                hcat = "step"
+            elif kind == _K_OP:
+                hcat = "op"
+            elif kind == _K_PY:
+                hcat = "python"
+            elif kind == _K_RUNTIME:
+                hcat = "runtime"
+            elif cat.lower() == "user_annotation":
+                hcat = "annotation"
+            else:
+                hcat = "other"
             dtypes = args.get("Input type")
             host.append(
                 HostEvent(
                     name,
                     start,
                     end,
-                    thread=f"{fi}:{ev.get('pid')}:{ev.get('tid')}",
+                    thread=f"{fi}:{pid}:{tid}",
                     category=hcat,
                     ext_id=_int_or_none(args.get("External id", args.get("external id"))),
                     correlation=_int_or_none(args.get("correlation")) if hcat == "runtime" else None,
@@ -1579,6 +1868,11 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
         label = "DEVICE"
         backend = "device" if backend == "cpu" else backend
     return Timeline(tuple(host), tuple(device), backend, label, ", ".join(files), tuple(notes))
+
+
+def _suppress_unhashable() -> contextlib.AbstractContextManager[None]:
+    """An unhashable pid/tid names no process: it matches nothing (as in the table reader)."""
+    return contextlib.suppress(TypeError)
 
 
 def advise(source: Union[str, os.PathLike[str]]) -> Insights:

@@ -495,8 +495,49 @@ class _Thread:
         self.ts = array("q")  # start, integer nanoseconds
         self.dur = array("q")  # duration, integer nanoseconds
         self.kid = array("i")  # index of the event's key
-        self.corr = array("q")  # correlation id, 0 when none
-        self.ext = array("q")  # External id, 0 when none
+        self.corr = array("q")  # correlation id, -1 when none (0 is a valid id)
+        self.ext = array("q")  # External id, -1 when none (0 is a valid id)
+
+
+def event_kind(name: str, cat: Any) -> int:
+    """What kind of event a (name, category) is: one of ``_K_*`` (device work, a step, an op...).
+
+    The one rule, shared by the table reader and the findings' trace adapter
+    (``neuronprof.analysis.insights.timeline_from_trace``).
+    """
+    lcat = cat.lower() if isinstance(cat, str) else ""
+    if lcat in _DEVICE_CATS:
+        return _K_DEVICE
+    if name.startswith(_STEP_PREFIX):
+        return _K_STEP
+    if lcat in _OP_CATS:
+        return _K_OP
+    if lcat == "python_function":
+        return _K_PY
+    if lcat.endswith(("runtime", "driver")):
+        return _K_RUNTIME
+    return _K_OTHER
+
+
+def process_roles(procs: Mapping[Any, Sequence[str]]) -> tuple[set[Any], set[Any]]:
+    """Split a file's processes by their names/labels: ``(derived-view pids, device pids)``.
+
+    Derived views (torch_npu's "Overlap Analysis") are left out; every event of a
+    device process (kineto's "GPU 0", XLA's "/device:TPU:0", "Ascend Hardware") is
+    device work. Shared by the table reader and the findings' trace adapter.
+    """
+    analysis = {pid for pid, names in procs.items() if any(_ANALYSIS_PROC.search(n) for n in names)}
+    device = {pid for pid, names in procs.items() if pid not in analysis and any(_DEVICE_PROC.search(n) for n in names)}
+    return analysis, device
+
+
+def is_container_lane(lane: Optional[str]) -> bool:
+    """Whether a device process's lane (thread name) holds spans that contain other lanes' ops.
+
+    The XLA/TPU trace viewer's "Steps" and "XLA Modules" (and the framework views):
+    left out, only the op lanes are device op time.
+    """
+    return lane is not None and bool(_CONTAINER_LANE.match(lane))
 
 
 class _Keys:
@@ -513,20 +554,9 @@ class _Keys:
         self.index[key] = kid
         self.keys.append(key)
         name, cat = key[0], key[1]
-        lcat = cat.lower() if isinstance(cat, str) else ""
-        if lcat in _DEVICE_CATS:
-            kind = _K_DEVICE
-        elif name.startswith(_STEP_PREFIX):
-            kind = _K_STEP
+        kind = event_kind(name, cat)
+        if kind == _K_STEP:
             name = _STEP_NAME
-        elif lcat in _OP_CATS:
-            kind = _K_OP
-        elif lcat == "python_function":
-            kind = _K_PY
-        elif lcat.endswith(("runtime", "driver")):
-            kind = _K_RUNTIME
-        else:
-            kind = _K_OTHER
         self.names.append(name)
         self.kind.append(kind)
         return kid
@@ -611,14 +641,17 @@ def _ns(value: Any) -> Optional[int]:
 
 
 def _id(value: Any) -> int:
-    """A correlation or External id: an int, or the text of one (``"7"``); 0 when none or out of range."""
+    """A correlation or External id: an int, or the text of one (``"7"``); -1 when none or out of range.
+
+    0 is a valid id (kineto numbers from 0 on some builds), so "none" is -1, never 0.
+    """
     if type(value) is str:
         text = value.strip()
         if text.isascii() and text.isdigit():
             value = int(text)
-    if type(value) is int and 0 < value < _MAX_ID:
+    if type(value) is int and 0 <= value < _MAX_ID:
         return value
-    return 0
+    return -1
 
 
 def _time_error(path: str, index: int, what: str, key: str, value: Any) -> str:
@@ -727,7 +760,7 @@ class _FileReader:
                     a = ev.args
                     if a is None:
                         key: tuple[Any, ...] = (name, cat, None, None, None)
-                        corr = ext = 0
+                        corr = ext = -1
                     else:
                         dims = a.dims
                         if dims is None:
@@ -742,12 +775,12 @@ class _FileReader:
                             None if concrete is None else bytes(concrete),
                         )
                         corr = a.correlation
-                        if type(corr) is not int or not 0 < corr < _MAX_ID:
+                        if type(corr) is not int or not 0 <= corr < _MAX_ID:
                             corr = _id(corr)
                         ext = a.ext
                         if ext is None:
                             ext = a.ext_lower
-                        if type(ext) is not int or not 0 < ext < _MAX_ID:
+                        if type(ext) is not int or not 0 <= ext < _MAX_ID:
                             ext = _id(ext)
                     try:
                         kid = index_get(key)
@@ -762,7 +795,7 @@ class _FileReader:
                             _add_flops(flops_by_key, kid, flops)
                         kd = kinds[kid]
                         if kd == _K_RUNTIME:
-                            if corr:
+                            if corr >= 0:
                                 runtime_corr.add(corr)
                         elif kd == _K_DEVICE and type(a.device_type) is str:
                             self.sums.evidence.append(a.device_type)
@@ -866,12 +899,7 @@ class _FileReader:
         kind = keys.kind
         sums.grow(len(keys.keys))
         procs = self.procs
-        analysis_pids = {pid for pid, names in procs.items() if any(_ANALYSIS_PROC.search(n) for n in names)}
-        device_pids = {
-            pid
-            for pid, names in procs.items()
-            if pid not in analysis_pids and any(_DEVICE_PROC.search(n) for n in names)
-        }
+        analysis_pids, device_pids = process_roles(procs)
         for pid in device_pids:
             sums.evidence.extend(procs[pid])
         props = metadata.get("deviceProperties")
@@ -906,7 +934,7 @@ class _FileReader:
                 derived[what] = derived.get(what, 0) + len(th.kid)
                 continue
             lane = self.thread_names.get((pid, tid)) if pid in device_pids else None
-            if lane is not None and _CONTAINER_LANE.match(lane):
+            if lane is not None and is_container_lane(lane):
                 what = ("lane", lane.strip())
                 derived[what] = derived.get(what, 0) + len(th.kid)
                 continue
@@ -933,9 +961,9 @@ class _FileReader:
                 on_device[k] = True
                 seen_kids.add(k)
                 c = corrs[i]
-                if c and c in runtime_corr:
+                if c >= 0 and c in runtime_corr:
                     dev_by_corr[c] = dev_by_corr.get(c, 0) + d
-                elif exts[i]:
+                elif exts[i] >= 0:
                     x = exts[i]
                     dev_by_ext[x] = dev_by_ext.get(x, 0) + d
                 else:
@@ -1021,7 +1049,7 @@ class _FileReader:
             own = 0
             if kd == _K_RUNTIME:
                 c = corrs[i]
-                if c and dev_by_corr:
+                if c >= 0 and dev_by_corr:
                     found = dev_by_corr.pop(c, 0)
                     if found:
                         linked = True
@@ -1034,7 +1062,7 @@ class _FileReader:
                             own = found
             else:
                 x = exts[i]
-                if x and dev_by_ext:
+                if x >= 0 and dev_by_ext:
                     own = dev_by_ext.pop(x, 0)
                     if own:
                         linked = True
