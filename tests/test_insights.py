@@ -283,7 +283,7 @@ def test_device_naive_rmsnorm_copies_eps_and_chains_six_ops(device_runs: dict[st
         assert only(ins, "unfused_chain").evidence.ops == NAIVE_CHAIN
         # The eps copy is reported once, as a copy, not again as a conversion.
         assert "dtype_conversion" not in ins.kinds()
-        assert all(f.docs == f"{GUIDE_URL}#{f.kind}" and f.docs.startswith("https://") for f in ins)
+        assert all(f.docs == f"{GUIDE_URL}#{f.kind}" and f.docs.startswith("docs/insights.md#") for f in ins)
 
 
 def test_device_hidden_syncs(device_runs: dict[str, Any]) -> None:

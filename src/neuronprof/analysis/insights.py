@@ -88,14 +88,14 @@ DEVICE_KINDS: frozenset[str] = frozenset({"idle_device", "cpu_bound"})
 
 GUIDE_PAGE = "insights.md"
 """The guide page (in the documentation sources) that explains every kind."""
-DOCS_URL = "https://neuronprof.readthedocs.io/en/latest/"
-"""Where the built documentation is published: the one place findings' links are made from.
+GUIDE_URL = "docs/insights.md"
+"""The guide page "Reading the findings", as a path in the project's sources (``make docs-serve``
+serves it at ``/insights/``); each finding links to ``GUIDE_URL#<kind>``.
 
-No address is declared elsewhere in the project (``mkdocs.yml`` has no ``site_url``);
-this one is assumed and must be confirmed before a release.
+The project declares no published documentation address yet (``mkdocs.yml`` has no
+``site_url``), so no web address is made up here: once the guide is published, this
+one constant becomes its address.
 """
-GUIDE_URL = DOCS_URL + "insights/"
-"""The guide page "Reading the findings" as built by MkDocs; each finding links to ``GUIDE_URL#<kind>``."""
 SECTIONS: dict[str, str] = {
     "host_device_copy": "Host↔device copies",
     "hidden_sync": "Hidden synchronisations",
