@@ -62,7 +62,18 @@ with warnings.catch_warnings(record=True) as w:
     bundle = s.export(format="neuron")
 sessions = sorted({{str(p.parent.relative_to(bundle)) for p in (bundle / "system").rglob("*.ntff")}})
 from neuronprof import _doctor
-report(dict(facts(s, t, caught), readme=(bundle / "README.txt").read_text(), sessions=sessions,
+first = facts(s, t, caught)
+# A second session in the same process and output folder (a notebook, compare()): its
+# bundle holds its own runtime folders only, each with its own cycle's framework trace.
+s2, t2, caught2 = run({str(tmp_path / "out")!r}, repeat=2)
+bundle2 = s2.export(format="neuron")
+def steps(folder):
+    trace = next(folder.glob("*trace*.json"))
+    return sorted(int(e["name"].split("#")[1]) for e in json.loads(trace.read_text())["traceEvents"]
+                  if str(e.get("name", "")).startswith("ProfilerStep#"))
+second = [p for p in sorted((bundle2 / "system").glob("*/*"), key=lambda d: d.name) if p.is_dir()]
+report(dict(first, readme=(bundle / "README.txt").read_text(), sessions=sessions,
+            sessions2=[str(p.relative_to(bundle2)) for p in second], steps2=[steps(p) for p in second],
             files=sorted(str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file()),
             bundle_warnings=[str(x.message) for x in w], probe=_doctor.probe("neuron"),
             diagnosis=_doctor.diagnose()))
@@ -92,6 +103,11 @@ report(dict(facts(s, t, caught), readme=(bundle / "README.txt").read_text(), ses
     # The bundle: one Neuron Runtime session folder per profiling cycle, each with
     # its NEFFs, one NTFF per NeuronCore and the framework trace.
     assert len(r["sessions"]) == 2
+    # Issue 10 review: the second session's bundle has only its own two folders, and each
+    # cycle's framework trace in its own folder (earlier cycles hold earlier steps).
+    assert len(r["sessions2"]) == 2 and not set(r["sessions2"]) & set(r["sessions"])
+    first, later = r["steps2"]
+    assert first and later and max(first) < min(later)
     readme = r["readme"]
     for folder in r["sessions"]:
         names = [f.rsplit("/", 1)[1] for f in r["files"] if f.startswith(folder + "/")]
@@ -171,7 +187,12 @@ with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
     bundle = s.export(format="neuron")
 s2, t2, caught2 = run({str(tmp_path / "out2")!r}, core="0,1")
-report(dict(plain=plain, two=facts(s2, t2, caught2), syncs=list(torch.neuron.sync_devices),
+syncs = list(torch.neuron.sync_devices)
+# A selector naming none of the process's cores: warned at start; steps still sync core 0.
+torch.neuron.reset_counts()
+s3, t3, caught3 = run({str(tmp_path / "out3")!r}, core="2-5")
+none_visible = dict(facts(s3, t3, caught3), syncs=list(torch.neuron.sync_devices))
+report(dict(plain=plain, two=facts(s2, t2, caught2), syncs=syncs, none=none_visible,
             readme=(bundle / "README.txt").read_text(), warnings=[str(x.message) for x in w],
             categories=[x.category.__name__ for x in w]))
 """,
@@ -188,6 +209,11 @@ report(dict(plain=plain, two=facts(s2, t2, caught2), syncs=list(torch.neuron.syn
     assert r["categories"] == ["NeuronProfWarning"]
     assert "no .neff" in r["warnings"][0] and "TORCH_NEURONX_NEFF_CACHE_DIR=<folder>" in r["warnings"][0]
     assert "WARNING" in r["readme"] and "TORCH_NEURONX_NEFF_CACHE_DIR" in r["readme"]
+    # Issue 10 review: core="2-5" in a process that sees one NeuronCore.
+    none = r["none"]
+    [warned] = [w for w in none["warnings"] if "names no NeuronCore visible" in w]
+    assert warned.startswith("NeuronProfWarning") and "sees 1 NeuronCore(s) (indices 0-0)" in warned
+    assert set(none["syncs"]) == {0} and len(none["syncs"]) >= 4, "each step still syncs the process's own core"
 
 
 # Whether TorchNeuron's export_trace consumes kineto's one-time save ("kineto") or not

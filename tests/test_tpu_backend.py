@@ -46,12 +46,30 @@ import torch.distributed as dist
 plain = run({str(tmp_path / "plain")!r})
 os.environ["TORCH_TPU_PROFILER_OUTPUT_DIR"] = {str(tmp_path / "env")!r}
 overridden = run({str(tmp_path / "over")!r})
+# Two sessions in one second under the override write one file: the second one warns.
+import datetime as real_dt, types
+import torch_tpu.profiler as tpu_profiler
+class Fixed(real_dt.datetime):
+    @classmethod
+    def now(cls, tz=None):
+        return real_dt.datetime(2026, 1, 2, 3, 4, 5)
+tpu_profiler._dt = types.SimpleNamespace(datetime=Fixed)
+same1 = run({str(tmp_path / "same1")!r})
+same2 = run({str(tmp_path / "same2")!r})
 del os.environ["TORCH_TPU_PROFILER_OUTPUT_DIR"]
+# Without it, sessions in one second keep their own files (compare()'s variants).
+n = len(torch_tpu.profiler.written)
+variants = {{"a": lambda: torch.ones(8) + 1, "b": lambda: torch.ones(8) * 2, "c": lambda: torch.ones(8) - 1}}
+cmp = neuronprof.compare(variants,
+                         output_dir={str(tmp_path / "cmp3")!r}, quiet=True, backend="tpu")
+cmp_written = [str(p) for p in torch_tpu.profiler.written[n:]]
+tpu_profiler._dt = real_dt
 dist.init_process_group("gloo", init_method="file://" + {str(tmp_path / "pg")!r}, rank=0, world_size=1)
 ranked = run({str(tmp_path / "ranked")!r})
 dist.destroy_process_group()
 from neuronprof import _doctor
-report(dict(plain=plain, overridden=overridden, ranked=ranked, probe=_doctor.probe("tpu")))
+report(dict(plain=plain, overridden=overridden, ranked=ranked, probe=_doctor.probe("tpu"), same1=same1,
+            same2=same2, cmp_written=cmp_written))
 """
     )
     r = result(check(run_script(code, backend="tpu")))
@@ -60,16 +78,24 @@ report(dict(plain=plain, overridden=overridden, ranked=ranked, probe=_doctor.pro
     assert plain["worker_rank"] is None
     written = Path(plain["written"])
     assert written.name == f"{plain['host']}.xplane.pb"
-    assert written.parent.parent.parent == tmp_path / "plain" / "tpu_profile" / "plugins"
-    assert f"TorchTPU wrote its profile (XPlane) to {written.parent}" in plain["notes"]
+    # A run_dir of the session's own (issue 10 review: sessions in one second shared a file).
+    assert written.parent.parent.parent.parent.parent == tmp_path / "plain" / "tpu_profile"
+    assert written.parent.parent.parent.name == "plugins"
+    assert f"TorchTPU wrote its profile (XPlane) to {written}" in plain["notes"]
     # Ranks on one host get their own file.
     assert ranked["worker_rank"] == "0" and Path(ranked["written"]).name == f"{ranked['host']}_0.xplane.pb"
     # The environment override is detected, and the folder really written is reported.
     over_written = Path(over["written"])
     assert over_written.is_relative_to(tmp_path / "env")
     assert any("TORCH_TPU_PROFILER_OUTPUT_DIR" in n and "overrides run_dir" in n for n in over["notes"])
-    assert f"TorchTPU wrote its profile (XPlane) to {over_written.parent}" in over["notes"]
+    assert f"TorchTPU wrote its profile (XPlane) to {over_written}" in over["notes"]
     assert not (tmp_path / "over" / "tpu_profile").exists()
+    # Issue 10 review: under the override a session that overwrites an earlier one's file warns.
+    assert not any("overwrote" in w for w in r["same1"]["warnings"])
+    [clash] = [w for w in r["same2"]["warnings"] if "overwrote" in w]
+    assert clash.startswith("NeuronProfWarning") and r["same2"]["written"] in clash
+    assert f"TorchTPU wrote its profile (XPlane) to {r['same2']['written']}" in r["same2"]["notes"]
+    assert len(r["cmp_written"]) == 3 and len(set(r["cmp_written"])) == 3, "one file per compare() variant"
     # `neuronprof doctor --probe`: TorchTPU's kernels reach torch unlinked.
     assert r["probe"]["result"] == "unlinked" and r["probe"]["kernels"] and not r["probe"]["linked_ops"]
     for res in (plain, over, ranked):

@@ -576,6 +576,7 @@ class Session:
             )
         timeline = _collect.build_timeline(self._cycles, backend=self.backend, device_label=self.device_label)
         return analyze(timeline)
+
     def neuron_profile(self, *, tool: ToolChoice = "auto") -> NeuronProfile:
         """Read Neuron's own profile of this session: engines, NEFF executions, busy time per step.
 
@@ -767,7 +768,8 @@ class Session:
             self._trace_writer(self._cycles[index])(dest)
             return True
 
-        return neuron_bundle(source, target, framework_trace=framework_trace)
+        sessions = self._backend.neuron_session_dirs(self._ctx) if self._ctx is not None else None
+        return neuron_bundle(source, target, sessions=sessions or None, framework_trace=framework_trace)
 
     def roofline(
         self,
