@@ -136,6 +136,10 @@ report(dict(first, readme=(bundle / "README.txt").read_text(), sessions=sessions
     assert any("stays empty by design" in p for p in problems) is (build != "correlating")
     assert any("doctor --probe" in p for p in problems)
     assert not any("did not load" in p for p in problems), "that check could not detect a missing plugin"
+    if build == "legacy":
+        # No NeuronConfig on this build: the hint names what to upgrade to, not a keyword it lacks.
+        [hint] = [p for p in problems if "stays empty by design" in p]
+        assert "correlate_device_time" not in hint and "NeuronConfig's" not in hint and "upgrade to" in hint
 
 
 # The correlating and documented builds share NeuronConfig; the legacy build has its own config string.

@@ -98,6 +98,7 @@ report(dict(plain=plain, overridden=overridden, ranked=ranked, probe=_doctor.pro
     assert len(r["cmp_written"]) == 3 and len(set(r["cmp_written"])) == 3, "one file per compare() variant"
     # `neuronprof doctor --probe`: TorchTPU's kernels reach torch unlinked.
     assert r["probe"]["result"] == "unlinked" and r["probe"]["kernels"] and not r["probe"]["linked_ops"]
+    assert not any("neuronprof-probe-" in n for n in r["probe"]["notes"]), "no note names the deleted temp folder"
     for res in (plain, over, ranked):
         # Device time sits on unlinked kernel rows; the totals count it, so no empty-column warning.
         assert res["has_device"] and res["total"] > 0 and res["op_device"] == 0
@@ -117,7 +118,21 @@ with warnings.catch_warnings(record=True) as caught:
     cmp = neuronprof.compare({{"linear": lin, "relu": lambda t: torch.relu(lin(t))}}, x,
                              output_dir={str(tmp_path / "cmp")!r}, quiet=True)
 runtime_only = run({str(tmp_path / "rt")!r}, modes=("runtime",))
-report(dict(first=first["warnings"], second=second["warnings"], label=cmp.device_label,
+# torch < 2.12 with TorchTPU loaded: doctor and auto say so, at WARNING, not "no accelerator".
+import logging
+import neuronprof.backends.privateuse1 as pu1
+from neuronprof import _doctor
+logged = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        logged.append((record.levelname, record.getMessage()))
+logging.getLogger("neuronprof").addHandler(Keep())
+pu1.torch_version = lambda: (2, 11)
+with neuronprof.session(output_dir={str(tmp_path / "old")!r}) as old:
+    for _ in old.steps():
+        torch.ones(2) + 1
+old_torch = dict(backend=old.backend, problems=_doctor.diagnose()["problems"], logged=logged)
+report(dict(first=first["warnings"], second=second["warnings"], label=cmp.device_label, old_torch=old_torch,
             devices=[row.self_device_us for row in cmp.rows],
             compare_warnings=[str(w.message) for w in caught], runtime_only=runtime_only,
             level=torch_tpu.profiler.last_config.device_tracer_level))
@@ -130,5 +145,11 @@ report(dict(first=first["warnings"], second=second["warnings"], label=cmp.device
     experimental = [w for w in r["first"] + r["second"] + r["compare_warnings"] if "experimental" in w]
     assert len(experimental) == 1, "TorchTPU's experimental-config warning is shown once, not per session"
     assert r["label"] == "TPU"
+    old = r["old_torch"]
+    assert old["backend"] == "cpu"
+    assert not any("no accelerator found" in p for p in old["problems"])
+    [hint] = [p for p in old["problems"] if "installed but unusable" in p]
+    assert "torch_tpu" in hint and "needs torch >= 2.12" in hint
+    assert any(level == "WARNING" and "torch_tpu is installed" in m and "2.12" in m for level, m in old["logged"])
     assert all(d is not None and d > 0 for d in r["devices"])
     assert not any("device time" in w for w in r["compare_warnings"])
