@@ -63,6 +63,11 @@ with warnings.catch_warnings(record=True) as w:
 sessions = sorted({{str(p.parent.relative_to(bundle)) for p in (bundle / "system").rglob("*.ntff")}})
 from neuronprof import _doctor
 first = facts(s, t, caught)
+# compare() and s.table() agree on the device columns (one session per variant, same folder).
+cmp = neuronprof.compare({{"a": lambda: torch.ones(4) + 1, "b": lambda: torch.ones(4) * 2}},
+                         output_dir={str(tmp_path / "out")!r}, quiet=True, backend="neuron", repeats=1, warmup=0)
+first.update(cmp_text=str(cmp), cmp_device=[r.self_device_us for r in cmp.rows], cmp_notes=list(cmp.notes),
+             row_devices=sorted({{repr(r.self_device_us) for r in t.rows}}))
 # A second session in the same process and output folder (a notebook, compare()): its
 # bundle holds its own runtime folders only, each with its own cycle's framework trace.
 s2, t2, caught2 = run({str(tmp_path / "out")!r}, repeat=2)
@@ -93,6 +98,10 @@ report(dict(first, readme=(bundle / "README.txt").read_text(), sessions=sessions
         assert "correlate_device_time" in note and "s.export(format='neuron')" in note and "Neuron Explorer" in note
         assert f"note: {note}" in r["text"], "the note is in the table's footer"
         assert not any("torch >= 2.12" in n or "plugin" in n for n in r["notes"])
+        # Issue 10 review: no device time reaches torch, so no device columns (never 0.0), in both.
+        assert r["row_devices"] == ["None"] and "Self NEURON" not in r["text"]
+        assert r["cmp_device"] == [None, None] and "Self NEURON" not in r["cmp_text"]
+        assert note in r["cmp_notes"] and f"note: {note}" in r["cmp_text"]
     # The settings reach the plugin as custom_profiler_config on every build.
     assert r["customs"] and all("profile_output_dir:" in c for c in r["customs"])
     # core=None: capture_enabled_for_nc is left out; the runtime captures every core of the process.

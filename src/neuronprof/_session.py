@@ -623,6 +623,7 @@ class Session:
             record_shapes=self.record_shapes,
             rank=self._rank,
             notes=tuple(self._notes),
+            device_time=self._backend.device_time(self._context()),
         )
 
     def _gather_rank_table(self) -> RankTable:
