@@ -132,6 +132,7 @@ report(dict(first, readme=(bundle / "README.txt").read_text(), sessions=sessions
             for f in ntffs:
                 assert f"neuron-explorer view -n {folder}/{n} -s {folder}/{f}" in readme
     assert "device trace of NeuronCore 1" in readme and "framework trace" in readme and "WARNING" not in readme
+    assert "Run the commands below from this folder" in readme
 
     # `neuronprof doctor --probe` reports what this build delivers, and doctor names the build.
     expected = "linked" if build == "correlating" else "runtime"
@@ -207,6 +208,7 @@ s3, t3, caught3 = run({str(tmp_path / "out3")!r}, core="2-5")
 none_visible = dict(facts(s3, t3, caught3), syncs=list(torch.neuron.sync_devices))
 report(dict(plain=plain, two=facts(s2, t2, caught2), syncs=syncs, none=none_visible,
             readme=(bundle / "README.txt").read_text(), warnings=[str(x.message) for x in w],
+            where=[x.filename for x in w],
             categories=[x.category.__name__ for x in w]))
 """,
         "documented",
@@ -221,6 +223,8 @@ report(dict(plain=plain, two=facts(s2, t2, caught2), syncs=syncs, none=none_visi
     assert any("TORCH_NEURONX_NEFF_CACHE_DIR is not set" in n for n in r["plain"]["notes"])
     assert r["categories"] == ["NeuronProfWarning"]
     assert "no .neff" in r["warnings"][0] and "TORCH_NEURONX_NEFF_CACHE_DIR=<folder>" in r["warnings"][0]
+    # The fix names no NeuronConfig (the legacy build has none), and the warning points at the user's line.
+    assert "NeuronConfig" not in r["warnings"][0] and r["where"] == ["<string>"]
     assert "WARNING" in r["readme"] and "TORCH_NEURONX_NEFF_CACHE_DIR" in r["readme"]
     # Issue 10 review: core="2-5" in a process that sees one NeuronCore.
     none = r["none"]
