@@ -124,7 +124,8 @@ def probe(backend: str = "auto") -> dict[str, Any]:
     The op (``x + 1`` then ``x.sum()`` on a 64-element tensor) runs inside a
     one-step neuronprof session on the chosen backend, with the ``device`` and
     ``runtime`` modes. The tensor is placed on the device; when that is not
-    possible the op runs on the CPU and ``placed`` says why.
+    possible the op runs on the CPU and ``placed`` says why. A backend without a
+    device (the CPU) is not probed: the result is ``"cpu"``.
 
     Args:
         backend: ``"auto"`` or a backend name, as for [`neuronprof.session`][neuronprof.session].
