@@ -290,3 +290,19 @@ def test_snippet_include_expands_like_the_site() -> None:
     source, included = _expand('--8<-- "pyproject.toml:1:2"\n')
     assert included
     assert source == "\n".join((ROOT / "pyproject.toml").read_text().splitlines()[:2]) + "\n"
+
+
+def test_reference_trainium_figures_are_labelled_as_the_articles() -> None:
+    # The Trainium RMSNorm figures come from the write-up, never from this project: every
+    # page or example quoting them says so, and names the build that fills the column.
+    quoting = [
+        p
+        for p in [*(ROOT / "docs").rglob("*.md"), *(ROOT / "examples").glob("*.py"), ROOT / "README.md"]
+        if "2355" in p.read_text(encoding="utf-8")
+    ]
+    assert quoting
+    for page in quoting:
+        text = " ".join(page.read_text(encoding="utf-8").split())
+        assert "correlate_device_time" in text, page
+        assert re.search(r"not measured by this project|not this project's measurements", text), page
+        assert "reproduces" not in text, page

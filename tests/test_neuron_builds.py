@@ -62,7 +62,23 @@ with warnings.catch_warnings(record=True) as w:
     bundle = s.export(format="neuron")
 sessions = sorted({{str(p.parent.relative_to(bundle)) for p in (bundle / "system").rglob("*.ntff")}})
 from neuronprof import _doctor
-report(dict(facts(s, t, caught), readme=(bundle / "README.txt").read_text(), sessions=sessions,
+first = facts(s, t, caught)
+# compare() and s.table() agree on the device columns (one session per variant, same folder).
+cmp = neuronprof.compare({{"a": lambda: torch.ones(4) + 1, "b": lambda: torch.ones(4) * 2}},
+                         output_dir={str(tmp_path / "out")!r}, quiet=True, backend="neuron", repeats=1, warmup=0)
+first.update(cmp_text=str(cmp), cmp_device=[r.self_device_us for r in cmp.rows], cmp_notes=list(cmp.notes),
+             row_devices=sorted({{repr(r.self_device_us) for r in t.rows}}))
+# A second session in the same process and output folder (a notebook, compare()): its
+# bundle holds its own runtime folders only, each with its own cycle's framework trace.
+s2, t2, caught2 = run({str(tmp_path / "out")!r}, repeat=2)
+bundle2 = s2.export(format="neuron")
+def steps(folder):
+    trace = next(folder.glob("*trace*.json"))
+    return sorted(int(e["name"].split("#")[1]) for e in json.loads(trace.read_text())["traceEvents"]
+                  if str(e.get("name", "")).startswith("ProfilerStep#"))
+second = [p for p in sorted((bundle2 / "system").glob("*/*"), key=lambda d: d.name) if p.is_dir()]
+report(dict(first, readme=(bundle / "README.txt").read_text(), sessions=sessions,
+            sessions2=[str(p.relative_to(bundle2)) for p in second], steps2=[steps(p) for p in second],
             files=sorted(str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file()),
             bundle_warnings=[str(x.message) for x in w], probe=_doctor.probe("neuron"),
             diagnosis=_doctor.diagnose()))
@@ -82,6 +98,10 @@ report(dict(facts(s, t, caught), readme=(bundle / "README.txt").read_text(), ses
         assert "correlate_device_time" in note and "s.export(format='neuron')" in note and "Neuron Explorer" in note
         assert f"note: {note}" in r["text"], "the note is in the table's footer"
         assert not any("torch >= 2.12" in n or "plugin" in n for n in r["notes"])
+        # Issue 10 review: no device time reaches torch, so no device columns (never 0.0), in both.
+        assert r["row_devices"] == ["None"] and "Self NEURON" not in r["text"]
+        assert r["cmp_device"] == [None, None] and "Self NEURON" not in r["cmp_text"]
+        assert note in r["cmp_notes"] and f"note: {note}" in r["cmp_text"]
     # The settings reach the plugin as custom_profiler_config on every build.
     assert r["customs"] and all("profile_output_dir:" in c for c in r["customs"])
     # core=None: capture_enabled_for_nc is left out; the runtime captures every core of the process.
@@ -92,6 +112,11 @@ report(dict(facts(s, t, caught), readme=(bundle / "README.txt").read_text(), ses
     # The bundle: one Neuron Runtime session folder per profiling cycle, each with
     # its NEFFs, one NTFF per NeuronCore and the framework trace.
     assert len(r["sessions"]) == 2
+    # Issue 10 review: the second session's bundle has only its own two folders, and each
+    # cycle's framework trace in its own folder (earlier cycles hold earlier steps).
+    assert len(r["sessions2"]) == 2 and not set(r["sessions2"]) & set(r["sessions"])
+    first, later = r["steps2"]
+    assert first and later and max(first) < min(later)
     readme = r["readme"]
     for folder in r["sessions"]:
         names = [f.rsplit("/", 1)[1] for f in r["files"] if f.startswith(folder + "/")]
@@ -107,6 +132,7 @@ report(dict(facts(s, t, caught), readme=(bundle / "README.txt").read_text(), ses
             for f in ntffs:
                 assert f"neuron-explorer view -n {folder}/{n} -s {folder}/{f}" in readme
     assert "device trace of NeuronCore 1" in readme and "framework trace" in readme and "WARNING" not in readme
+    assert "Run the commands below from this folder" in readme
 
     # `neuronprof doctor --probe` reports what this build delivers, and doctor names the build.
     expected = "linked" if build == "correlating" else "runtime"
@@ -120,6 +146,10 @@ report(dict(facts(s, t, caught), readme=(bundle / "README.txt").read_text(), ses
     assert any("stays empty by design" in p for p in problems) is (build != "correlating")
     assert any("doctor --probe" in p for p in problems)
     assert not any("did not load" in p for p in problems), "that check could not detect a missing plugin"
+    if build == "legacy":
+        # No NeuronConfig on this build: the hint names what to upgrade to, not a keyword it lacks.
+        [hint] = [p for p in problems if "stays empty by design" in p]
+        assert "correlate_device_time" not in hint and "NeuronConfig's" not in hint and "upgrade to" in hint
 
 
 # The correlating and documented builds share NeuronConfig; the legacy build has its own config string.
@@ -171,8 +201,14 @@ with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
     bundle = s.export(format="neuron")
 s2, t2, caught2 = run({str(tmp_path / "out2")!r}, core="0,1")
-report(dict(plain=plain, two=facts(s2, t2, caught2), syncs=list(torch.neuron.sync_devices),
+syncs = list(torch.neuron.sync_devices)
+# A selector naming none of the process's cores: warned at start; steps still sync core 0.
+torch.neuron.reset_counts()
+s3, t3, caught3 = run({str(tmp_path / "out3")!r}, core="2-5")
+none_visible = dict(facts(s3, t3, caught3), syncs=list(torch.neuron.sync_devices))
+report(dict(plain=plain, two=facts(s2, t2, caught2), syncs=syncs, none=none_visible,
             readme=(bundle / "README.txt").read_text(), warnings=[str(x.message) for x in w],
+            where=[x.filename for x in w],
             categories=[x.category.__name__ for x in w]))
 """,
         "documented",
@@ -187,7 +223,14 @@ report(dict(plain=plain, two=facts(s2, t2, caught2), syncs=list(torch.neuron.syn
     assert any("TORCH_NEURONX_NEFF_CACHE_DIR is not set" in n for n in r["plain"]["notes"])
     assert r["categories"] == ["NeuronProfWarning"]
     assert "no .neff" in r["warnings"][0] and "TORCH_NEURONX_NEFF_CACHE_DIR=<folder>" in r["warnings"][0]
+    # The fix names no NeuronConfig (the legacy build has none), and the warning points at the user's line.
+    assert "NeuronConfig" not in r["warnings"][0] and r["where"] == ["<string>"]
     assert "WARNING" in r["readme"] and "TORCH_NEURONX_NEFF_CACHE_DIR" in r["readme"]
+    # Issue 10 review: core="2-5" in a process that sees one NeuronCore.
+    none = r["none"]
+    [warned] = [w for w in none["warnings"] if "names no NeuronCore visible" in w]
+    assert warned.startswith("NeuronProfWarning") and "sees 1 NeuronCore(s) (indices 0-0)" in warned
+    assert set(none["syncs"]) == {0} and len(none["syncs"]) >= 4, "each step still syncs the process's own core"
 
 
 # Whether TorchNeuron's export_trace consumes kineto's one-time save ("kineto") or not

@@ -19,6 +19,7 @@ from neuronprof.model import OpRow, Table, merge_rows
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights import HostCategory, Timeline
+    from neuronprof.backends.base import DeviceTime
 
 __all__ = ["Cycle", "build_table", "build_timeline", "write_chrome_trace"]
 
@@ -121,9 +122,16 @@ def build_table(
     record_shapes: bool,
     rank: Optional[int] = None,
     notes: tuple[str, ...] = (),
+    device_time: DeviceTime = "linked",
 ) -> Table:
-    """Summarise every recorded cycle into one unsorted [`Table`][neuronprof.Table]."""
-    has_device = device_label is not None
+    """Summarise every recorded cycle into one unsorted [`Table`][neuronprof.Table].
+
+    ``device_time`` is the backend's expectation
+    ([`Backend.device_time`][neuronprof.backends.Backend.device_time]): where no device
+    time reaches torch.profiler (``"none"``), rows carry ``None``, not ``0.0``, so the
+    table and ``compare()`` leave the device columns out instead of showing zeros.
+    """
+    has_device = device_label is not None and device_time != "none"
     groups = []
     steps = 0
     top = 0

@@ -16,7 +16,7 @@ from typing import Any, Literal, Optional
 
 __all__ = ["PROBE_MEANINGS", "ProbeResult", "diagnose", "probe", "register"]
 
-ProbeResult = Literal["linked", "unlinked", "runtime", "nothing"]
+ProbeResult = Literal["linked", "unlinked", "runtime", "nothing", "cpu"]
 """What a probe found in torch.profiler's output (see ``PROBE_MEANINGS``)."""
 
 PROBE_MEANINGS: dict[str, str] = {
@@ -28,6 +28,7 @@ PROBE_MEANINGS: dict[str, str] = {
     "(s.export(format='neuron')).",
     "nothing": "nothing from the device reached torch.profiler: its profiler plugin is not loaded, or the op "
     "did not run on the device.",
+    "cpu": "CPU only: no device to probe.",
 }
 """One-line meaning of each probe result."""
 
@@ -94,13 +95,26 @@ def diagnose() -> dict[str, Any]:
             neuron = get_backend("neuron")
             if isinstance(neuron, NeuronBackend):
                 facts["neuron_build"] = build = neuron.build()
-                if build != "correlating":
+                if build == "legacy":
+                    problems.append(
+                        "neuron: this TorchNeuron build has the legacy profiling API (no NeuronConfig), so the "
+                        "NEURON column stays empty by design; NeuronCore time is in s.export(format='neuron'). "
+                        "To see it in the table, upgrade to the TorchNeuron of AWS's Nov 2026 profiling article, "
+                        "which correlates NeuronCore time with ops"
+                    )
+                elif build != "correlating":
                     problems.append(
                         "neuron: this TorchNeuron build's NeuronConfig has no correlate_device_time, so the NEURON "
                         "column stays empty by design; NeuronCore time is in s.export(format='neuron')"
                     )
     if facts["auto"] == "cpu":
-        problems.append("no accelerator found: sessions will profile the CPU only (no device columns)")
+        from neuronprof.backends import installed_but_unusable
+
+        unusable = [u for u in (installed_but_unusable(get_backend(i["name"])) for i in facts["backends"]) if u]
+        if unusable:
+            problems += [f"{u}; until then sessions profile the CPU only (no device columns)" for u in unusable]
+        else:
+            problems.append("no accelerator found: sessions will profile the CPU only (no device columns)")
     return facts
 
 
@@ -110,7 +124,8 @@ def probe(backend: str = "auto") -> dict[str, Any]:
     The op (``x + 1`` then ``x.sum()`` on a 64-element tensor) runs inside a
     one-step neuronprof session on the chosen backend, with the ``device`` and
     ``runtime`` modes. The tensor is placed on the device; when that is not
-    possible the op runs on the CPU and ``placed`` says why.
+    possible the op runs on the CPU and ``placed`` says why. A backend without a
+    device (the CPU) is not probed: the result is ``"cpu"``.
 
     Args:
         backend: ``"auto"`` or a backend name, as for [`neuronprof.session`][neuronprof.session].
@@ -127,10 +142,24 @@ def probe(backend: str = "auto") -> dict[str, Any]:
     import torch
 
     from neuronprof._session import Session
+    from neuronprof.backends import resolve_backend
 
+    chosen, _ = resolve_backend(backend)
+    if chosen.device_label is None:
+        # Nothing to ask a device plugin: say so, without a session's mode notes.
+        return {
+            "backend": chosen.name,
+            "placed": "cpu",
+            "result": "cpu",
+            "meaning": PROBE_MEANINGS["cpu"],
+            "kernels": [],
+            "linked_ops": [],
+            "runtime_events": 0,
+            "notes": [],
+        }
     with tempfile.TemporaryDirectory(prefix="neuronprof-probe-") as tmp:
         s = Session(("device", "runtime"), backend=backend, wait=0, warmup=1, active=1, output_dir=tmp)
-        device = s.backend if s.device_label is not None else "cpu"
+        device = s.backend
         placed = device
         try:
             x = torch.ones(64, device=device)
@@ -167,7 +196,9 @@ def probe(backend: str = "auto") -> dict[str, Any]:
         "kernels": kernels,
         "linked_ops": linked,
         "runtime_events": runtime,
-        "notes": s.notes,
+        # Not the hint to run --probe (this is it), the empty-column warning (the result says
+        # it better), or notes naming the probe's temporary folder (deleted by now).
+        "notes": [n for n in s.notes if "doctor --probe" not in n and tmp not in n],
     }
 
 
@@ -214,6 +245,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"neuronprof doctor: {exc}", file=sys.stderr)
             return 1
         facts["probe"] = found
+        # The probe has run: the hint to run it is noise here.
+        facts["problems"] = [p for p in facts["problems"] if "doctor --probe" not in p]
     if args.json:
         json.dump(facts, sys.stdout, indent=2)
         print()

@@ -576,6 +576,7 @@ class Session:
             )
         timeline = _collect.build_timeline(self._cycles, backend=self.backend, device_label=self.device_label)
         return analyze(timeline)
+
     def neuron_profile(self, *, tool: ToolChoice = "auto") -> NeuronProfile:
         """Read Neuron's own profile of this session: engines, NEFF executions, busy time per step.
 
@@ -679,6 +680,7 @@ class Session:
             record_shapes=self.record_shapes,
             rank=self._rank,
             notes=tuple(self._notes),
+            device_time=self._backend.device_time(self._context()),
         )
 
     def _gather_rank_table(self) -> RankTable:
@@ -827,7 +829,8 @@ class Session:
             self._trace_writer(self._cycles[index])(dest)
             return True
 
-        return neuron_bundle(source, target, framework_trace=framework_trace)
+        sessions = self._backend.neuron_session_dirs(self._ctx) if self._ctx is not None else None
+        return neuron_bundle(source, target, sessions=sessions or None, framework_trace=framework_trace)
 
     def roofline(
         self,

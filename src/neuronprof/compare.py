@@ -404,6 +404,10 @@ def compare(
                 f"{label}: wall samples range from {min(wall):.1f} to {max(wall):.1f} µs; the machine may be "
                 "busy. Medians resist this; more repeats narrow it further"
             )
+    # The backend's own remarks (the same in every variant's session, e.g. why a build
+    # has no device column) belong under the comparison too.
+    shared = [n for n in results[labels[0]].notes if all(n in results[k].notes for k in labels)]
+    notes = list(dict.fromkeys(shared + notes))
     return Comparison(
         rows=tuple(rows),
         baseline=baseline,

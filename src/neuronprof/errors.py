@@ -14,6 +14,7 @@ __all__ = [
     "NeuronProfWarning",
     "SessionStateError",
     "VariantError",
+    "warn_user",
 ]
 
 
@@ -64,3 +65,28 @@ class NeuronProfWarning(UserWarning):
     Raised as a warning (never an exception) for, e.g., an empty device column
     or a loop that ran fewer steps than the schedule needs.
     """
+
+
+def warn_user(message: str, category: type[Warning] = NeuronProfWarning) -> None:
+    """Issue a warning attributed to the user's own line, not to neuronprof's or torch's internals.
+
+    The stack is walked to the first frame outside neuronprof, torch and ``contextlib``
+    (a session's ``with`` block reaches the backends through both), so the warning's
+    file and line are where the user called neuronprof, however deep the call came from.
+    """
+    import contextlib
+    import os
+    import sys
+    import warnings
+
+    skip = [os.path.dirname(__file__) + os.sep, os.path.dirname(contextlib.__file__) + os.sep + "contextlib"]
+    torch_mod = sys.modules.get("torch")
+    torch_file = getattr(torch_mod, "__file__", None)
+    if torch_file:
+        skip.append(os.path.dirname(torch_file) + os.sep)
+    frame = sys._getframe(1)
+    level = 2  # the caller of warn_user
+    while frame is not None and frame.f_code.co_filename.startswith(tuple(skip)):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    warnings.warn(message, category, stacklevel=level - 1 if frame is None else level)

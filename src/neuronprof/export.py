@@ -16,6 +16,7 @@ import shutil
 import socket
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Callable, Literal, Optional, get_args
 
@@ -48,8 +49,10 @@ _NEURON_README = """\
 Neuron Explorer bundle written by neuronprof
 ============================================
 
-system/ is TorchNeuron's profile output folder as Neuron Runtime wrote it: one
-session folder per profiling cycle, <instance-id>_pid_<pid>/<timestamp>/.
+system/ holds this session's folders of TorchNeuron's profile output, as Neuron
+Runtime wrote them: one session folder per profiling cycle,
+<instance-id>_pid_<pid>/<timestamp>/. Run the commands below from this folder (the
+one holding this README.txt): their paths are relative to it.
 
 Files
 -----
@@ -68,8 +71,8 @@ every NEFF that ran on it; view it with each NEFF in turn:
 {warnings}"""
 
 _NEFF_FIX = (
-    "set TORCH_NEURONX_NEFF_CACHE_DIR=<folder> before starting Python (neuronprof passes it to "
-    "NeuronConfig as neff_cache_dir), so that Neuron Runtime copies the NEFFs into the profile"
+    "set TORCH_NEURONX_NEFF_CACHE_DIR=<folder> before starting Python, so that Neuron Runtime copies the "
+    "NEFFs into the profile"
 )
 
 
@@ -257,12 +260,13 @@ def neuron_bundle(
     source: Path,
     target: Path,
     *,
+    sessions: Optional[Sequence[Optional[Path]]] = None,
     framework_trace: Optional[Callable[[int, Path], bool]] = None,
 ) -> Path:
     """Build a Neuron Explorer bundle from TorchNeuron's profile output folder.
 
-    The bundle has ``system/`` (the whole output folder: its session folders are what
-    Neuron Explorer takes as a system profile) and a ``README.txt`` that lists every
+    The bundle has ``system/`` (the output folder's session folders, as Neuron Runtime
+    laid them out: they are what Neuron Explorer takes as a system profile) and a ``README.txt`` that lists every
     file with what it is and gives the ``neuron-explorer view`` commands for the
     system profile (``-d <session folder>``) and each device profile
     (``-n <.neff> -s <.ntff>``). It is assembled in a temporary folder and renamed
@@ -271,9 +275,13 @@ def neuron_bundle(
     Args:
         source: TorchNeuron's ``profile_output_dir``.
         target: The bundle folder to create.
+        sessions: The session folders (under ``source``) to bundle, one per profiling
+            cycle in cycle order (None for a cycle that wrote none); None bundles every
+            folder under ``source``.
         framework_trace: ``write(index, dest) -> bool`` writes the framework trace of
             the ``index``-th profiling cycle to ``dest``; used for session folders
-            TorchNeuron left without one. Returns False when there is no such cycle.
+            TorchNeuron left without one (the legacy build). Returns False when there is
+            no such cycle.
 
     Warns:
         NeuronProfWarning: A session folder has device traces (``.ntff``) but no
@@ -283,23 +291,33 @@ def neuron_bundle(
         FileExistsError: ``target`` exists.
         OSError: A copy failed; nothing is left behind.
     """
-    import warnings
-
-    from neuronprof.errors import NeuronProfWarning
+    from neuronprof.errors import NeuronProfWarning, warn_user
 
     if target.exists():
         raise FileExistsError(errno.EEXIST, "export target exists; pass overwrite=True to replace it", str(target))
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
     problems: list[str] = []
     try:
-        shutil.copytree(source, tmp / "system")
-        sessions = sorted(
-            {p.parent for p in (tmp / "system").rglob("*") if p.is_file()}, key=lambda d: (d.stat().st_mtime, str(d))
-        )
+        if sessions is None:
+            shutil.copytree(source, tmp / "system")
+            found = {p.parent for p in (tmp / "system").rglob("*") if p.is_file()}
+            ordered: list[tuple[int, Path]] = [
+                (i, d) for i, d in enumerate(sorted(found, key=lambda d: (d.stat().st_mtime, str(d))))
+            ]
+        else:
+            # Only the given folders: earlier sessions in the same output folder stay out,
+            # and each cycle's framework trace goes to that cycle's own folder.
+            ordered = []
+            for cycle, folder in enumerate(sessions):
+                if folder is None:
+                    continue
+                dest = tmp / "system" / Path(folder).relative_to(source)
+                shutil.copytree(folder, dest)
+                ordered.append((cycle, dest))
         files: list[str] = []
         system: list[str] = []
         device: list[str] = []
-        for index, folder in enumerate(sessions):
+        for index, folder in ordered:
             rel = folder.relative_to(tmp)
             has_trace = any(folder.glob("*trace*.json"))
             if not has_trace and framework_trace is not None and framework_trace(index, folder / "trace.json"):
@@ -329,5 +347,5 @@ def neuron_bundle(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     for problem in problems:
-        warnings.warn(problem, NeuronProfWarning, stacklevel=3)
+        warn_user(problem, NeuronProfWarning)
     return target

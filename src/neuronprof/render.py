@@ -82,7 +82,8 @@ def _columns(table: Table) -> list[_Column]:
         _Column("CPU total (µs)", lambda r: format_us(r.cpu_total_us)),
     ]
     label = table.device_label
-    if label:
+    if label and table.self_device_us is not None:
+        # No row has a device value (not even 0.0) where no device time reaches torch: no columns.
         total = table.self_device_us or 0.0
         cols += [
             _Column(f"Self {label} (µs)", lambda r: format_us(r.self_device_us)),
@@ -136,7 +137,7 @@ def align_columns(cells: Sequence[Sequence[str]], left: Sequence[bool]) -> list[
 
 def _footer(table: Table) -> list[str]:
     parts = [f"Self CPU total: {format_us(table.self_cpu_us)} µs"]
-    if table.device_label:
+    if table.device_label and table.self_device_us is not None:
         device_total = table.self_device_us
         parts.append(f"Self {table.device_label} total: {format_us(device_total) or '-'} µs")
     parts.append(f"{table.steps} profiled step{'s' if table.steps != 1 else ''}")
@@ -343,7 +344,7 @@ def _cmp_columns(cmp: Comparison) -> list[_CmpColumn]:
         _CmpColumn("Op calls", lambda r: _format_calls(r.op_calls)),
         _CmpColumn("Self CPU (µs)", lambda r: format_us(r.self_cpu_us), "low", lambda r: r.self_cpu_us),
     ]
-    if cmp.device_label:
+    if cmp.device_label and any(r.self_device_us is not None for r in cmp.rows):
         cols.append(
             _CmpColumn(
                 f"Self {cmp.device_label} (µs)",

@@ -10,6 +10,7 @@ and quiet on a laptop.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Optional
 
@@ -26,7 +27,7 @@ from neuronprof.backends.base import (
 from neuronprof.backends.cpu import CpuBackend
 from neuronprof.backends.cuda import CudaBackend
 from neuronprof.backends.neuron import NeuronBackend
-from neuronprof.backends.privateuse1 import PrivateUse1Backend
+from neuronprof.backends.privateuse1 import PackagedPrivateUse1Backend, PrivateUse1Backend
 from neuronprof.backends.tpu import TpuBackend
 from neuronprof.errors import BackendUnavailableError
 
@@ -43,6 +44,7 @@ __all__ = [
     "TpuBackend",
     "add_note",
     "get_backend",
+    "installed_but_unusable",
     "parse_core",
     "register_backend",
     "registered_backends",
@@ -160,8 +162,26 @@ def resolve_backend(name: str = "auto") -> tuple[Backend, list[str]]:
     for backend in candidates:
         if backend.is_available():
             return backend, notes
-        notes.append(f"auto: skipped {backend.name}: {backend.unavailable_reason()}")
+        unusable = installed_but_unusable(backend)
+        if unusable is not None:
+            # Not a missing package but one that cannot work here: the user must hear it.
+            logging.getLogger("neuronprof").warning("auto: skipped %s: %s", backend.name, unusable)
+        notes.append(f"auto: skipped {backend.name}: {unusable or backend.unavailable_reason()}")
     raise BackendUnavailableError("no backend is available, not even the CPU")  # pragma: no cover
+
+
+def installed_but_unusable(backend: Backend) -> Optional[str]:
+    """Say why a backend whose device package is installed still cannot run (``None`` otherwise).
+
+    For example TorchTPU on torch < 2.12: the package imports, but its profiler plugin
+    needs a newer torch. ``auto`` then falls back to the CPU; this is what to tell the user.
+    """
+    if not isinstance(backend, PackagedPrivateUse1Backend) or backend.is_available():
+        return None
+    if backend._import() is None:
+        return None
+    problem = backend.torch_problem()
+    return f"{backend.package} is installed but unusable: {problem}" if problem else None
 
 
 def describe_backends() -> list[dict[str, object]]:

@@ -267,6 +267,13 @@ class Backend:
         """Return the folder of Neuron profile files, for ``export(format="neuron")``."""
         return None
 
+    def neuron_session_dirs(self, ctx: SessionContext) -> list[Optional[Path]]:
+        """Return, per profiling cycle, the Neuron Runtime session folder it wrote (None where none).
+
+        Only this session's folders: ``export(format="neuron")`` bundles these and no others.
+        """
+        return []
+
     def describe(self) -> dict[str, Any]:
         """Return facts about this backend for ``neuronprof doctor``."""
         return {"name": self.name, "available": self.is_available(), "device_label": self.device_label}

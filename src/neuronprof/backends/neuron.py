@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from neuronprof.backends.base import DeviceTime, SessionContext, add_note, core_indices, cores_not_visible
 from neuronprof.backends.privateuse1 import PackagedPrivateUse1Backend
-from neuronprof.errors import NeuronProfWarning
+from neuronprof.errors import NeuronProfWarning, warn_user
 
 if TYPE_CHECKING:
     import torch.profiler
@@ -77,7 +77,9 @@ class NeuronBackend(PackagedPrivateUse1Backend):
       the NEFFs land in the profile;
     * Neuron's files go to ``<output_dir>/neuron_profile/``;
     * each step ends with ``torch.neuron.synchronize(i)`` for every captured device
-      ``i`` (``synchronize()`` alone waits for the current device only).
+      ``i`` that this process sees (``synchronize()`` alone waits for the current device
+      only); when ``core`` names none of them (a ``NeuronProfWarning`` says so at start),
+      every NeuronCore of the process is synchronised instead.
     """
 
     supported_modes = frozenset(_MODE_NAMES)
@@ -104,19 +106,33 @@ class NeuronBackend(PackagedPrivateUse1Backend):
         return ctx.output_dir / _PROFILE_SUBDIR
 
     def runtime_session_dirs(self, ctx: SessionContext) -> list[Path]:
-        """Return the Neuron Runtime session folders this process wrote, oldest first.
+        """Return the Neuron Runtime session folders this session wrote, oldest first.
 
         Neuron Runtime writes one folder per profile (cycle) when the profiler stops:
         ``<profile_dir>/<instance-id>_pid_<pid>/<timestamp>/``, holding the device
         traces (``*.ntff``), the NEFFs (``*.neff``, with a NEFF cache folder), the
         system trace (``ntrace.pb``, ``trace_info.pb``), ``cpu_util.pb``,
-        ``host_mem.pb`` and TorchNeuron's framework trace.
+        ``host_mem.pb`` and TorchNeuron's framework trace. Folders that were there
+        before the session started (earlier sessions of this process writing to the
+        same ``output_dir``: a notebook, ``compare()``) are not this session's.
         """
+        before = ctx.extras.get("dirs_before", frozenset())
+        return [d for d in self._pid_dirs(ctx) if d not in before]
+
+    def _pid_dirs(self, ctx: SessionContext) -> list[Path]:
         root = self.profile_dir(ctx)
         if not root.is_dir():
             return []
         found = [d for d in root.glob(f"*_pid_{os.getpid()}/*") if d.is_dir()]
         return sorted(found, key=lambda d: (d.stat().st_mtime, d.name))
+
+    def _claim_cycle_dir(self, ctx: SessionContext) -> Optional[Path]:
+        # Called once per cycle, after the runtime has written that cycle's folder.
+        claimed: list[Optional[Path]] = ctx.extras.setdefault("cycle_dirs", [])
+        new = [d for d in self.runtime_session_dirs(ctx) if d not in claimed]
+        folder = new[-1] if new else None
+        claimed.append(folder)
+        return folder
 
     # -- what this TorchNeuron build offers -----------------------------------
     def build(self) -> NeuronBuild:
@@ -157,20 +173,38 @@ class NeuronBackend(PackagedPrivateUse1Backend):
         if ctx.core is None or ctx.core == "all" or count is None:
             return
         missing = cores_not_visible(ctx.core, count)
-        if missing:
+        visible = (
+            f"this process sees {count} NeuronCore(s) (indices 0-{count - 1})"
+            if count
+            else ("this process sees no NeuronCore")
+        )
+        local = (
+            "Core indices are process-local: under torchrun each process's NeuronCores start at 0, "
+            "so core=None captures a process's own"
+        )
+        if not core_indices(ctx.core, count):
+            # Nothing would be captured: Neuron Runtime skips cores the process does not have.
+            message = (
+                f"core={ctx.core!r} names no NeuronCore visible to this process: {visible}, so Neuron Runtime "
+                f"captures no device profile; each step still synchronises the process's own NeuronCores. {local}"
+            )
+            add_note(ctx, message)
+            warn_user(message)
+        elif missing:
             # AWS's own multi-rank example passes "0,1" on every rank, so an absent core is
             # not an error for the runtime: it is simply not captured. Say so.
             add_note(
                 ctx,
-                f"core={ctx.core!r} names NeuronCore(s) {', '.join(map(str, missing))} but this process sees "
-                f"{count} (indices 0-{count - 1}); those are not captured. Core indices are process-local: "
-                "under torchrun each process's NeuronCores start at 0, so core=None captures a process's own",
+                f"core={ctx.core!r} names NeuronCore(s) {', '.join(missing)} but {visible}; those are not "
+                f"captured. {local}",
             )
 
     def experimental_config(self, ctx: SessionContext) -> Any:
         self._check_cores(ctx)
         build = self.build()
         ctx.extras["build"] = build
+        # Only folders written from now on belong to this session.
+        ctx.extras["dirs_before"] = frozenset(self._pid_dirs(ctx))
         # Neuron Runtime also reads the variable itself, so it counts on every build.
         ctx.extras["neff_cache_dir"] = self._neff_cache_dir()
         config = self._legacy_config(ctx) if build == "legacy" else self._neuron_config(ctx, build)
@@ -248,11 +282,14 @@ class NeuronBackend(PackagedPrivateUse1Backend):
         if count is None:
             module.synchronize()
             return
-        # synchronize() with no argument waits for the current device only.
-        for index in dict.fromkeys(core_indices(ctx.core, count)):
+        # synchronize() with no argument waits for the current device only. A selector
+        # naming none of this process's cores still leaves its own work to wait for.
+        indices = core_indices(ctx.core, count) or list(range(count))
+        for index in dict.fromkeys(indices):
             module.synchronize(index)
 
     def on_trace_ready(self, prof: torch.profiler.profile, ctx: SessionContext) -> Optional[Path]:
+        folder = self._claim_cycle_dir(ctx)
         if ctx.extras.get("build") == "legacy":
             return None  # the legacy NeuronProfiler is a context manager of its own: nothing to run here
         from torch_neuronx.profiling import NeuronProfiler
@@ -260,7 +297,7 @@ class NeuronBackend(PackagedPrivateUse1Backend):
         config = ctx.extras.get("neuron_config")
         if config is None:
             return None
-        before = set(self._framework_traces(ctx))
+        before = set(self._framework_traces(folder))
         try:
             NeuronProfiler(config).export_trace(prof)
         except Exception as exc:  # Neuron's files are a bonus; the torch data is kept regardless.
@@ -271,12 +308,13 @@ class NeuronBackend(PackagedPrivateUse1Backend):
                 stacklevel=2,
             )
             return None
-        new = [p for p in self._framework_traces(ctx) if p not in before]
+        new = [p for p in self._framework_traces(folder) if p not in before]
         return max(new, key=lambda p: p.stat().st_mtime) if new else None
 
-    def _framework_traces(self, ctx: SessionContext) -> list[Path]:
+    @staticmethod
+    def _framework_traces(folder: Optional[Path]) -> list[Path]:
         out: list[Path] = []
-        for folder in self.runtime_session_dirs(ctx):
+        if folder is not None:
             for pattern in FRAMEWORK_TRACE_PATTERNS:
                 out.extend(folder.glob(pattern))
         return out
@@ -284,6 +322,9 @@ class NeuronBackend(PackagedPrivateUse1Backend):
     def neuron_bundle_source(self, ctx: SessionContext) -> Optional[Path]:
         root = self.profile_dir(ctx)
         return root if root.is_dir() and self.runtime_session_dirs(ctx) else None
+
+    def neuron_session_dirs(self, ctx: SessionContext) -> list[Optional[Path]]:
+        return list(ctx.extras.get("cycle_dirs", ()))
 
     def describe(self) -> dict[str, Any]:
         facts = super().describe()

@@ -23,12 +23,14 @@ import inspect
 import os
 import socket
 import threading
+import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof.backends.base import DeviceTime, SessionContext, add_note
 from neuronprof.backends.privateuse1 import PackagedPrivateUse1Backend, privateuse1_torch_problem
+from neuronprof.errors import warn_user
 
 if TYPE_CHECKING:
     import torch.profiler
@@ -44,14 +46,16 @@ _PROFILE_SUBDIR = "tpu_profile"
 _EXPERIMENTAL_MESSAGE = r".*TpuProfilerConfig is experimental.*"
 _warned_lock = threading.Lock()
 _warned_experimental = False
+_session_counter = 0
 
 
 class TpuBackend(PackagedPrivateUse1Backend):
     """Profile TPUs with TorchTPU's ``TpuProfilerConfig``.
 
-    Activities ``[CPU, PrivateUse1]``; TorchTPU's own profile goes to
-    ``<output_dir>/tpu_profile/`` (``run_dir``) unless ``TORCH_TPU_PROFILER_OUTPUT_DIR``
-    overrides it (``s.notes`` then says where it went); ``worker_rank`` is the
+    Activities ``[CPU, PrivateUse1]``; TorchTPU's own profile goes to a folder of the
+    session's own, ``<output_dir>/tpu_profile/<YYYYmmdd-HHMMSS>_pid<pid>_<n>/`` (``run_dir``),
+    unless ``TORCH_TPU_PROFILER_OUTPUT_DIR`` overrides it (``s.notes`` then says where it
+    went, and a ``NeuronProfWarning`` says when a session overwrote an earlier one's file); ``worker_rank`` is the
     ``torch.distributed`` rank when there is one, so ranks on one host keep their own
     files. Each step ends with ``torch.accelerator.synchronize()``: TorchTPU's
     ``torch.tpu.synchronize()`` raises ``RuntimeError`` on torch >= 2.11.
@@ -69,9 +73,25 @@ class TpuBackend(PackagedPrivateUse1Backend):
         return privateuse1_torch_problem("TorchTPU's profiler plugin")
 
     def profile_dir(self, ctx: SessionContext) -> Path:
-        """Return the folder TorchTPU writes its profile under for this session (its ``base``)."""
+        """Return the folder TorchTPU writes its profile under for this session (its ``base``).
+
+        Without the override each session has a folder of its own,
+        ``<output_dir>/tpu_profile/<session>/``: TorchTPU names its profile folders to the
+        second, so two sessions in one second (``compare()``) would otherwise share a file.
+        """
         override = os.environ.get(OUTPUT_DIR_ENV)
-        return Path(override) if override else ctx.output_dir / _PROFILE_SUBDIR
+        return Path(override) if override else self._run_dir(ctx)
+
+    def _run_dir(self, ctx: SessionContext) -> Path:
+        run_dir = ctx.extras.get("run_dir")
+        if run_dir is None:
+            global _session_counter
+            with _warned_lock:
+                _session_counter += 1
+                n = _session_counter
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            run_dir = ctx.extras["run_dir"] = ctx.output_dir / _PROFILE_SUBDIR / f"{stamp}_pid{os.getpid()}_{n}"
+        return Path(run_dir)
 
     def device_time(self, ctx: SessionContext) -> DeviceTime:
         # TPU kernels reach torch unlinked to ops; the kernel rows carry the time.
@@ -82,7 +102,7 @@ class TpuBackend(PackagedPrivateUse1Backend):
 
         config_cls = torch.tpu.profiler.TpuProfilerConfig  # type: ignore[attr-defined]
         params = _parameters(config_cls)
-        run_dir = ctx.output_dir / _PROFILE_SUBDIR
+        run_dir = self._run_dir(ctx)
         kwargs: dict[str, Any] = {"run_dir": str(run_dir)}
         if "device" not in ctx.modes and "device_tracer_level" in params:
             kwargs["device_tracer_level"] = 0
@@ -112,7 +132,17 @@ class TpuBackend(PackagedPrivateUse1Backend):
         new = [p for p in self._xplane_files(ctx) if before.get(p) != p.stat().st_mtime_ns]
         if new:
             latest = max(new, key=lambda p: p.stat().st_mtime)
-            add_note(ctx, f"TorchTPU wrote its profile (XPlane) to {latest.parent}")
+            add_note(ctx, f"TorchTPU wrote its profile (XPlane) to {latest}")
+            if latest in before:
+                # Only with the env override: TorchTPU names its folders to the second.
+                message = (
+                    f"TorchTPU overwrote {latest}, the profile of an earlier session started in the same second "
+                    f"({OUTPUT_DIR_ENV} makes every session write under one folder); that earlier profile is "
+                    f"lost. Unset {OUTPUT_DIR_ENV} so each session gets its own folder, or wait a second "
+                    "between sessions"
+                )
+                add_note(ctx, message)
+                warn_user(message)
         return None
 
     def synchronize(self, ctx: SessionContext) -> None:
