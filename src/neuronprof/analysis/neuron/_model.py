@@ -127,10 +127,10 @@ class DeviceSummary:
 
     @property
     def hbm_bytes(self) -> Optional[int]:
-        """HBM bytes read plus written; ``None`` when neither is available."""
-        if self.hbm_read_bytes is None and self.hbm_write_bytes is None:
-            return None
-        return (self.hbm_read_bytes or 0) + (self.hbm_write_bytes or 0)
+        """HBM bytes read plus written; ``None`` when either is not available."""
+        if self.hbm_read_bytes is None or self.hbm_write_bytes is None:
+            return None  # one of them not available: the sum is not known (never counted as 0)
+        return self.hbm_read_bytes + self.hbm_write_bytes
 
     def to_dict(self) -> dict[str, Any]:
         """Return the summary as a JSON-ready dict."""
@@ -278,6 +278,12 @@ class NeuronProfile:
         tool: The tool that produced the JSON and its version (``"neuron-explorer 2.x ..."``),
             or ``None`` when existing JSON files were read.
         notes: Remarks on how it was read (files used, records skipped, what is missing).
+        tool_error: Why part of the profile was not read: ``neuron-explorer`` was
+            needed (only Neuron Runtime's files were there) but is not installed,
+            failed, hung without output or wrote something unreadable; ``None``
+            when nothing was left unread for that reason. The notes hold the same
+            message with its fix.
+        tool_missing: True when ``tool_error`` is because the tool is not installed.
     """
 
     summaries: tuple[DeviceSummary, ...] = ()
@@ -286,6 +292,8 @@ class NeuronProfile:
     source: str = ""
     tool: Optional[str] = None
     notes: tuple[str, ...] = field(default=())
+    tool_error: Optional[str] = None
+    tool_missing: bool = False
 
     def __post_init__(self) -> None:
         for name in ("summaries", "executions", "steps", "notes"):
@@ -399,6 +407,8 @@ class NeuronProfile:
             "source": self.source,
             "tool": self.tool,
             "notes": list(self.notes),
+            "tool_error": self.tool_error,
+            "tool_missing": self.tool_missing,
             "summaries": [s.to_dict() for s in self.summaries],
             "neffs": [dataclasses.asdict(s) for s in self.neffs],
             "steps": [dataclasses.asdict(s) for s in self.steps],
@@ -407,7 +417,7 @@ class NeuronProfile:
 
     def to_json(self, indent: Optional[int] = 2) -> str:
         """Return the profile as JSON (read back by [`from_json`][neuronprof.analysis.NeuronProfile.from_json])."""
-        return json.dumps(self.to_dict(), indent=indent)
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)  # strict JSON: no NaN or Infinity
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> NeuronProfile:
@@ -432,6 +442,8 @@ class NeuronProfile:
             source=str(data.get("source", "")),
             tool=data.get("tool"),
             notes=tuple(str(n) for n in data.get("notes", ())),
+            tool_error=None if data.get("tool_error") is None else str(data["tool_error"]),
+            tool_missing=bool(data.get("tool_missing", False)),
         )
 
     @classmethod

@@ -100,8 +100,19 @@ def _step_cols() -> list[_Col[StepDevice]]:
     ]
 
 
+def _tool_state(profile: NeuronProfile) -> str:
+    return "is not installed" if profile.tool_missing else "failed"
+
+
 def _header(profile: NeuronProfile) -> list[str]:
-    how = f"read with {profile.tool}" if profile.tool else "read from existing JSON files"
+    if profile.tool_error is not None:
+        how = f"neuron-explorer was needed and {_tool_state(profile)}: see the note below"
+        if profile.tool:
+            how = f"read with {profile.tool}; {how}"
+    elif profile.tool:
+        how = f"read with {profile.tool}"
+    else:
+        how = "read from existing JSON files"
     return [f"Neuron profile of {profile.source} ({how})"]
 
 
@@ -130,11 +141,15 @@ def _sections(
         if rows:
             out += table(cols, rows)
         else:
-            out.append(_empty(name))
+            out.append(_empty(name, profile))
     return out
 
 
-def _empty(section: str) -> str:
+def _empty(section: str, profile: NeuronProfile) -> str:
+    if profile.tool_error is not None and section != "NeuronCore activity per step":
+        return f"(not read: neuron-explorer {_tool_state(profile)}; see the note below)"
+    if section == "NeuronCore activity per step" and not profile.executions:
+        return "(no steps: no NEFF executions to place in them)"
     return {
         "Engines per device profile": "(no device profile: capture with modes including 'device')",
         "NEFF executions": "(no system profile with nc_exec_running records)",
