@@ -177,7 +177,10 @@ def add_neuron_profile(
             profile.steps
         ) > _SHOWN_STEPS else ""
         notes.append(f"NeuronCore time per step (Neuron's profile): {shown}{more}")
-    return dataclasses.replace(table, rows=tuple(rows), notes=tuple(notes))
+    # The table is still uncut here: its totals are recounted from the rows, NEFF rows included.
+    return dataclasses.replace(
+        table, rows=tuple(rows), notes=tuple(notes), total_rows=None, total_self_cpu_us=None, total_self_device_us=None
+    )
 
 
 _OUTSIDE = "fell outside the profiled steps"
