@@ -409,3 +409,39 @@ def test_cli_csv_notes_on_stderr_like_summarize(profile_folder, capsys):
     assert lines[0].startswith("# note: source: ") and "existing JSON files" in lines[0]
     assert all(line.startswith("# note: ") for line in lines)
     assert any("device-only folder(s) skipped" in line for line in lines)
+
+
+_FIELD_VALUES = st.one_of(st.none(), st.integers(-5, 10**6), st.text(max_size=3), st.floats(allow_nan=False))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"start": st.integers(0, 10**6), "dur": st.integers(-2, 10**4), "exec_id": st.integers(0, 4),
+             "core": st.integers(0, 2), "lnc": st.integers(0, 1)},
+            optional={"unit": st.sampled_from(["ns", "us", "weird"]), "odd": _FIELD_VALUES,
+                      "drop": st.sampled_from(["lnc_idx", "exec_id", "device_core_idx", "model_name"])},
+        ),
+        max_size=25,
+    )
+)
+def test_typed_fast_path_reads_as_the_plain_path(tmp_path_factory, recs):
+    """Indented JSON goes through the msgspec fast path; one-line JSON through plain dicts: same executions."""
+    events = []
+    for i, r in enumerate(recs):
+        ev = exec_record(BASE_NS + r["start"], r["dur"], exec_id=r["exec_id"], core=r["core"], lnc=r["lnc"])
+        if "unit" in r:
+            ev["timestamp_unit"] = r["unit"]
+        if "odd" in r:
+            ev["a_field_from_a_future_release"] = r["odd"]
+        ev.pop(r.get("drop", ""), None)
+        events += [ev, {"name": "nrt_model_submit", "timestamp": i, "model_name": "nc_exec_running"}]
+    tmp = tmp_path_factory.mktemp("paths")
+    (tmp / "a").mkdir()
+    (tmp / "b").mkdir()
+    compact = tmp / "a" / "system_profile.json"
+    compact.write_text(json.dumps({"trace_event": events}))
+    indented = tmp / "b" / "system_profile.json"
+    indented.write_text(json.dumps({"trace_event": events}, indent=1))
+    assert read_system_profile(compact, label="x") == read_system_profile(indented, label="x")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -305,19 +306,21 @@ class NeuronProfile:
     @cached_property
     def neffs(self) -> tuple[NeffStats, ...]:
         """Calls and device time per NEFF, most device time first."""
-        acc: dict[str, list[Any]] = {}
+        # Group the executions by NEFF in one pass, then sum, min and max each group's durations in C
+        # (map over the group): a few Python steps per execution, not one per figure.
+        groups: dict[str, list[NeffExecution]] = {}
+        get = groups.get
         for ex in self.executions:
-            d = (ex.end_ns - ex.start_ns) / 1000.0
-            a = acc.get(ex.neff)
-            if a is None:
-                acc[ex.neff] = [1, d, d, d, set(ex.cores)]
+            g = get(ex[0])
+            if g is None:
+                groups[ex[0]] = [ex]
             else:
-                a[0] += 1
-                a[1] += d
-                a[2] = min(a[2], d)
-                a[3] = max(a[3], d)
-                a[4].update(ex.cores)
-        stats = [NeffStats(n, a[0], a[1], a[2], a[3], tuple(sorted(a[4]))) for n, a in acc.items()]
+                g.append(ex)
+        stats = []
+        for neff, g in groups.items():
+            ns = list(map(operator.sub, map(_END, g), map(_START, g)))
+            cores: set[int] = set().union(*set(map(_CORES, g)))
+            stats.append(NeffStats(neff, len(g), sum(ns) / 1000.0, min(ns) / 1000.0, max(ns) / 1000.0, _sorted(cores)))
         stats.sort(key=lambda s: s.device_us, reverse=True)
         return tuple(stats)
 
@@ -509,6 +512,17 @@ class NeuronProfile:
 
         return profile_roofline(self, device, peak_flops=peak_flops, peak_bw=peak_bw)
 
+
+def _sorted(cores: set[Any]) -> tuple[Any, ...]:
+    try:
+        return tuple(sorted(cores))
+    except TypeError:  # indices of mixed types
+        return tuple(cores)
+
+
+_START = operator.itemgetter(1)
+_END = operator.itemgetter(2)
+_CORES = operator.itemgetter(4)
 
 NEFF_ROW_PREFIX = "NEFF "
 """Prefix of the table rows that hold one NEFF's executions (``"NEFF <model_name>"``)."""

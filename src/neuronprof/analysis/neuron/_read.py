@@ -39,9 +39,10 @@ import shutil
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Union
+
+import msgspec
 
 from neuronprof.analysis._jsonstream import EventBatches
 from neuronprof.analysis.errors import TraceError
@@ -260,24 +261,15 @@ def read_system_profile(
     """
     p = os.fspath(path)
     state = _Merge()
-    # Only the executions are decoded; other runtime events are skipped unread.
-    stream = EventBatches(p, events_key="trace_event", containing=_EXEC)
+    # Only the executions are decoded, straight into _ExecRecord (msgspec skips every other field);
+    # other runtime events are skipped unread. A stretch the fast path cannot cut comes as dicts.
+    stream = EventBatches(p, events_key="trace_event", containing=_EXEC, decode=_DECODE)
     with _collector_paused():
         for batch in stream:
-            # Most events are other runtime activity: pick the executions, all in C (map, compress).
-            hits = list(compress(batch, map(operator.eq, map(_NAME, batch), repeat(_EXEC))))
-            if not hits:
-                continue
-            units = set(map(_UNIT, hits))
-            if units <= {None, "ns"}:
-                try:
-                    records = list(map(_FIELDS, hits))
-                except KeyError:
-                    pass  # a record without one of the fields: take this batch field by field
-                else:
-                    state.add(records)
-                    continue
-            state.add(_fields_slowly(ev) for ev in hits)
+            if type(batch[0]) is _ExecRecord:
+                state.add(batch)
+            else:
+                state.add([_record(ev) for ev in batch if ev.get("name") == _EXEC])
         executions = state.executions()
     name = label or os.path.basename(p)
     notes = [f"{name}: {state.records} {_EXEC} record(s), {len(executions)} execution(s)"]
@@ -309,28 +301,33 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-# The fields of one record, key first: (process_id, lnc_idx, model_id, exec_id) identify an execution.
-_FIELDS = operator.itemgetter(
-    "process_id", "lnc_idx", "model_id", "exec_id", "timestamp", "duration", "model_name", "nc_idx", "device_core_idx"
-)
-_NAME = operator.methodcaller("get", "name")
-_UNIT = operator.methodcaller("get", "timestamp_unit")
-_NAMES = ("process_id", "lnc_idx", "model_id", "exec_id", "timestamp", "duration", "model_name", "nc_idx")
+class _ExecRecord(msgspec.Struct, gc=False):
+    """The fields of an ``nc_exec_running`` record that the reader uses (the decoder skips the others).
+
+    Typed as ``Any``: the values are checked where they are used, as the tool's
+    output may change between releases. ``gc=False``: records hold no cycles.
+    """
+
+    name: Any = None
+    process_id: Any = None
+    lnc_idx: Any = None
+    model_id: Any = None
+    exec_id: Any = None
+    timestamp: Any = None
+    duration: Any = None
+    model_name: Any = None
+    nc_idx: Any = None
+    device_core_idx: Any = None
+    timestamp_unit: Any = None
 
 
-def _fields_slowly(ev: Mapping[str, Any]) -> tuple[Any, ...]:
-    """``_FIELDS`` for a record that lacks some of them, with the time unit applied."""
-    f = [ev.get(n) for n in _NAMES]
-    f.append(ev.get("device_core_idx"))
-    if f[1] is None:
-        f[1] = f[7]  # no logical core index: the core index names it
-    unit = ev.get("timestamp_unit")
-    if unit is not None and unit != "ns":
-        scale = _UNIT_NS.get(unit)
-        ts, dur = _int(f[4]), _int(f[5])
-        ok = scale is not None and ts is not None and dur is not None
-        f[4], f[5] = (ts * scale, dur * scale) if ok else (None, None)  # type: ignore[operator]
-    return tuple(f)
+_DECODE = msgspec.json.Decoder(list[_ExecRecord]).decode
+_RECORD_FIELDS = _ExecRecord.__struct_fields__
+
+
+def _record(ev: Mapping[str, Any]) -> _ExecRecord:
+    """An event the fast path did not decode (a dict), as the record the merge reads."""
+    return _ExecRecord(*(ev.get(n) for n in _RECORD_FIELDS))
 
 
 class _Merge:
@@ -343,24 +340,35 @@ class _Merge:
         self.names: dict[Any, str] = {}
         self.records = self.duplicates = self.reused = self.bad = 0
 
-    def add(self, records: Iterable[tuple[Any, ...]]) -> None:
+    def add(self, records: Iterable[_ExecRecord]) -> None:
         # The hot loop (two records per execution on Trn2): kept inline on purpose.
         merged = self.merged
         get = merged.get
         names = self.names
         n = dups = 0
         for r in records:
-            pid, lnc, model_id, exec_id, ts, dur, name, nc, core = r
+            if r.name != _EXEC:
+                continue  # its text held the name, but it is another event
+            ts = r.timestamp
+            dur = r.duration
+            if r.timestamp_unit is not None and r.timestamp_unit != "ns":
+                ts, dur = _in_ns(ts, dur, r.timestamp_unit)
             if type(ts) is not int or type(dur) is not int or dur < 0:
                 ts, dur = _int(ts), _int(dur)
                 if ts is None or dur is None or dur < 0:
                     self.bad += 1
                     continue
             n += 1
+            core = r.device_core_idx
+            nc = r.nc_idx
             if core is None:
                 core = nc
+            lnc = r.lnc_idx
+            if lnc is None:
+                lnc = nc  # no logical core index: the core index names it
+            exec_id = r.exec_id
+            key = (r.process_id, lnc, r.model_id, exec_id)
             end = ts + dur
-            key = r[:4]
             old = get(key)
             if old is not None:
                 if ts <= old[2] and end >= old[1]:
@@ -377,12 +385,14 @@ class _Merge:
                     dups += 1
                     continue
                 self.reused += 1  # same ids but apart in time: a reused id, not a second core
+            name = r.model_name
             neff = names.get(name)
             if neff is None:
-                neff = _neff_name(r, names)
+                neff = _neff_name(name, r.model_id, names)
+            pid = r.process_id
             if type(pid) is not str and pid is not None:
                 pid = str(pid)
-            entry = [neff, ts, end, exec_id, () if core is None else (core,), nc, lnc, model_id, pid]
+            entry = [neff, ts, end, exec_id, () if core is None else (core,), nc, lnc, r.model_id, pid]
             if old is None and exec_id is not None:
                 merged[key] = entry
             else:
@@ -405,12 +415,20 @@ def _with_core(cores: tuple[Any, ...], core: Any) -> tuple[Any, ...]:
         return (*cores, core)
 
 
-def _neff_name(r: tuple[Any, ...], names: dict[Any, str]) -> str:
-    name = r[6]
+def _neff_name(name: Any, model_id: Any, names: dict[Any, str]) -> str:
     if not isinstance(name, str) or not name:
         # No NEFF name: name it by its model id (not cached by name, since ids differ).
-        return f"model {r[2]}" if r[2] is not None else "(unnamed NEFF)"
+        return f"model {model_id}" if model_id is not None else "(unnamed NEFF)"
     return names.setdefault(name, name)
+
+
+def _in_ns(ts: Any, dur: Any, unit: Any) -> tuple[Optional[int], Optional[int]]:
+    """``timestamp`` and ``duration`` given in ``timestamp_unit``, in nanoseconds (``None`` when unknown)."""
+    scale = _UNIT_NS.get(unit) if isinstance(unit, str) else None
+    ts, dur = _int(ts), _int(dur)
+    if scale is None or ts is None or dur is None:
+        return None, None
+    return ts * scale, dur * scale
 
 
 def _start(ex: NeffExecution) -> int:
@@ -802,7 +820,7 @@ def neuron_profile(
                 f"{_SUMMARY_GLOB} and .ntff files)"
             )
         summaries, executions, steps = _read_folders(folders, runner, save=save, framework_trace=trace, notes=notes)
-    executions.sort(key=_start)
+    executions.sort(key=_START)
     step_rows = step_activity(executions, steps) if executions and steps else []
     if executions and not steps:
         notes.append("no framework trace with ProfilerStep spans beside the system profile: no per-step busy time")
