@@ -445,3 +445,16 @@ def test_typed_fast_path_reads_as_the_plain_path(tmp_path_factory, recs):
     indented = tmp / "b" / "system_profile.json"
     indented.write_text(json.dumps({"trace_event": events}, indent=1))
     assert read_system_profile(compact, label="x") == read_system_profile(indented, label="x")
+
+
+def test_plot_normalized_keeps_a_far_shorter_profile_visible(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "neuron_summary.json"
+    path.write_text(json.dumps({f"n_{HEX40}": summary_metrics(1e-2), "n_" + "b" * 40: summary_metrics(1e-5)}))
+    svg = tmp_path / "e.svg"
+    assert main(["neuron", str(path), "--no-tool", "--plot", str(svg), "--plot-normalize"]) == 0
+    text = svg.read_text()
+    assert "% of each profile" in text.replace("&#37;", "%") or "each profile" in text
+    p = neuron_profile(path, tool="never")
+    plain = p.plot(tmp_path / "plain.svg").read_text()
+    assert plain != p.plot(tmp_path / "n.svg", normalize=True).read_text()  # another x scale: % of each total

@@ -458,7 +458,7 @@ class NeuronProfile:
         """
         return cls.from_dict(loads(text))
 
-    def plot(self, path: Union[str, os.PathLike[str]]) -> Path:
+    def plot(self, path: Union[str, os.PathLike[str]], *, normalize: bool = False) -> Path:
         """Draw one stacked bar of engine active time per device profile (NEFF) into a PNG or SVG file.
 
         Engines of a NeuronCore run concurrently, so a stack can be longer than
@@ -468,6 +468,8 @@ class NeuronProfile:
 
         Args:
             path: The image file (``.png`` or ``.svg``); missing parent folders are created.
+            normalize: Draw each bar as percentages of its own profile's total time,
+                so that a profile far shorter than the others is still visible.
 
         Returns:
             The path written.
@@ -479,7 +481,7 @@ class NeuronProfile:
         """
         from neuronprof.analysis.neuron._render import plot_engines
 
-        return plot_engines(self, path)
+        return plot_engines(self, path, normalize=normalize)
 
     def roofline(
         self,

@@ -30,6 +30,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--format", choices=("text", "markdown", "csv", "json"), default="text", help="output format")
     p.add_argument("--plot", default=None, metavar="PATH", help="also draw the stacked engine bars to PATH (.png/.svg)")
     p.add_argument(
+        "--plot-normalize",
+        action="store_true",
+        help="draw each bar as %% of its own profile's total time (a far shorter profile stays visible)",
+    )
+    p.add_argument(
         "--roofline",
         default=None,
         metavar="DEVICE",
@@ -73,7 +78,7 @@ def _neuron(args: argparse.Namespace) -> int:
         rl = profile.roofline(args.roofline)
         text += "\n\n" + (rl.to_text() if args.format == "text" else rl.to_markdown())
     if args.plot:
-        profile.plot(args.plot)
+        profile.plot(args.plot, normalize=args.plot_normalize)
     _emit(text)
     if args.format == "csv":
         # As `neuronprof summarize --format csv`: where it came from and the notes, as comment lines on stderr.
