@@ -241,10 +241,7 @@ def plot_engines(profile: NeuronProfile, path: Union[str, os.PathLike[str]], *, 
     ys = list(range(len(shown)))
     left = [0.0] * len(shown)
     for engine in ENGINES:
-        if normalize:
-            widths = [_share(s, engine) for s in shown]
-        else:
-            widths = [s.engine(engine).active_us or 0.0 for s in shown]
+        widths = [_share(s, engine) if normalize else s.engine(engine).active_us or 0.0 for s in shown]
         ax.barh(ys, widths, left=left, color=_COLOURS[engine], label=_ENGINE_TITLES[engine], height=0.6)
         left = [a + b for a, b in zip(left, widths)]
     if normalize:
