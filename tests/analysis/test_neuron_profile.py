@@ -458,3 +458,10 @@ def test_plot_normalized_keeps_a_far_shorter_profile_visible(tmp_path, capsys):
     p = neuron_profile(path, tool="never")
     plain = p.plot(tmp_path / "plain.svg").read_text()
     assert plain != p.plot(tmp_path / "n.svg", normalize=True).read_text()  # another x scale: % of each total
+
+
+def test_neff_roofline_text_speaks_of_neffs_not_operators(profile_folder):
+    rl = neuron_profile(profile_folder, tool="never").roofline("trn2")
+    for text in (rl.to_text(), rl.to_markdown()):
+        assert "op signature" not in text and "Input shapes" not in text
+        assert "device profile(s) (NEFFs)" in text and "overall (by time" in text

@@ -91,7 +91,7 @@ def _step_cols() -> list[_Col[StepDevice]]:
     return [
         _Col("Step", lambda s: f"ProfilerStep#{s.step}", left=True),
         _Col("Length (µs)", lambda s: format_us(s.duration_us)),
-        _Col("Busy (µs)", lambda s: format_us(s.busy_us)),
+        _Col("Busy, any core (µs)", lambda s: format_us(s.busy_us)),
         _Col("Busy (%)", lambda s: f"{s.busy_pct:.1f}"),
         _Col("Idle (µs)", lambda s: format_us(s.idle_us)),
         _Col("Executions", lambda s: str(s.executions)),
