@@ -27,6 +27,7 @@ guessed: see the notes of the returned model.
 from __future__ import annotations
 
 import bisect
+import collections
 import contextlib
 import fnmatch
 import gc
@@ -41,8 +42,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Union
-
-import msgspec
 
 from neuronprof.analysis._jsonstream import EventBatches
 from neuronprof.analysis.errors import TraceError
@@ -266,7 +265,7 @@ def read_system_profile(
     stream = EventBatches(p, events_key="trace_event", containing=_EXEC, decode=_DECODE)
     with _collector_paused():
         for batch in stream:
-            if type(batch[0]) is _ExecRecord:
+            if _DECODE is not None and type(batch[0]) is _ExecRecord:
                 state.add(batch)
             else:
                 state.add([_record(ev) for ev in batch if ev.get("name") == _EXEC])
@@ -301,31 +300,37 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-class _ExecRecord(msgspec.Struct, gc=False):
-    """The fields of an ``nc_exec_running`` record that the reader uses (the decoder skips the others).
+_RECORD_FIELDS = (
+    "name",
+    "process_id",
+    "lnc_idx",
+    "model_id",
+    "exec_id",
+    "timestamp",
+    "duration",
+    "model_name",
+    "nc_idx",
+    "device_core_idx",
+    "timestamp_unit",
+)
+"""The fields of an ``nc_exec_running`` record that the reader uses (all others are skipped)."""
 
-    Typed as ``Any``: the values are checked where they are used, as the tool's
-    output may change between releases. ``gc=False``: records hold no cycles.
-    """
-
-    name: Any = None
-    process_id: Any = None
-    lnc_idx: Any = None
-    model_id: Any = None
-    exec_id: Any = None
-    timestamp: Any = None
-    duration: Any = None
-    model_name: Any = None
-    nc_idx: Any = None
-    device_core_idx: Any = None
-    timestamp_unit: Any = None
+def _record_type() -> tuple[Any, Optional[Callable[[str], list[Any]]]]:
+    """The record class, and a decoder of a JSON array of records into it (``None`` without msgspec)."""
+    try:
+        import msgspec
+    except ImportError:  # msgspec is optional at import: plain dicts, read field by field
+        return collections.namedtuple("_ExecRecord", _RECORD_FIELDS, defaults=[None] * len(_RECORD_FIELDS)), None
+    # Typed as Any: values are checked where they are used, as the tool's output may change between
+    # releases. gc=False: records hold no cycles. The decoder builds only these fields.
+    record = msgspec.defstruct("_ExecRecord", [(n, Any, None) for n in _RECORD_FIELDS], gc=False)
+    return record, msgspec.json.Decoder(list[record]).decode  # type: ignore[valid-type]
 
 
-_DECODE = msgspec.json.Decoder(list[_ExecRecord]).decode
-_RECORD_FIELDS = _ExecRecord.__struct_fields__
+_ExecRecord, _DECODE = _record_type()
 
 
-def _record(ev: Mapping[str, Any]) -> _ExecRecord:
+def _record(ev: Mapping[str, Any]) -> Any:
     """An event the fast path did not decode (a dict), as the record the merge reads."""
     return _ExecRecord(*(ev.get(n) for n in _RECORD_FIELDS))
 
@@ -340,7 +345,7 @@ class _Merge:
         self.names: dict[Any, str] = {}
         self.records = self.duplicates = self.reused = self.bad = 0
 
-    def add(self, records: Iterable[_ExecRecord]) -> None:
+    def add(self, records: Iterable[Any]) -> None:
         # The hot loop (two records per execution on Trn2): kept inline on purpose.
         merged = self.merged
         get = merged.get

@@ -37,8 +37,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, TypeVar, Union
 
-import msgspec
-
 from neuronprof.analysis.errors import TraceError
 
 __all__ = [
@@ -232,6 +230,14 @@ def extract_json(text: str, *, what: str = "output") -> Any:
 # -- helpers ---------------------------------------------------------------------------
 
 
+def _parse(data: bytes) -> Any:
+    try:
+        import msgspec
+    except ImportError:  # optional at import; the standard library parses it too, more slowly
+        return json.loads(data)
+    return msgspec.json.decode(data)
+
+
 def _hint(tool: NeuronTool) -> str:
     return f"check that {tool.path} works, or reinstall it: {INSTALL_HINT}"
 
@@ -321,8 +327,8 @@ def _complete(work: str, out: str, sizes: dict[str, int]) -> bool:
             if path.endswith(".stdout"):
                 extract_json(data.decode("utf-8", errors="replace"))
             else:
-                msgspec.json.decode(data)
-        except (OSError, ValueError, msgspec.DecodeError):
+                _parse(data)
+        except (OSError, ValueError):  # msgspec.DecodeError is a ValueError
             return False
         return True
     return False
