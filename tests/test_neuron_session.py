@@ -56,6 +56,8 @@ for n, a, b in steps:
             ("neff_aten_mul_1", a + 7 * L // 10, L // 5)]
     execs += [{"neff": f, "start_ns": t, "duration_ns": d, "cores": [0, 1]} for f, t, d in plan]
     expected.append({"step": n, "busy_ns": sum(d for _, _, d in plan), "length_ns": L})
+if EXTRA_EARLY:  # one execution a second before the first profiled step (a warm-up step, say)
+    execs.append({"neff": "neff_aten_mul_1", "start_ns": steps[0][1] - 10**9, "duration_ns": 7_000, "cores": [0, 1]})
 spec = {"fake_neuron_explorer_spec": 1, "process_id": os.getpid(), "executions": execs,
         "device_profiles": [{"neff": "neff_aten_mul_1", "total_time": 4e-5, "tensor": 2e-5, "vector": 1e-5,
                              "scalar": 0.0, "gpsimd": 0.0, "sync": 0.0, "dma": 3e-5, "hbm_read_bytes": 1000,
@@ -86,7 +88,15 @@ report(info)
 """
 
 
-def _run(tmp_path: Path, *, tool: bool = True, emit: bool = False, heuristic: bool = False, write_spec: bool = True):
+def _run(
+    tmp_path: Path,
+    *,
+    tool: bool = True,
+    emit: bool = False,
+    heuristic: bool = False,
+    write_spec: bool = True,
+    outside: bool = False,
+):
     # emit=True: the correlating TorchNeuron build, the one that puts NeuronCore time into torch.profiler.
     env = {
         "NEURONPROF_STANDIN_NEURON_BUILD": "correlating" if emit else "documented",
@@ -98,7 +108,8 @@ def _run(tmp_path: Path, *, tool: bool = True, emit: bool = False, heuristic: bo
     env["NEURONPROF_TEST_PATH"] = f"{empty}{os.pathsep}{os.path.dirname(sys.executable)}"
     env["NEURONPROF_NEURON_EXPLORER"] = str(FAKE) if tool else ""
     code = (
-        _SNIPPET.replace("OUT", repr(str(tmp_path / "out")))
+        _SNIPPET.replace("EXTRA_EARLY", repr(outside))
+        .replace("OUT", repr(str(tmp_path / "out")))
         .replace("HEURISTIC", repr(heuristic))
         .replace("WRITE_SPEC", repr(write_spec))
     )
@@ -125,6 +136,9 @@ def test_neff_rows_and_per_step_time_from_neurons_profile(tmp_path):
     notes = " | ".join(info["notes"])
     assert "NEURON column: NeuronCore time from Neuron's own profile" in notes and "2.99.0+fake" in notes
     assert "NeuronCore time per step" in notes and "ProfilerStep#2" in info["text"]
+    # One story: the backend's "empty by design" note is reworded once the NEFF rows fill the column.
+    assert "empty by design" not in notes and "the NEFF rows come from Neuron's own profile" in notes
+    assert "ops carry no device time" in notes and "fell outside" not in notes
     assert not any("no NEURON device time" in w for w in info["warnings"]), info["warnings"]
     got = {s[0]: s for s in info["profile"]["steps"]}
     for s in steps:
@@ -147,8 +161,20 @@ def test_name_heuristic_only_when_asked_and_labelled(tmp_path):
     add_neff = _row(info, "NEFF neff_aten_add_2")["self_device_us"]
     assert _row(info, "aten::add")["self_device_us"] == pytest.approx(add_neff)
     assert any(n.startswith("heuristic (neuron_heuristic=True)") and "guess" in n for n in info["notes"])
+    # The footer does not say "ops carry no device time" next to ops that carry heuristic device time.
+    notes = " | ".join(info["notes"])
+    assert "ops carry no device time" not in notes and "ops carry device time only where the heuristic" in notes
+    assert "empty by design" not in notes
     # The table without the option (read from the same cached profile) guesses nothing.
     assert not next(r for r in info["again"] if r["name"] == "aten::mul")["self_device_us"]
+
+
+def test_executions_outside_the_profiled_steps_are_noted_in_the_footer(tmp_path):
+    info = _run(tmp_path, outside=True)
+    assert _row(info, "NEFF neff_aten_mul_1")["calls"] == 5  # counted in the NEFF total ...
+    (note,) = [n for n in info["notes"] if "fell outside the profiled steps" in n]
+    assert note.startswith("1 execution(s) (7.0 µs) fell outside the profiled steps")  # ... and said so
+    assert note in info["text"]
 
 
 def test_without_the_tool_the_table_says_what_to_install(tmp_path):

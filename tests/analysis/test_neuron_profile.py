@@ -316,3 +316,152 @@ def test_cli_neuron_roofline_plot_and_errors(profile_folder, tmp_path, capsys):
     assert main(["neuron", str(profile_folder), "--format", "csv", "--roofline", "trn2"]) == 2
     assert "--roofline" in capsys.readouterr().err
     assert main(["neuron", str(profile_folder / "x.neff")]) == 2
+
+
+# -- review fixes: missing figures, executions outside steps, sniffing, strict JSON, CSV notes -------------------
+
+
+@pytest.mark.parametrize("missing", ["hbm_read_bytes", "hbm_write_bytes"])
+def test_missing_byte_count_is_never_counted_as_zero(tmp_path, missing):
+    path = tmp_path / "neuron_summary.json"
+    data = {f"n_{HEX40}": summary_metrics(1e-3, **{missing: -1}), "n_" + "e" * 40: summary_metrics()}
+    path.write_text(json.dumps(data))
+    p = neuron_profile(path, tool="never")
+    gone, kept = p.summaries
+    assert gone.hbm_bytes is None and kept.hbm_bytes == 3_000_000  # not (read or 0) + (write or 0)
+    rl = p.roofline("trn2")
+    assert [r.name for r in rl.rows] == [kept.label]  # the row without its bytes is left out, not put at 0 bytes
+    assert any(f"{missing} not available" in n and gone.label in n for n in rl.notes)
+    text = p.to_text()
+    row = next(line for line in text.splitlines() if line.startswith(gone.label))
+    assert " 0.00 " not in row  # the missing byte count is a blank cell
+
+
+def test_executions_outside_the_profiled_steps_are_noted(tmp_path):
+    s1 = BASE_NS
+    recs = [
+        exec_record(s1 - 50_000, 20_000, exec_id=1),  # before the step (warm-up)
+        exec_record(s1 + 10_000, 20_000, exec_id=2),  # inside
+        exec_record(s1 + 95_000, 10_000, exec_id=3),  # overlaps the end: counted in the step
+        exec_record(s1 + 300_000, 5_000, exec_id=4),  # after the step
+    ]
+    folder = tmp_path / "host_pid_100" / "20260101_000000"
+    write_system_profile(folder / "system_profile.json", recs)
+    framework_trace(folder / "trace.json", [(1, s1, s1 + 100_000)])
+    p = neuron_profile(tmp_path, tool="never")
+    (note,) = [n for n in p.notes if "fell outside the profiled steps" in n]
+    assert note.startswith("2 execution(s) (25.0 µs) fell outside the profiled steps")
+    assert p.neff("neff_a").calls == 4  # still counted in the NEFF totals, with the note beside them
+    assert note in p.to_text()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2_000), st.integers(0, 300)), min_size=1, max_size=20),
+    st.lists(st.tuples(st.integers(0, 2_000), st.integers(1, 500)), min_size=1, max_size=4),
+)
+def test_outside_steps_matches_a_direct_count(tmp_path_factory, spans, steps):
+    recs = [exec_record(BASE_NS + 1000 * a, 1000 * d, exec_id=i) for i, (a, d) in enumerate(spans)]
+    step_ns = [(i, BASE_NS + 1000 * a, BASE_NS + 1000 * (a + d)) for i, (a, d) in enumerate(steps)]
+    folder = tmp_path_factory.mktemp("p") / "h_pid_1" / "t"
+    write_system_profile(folder / "system_profile.json", recs)
+    framework_trace(folder / "trace.json", step_ns)
+    p = neuron_profile(folder.parent.parent, tool="never")
+    outside = [
+        ex for ex in p.executions if not any(ex.start_ns < e and ex.end_ns > s for _, s, e in step_ns)
+    ]
+    notes = [n for n in p.notes if "fell outside" in n]
+    if outside:
+        us = sum(ex.end_ns - ex.start_ns for ex in outside) / 1000.0
+        assert notes == [notes[0]] and notes[0].startswith(f"{len(outside)} execution(s) ({us:.1f} µs)")
+    else:
+        assert notes == []
+
+
+def test_summary_sniffed_whatever_its_name_and_absurd_values(tmp_path, capsys):
+    path = tmp_path / "metrics.json"  # not named *summary*.json
+    path.write_text(json.dumps({f"n_{HEX40}": summary_metrics(1e-3, hardware_flops=1e308, total_time=1e308)}))
+    p = neuron_profile(path, tool="never")
+    (s,) = p.summaries
+    assert s.hardware_flops is None and s.total_us is None  # not believable: not available
+    assert any("hardware_flops" in n and "total_time" in n and "not available" in n for n in p.notes)
+    assert main(["neuron", str(path), "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    assert "Infinity" not in out and "NaN" not in out
+    json.loads(out, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+
+
+def test_empty_system_profile_beside_a_valid_summary_is_a_note(tmp_path):
+    folder = tmp_path / "h_pid_1" / "t"
+    folder.mkdir(parents=True)
+    (folder / "system_profile.json").write_text("")
+    (folder / "neuron_summary.json").write_text(json.dumps({f"n_{HEX40}": summary_metrics()}))
+    p = neuron_profile(tmp_path, tool="never")
+    assert len(p.summaries) == 1 and p.executions == ()
+    assert any("system_profile.json" in n and "left out" in n for n in p.notes)
+
+
+def test_cli_csv_notes_on_stderr_like_summarize(profile_folder, capsys):
+    assert main(["neuron", str(profile_folder), "--format", "csv", "--no-tool"]) == 0
+    captured = capsys.readouterr()
+    assert "# note" not in captured.out
+    lines = captured.err.splitlines()
+    assert lines[0].startswith("# note: source: ") and "existing JSON files" in lines[0]
+    assert all(line.startswith("# note: ") for line in lines)
+    assert any("device-only folder(s) skipped" in line for line in lines)
+
+
+_FIELD_VALUES = st.one_of(st.none(), st.integers(-5, 10**6), st.text(max_size=3), st.floats(allow_nan=False))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"start": st.integers(0, 10**6), "dur": st.integers(-2, 10**4), "exec_id": st.integers(0, 4),
+             "core": st.integers(0, 2), "lnc": st.integers(0, 1)},
+            optional={"unit": st.sampled_from(["ns", "us", "weird"]), "odd": _FIELD_VALUES,
+                      "drop": st.sampled_from(["lnc_idx", "exec_id", "device_core_idx", "model_name"])},
+        ),
+        max_size=25,
+    )
+)
+def test_typed_fast_path_reads_as_the_plain_path(tmp_path_factory, recs):
+    """Indented JSON goes through the msgspec fast path; one-line JSON through plain dicts: same executions."""
+    events = []
+    for i, r in enumerate(recs):
+        ev = exec_record(BASE_NS + r["start"], r["dur"], exec_id=r["exec_id"], core=r["core"], lnc=r["lnc"])
+        if "unit" in r:
+            ev["timestamp_unit"] = r["unit"]
+        if "odd" in r:
+            ev["a_field_from_a_future_release"] = r["odd"]
+        ev.pop(r.get("drop", ""), None)
+        events += [ev, {"name": "nrt_model_submit", "timestamp": i, "model_name": "nc_exec_running"}]
+    tmp = tmp_path_factory.mktemp("paths")
+    (tmp / "a").mkdir()
+    (tmp / "b").mkdir()
+    compact = tmp / "a" / "system_profile.json"
+    compact.write_text(json.dumps({"trace_event": events}))
+    indented = tmp / "b" / "system_profile.json"
+    indented.write_text(json.dumps({"trace_event": events}, indent=1))
+    assert read_system_profile(compact, label="x") == read_system_profile(indented, label="x")
+
+
+def test_plot_normalized_keeps_a_far_shorter_profile_visible(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "neuron_summary.json"
+    path.write_text(json.dumps({f"n_{HEX40}": summary_metrics(1e-2), "n_" + "b" * 40: summary_metrics(1e-5)}))
+    svg = tmp_path / "e.svg"
+    assert main(["neuron", str(path), "--no-tool", "--plot", str(svg), "--plot-normalize"]) == 0
+    text = svg.read_text()
+    assert "% of each profile" in text.replace("&#37;", "%") or "each profile" in text
+    p = neuron_profile(path, tool="never")
+    plain = p.plot(tmp_path / "plain.svg").read_text()
+    assert plain != p.plot(tmp_path / "n.svg", normalize=True).read_text()  # another x scale: % of each total
+
+
+def test_neff_roofline_text_speaks_of_neffs_not_operators(profile_folder):
+    rl = neuron_profile(profile_folder, tool="never").roofline("trn2")
+    for text in (rl.to_text(), rl.to_markdown()):
+        assert "op signature" not in text and "Input shapes" not in text
+        assert "device profile(s) (NEFFs)" in text and "overall (by time" in text

@@ -178,10 +178,35 @@ def test_tool_that_hangs_after_writing_is_stopped_and_its_output_used(clean_env,
 
 
 def test_cli_without_tool_says_what_to_install(clean_env, session_folder, capsys):
-    with pytest.warns(NeuronProfWarning, match="aws-neuronx-tools"):
-        assert main(["neuron", str(session_folder)]) == 0
-    out = capsys.readouterr().out
-    assert "no system profile" in out and "neuron-explorer was not found" in out and "aws-neuronx-tools" in out
+    # Changed by the review of issue 14: the tool's absence is the exit status, the header and one note
+    # (it was a warning plus a note, exit status 0 and "no system profile" advice).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(["neuron", str(session_folder)]) == 1
+    captured = capsys.readouterr()
+    out = captured.out
+    assert "neuron-explorer was not found" in out and "aws-neuronx-tools" in out
+    assert out.splitlines()[0].endswith("(neuron-explorer was needed and is not installed: see the note below)")
+    assert "read from existing JSON files" not in out and "capture with modes" not in out
+    everything = out + captured.err
+    assert everything.count("neuron-explorer was not found") == 1  # said once, not as a warning and a note
+    assert ".py:" not in captured.err and "Warning" not in captured.err  # plain lines, no Python warning format
+
+
+@pytest.mark.parametrize("mode", ["fail", "garbage"])
+def test_cli_with_failing_tool_says_it_failed_once(clean_env, session_folder, monkeypatch, capsys, mode):
+    monkeypatch.setenv(ENV_VAR, str(FAKE))
+    monkeypatch.setenv("FAKE_NEURON_EXPLORER_MODE", mode)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(["neuron", str(session_folder), "--timeout", "20"]) == 1
+    captured = capsys.readouterr()
+    assert "(neuron-explorer was needed and failed: see the note below)" in captured.out.splitlines()[0]
+    assert "capture with modes" not in captured.out and "read from existing JSON files" not in captured.out
+    assert (captured.out + captured.err).count("fake_neuron_explorer view") == 1
+    assert ".py:" not in captured.err
+    assert "neuronprof-neuron-explorer-" not in captured.out + captured.err  # no temporary file is named
+    assert _left_behind(clean_env["scratch"]) == []
 
 
 def test_cli_prints_engine_breakdown_through_the_tool(clean_env, session_folder, monkeypatch, capsys):
@@ -189,3 +214,90 @@ def test_cli_prints_engine_breakdown_through_the_tool(clean_env, session_folder,
     assert main(["neuron", str(session_folder), "--format", "markdown"]) == 0
     out = capsys.readouterr().out
     assert "Engines per device profile" in out and "20.0 (50.0%)" in out and "| neff_aaaa_vnc_0 | 2 |" in out
+
+
+def test_relative_paths_reach_the_tool_as_absolute_paths(clean_env, session_folder, monkeypatch, capsys):
+    # The tool runs in its own temporary folder: a relative path would name nothing there (the fake checks).
+    monkeypatch.setenv(ENV_VAR, str(FAKE))
+    monkeypatch.chdir(session_folder)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = neuron_profile(".")
+    assert len(p.executions) == 3 and len(p.summaries) == 3 and p.tool_error is None
+    monkeypatch.chdir(session_folder.parent)
+    pair = neuron_profile(Path(session_folder.name) / "neff_aaaa_vnc_0.neff",
+                          Path(session_folder.name) / "profile_nc_0_session_0.ntff")
+    assert pair.summaries[0].total_us == pytest.approx(40.0)
+    views = [c for c in _calls(clean_env["log"]) if c[:1] == ["view"]]
+    paths = [c[i + 1] for c in views for i, a in enumerate(c) if a in ("-d", "-n", "-s")]
+    assert paths and all(os.path.isabs(x) for x in paths)
+    monkeypatch.chdir(session_folder)
+    assert main(["neuron", "."]) == 0  # `cd d && neuronprof neuron .`
+    assert "neff_aaaa_vnc_0" in capsys.readouterr().out
+    # The fake refuses a folder that does not exist where it runs, as the real tool does: a relative path
+    # handed over unchanged would have failed above.
+    import subprocess
+
+    done = subprocess.run(
+        [str(FAKE), "view", "-d", session_folder.name, "--output-format", "json"],
+        cwd=clean_env["scratch"], capture_output=True, text=True, check=False,
+    )
+    assert done.returncode == 2 and "no such file or directory" in done.stderr
+
+
+def test_tool_that_hangs_after_writing_is_stopped_at_once_with_a_note(clean_env, session_folder, monkeypatch):
+    monkeypatch.setenv(ENV_VAR, str(FAKE))
+    monkeypatch.setenv("FAKE_NEURON_EXPLORER_MODE", "hang")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # The timeout is long: the runs end because their output is complete, not because of it.
+        p = neuron_profile(session_folder, timeout=300)
+    assert len(p.executions) == 3 and len(p.summaries) == 3 and p.tool_error is None
+    stopped = [n for n in p.notes if "stopped after writing" in n]
+    assert len(stopped) == 2 and not any("after the timeout" in n for n in p.notes)
+    for call in (json.loads(line) for line in clean_env["log"].read_text().splitlines()):
+        with pytest.raises(ProcessLookupError):
+            os.kill(call["pid"], 0)  # no tool left running
+    assert _left_behind(clean_env["scratch"]) == []
+
+
+@pytest.mark.parametrize("what", ["interrupt", "error"])
+def test_interrupt_while_the_tool_runs_kills_it(clean_env, session_folder, monkeypatch, what):
+    import _thread
+    import threading
+    import time
+
+    monkeypatch.setenv(ENV_VAR, str(FAKE))
+    monkeypatch.setenv("FAKE_NEURON_EXPLORER_MODE", "hang-silent")
+    log = clean_env["log"]
+
+    def started() -> bool:
+        return any(c[:1] == ["view"] for c in _calls(log))
+
+    if what == "interrupt":
+
+        def press_ctrl_c() -> None:
+            while not started():
+                time.sleep(0.05)
+            _thread.interrupt_main()
+
+        threading.Thread(target=press_ctrl_c, daemon=True).start()
+        expected: type[BaseException] = KeyboardInterrupt
+    else:
+        real = tool_module._complete
+
+        def failing(*args):
+            if started():
+                raise RuntimeError("simulated failure while waiting")
+            return real(*args)
+
+        monkeypatch.setattr(tool_module, "_complete", failing)
+        expected = RuntimeError
+    with pytest.raises(expected):
+        neuron_profile(session_folder, timeout=300)
+    pids = [json.loads(line)["pid"] for line in log.read_text().splitlines() if '"view"' in line]
+    assert pids
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # the tool's process group was killed (and reaped) in a finally
+    assert _left_behind(clean_env["scratch"]) == []

@@ -679,6 +679,12 @@ class EventBatches(EventStream):
     split falls between events. Should the kept pieces not decode, that stretch is
     decoded in full instead. Without a line break between events every event is
     decoded, as without ``containing``.
+
+    ``decode`` (with ``containing``) replaces ``json.loads`` for the kept events:
+    it gets the JSON array text of them and returns a list (e.g. a typed
+    ``msgspec`` decoder that builds only the fields a reader needs). A
+    ``ValueError`` from it sends that stretch down the full path, so a batch holds
+    either what ``decode`` returns or plain ``dict`` events.
     """
 
     def __init__(
@@ -688,15 +694,19 @@ class EventBatches(EventStream):
         chunk_size: int = _CHUNK,
         events_key: str = "traceEvents",
         containing: Union[str, None] = None,
+        decode: Optional[Callable[[str], list[Any]]] = None,
     ) -> None:
         super().__init__(path, chunk_size=chunk_size, events_key=events_key)
         self._needle = containing
+        self._decode = decode
 
     def __iter__(self) -> Iterator[list[dict[str, Any]]]:  # type: ignore[override]
         return cast(Iterator[list[dict[str, Any]]], super().__iter__())
 
     @staticmethod
-    def _filtered(buf: str, pos: int, needle: str) -> tuple[int, int, Any]:
+    def _filtered(
+        buf: str, pos: int, needle: str, decode: Optional[Callable[[str], list[Any]]] = None
+    ) -> tuple[int, int, Any]:
         """Decode the events between ``pos`` and a checked cut that contain ``needle``.
 
         Returns ``(cut, pieces, events)``, or ``(0, 0, None)`` when no cut can be
@@ -736,7 +746,7 @@ class EventBatches(EventStream):
         if not kept:
             return cut, len(parts), []
         try:
-            return cut, len(parts), json.loads("[{" + "},{".join(kept) + "}]")
+            return cut, len(parts), (decode or json.loads)("[{" + "},{".join(kept) + "}]")
         except ValueError:
             return 0, 0, None
 
@@ -756,8 +766,10 @@ class EventBatches(EventStream):
             buf, pos = self._buf, self._pos
             batch: Any = None
             cut = pieces = 0
+            typed = False
             if self._needle is not None:
-                cut, pieces, batch = self._filtered(buf, pos, self._needle)
+                cut, pieces, batch = self._filtered(buf, pos, self._needle, self._decode)
+                typed = batch is not None and self._decode is not None
             if batch is None:
                 pieces = 0
                 cut = _last_boundary(buf, pos)
@@ -774,7 +786,7 @@ class EventBatches(EventStream):
                 self.events += 1
                 yield [event]
             else:
-                for i, event in enumerate(batch):
+                for i, event in enumerate(() if typed else batch):  # ``decode`` checked its own events
                     if type(event) is not dict:
                         raise self._fail(
                             f"event #{self.events + i} is not a JSON object (got {_json_type(event)})"

@@ -227,9 +227,15 @@ def _roofline_cols(rl: Roofline) -> list[_Col[RooflineRow]]:
         _Col("Achieved GB/s", lambda r: _num(r.achieved_bytes_per_s, 1e9, 1)),
         _Col("Roof TFLOP/s", lambda r: _num(r.attainable_flops_per_s, 1e12, 3)),
         _Col("% of roof", lambda r: _num(r.pct_of_peak, 1, 1)),
-        _Col("Input shapes", lambda r: format_shapes(r.input_shapes), left=True),
     ]
+    if not _of_counters(rl):  # rows from hardware counters (one per NEFF) have no input shapes
+        cols.append(_Col("Input shapes", lambda r: format_shapes(r.input_shapes), left=True))
     return cols
+
+
+def _of_counters(rl: Roofline) -> bool:
+    """True when every row is a device profile measured by hardware counters (a NEFF), not an operator."""
+    return bool(rl.rows) and all(r.flops_source == "counters" and r.input_shapes is None for r in rl.rows)
 
 
 def _roofline_header(rl: Roofline) -> list[str]:
@@ -251,9 +257,11 @@ def _roofline_footer(rl: Roofline) -> list[str]:
     lines = []
     if rl.rows:
         intensity = rl.intensity
+        what = "device profile(s) (NEFFs)" if _of_counters(rl) else "op signature(s)"
         lines.append(
-            f"overall: {rl.bound}-bound; {format_us(rl.total_time_us)} µs over {len(rl.rows)} op signature(s), "
-            f"intensity {'' if intensity is None else f'{intensity:.2f}'} FLOP/byte"
+            f"overall (by time: the bound of the rows holding most of the time): {rl.bound}-bound; "
+            f"{format_us(rl.total_time_us)} µs over {len(rl.rows)} {what}, "
+            f"intensity {'' if intensity is None else f'{intensity:.2f}'} FLOP/byte (all FLOPs over all bytes)"
         )
     lines += [f"note: {n}" for n in rl.notes]
     return lines

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -127,10 +128,10 @@ class DeviceSummary:
 
     @property
     def hbm_bytes(self) -> Optional[int]:
-        """HBM bytes read plus written; ``None`` when neither is available."""
-        if self.hbm_read_bytes is None and self.hbm_write_bytes is None:
-            return None
-        return (self.hbm_read_bytes or 0) + (self.hbm_write_bytes or 0)
+        """HBM bytes read plus written; ``None`` when either is not available."""
+        if self.hbm_read_bytes is None or self.hbm_write_bytes is None:
+            return None  # one of them not available: the sum is not known (never counted as 0)
+        return self.hbm_read_bytes + self.hbm_write_bytes
 
     def to_dict(self) -> dict[str, Any]:
         """Return the summary as a JSON-ready dict."""
@@ -278,6 +279,12 @@ class NeuronProfile:
         tool: The tool that produced the JSON and its version (``"neuron-explorer 2.x ..."``),
             or ``None`` when existing JSON files were read.
         notes: Remarks on how it was read (files used, records skipped, what is missing).
+        tool_error: Why part of the profile was not read: ``neuron-explorer`` was
+            needed (only Neuron Runtime's files were there) but is not installed,
+            failed, hung without output or wrote something unreadable; ``None``
+            when nothing was left unread for that reason. The notes hold the same
+            message with its fix.
+        tool_missing: True when ``tool_error`` is because the tool is not installed.
     """
 
     summaries: tuple[DeviceSummary, ...] = ()
@@ -286,6 +293,8 @@ class NeuronProfile:
     source: str = ""
     tool: Optional[str] = None
     notes: tuple[str, ...] = field(default=())
+    tool_error: Optional[str] = None
+    tool_missing: bool = False
 
     def __post_init__(self) -> None:
         for name in ("summaries", "executions", "steps", "notes"):
@@ -297,19 +306,21 @@ class NeuronProfile:
     @cached_property
     def neffs(self) -> tuple[NeffStats, ...]:
         """Calls and device time per NEFF, most device time first."""
-        acc: dict[str, list[Any]] = {}
+        # Group the executions by NEFF in one pass, then sum, min and max each group's durations in C
+        # (map over the group): a few Python steps per execution, not one per figure.
+        groups: dict[str, list[NeffExecution]] = {}
+        get = groups.get
         for ex in self.executions:
-            d = (ex.end_ns - ex.start_ns) / 1000.0
-            a = acc.get(ex.neff)
-            if a is None:
-                acc[ex.neff] = [1, d, d, d, set(ex.cores)]
+            g = get(ex[0])
+            if g is None:
+                groups[ex[0]] = [ex]
             else:
-                a[0] += 1
-                a[1] += d
-                a[2] = min(a[2], d)
-                a[3] = max(a[3], d)
-                a[4].update(ex.cores)
-        stats = [NeffStats(n, a[0], a[1], a[2], a[3], tuple(sorted(a[4]))) for n, a in acc.items()]
+                g.append(ex)
+        stats = []
+        for neff, g in groups.items():
+            ns = list(map(operator.sub, map(_END, g), map(_START, g)))
+            cores: set[int] = set().union(*set(map(_CORES, g)))
+            stats.append(NeffStats(neff, len(g), sum(ns) / 1000.0, min(ns) / 1000.0, max(ns) / 1000.0, _sorted(cores)))
         stats.sort(key=lambda s: s.device_us, reverse=True)
         return tuple(stats)
 
@@ -399,6 +410,8 @@ class NeuronProfile:
             "source": self.source,
             "tool": self.tool,
             "notes": list(self.notes),
+            "tool_error": self.tool_error,
+            "tool_missing": self.tool_missing,
             "summaries": [s.to_dict() for s in self.summaries],
             "neffs": [dataclasses.asdict(s) for s in self.neffs],
             "steps": [dataclasses.asdict(s) for s in self.steps],
@@ -407,7 +420,7 @@ class NeuronProfile:
 
     def to_json(self, indent: Optional[int] = 2) -> str:
         """Return the profile as JSON (read back by [`from_json`][neuronprof.analysis.NeuronProfile.from_json])."""
-        return json.dumps(self.to_dict(), indent=indent)
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)  # strict JSON: no NaN or Infinity
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> NeuronProfile:
@@ -432,6 +445,8 @@ class NeuronProfile:
             source=str(data.get("source", "")),
             tool=data.get("tool"),
             notes=tuple(str(n) for n in data.get("notes", ())),
+            tool_error=None if data.get("tool_error") is None else str(data["tool_error"]),
+            tool_missing=bool(data.get("tool_missing", False)),
         )
 
     @classmethod
@@ -443,7 +458,7 @@ class NeuronProfile:
         """
         return cls.from_dict(loads(text))
 
-    def plot(self, path: Union[str, os.PathLike[str]]) -> Path:
+    def plot(self, path: Union[str, os.PathLike[str]], *, normalize: bool = False) -> Path:
         """Draw one stacked bar of engine active time per device profile (NEFF) into a PNG or SVG file.
 
         Engines of a NeuronCore run concurrently, so a stack can be longer than
@@ -453,6 +468,8 @@ class NeuronProfile:
 
         Args:
             path: The image file (``.png`` or ``.svg``); missing parent folders are created.
+            normalize: Draw each bar as percentages of its own profile's total time,
+                so that a profile far shorter than the others is still visible.
 
         Returns:
             The path written.
@@ -464,7 +481,7 @@ class NeuronProfile:
         """
         from neuronprof.analysis.neuron._render import plot_engines
 
-        return plot_engines(self, path)
+        return plot_engines(self, path, normalize=normalize)
 
     def roofline(
         self,
@@ -497,6 +514,17 @@ class NeuronProfile:
 
         return profile_roofline(self, device, peak_flops=peak_flops, peak_bw=peak_bw)
 
+
+def _sorted(cores: set[Any]) -> tuple[Any, ...]:
+    try:
+        return tuple(sorted(cores))
+    except TypeError:  # indices of mixed types
+        return tuple(cores)
+
+
+_START = operator.itemgetter(1)
+_END = operator.itemgetter(2)
+_CORES = operator.itemgetter(4)
 
 NEFF_ROW_PREFIX = "NEFF "
 """Prefix of the table rows that hold one NEFF's executions (``"NEFF <model_name>"``)."""

@@ -27,6 +27,7 @@ guessed: see the notes of the returned model.
 from __future__ import annotations
 
 import bisect
+import collections
 import contextlib
 import fnmatch
 import gc
@@ -39,7 +40,6 @@ import shutil
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Union
 
@@ -93,14 +93,26 @@ _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _UNIT_NS = {"ns": 1, "us": 1000, "ms": 1_000_000, "s": 1_000_000_000}
 _OLD_NTFF = re.compile(r"^(\d+)_instid_\d+_vnc_\d+$")
 _NAME_FIELDS = ("model_name", "neff_name")
-DEFAULT_TIMEOUT = 600.0
+DEFAULT_TIMEOUT = 120.0
+"""Seconds one ``neuron-explorer`` run may take (a run whose output is complete is stopped at once; after a
+failure the tool is not run again, so a session's ``s.table()`` waits at most this long per tool run)."""
+
+# Figures larger than these are not believable for one profile (a decoding error, or a sentinel such as
+# 1e308): they are "not available", with a note. Seconds: 11 days; fractions: 10 000 %; bytes: 1 EB;
+# FLOPs: 1e21 (a 1 PFLOP/s core busy for 11 days).
+_LIMITS = {"s": 1e6, "fraction": 100.0, "bytes": 1e18, "flops": 1e21}
 
 
 # -- summary-json ------------------------------------------------------------------------
 
 
-def _metric(metrics: Mapping[str, Any], key: str) -> Optional[float]:
-    """A metric as a float: ``None`` when absent, not a number, not finite or negative (not available)."""
+def _metric(
+    metrics: Mapping[str, Any], key: str, kind: str = "flops", bad: Optional[list[str]] = None
+) -> Optional[float]:
+    """A metric as a float: ``None`` when absent, not a number, not finite, negative or absurd (not available).
+
+    ``bad`` gets the key of each non-finite or absurd value (above ``_LIMITS[kind]``).
+    """
     value = metrics.get(key)
     if isinstance(value, bool) or value is None:
         return None
@@ -109,13 +121,19 @@ def _metric(metrics: Mapping[str, Any], key: str) -> Optional[float]:
             value = float(value)
         except ValueError:
             return None
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if not isinstance(value, (int, float)) or value < 0:
+        return None
+    if not math.isfinite(value) or value > _LIMITS[kind]:
+        if bad is not None:
+            bad.append(key)
         return None
     return float(value)
 
 
-def _scaled(metrics: Mapping[str, Any], key: str, scale: float) -> Optional[float]:
-    value = _metric(metrics, key)
+def _scaled(
+    metrics: Mapping[str, Any], key: str, scale: float, kind: str, bad: Optional[list[str]] = None
+) -> Optional[float]:
+    value = _metric(metrics, key, kind, bad)
     return None if value is None else value * scale
 
 
@@ -123,17 +141,21 @@ def _as_int(value: Optional[float]) -> Optional[int]:
     return None if value is None else int(round(value))
 
 
-def parse_summary(data: Any, *, source: str = "", label: Optional[str] = None) -> list[DeviceSummary]:
+def parse_summary(
+    data: Any, *, source: str = "", label: Optional[str] = None, notes: Optional[list[str]] = None
+) -> list[DeviceSummary]:
     """Turn ``summary-json`` output into [`DeviceSummary`][neuronprof.analysis.neuron.DeviceSummary] objects.
 
     Seconds become microseconds, 0-1 fractions become percentages, negative
-    values ``None``; unknown keys are ignored.
+    values ``None``; unknown keys are ignored. Non-finite or absurd values
+    (such as ``1e308``) are ``None`` too, and ``notes`` (when given) says which.
 
     Args:
         data: The parsed JSON: ``{"n_<hex>": {...}, "s_<hex>": {...}}``.
         source: Where it came from, kept on each summary.
         label: Name for a lone device profile (the NEFF's file name for a
             ``.neff``/``.ntff`` pair).
+        notes: Gets one line per profile with values left out as not believable.
 
     Raises:
         ValueError: ``data`` is not an object of metric objects.
@@ -149,10 +171,15 @@ def parse_summary(data: Any, *, source: str = "", label: Optional[str] = None) -
     out = []
     for key, m in profiles.items():
         kind: Literal["device", "system"] = "device" if key.startswith("n_") else "system"
+        bad: list[str] = []
         engines = []
         for engine in ENGINES:
             base = "dma_active_time" if engine == "dma" else f"{engine}_engine_active_time"
-            engines.append(EngineTime(engine, _scaled(m, base, 1e6), _scaled(m, f"{base}_percent", 100.0)))
+            engines.append(
+                EngineTime(
+                    engine, _scaled(m, base, 1e6, "s", bad), _scaled(m, f"{base}_percent", 100.0, "fraction", bad)
+                )
+            )
         name = next((str(m[f]) for f in _NAME_FIELDS if isinstance(m.get(f), str) and m[f]), None)
         if name is None and label is not None and kind == "device" and len(devices) == 1:
             name = label
@@ -161,21 +188,27 @@ def parse_summary(data: Any, *, source: str = "", label: Optional[str] = None) -
                 key=str(key),
                 kind=kind,
                 label=name or str(key),
-                total_us=_scaled(m, "total_time", 1e6),
+                total_us=_scaled(m, "total_time", 1e6, "s", bad),
                 engines=tuple(engines),
-                hbm_read_bytes=_as_int(_metric(m, "hbm_read_bytes")),
-                hbm_write_bytes=_as_int(_metric(m, "hbm_write_bytes")),
-                hardware_flops=_metric(m, "hardware_flops"),
-                model_flops=_metric(m, "model_flops"),
-                mfu_pct=_scaled(m, "mfu_estimated_percent", 100.0),
-                mbu_pct=_scaled(m, "mbu_estimated_percent", 100.0),
+                hbm_read_bytes=_as_int(_metric(m, "hbm_read_bytes", "bytes", bad)),
+                hbm_write_bytes=_as_int(_metric(m, "hbm_write_bytes", "bytes", bad)),
+                hardware_flops=_metric(m, "hardware_flops", "flops", bad),
+                model_flops=_metric(m, "model_flops", "flops", bad),
+                mfu_pct=_scaled(m, "mfu_estimated_percent", 100.0, "fraction", bad),
+                mbu_pct=_scaled(m, "mbu_estimated_percent", 100.0, "fraction", bad),
                 source=source,
             )
         )
+        if bad and notes is not None:
+            notes.append(
+                f"{name or key}: {', '.join(bad)} not finite or too large to be real; shown as not available"
+            )
     return out
 
 
-def _read_summary_file(path: str, label: Optional[str] = None) -> list[DeviceSummary]:
+def _read_summary_file(
+    path: str, label: Optional[str] = None, notes: Optional[list[str]] = None
+) -> list[DeviceSummary]:
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -184,7 +217,7 @@ def _read_summary_file(path: str, label: Optional[str] = None) -> list[DeviceSum
     except UnicodeDecodeError:
         raise TraceError(f"{path}: not UTF-8 text; is this a summary-json file?") from None
     try:
-        return parse_summary(extract_json(text, what=path), source=path, label=label)
+        return parse_summary(extract_json(text, what=path), source=path, label=label, notes=notes)
     except ValueError as exc:
         raise TraceError(f"{path}: {exc}") from None
 
@@ -227,24 +260,15 @@ def read_system_profile(
     """
     p = os.fspath(path)
     state = _Merge()
-    # Only the executions are decoded; other runtime events are skipped unread.
-    stream = EventBatches(p, events_key="trace_event", containing=_EXEC)
+    # Only the executions are decoded, straight into _ExecRecord (msgspec skips every other field);
+    # other runtime events are skipped unread. A stretch the fast path cannot cut comes as dicts.
+    stream = EventBatches(p, events_key="trace_event", containing=_EXEC, decode=_DECODE)
     with _collector_paused():
         for batch in stream:
-            # Most events are other runtime activity: pick the executions, all in C (map, compress).
-            hits = list(compress(batch, map(operator.eq, map(_NAME, batch), repeat(_EXEC))))
-            if not hits:
-                continue
-            units = set(map(_UNIT, hits))
-            if units <= {None, "ns"}:
-                try:
-                    records = list(map(_FIELDS, hits))
-                except KeyError:
-                    pass  # a record without one of the fields: take this batch field by field
-                else:
-                    state.add(records)
-                    continue
-            state.add(_fields_slowly(ev) for ev in hits)
+            if _DECODE is not None and type(batch[0]) is _ExecRecord:
+                state.add(batch)
+            else:
+                state.add([_record(ev) for ev in batch if ev.get("name") == _EXEC])
         executions = state.executions()
     name = label or os.path.basename(p)
     notes = [f"{name}: {state.records} {_EXEC} record(s), {len(executions)} execution(s)"]
@@ -276,28 +300,39 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-# The fields of one record, key first: (process_id, lnc_idx, model_id, exec_id) identify an execution.
-_FIELDS = operator.itemgetter(
-    "process_id", "lnc_idx", "model_id", "exec_id", "timestamp", "duration", "model_name", "nc_idx", "device_core_idx"
+_RECORD_FIELDS = (
+    "name",
+    "process_id",
+    "lnc_idx",
+    "model_id",
+    "exec_id",
+    "timestamp",
+    "duration",
+    "model_name",
+    "nc_idx",
+    "device_core_idx",
+    "timestamp_unit",
 )
-_NAME = operator.methodcaller("get", "name")
-_UNIT = operator.methodcaller("get", "timestamp_unit")
-_NAMES = ("process_id", "lnc_idx", "model_id", "exec_id", "timestamp", "duration", "model_name", "nc_idx")
+"""The fields of an ``nc_exec_running`` record that the reader uses (all others are skipped)."""
+
+def _record_type() -> tuple[Any, Optional[Callable[[str], list[Any]]]]:
+    """The record class, and a decoder of a JSON array of records into it (``None`` without msgspec)."""
+    try:
+        import msgspec
+    except ImportError:  # msgspec is optional at import: plain dicts, read field by field
+        return collections.namedtuple("_ExecRecord", _RECORD_FIELDS, defaults=[None] * len(_RECORD_FIELDS)), None
+    # Typed as Any: values are checked where they are used, as the tool's output may change between
+    # releases. gc=False: records hold no cycles. The decoder builds only these fields.
+    record = msgspec.defstruct("_ExecRecord", [(n, Any, None) for n in _RECORD_FIELDS], gc=False)
+    return record, msgspec.json.Decoder(list[record]).decode  # type: ignore[valid-type]
 
 
-def _fields_slowly(ev: Mapping[str, Any]) -> tuple[Any, ...]:
-    """``_FIELDS`` for a record that lacks some of them, with the time unit applied."""
-    f = [ev.get(n) for n in _NAMES]
-    f.append(ev.get("device_core_idx"))
-    if f[1] is None:
-        f[1] = f[7]  # no logical core index: the core index names it
-    unit = ev.get("timestamp_unit")
-    if unit is not None and unit != "ns":
-        scale = _UNIT_NS.get(unit)
-        ts, dur = _int(f[4]), _int(f[5])
-        ok = scale is not None and ts is not None and dur is not None
-        f[4], f[5] = (ts * scale, dur * scale) if ok else (None, None)  # type: ignore[operator]
-    return tuple(f)
+_ExecRecord, _DECODE = _record_type()
+
+
+def _record(ev: Mapping[str, Any]) -> Any:
+    """An event the fast path did not decode (a dict), as the record the merge reads."""
+    return _ExecRecord(*(ev.get(n) for n in _RECORD_FIELDS))
 
 
 class _Merge:
@@ -310,24 +345,35 @@ class _Merge:
         self.names: dict[Any, str] = {}
         self.records = self.duplicates = self.reused = self.bad = 0
 
-    def add(self, records: Iterable[tuple[Any, ...]]) -> None:
+    def add(self, records: Iterable[Any]) -> None:
         # The hot loop (two records per execution on Trn2): kept inline on purpose.
         merged = self.merged
         get = merged.get
         names = self.names
         n = dups = 0
         for r in records:
-            pid, lnc, model_id, exec_id, ts, dur, name, nc, core = r
+            if r.name != _EXEC:
+                continue  # its text held the name, but it is another event
+            ts = r.timestamp
+            dur = r.duration
+            if r.timestamp_unit is not None and r.timestamp_unit != "ns":
+                ts, dur = _in_ns(ts, dur, r.timestamp_unit)
             if type(ts) is not int or type(dur) is not int or dur < 0:
                 ts, dur = _int(ts), _int(dur)
                 if ts is None or dur is None or dur < 0:
                     self.bad += 1
                     continue
             n += 1
+            core = r.device_core_idx
+            nc = r.nc_idx
             if core is None:
                 core = nc
+            lnc = r.lnc_idx
+            if lnc is None:
+                lnc = nc  # no logical core index: the core index names it
+            exec_id = r.exec_id
+            key = (r.process_id, lnc, r.model_id, exec_id)
             end = ts + dur
-            key = r[:4]
             old = get(key)
             if old is not None:
                 if ts <= old[2] and end >= old[1]:
@@ -344,12 +390,14 @@ class _Merge:
                     dups += 1
                     continue
                 self.reused += 1  # same ids but apart in time: a reused id, not a second core
+            name = r.model_name
             neff = names.get(name)
             if neff is None:
-                neff = _neff_name(r, names)
+                neff = _neff_name(name, r.model_id, names)
+            pid = r.process_id
             if type(pid) is not str and pid is not None:
                 pid = str(pid)
-            entry = [neff, ts, end, exec_id, () if core is None else (core,), nc, lnc, model_id, pid]
+            entry = [neff, ts, end, exec_id, () if core is None else (core,), nc, lnc, r.model_id, pid]
             if old is None and exec_id is not None:
                 merged[key] = entry
             else:
@@ -372,12 +420,20 @@ def _with_core(cores: tuple[Any, ...], core: Any) -> tuple[Any, ...]:
         return (*cores, core)
 
 
-def _neff_name(r: tuple[Any, ...], names: dict[Any, str]) -> str:
-    name = r[6]
+def _neff_name(name: Any, model_id: Any, names: dict[Any, str]) -> str:
     if not isinstance(name, str) or not name:
         # No NEFF name: name it by its model id (not cached by name, since ids differ).
-        return f"model {r[2]}" if r[2] is not None else "(unnamed NEFF)"
+        return f"model {model_id}" if model_id is not None else "(unnamed NEFF)"
     return names.setdefault(name, name)
+
+
+def _in_ns(ts: Any, dur: Any, unit: Any) -> tuple[Optional[int], Optional[int]]:
+    """``timestamp`` and ``duration`` given in ``timestamp_unit``, in nanoseconds (``None`` when unknown)."""
+    scale = _UNIT_NS.get(unit) if isinstance(unit, str) else None
+    ts, dur = _int(ts), _int(dur)
+    if scale is None or ts is None or dur is None:
+        return None, None
+    return ts * scale, dur * scale
 
 
 def _start(ex: NeffExecution) -> int:
@@ -537,6 +593,8 @@ class _Runner:
         self.failed = False
         self.missing: Optional[str] = None
         self.used: Optional[str] = None
+        self.notes: list[str] = []
+        self.error: Optional[str] = None
 
     def tool(self) -> Optional[NeuronTool]:
         if self.choice == "never" or self.failed:
@@ -551,6 +609,7 @@ class _Runner:
 
     def fail(self, exc: Exception) -> None:
         self.failed = True
+        self.error = str(exc)
         if isinstance(exc, NeuronToolMissing):
             self.missing = str(exc)
             if not self.warn_missing:
@@ -561,12 +620,14 @@ class _Runner:
             stacklevel=4,
         )
 
-    def view(self, inputs: Sequence[str], fmt: str, consume: Callable[[str], Any]) -> Any:
+    def view(
+        self, inputs: Sequence[tuple[str, Union[str, os.PathLike[str]]]], fmt: str, consume: Callable[[str], Any]
+    ) -> Any:
         tool = self.tool()
         if tool is None:
             return None
         try:
-            result = tool.view(inputs, fmt, consume, timeout=self.timeout)
+            result = tool.view(inputs, fmt, consume, timeout=self.timeout, notes=self.notes)
         except NeuronToolError as exc:
             self.fail(exc)
             return None
@@ -610,13 +671,19 @@ def _read_folders(
         device_only = []
     for f in folders:
         for s in f.summaries:
-            summaries.extend(_read_summary_file(str(s)))
+            summaries.extend(_read_summary_file(str(s), notes=notes))
     for f in system_folders:
-        run = [str(f.path)]
         if f.system_json is not None:
-            found, more = read_system_profile(f.system_json, label=str(f.system_json))
-            executions.extend(found)
-            notes.extend(more)
+            try:
+                found, more = read_system_profile(f.system_json, label=str(f.system_json))
+            except TraceError as exc:
+                if not summaries:
+                    raise
+                # The engine breakdown beside it is still worth reading.
+                notes.append(f"{exc}; its NEFF executions are left out")
+            else:
+                executions.extend(found)
+                notes.extend(more)
         elif f.runtime:
 
             def consume_system(path: str, f: _Folder = f) -> tuple[list[NeffExecution], list[str]]:
@@ -625,19 +692,19 @@ def _read_folders(
                     _save(path, f.path / SYSTEM_JSON, notes)
                 return result
 
-            got = runner.view(["-d", *run], "json", consume_system)
+            got = runner.view([("-d", f.path)], "json", consume_system)
             if got is not None:
                 executions.extend(got[0])
                 notes.extend(got[1])
         if not f.summaries and f.runtime:
 
             def consume_summary(path: str, f: _Folder = f) -> list[DeviceSummary]:
-                result = _read_summary_file(path)
+                result = _read_summary_file(path, notes=notes)
                 if save:
                     _save(path, f.path / SUMMARY_JSON, notes)
                 return result
 
-            got_s = runner.view(["-d", *run], "summary-json", consume_summary)
+            got_s = runner.view([("-d", f.path)], "summary-json", consume_summary)
             if got_s is not None:
                 summaries.extend(got_s)
         if framework_trace is None and f.framework is not None:
@@ -653,9 +720,9 @@ def _read_folders(
         for neff, ntff in pairs:
 
             def consume_pair(path: str, neff: Path = neff) -> list[DeviceSummary]:
-                return _read_summary_file(path, label=neff.name)
+                return _read_summary_file(path, label=neff.name, notes=notes)
 
-            got_p = runner.view(["-n", str(neff), "-s", str(ntff)], "summary-json", consume_pair)
+            got_p = runner.view([("-n", neff), ("-s", ntff)], "summary-json", consume_pair)
             if got_p is not None:
                 summaries.extend(got_p)
     return summaries, executions, steps
@@ -737,14 +804,14 @@ def neuron_profile(
         if not Path(ntff).is_file():
             raise TraceError(f"{ntff}: no such file")
         got = runner.view(
-            ["-n", str(p), "-s", os.fspath(ntff)],
+            [("-n", p), ("-s", ntff)],
             "summary-json",
-            lambda out: _read_summary_file(out, label=p.name),
+            lambda out: _read_summary_file(out, label=p.name, notes=notes),
         )
         summaries.extend(got or ())
     elif p.is_file():
-        if fnmatch.fnmatch(p.name, _SUMMARY_GLOB):
-            summaries.extend(_read_summary_file(str(p)))
+        if fnmatch.fnmatch(p.name, _SUMMARY_GLOB) or _looks_like_summary(p):
+            summaries.extend(_read_summary_file(str(p), notes=notes))
         else:
             executions, more = read_system_profile(p)
             notes.extend(more)
@@ -758,14 +825,15 @@ def neuron_profile(
                 f"{_SUMMARY_GLOB} and .ntff files)"
             )
         summaries, executions, steps = _read_folders(folders, runner, save=save, framework_trace=trace, notes=notes)
-    executions.sort(key=_start)
+    executions.sort(key=_START)
     step_rows = step_activity(executions, steps) if executions and steps else []
     if executions and not steps:
         notes.append("no framework trace with ProfilerStep spans beside the system profile: no per-step busy time")
-    if runner.missing is not None:
-        notes.append(runner.missing)
-    elif runner.failed and not (executions or summaries):
-        notes.append("Neuron's profile could not be read: see the warning")
+    notes.extend(runner.notes)
+    if runner.error is not None:
+        notes.append(runner.error)  # the whole message, with its fix, once
+    if steps and executions:
+        notes.extend(_outside_steps(executions, steps))
     if executions:
         notes.append(
             "executions are not linked to framework ops: the JSON output documents no link (flow ids are "
@@ -778,4 +846,44 @@ def neuron_profile(
         source=str(p),
         tool=runner.used,
         notes=tuple(notes),
+        tool_error=runner.error,
+        tool_missing=runner.missing is not None,
     )
+
+
+_SUMMARY_KEY = re.compile(rb'"[ns]_[0-9a-fA-F]+"\s*:\s*\{|"(total_time|tensor_engine_active_time)"\s*:')
+
+
+def _looks_like_summary(path: Path) -> bool:
+    """True when a file's start reads like ``summary-json`` rather than a system profile (whatever its name)."""
+    if path.suffix == ".gz":
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(65536)
+    except OSError:
+        return False
+    return b'"trace_event"' not in head and _SUMMARY_KEY.search(head) is not None
+
+
+def _outside_steps(executions: Sequence[NeffExecution], steps: Sequence[tuple[int, int, int]]) -> list[str]:
+    """A note on executions that overlap no ``ProfilerStep`` span (counted in the NEFF totals, in no step)."""
+    spans = sorted((s, e) for _, s, e in steps)
+    starts = [s for s, _ in spans]
+    # The latest end among the spans starting at or before each one (spans may overlap).
+    reach: list[int] = []
+    for _, e in spans:
+        reach.append(max(e, reach[-1]) if reach else e)
+    count = 0
+    ns = 0
+    for ex in executions:
+        i = bisect.bisect_left(starts, ex.end_ns) - 1  # the last span starting before the execution ends
+        if i < 0 or reach[i] <= ex.start_ns:
+            count += 1
+            ns += ex.end_ns - ex.start_ns
+    if not count:
+        return []
+    return [
+        f"{count} execution(s) ({ns / 1000.0:.1f} µs) fell outside the profiled steps (no ProfilerStep span "
+        "overlaps them); they are counted in the NEFF totals but in no step"
+    ]

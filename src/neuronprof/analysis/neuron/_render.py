@@ -91,7 +91,7 @@ def _step_cols() -> list[_Col[StepDevice]]:
     return [
         _Col("Step", lambda s: f"ProfilerStep#{s.step}", left=True),
         _Col("Length (µs)", lambda s: format_us(s.duration_us)),
-        _Col("Busy (µs)", lambda s: format_us(s.busy_us)),
+        _Col("Busy, any core (µs)", lambda s: format_us(s.busy_us)),
         _Col("Busy (%)", lambda s: f"{s.busy_pct:.1f}"),
         _Col("Idle (µs)", lambda s: format_us(s.idle_us)),
         _Col("Executions", lambda s: str(s.executions)),
@@ -100,8 +100,19 @@ def _step_cols() -> list[_Col[StepDevice]]:
     ]
 
 
+def _tool_state(profile: NeuronProfile) -> str:
+    return "is not installed" if profile.tool_missing else "failed"
+
+
 def _header(profile: NeuronProfile) -> list[str]:
-    how = f"read with {profile.tool}" if profile.tool else "read from existing JSON files"
+    if profile.tool_error is not None:
+        how = f"neuron-explorer was needed and {_tool_state(profile)}: see the note below"
+        if profile.tool:
+            how = f"read with {profile.tool}; {how}"
+    elif profile.tool:
+        how = f"read with {profile.tool}"
+    else:
+        how = "read from existing JSON files"
     return [f"Neuron profile of {profile.source} ({how})"]
 
 
@@ -130,11 +141,15 @@ def _sections(
         if rows:
             out += table(cols, rows)
         else:
-            out.append(_empty(name))
+            out.append(_empty(name, profile))
     return out
 
 
-def _empty(section: str) -> str:
+def _empty(section: str, profile: NeuronProfile) -> str:
+    if profile.tool_error is not None and section != "NeuronCore activity per step":
+        return f"(not read: neuron-explorer {_tool_state(profile)}; see the note below)"
+    if section == "NeuronCore activity per step" and not profile.executions:
+        return "(no steps: no NEFF executions to place in them)"
     return {
         "Engines per device profile": "(no device profile: capture with modes including 'device')",
         "NEFF executions": "(no system profile with nc_exec_running records)",
@@ -191,7 +206,15 @@ def render_csv(profile: NeuronProfile) -> str:
     return buf.getvalue()
 
 
-def plot_engines(profile: NeuronProfile, path: Union[str, os.PathLike[str]]) -> Path:
+def _share(s: DeviceSummary, engine: str) -> float:
+    """An engine's active time as a percentage of the profile's total time (0 when not available)."""
+    e = s.engine(engine)
+    if e.active_us is not None and s.total_us:
+        return 100.0 * e.active_us / s.total_us
+    return e.share_pct or 0.0
+
+
+def plot_engines(profile: NeuronProfile, path: Union[str, os.PathLike[str]], *, normalize: bool = False) -> Path:
     """Draw a stacked bar of engine active time per device profile (see ``NeuronProfile.plot``).
 
     Raises:
@@ -213,23 +236,30 @@ def plot_engines(profile: NeuronProfile, path: Union[str, os.PathLike[str]]) -> 
     except ImportError:
         raise ImportError("NeuronProfile.plot() needs matplotlib: pip install 'neuronprof[plot]'") from None
 
-    fig = Figure(figsize=(9, 1.6 + 0.5 * len(shown)), dpi=110)
+    fig = Figure(figsize=(10, 2.2 + 0.5 * len(shown)), dpi=110)
     ax = fig.add_subplot(1, 1, 1)
     ys = list(range(len(shown)))
     left = [0.0] * len(shown)
     for engine in ENGINES:
-        widths = [s.engine(engine).active_us or 0.0 for s in shown]
+        widths = [_share(s, engine) if normalize else s.engine(engine).active_us or 0.0 for s in shown]
         ax.barh(ys, widths, left=left, color=_COLOURS[engine], label=_ENGINE_TITLES[engine], height=0.6)
         left = [a + b for a, b in zip(left, widths)]
-    totals = [(y, s.total_us) for y, s in zip(ys, shown) if s.total_us is not None]
+    if normalize:
+        totals = [(y, 100.0) for y, s in zip(ys, shown) if s.total_us is not None]
+    else:
+        totals = [(y, s.total_us) for y, s in zip(ys, shown) if s.total_us is not None]
     if totals:
         ax.scatter([t for _, t in totals], [y for y, _ in totals], marker="|", s=600, color="black", label="total time")
     ax.set_yticks(ys)
     ax.set_yticklabels([s.label if len(s.label) <= 40 else s.label[:39] + "…" for s in shown], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("engine active time (µs); engines overlap, so a bar can pass the total time")
+    if normalize:
+        ax.set_xlabel("engine active time, % of each profile's total time; engines overlap, so a bar can pass 100")
+    else:
+        ax.set_xlabel("engine active time (µs); engines overlap, so a bar can pass the total time")
     ax.set_title("Engine active time per device profile (from Neuron's summary-json)", fontsize=10)
-    ax.legend(loc="lower right", fontsize=7, ncol=4)
+    # Outside the axes, so it never covers a bar.
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, borderaxespad=0.0, markerscale=0.4)
     ax.grid(True, axis="x", alpha=0.25)
     fig.tight_layout()
     ensure_writable_dir(target.parent, create=True)

@@ -22,7 +22,8 @@ def profile_roofline(
     """Place each device profile of ``profile`` on ``device``'s roofline (see ``NeuronProfile.roofline``).
 
     Per profile: ``flops = hardware_flops``, ``bytes = hbm_read_bytes + hbm_write_bytes``,
-    ``time = total_time``; intensity ``flops / bytes`` against the ridge point
+    ``time = total_time``; a profile where any of them is not available is left
+    out with a note (a missing byte count is never taken as 0); intensity ``flops / bytes`` against the ridge point
     ``peak FLOP/s / peak bytes/s`` of the 16-bit roof (the counters carry no dtype).
 
     Raises:
@@ -36,7 +37,19 @@ def profile_roofline(
             continue
         flops, moved, t = s.hardware_flops, s.hbm_bytes, s.total_us
         if flops is None or not moved or not t:
-            skipped.append(s.label)
+            # A byte count that is not available leaves the row out: it is never counted as 0.
+            missing = [
+                what
+                for what, gone in (
+                    ("hardware_flops", flops is None),
+                    ("hbm_read_bytes", s.hbm_read_bytes is None),
+                    ("hbm_write_bytes", s.hbm_write_bytes is None),
+                    ("HBM bytes = 0", moved == 0),
+                    ("total_time", not t),
+                )
+                if gone
+            ]
+            skipped.append(f"{s.label} ({', '.join(missing)} not available)")
             continue
         intensity = flops / moved
         roof = peak.flops_per_s
@@ -75,7 +88,7 @@ def profile_roofline(
         "from Neuron's summary-json; the 16-bit roof is used (the counters carry no dtype)"
     ]
     if skipped:
-        notes.append(f"left out {len(skipped)} profile(s) without FLOPs, HBM bytes or total time: {', '.join(skipped)}")
+        notes.append(f"left out {len(skipped)} profile(s) without FLOPs, HBM bytes or total time: {'; '.join(skipped)}")
     if not rows and not skipped:
         notes.append("no device profile: capture with modes including 'device' and read it with neuron-explorer")
     return Roofline(rows=tuple(rows), device=peak, time_source="device", source=profile.source, notes=tuple(notes))

@@ -9,8 +9,14 @@ to hang after writing its output, so every run here:
 
 * happens in an empty temporary folder (its working directory), with an
   explicit ``--output-file`` inside it, removed afterwards whatever happened;
-* has a timeout, after which the tool's whole process group is killed; output
-  it wrote completely before hanging is still used;
+* gets every path as an absolute path (it runs in that temporary folder, so a
+  relative path would name nothing);
+* is watched while it runs: as soon as its output is complete JSON that stays
+  the same between two looks, it is not waited for any longer and its whole
+  process group is killed (a note says so); otherwise a timeout kills it, and
+  output it wrote completely before hanging is still used;
+* kills the tool's process group whatever interrupts the wait (Ctrl-C, any
+  exception), so no tool is left running;
 * records the tool's version (``--version``).
 
 A missing tool, a non-zero exit, a hang without output or output that is not
@@ -26,9 +32,10 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Optional, TypeVar, Union
 
 from neuronprof.analysis.errors import TraceError
 
@@ -95,15 +102,20 @@ class NeuronTool:
 
     def view(
         self,
-        inputs: Sequence[str],
+        inputs: Sequence[tuple[str, Union[str, os.PathLike[str]]]],
         output_format: str,
         consume: Callable[[str], T],
         *,
         timeout: float,
+        notes: Optional[list[str]] = None,
     ) -> T:
         """Run ``<tool> view <inputs> --output-format <format> --output-file <tmp>`` and read its output.
 
-        ``consume`` receives the path of the JSON the tool wrote (the output file,
+        ``inputs`` are ``(option, path)`` pairs (``("-d", folder)``,
+        ``("-n", neff)``, ``("-s", ntff)``); each path is made absolute before
+        the tool runs in its temporary folder. When the tool does not exit after
+        writing complete output, it is stopped and ``notes`` (when given) gets a
+        line saying so. ``consume`` receives the path of the JSON the tool wrote (the output file,
         a ``system_profile.json`` it put in its working folder instead, or its
         standard output with any log lines before the JSON) and runs before the
         temporary folder is removed.
@@ -115,9 +127,18 @@ class NeuronTool:
         work = tempfile.mkdtemp(prefix="neuronprof-neuron-explorer-")
         try:
             out = os.path.join(work, "output.json")
-            cmd = [self.path, "view", *inputs, "--output-format", output_format, "--output-file", out]
-            rc, hung, stdout, stderr = _run(cmd, work, timeout)
+            args = [a for flag, path in inputs for a in (flag, os.path.abspath(os.fspath(path)))]
+            cmd = [self.path, "view", *args, "--output-format", output_format, "--output-file", out]
+            sizes: dict[str, int] = {}
+            rc, stopped, stdout, stderr = _run(cmd, work, timeout, lambda: _complete(work, out, sizes))
+            hung = stopped is not None
             produced = _produced(work, out, stdout)
+            if hung and produced is not None and notes is not None:
+                when = "after writing" if stopped == "done" else f"after the timeout of {timeout:g} s"
+                notes.append(
+                    f"{self.name} view --output-format {output_format} wrote its output but did not exit; "
+                    f"it was stopped {when} and its output used"
+                )
             failed = f"{self.name} view failed with exit status {rc}: {_tail(stderr)}; {_hint(self)}"
             if produced is None:
                 if hung:
@@ -133,10 +154,12 @@ class NeuronTool:
             try:
                 return consume(produced)
             except (TraceError, ValueError) as exc:
-                late = " (it was stopped after the timeout)" if hung else ""
+                late = {None: "", "done": " (it was stopped after writing)"}.get(stopped, " (stopped at the timeout)")
+                # The temporary file is gone once this returns: do not name it.
+                why = str(exc).replace(f"{produced}: ", "").replace(produced, "its output")
                 raise NeuronToolError(
                     f"{self.name} view wrote output that is not the documented {output_format} format{late}: "
-                    f"{exc}; {_hint(self)}"
+                    f"{why}; {_hint(self)}"
                 ) from None
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -207,6 +230,14 @@ def extract_json(text: str, *, what: str = "output") -> Any:
 # -- helpers ---------------------------------------------------------------------------
 
 
+def _parse(data: bytes) -> Any:
+    try:
+        import msgspec
+    except ImportError:  # optional at import; the standard library parses it too, more slowly
+        return json.loads(data)
+    return msgspec.json.decode(data)
+
+
 def _hint(tool: NeuronTool) -> str:
     return f"check that {tool.path} works, or reinstall it: {INSTALL_HINT}"
 
@@ -216,14 +247,24 @@ def _tail(text: str) -> str:
     return (text[-_TAIL:] if len(text) > _TAIL else text) or "no message"
 
 
-def _run(cmd: Sequence[str], cwd: str, timeout: float) -> tuple[int, bool, str, str]:
-    """Run ``cmd`` in ``cwd`` with its output in files there; kill its process group on timeout."""
+def _run(
+    cmd: Sequence[str], cwd: str, timeout: float, done: Optional[Callable[[], bool]] = None
+) -> tuple[int, Optional[str], str, str]:
+    """Run ``cmd`` in ``cwd`` with its output in files there.
+
+    Returns ``(exit status, stopped, stdout, stderr)``; ``stopped`` says why the
+    tool was killed: ``"timeout"`` after ``timeout`` seconds, ``"done"`` once
+    ``done()`` said its output is complete while it kept running; ``None`` when
+    it exited by itself. Its process group is killed in a
+    ``finally``, so an interrupt (Ctrl-C) or any exception while waiting leaves
+    no tool behind.
+    """
     out_path = os.path.join(cwd, ".stdout")
     err_path = os.path.join(cwd, ".stderr")
-    hung = False
+    stopped: Optional[str] = None
     with open(out_path, "wb") as so, open(err_path, "wb") as se:
         try:
-            # A session of its own, so that a timeout kills whatever the tool started too.
+            # A session of its own, so that stopping it kills whatever the tool started too.
             proc = subprocess.Popen(
                 list(cmd), cwd=cwd, stdin=subprocess.DEVNULL, stdout=so, stderr=se, start_new_session=True
             )
@@ -231,16 +272,66 @@ def _run(cmd: Sequence[str], cwd: str, timeout: float) -> tuple[int, bool, str, 
             name = os.path.basename(cmd[0])
             raise NeuronToolError(f"{name} cannot be started ({exc.strerror or exc}); {INSTALL_HINT}") from None
         try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            hung = True
-            _kill(proc)
-            rc = proc.wait()
+            deadline = time.monotonic() + timeout
+            pause = 0.05
+            rc: Optional[int] = None
+            while rc is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    stopped = "timeout"
+                    break
+                try:
+                    rc = proc.wait(timeout=min(pause, left))
+                except subprocess.TimeoutExpired:
+                    # Looks at the output get rarer (up to every 2 s), so a long run is not slowed down.
+                    pause = min(2.0, pause * 1.5)
+                    if done is not None and done():
+                        stopped = "done"
+                        break
+        finally:
+            if proc.poll() is None:
+                _kill(proc)
+                proc.wait()
+        rc = proc.returncode
     with open(out_path, encoding="utf-8", errors="replace") as f:
         stdout = f.read()
     with open(err_path, encoding="utf-8", errors="replace") as f:
         stderr = f.read()
-    return rc, hung, stdout, stderr
+    return rc, stopped, stdout, stderr
+
+
+def _complete(work: str, out: str, sizes: dict[str, int]) -> bool:
+    """True once the tool's output (the output file, ``system_profile.json`` or stdout) is complete JSON.
+
+    A file counts once it ends in ``}``/``]``, its size did not change since the
+    last look, and it parses.
+    """
+    for path in (out, os.path.join(work, "system_profile.json"), os.path.join(work, ".stdout")):
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            continue
+        if size == 0:
+            continue
+        seen = sizes.get(path)
+        sizes[path] = size
+        if seen != size:
+            return False  # still growing (or first look): look again later
+        try:
+            with open(path, "rb") as f:
+                f.seek(max(0, size - 64))
+                if not f.read().rstrip().endswith((b"}", b"]")):
+                    return False
+                f.seek(0)
+                data = f.read()
+            if path.endswith(".stdout"):
+                extract_json(data.decode("utf-8", errors="replace"))
+            else:
+                _parse(data)
+        except (OSError, ValueError):  # msgspec.DecodeError is a ValueError
+            return False
+        return True
+    return False
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -268,12 +359,12 @@ def _produced(work: str, out: str, stdout: str) -> Optional[str]:
 def _version(path: str) -> Optional[str]:
     work = tempfile.mkdtemp(prefix="neuronprof-neuron-explorer-")
     try:
-        rc, hung, stdout, stderr = _run([path, "--version"], work, _VERSION_TIMEOUT)
+        rc, stopped, stdout, stderr = _run([path, "--version"], work, _VERSION_TIMEOUT)
     except NeuronToolError:
         return None
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if hung or rc != 0:
+    if stopped is not None or rc != 0:
         return None
     for line in (stdout or stderr).splitlines():
         line = line.strip()

@@ -22,7 +22,6 @@ from typing import Optional
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.neuron._model import NEFF_ROW_PREFIX, NeuronProfile
 from neuronprof.analysis.neuron._read import DEFAULT_TIMEOUT, ToolChoice, neuron_profile
-from neuronprof.analysis.neuron._tool import INSTALL_HINT
 from neuronprof.errors import NeuronProfWarning
 from neuronprof.model import OpRow, Table
 
@@ -34,8 +33,19 @@ _TOKEN = re.compile(r"[^a-z0-9]+")
 SOURCE_TORCH = "NEURON column: device time from torch.profiler (TorchNeuron put NeuronCore time into the profile)"
 SOURCE_NEURON = (
     "NEURON column: NeuronCore time from Neuron's own profile ({tool}; nc_exec_running records of "
-    "system_profile.json), one row per NEFF ('NEFF <name>': executions and µs); ops carry no device time "
-    "because the JSON output documents no link between an execution and the op that launched it"
+    "system_profile.json), one row per NEFF ('NEFF <name>': executions and µs); {ops}"
+)
+OPS_NO_TIME = "ops carry no device time because the JSON output documents no link between an execution and the op"
+OPS_HEURISTIC = (
+    "ops carry device time only where the heuristic below put a NEFF's time on them (the JSON output documents "
+    "no link between an execution and the op, so this is a guess)"
+)
+EMPTY_BY_DESIGN = "column is empty by design"
+"""Marks the neuron backend's note that torch.profiler got no NeuronCore time (see ``NeuronBackend``)."""
+FILLED_FROM_PROFILE = (
+    "this TorchNeuron build puts no NeuronCore time into torch.profiler (its NeuronConfig has no "
+    "correlate_device_time), so the NEFF rows come from Neuron's own profile; s.export(format='neuron') keeps it "
+    "for Neuron Explorer"
 )
 SOURCE_EMPTY = "NEURON column: empty; this TorchNeuron build puts no NeuronCore time into torch.profiler, and {why}"
 
@@ -96,12 +106,12 @@ class SessionNeuronProfile:
                 stacklevel=4,
             )
             return None
-        self.missing = next((n for n in profile.notes if INSTALL_HINT in n and profile.tool is None), None)
+        self.missing = profile.tool_error if profile.tool_missing else None
         if not profile.executions:
             if self.missing:
                 self.why = self.missing
-            elif profile.tool is None:
-                self.why = "Neuron's profile could not be read (see the warning)"
+            elif profile.tool_error is not None:
+                self.why = f"Neuron's profile could not be read ({profile.tool_error})"
             else:
                 self.why = "Neuron's profile holds no NEFF execution on the profiled NeuronCores"
         return profile
@@ -144,6 +154,8 @@ def add_neuron_profile(
         notes.append(SOURCE_EMPTY.format(why=why or "Neuron's profile holds no NEFF execution"))
         return dataclasses.replace(table, notes=tuple(notes))
     rows = list(table.rows)
+    # The backend said the column would stay empty; here it is filled from Neuron's profile: say that instead.
+    notes = [FILLED_FROM_PROFILE if EMPTY_BY_DESIGN in n else n for n in notes]
     if heuristic:
         rows, matched = _match_by_name(rows, profile)
         notes.append(
@@ -152,7 +164,9 @@ def add_neuron_profile(
             "documented link"
         )
     rows.extend(profile.rows())
-    notes.append(SOURCE_NEURON.format(tool=profile.tool or "existing JSON files"))
+    ops = OPS_HEURISTIC if heuristic and matched else OPS_NO_TIME
+    notes.append(SOURCE_NEURON.format(tool=profile.tool or "existing JSON files", ops=ops))
+    notes += [n for n in profile.notes if _OUTSIDE in n or _STOPPED in n]
     if profile.steps:
         shown = "; ".join(
             f"ProfilerStep#{s.step} {s.busy_us:.1f} µs busy / {s.idle_us:.1f} µs idle "
@@ -164,6 +178,10 @@ def add_neuron_profile(
         ) > _SHOWN_STEPS else ""
         notes.append(f"NeuronCore time per step (Neuron's profile): {shown}{more}")
     return table.with_rows(rows, notes=notes)
+
+
+_OUTSIDE = "fell outside the profiled steps"
+_STOPPED = "stopped after writing"
 
 
 def _key(op: str) -> str:
