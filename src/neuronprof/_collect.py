@@ -8,16 +8,43 @@ in torch's private API are absorbed here.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import inspect
 import json
 import shutil
-import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import IO, Any, Optional
 
 from neuronprof.model import OpRow, Table, merge_rows
 
-__all__ = ["Cycle", "build_table", "write_chrome_trace"]
+__all__ = [
+    "Cycle",
+    "CycleStats",
+    "build_table",
+    "fold_stats",
+    "is_own_frame",
+    "save_native_trace",
+    "summarize_cycle",
+    "write_chrome_trace",
+    "write_stacks",
+]
+
+
+@dataclasses.dataclass
+class CycleStats:
+    """What a cycle contributes to the table, kept after its events are dropped.
+
+    Attributes:
+        rows: Per-operator rows of the cycle (unsorted).
+        steps: Recorded steps (``ProfilerStep*`` events that hold work).
+        top_level_calls: Ops directly under the recorded steps.
+        ops: Events other than ``ProfilerStep*`` in the cycle's steps' thread(s).
+    """
+
+    rows: list[OpRow]
+    steps: int
+    top_level_calls: int
+    ops: int
 
 
 @dataclasses.dataclass
@@ -25,17 +52,26 @@ class Cycle:
     """One finished profiling cycle (``wait``/``warmup``/``active``) of a session.
 
     Attributes:
-        profile: The ``torch.autograd.profiler.profile`` holding the cycle's events.
+        index: Position of the cycle in the session, from 0.
+        profile: The ``torch.autograd.profiler.profile`` holding the cycle's events;
+            None once the session dropped them (``keep_cycles``).
             torch.profiler replaces it at the next cycle, so each one is kept here.
         backend_trace: A Chrome trace the backend saved itself (TorchNeuron's
             ``NeuronProfiler`` does), used when kineto's own save was consumed.
-        cache: A private copy of kineto's trace, for torch builds without the
-            repeatable Python exporter.
+        cache: kineto's own save of the cycle, taken once when the cycle ended;
+            every export copies it.
+        closed_at_exit: The cycle was ended by the session's exit, so its last
+            step may have been opened by ``step()`` and never run.
+        stats: The cycle's table contribution, computed once (needed before the
+            events are dropped).
     """
 
+    index: int
     profile: Any
     backend_trace: Optional[Path] = None
     cache: Optional[Path] = None
+    closed_at_exit: bool = False
+    stats: Optional[CycleStats] = None
 
 
 def _device_attr(evt: Any, name: str) -> float:
@@ -65,9 +101,31 @@ def _shapes(evt: Any) -> Optional[tuple[tuple[int, ...], ...]]:
     return tuple(out)
 
 
+# Python frames of the profiler itself and of neuronprof (with_stack=True): they
+# are the measuring instrument, not the user's program.
+_OWN_FRAMES = (
+    "torch/profiler/",
+    "torch/autograd/profiler",
+    "neuronprof/",
+    "<built-in method _record_function_enter",
+    "<built-in method _record_function_exit",
+    "<built-in method _disable_profiler",
+    "<built-in method _enable_profiler",
+)
+
+
+def is_own_frame(name: str) -> bool:
+    """Return True for a Python-frame event of torch.profiler's or neuronprof's own code."""
+    normalized = name.replace("\\", "/")
+    return any(marker in normalized for marker in _OWN_FRAMES)
+
+
 def _rows_of_cycle(profile: Any, *, has_device: bool, record_shapes: bool) -> list[OpRow]:
     rows = []
     for evt in profile.key_averages(group_by_input_shape=record_shapes):
+        name = str(evt.key)
+        if is_own_frame(name):
+            continue
         on_device = _is_device_event(evt)
         flops = getattr(evt, "flops", 0) or 0
         cpu_mem = getattr(evt, "self_cpu_memory_usage", 0) or 0
@@ -76,7 +134,7 @@ def _rows_of_cycle(profile: Any, *, has_device: bool, record_shapes: bool) -> li
             dev_mem = getattr(evt, "self_cuda_memory_usage", 0) or 0
         rows.append(
             OpRow(
-                name=str(evt.key),
+                name=name,
                 calls=int(evt.count),
                 self_cpu_us=float(evt.self_cpu_time_total),
                 cpu_total_us=float(evt.cpu_time_total),
@@ -98,39 +156,55 @@ def _rows_of_cycle(profile: Any, *, has_device: bool, record_shapes: bool) -> li
 _NOT_OPS = ("ProfilerStep", "TorchDynamo Cache Lookup")
 
 
-def _step_stats(profile: Any) -> tuple[int, int]:
-    """Return (ProfilerStep events, ops directly under them)."""
-    steps = 0
+def _step_events(profile: Any) -> list[Any]:
+    # torch names step events "ProfilerStep#N" or, since 2.x, "ProfilerStep*".
+    return [evt for evt in profile.function_events if evt.name.startswith("ProfilerStep")]
+
+
+def summarize_cycle(cycle: Cycle, *, has_device: bool, record_shapes: bool) -> CycleStats:
+    """Compute (once) what ``cycle`` contributes to the table.
+
+    A step that ``step()`` opened and the session's exit closed with nothing in
+    it was never run: it is not counted as a step (its ``ProfilerStep*`` event
+    stays in the rows, as torch recorded it).
+    """
+    if cycle.stats is not None:
+        return cycle.stats
+    profile = cycle.profile
+    steps = _step_events(profile)
+    empty_tail = bool(cycle.closed_at_exit and steps and not steps[-1].cpu_children)
     top = 0
-    for evt in profile.function_events:
-        # torch names step events "ProfilerStep#N" or, since 2.x, "ProfilerStep*".
-        if evt.name.startswith("ProfilerStep"):
-            steps += 1
-            top += sum(1 for child in evt.cpu_children if not child.name.startswith(_NOT_OPS))
-    return steps, top
+    for evt in steps:
+        top += sum(1 for child in evt.cpu_children if not child.name.startswith(_NOT_OPS))
+    ops = sum(1 for evt in profile.function_events if not evt.name.startswith("ProfilerStep"))
+    rows = _rows_of_cycle(profile, has_device=has_device, record_shapes=record_shapes)
+    cycle.stats = CycleStats(rows=rows, steps=len(steps) - int(empty_tail), top_level_calls=top, ops=ops)
+    return cycle.stats
+
+
+def fold_stats(a: CycleStats, b: CycleStats) -> CycleStats:
+    """Return the statistics of two cycles as one (what a dropped cycle leaves behind)."""
+    return CycleStats(
+        rows=merge_rows([a.rows, b.rows]),
+        steps=a.steps + b.steps,
+        top_level_calls=a.top_level_calls + b.top_level_calls,
+        ops=a.ops + b.ops,
+    )
 
 
 def build_table(
-    cycles: list[Cycle],
+    stats: list[CycleStats],
     *,
     backend: str,
     device_label: Optional[str],
-    record_shapes: bool,
     rank: Optional[int] = None,
     notes: tuple[str, ...] = (),
 ) -> Table:
-    """Summarise every recorded cycle into one unsorted [`Table`][neuronprof.Table]."""
-    has_device = device_label is not None
-    groups = []
-    steps = 0
-    top = 0
-    for cycle in cycles:
-        groups.append(_rows_of_cycle(cycle.profile, has_device=has_device, record_shapes=record_shapes))
-        s, t = _step_stats(cycle.profile)
-        steps += s
-        top += t
+    """Sum the statistics of every recorded cycle into one unsorted [`Table`][neuronprof.Table]."""
+    steps = sum(s.steps for s in stats)
+    top = sum(s.top_level_calls for s in stats)
     return Table(
-        rows=tuple(merge_rows(groups)),
+        rows=tuple(merge_rows(s.rows for s in stats)),
         backend=backend,
         device_label=device_label,
         sort_by="none",
@@ -139,6 +213,33 @@ def build_table(
         notes=notes,
         rank=rank,
     )
+
+
+def save_native_trace(cycle: Cycle, dest: Path) -> bool:
+    """Save the cycle with kineto's own writer (C++, streaming) into ``dest``, once.
+
+    kineto's save works once per cycle ("Trace is already saved" afterwards), so
+    the session takes it into a private cache when the cycle ends, before any
+    backend exporter can consume it, and copies the cache for every export.
+
+    Returns:
+        True when ``dest`` holds the trace; False when kineto could not save it
+        (already consumed, or no kineto results), so the caller falls back.
+    """
+    results = getattr(cycle.profile, "kineto_results", None)
+    save = getattr(results, "save", None)
+    if save is None:
+        return False
+    try:
+        save(str(dest))
+    except RuntimeError:
+        dest.unlink(missing_ok=True)
+        return False
+    if not dest.exists() or dest.stat().st_size == 0:
+        dest.unlink(missing_ok=True)
+        return False
+    cycle.cache = dest
+    return True
 
 
 def _python_export_supported(profile: Any) -> bool:
@@ -151,41 +252,100 @@ def _python_export_supported(profile: Any) -> bool:
 def write_chrome_trace(cycle: Cycle, dest: Path, metadata: dict[str, Any]) -> None:
     """Write ``cycle``'s Chrome trace to ``dest`` (gzipped when it ends in ``.gz``).
 
-    kineto's own save works once per cycle ("Trace is already saved" afterwards),
-    so torch's streaming Python exporter is preferred: it can run any number of
-    times and lets the real ``OSError`` of a failed write through. Older torch
-    builds fall back to one kineto save into a private cache, copied from then on.
+    The trace is kineto's own save of the cycle (the cache, or the file the
+    backend's exporter wrote from it), so it holds exactly the events and header
+    torch.profiler writes; ``metadata`` keys that kineto's header does not
+    already hold are added at its top. Without either, torch's Python exporter
+    writes the trace from the cycle's events.
 
     Raises:
         OSError: The write failed (disk full, file too large, permission denied).
+        RuntimeError: The cycle's events were dropped and no saved copy exists.
     """
-    encoded = {k: json.dumps(v) for k, v in metadata.items()}
+    for source in (cycle.cache, cycle.backend_trace):
+        if source is not None and source.exists():
+            _copy_with_metadata(source, dest, metadata)
+            return
     profile = cycle.profile
-    if _python_export_supported(profile):
-        profile.export_chrome_trace(str(dest), metadata=encoded, use_python_export=True)
-        return
-    source = _cached_kineto_trace(cycle)
-    if source is None:
+    if profile is None or not _python_export_supported(profile):
         raise RuntimeError(
             "this cycle's trace was already saved by another tool and no copy of it was found; "
             "upgrade torch (>= 2.13) for repeatable exports"
         )
-    from neuronprof.export import copy_trace
+    encoded = {k: json.dumps(v) for k, v in metadata.items()}
+    profile.export_chrome_trace(str(dest), metadata=encoded, use_python_export=True)
 
-    copy_trace(source, dest)
+
+# How much of a trace's start is read to find its header keys: kineto writes the
+# header (schemaVersion, deviceProperties, distributedInfo...) before traceEvents.
+_HEAD_BYTES = 1 << 16
 
 
-def _cached_kineto_trace(cycle: Cycle) -> Optional[Path]:
-    if cycle.cache is not None and cycle.cache.exists():
-        return cycle.cache
-    cache_dir = Path(tempfile.mkdtemp(prefix="neuronprof-"))
-    path = cache_dir / "trace.json"
+def _open(path: Path, mode: str) -> IO[bytes]:
+    if path.suffix == ".gz":
+        # Level 6 is gzip's own default and what torch's export uses.
+        return gzip.open(path, mode, compresslevel=6) if "w" in mode else gzip.open(path, mode)  # type: ignore[return-value]
+    return open(path, mode)  # noqa: SIM115 - closed by the caller's with-block
+
+
+def _header_keys(head: bytes) -> set[str]:
+    # Top-level keys before "traceEvents", read without parsing the whole trace
+    # (which can be gigabytes): a JSON decoder over the header part only.
+    end = head.find(b'"traceEvents"')
+    part = head[:end] if end >= 0 else head
+    text = part.decode("utf-8", "replace").rstrip().rstrip(",") + "}"
     try:
-        cycle.profile.export_chrome_trace(str(path))
-    except RuntimeError as exc:
-        shutil.rmtree(cache_dir, ignore_errors=True)
-        if "already saved" not in str(exc):
-            raise
-        return cycle.backend_trace if cycle.backend_trace and cycle.backend_trace.exists() else None
-    cycle.cache = path
-    return path
+        return set(json.loads(text))
+    except ValueError:
+        return set()
+
+
+def _copy_with_metadata(source: Path, dest: Path, metadata: dict[str, Any]) -> None:
+    """Stream ``source`` into ``dest``, adding ``metadata`` keys after the opening brace.
+
+    A byte copy rather than ``json.load``/``json.dump``: the trace can be far
+    larger than memory allows, and its events must stay byte-for-byte kineto's.
+    """
+    with _open(source, "rb") as fin, _open(dest, "wb") as fout:
+        head = fin.read(_HEAD_BYTES)
+        brace = head.find(b"{")
+        if brace < 0:
+            raise ValueError(f"{source} is not a JSON trace")
+        present = _header_keys(head[brace:])
+        extra = {k: v for k, v in metadata.items() if k not in present}
+        # kineto starts with a space; a trace that starts with its brace is what readers sniff for.
+        fout.write(b"{")
+        if extra:
+            fout.write(("\n  " + json.dumps(extra)[1:-1] + ",").encode())
+        fout.write(head[brace + 1 :])
+        shutil.copyfileobj(fin, fout, 1 << 20)
+
+
+def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
+    """Write the cycle's collapsed stacks (``frame;frame;op value`` lines) for flame-graph tools.
+
+    torch's ``export_stacks`` writes them; the profiler's and neuronprof's own
+    frames are then left out of each stack, and stacks that become equal are summed.
+
+    Raises:
+        RuntimeError: The cycle's events were dropped (``keep_cycles``).
+    """
+    if cycle.profile is None:
+        raise RuntimeError("this cycle's events were dropped; no stacks can be written for it")
+    raw = dest.with_name(dest.name + ".raw")
+    try:
+        cycle.profile.export_stacks(str(raw), metric)
+        totals: dict[str, int] = {}
+        with open(raw, encoding="utf-8") as fin:
+            for line in fin:
+                stack, _, value = line.rstrip("\n").rpartition(" ")
+                if not stack or not value.lstrip("-").isdigit():
+                    continue
+                frames = [f for f in stack.split(";") if f and not is_own_frame(f)]
+                if frames:
+                    key = ";".join(frames)
+                    totals[key] = totals.get(key, 0) + int(value)
+        with open(dest, "w", encoding="utf-8") as fout:
+            fout.writelines(f"{k} {v}\n" for k, v in totals.items())
+    finally:
+        raw.unlink(missing_ok=True)

@@ -30,7 +30,7 @@ __all__ = [
     "unique_path",
 ]
 
-ExportFormat = Literal["chrome", "tensorboard", "neuron"]
+ExportFormat = Literal["chrome", "tensorboard", "neuron", "stacks"]
 """Where ``session.export()`` writes.
 
 * ``"chrome"``: one Chrome/Perfetto JSON trace (``.json``, or ``.json.gz`` gzipped);
@@ -39,6 +39,9 @@ ExportFormat = Literal["chrome", "tensorboard", "neuron"]
   ``torch.profiler.tensorboard_trace_handler`` writes; point TensorBoard's
   ``--logdir`` at it.
 * ``"neuron"``: a folder ready for Neuron Explorer (Neuron backend only).
+* ``"stacks"``: collapsed stacks (``frame;frame;op value`` per line, the value in
+  µs of self time) that flame-graph tools (``flamegraph.pl``, speedscope) read;
+  needs ``with_stack=True``.
 """
 
 EXPORT_FORMATS: tuple[str, ...] = get_args(ExportFormat)
@@ -186,13 +189,24 @@ def copy_trace(source: Path, dest: Path) -> None:
         shutil.copyfileobj(fin, fout, 1 << 20)
 
 
-def tensorboard_file_name(started: float, *, rank: Optional[int] = None) -> str:
-    """Return a file name TensorBoard's profiler plugin recognises.
+def tensorboard_worker(rank: Optional[int] = None) -> str:
+    """Return this process's worker name as ``tensorboard_trace_handler`` writes it: ``<host>_<pid>``.
 
-    Mirrors ``torch.profiler.tensorboard_trace_handler``: ``<host>_<pid>.<ms>.pt.trace.json``.
+    Under ``torch.distributed`` the rank is added (``<host>_<pid>_rank<N>``).
     """
-    worker = f"{socket.gethostname()}_{os.getpid()}" + (f"_rank{rank}" if rank is not None else "")
-    return f"{worker}.{int(started * 1000)}.pt.trace.json"
+    return f"{socket.gethostname()}_{os.getpid()}" + (f"_rank{rank}" if rank is not None else "")
+
+
+def tensorboard_file_name(span: int, *, rank: Optional[int] = None) -> str:
+    """Return a file name TensorBoard's profiler plugin reads as one span of this process's worker.
+
+    Mirrors ``torch.profiler.tensorboard_trace_handler``: ``<worker>.<span>.pt.trace.json``,
+    where the span is a number (the handler uses ``time.time_ns()``). The plugin's
+    worker pattern ``^(.*?)(\\.\\d+)?\\.pt\\.trace\\.json$`` reads the worker back
+    intact, also for dotted host names, so every cycle and every export of one
+    process is one worker.
+    """
+    return f"{tensorboard_worker(rank)}.{int(span)}.pt.trace.json"
 
 
 def _neff_pairs(root: Path) -> Iterator[tuple[Path, Optional[Path]]]:
