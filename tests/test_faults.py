@@ -247,7 +247,7 @@ def test_interrupt_at_every_schedule_transition(monkeypatch, tmp_path, stop_at, 
             calls = [0]
             ready_before = [0]
 
-            def inject(name, run, position=position, after=after):
+            def inject(name, run, position=position, after=after, calls=calls, ready_before=ready_before):
                 calls[0] += 1
                 if calls[0] - 1 != position:
                     result = run()

@@ -13,7 +13,7 @@ import inspect
 import json
 import shutil
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import Any, Optional
 
 from neuronprof.model import OpRow, Table, merge_rows
 
@@ -21,6 +21,7 @@ __all__ = [
     "Cycle",
     "CycleStats",
     "build_table",
+    "copy_trace",
     "fold_stats",
     "is_own_frame",
     "save_native_trace",
@@ -254,9 +255,9 @@ def write_chrome_trace(cycle: Cycle, dest: Path, metadata: dict[str, Any]) -> No
 
     The trace is kineto's own save of the cycle (the cache, or the file the
     backend's exporter wrote from it), so it holds exactly the events and header
-    torch.profiler writes; ``metadata`` keys that kineto's header does not
-    already hold are added at its top. Without either, torch's Python exporter
-    writes the trace from the cycle's events.
+    torch.profiler writes, neuronprof's metadata included (the session hands it
+    to kineto while recording). Without either, torch's Python exporter writes
+    the trace from the cycle's events, with ``metadata`` added.
 
     Raises:
         OSError: The write failed (disk full, file too large, permission denied).
@@ -264,7 +265,7 @@ def write_chrome_trace(cycle: Cycle, dest: Path, metadata: dict[str, Any]) -> No
     """
     for source in (cycle.cache, cycle.backend_trace):
         if source is not None and source.exists():
-            _copy_with_metadata(source, dest, metadata)
+            copy_trace(source, dest)
             return
     profile = cycle.profile
     if profile is None or not _python_export_supported(profile):
@@ -276,49 +277,24 @@ def write_chrome_trace(cycle: Cycle, dest: Path, metadata: dict[str, Any]) -> No
     profile.export_chrome_trace(str(dest), metadata=encoded, use_python_export=True)
 
 
-# How much of a trace's start is read to find its header keys: kineto writes the
-# header (schemaVersion, deviceProperties, distributedInfo...) before traceEvents.
-_HEAD_BYTES = 1 << 16
+def copy_trace(source: Path, dest: Path) -> None:
+    """Copy a JSON trace, gzipping or gunzipping to match ``dest``'s suffix.
 
-
-def _open(path: Path, mode: str) -> IO[bytes]:
-    if path.suffix == ".gz":
-        # Level 6 is gzip's own default and what torch's export uses.
-        return gzip.open(path, mode, compresslevel=6) if "w" in mode else gzip.open(path, mode)  # type: ignore[return-value]
-    return open(path, mode)  # noqa: SIM115 - closed by the caller's with-block
-
-
-def _header_keys(head: bytes) -> set[str]:
-    # Top-level keys before "traceEvents", read without parsing the whole trace
-    # (which can be gigabytes): a JSON decoder over the header part only.
-    end = head.find(b'"traceEvents"')
-    part = head[:end] if end >= 0 else head
-    text = part.decode("utf-8", "replace").rstrip().rstrip(",") + "}"
-    try:
-        return set(json.loads(text))
-    except ValueError:
-        return set()
-
-
-def _copy_with_metadata(source: Path, dest: Path, metadata: dict[str, Any]) -> None:
-    """Stream ``source`` into ``dest``, adding ``metadata`` keys after the opening brace.
-
-    A byte copy rather than ``json.load``/``json.dump``: the trace can be far
-    larger than memory allows, and its events must stay byte-for-byte kineto's.
+    A plain copy is the kernel's (``shutil.copyfile`` uses ``sendfile``), so an
+    export costs a fraction of kineto's save. Leading blanks (kineto writes one)
+    are dropped from gzipped output, whose readers sniff for the opening brace.
     """
-    with _open(source, "rb") as fin, _open(dest, "wb") as fout:
-        head = fin.read(_HEAD_BYTES)
-        brace = head.find(b"{")
-        if brace < 0:
-            raise ValueError(f"{source} is not a JSON trace")
-        present = _header_keys(head[brace:])
-        extra = {k: v for k, v in metadata.items() if k not in present}
-        # kineto starts with a space; a trace that starts with its brace is what readers sniff for.
-        fout.write(b"{")
-        if extra:
-            fout.write(("\n  " + json.dumps(extra)[1:-1] + ",").encode())
-        fout.write(head[brace + 1 :])
-        shutil.copyfileobj(fin, fout, 1 << 20)
+    src_gz = source.suffix == ".gz"
+    dst_gz = dest.suffix == ".gz"
+    if src_gz == dst_gz:
+        shutil.copyfile(source, dest)
+        return
+    with gzip.open(source, "rb") if src_gz else open(source, "rb") as fin:
+        head = fin.read(1 << 20).lstrip() if dst_gz else fin.read(1 << 20)
+        # Level 6: gzip's default trade of size for time.
+        with gzip.open(dest, "wb", compresslevel=6) if dst_gz else open(dest, "wb") as fout:
+            fout.write(head)
+            shutil.copyfileobj(fin, fout, 1 << 20)
 
 
 def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:

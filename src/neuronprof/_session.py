@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import json
 import logging
 import os
 import shutil
@@ -31,7 +32,6 @@ from neuronprof.export import (
     EXPORT_FORMATS,
     ExportFormat,
     atomic_write,
-    copy_trace,
     default_trace_name,
     ensure_writable_dir,
     neuron_bundle,
@@ -330,6 +330,9 @@ class Session:
         if experimental is not None:
             kwargs["experimental_config"] = experimental
         prof = _tracked_profile_class()(**kwargs)
+        # kineto writes these into every cycle's trace header itself, so an export is a plain copy.
+        # (torch adds record_shapes and distributedInfo there on its own.)
+        prof.neuronprof_metadata = {"neuronprof": json.dumps(self._trace_metadata()["neuronprof"])}
         self._started = time.time()
         self._profiler = prof
         with _signals_deferred():
@@ -408,7 +411,7 @@ class Session:
             # gets the same trace from the cache instead of kineto's spent save.
             cache = cycle.cache
             assert cache is not None
-            prof.export_chrome_trace = lambda path, *_, **__: copy_trace(cache, Path(path))  # type: ignore[method-assign]
+            prof.export_chrome_trace = lambda path, *_, **__: _collect.copy_trace(cache, Path(path))  # type: ignore[method-assign]
             try:
                 cycle.backend_trace = self._backend.on_trace_ready(prof, self._ctx)
             finally:
@@ -1023,9 +1026,13 @@ def _tracked_profile_class() -> Any:
                 self.kineto_state = "prepared"
                 super().prepare_trace()
 
+            neuronprof_metadata: dict[str, str] = {}
+
             def start_trace(self) -> None:
                 self.kineto_state = "recording"
                 super().start_trace()
+                for key, value in self.neuronprof_metadata.items():
+                    self.add_metadata_json(key, value)
 
             def stop_trace(self) -> None:
                 super().stop_trace()

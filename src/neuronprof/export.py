@@ -9,7 +9,6 @@ caller hands it a function that produces the bytes.
 from __future__ import annotations
 
 import errno
-import gzip
 import os
 import shutil
 import socket
@@ -23,7 +22,6 @@ __all__ = [
     "ExportFormat",
     "EXPORT_FORMATS",
     "atomic_write",
-    "copy_trace",
     "default_trace_name",
     "ensure_writable_dir",
     "neuron_bundle",
@@ -177,16 +175,6 @@ def _link_no_clobber(tmp: Path, target: Path) -> None:
         os.replace(tmp, target)
         return
     tmp.unlink()
-
-
-def copy_trace(source: Path, dest: Path) -> None:
-    """Copy a JSON trace, gzipping or gunzipping to match ``dest``'s suffix."""
-    src_gz = source.suffix == ".gz"
-    dst_gz = dest.suffix == ".gz"
-    opener_in = gzip.open if src_gz else open
-    opener_out = gzip.open if dst_gz else open
-    with opener_in(source, "rb") as fin, opener_out(dest, "wb") as fout:
-        shutil.copyfileobj(fin, fout, 1 << 20)
 
 
 def tensorboard_worker(rank: Optional[int] = None) -> str:
