@@ -298,30 +298,29 @@ def copy_trace(source: Path, dest: Path) -> None:
 
 
 def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
-    """Write the cycle's collapsed stacks (``frame;frame;op value`` lines) for flame-graph tools.
+    """Write the cycle's collapsed stacks for flame-graph tools: ``frame;frame;op value`` per line.
 
-    torch's ``export_stacks`` writes them; the profiler's and neuronprof's own
-    frames are then left out of each stack, and stacks that become equal are summed.
+    As torch's ``export_stacks`` (Python frames outermost first, blanks as ``_``,
+    the value the op's ``metric`` in µs), with the op itself as the innermost
+    frame and the profiler's and neuronprof's own frames left out; equal stacks
+    are summed.
 
     Raises:
         RuntimeError: The cycle's events were dropped (``keep_cycles``).
     """
     if cycle.profile is None:
         raise RuntimeError("this cycle's events were dropped; no stacks can be written for it")
-    raw = dest.with_name(dest.name + ".raw")
-    try:
-        cycle.profile.export_stacks(str(raw), metric)
-        totals: dict[str, int] = {}
-        with open(raw, encoding="utf-8") as fin:
-            for line in fin:
-                stack, _, value = line.rstrip("\n").rpartition(" ")
-                if not stack or not value.lstrip("-").isdigit():
-                    continue
-                frames = [f for f in stack.split(";") if f and not is_own_frame(f)]
-                if frames:
-                    key = ";".join(frames)
-                    totals[key] = totals.get(key, 0) + int(value)
-        with open(dest, "w", encoding="utf-8") as fout:
-            fout.writelines(f"{k} {v}\n" for k, v in totals.items())
-    finally:
-        raw.unlink(missing_ok=True)
+    clean = str.maketrans({" ": "_", ";": ":", "\n": "_", "\t": "_"})
+    totals: dict[str, int] = {}
+    for evt in cycle.profile.function_events:
+        stack = getattr(evt, "stack", None)
+        if not stack or is_own_frame(evt.name):
+            continue
+        value = int(getattr(evt, metric, 0) or 0)
+        if value <= 0:
+            continue
+        frames = [f.translate(clean) for f in reversed(stack) if not is_own_frame(f)]
+        key = ";".join([*frames, evt.name.translate(clean)])
+        totals[key] = totals.get(key, 0) + value
+    with open(dest, "w", encoding="utf-8") as fout:
+        fout.writelines(f"{k} {v}\n" for k, v in totals.items())

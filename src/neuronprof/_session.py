@@ -492,11 +492,10 @@ class Session:
         prof = self._profiler
         if prof is None or self._abandoned:
             return None
-        import torch
         from torch.autograd import profiler as autograd_profiler
 
         recording = getattr(prof, "kineto_state", "idle") == "recording"
-        stopped = recording and not torch._C._autograd._profiler_enabled()
+        stopped = recording and not _profiler_started()
         # torch.profiler.profile registers its step counter on creation and erases it
         # on exit: a profile that ended inside the block erased this session's.
         tracker = getattr(getattr(autograd_profiler, "KinetoStepTracker", None), "_step_dict", None)
@@ -1044,7 +1043,6 @@ def _tracked_profile_class() -> Any:
 
 def _stop_abandoned(prof: Any) -> None:
     """Stop a profiler whose state change failed, without re-entering torch's schedule."""
-    import torch
     from torch.autograd import profiler as autograd_profiler
 
     step = getattr(prof, "step_rec_fn", None)
@@ -1053,7 +1051,7 @@ def _stop_abandoned(prof: Any) -> None:
         with contextlib.suppress(Exception):
             step.__exit__(None, None, None)
     inner = getattr(prof, "profiler", None)
-    if getattr(prof, "kineto_state", "recording") == "recording" and torch._C._autograd._profiler_enabled():
+    if getattr(prof, "kineto_state", "recording") == "recording" and _profiler_started():
         with contextlib.suppress(Exception):
             if inner is not None and getattr(inner, "enabled", False):
                 inner.__exit__(None, None, None)
@@ -1064,6 +1062,19 @@ def _stop_abandoned(prof: Any) -> None:
     if tracker is not None:
         with contextlib.suppress(Exception):
             tracker.erase_step_count("ProfilerStep")
+
+
+def _profiler_started() -> bool:
+    """True while a torch profiler is started: torch's own flag, set at start and cleared by any stop.
+
+    The C++ state is per thread unless profile_all_threads is on, so it alone
+    cannot tell; the flag is what any profile's exit clears.
+    """
+    import torch
+    from torch.autograd import profiler as autograd_profiler
+
+    flag = getattr(autograd_profiler, "_is_profiler_enabled", None)
+    return bool(flag) or bool(torch._C._autograd._profiler_enabled())
 
 
 def _torch_supports_all_threads() -> bool:
