@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import errno
 import json
 import logging
@@ -645,6 +646,7 @@ class Session:
         device_only: bool = ...,
         *,
         ranks: Literal["local"] = ...,
+        timeout: float = ...,
     ) -> Table: ...
 
     @overload
@@ -655,6 +657,7 @@ class Session:
         device_only: bool = ...,
         *,
         ranks: Literal["all"],
+        timeout: float = ...,
     ) -> RankTable: ...
 
     def table(
@@ -664,6 +667,7 @@ class Session:
         device_only: bool = False,
         *,
         ranks: Literal["local", "all"] = "local",
+        timeout: float = 60.0,
     ) -> Union[Table, RankTable]:
         """Summarise the recorded steps per operator.
 
@@ -677,6 +681,9 @@ class Session:
                 rank's statistics under ``torch.distributed`` (a collective call: every
                 rank must make it). ``sort_by``, ``row_limit`` and ``device_only`` apply
                 to ``"local"`` only.
+            timeout: With ``ranks="all"``, seconds to wait for every rank to arrive
+                before giving up with ``SessionStateError`` (instead of hanging until
+                the process group's own timeout).
 
         Returns:
             A [`Table`][neuronprof.Table]; ``print()`` it, or render it as Markdown,
@@ -685,8 +692,9 @@ class Session:
             across ranks and the slowest rank, on every rank.
 
         Raises:
-            SessionStateError: Called before the with-block has ended, or
-                ``ranks="all"`` without an initialised process group.
+            SessionStateError: Called before the with-block has ended;
+                ``ranks="all"`` without an initialised process group, or not
+                called on every rank within ``timeout``.
             ValueError: Unknown ``sort_by``.
 
         Warns:
@@ -701,7 +709,9 @@ class Session:
             raise ValueError(f"ranks must be 'local' or 'all', got {ranks!r}")
         self._require_done("table()")
         if ranks == "all":
-            return self._gather_rank_table()
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+                raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+            return self._gather_rank_table(float(timeout))
         table = self._local_table()
         self._warn_if_device_empty(table)
         table = table.sorted(sort_by)
@@ -742,7 +752,7 @@ class Session:
             notes=tuple(self._notes),
         )
 
-    def _gather_rank_table(self) -> RankTable:
+    def _gather_rank_table(self, timeout: float) -> RankTable:
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()):
@@ -752,8 +762,23 @@ class Session:
             )
         local = self._local_table()
         gathered: list[Any] = [None] * dist.get_world_size()
-        # Plain dicts travel well over every backend's object collectives (gloo, nccl, neuron).
-        dist.all_gather_object(gathered, local.to_dict())
+        hint = (
+            f"table(ranks='all') is a collective call and must be called on every rank: rank {dist.get_rank()} of "
+            f"{dist.get_world_size()} waited up to {timeout:g} s for the others. Call it on every rank (not inside "
+            "`if rank == 0:`), or use table() for this rank's own table"
+        )
+        try:
+            # A barrier with a deadline first: a rank that never calls would otherwise
+            # block this one until the process group's own timeout (30 min on gloo).
+            work = dist.barrier(async_op=True)
+            if work is not None and work.wait(timeout=datetime.timedelta(seconds=timeout)) is False:
+                raise SessionStateError(hint)
+            # Plain dicts travel well over every backend's object collectives (gloo, nccl, neuron).
+            dist.all_gather_object(gathered, local.to_dict())
+        except SessionStateError:
+            raise
+        except Exception as exc:  # gloo/nccl report a missing peer as RuntimeError or DistBackendError
+            raise SessionStateError(f"{hint} ({type(exc).__name__}: {str(exc)[:300]})") from exc
         return RankTable.from_tables([Table.from_dict(d) for d in gathered])
 
     def _warn_if_device_empty(self, table: Table) -> None:
