@@ -8,20 +8,18 @@ in torch's private API are absorbed here.
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import inspect
 import json
-import shutil
 from pathlib import Path
 from typing import Any, Optional
 
+from neuronprof.export import copy_trace
 from neuronprof.model import OpRow, Table, merge_rows
 
 __all__ = [
     "Cycle",
     "CycleStats",
     "build_table",
-    "copy_trace",
     "fold_stats",
     "is_own_frame",
     "save_native_trace",
@@ -275,26 +273,6 @@ def write_chrome_trace(cycle: Cycle, dest: Path, metadata: dict[str, Any]) -> No
         )
     encoded = {k: json.dumps(v) for k, v in metadata.items()}
     profile.export_chrome_trace(str(dest), metadata=encoded, use_python_export=True)
-
-
-def copy_trace(source: Path, dest: Path) -> None:
-    """Copy a JSON trace, gzipping or gunzipping to match ``dest``'s suffix.
-
-    A plain copy is the kernel's (``shutil.copyfile`` uses ``sendfile``), so an
-    export costs a fraction of kineto's save. Leading blanks (kineto writes one)
-    are dropped from gzipped output, whose readers sniff for the opening brace.
-    """
-    src_gz = source.suffix == ".gz"
-    dst_gz = dest.suffix == ".gz"
-    if src_gz == dst_gz:
-        shutil.copyfile(source, dest)
-        return
-    with gzip.open(source, "rb") if src_gz else open(source, "rb") as fin:
-        head = fin.read(1 << 20).lstrip() if dst_gz else fin.read(1 << 20)
-        # Level 6: gzip's default trade of size for time.
-        with gzip.open(dest, "wb", compresslevel=6) if dst_gz else open(dest, "wb") as fout:
-            fout.write(head)
-            shutil.copyfileobj(fin, fout, 1 << 20)
 
 
 def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:

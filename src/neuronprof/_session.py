@@ -33,6 +33,7 @@ from neuronprof.export import (
     EXPORT_FORMATS,
     ExportFormat,
     atomic_write,
+    copy_trace,
     default_trace_name,
     ensure_writable_dir,
     neuron_bundle,
@@ -412,7 +413,7 @@ class Session:
             # gets the same trace from the cache instead of kineto's spent save.
             cache = cycle.cache
             assert cache is not None
-            prof.export_chrome_trace = lambda path, *_, **__: _collect.copy_trace(cache, Path(path))  # type: ignore[method-assign]
+            prof.export_chrome_trace = lambda path, *_, **__: copy_trace(cache, Path(path))  # type: ignore[method-assign]
             try:
                 cycle.backend_trace = self._backend.on_trace_ready(prof, self._ctx)
             finally:
