@@ -234,11 +234,22 @@ def save_native_trace(cycle: Cycle, dest: Path) -> bool:
     except RuntimeError:
         dest.unlink(missing_ok=True)
         return False
-    if not dest.exists() or dest.stat().st_size == 0:
+    if not _complete_json(dest):
+        # kineto logs a failed write (a full disk) instead of raising: never keep half a trace.
         dest.unlink(missing_ok=True)
         return False
     cycle.cache = dest
     return True
+
+
+def _complete_json(path: Path) -> bool:
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            f.seek(max(0, size - 64))
+            return size > 0 and f.read().rstrip().endswith(b"}")
+    except OSError:
+        return False
 
 
 def _python_export_supported(profile: Any) -> bool:

@@ -404,7 +404,12 @@ class Session:
         self._cycles.append(cycle)
         # kineto's save works once; take it before the backend's exporter (TorchNeuron's
         # may consume it), into a private cache that every export() copies.
-        saved = _collect.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json")
+        try:
+            saved = _collect.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json")
+        except OSError as exc:
+            # No room for the private copy: exports fall back to torch's Python exporter.
+            self._note(f"could not keep a copy of cycle {cycle.index}'s trace ({exc}); exports are written from events")
+            saved = False
         assert self._ctx is not None
         if not saved:
             cycle.backend_trace = self._backend.on_trace_ready(prof, self._ctx)
