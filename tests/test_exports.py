@@ -184,7 +184,7 @@ def test_endless_schedule_memory_stays_flat_like_raw_torch(tmp_path):
     """repeat=0 from cycle 50 to 200: RSS grows no more than raw torch.profiler's, within 15 MB.
 
     Keeping every cycle grew ~0.3 MB per cycle here (45 MB over these 150 cycles);
-    benchmarks/memory.py measures 300 cycles side by side.
+    benchmarks/endless.py measures 300 cycles side by side.
     """
     raw = _rss_growth("raw", tmp_path)
     ours = _rss_growth("session", tmp_path)
