@@ -83,6 +83,20 @@ def test_export_is_torchs_own_trace_of_that_cycle(torch_saves, tmp_path):
     assert load(tb)["traceEvents"] == load(torch_saves[0])["traceEvents"]
 
 
+def test_editing_an_export_in_place_never_changes_later_exports(tmp_path):
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, output_dir=tmp_path) as s:
+        for _ in s.steps():
+            torch.relu(torch.randn(8))
+    first = s.export(tmp_path / "first.json")
+    events = load(first)["traceEvents"]
+    with open(first, "w") as f:  # a post-processing script rewrites the file in place
+        f.write('{"traceEvents": []}')
+    second = load(s.export(tmp_path / "second.json"))
+    assert any(e.get("name") == "aten::relu" for e in second["traceEvents"])
+    assert len(second["traceEvents"]) >= len([e for e in events if e.get("ph") == "X"])
+    assert load(first) == {"traceEvents": []}
+
+
 def test_export_falls_back_when_kinetos_save_is_not_available(monkeypatch, tmp_path):
     monkeypatch.setattr(_collect, "save_native_trace", lambda cycle, dest: False)
     with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, output_dir=tmp_path) as s:

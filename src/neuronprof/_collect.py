@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -57,8 +58,11 @@ class Cycle:
             torch.profiler replaces it at the next cycle, so each one is kept here.
         backend_trace: A Chrome trace the backend saved itself (TorchNeuron's
             ``NeuronProfiler`` does), used when kineto's own save was consumed.
-        cache: kineto's own save of the cycle, taken once when the cycle ended;
-            every export copies it.
+        cache: kineto's own save of the cycle, taken once when the cycle ended.
+            The first plain-JSON export on the same file system becomes a second
+            name of it (no second write); later exports copy it.
+        cache_stamp: ``(inode, size, mtime_ns)`` of the cache once an export shares
+            it, to notice that the user edited that export in place.
         closed_at_exit: The cycle was ended by the session's exit, so its last
             step may have been opened by ``step()`` and never run.
         stats: The cycle's table contribution, computed once (needed before the
@@ -69,6 +73,7 @@ class Cycle:
     profile: Any
     backend_trace: Optional[Path] = None
     cache: Optional[Path] = None
+    cache_stamp: Optional[tuple[int, int, int]] = None
     closed_at_exit: bool = False
     stats: Optional[CycleStats] = None
 
@@ -259,27 +264,63 @@ def _python_export_supported(profile: Any) -> bool:
         return False
 
 
+def _stamp(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _export_cache(cycle: Cycle, cache: Path, dest: Path) -> bool:
+    """Write the cached trace to ``dest``; False when the cache can no longer be trusted.
+
+    The first plain-JSON export is a hard link to the cache: kineto's save is the
+    only write, so exporting costs what torch's own export costs. That export and
+    the cache are then one file, so an in-place edit of it is noticed (its stamp
+    changes) and the cache is no longer used.
+    """
+    if cycle.cache_stamp is not None:
+        if _stamp(cache) != cycle.cache_stamp:
+            cache.unlink(missing_ok=True)
+            cycle.cache = None
+            return False
+        copy_trace(cache, dest)
+        return True
+    if dest.suffix != ".gz":
+        try:
+            os.link(cache, dest)
+        except OSError:
+            pass  # another file system, or links not supported: copy instead
+        else:
+            cycle.cache_stamp = _stamp(cache)
+            return True
+    copy_trace(cache, dest)
+    return True
+
+
 def write_chrome_trace(cycle: Cycle, dest: Path, metadata: dict[str, Any]) -> None:
     """Write ``cycle``'s Chrome trace to ``dest`` (gzipped when it ends in ``.gz``).
 
     The trace is kineto's own save of the cycle (the cache, or the file the
     backend's exporter wrote from it), so it holds exactly the events and header
     torch.profiler writes, neuronprof's metadata included (the session hands it
-    to kineto while recording). Without either, torch's Python exporter writes
-    the trace from the cycle's events, with ``metadata`` added.
+    to kineto while recording). Without either (or when the export that shares
+    the cache was edited in place), torch's Python exporter writes the trace from
+    the cycle's events, with ``metadata`` added.
 
     Raises:
         OSError: The write failed (disk full, file too large, permission denied).
         RuntimeError: The cycle's events were dropped and no saved copy exists.
     """
-    for source in (cycle.cache, cycle.backend_trace):
-        if source is not None and source.exists():
-            copy_trace(source, dest)
+    if cycle.cache is not None and cycle.cache.exists():
+        if _export_cache(cycle, cycle.cache, dest):
             return
+    elif cycle.backend_trace is not None and cycle.backend_trace.exists():
+        copy_trace(cycle.backend_trace, dest)
+        return
     profile = cycle.profile
     if profile is None or not _python_export_supported(profile):
         raise RuntimeError(
-            "this cycle's trace was already saved by another tool and no copy of it was found; "
+            "no trace of this cycle is left to export: kineto's one-time save was used by another tool "
+            "(or the export sharing neuronprof's copy was edited in place) and its events are gone; "
             "upgrade torch (>= 2.13) for repeatable exports"
         )
     encoded = {k: json.dumps(v) for k, v in metadata.items()}
