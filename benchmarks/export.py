@@ -5,8 +5,9 @@ fresh process (peak memory is per process), alternating sides for several rounds
 
 * torch: ``prof.export_chrome_trace(path)`` in ``on_trace_ready`` (kineto's save).
 * neuronprof: everything the session spends to get the trace to disk: its private
-  kineto save when the cycle ends, plus the first ``s.export()`` (a copy with
-  neuronprof's metadata added). A second export is timed too.
+  kineto save when the cycle ends (neuronprof's metadata is written by kineto),
+  plus the first ``s.export()`` (a hard link to that save on the same file system).
+  A second export (a file copy) is timed too.
 
 Peak memory is the process's peak RSS during the export work (Linux ``VmHWM``,
 reset just before it through ``/proc/self/clear_refs``), taken as a whole and as
