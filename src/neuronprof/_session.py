@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -281,9 +282,23 @@ class Session:
 
     # -- lifecycle -------------------------------------------------------------
     def __enter__(self) -> Session:
-        global _active
         if self._state != "new":
             raise SessionStateError("a session runs once; create a new one with neuronprof.session(...)")
+        try:
+            # Python raises a signal's exception right after any C call, e.g. after the
+            # lock was taken and before the code that would release it: hold signals back.
+            with _signals_deferred():
+                self._enter()
+        except BaseException:
+            if self._state == "running":
+                # A held-back Ctrl-C arrived once the start was complete; with-statements
+                # do not call __exit__ when __enter__ raises, so stop here.
+                self.__exit__(*sys.exc_info())
+            raise
+        return self
+
+    def _enter(self) -> None:
+        global _active
         if not _active_lock.acquire(blocking=False):
             other = _active
             raise SessionStateError(
@@ -305,7 +320,6 @@ class Session:
             self._state = "new"
             _active_lock.release()
             raise
-        return self
 
     def _start(self) -> None:
         import torch.profiler
@@ -458,6 +472,11 @@ class Session:
                         self._drive(self._profiler.__exit__, None, None, None)
                     except BaseException as error:
                         failure = error
+        except BaseException as error:
+            # An interrupt before the stop began: stop without torch's schedule.
+            failure = error
+            if not self._abandoned:
+                self._abandon()
         finally:
             self._state = "done"
             _active = None
