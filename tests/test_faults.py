@@ -308,8 +308,8 @@ def test_real_alarm_signals_during_a_repeating_schedule(tmp_path):
             rng = random.Random(seed)
             for _ in range(12):
                 s = neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, repeat=3)
-                signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0005, 0.03))
                 try:
+                    signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0005, 0.03))
                     with s:
                         for _ in s.steps():
                             for _ in range(20):
