@@ -81,3 +81,39 @@ def test_ranks_all_without_process_group_is_refused(tmp_path):
         s.run(torch.relu, torch.randn(4))
     with pytest.raises(neuronprof.SessionStateError, match="init_process_group"):
         s.table(ranks="all")
+
+
+def _one_rank_asks(rank: int, port: int, out: str) -> None:
+    import time
+
+    import neuronprof
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), LOCAL_RANK=str(rank))
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    try:
+        with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, output_dir=out) as s:
+            for _ in s.steps():
+                torch.relu(torch.randn(8))
+        if rank == 0:
+            try:
+                s.table(ranks="all", timeout=2)
+                message = "no error"
+            except neuronprof.SessionStateError as exc:
+                message = str(exc)
+            Path(out, "rank0.json").write_text(json.dumps({"message": message}))
+        else:
+            # Rank 1 goes on with its work and never makes the collective call.
+            deadline = time.monotonic() + 60
+            while not Path(out, "rank0.json").exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ranks_all_on_one_rank_fails_fast_and_says_it_is_collective(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    mp.start_processes(_one_rank_asks, args=(_free_port(), str(out)), nprocs=WORLD, join=True, start_method="spawn")
+    result = json.loads((out / "rank0.json").read_text())
+    # (Without the deadline, rank 0 would block for the process group's timeout, 30 min on gloo.)
+    assert "must be called on every rank" in result["message"]

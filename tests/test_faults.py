@@ -43,6 +43,9 @@ def test_export_when_the_disk_refuses_the_write(tmp_path):
                 x = torch.randn(64, 64)
                 for _ in range(50):
                     x = torch.relu(x @ x)
+        # The first plain export is a hard link to kineto's save (no bytes written);
+        # take it first so that the exports below really write.
+        s.export("first.json")
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, hard))
@@ -170,3 +173,183 @@ def test_failed_start_undoes_itself(tmp_path, monkeypatch):
     with neuronprof.session(backend="cpu", output_dir=tmp_path) as s:
         s.run(work)
     assert s.table(row_limit=None).row("aten::relu").calls == 1
+
+
+# -- interrupts inside torch.profiler's own state changes ------------------------------------
+# torch.profiler changes state in prepare_trace / start_trace / stop_trace / _trace_ready,
+# called from step(), __enter__ and __exit__. Each test below replays a repeat=3 schedule,
+# raising at one of those calls (before or after torch's own code ran).
+
+_ACTIONS = ("prepare_trace", "start_trace", "stop_trace", "_trace_ready")
+
+
+def _wrap_actions(monkeypatch, on_call):
+    """Route every torch.profiler state change through on_call(name, run) (a test seam)."""
+    import torch.profiler.profiler as tp
+
+    for name in _ACTIONS:
+        owner = tp.profile if name == "_trace_ready" else tp._KinetoProfile
+        original = getattr(owner, name)
+
+        def wrapper(self, _name=name, _original=original):
+            return on_call(_name, lambda: _original(self))
+
+        monkeypatch.setattr(owner, name, wrapper)
+
+
+def _schedule_run(stop_at, out):
+    """A repeat=3 schedule (cycles of warmup 1 + active 1) that may leave the loop at stop_at."""
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, repeat=3, output_dir=out) as s:
+        for i in s.steps():
+            work()
+            if i == stop_at:
+                break
+    return s
+
+
+def _transitions(monkeypatch, stop_at, out):
+    seen: list[str] = []
+
+    def record(name, run):
+        seen.append(name)
+        return run()
+
+    _wrap_actions(monkeypatch, record)
+    with warnings_ignored():
+        _schedule_run(stop_at, out)
+    monkeypatch.undo()
+    return seen
+
+
+def warnings_ignored():
+    import warnings
+
+    ctx = warnings.catch_warnings()
+    ctx.__enter__()
+    warnings.simplefilter("ignore")
+
+    class _Exit:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            ctx.__exit__(*exc)
+            return False
+
+    return _Exit()
+
+
+@pytest.mark.parametrize("stop_at", [None, 3, 4], ids=["full", "break-in-active", "break-in-warmup"])
+@pytest.mark.parametrize("exc_type", [KeyboardInterrupt, RuntimeError])
+def test_interrupt_at_every_schedule_transition(monkeypatch, tmp_path, stop_at, exc_type):
+    """An exception at any of torch's state changes reaches the user as itself; the process stays usable."""
+    sequence = _transitions(monkeypatch, stop_at, tmp_path / "clean")
+    assert sequence.count("_trace_ready") == (3 if stop_at is None else 2)
+    for position in range(len(sequence)):
+        for after in (False, True):
+            calls = [0]
+            ready_before = [0]
+
+            def inject(name, run, position=position, after=after, calls=calls, ready_before=ready_before):
+                calls[0] += 1
+                if calls[0] - 1 != position:
+                    result = run()
+                    ready_before[0] += name == "_trace_ready"
+                    return result
+                if after:
+                    run()
+                raise exc_type(f"injected at {name} #{position}")
+
+            _wrap_actions(monkeypatch, inject)
+            with warnings_ignored(), pytest.raises(exc_type, match="injected at"):
+                s = None
+                session = neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, repeat=3, output_dir=tmp_path)
+                s = session
+                with session:
+                    for i in session.steps():
+                        work()
+                        if i == stop_at:
+                            break
+            monkeypatch.undo()
+            assert s is not None
+            assert not torch._C._autograd._profiler_enabled(), (position, after)
+            assert neuronprof._session._active_session() is None
+            if position == 0:
+                # The fault hit __enter__: the start undid itself, and nothing ran.
+                with pytest.raises(SessionStateError, match="after the session has run"):
+                    s.table()
+                continue
+            # What completed is kept: every cycle handed over before the fault.
+            t = s.table(row_limit=None)
+            assert t.steps >= ready_before[0], (position, after)
+            if t.steps:
+                assert t.row("aten::relu").calls >= ready_before[0]
+                assert s.export(tmp_path / f"kept{position}{after}.json").exists()
+    # ... and a new session works in the same process.
+    with neuronprof.session(backend="cpu", output_dir=tmp_path) as again:
+        again.run(work)
+    assert again.table(row_limit=None).row("aten::relu").calls == 1
+
+
+def test_real_alarm_signals_during_a_repeating_schedule(tmp_path):
+    """Seeded SIGALRM interrupts at random moments: always KeyboardInterrupt, never a crash."""
+    code = """
+        import json, random, signal, sys, warnings
+        import torch, neuronprof
+        warnings.simplefilter("ignore")
+
+        def interrupt(*_):
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGALRM, interrupt)
+        x = torch.randn(16, 16)
+        seen = {"KeyboardInterrupt": 0, "finished": 0}
+        for seed in (1, 2, 3):
+            rng = random.Random(seed)
+            for _ in range(12):
+                s = neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, repeat=3)
+                try:
+                    signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0005, 0.03))
+                    with s:
+                        for _ in s.steps():
+                            for _ in range(20):
+                                x = torch.relu(x @ x).clamp(max=1.0)
+                    seen["finished"] += 1
+                except KeyboardInterrupt:
+                    seen["KeyboardInterrupt"] += 1
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                assert not torch._C._autograd._profiler_enabled()
+                try:
+                    s.table()
+                except neuronprof.SessionStateError:
+                    assert "after the session has run" in str(sys.exc_info()[1])  # interrupted start
+        with neuronprof.session(backend="cpu") as s:
+            s.run(lambda: torch.relu(x))
+        seen["after"] = s.table(row_limit=None).row("aten::relu").calls
+        print("RESULT" + json.dumps(seen))
+    """
+    proc = run_python(code, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
+    result = json.loads(line[0][len("RESULT") :])
+    assert result["KeyboardInterrupt"] > 0
+    assert result["after"] == 1
+
+
+@pytest.mark.parametrize("at", [1, 2], ids=["in-warmup", "in-active"])
+def test_a_profiler_opened_inside_the_block_is_named(tmp_path, at):
+    """A library's own torch.profiler inside the block: SessionStateError naming it, never a crash or silence."""
+    x = torch.randn(8, 8)
+    with pytest.raises(SessionStateError, match="another torch.profiler was started"):
+        with neuronprof.session(backend="cpu", wait=1, warmup=1, active=1, output_dir=tmp_path) as s:
+            for i in s.steps():
+                torch.relu(x)
+                if i == at:
+                    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+                        torch.relu(x)
+    assert not torch._C._autograd._profiler_enabled()
+    assert s.table().steps == 0
+    with neuronprof.session(backend="cpu", output_dir=tmp_path) as again:
+        again.run(work)
+    assert again.table(row_limit=None).row("aten::relu").calls == 1

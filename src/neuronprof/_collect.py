@@ -10,18 +10,45 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
-import shutil
-import tempfile
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from neuronprof.export import copy_trace
 from neuronprof.model import OpRow, Table, merge_rows
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights import HostCategory, Timeline
-    from neuronprof.backends.base import DeviceTime
 
-__all__ = ["Cycle", "build_table", "build_timeline", "write_chrome_trace"]
+__all__ = [
+    "Cycle",
+    "CycleStats",
+    "build_table",
+    "build_timeline",
+    "fold_stats",
+    "is_own_frame",
+    "save_native_trace",
+    "summarize_cycle",
+    "write_chrome_trace",
+    "write_stacks",
+]
+
+
+@dataclasses.dataclass
+class CycleStats:
+    """What a cycle contributes to the table, kept after its events are dropped.
+
+    Attributes:
+        rows: Per-operator rows of the cycle (unsorted).
+        steps: Recorded steps (``ProfilerStep*`` events that hold work).
+        top_level_calls: Ops directly under the recorded steps.
+        ops: Events other than ``ProfilerStep*`` in the cycle's steps' thread(s).
+    """
+
+    rows: list[OpRow]
+    steps: int
+    top_level_calls: int
+    ops: int
 
 
 @dataclasses.dataclass
@@ -29,17 +56,30 @@ class Cycle:
     """One finished profiling cycle (``wait``/``warmup``/``active``) of a session.
 
     Attributes:
-        profile: The ``torch.autograd.profiler.profile`` holding the cycle's events.
+        index: Position of the cycle in the session, from 0.
+        profile: The ``torch.autograd.profiler.profile`` holding the cycle's events;
+            None once the session dropped them (``keep_cycles``).
             torch.profiler replaces it at the next cycle, so each one is kept here.
         backend_trace: A Chrome trace the backend saved itself (TorchNeuron's
             ``NeuronProfiler`` does), used when kineto's own save was consumed.
-        cache: A private copy of kineto's trace, for torch builds without the
-            repeatable Python exporter.
+        cache: kineto's own save of the cycle, taken once when the cycle ended.
+            The first plain-JSON export on the same file system becomes a second
+            name of it (no second write); later exports copy it.
+        cache_stamp: ``(inode, size, mtime_ns)`` of the cache once an export shares
+            it, to notice that the user edited that export in place.
+        closed_at_exit: The cycle was ended by the session's exit, so its last
+            step may have been opened by ``step()`` and never run.
+        stats: The cycle's table contribution, computed once (needed before the
+            events are dropped).
     """
 
+    index: int
     profile: Any
     backend_trace: Optional[Path] = None
     cache: Optional[Path] = None
+    cache_stamp: Optional[tuple[int, int, int]] = None
+    closed_at_exit: bool = False
+    stats: Optional[CycleStats] = None
 
 
 def _device_attr(evt: Any, name: str) -> float:
@@ -69,9 +109,31 @@ def _shapes(evt: Any) -> Optional[tuple[tuple[int, ...], ...]]:
     return tuple(out)
 
 
+# Python frames of the profiler itself and of neuronprof (with_stack=True): they
+# are the measuring instrument, not the user's program.
+_OWN_FRAMES = (
+    "torch/profiler/",
+    "torch/autograd/profiler",
+    "neuronprof/",
+    "<built-in method _record_function_enter",
+    "<built-in method _record_function_exit",
+    "<built-in method _disable_profiler",
+    "<built-in method _enable_profiler",
+)
+
+
+def is_own_frame(name: str) -> bool:
+    """Return True for a Python-frame event of torch.profiler's or neuronprof's own code."""
+    normalized = name.replace("\\", "/")
+    return any(marker in normalized for marker in _OWN_FRAMES)
+
+
 def _rows_of_cycle(profile: Any, *, has_device: bool, record_shapes: bool) -> list[OpRow]:
     rows = []
     for evt in profile.key_averages(group_by_input_shape=record_shapes):
+        name = str(evt.key)
+        if is_own_frame(name):
+            continue
         on_device = _is_device_event(evt)
         flops = getattr(evt, "flops", 0) or 0
         cpu_mem = getattr(evt, "self_cpu_memory_usage", 0) or 0
@@ -80,7 +142,7 @@ def _rows_of_cycle(profile: Any, *, has_device: bool, record_shapes: bool) -> li
             dev_mem = getattr(evt, "self_cuda_memory_usage", 0) or 0
         rows.append(
             OpRow(
-                name=str(evt.key),
+                name=name,
                 calls=int(evt.count),
                 self_cpu_us=float(evt.self_cpu_time_total),
                 cpu_total_us=float(evt.cpu_time_total),
@@ -102,46 +164,55 @@ def _rows_of_cycle(profile: Any, *, has_device: bool, record_shapes: bool) -> li
 _NOT_OPS = ("ProfilerStep", "TorchDynamo Cache Lookup")
 
 
-def _step_stats(profile: Any) -> tuple[int, int]:
-    """Return (ProfilerStep events, ops directly under them)."""
-    steps = 0
+def _step_events(profile: Any) -> list[Any]:
+    # torch names step events "ProfilerStep#N" or, since 2.x, "ProfilerStep*".
+    return [evt for evt in profile.function_events if evt.name.startswith("ProfilerStep")]
+
+
+def summarize_cycle(cycle: Cycle, *, has_device: bool, record_shapes: bool) -> CycleStats:
+    """Compute (once) what ``cycle`` contributes to the table.
+
+    A step that ``step()`` opened and the session's exit closed with nothing in
+    it was never run: it is not counted as a step (its ``ProfilerStep*`` event
+    stays in the rows, as torch recorded it).
+    """
+    if cycle.stats is not None:
+        return cycle.stats
+    profile = cycle.profile
+    steps = _step_events(profile)
+    empty_tail = bool(cycle.closed_at_exit and steps and not steps[-1].cpu_children)
     top = 0
-    for evt in profile.function_events:
-        # torch names step events "ProfilerStep#N" or, since 2.x, "ProfilerStep*".
-        if evt.name.startswith("ProfilerStep"):
-            steps += 1
-            top += sum(1 for child in evt.cpu_children if not child.name.startswith(_NOT_OPS))
-    return steps, top
+    for evt in steps:
+        top += sum(1 for child in evt.cpu_children if not child.name.startswith(_NOT_OPS))
+    ops = sum(1 for evt in profile.function_events if not evt.name.startswith("ProfilerStep"))
+    rows = _rows_of_cycle(profile, has_device=has_device, record_shapes=record_shapes)
+    cycle.stats = CycleStats(rows=rows, steps=len(steps) - int(empty_tail), top_level_calls=top, ops=ops)
+    return cycle.stats
+
+
+def fold_stats(a: CycleStats, b: CycleStats) -> CycleStats:
+    """Return the statistics of two cycles as one (what a dropped cycle leaves behind)."""
+    return CycleStats(
+        rows=merge_rows([a.rows, b.rows]),
+        steps=a.steps + b.steps,
+        top_level_calls=a.top_level_calls + b.top_level_calls,
+        ops=a.ops + b.ops,
+    )
 
 
 def build_table(
-    cycles: list[Cycle],
+    stats: list[CycleStats],
     *,
     backend: str,
     device_label: Optional[str],
-    record_shapes: bool,
     rank: Optional[int] = None,
     notes: tuple[str, ...] = (),
-    device_time: DeviceTime = "linked",
 ) -> Table:
-    """Summarise every recorded cycle into one unsorted [`Table`][neuronprof.Table].
-
-    ``device_time`` is the backend's expectation
-    ([`Backend.device_time`][neuronprof.backends.Backend.device_time]): where no device
-    time reaches torch.profiler (``"none"``), rows carry ``None``, not ``0.0``, so the
-    table and ``compare()`` leave the device columns out instead of showing zeros.
-    """
-    has_device = device_label is not None and device_time != "none"
-    groups = []
-    steps = 0
-    top = 0
-    for cycle in cycles:
-        groups.append(_rows_of_cycle(cycle.profile, has_device=has_device, record_shapes=record_shapes))
-        s, t = _step_stats(cycle.profile)
-        steps += s
-        top += t
+    """Sum the statistics of every recorded cycle into one unsorted [`Table`][neuronprof.Table]."""
+    steps = sum(s.steps for s in stats)
+    top = sum(s.top_level_calls for s in stats)
     return Table(
-        rows=tuple(merge_rows(groups)),
+        rows=tuple(merge_rows(s.rows for s in stats)),
         backend=backend,
         device_label=device_label,
         sort_by="none",
@@ -152,6 +223,44 @@ def build_table(
     )
 
 
+def save_native_trace(cycle: Cycle, dest: Path) -> bool:
+    """Save the cycle with kineto's own writer (C++, streaming) into ``dest``, once.
+
+    kineto's save works once per cycle ("Trace is already saved" afterwards), so
+    the session takes it into a private cache when the cycle ends, before any
+    backend exporter can consume it, and copies the cache for every export.
+
+    Returns:
+        True when ``dest`` holds the trace; False when kineto could not save it
+        (already consumed, or no kineto results), so the caller falls back.
+    """
+    results = getattr(cycle.profile, "kineto_results", None)
+    save = getattr(results, "save", None)
+    if save is None:
+        return False
+    try:
+        save(str(dest))
+    except RuntimeError:
+        dest.unlink(missing_ok=True)
+        return False
+    if not _complete_json(dest):
+        # kineto logs a failed write (a full disk) instead of raising: never keep half a trace.
+        dest.unlink(missing_ok=True)
+        return False
+    cycle.cache = dest
+    return True
+
+
+def _complete_json(path: Path) -> bool:
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            f.seek(max(0, size - 64))
+            return size > 0 and f.read().rstrip().endswith(b"}")
+    except OSError:
+        return False
+
+
 def _python_export_supported(profile: Any) -> bool:
     try:
         return "use_python_export" in inspect.signature(profile.export_chrome_trace).parameters
@@ -159,47 +268,96 @@ def _python_export_supported(profile: Any) -> bool:
         return False
 
 
+def _stamp(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _export_cache(cycle: Cycle, cache: Path, dest: Path) -> bool:
+    """Write the cached trace to ``dest``; False when the cache can no longer be trusted.
+
+    The first plain-JSON export is a hard link to the cache: kineto's save is the
+    only write, so exporting costs what torch's own export costs. That export and
+    the cache are then one file, so an in-place edit of it is noticed (its stamp
+    changes) and the cache is no longer used.
+    """
+    if cycle.cache_stamp is not None:
+        if _stamp(cache) != cycle.cache_stamp:
+            cache.unlink(missing_ok=True)
+            cycle.cache = None
+            return False
+        copy_trace(cache, dest)
+        return True
+    if dest.suffix != ".gz":
+        try:
+            os.link(cache, dest)
+        except OSError:
+            pass  # another file system, or links not supported: copy instead
+        else:
+            cycle.cache_stamp = _stamp(cache)
+            return True
+    copy_trace(cache, dest)
+    return True
+
+
 def write_chrome_trace(cycle: Cycle, dest: Path, metadata: dict[str, Any]) -> None:
     """Write ``cycle``'s Chrome trace to ``dest`` (gzipped when it ends in ``.gz``).
 
-    kineto's own save works once per cycle ("Trace is already saved" afterwards),
-    so torch's streaming Python exporter is preferred: it can run any number of
-    times and lets the real ``OSError`` of a failed write through. Older torch
-    builds fall back to one kineto save into a private cache, copied from then on.
+    The trace is kineto's own save of the cycle (the cache, or the file the
+    backend's exporter wrote from it), so it holds exactly the events and header
+    torch.profiler writes, neuronprof's metadata included (the session hands it
+    to kineto while recording). Without either (or when the export that shares
+    the cache was edited in place), torch's Python exporter writes the trace from
+    the cycle's events, with ``metadata`` added.
 
     Raises:
         OSError: The write failed (disk full, file too large, permission denied).
+        RuntimeError: The cycle's events were dropped and no saved copy exists.
     """
-    encoded = {k: json.dumps(v) for k, v in metadata.items()}
-    profile = cycle.profile
-    if _python_export_supported(profile):
-        profile.export_chrome_trace(str(dest), metadata=encoded, use_python_export=True)
+    if cycle.cache is not None and cycle.cache.exists():
+        if _export_cache(cycle, cycle.cache, dest):
+            return
+    elif cycle.backend_trace is not None and cycle.backend_trace.exists():
+        copy_trace(cycle.backend_trace, dest)
         return
-    source = _cached_kineto_trace(cycle)
-    if source is None:
+    profile = cycle.profile
+    if profile is None or not _python_export_supported(profile):
         raise RuntimeError(
-            "this cycle's trace was already saved by another tool and no copy of it was found; "
+            "no trace of this cycle is left to export: kineto's one-time save was used by another tool "
+            "(or the export sharing neuronprof's copy was edited in place) and its events are gone; "
             "upgrade torch (>= 2.13) for repeatable exports"
         )
-    from neuronprof.export import copy_trace
+    encoded = {k: json.dumps(v) for k, v in metadata.items()}
+    profile.export_chrome_trace(str(dest), metadata=encoded, use_python_export=True)
 
-    copy_trace(source, dest)
 
+def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
+    """Write the cycle's collapsed stacks for flame-graph tools: ``frame;frame;op value`` per line.
 
-def _cached_kineto_trace(cycle: Cycle) -> Optional[Path]:
-    if cycle.cache is not None and cycle.cache.exists():
-        return cycle.cache
-    cache_dir = Path(tempfile.mkdtemp(prefix="neuronprof-"))
-    path = cache_dir / "trace.json"
-    try:
-        cycle.profile.export_chrome_trace(str(path))
-    except RuntimeError as exc:
-        shutil.rmtree(cache_dir, ignore_errors=True)
-        if "already saved" not in str(exc):
-            raise
-        return cycle.backend_trace if cycle.backend_trace and cycle.backend_trace.exists() else None
-    cycle.cache = path
-    return path
+    As torch's ``export_stacks`` (Python frames outermost first, blanks as ``_``,
+    the value the op's ``metric`` in µs), with the op itself as the innermost
+    frame and the profiler's and neuronprof's own frames left out; equal stacks
+    are summed.
+
+    Raises:
+        RuntimeError: The cycle's events were dropped (``keep_cycles``).
+    """
+    if cycle.profile is None:
+        raise RuntimeError("this cycle's events were dropped; no stacks can be written for it")
+    clean = str.maketrans({" ": "_", ";": ":", "\n": "_", "\t": "_"})
+    totals: dict[str, int] = {}
+    for evt in cycle.profile.function_events:
+        stack = getattr(evt, "stack", None)
+        if not stack or is_own_frame(evt.name):
+            continue
+        value = int(getattr(evt, metric, 0) or 0)
+        if value <= 0:
+            continue
+        frames = [f.translate(clean) for f in reversed(stack) if not is_own_frame(f)]
+        key = ";".join([*frames, evt.name.translate(clean)])
+        totals[key] = totals.get(key, 0) + value
+    with open(dest, "w", encoding="utf-8") as fout:
+        fout.writelines(f"{k} {v}\n" for k, v in totals.items())
 
 
 # -- the timeline the findings engine reads (neuronprof.analysis.insights) -------------------
@@ -221,6 +379,9 @@ def build_timeline(cycles: list[Cycle], *, backend: str, device_label: Optional[
     device: list[DeviceEvent] = []
     notes: list[str] = []
     for index, cycle in enumerate(cycles):
+        if cycle.profile is None:
+            notes.append("cycles beyond keep_cycles were dropped; the findings cover the cycles still kept")
+            continue
         results = getattr(cycle.profile, "kineto_results", None)
         events = results.events() if results is not None and hasattr(results, "events") else None
         if events is None:

@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import errno
+import json
 import logging
 import os
+import shutil
+import signal
+import sys
+import tempfile
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, Union, overload
@@ -27,6 +34,7 @@ from neuronprof.export import (
     EXPORT_FORMATS,
     ExportFormat,
     atomic_write,
+    copy_trace,
     default_trace_name,
     ensure_writable_dir,
     neuron_bundle,
@@ -57,6 +65,17 @@ _active: Optional[Session] = None
 
 DEFAULT_OUTPUT_DIR = "neuronprof_output"
 
+DEFAULT_KEEP_CYCLES = 4
+"""How many cycles' raw events a session keeps by default (``keep_cycles``)."""
+
+# Signals whose Python handlers are held back while torch.profiler changes state
+# (see _signals_deferred): Ctrl-C, termination requests, timers, user signals.
+_DEFERRED_SIGNALS = tuple(
+    getattr(signal, name)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGALRM", "SIGVTALRM", "SIGUSR1", "SIGUSR2")
+    if hasattr(signal, name)
+)
+
 
 def _check_count(name: str, value: Any, *, minimum: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
@@ -64,6 +83,8 @@ def _check_count(name: str, value: Any, *, minimum: int = 0) -> int:
     if value < minimum:
         if name == "active":
             raise ValueError("active must be at least 1: it is the number of steps that are recorded")
+        if name == "keep_cycles":
+            raise ValueError("keep_cycles must be at least 1: the last cycle's events are always kept")
         raise ValueError(f"{name} must be a non-negative int, got {value!r}")
     return value
 
@@ -122,6 +143,8 @@ class Session:
             caches and allocators settle here).
         active: Steps recorded per cycle.
         repeat: Number of cycles.
+        keep_cycles: How many of the last cycles keep their raw events.
+        profile_all_threads: Whether ops of every thread are recorded.
     """
 
     def __init__(
@@ -139,6 +162,8 @@ class Session:
         with_stack: bool = False,
         profile_memory: bool = False,
         with_flops: bool = False,
+        keep_cycles: int = DEFAULT_KEEP_CYCLES,
+        profile_all_threads: bool = False,
     ) -> None:
         # Everything that can be wrong is checked here, before any profiling.
         self.modes = _check_modes(modes)
@@ -147,14 +172,22 @@ class Session:
         self.warmup = _check_count("warmup", warmup)
         self.active = _check_count("active", active, minimum=1)
         self.repeat = _check_count("repeat", repeat)
+        self.keep_cycles = _check_count("keep_cycles", keep_cycles, minimum=1)
         for flag, value in (
             ("record_shapes", record_shapes),
             ("with_stack", with_stack),
             ("profile_memory", profile_memory),
             ("with_flops", with_flops),
+            ("profile_all_threads", profile_all_threads),
         ):
             if not isinstance(value, bool):
                 raise ValueError(f"{flag} must be True or False, got {value!r}")
+        if profile_all_threads and not _torch_supports_all_threads():
+            raise ValueError(
+                "profile_all_threads=True needs a torch whose profiler can record every thread "
+                "(_ExperimentalConfig(profile_all_threads=...), torch >= 2.7); this torch cannot"
+            )
+        self.profile_all_threads = profile_all_threads
         self.record_shapes = record_shapes
         self.with_stack = with_stack
         self.profile_memory = profile_memory
@@ -173,6 +206,12 @@ class Session:
         self._state = "new"
         self._profiler: Optional[torch.profiler.profile] = None
         self._cycles: list[_collect.Cycle] = []
+        self._cycle_count = 0
+        self._dropped: Optional[_collect.CycleStats] = None
+        self._cache_dir: Optional[Path] = None
+        self._exiting = False
+        self._abandoned = False
+        self._left_in_step: Optional[int] = None
         self._steps_taken = 0
         self._started = 0.0
         self._rank: Optional[int] = None
@@ -248,9 +287,23 @@ class Session:
 
     # -- lifecycle -------------------------------------------------------------
     def __enter__(self) -> Session:
-        global _active
         if self._state != "new":
             raise SessionStateError("a session runs once; create a new one with neuronprof.session(...)")
+        try:
+            # Python raises a signal's exception right after any C call, e.g. after the
+            # lock was taken and before the code that would release it: hold signals back.
+            with _signals_deferred():
+                self._enter()
+        except BaseException:
+            if self._state == "running":
+                # A held-back Ctrl-C arrived once the start was complete; with-statements
+                # do not call __exit__ when __enter__ raises, so stop here.
+                self.__exit__(*sys.exc_info())
+            raise
+        return self
+
+    def _enter(self) -> None:
+        global _active
         if not _active_lock.acquire(blocking=False):
             other = _active
             raise SessionStateError(
@@ -272,7 +325,6 @@ class Session:
             self._state = "new"
             _active_lock.release()
             raise
-        return self
 
     def _start(self) -> None:
         import torch.profiler
@@ -284,7 +336,7 @@ class Session:
             self._note(f"mode {mode!r} is not captured by the {self.backend} backend; ignored")
         if self._backend.writes_output:
             ensure_writable_dir(self._output_dir, create=True)
-        experimental = self._backend.experimental_config(ctx)
+        experimental = self._experimental_config(self._backend.experimental_config(ctx))
         self._take_backend_notes()
         kwargs: dict[str, Any] = {
             "activities": self._backend.activities(),
@@ -299,17 +351,52 @@ class Session:
         }
         if experimental is not None:
             kwargs["experimental_config"] = experimental
-        prof = torch.profiler.profile(**kwargs)
+        prof = _tracked_profile_class()(**kwargs)
+        # kineto writes these into every cycle's trace header itself, so an export is a plain copy.
+        # (torch adds record_shapes and distributedInfo there on its own.)
+        prof.neuronprof_metadata = {"neuronprof": json.dumps(self._trace_metadata()["neuronprof"])}
         self._started = time.time()
-        try:
-            prof.__enter__()
-        except BaseException:
-            # A half-started profiler would block every later session in this process.
-            with contextlib.suppress(Exception):
-                prof.__exit__(None, None, None)
-            raise
         self._profiler = prof
+        with _signals_deferred():
+            try:
+                prof.__enter__()
+            except BaseException:
+                # A half-started profiler would block every later session in this process.
+                _stop_abandoned(prof)
+                self._profiler = None
+                raise
         self._state = "running"
+
+    def _experimental_config(self, backend_config: Any) -> Any:
+        """Add the session's own kineto options to the backend's ``experimental_config``.
+
+        ``with_stack`` needs kineto's ``verbose`` (else ``export_stacks`` writes
+        nothing); ``profile_all_threads`` records ops of every thread.
+        """
+        wanted: dict[str, Any] = {"verbose": True} if self.with_stack else {}
+        if self.profile_all_threads:
+            wanted["profile_all_threads"] = True
+        if not wanted:
+            return backend_config
+        from torch._C._profiler import _ExperimentalConfig
+
+        if backend_config is None:
+            return _ExperimentalConfig(**wanted)
+        if type(backend_config) is _ExperimentalConfig:
+            # Its other fields cannot be read back; the backends set only these two.
+            return _ExperimentalConfig(
+                custom_profiler_config=backend_config.custom_profiler_config,  # type: ignore[attr-defined]
+                trace_only=backend_config.trace_only,
+                **wanted,
+            )
+        names = " and ".join(
+            n for n, on in (("stack export", self.with_stack), ("profile_all_threads", self.profile_all_threads)) if on
+        )
+        self._note(
+            f"the {self.backend} backend configures torch.profiler with its own {type(backend_config).__name__}, "
+            f"which cannot carry {names}; they are off in this session"
+        )
+        return backend_config
 
     def _context(self) -> SessionContext:
         """Return what the backend needs to know, resolving the default core once."""
@@ -332,37 +419,145 @@ class Session:
 
     def _on_trace_ready(self, prof: torch.profiler.profile) -> None:
         # Keep this cycle's results before torch replaces them with the next cycle's.
-        cycle = _collect.Cycle(profile=prof.profiler)
+        cycle = _collect.Cycle(index=self._cycle_count, profile=prof.profiler, closed_at_exit=self._exiting)
+        self._cycle_count += 1
         self._cycles.append(cycle)
+        # kineto's save works once; take it before the backend's exporter (TorchNeuron's
+        # may consume it), into a private cache that every export() copies.
+        try:
+            saved = _collect.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json")
+        except OSError as exc:
+            # No room for the private copy: exports fall back to torch's Python exporter.
+            self._note(f"could not keep a copy of cycle {cycle.index}'s trace ({exc}); exports are written from events")
+            saved = False
         assert self._ctx is not None
-        cycle.backend_trace = self._backend.on_trace_ready(prof, self._ctx)
+        if not saved:
+            cycle.backend_trace = self._backend.on_trace_ready(prof, self._ctx)
+        else:
+            # The backend's exporter (TorchNeuron's writes trace.json for Neuron Explorer)
+            # gets the same trace from the cache instead of kineto's spent save.
+            cache = cycle.cache
+            assert cache is not None
+            prof.export_chrome_trace = lambda path, *_, **__: copy_trace(cache, Path(path))  # type: ignore[method-assign]
+            try:
+                cycle.backend_trace = self._backend.on_trace_ready(prof, self._ctx)
+            finally:
+                del prof.export_chrome_trace
         self._take_backend_notes()
+        self._drop_old_cycles()
+
+    def _private_dir(self) -> Path:
+        if self._cache_dir is None:
+            self._cache_dir = Path(tempfile.mkdtemp(prefix="neuronprof-"))
+            # The cache lives as long as the session object.
+            weakref.finalize(self, shutil.rmtree, str(self._cache_dir), True)
+        return self._cache_dir
+
+    def _drop_old_cycles(self) -> None:
+        """Fold cycles beyond ``keep_cycles`` into running statistics and free their events."""
+        has_device = self._has_device()
+        while len(self._cycles) > self.keep_cycles:
+            old = self._cycles.pop(0)
+            stats = _collect.summarize_cycle(old, has_device=has_device, record_shapes=self.record_shapes)
+            self._dropped = stats if self._dropped is None else _collect.fold_stats(self._dropped, stats)
+            if old.cache is not None:
+                old.cache.unlink(missing_ok=True)
+            old.profile = None
+            old.cache = None
 
     def _take_backend_notes(self) -> None:
         if self._ctx is not None:
             for message in self._backend.session_notes(self._ctx):
                 self._note(message)
 
+    def _has_device(self) -> bool:
+        # Device columns exist where the backend has a device and its time reaches
+        # torch.profiler; elsewhere (TorchNeuron without correlation) they stay blank, not 0.0.
+        return self.device_label is not None and self._backend.device_time(self._context()) != "none"
+
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         global _active
+        failure: Optional[BaseException] = None
         try:
-            if self._profiler is not None and self._state == "running":
-                if self.repeat == 1:
-                    self._profiler.__exit__(None, None, None)
+            if self._profiler is not None and self._state == "running" and not self._abandoned:
+                foreign = self._foreign_profiler()
+                if foreign is not None:
+                    failure = SessionStateError(foreign)
                 else:
-                    with _quiet_cycle_warning():
-                        self._profiler.__exit__(None, None, None)
+                    self._exiting = True
+                    try:
+                        self._drive(self._profiler.__exit__, None, None, None)
+                    except BaseException as error:
+                        failure = error
+        except BaseException as error:
+            # An interrupt before the stop began: stop without torch's schedule.
+            failure = error
+            if not self._abandoned:
+                self._abandon()
         finally:
             self._state = "done"
             _active = None
             _active_lock.release()
-        self._check_steps(interrupted=exc_type is not None)
+        if failure is not None and exc_type is not None:
+            # The block's own exception reaches the user unchanged; the failed stop is noted.
+            self._note(f"stopping the profiler after the block's {exc_type.__name__} failed too: {failure!r}")
+            failure = None
+        self._check_steps(interrupted=exc_type is not None or failure is not None)
+        if failure is not None:
+            raise failure
+
+    def _drive(self, transition: Callable[..., Any], *args: Any) -> None:
+        """Run one torch.profiler state change so that an interrupt cannot leave it half-made.
+
+        Signals that would raise (Ctrl-C, alarms) wait until the change is complete;
+        any exception that still escapes it stops the profiler without re-entering
+        torch's schedule (which crashes on a half-made profiler) and is re-raised.
+        """
+        with _signals_deferred():
+            try:
+                if self.repeat == 1:
+                    transition(*args)
+                else:
+                    with _quiet_cycle_warning():
+                        transition(*args)
+            except BaseException:
+                self._abandon()
+                raise
+
+    def _abandon(self) -> None:
+        """Leave torch.profiler stopped after a failed state change; keep the finished cycles."""
+        self._abandoned = True
+        if self._profiler is not None:
+            _stop_abandoned(self._profiler)
+
+    def _foreign_profiler(self) -> Optional[str]:
+        """Say what happened if another profiler took torch's one profiler from this session."""
+        prof = self._profiler
+        if prof is None or self._abandoned:
+            return None
+        from torch.autograd import profiler as autograd_profiler
+
+        recording = getattr(prof, "kineto_state", "idle") == "recording"
+        stopped = recording and not _profiler_started()
+        # torch.profiler.profile registers its step counter on creation and erases it
+        # on exit: a profile that ended inside the block erased this session's.
+        tracker = getattr(getattr(autograd_profiler, "KinetoStepTracker", None), "_step_dict", None)
+        erased = isinstance(tracker, dict) and "ProfilerStep" not in tracker
+        if not (stopped or erased):
+            return None
+        self._abandon()
+        return (
+            f"another torch.profiler was started and stopped inside the session's block (noticed at step "
+            f"{self._steps_taken}); torch has one profiler per process, so it ended this session's recording. "
+            f"{self._cycle_count} completed cycle(s) are kept. Profile one thing at a time: remove the inner "
+            "profiler, or end the session before it starts"
+        )
 
     def _check_steps(self, *, interrupted: bool) -> None:
         needed = self.total_steps
         if needed is None or self._steps_taken >= needed:
             return
-        if self._steps_taken == 0 and self._cycles:
+        if self._steps_taken == 0 and self._cycle_count:
             # A schedule that starts recording at once (wait=0, warmup=0) makes a
             # step-less block one recorded step: a legitimate single pass.
             self._note("no step() was called; the whole block was recorded as one step")
@@ -370,7 +565,7 @@ class Session:
         if interrupted:
             self._note(
                 f"the block was interrupted after {self._steps_taken} of {needed} steps; "
-                f"{len(self._cycles)} profiling cycle(s) completed and are kept"
+                f"{self._cycle_count} profiling cycle(s) completed and are kept"
             )
             return
         message = (
@@ -379,19 +574,28 @@ class Session:
         )
         if self._steps_taken == 0:
             message += "; call s.step() at the end of each iteration, or loop over s.steps()"
-        recorded = self._recorded_steps()
+        recorded, cut_short = self._recorded_steps()
+        if cut_short:
+            message += f"; the loop left during step {self._steps_taken}, an active step, which was cut short"
         if recorded == 0:
             message += ", so nothing was recorded"
         else:
-            message += f"; the {recorded} recorded step(s) are kept"
+            message += f"; {recorded} recorded step(s) are kept"
         self._note(message)
         warnings.warn(message, NeuronProfWarning, stacklevel=3)
 
-    def _recorded_steps(self) -> int:
-        """Active steps whose body ran to the end of its step() call."""
+    def _recorded_steps(self) -> tuple[int, bool]:
+        """Return (recorded steps, whether the last one was cut short by leaving ``steps()``).
+
+        Active steps whose ``step()`` ran are recorded; so is the active step a
+        ``break`` left (torch saves it at exit), but not a step that ``step()``
+        opened and nothing ran in.
+        """
         cycle = self.wait + self.warmup + self.active
         full, rest = divmod(self._steps_taken, cycle)
-        return full * self.active + max(0, rest - self.wait - self.warmup)
+        recorded = full * self.active + max(0, rest - self.wait - self.warmup)
+        cut_short = self._left_in_step == self._steps_taken and rest >= self.wait + self.warmup
+        return recorded + int(cut_short), cut_short
 
     # -- inside the block ------------------------------------------------------
     def _require_running(self, what: str) -> None:
@@ -411,14 +615,22 @@ class Session:
         """
         self._require_running("step()")
         assert self._profiler is not None
+        if self._abandoned:
+            raise SessionStateError(
+                "the profiler was stopped when an earlier step() was interrupted; "
+                f"the {self._cycle_count} completed cycle(s) are kept. Leave the with-block and read the results"
+            )
         # Without this sync the device work of the step would be attributed to
         # the next one, or lost when the trace is cut: empty device columns.
         self.synchronize()
-        if self.repeat == 1:
-            self._profiler.step()
-        else:
-            with _quiet_cycle_warning():
-                self._profiler.step()
+        foreign = self._foreign_profiler()
+        if foreign is not None:
+            raise SessionStateError(foreign)
+        self._drive(self._advance)
+
+    def _advance(self) -> None:
+        assert self._profiler is not None
+        self._profiler.step()
         self._steps_taken += 1
 
     def steps(self) -> Iterator[int]:
@@ -440,7 +652,12 @@ class Session:
         if total is None:
             raise SessionStateError("steps() needs a finite schedule; with repeat=0 call s.step() in your own loop")
         for index in range(total):
-            yield index
+            try:
+                yield index
+            except GeneratorExit:
+                # break / return inside the body: this step ran (part of) its body.
+                self._left_in_step = index
+                raise
             if self._state != "running":
                 return
             self.step()
@@ -472,6 +689,7 @@ class Session:
         *,
         ranks: Literal["local"] = ...,
         neuron_heuristic: bool = ...,
+        timeout: float = ...,
     ) -> Table: ...
 
     @overload
@@ -483,6 +701,7 @@ class Session:
         *,
         ranks: Literal["all"],
         neuron_heuristic: bool = ...,
+        timeout: float = ...,
     ) -> RankTable: ...
 
     def table(
@@ -493,6 +712,7 @@ class Session:
         *,
         ranks: Literal["local", "all"] = "local",
         neuron_heuristic: bool = False,
+        timeout: float = 60.0,
     ) -> Union[Table, RankTable]:
         """Summarise the recorded steps per operator.
 
@@ -510,6 +730,9 @@ class Session:
                 Neuron's own profile, also put each NEFF's time on the op whose name the
                 NEFF's name contains (eager mode runs one small NEFF per op). A guess by
                 name, labelled as one in the footer; off by default.
+            timeout: With ``ranks="all"``, seconds to wait for every rank to arrive
+                before giving up with ``SessionStateError`` (instead of hanging until
+                the process group's own timeout).
 
         Returns:
             A [`Table`][neuronprof.Table]; ``print()`` it, or render it as Markdown,
@@ -518,8 +741,9 @@ class Session:
             across ranks and the slowest rank, on every rank.
 
         Raises:
-            SessionStateError: Called before the with-block has ended, or
-                ``ranks="all"`` without an initialised process group.
+            SessionStateError: Called before the with-block has ended;
+                ``ranks="all"`` without an initialised process group, or not
+                called on every rank within ``timeout``.
             ValueError: Unknown ``sort_by``.
 
         Warns:
@@ -538,7 +762,9 @@ class Session:
             raise ValueError(f"neuron_heuristic must be True or False, got {neuron_heuristic!r}")
         self._require_done("table()")
         if ranks == "all":
-            return self._gather_rank_table()
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+                raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+            return self._gather_rank_table(float(timeout))
         table = self._local_table()
         if self.backend == "neuron":
             # No NeuronCore time from torch: take it from Neuron's own profile (see analysis.neuron).
@@ -546,6 +772,15 @@ class Session:
         self._warn_if_device_empty(table)
         table = table.sorted(sort_by)
         if device_only:
+            if self.device_label is None:
+                table = dataclasses.replace(
+                    table,
+                    notes=(
+                        *table.notes,
+                        f"device_only=True keeps rows with device time, and the {self.backend} backend has no "
+                        "device: every row was left out (totals are of the whole session)",
+                    ),
+                )
             table = table.device_only()
         return table.head(row_limit)
 
@@ -671,19 +906,31 @@ class Session:
             ensure_writable_dir(target.parent, create=True)
         return atomic_write(target, text_writer(text), overwrite=overwrite)
 
+    def _cycle_stats(self) -> list[_collect.CycleStats]:
+        has_device = self._has_device()
+        stats = [
+            _collect.summarize_cycle(c, has_device=has_device, record_shapes=self.record_shapes) for c in self._cycles
+        ]
+        return ([self._dropped] if self._dropped is not None else []) + stats
+
     def _local_table(self) -> Table:
-        """Summarise this process's recorded cycles, unsorted and uncut."""
+        """Summarise every recorded cycle of this process (kept or dropped), unsorted and uncut."""
+        stats = self._cycle_stats()
+        if any(s.steps for s in stats) and not any(s.ops for s in stats):
+            hint = "" if self.profile_all_threads else "; pass profile_all_threads=True to record every thread"
+            self._note(
+                "the recorded steps hold nothing but ProfilerStep*: the work may have run in other threads, "
+                f"which torch.profiler records only in the thread that started it{hint}"
+            )
         return _collect.build_table(
-            self._cycles,
+            stats,
             backend=self.backend,
             device_label=self.device_label,
-            record_shapes=self.record_shapes,
             rank=self._rank,
             notes=tuple(self._notes),
-            device_time=self._backend.device_time(self._context()),
         )
 
-    def _gather_rank_table(self) -> RankTable:
+    def _gather_rank_table(self, timeout: float) -> RankTable:
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()):
@@ -693,8 +940,23 @@ class Session:
             )
         local = self._local_table()
         gathered: list[Any] = [None] * dist.get_world_size()
-        # Plain dicts travel well over every backend's object collectives (gloo, nccl, neuron).
-        dist.all_gather_object(gathered, local.to_dict())
+        hint = (
+            f"table(ranks='all') is a collective call and must be called on every rank: rank {dist.get_rank()} of "
+            f"{dist.get_world_size()} waited up to {timeout:g} s for the others. Call it on every rank (not inside "
+            "`if rank == 0:`), or use table() for this rank's own table"
+        )
+        try:
+            # A barrier with a deadline first: a rank that never calls would otherwise
+            # block this one until the process group's own timeout (30 min on gloo).
+            work = dist.barrier(async_op=True)
+            if work is not None and work.wait(timeout=datetime.timedelta(seconds=timeout)) is False:
+                raise SessionStateError(hint)
+            # Plain dicts travel well over every backend's object collectives (gloo, nccl, neuron).
+            dist.all_gather_object(gathered, local.to_dict())
+        except SessionStateError:
+            raise
+        except Exception as exc:  # gloo/nccl report a missing peer as RuntimeError or DistBackendError
+            raise SessionStateError(f"{hint} ({type(exc).__name__}: {str(exc)[:300]})") from exc
         return RankTable.from_tables([Table.from_dict(d) for d in gathered])
 
     def _warn_if_device_empty(self, table: Table) -> None:
@@ -747,18 +1009,23 @@ class Session:
             path: Target file (``"chrome"``) or folder (``"tensorboard"``, ``"neuron"``).
                 Default: a timestamped name in ``output_dir``. A ``.json.gz`` path is
                 gzipped.
-            format: ``"chrome"``, ``"tensorboard"`` or ``"neuron"``; see
+            format: ``"chrome"``, ``"tensorboard"``, ``"neuron"`` or ``"stacks"``; see
                 [`ExportFormat`][neuronprof.export.ExportFormat].
             overwrite: Replace an existing target instead of raising ``FileExistsError``.
-            cycle: Which profiling cycle to write when ``repeat > 1`` (default: the last).
+            cycle: Which profiling cycle to write when ``repeat != 1`` (default: the last;
+                0 the first, negative counts from the end). Only the last ``keep_cycles``
+                cycles keep their events.
 
         Returns:
-            The trace file (``"chrome"``) or the folder written (``"tensorboard"``, ``"neuron"``).
+            The trace file (``"chrome"``, ``"stacks"``) or the folder written
+            (``"tensorboard"``, ``"neuron"``).
 
         Raises:
             SessionStateError: Called before the with-block has ended, or nothing was recorded.
             FileExistsError: The target exists and ``overwrite`` is False.
-            ValueError: Unknown format, or ``"neuron"`` on another backend.
+            ValueError: Unknown format, ``"neuron"`` on another backend, ``"stacks"``
+                without ``with_stack=True``, or a cycle that does not exist or whose
+                events were dropped (``keep_cycles``).
             OSError: The disk refused the write (full, file too large, permission);
                 no partial or temporary file is left.
         """
@@ -772,17 +1039,23 @@ class Session:
                 "nothing was recorded, so there is no trace to export: the loop ended before the "
                 "schedule's active steps (see s.notes)"
             )
-        try:
-            chosen = self._cycles[cycle]
-        except (IndexError, TypeError):
-            raise ValueError(f"cycle {cycle!r} does not exist; this session recorded {len(self._cycles)}") from None
+        chosen = self._choose_cycle(cycle)
         if format == "tensorboard":
             folder = Path(path) if path is not None else self._output_dir / "tensorboard"
             ensure_writable_dir(folder, create=True)
-            target = folder / tensorboard_file_name(self._started, rank=self._rank)
-            target = target if overwrite else unique_path(target)
+            # One worker per process, one span per file, as tensorboard_trace_handler names them:
+            # the span number varies, the worker part never does.
+            span = time.time_ns()
+            while True:
+                target = folder / tensorboard_file_name(span, rank=self._rank)
+                if not target.exists():
+                    break
+                span += 1
             atomic_write(target, self._trace_writer(chosen), overwrite=overwrite)
             return folder
+        if format == "stacks":
+            target = self._target(path, suffix=".stacks.txt")
+            return atomic_write(target, self._stacks_writer(chosen), overwrite=overwrite)
         if path is None:
             ensure_writable_dir(self._output_dir, create=True)
             target = unique_path(self._output_dir / default_trace_name(self.backend, self._started, rank=self._rank))
@@ -790,6 +1063,41 @@ class Session:
             target = Path(path)
             ensure_writable_dir(target.parent, create=True)
         return atomic_write(target, self._trace_writer(chosen), overwrite=overwrite)
+
+    def _target(self, path: Optional[PathLike], *, suffix: str) -> Path:
+        if path is None:
+            ensure_writable_dir(self._output_dir, create=True)
+            name = default_trace_name(self.backend, self._started, rank=self._rank, suffix=suffix)
+            return unique_path(self._output_dir / name)
+        target = Path(path)
+        ensure_writable_dir(target.parent, create=True)
+        return target
+
+    def _choose_cycle(self, cycle: int) -> _collect.Cycle:
+        if isinstance(cycle, bool) or not isinstance(cycle, int):
+            raise ValueError(f"cycle must be an int (0 for the first, -1 for the last), got {cycle!r}")
+        index = cycle + self._cycle_count if cycle < 0 else cycle
+        if not 0 <= index < self._cycle_count:
+            raise ValueError(f"cycle {cycle!r} does not exist; this session recorded {self._cycle_count}")
+        for kept in self._cycles:
+            if kept.index == index:
+                return kept
+        first = self._cycles[0].index
+        raise ValueError(
+            f"cycle {cycle!r}'s events were dropped: keep_cycles={self.keep_cycles} keeps the last "
+            f"{self.keep_cycles} of the {self._cycle_count} cycles (cycles {first} to {self._cycle_count - 1}); "
+            "table() still counts every cycle. Raise keep_cycles to export older ones"
+        )
+
+    def _stacks_writer(self, chosen: _collect.Cycle) -> Callable[[Path], None]:
+        if not self.with_stack:
+            raise ValueError("format='stacks' needs stacks: start the session with with_stack=True")
+        metric = "self_device_time_total" if self.device_label is not None else "self_cpu_time_total"
+
+        def write(dest: Path) -> None:
+            _collect.write_stacks(chosen, dest, metric)
+
+        return write
 
     def _trace_writer(self, chosen: _collect.Cycle) -> Callable[[Path], None]:
         metadata = self._trace_metadata()
@@ -875,6 +1183,117 @@ def _quiet_cycle_warning() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold back Python signal handlers (Ctrl-C, alarms) until the block is done, then run them.
+
+    torch.profiler's state changes are not interrupt-safe: a KeyboardInterrupt in
+    the middle of one leaves a half-made profiler that crashes the process when it
+    is stopped. Python runs signal handlers in the main thread only, so other
+    threads need nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        pending.append(signum)
+
+    saved: dict[int, Callable[[int, Any], Any]] = {}
+    try:
+        for sig in _DEFERRED_SIGNALS:
+            handler = signal.getsignal(sig)
+            if callable(handler):
+                saved[sig] = handler
+                signal.signal(sig, hold)
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        for sig in pending:
+            saved[sig](sig, None)
+
+
+_tracked_profile: Any = None
+
+
+def _tracked_profile_class() -> Any:
+    """Return a ``torch.profiler.profile`` that records how far kineto may have got.
+
+    ``kineto_state`` is set before each state change (a change that is cut short
+    may or may not have reached kineto) so that stopping an abandoned profiler
+    never disables a profiler that was not enabled: torch dereferences null there.
+    """
+    global _tracked_profile
+    if _tracked_profile is None:
+        import torch.profiler
+
+        class _TrackedProfile(torch.profiler.profile):
+            kineto_state = "idle"
+
+            def prepare_trace(self) -> None:
+                self.kineto_state = "prepared"
+                super().prepare_trace()
+
+            neuronprof_metadata: dict[str, str] = {}
+
+            def start_trace(self) -> None:
+                self.kineto_state = "recording"
+                super().start_trace()
+                for key, value in self.neuronprof_metadata.items():
+                    self.add_metadata_json(key, value)
+
+            def stop_trace(self) -> None:
+                super().stop_trace()
+                self.kineto_state = "stopped"
+
+        _tracked_profile = _TrackedProfile
+    return _tracked_profile
+
+
+def _stop_abandoned(prof: Any) -> None:
+    """Stop a profiler whose state change failed, without re-entering torch's schedule."""
+    from torch.autograd import profiler as autograd_profiler
+
+    step = getattr(prof, "step_rec_fn", None)
+    if step is not None:
+        prof.step_rec_fn = None
+        with contextlib.suppress(Exception):
+            step.__exit__(None, None, None)
+    inner = getattr(prof, "profiler", None)
+    if getattr(prof, "kineto_state", "recording") == "recording" and _profiler_started():
+        with contextlib.suppress(Exception):
+            if inner is not None and getattr(inner, "enabled", False):
+                inner.__exit__(None, None, None)
+            else:
+                autograd_profiler._disable_profiler()
+    prof.kineto_state = "stopped"
+    tracker = getattr(autograd_profiler, "KinetoStepTracker", None)
+    if tracker is not None:
+        with contextlib.suppress(Exception):
+            tracker.erase_step_count("ProfilerStep")
+
+
+def _profiler_started() -> bool:
+    """True while a torch profiler is started: torch's own flag, set at start and cleared by any stop.
+
+    The C++ state is per thread unless profile_all_threads is on, so it alone
+    cannot tell; the flag is what any profile's exit clears.
+    """
+    import torch
+    from torch.autograd import profiler as autograd_profiler
+
+    flag = getattr(autograd_profiler, "_is_profiler_enabled", None)
+    return bool(flag) or bool(torch._C._autograd._profiler_enabled())
+
+
+def _torch_supports_all_threads() -> bool:
+    from torch._C._profiler import _ExperimentalConfig
+
+    return "profile_all_threads" in (_ExperimentalConfig.__init__.__doc__ or "")
+
+
 def _dist_backend() -> Optional[str]:
     import torch.distributed as dist
 
@@ -898,6 +1317,8 @@ def session(
     with_stack: bool = False,
     profile_memory: bool = False,
     with_flops: bool = False,
+    keep_cycles: int = DEFAULT_KEEP_CYCLES,
+    profile_all_threads: bool = False,
 ) -> Session:
     """Open a profiling session: one ``with`` statement instead of a page of torch.profiler setup.
 
@@ -935,6 +1356,13 @@ def session(
         with_stack: Record Python stacks (larger traces).
         profile_memory: Record memory allocated per op.
         with_flops: Estimate FLOPs of matrix multiplications and convolutions.
+        keep_cycles: How many of the last cycles keep their raw events for
+            ``export()`` (at least 1). Older cycles are folded into the table's
+            statistics and their events freed, so ``repeat=0`` runs in flat memory;
+            ``table()`` always covers every cycle.
+        profile_all_threads: Record ops of every thread, not only the one that
+            started the session (kineto's ``profile_all_threads``; needs a torch
+            that has it, else ``ValueError``).
 
     Returns:
         A [`Session`][neuronprof.Session] to use in a ``with`` statement.
@@ -959,6 +1387,8 @@ def session(
         with_stack=with_stack,
         profile_memory=profile_memory,
         with_flops=with_flops,
+        keep_cycles=keep_cycles,
+        profile_all_threads=profile_all_threads,
     )
 
 

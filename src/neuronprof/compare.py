@@ -95,6 +95,8 @@ class SessionOptions(TypedDict, total=False):
     with_stack: bool
     profile_memory: bool
     with_flops: bool
+    keep_cycles: int
+    profile_all_threads: bool
 
 
 _SESSION_OPTIONS = frozenset(SessionOptions.__annotations__)
@@ -298,7 +300,8 @@ def compare(
         **options: Session options, the same for every variant: ``backend``,
             ``core``, ``modes``, ``output_dir``, ``wait`` (default 0), ``active``
             (default 3), ``repeat``, ``record_shapes``, ``with_stack``,
-            ``profile_memory``, ``with_flops``; see [`neuronprof.session`][neuronprof.session].
+            ``profile_memory``, ``with_flops``, ``keep_cycles``, ``profile_all_threads``;
+            see [`neuronprof.session`][neuronprof.session].
             They are **not** passed to the variants: bind variant keyword arguments
             with ``functools.partial`` or a lambda.
 

@@ -32,7 +32,7 @@ __all__ = [
     "unique_path",
 ]
 
-ExportFormat = Literal["chrome", "tensorboard", "neuron"]
+ExportFormat = Literal["chrome", "tensorboard", "neuron", "stacks"]
 """Where ``session.export()`` writes.
 
 * ``"chrome"``: one Chrome/Perfetto JSON trace (``.json``, or ``.json.gz`` gzipped);
@@ -41,6 +41,9 @@ ExportFormat = Literal["chrome", "tensorboard", "neuron"]
   ``torch.profiler.tensorboard_trace_handler`` writes; point TensorBoard's
   ``--logdir`` at it.
 * ``"neuron"``: a folder ready for Neuron Explorer (Neuron backend only).
+* ``"stacks"``: collapsed stacks (``frame;frame;op value`` per line, the value in
+  µs of self time) that flame-graph tools (``flamegraph.pl``, speedscope) read;
+  needs ``with_stack=True``.
 """
 
 EXPORT_FORMATS: tuple[str, ...] = get_args(ExportFormat)
@@ -238,22 +241,43 @@ def _link_no_clobber(tmp: Path, target: Path) -> None:
 
 
 def copy_trace(source: Path, dest: Path) -> None:
-    """Copy a JSON trace, gzipping or gunzipping to match ``dest``'s suffix."""
+    """Copy a JSON trace, gzipping or gunzipping to match ``dest``'s suffix.
+
+    A plain copy is the kernel's (``shutil.copyfile`` uses ``sendfile``), so an
+    export costs a fraction of kineto's save. Leading blanks (kineto writes one)
+    are dropped from gzipped output, whose readers sniff for the opening brace.
+    """
     src_gz = source.suffix == ".gz"
     dst_gz = dest.suffix == ".gz"
-    opener_in = gzip.open if src_gz else open
-    opener_out = gzip.open if dst_gz else open
-    with opener_in(source, "rb") as fin, opener_out(dest, "wb") as fout:
-        shutil.copyfileobj(fin, fout, 1 << 20)
+    if src_gz == dst_gz:
+        shutil.copyfile(source, dest)
+        return
+    with gzip.open(source, "rb") if src_gz else open(source, "rb") as fin:
+        head = fin.read(1 << 20).lstrip() if dst_gz else fin.read(1 << 20)
+        # Level 6: gzip's default trade of size for time.
+        with gzip.open(dest, "wb", compresslevel=6) if dst_gz else open(dest, "wb") as fout:
+            fout.write(head)
+            shutil.copyfileobj(fin, fout, 1 << 20)
 
 
-def tensorboard_file_name(started: float, *, rank: Optional[int] = None) -> str:
-    """Return a file name TensorBoard's profiler plugin recognises.
+def tensorboard_worker(rank: Optional[int] = None) -> str:
+    """Return this process's worker name as ``tensorboard_trace_handler`` writes it: ``<host>_<pid>``.
 
-    Mirrors ``torch.profiler.tensorboard_trace_handler``: ``<host>_<pid>.<ms>.pt.trace.json``.
+    Under ``torch.distributed`` the rank is added (``<host>_<pid>_rank<N>``).
     """
-    worker = f"{socket.gethostname()}_{os.getpid()}" + (f"_rank{rank}" if rank is not None else "")
-    return f"{worker}.{int(started * 1000)}.pt.trace.json"
+    return f"{socket.gethostname()}_{os.getpid()}" + (f"_rank{rank}" if rank is not None else "")
+
+
+def tensorboard_file_name(span: int, *, rank: Optional[int] = None) -> str:
+    """Return a file name TensorBoard's profiler plugin reads as one span of this process's worker.
+
+    Mirrors ``torch.profiler.tensorboard_trace_handler``: ``<worker>.<span>.pt.trace.json``,
+    where the span is a number (the handler uses ``time.time_ns()``). The plugin's
+    worker pattern ``^(.*?)(\\.\\d+)?\\.pt\\.trace\\.json$`` reads the worker back
+    intact, also for dotted host names, so every cycle and every export of one
+    process is one worker.
+    """
+    return f"{tensorboard_worker(rank)}.{int(span)}.pt.trace.json"
 
 
 def neuron_bundle(

@@ -387,13 +387,28 @@ class Table:
         )
 
     def device_only(self) -> Table:
-        """Return a copy with only the rows that have device time above zero."""
+        """Return a copy with only the rows that have device time above zero.
+
+        The totals (and the row count) stay those of the whole table, as with
+        [`head`][neuronprof.Table.head], so the footer never reports 0 µs for
+        work that was recorded.
+        """
         rows = tuple(r for r in self.rows if (r.self_device_us or 0) > 0 or (r.device_total_us or 0) > 0)
         notes = self.notes
         if self.rows and not rows:
             why = "no row has device time" + ("" if self.device_label else " (a CPU-only profile)")
             notes = (*notes, f"device_only: {why}, so no row is left")
-        return dataclasses.replace(self, rows=rows, notes=notes)
+        if len(rows) == len(self.rows):
+            return self
+        total = self.total_rows if self.total_rows is not None else len(self.rows)
+        return dataclasses.replace(
+            self,
+            rows=rows,
+            notes=notes,
+            total_rows=total,
+            total_self_cpu_us=self.self_cpu_us,
+            total_self_device_us=self.self_device_us,
+        )
 
     # -- renderers ----------------------------------------------------------------
     def __str__(self) -> str:

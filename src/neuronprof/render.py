@@ -25,6 +25,8 @@ __all__ = [
     "render_html",
     "render_markdown",
     "render_text",
+    "one_line",
+    "short_names",
     "truncate",
 ]
 
@@ -104,18 +106,43 @@ def _columns(table: Table) -> list[_Column]:
     return cols
 
 
-def truncate(text: str, width: int = _NAME_WIDTH) -> str:
-    """Shorten ``text`` to ``width`` characters by cutting its middle (``"aten::…_kernel_1"``).
+# Control characters (a newline in a record_function label) would split a row of a
+# text or Markdown table; they are shown as their escapes instead.
+# str.splitlines() also breaks at C1 controls (U+0085) and U+2028/U+2029.
+_CONTROL = {c: chr(c).encode("unicode_escape").decode() for c in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}
 
-    Long kernel and op names differ at the end as often as at the start (template
-    arguments, ``_0``/``_1`` suffixes), so both ends are kept.
+
+def one_line(text: str) -> str:
+    """Return ``text`` on one line: newlines, tabs and other control characters as escapes (``\\n``)."""
+    return text.translate(_CONTROL)
+
+
+def truncate(text: str, width: int = _NAME_WIDTH) -> str:
+    """Fit ``text`` on one line of at most ``width`` characters, cutting the middle.
+
+    Long kernel and template names differ at their ends
+    (``...BinaryFunctor<float, float, float, MulFunctor>>``), so both ends are kept
+    and ``…`` replaces the middle.
     """
+    text = one_line(text)
     if len(text) <= width:
         return text
-    if width < 3:
-        return text[:width]
-    tail = (width - 1) // 2
-    return text[: width - 1 - tail] + "…" + text[len(text) - tail :]
+    head = (width - 1) // 2
+    tail = width - 1 - head
+    return text[:head] + "…" + text[-tail:]
+
+
+def short_names(names: Sequence[str], width: int = _NAME_WIDTH) -> list[str]:
+    """Shorten names for a text table, keeping different names different.
+
+    Each name is [`truncate`][neuronprof.render.truncate]d; names that would
+    still print identically are shown whole (on one line).
+    """
+    short = [truncate(n, width) for n in names]
+    owners: dict[str, set[str]] = {}
+    for name, cut in zip(names, short):
+        owners.setdefault(cut, set()).add(name)
+    return [one_line(n) if len(owners[cut]) > 1 else cut for n, cut in zip(names, short)]
 
 
 def align_columns(cells: Sequence[Sequence[str]], left: Sequence[bool]) -> list[str]:
@@ -145,16 +172,21 @@ def _footer(table: Table) -> list[str]:
     lines = ["; ".join(parts)]
     if table.total_rows is not None and table.total_rows > len(table.rows):
         lines.append(f"showing {len(table.rows)} of {table.total_rows} rows")
-    lines.extend(f"note: {n}" for n in table.notes)
+    lines.extend(f"note: {one_line(n)}" for n in table.notes)
     return lines
+
+
+def _text_cells(columns: Sequence[tuple[bool, Sequence[str]]]) -> list[list[str]]:
+    """Turn columns of raw cells into rows of text cells; left-aligned (name) columns are shortened."""
+    shaped = [short_names(values) if left else list(values) for left, values in columns]
+    return [list(row) for row in zip(*shaped)] if shaped else []
 
 
 def render_text(table: Table) -> str:
     """Render a table as aligned plain text, with totals and notes underneath."""
     cols = _columns(table)
     cells: list[Sequence[str]] = [[c.header for c in cols]]
-    for r in table.rows:
-        cells.append([truncate(c.cell(r)) if c.align_left else c.cell(r) for c in cols])
+    cells += _text_cells([(c.align_left, [c.cell(r) for r in table.rows]) for c in cols])
     lines = align_columns(cells, [c.align_left for c in cols])
     if not table.rows:
         lines.append("(no rows)")
@@ -164,7 +196,7 @@ def render_text(table: Table) -> str:
 
 
 def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
+    return one_line(text).replace("|", "\\|")
 
 
 def render_markdown(table: Table) -> str:
@@ -271,9 +303,10 @@ def render_rank_table(table: RankTable, row_limit: Optional[int] = 20) -> str:
     header = ["Name", *(["On"] if both else []), *(["Input shapes"] if shapes else [])]
     header += [f"Min {unit} (µs)", "Median (µs)", "Max (µs)", "Max/median", "Slowest rank"]
     rows = table.rows if row_limit is None or row_limit < 0 else table.rows[:row_limit]
+    names = short_names([r.name for r in rows])
     cells = [header] + [
         [
-            truncate(r.name),
+            name,
             *(["device" if r.on_device else "host"] if both else []),
             *([format_shapes(r.input_shapes)] if shapes else []),
             format_us(r.min_us),
@@ -282,7 +315,7 @@ def render_rank_table(table: RankTable, row_limit: Optional[int] = 20) -> str:
             f"{r.spread:.2f}",
             str(r.slowest_rank),
         ]
-        for r in rows
+        for name, r in zip(names, rows)
     ]
     lines = align_columns(cells, [i < len(header) - 5 for i in range(len(header))])
     if not rows:
@@ -409,10 +442,11 @@ def render_comparison_text(cmp: Comparison) -> str:
     cols = _cmp_columns(cmp)
     best = _best_cells(cmp, cols)
     cells: list[list[str]] = [[c.header for c in cols]]
-    for i, r in enumerate(cmp.rows):
+    texts = _text_cells([(c.align_left, [c.cell(r) for r in cmp.rows]) for c in cols])
+    for i in range(len(cmp.rows)):
         row = []
         for j, c in enumerate(cols):
-            text = truncate(c.cell(r)) if c.align_left else c.cell(r)
+            text = texts[i][j]
             if c.best is not None:
                 # A fixed-width marker slot keeps the numbers aligned whether marked or not.
                 text += " *" if (i, j) in best else "  "

@@ -1,0 +1,148 @@
+"""Messages, notes and labels agree with what was recorded."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.profiler import record_function
+
+import neuronprof
+from neuronprof import NeuronProfWarning
+from neuronprof.model import OpRow, Table
+from neuronprof.render import short_names
+
+PREFIX = "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
+
+
+def _rows_of(text: str, names: list[str]) -> list[str]:
+    return [line for line in text.splitlines() if any(line.startswith(n[:10]) for n in names)]
+
+
+def test_long_names_stay_distinguishable_and_newlines_never_break_a_table(tmp_path):
+    labels = (PREFIX + "MulFunctor>>", PREFIX + "AddFunctor>>", "line1\nline2")
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, output_dir=tmp_path) as s:
+        for _ in s.steps():
+            for label in labels:
+                with record_function(label):
+                    torch.ones(1)
+    t = s.table(sort_by="name", row_limit=None)
+    text, markdown = str(t), t.to_markdown()
+    mul, add = (line for line in text.splitlines() if line.startswith("void at::native"))
+    assert mul.split("  ")[0] != add.split("  ")[0], "the two kernels print differently"
+    assert "MulFunctor>>" in text and "AddFunctor>>" in text, "the distinguishing end is kept"
+    # The label with a newline is one row, escaped, in text and Markdown.
+    assert "line1\\nline2" in text and "line1\\nline2" in markdown
+    assert not any(line.startswith("line2") for line in text.splitlines())
+    table_lines = [ln for ln in markdown.splitlines() if ln.startswith("|")]
+    assert len(table_lines) == 2 + len(t.rows)
+    assert all(ln.endswith("|") for ln in table_lines)
+    # CSV and JSON keep the full names.
+    assert t.row("line1\nline2").calls == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=150), min_size=1, max_size=8, unique=True))
+def test_short_names_are_one_line_and_keep_different_names_different(names):
+    short = short_names(names)
+    assert len(set(short)) == len(names)
+    for full, cut in zip(names, short):
+        assert "\n" not in cut and "\r" not in cut
+        assert len(cut) <= 60 or cut == full.encode("unicode_escape").decode() or len(cut) >= len(full)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=90),
+        min_size=1,
+        max_size=6,
+        unique=True,
+    )
+)
+def test_text_and_markdown_tables_have_one_line_per_row(names):
+    table = Table(rows=tuple(OpRow(name=n, calls=1, self_cpu_us=1.0, cpu_total_us=1.0) for n in names), steps=1)
+    md_rows = [ln for ln in table.to_markdown().splitlines() if ln.startswith("|")]
+    assert len(md_rows) == len(names) + 2
+    text_lines = table.to_text().splitlines()
+    assert len(text_lines) >= len(names) + 2
+    assert text_lines[len(names) + 2] == "", "header, rule, one line per row, then the footer"
+
+
+def test_device_only_on_a_backend_without_a_device_says_why(tmp_path):
+    model = torch.nn.Linear(16, 16)
+    with neuronprof.session(backend="cpu", output_dir=tmp_path) as s:
+        for _ in s.steps():
+            model(torch.randn(4, 16))
+    full = s.table()
+    t = s.table(device_only=True)
+    assert t.rows == ()
+    assert any("device_only=True" in n and "no device" in n for n in t.notes)
+    assert t.self_cpu_us == full.self_cpu_us > 0, "the totals are the session's, not 0"
+    assert "0.0 µs" not in str(t)
+
+
+def test_work_in_other_threads_is_noted_and_can_be_recorded(tmp_path):
+    def work():
+        for _ in range(20):
+            torch.add(torch.rand(1), torch.rand(1))
+
+    def run(**kw):
+        with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, output_dir=tmp_path, **kw) as s:
+            for _ in s.steps():
+                threads = [threading.Thread(target=work) for _ in range(2)]
+                for th in threads:
+                    th.start()
+                for th in threads:
+                    th.join()
+        return s
+
+    alone = run()
+    t = alone.table(row_limit=None)
+    assert t.names() == ["ProfilerStep*"]
+    assert any("other threads" in n and "profile_all_threads=True" in n for n in t.notes)
+    every = run(profile_all_threads=True)
+    t = every.table(row_limit=None)
+    assert t.row("aten::add").calls == 40
+    assert not any("other threads" in n for n in t.notes)
+
+
+def test_with_stack_exports_stacks_without_the_profilers_own_frames(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(100, 100), torch.nn.ReLU())
+    x = torch.randn(32, 100)
+    with neuronprof.session(backend="cpu", wait=1, warmup=1, active=3, with_stack=True, output_dir=tmp_path) as s:
+        for _ in s.steps():
+            model(x)
+    lines = s.export(tmp_path / "stacks.txt", format="stacks").read_text().splitlines()
+    assert lines, "flame-graph tools get stacks"
+    assert all(line.rsplit(" ", 1)[1].isdigit() for line in lines)
+    assert any("aten::addmm" in line for line in lines)
+    own = ("torch/profiler/", "torch/autograd/profiler", "neuronprof/")
+    assert not any(m in line for line in lines for m in own)
+    names = s.table(row_limit=None).names()
+    assert not any(m in n for n in names for m in own)
+    assert "aten::addmm" in names
+    with neuronprof.session(backend="cpu", output_dir=tmp_path) as plain:
+        plain.run(lambda: model(x))
+    with pytest.raises(ValueError, match="with_stack=True"):
+        plain.export(tmp_path / "none.txt", format="stacks")
+
+
+def test_break_in_the_active_step_warns_what_was_kept(tmp_path):
+    model = torch.nn.Linear(16, 16)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with neuronprof.session(backend="cpu", output_dir=tmp_path) as s:  # wait=2, warmup=1, active=1
+            for i in s.steps():
+                model(torch.randn(4, 16))
+                if i == 3:
+                    break
+    (message,) = [str(w.message) for w in caught if issubclass(w.category, NeuronProfWarning)]
+    t = s.table()
+    assert t.steps == 1 and t.rows
+    assert "cut short" in message and "1 recorded step(s) are kept" in message
+    assert "nothing was recorded" not in message
