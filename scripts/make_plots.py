@@ -9,7 +9,13 @@ written by this script, never by hand:
   with a caption naming the hardware, the shapes and the torch version;
 * ``docs/assets/generated/<case>_<hw>_tables.md``: each variant's profile table;
 * ``docs/assets/generated/first_profile_<hw>.txt``, ``doctor_<hw>.txt``,
-  ``rmsnorm_naive_tree_<hw>.txt``: sample outputs shown in the guide.
+  ``rmsnorm_naive_tree_<hw>.txt``: sample outputs shown in the guide;
+* ``docs/assets/generated/training_step_<hw>.txt``: the table and findings of
+  ``examples/training_step.py`` (the "Profile your training step" page);
+* ``docs/assets/generated/device_table_testbackend_*.txt``: tables with device columns
+  from the PrivateUse1 **test backend** in ``tests/backends/`` (a kineto plugin that
+  runs on the CPU and reports each kernel as 5 µs), for "Reading a device table".
+  They show the *shape* of a device table; their times are not Trainium or TPU times.
 
 ``<hw>`` is the backend the figures were measured on (``cpu`` on a machine without
 an accelerator). Figures from a CPU are labelled as CPU figures wherever they
@@ -45,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ASSETS = ROOT / "docs" / "assets"
 GENERATED = ASSETS / "generated"
 
-CASES = ("rmsnorm", "mlp", "attention", "samples")
+CASES = ("rmsnorm", "mlp", "attention", "samples", "training", "device_tables")
 
 
 def load_example(name: str) -> ModuleType:
@@ -272,6 +278,73 @@ def run_samples(device: str, options: dict[str, str], repeats: int, hw: str) -> 
     write_text(GENERATED / f"rmsnorm_naive_tree_{tag}.txt", "\n".join(lines))
 
 
+def run_training(device: str, options: dict[str, str], repeats: int, hw: str) -> None:
+    """The table and findings of examples/training_step.py, as the training-step page shows them."""
+    tag = options["backend"]
+    ex = load_example("training_step")
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = os.getcwd()
+        os.chdir(tmp)
+        try:
+            s = ex.train(device=device, active=5, num_workers=2)
+        finally:
+            os.chdir(cwd)
+    text = f"{s.table(row_limit=15)}\n\n{s.insights()}"
+    write_text(GENERATED / f"training_step_{tag}.txt", f"$ python training_step.py\n{text}")
+
+
+# The device tables come from the test backend in a fresh process each (torch renames
+# PrivateUse1 once per process). The model is the one of "A first profile", with a backward.
+# The test backend has no device memory: tensors stay on the CPU, and its kineto plugin
+# reports one device kernel per operator, as a device's profiler would.
+_DEVICE_TABLE_CODE = """
+import torch
+import neuronprof
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.GELU(), torch.nn.Linear(512, 128))
+x = torch.randn(16, 128)
+with neuronprof.session(backend=DEVICE, output_dir=OUT) as s:
+    for _ in s.steps():
+        model(x).sum().backward()
+report(str(s.table(row_limit=12)))
+"""
+
+DEVICE_TABLES = {
+    # file suffix: (run_script backend, neuronprof backend, environment, label)
+    "neuron_correlating": (
+        "neuron",
+        "neuron",
+        {"NEURONPROF_STANDIN_NEURON_BUILD": "correlating"},
+        "TorchNeuron stand-in, correlating build (correlate_device_time)",
+    ),
+    "neuron_documented": (
+        "neuron",
+        "neuron",
+        {"NEURONPROF_STANDIN_NEURON_BUILD": "documented"},
+        "TorchNeuron stand-in, documented build (Neuron 2.30-2.32 API)",
+    ),
+    "tpu": ("tpu", "tpu", {}, "TorchTPU stand-in (device kernels not linked to ops)"),
+}
+
+
+def run_device_tables(device: str, options: dict[str, str], repeats: int, hw: str) -> None:
+    """Device-column tables from the PrivateUse1 test backend, labelled as such."""
+    sys.path.insert(0, str(ROOT / "tests" / "backends"))
+    from run_in_subprocess import check, result, run_script
+
+    for suffix, (backend, dev, env, label) in DEVICE_TABLES.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            code = _DEVICE_TABLE_CODE.replace("DEVICE", repr(dev)).replace("OUT", repr(tmp))
+            proc = check(run_script(code, backend=backend, env=env, cwd=tmp))
+            # The output folder was a temporary one: show the default instead of a machine path.
+            table = result(proc).replace(tmp, "neuronprof_output")
+        header = (
+            f"# TEST BACKEND, not Trainium/TPU output: {label}.\n"
+            "# tests/backends/ plugin on the CPU; every device kernel is reported as 5 us.\n"
+        )
+        write_text(GENERATED / f"device_table_testbackend_{suffix}.txt", header + table)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", help=f"comma-separated subset of: {', '.join(CASES)}")
@@ -309,7 +382,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     device, options = device_and_options(args.device)
     hw = hardware_label(options["backend"])
     print(f"measuring on {device}: {hw}")
-    runners = {"rmsnorm": run_rmsnorm, "mlp": run_mlp, "attention": run_attention, "samples": run_samples}
+    runners = {
+        "rmsnorm": run_rmsnorm,
+        "mlp": run_mlp,
+        "attention": run_attention,
+        "samples": run_samples,
+        "training": run_training,
+        "device_tables": run_device_tables,
+    }
     for case in chosen:
         runners[case](device, options, args.repeats, hw)
     return 0
