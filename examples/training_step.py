@@ -42,9 +42,7 @@ def make_model(dim: int = 64, hidden: int = 256, classes: int = 10) -> torch.nn.
     )
 
 
-def train(
-    device: str = "cpu", active: int = 5, num_workers: int = 2, with_stack: bool = False
-) -> neuronprof.Session:
+def train(device: str = "cpu", active: int = 5, num_workers: int = 2, with_stack: bool = False) -> neuronprof.Session:
     """Train until the profiling schedule is done; return the finished session."""
     loader = make_loader(num_workers=num_workers)
     model = make_model().to(device)

@@ -51,6 +51,10 @@ ROOT = Path(__file__).resolve().parents[1]
 ASSETS = ROOT / "docs" / "assets"
 GENERATED = ASSETS / "generated"
 
+# Steps profiled per variant (compare()'s default is 3): self times are per-step
+# averages over these, so that one noisy step does not set a published figure.
+PROFILED_STEPS = 10
+
 CASES = ("rmsnorm", "mlp", "attention", "samples", "training", "device_tables")
 
 
@@ -132,7 +136,7 @@ def write_comparison(case: str, title: str, cmp: Any, hw: str, details: str) -> 
     from neuronprof.render import render_comparison_figure
 
     tag = cmp.backend
-    figure = render_comparison_figure(cmp)
+    figure = render_comparison_figure(cmp, title=title)
     # The hardware goes into the image itself, so that the chart cannot be
     # mistaken for device figures once it is copied out of the page.
     figure.text(0.5, -0.1, f"Measured by scripts/make_plots.py on {hw}\n{details}", ha="center", va="top", fontsize=8)
@@ -142,9 +146,13 @@ def write_comparison(case: str, title: str, cmp: Any, hw: str, details: str) -> 
     print(f"wrote {png.relative_to(ROOT)}")
 
     date = _dt.date.today().isoformat()
+    # The spread says how far to trust a median: the min-max range of the wall samples
+    # as a share of the median, per variant.
+    spread = ", ".join(f"{r.name} {100 * (r.wall_us_max - r.wall_us_min) / r.wall_us:.0f} %" for r in cmp)
     caption = (
         f"*{title}: measured by `scripts/make_plots.py` with `neuronprof.compare()` on {hw}. "
-        f"{details}; {date}. These are {tag.upper()} figures, not Trainium or TPU results.*"
+        f"{details}; spread of the wall samples (min–max ÷ median): {spread}; {date}. "
+        f"These are {tag.upper()} figures, not Trainium or TPU results.*"
     )
     write_text(GENERATED / f"{case}_{tag}.md", f"{_markdown(cmp)}\n\n{caption}\n")
 
@@ -184,8 +192,14 @@ def run_rmsnorm(device: str, options: dict[str, str], repeats: int, hw: str) -> 
         "torch.compile": torch.compile(ex.rmsnorm_naive, fullgraph=True, backend=compile_backend(device)),
     }
     with torch.no_grad():
-        cmp = neuronprof.compare(variants, x, weight, repeats=repeats, quiet=True, **options)
-    write_comparison("rmsnorm", "RMSNorm three ways", cmp, hw, f"x: {shape[0]}×{shape[1]} float32, {repeats} rounds")
+        cmp = neuronprof.compare(variants, x, weight, repeats=repeats, quiet=True, active=PROFILED_STEPS, **options)
+    write_comparison(
+        "rmsnorm",
+        "RMSNorm three ways",
+        cmp,
+        hw,
+        f"x: {shape[0]}×{shape[1]} float32, {repeats} rounds, {PROFILED_STEPS} profiled steps",
+    )
 
 
 def run_mlp(device: str, options: dict[str, str], repeats: int, hw: str) -> None:
@@ -208,10 +222,17 @@ def run_mlp(device: str, options: dict[str, str], repeats: int, hw: str) -> None
     compiled = torch.compile(mlp, fullgraph=True, backend=compile_backend(device))
     with torch.no_grad():
         layer = neuronprof.compare(
-            {"matmul + add": matmul_add, "nn.Linear": linear}, x, repeats=repeats, quiet=True, **options
+            {"matmul + add": matmul_add, "nn.Linear": linear},
+            x,
+            repeats=repeats,
+            quiet=True,
+            active=PROFILED_STEPS,
+            **options,
         )
-        block = neuronprof.compare({"eager": mlp, "torch.compile": compiled}, x, repeats=repeats, quiet=True, **options)
-    details = f"x: {tokens}×{dim} float32, hidden {hidden}, {repeats} rounds"
+        block = neuronprof.compare(
+            {"eager": mlp, "torch.compile": compiled}, x, repeats=repeats, quiet=True, active=PROFILED_STEPS, **options
+        )
+    details = f"x: {tokens}×{dim} float32, hidden {hidden}, {repeats} rounds, {PROFILED_STEPS} profiled steps"
     write_comparison("linear", "One linear layer", layer, hw, details)
     write_comparison("mlp", "Three-layer MLP", block, hw, details)
 
@@ -230,8 +251,11 @@ def run_attention(device: str, options: dict[str, str], repeats: int, hw: str) -
         "torch.compile": torch.compile(ex.attention_naive, fullgraph=True, backend=compile_backend(device)),
     }
     with torch.no_grad():
-        cmp = neuronprof.compare(variants, q, k, v, repeats=repeats, quiet=True, **options)
-    details = f"q, k, v: {'×'.join(map(str, shape))} (batch, heads, seq, head_dim) float32, {repeats} rounds"
+        cmp = neuronprof.compare(variants, q, k, v, repeats=repeats, quiet=True, active=PROFILED_STEPS, **options)
+    details = (
+        f"q, k, v: {'×'.join(map(str, shape))} (batch, heads, seq, head_dim) float32, "
+        f"{repeats} rounds, {PROFILED_STEPS} profiled steps"
+    )
     write_comparison("attention", "Attention three ways", cmp, hw, details)
 
 
@@ -350,7 +374,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--only", help=f"comma-separated subset of: {', '.join(CASES)}")
     parser.add_argument("--device", help="torch device to measure on (default: the best one available)")
     parser.add_argument(
-        "--repeats", type=int, default=15, help="interleaved timing rounds per comparison (default: 15)"
+        "--repeats", type=int, default=31, help="interleaved timing rounds per comparison (default: 31)"
     )
     parser.add_argument(
         "--threads",

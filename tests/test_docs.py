@@ -67,7 +67,14 @@ REFUSED_LANGS = frozenset({"pycon", "ipython", "ipython3", "jupyter"})
 DEVICE_TITLE = re.compile(r"^Needs\b")
 CONTINUATION_TITLE = re.compile(r"^Continued\b")
 # The import that registers each device's torch backend, by the device named in the title.
-DEVICE_IMPORTS = {"Neuron": "torch_neuronx", "TPU": "torch_tpu", "CUDA": "torch"}
+# None: the reader's own package (a PrivateUse1 device), any import will do.
+# A "Needs" block that names none of these (e.g. Neuron profile files to read) has no device to register.
+DEVICE_IMPORTS: dict[str, str | None] = {
+    "Neuron device": "torch_neuronx",
+    "TPU": "torch_tpu",
+    "CUDA": "torch",
+    "PrivateUse1": None,
+}
 PAGE_TIMEOUT_S = 300
 
 _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
@@ -345,9 +352,7 @@ def _device_block_problems(block: Block) -> list[str]:
     problems = []
     if not block.continues:
         device = next((key for key in DEVICE_IMPORTS if key in (block.title or "")), None)
-        if device is None:
-            problems.append(f"{where}: the title names no known device ({', '.join(DEVICE_IMPORTS)})")
-        else:
+        if device is not None:
             wanted = DEVICE_IMPORTS[device]
             imports: list[str] = []
             for node in tree.body:
@@ -357,9 +362,9 @@ def _device_block_problems(block: Block) -> list[str]:
                     imports.append(node.module.split(".")[0])
                 else:
                     break  # only the block's leading imports count
-            if wanted not in imports:
+            if wanted is not None and wanted not in imports:
                 problems.append(f"{where}: a {device} block starts with `import {wanted}` (it registers the device)")
-        if "neuronprof doctor" not in source:
+        if device is not None and "neuronprof doctor" not in source:
             problems.append(f"{where}: say `neuronprof doctor` in a comment, for a machine without the device")
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "neuronprof":
@@ -378,7 +383,8 @@ def _device_block_problems(block: Block) -> list[str]:
 @pytest.mark.parametrize("page", _pages(), ids=_id)
 def test_device_blocks_register_their_device(page: Path) -> None:
     """Device-only blocks, checked on a CPU: registering import first, a doctor hint, existing names."""
-    problems = [p for block in parse_blocks(page) if block.is_python and block.needs_device for p in _device_block_problems(block)]
+    device_blocks = [block for block in parse_blocks(page) if block.is_python and block.needs_device]
+    problems = [problem for block in device_blocks for problem in _device_block_problems(block)]
     assert not problems, "\n".join(problems)
 
 
@@ -406,3 +412,20 @@ def test_blocks_run_alone_unless_marked(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "NameError: name 'value' is not defined" in proc.stderr
     assert "probe.md:2 (runs alone)" in proc.stdout and "probe.md:6 (continues the block above)" in proc.stdout
+
+
+def test_device_block_check_catches_a_bare_block(tmp_path: Path) -> None:
+    """A device block without the registering import, the doctor hint or with an unknown name is refused."""
+    probe = tmp_path / "probe.md"
+    probe.write_text(
+        '```python title="Needs a Neuron device"\nimport torch\nimport neuronprof\n'
+        'x = torch.ones(2).to("neuron")\nneuronprof.no_such_name()\n```\n\n'
+        '```python title="Needs a TPU"\nimport torch_tpu  # `neuronprof doctor --probe` says if it is missing\n```\n',
+        encoding="utf-8",
+    )
+    bare, good = parse_blocks(probe, root=tmp_path)
+    problems = _device_block_problems(bare)
+    assert len(problems) == 3
+    assert "import torch_neuronx" in problems[0] and "neuronprof doctor" in problems[1]
+    assert "no_such_name" in problems[2]
+    assert _device_block_problems(good) == []

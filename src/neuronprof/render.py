@@ -340,7 +340,7 @@ def _cmp_columns(cmp: Comparison) -> list[_CmpColumn]:
             lambda r: r.name + (" (baseline)" if r.name == cmp.baseline else ""),
             align_left=True,
         ),
-        _CmpColumn("Op calls", lambda r: _format_calls(r.op_calls)),
+        _CmpColumn("Ops", lambda r: _format_calls(r.op_calls)),
         _CmpColumn("Self CPU (µs)", lambda r: format_us(r.self_cpu_us), "low", lambda r: r.self_cpu_us),
     ]
     if cmp.device_label:
@@ -353,10 +353,12 @@ def _cmp_columns(cmp: Comparison) -> list[_CmpColumn]:
             )
         )
     cols += [
-        _CmpColumn("Wall median (µs)", lambda r: format_us(r.wall_us), "low", lambda r: r.wall_us),
-        _CmpColumn("Wall min–max (µs)", lambda r: f"{format_us(r.wall_us_min)}–{format_us(r.wall_us_max)}"),
+        # Short headers with the unit in them, so that the table fits a 1280 px page;
+        # the footer says what each one measures.
+        _CmpColumn("Median (µs)", lambda r: format_us(r.wall_us), "low", lambda r: r.wall_us),
+        _CmpColumn("Min–max (µs)", lambda r: f"{format_us(r.wall_us_min)}–{format_us(r.wall_us_max)}"),
         _CmpColumn("Speedup", lambda r: _format_speedup(r.speedup), "high", lambda r: r.speedup),
-        _CmpColumn("First call (s)", lambda r: f"{r.compile_s:.3f}"),
+        _CmpColumn("1st call (s)", lambda r: f"{r.compile_s:.3f}"),
     ]
     return cols
 
@@ -383,9 +385,9 @@ def _cmp_footer(cmp: Comparison) -> list[str]:
     steps = f"{cmp.profiled_steps} step{'s' if cmp.profiled_steps != 1 else ''}"
     lines = [
         f"Speedup: median wall time of {cmp.baseline!r} ÷ the variant's; * marks the best value in a column.",
-        f"Wall: per call, median of {rounds}, timed outside the profiler after {cmp.warmup} warm-up "
-        "call(s); the first call (compilation) is reported apart and left out.",
-        f"Op calls and self times: per step, from one profiled session per variant ({steps}; backend {cmp.backend}).",
+        f"Median, Min–max: wall time per call over {rounds}, timed outside the profiler after {cmp.warmup} "
+        "warm-up call(s); 1st call: the first call (compilation), reported apart and left out.",
+        f"Ops and self times: per step, from one profiled session per variant ({steps}; backend {cmp.backend}).",
     ]
     lines.extend(f"note: {n}" for n in cmp.notes)
     lines.extend(_cmp_findings(cmp))
@@ -465,13 +467,22 @@ def render_comparison_html(cmp: Comparison) -> str:
     return "".join(out)
 
 
-def render_comparison_figure(cmp: Comparison) -> Figure:
+def render_comparison_figure(cmp: Comparison, title: Optional[str] = None) -> Figure:
     """Draw a comparison as a matplotlib ``Figure``, off screen.
 
     Left: median wall time per call, with the fastest and slowest sample as a
     whisker and the speedup written beside each bar. Right: self device time per
     step (self CPU time when there is no device). The best bar is green and the
-    baseline grey. ``pyplot`` is not used, so no global matplotlib state changes.
+    baseline grey; a legend under the title says so. ``pyplot`` is not used, so no
+    global matplotlib state changes.
+
+    Args:
+        cmp: The comparison to draw.
+        title: What is compared, e.g. ``"RMSNorm three ways"``; the figure's title
+            is this, then the variants and the backend. Default: the variants only.
+
+    Returns:
+        The figure, about 10 inches wide; save it with ``fig.savefig(path)``.
 
     Raises:
         ImportError: matplotlib is not installed (``pip install 'neuronprof[plot]'``).
@@ -517,5 +528,16 @@ def render_comparison_figure(cmp: Comparison) -> Figure:
     self_ax.barh(positions, [v or 0.0 for v in right_values], color=colours(right_best))
     self_ax.set_xlabel(right_label)
     self_ax.margins(x=0.1)
-    fig.suptitle(f"neuronprof.compare: {len(names)} variants, backend {cmp.backend}, baseline {cmp.baseline!r}")
+    compared = " vs ".join(names)
+    heading = f"{title}: {compared}" if title else compared
+    fig.suptitle(f"{heading} (backend {cmp.backend})", y=1.0 + 0.25 / fig.get_figheight())
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color="#9e9e9e", label=f"baseline ({cmp.baseline})"), Patch(color="#2ca02c", label="best")]
+    if len(names) > 2:
+        handles.append(Patch(color="#1f77b4", label="other variants"))
+    fig.legend(
+        handles=handles, loc="upper center", ncol=len(handles), frameon=False, fontsize=9, bbox_to_anchor=(0.5, 1.0)
+    )
+    fig.subplots_adjust(top=1.0 - 0.55 / fig.get_figheight())
     return fig
