@@ -521,12 +521,15 @@ def render_comparison_figure(cmp: Comparison, title: Optional[str] = None) -> Fi
             fontsize=9,
         )
     wall_ax.set_xlabel("Wall time per call (µs), median; whiskers: min–max")
+    # A few ticks only: six-digit microsecond labels run into each other otherwise.
+    wall_ax.locator_params(axis="x", nbins=4)
     wall_ax.set_yticks(positions, labels=names)
     wall_ax.invert_yaxis()
     wall_ax.margins(x=0.2)
 
     self_ax.barh(positions, [v or 0.0 for v in right_values], color=colours(right_best))
     self_ax.set_xlabel(right_label)
+    self_ax.locator_params(axis="x", nbins=4)
     self_ax.margins(x=0.1)
     compared = " vs ".join(names)
     heading = f"{title}: {compared}" if title else compared
