@@ -108,6 +108,13 @@ def truncate(text: str, width: int = _NAME_WIDTH) -> str:
 
     Long kernel and op names differ at the end as often as at the start (template
     arguments, ``_0``/``_1`` suffixes), so both ends are kept.
+
+    Args:
+        text: The name to shorten.
+        width: The most characters to keep, the ``…`` included.
+
+    Returns:
+        ``text`` itself when it fits, else its start, ``…`` and its end.
     """
     if len(text) <= width:
         return text
@@ -184,6 +191,13 @@ def render_csv(table: Table, notes: bool = False) -> str:
     """Render a table as CSV with one column per OpRow field; ``None`` is an empty cell.
 
     With ``notes=True`` the table's notes follow the rows as ``# note: ...`` comment lines.
+
+    Args:
+        table: The table to render.
+        notes: Append the table's notes as comment lines.
+
+    Returns:
+        The CSV text, a header row first; times in microseconds, memory in bytes.
     """
     from neuronprof.model import OpRow
 

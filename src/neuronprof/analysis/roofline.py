@@ -372,7 +372,14 @@ class Roofline:
         }
 
     def to_json(self, indent: Optional[int] = 2, limit: Optional[int] = None) -> str:
-        """Return the roofline as JSON; [`from_json`][neuronprof.analysis.Roofline.from_json] reads it back."""
+        """Return the roofline as JSON; [`from_json`][neuronprof.analysis.Roofline.from_json] reads it back.
+
+        Args:
+            indent: Spaces per indentation level; None for one line.
+            limit: Keep the first ``limit`` rows; None for all.
+
+        Returns:
+            A JSON document (a ``str``)."""
         return json.dumps(self.to_dict(limit), indent=indent)
 
     @classmethod
@@ -416,6 +423,10 @@ class Roofline:
 
         Each op is a point at (intensity, achieved FLOP/s), its area growing with
         its time; the ``label_top`` ops with the most time are labelled.
+
+        Args:
+            path: The file to write; its suffix (``.png`` or ``.svg``) chooses the format.
+            label_top: How many ops, those with the most time, get a name label.
 
         Raises:
             ImportError: matplotlib is not installed (``pip install neuronprof[plot]``).
