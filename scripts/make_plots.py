@@ -167,7 +167,8 @@ def _markdown(cmp: Any) -> str:
     table, footer = [], []
     for line in cmp.to_markdown().splitlines():
         if line.startswith("|"):
-            table.append(line)
+            # Spaces around the range's dash let a narrow page wrap "min – max" in its cell.
+            table.append(line.replace("–", " – "))
         elif line.strip():
             footer.append(f"- {line.strip()}")
     return "\n".join(table) + ("\n\n" + "\n".join(footer) if footer else "")
