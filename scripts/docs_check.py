@@ -9,8 +9,12 @@ step: it needs a headless Chromium (Debian: ``apt-get install chromium``).
    ``neuronprof.session`` as a function and ``neuronprof.Session`` and
    ``neuronprof.Table`` as classes, with content; every API page has rendered objects;
 3. serves the site on 127.0.0.1 (a free port) and fetches every page;
-4. saves screenshots of Home, the RMSNorm case study and the API reference into
-   ``<out>`` (default ``.cache/docs-check/``), to look at before merging.
+4. loads Home, Getting started, the training-step page, the RMSNorm case study and the
+   API reference in headless Chromium at 1280 px and at 390 px (a phone) and fails on
+   a table wider than its container at 1280 px, a page wider than the window at either
+   width (tables must scroll inside the page on a phone), or an image that does not
+   load; saves a screenshot of each into ``<out>`` (default ``.cache/docs-check/``),
+   named ``<page>-<width>.png``, to look at before merging.
 
 Exit status 0 when every check passed, 1 when one failed, 2 when a tool is missing.
 """
@@ -20,7 +24,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import html
 import http.server
+import json
 import os
 import shutil
 import subprocess
@@ -36,10 +42,40 @@ from typing import Optional
 ROOT = Path(__file__).resolve().parents[1]
 
 SCREENSHOTS = {
-    "home.png": "",
-    "case-study-rmsnorm.png": "case-studies/rmsnorm/",
-    "api-reference.png": "api/",
+    "home": "",
+    "getting-started": "getting-started/",
+    "training-step": "training-step/",
+    "case-study-rmsnorm": "case-studies/rmsnorm/",
+    "api-reference": "api/",
 }
+# Desktop and phone widths, in CSS pixels.
+WIDTHS = (1280, 390)
+# The layout check runs in the page (Chromium has no other way to measure a layout
+# without a driver library). The served copy of a checked page gets this script; it
+# writes its findings, as JSON, into an element that `--dump-dom` prints.
+LAYOUT_PROBE = """
+<script>
+window.addEventListener("load", function () {
+  var out = {window: window.innerWidth, page: document.documentElement.scrollWidth, wide: [], broken: []};
+  var article = document.querySelector("article") || document.body;
+  var room = article.clientWidth;
+  document.querySelectorAll("article table").forEach(function (t) {
+    if (t.scrollWidth > room + 1) {
+      var head = t.querySelector("th");
+      out.wide.push((head ? head.textContent.trim() : "table") + " (" + t.scrollWidth + " px in " + room + " px)");
+    }
+  });
+  document.querySelectorAll("img").forEach(function (img) {
+    if (!img.complete || img.naturalWidth === 0) out.broken.push(img.getAttribute("src"));
+  });
+  var pre = document.createElement("pre");
+  pre.id = "docs-check-layout";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>
+"""
+PROBE_QUERY = "docs-check-layout"
 # (heading id, kind) that the API reference must render, with content.
 REQUIRED_API_OBJECTS = (
     ("neuronprof.session", "function"),
@@ -156,6 +192,19 @@ def serve(site: Path) -> Iterator[str]:
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
             pass
 
+        def do_GET(self) -> None:  # noqa: N802 - the base class's name
+            path, _, query = self.path.partition("?")
+            if query != PROBE_QUERY:
+                super().do_GET()
+                return
+            page = site / path.lstrip("/") / "index.html"
+            body = page.read_bytes().replace(b"</body>", LAYOUT_PROBE.encode() + b"</body>", 1)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
     class QuietServer(http.server.ThreadingHTTPServer):
         def handle_error(self, request: object, client_address: object) -> None:
             # Chromium drops connections it no longer needs; that is not a docs problem.
@@ -195,9 +244,8 @@ def find_chromium() -> Optional[str]:
     return None
 
 
-def screenshot(chromium: str, url: str, target: Path, profile: Path) -> Optional[str]:
-    """Save a 1280×900 screenshot of ``url``; return a problem, or None."""
-    cmd = [
+def _chromium(chromium: str, profile: Path, width: int, *extra: str) -> list[str]:
+    return [
         chromium,
         "--headless",
         "--no-sandbox",
@@ -210,10 +258,14 @@ def screenshot(chromium: str, url: str, target: Path, profile: Path) -> Optional
         "--hide-scrollbars",
         f"--user-data-dir={profile}",
         "--virtual-time-budget=5000",
-        f"--screenshot={target}",
-        "--window-size=1280,900",
-        url,
+        f"--window-size={width},900",
+        *extra,
     ]
+
+
+def screenshot(chromium: str, url: str, target: Path, profile: Path, width: int = 1280) -> Optional[str]:
+    """Save a ``width``×900 screenshot of ``url``; return a problem, or None."""
+    cmd = _chromium(chromium, profile, width, f"--screenshot={target}", url)
     target.unlink(missing_ok=True)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
@@ -222,6 +274,26 @@ def screenshot(chromium: str, url: str, target: Path, profile: Path) -> Optional
     if not target.is_file() or target.stat().st_size < 10_000:
         return f"{url}: no usable screenshot (chromium exit {proc.returncode}): {proc.stderr.strip()[-400:]}"
     return None
+
+
+def check_layout(chromium: str, url: str, profile: Path, width: int) -> list[str]:
+    """Load ``url`` at ``width`` px with the layout probe; return tables too wide, page overflow, broken images."""
+    cmd = _chromium(chromium, profile, width, "--dump-dom", f"{url}?{PROBE_QUERY}")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return [f"{url} at {width} px: chromium timed out"]
+    marker = '<pre id="docs-check-layout">'
+    if marker not in proc.stdout:
+        return [f"{url} at {width} px: the layout probe did not run (chromium exit {proc.returncode})"]
+    raw = proc.stdout.split(marker, 1)[1].split("</pre>", 1)[0]
+    found = json.loads(html.unescape(raw))
+    problems = [f"{url} at {width} px: broken image {src}" for src in found["broken"]]
+    if found["page"] > found["window"] + 1:
+        problems.append(f"{url} at {width} px: the page is {found['page']} px wide (a table or block does not scroll)")
+    if width >= 1280:
+        problems += [f"{url} at {width} px: table wider than its container: {what}" for what in found["wide"]]
+    return problems
 
 
 def _shown(path: Path) -> str:
@@ -259,11 +331,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if chromium is not None:
             with tempfile.TemporaryDirectory(prefix="docs-check-chromium-") as profile:
                 for name, path in SCREENSHOTS.items():
-                    problem = screenshot(chromium, base + path, out / name, Path(profile))
-                    if problem:
-                        problems.append(problem)
-                    else:
-                        print(f"screenshot: {_shown(out / name)}")
+                    for width in WIDTHS:
+                        target = out / f"{name}-{width}.png"
+                        problem = screenshot(chromium, base + path, target, Path(profile), width)
+                        if problem:
+                            problems.append(problem)
+                        else:
+                            print(f"screenshot: {_shown(target)}")
+                        problems += check_layout(chromium, base + path, Path(profile), width)
     if problems:
         print("docs-check failed:", file=sys.stderr)
         for line in problems:

@@ -9,7 +9,13 @@ written by this script, never by hand:
   with a caption naming the hardware, the shapes and the torch version;
 * ``docs/assets/generated/<case>_<hw>_tables.md``: each variant's profile table;
 * ``docs/assets/generated/first_profile_<hw>.txt``, ``doctor_<hw>.txt``,
-  ``rmsnorm_naive_tree_<hw>.txt``: sample outputs shown in the guide.
+  ``rmsnorm_naive_tree_<hw>.txt``: sample outputs shown in the guide;
+* ``docs/assets/generated/training_step_<hw>.txt``: the table and findings of
+  ``examples/training_step.py`` (the "Profile your training step" page);
+* ``docs/assets/generated/device_table_testbackend_*.txt``: tables with device columns
+  from the PrivateUse1 **test backend** in ``tests/backends/`` (a kineto plugin that
+  runs on the CPU and reports each kernel as 5 µs), for "Reading a device table".
+  They show the *shape* of a device table; their times are not Trainium or TPU times.
 
 ``<hw>`` is the backend the figures were measured on (``cpu`` on a machine without
 an accelerator). Figures from a CPU are labelled as CPU figures wherever they
@@ -45,7 +51,11 @@ ROOT = Path(__file__).resolve().parents[1]
 ASSETS = ROOT / "docs" / "assets"
 GENERATED = ASSETS / "generated"
 
-CASES = ("rmsnorm", "mlp", "attention", "samples")
+# Steps profiled per variant (compare()'s default is 3): self times are per-step
+# averages over these, so that one noisy step does not set a published figure.
+PROFILED_STEPS = 10
+
+CASES = ("rmsnorm", "mlp", "attention", "samples", "training", "device_tables")
 
 
 def load_example(name: str) -> ModuleType:
@@ -126,7 +136,7 @@ def write_comparison(case: str, title: str, cmp: Any, hw: str, details: str) -> 
     from neuronprof.render import render_comparison_figure
 
     tag = cmp.backend
-    figure = render_comparison_figure(cmp)
+    figure = render_comparison_figure(cmp, title=title)
     # The hardware goes into the image itself, so that the chart cannot be
     # mistaken for device figures once it is copied out of the page.
     figure.text(0.5, -0.1, f"Measured by scripts/make_plots.py on {hw}\n{details}", ha="center", va="top", fontsize=8)
@@ -136,9 +146,13 @@ def write_comparison(case: str, title: str, cmp: Any, hw: str, details: str) -> 
     print(f"wrote {png.relative_to(ROOT)}")
 
     date = _dt.date.today().isoformat()
+    # The spread says how far to trust a median: the min-max range of the wall samples
+    # as a share of the median, per variant.
+    spread = ", ".join(f"{r.name} {100 * (r.wall_us_max - r.wall_us_min) / r.wall_us:.0f} %" for r in cmp)
     caption = (
         f"*{title}: measured by `scripts/make_plots.py` with `neuronprof.compare()` on {hw}. "
-        f"{details}; {date}. These are {tag.upper()} figures, not Trainium or TPU results.*"
+        f"{details}; spread of the wall samples (min–max ÷ median): {spread}; {date}. "
+        f"These are {tag.upper()} figures, not Trainium or TPU results.*"
     )
     write_text(GENERATED / f"{case}_{tag}.md", f"{_markdown(cmp)}\n\n{caption}\n")
 
@@ -153,7 +167,8 @@ def _markdown(cmp: Any) -> str:
     table, footer = [], []
     for line in cmp.to_markdown().splitlines():
         if line.startswith("|"):
-            table.append(line)
+            # Spaces around the range's dash let a narrow page wrap "min – max" in its cell.
+            table.append(line.replace("–", " – "))
         elif line.strip():
             footer.append(f"- {line.strip()}")
     return "\n".join(table) + ("\n\n" + "\n".join(footer) if footer else "")
@@ -178,8 +193,14 @@ def run_rmsnorm(device: str, options: dict[str, str], repeats: int, hw: str) -> 
         "torch.compile": torch.compile(ex.rmsnorm_naive, fullgraph=True, backend=compile_backend(device)),
     }
     with torch.no_grad():
-        cmp = neuronprof.compare(variants, x, weight, repeats=repeats, quiet=True, **options)
-    write_comparison("rmsnorm", "RMSNorm three ways", cmp, hw, f"x: {shape[0]}×{shape[1]} float32, {repeats} rounds")
+        cmp = neuronprof.compare(variants, x, weight, repeats=repeats, quiet=True, active=PROFILED_STEPS, **options)
+    write_comparison(
+        "rmsnorm",
+        "RMSNorm three ways",
+        cmp,
+        hw,
+        f"x: {shape[0]}×{shape[1]} float32, {repeats} rounds, {PROFILED_STEPS} profiled steps",
+    )
 
 
 def run_mlp(device: str, options: dict[str, str], repeats: int, hw: str) -> None:
@@ -202,10 +223,17 @@ def run_mlp(device: str, options: dict[str, str], repeats: int, hw: str) -> None
     compiled = torch.compile(mlp, fullgraph=True, backend=compile_backend(device))
     with torch.no_grad():
         layer = neuronprof.compare(
-            {"matmul + add": matmul_add, "nn.Linear": linear}, x, repeats=repeats, quiet=True, **options
+            {"matmul + add": matmul_add, "nn.Linear": linear},
+            x,
+            repeats=repeats,
+            quiet=True,
+            active=PROFILED_STEPS,
+            **options,
         )
-        block = neuronprof.compare({"eager": mlp, "torch.compile": compiled}, x, repeats=repeats, quiet=True, **options)
-    details = f"x: {tokens}×{dim} float32, hidden {hidden}, {repeats} rounds"
+        block = neuronprof.compare(
+            {"eager": mlp, "torch.compile": compiled}, x, repeats=repeats, quiet=True, active=PROFILED_STEPS, **options
+        )
+    details = f"x: {tokens}×{dim} float32, hidden {hidden}, {repeats} rounds, {PROFILED_STEPS} profiled steps"
     write_comparison("linear", "One linear layer", layer, hw, details)
     write_comparison("mlp", "Three-layer MLP", block, hw, details)
 
@@ -224,8 +252,11 @@ def run_attention(device: str, options: dict[str, str], repeats: int, hw: str) -
         "torch.compile": torch.compile(ex.attention_naive, fullgraph=True, backend=compile_backend(device)),
     }
     with torch.no_grad():
-        cmp = neuronprof.compare(variants, q, k, v, repeats=repeats, quiet=True, **options)
-    details = f"q, k, v: {'×'.join(map(str, shape))} (batch, heads, seq, head_dim) float32, {repeats} rounds"
+        cmp = neuronprof.compare(variants, q, k, v, repeats=repeats, quiet=True, active=PROFILED_STEPS, **options)
+    details = (
+        f"q, k, v: {'×'.join(map(str, shape))} (batch, heads, seq, head_dim) float32, "
+        f"{repeats} rounds, {PROFILED_STEPS} profiled steps"
+    )
     write_comparison("attention", "Attention three ways", cmp, hw, details)
 
 
@@ -272,12 +303,79 @@ def run_samples(device: str, options: dict[str, str], repeats: int, hw: str) -> 
     write_text(GENERATED / f"rmsnorm_naive_tree_{tag}.txt", "\n".join(lines))
 
 
+def run_training(device: str, options: dict[str, str], repeats: int, hw: str) -> None:
+    """The table and findings of examples/training_step.py, as the training-step page shows them."""
+    tag = options["backend"]
+    ex = load_example("training_step")
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = os.getcwd()
+        os.chdir(tmp)
+        try:
+            s = ex.train(device=device, active=5, num_workers=2)
+        finally:
+            os.chdir(cwd)
+    text = f"{s.table(sort_by='cpu_total', row_limit=15)}\n\n{s.table(row_limit=10)}\n\n{s.insights()}"
+    write_text(GENERATED / f"training_step_{tag}.txt", f"$ python training_step.py\n{text}")
+
+
+# The device tables come from the test backend in a fresh process each (torch renames
+# PrivateUse1 once per process). The model is the one of "A first profile", with a backward.
+# The test backend has no device memory: tensors stay on the CPU, and its kineto plugin
+# reports one device kernel per operator, as a device's profiler would.
+_DEVICE_TABLE_CODE = """
+import torch
+import neuronprof
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.GELU(), torch.nn.Linear(512, 128))
+x = torch.randn(16, 128)
+with neuronprof.session(backend=DEVICE, output_dir=OUT) as s:
+    for _ in s.steps():
+        model(x).sum().backward()
+report(str(s.table(row_limit=12)))
+"""
+
+DEVICE_TABLES = {
+    # file suffix: (run_script backend, neuronprof backend, environment, label)
+    "neuron_correlating": (
+        "neuron",
+        "neuron",
+        {"NEURONPROF_STANDIN_NEURON_BUILD": "correlating"},
+        "TorchNeuron stand-in, correlating build (correlate_device_time)",
+    ),
+    "neuron_documented": (
+        "neuron",
+        "neuron",
+        {"NEURONPROF_STANDIN_NEURON_BUILD": "documented"},
+        "TorchNeuron stand-in, documented build (Neuron 2.30-2.32 API)",
+    ),
+    "tpu": ("tpu", "tpu", {}, "TorchTPU stand-in (device kernels not linked to ops)"),
+}
+
+
+def run_device_tables(device: str, options: dict[str, str], repeats: int, hw: str) -> None:
+    """Device-column tables from the PrivateUse1 test backend, labelled as such."""
+    sys.path.insert(0, str(ROOT / "tests" / "backends"))
+    from run_in_subprocess import check, result, run_script
+
+    for suffix, (backend, dev, env, label) in DEVICE_TABLES.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            code = _DEVICE_TABLE_CODE.replace("DEVICE", repr(dev)).replace("OUT", repr(tmp))
+            proc = check(run_script(code, backend=backend, env=env, cwd=tmp))
+            # The output folder was a temporary one: show the default instead of a machine path.
+            table = result(proc).replace(tmp, "neuronprof_output")
+        header = (
+            f"# TEST BACKEND, not Trainium/TPU output: {label}.\n"
+            "# tests/backends/ plugin on the CPU; every device kernel is reported as 5 us.\n"
+        )
+        write_text(GENERATED / f"device_table_testbackend_{suffix}.txt", header + table)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", help=f"comma-separated subset of: {', '.join(CASES)}")
     parser.add_argument("--device", help="torch device to measure on (default: the best one available)")
     parser.add_argument(
-        "--repeats", type=int, default=15, help="interleaved timing rounds per comparison (default: 15)"
+        "--repeats", type=int, default=31, help="interleaved timing rounds per comparison (default: 31)"
     )
     parser.add_argument(
         "--threads",
@@ -309,7 +407,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     device, options = device_and_options(args.device)
     hw = hardware_label(options["backend"])
     print(f"measuring on {device}: {hw}")
-    runners = {"rmsnorm": run_rmsnorm, "mlp": run_mlp, "attention": run_attention, "samples": run_samples}
+    runners = {
+        "rmsnorm": run_rmsnorm,
+        "mlp": run_mlp,
+        "attention": run_attention,
+        "samples": run_samples,
+        "training": run_training,
+        "device_tables": run_device_tables,
+    }
     for case in chosen:
         runners[case](device, options, args.repeats, hw)
     return 0

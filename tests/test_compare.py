@@ -157,7 +157,7 @@ def test_self_times_are_per_step_without_the_step_row(rms: Comparison) -> None:
 def test_text_marks_baseline_and_best(rms: Comparison) -> None:
     text = str(rms)
     assert "naive (baseline)" in text
-    for header in ("Op calls", "Self CPU (µs)", "Wall median (µs)", "Speedup", "First call (s)"):
+    for header in ("Ops", "Self CPU (µs)", "Median (µs)", "Min–max (µs)", "Speedup", "1st call (s)"):
         assert header in text
     assert " *" in text
     assert "Self NEURON" not in text
@@ -183,6 +183,19 @@ def test_plot_png(rms: Comparison, tmp_path: Path) -> None:
     assert rms.plot(target) == target
     assert target.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert [p.name for p in target.parent.iterdir()] == ["cmp.png"]  # no temporary file left
+
+
+def test_figure_has_a_legend_and_a_title_naming_the_variants(rms: Comparison) -> None:
+    pytest.importorskip("matplotlib")
+    from neuronprof.render import render_comparison_figure
+
+    figure = render_comparison_figure(rms, title="RMSNorm")
+    title = figure._suptitle.get_text()  # noqa: SLF001 - matplotlib has no public getter
+    assert title.startswith("RMSNorm: ")
+    assert all(row.name in title for row in rms)
+    assert f"backend {rms.backend}" in title
+    labels = [text.get_text() for legend in figure.legends for text in legend.get_texts()]
+    assert f"baseline ({rms.baseline})" in labels and "best" in labels
 
 
 def test_plot_svg_replaces_existing_file(rms: Comparison, tmp_path: Path) -> None:

@@ -3,11 +3,18 @@
 CONTRIBUTING: writing code blocks in the docs
 =============================================
 
-* A fenced block whose language is ``python`` (or ``py``) is executed by this test.
-  The blocks of one page run **in order, in one namespace**, in a fresh Python
-  process whose working folder is an empty temporary directory. A later block may use
-  what an earlier block on the *same page* defined; nothing carries over between
-  pages, so every page defines its own ``model``, ``x`` and imports.
+* A fenced block whose language is ``python`` (or ``py``) is executed by this test,
+  **on its own**: in a fresh namespace and an empty working folder, as a reader who
+  copies that one block into a file would run it. So every block has its imports,
+  its model and its data. The blocks of a page run in one Python process (in order),
+  whose working folder is a temporary directory.
+* **A continuation block** (one that uses what the block before it defined) gets a
+  title that starts with ``Continued``::
+
+      ```python title="Continued: uses s from the block above"
+
+  It runs in the namespace and folder of the block before it. Use it sparingly: a
+  reader copies blocks one at a time.
 * Keep it fast: tiny tensors (tens to hundreds of elements per side), the default
   schedule, at most one ``torch.compile`` in the whole guide (the RMSNorm case study
   has it). The test sets ``TORCHINDUCTOR_CACHE_DIR`` to a temporary folder and
@@ -19,8 +26,14 @@ CONTRIBUTING: writing code blocks in the docs
       ```python title="Needs a CUDA GPU"
 
   The title is shown above the block on the site, so readers know it will not run
-  on a laptop, and this test only compiles such a block (syntax check) instead of
-  running it. It is the only way to skip a block; use it for hardware only.
+  on a laptop, and this test only checks such a block on a CPU: it compiles; it
+  starts with the import that registers the device (``import torch_neuronx``,
+  ``import torch_tpu``; ``import torch`` for CUDA) and says ``neuronprof doctor`` in a
+  comment, so that on a machine without the device the reader gets a clear message
+  instead of a torch traceback at ``.to(device)``; and every ``neuronprof`` name it
+  uses exists. A device block that continues the one before it says so:
+  ``title="Needs a Neuron device (continued)"``. The ``Needs`` title is the only way to
+  skip running a block; use it for hardware only.
 * Output, shell commands and file trees go in ``text`` / ``console`` blocks, which are
   not executed. ``pycon`` / ``ipython`` blocks are refused: write ``python``.
 * Examples are included from ``examples/*.py`` with ``--8<-- "examples/name.py"``
@@ -34,6 +47,7 @@ CONTRIBUTING: writing code blocks in the docs
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import re
@@ -51,6 +65,16 @@ DOCS = ROOT / "docs"
 PYTHON_LANGS = frozenset({"python", "py", "python3"})
 REFUSED_LANGS = frozenset({"pycon", "ipython", "ipython3", "jupyter"})
 DEVICE_TITLE = re.compile(r"^Needs\b")
+CONTINUATION_TITLE = re.compile(r"^Continued\b")
+# The import that registers each device's torch backend, by the device named in the title.
+# None: the reader's own package (a PrivateUse1 device), any import will do.
+# A "Needs" block that names none of these (e.g. Neuron profile files to read) has no device to register.
+DEVICE_IMPORTS: dict[str, str | None] = {
+    "Neuron device": "torch_neuronx",
+    "TPU": "torch_tpu",
+    "CUDA": "torch",
+    "PrivateUse1": None,
+}
 PAGE_TIMEOUT_S = 300
 
 _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
@@ -75,6 +99,13 @@ class Block:
     @property
     def needs_device(self) -> bool:
         return self.title is not None and bool(DEVICE_TITLE.match(self.title))
+
+    @property
+    def continues(self) -> bool:
+        """The block uses what the block before it defined (title ``Continued...``, or a device ``(continued)``)."""
+        if self.title is None:
+            return False
+        return bool(CONTINUATION_TITLE.match(self.title)) or (self.needs_device and "continued" in self.title.lower())
 
 
 def _parse_info(info: str) -> tuple[str, str | None]:
@@ -172,15 +203,23 @@ def _id(path: Path) -> str:
 # block is compiled with its page as file name and padded so that line numbers in
 # a traceback are the Markdown file's own.
 _RUNNER = r"""
-import json, sys, types
+import json, os, sys, types
 blocks = json.load(open(sys.argv[1], encoding="utf-8"))
-module = types.ModuleType("docs_page")
-module.__file__ = blocks[0]["page"] if blocks else "docs"
-sys.modules["docs_page"] = module
-for block in blocks:
+top = os.getcwd()
+module = None
+for number, block in enumerate(blocks):
+    if module is None or not block["continues"]:
+        # A block that does not continue the one before it runs alone: fresh namespace, empty folder.
+        module = types.ModuleType("docs_page")
+        module.__file__ = block["page"]
+        sys.modules["docs_page"] = module
+        folder = os.path.join(top, "block%d_line%d" % (number, block["line"]))
+        os.mkdir(folder)
+        os.chdir(folder)
     padding = "" if block["included"] else "\n" * (block["line"] - 1)
     name = block["page"] if not block["included"] else block["page"] + " (included at line %d)" % block["line"]
-    print("--- docs test: %s:%d ---" % (block["page"], block["line"]), flush=True)
+    how = "continues the block above" if block["continues"] else "runs alone"
+    print("--- docs test: %s:%d (%s) ---" % (block["page"], block["line"], how), flush=True)
     exec(compile(padding + block["source"], name, "exec"), module.__dict__)
 """
 
@@ -212,7 +251,15 @@ def test_page_snippets_run(page: Path, tmp_path: Path) -> None:
         if not block.is_python or block.needs_device:
             continue
         source, included = _expand(block.source)
-        blocks.append({"page": block.page, "line": block.line, "source": source, "included": included})
+        blocks.append(
+            {
+                "page": block.page,
+                "line": block.line,
+                "source": source,
+                "included": included,
+                "continues": block.continues,
+            }
+        )
     spec = tmp_path / "blocks.json"
     spec.write_text(json.dumps(blocks), encoding="utf-8")
     workdir = tmp_path / "work"
@@ -241,7 +288,8 @@ def test_page_snippets_run(page: Path, tmp_path: Path) -> None:
     if proc.returncode != 0:
         stderr = "\n".join(ln for ln in proc.stderr.splitlines() if not ln.startswith("USDT:"))
         pytest.fail(
-            f"a python block in docs/{_id(page)} failed (exit {proc.returncode}).\n"
+            f"a python block in docs/{_id(page)} failed (exit {proc.returncode}). Each block runs alone "
+            "(fresh namespace and folder) unless its title starts with 'Continued'; see this file's docstring.\n"
             f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{stderr[-6000:]}",
             pytrace=False,
         )
@@ -306,3 +354,94 @@ def test_reference_trainium_figures_are_labelled_as_the_articles() -> None:
         assert "correlate_device_time" in text, page
         assert re.search(r"not measured by this project|not this project's measurements", text), page
         assert "reproduces" not in text, page
+
+
+def _device_block_problems(block: Block) -> list[str]:
+    """What a ``Needs ...`` block lacks: the registering import first, a doctor hint, real neuronprof names."""
+    import ast
+
+    import neuronprof
+
+    where = f"{block.page}:{block.line}"
+    source, _ = _expand(block.source)
+    tree = ast.parse(source)
+    problems = []
+    if not block.continues:
+        device = next((key for key in DEVICE_IMPORTS if key in (block.title or "")), None)
+        if device is not None:
+            wanted = DEVICE_IMPORTS[device]
+            imports: list[str] = []
+            for node in tree.body:
+                if isinstance(node, ast.Import):
+                    imports += [alias.name.split(".")[0] for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    imports.append(node.module.split(".")[0])
+                else:
+                    break  # only the block's leading imports count
+            if wanted is not None and wanted not in imports:
+                problems.append(f"{where}: a {device} block starts with `import {wanted}` (it registers the device)")
+        if device is not None and "neuronprof doctor" not in source:
+            problems.append(f"{where}: say `neuronprof doctor` in a comment, for a machine without the device")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "neuronprof":
+            if not hasattr(neuronprof, node.attr):
+                problems.append(f"{where}: neuronprof has no attribute {node.attr!r}")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "neuronprof":
+            module = importlib.import_module(node.module)
+            problems += [
+                f"{where}: {node.module} has no name {alias.name!r}"
+                for alias in node.names
+                if alias.name != "*" and not hasattr(module, alias.name)
+            ]
+    return problems
+
+
+@pytest.mark.parametrize("page", _pages(), ids=_id)
+def test_device_blocks_register_their_device(page: Path) -> None:
+    """Device-only blocks, checked on a CPU: registering import first, a doctor hint, existing names."""
+    device_blocks = [block for block in parse_blocks(page) if block.is_python and block.needs_device]
+    problems = [problem for block in device_blocks for problem in _device_block_problems(block)]
+    assert not problems, "\n".join(problems)
+
+
+def test_blocks_run_alone_unless_marked(tmp_path: Path) -> None:
+    """The runner gives every unmarked block a fresh namespace: a block that leans on the one above fails."""
+    probe = tmp_path / "docs" / "probe.md"
+    probe.parent.mkdir()
+    probe.write_text(
+        '```python\nvalue = 41\n```\n\n```python title="Continued: uses value"\nassert value == 41\n```\n\n'
+        "```python\nprint(value)\n```\n",
+        encoding="utf-8",
+    )
+    blocks = [
+        {"page": b.page, "line": b.line, "source": b.source, "included": False, "continues": b.continues}
+        for b in parse_blocks(probe, root=tmp_path)
+    ]
+    assert [b["continues"] for b in blocks] == [False, True, False]
+    spec = tmp_path / "blocks.json"
+    spec.write_text(json.dumps(blocks), encoding="utf-8")
+    runner = tmp_path / "runner.py"
+    runner.write_text(_RUNNER, encoding="utf-8")
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.run([sys.executable, str(runner), str(spec)], cwd=work, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "NameError: name 'value' is not defined" in proc.stderr
+    assert "probe.md:2 (runs alone)" in proc.stdout and "probe.md:6 (continues the block above)" in proc.stdout
+
+
+def test_device_block_check_catches_a_bare_block(tmp_path: Path) -> None:
+    """A device block without the registering import, the doctor hint or with an unknown name is refused."""
+    probe = tmp_path / "probe.md"
+    probe.write_text(
+        '```python title="Needs a Neuron device"\nimport torch\nimport neuronprof\n'
+        'x = torch.ones(2).to("neuron")\nneuronprof.no_such_name()\n```\n\n'
+        '```python title="Needs a TPU"\nimport torch_tpu  # `neuronprof doctor --probe` says if it is missing\n```\n',
+        encoding="utf-8",
+    )
+    bare, good = parse_blocks(probe, root=tmp_path)
+    problems = _device_block_problems(bare)
+    assert len(problems) == 3
+    assert "import torch_neuronx" in problems[0] and "neuronprof doctor" in problems[1]
+    assert "no_such_name" in problems[2]
+    assert _device_block_problems(good) == []

@@ -689,6 +689,14 @@ class RankTable:
     def row(self, name: str, on_device: Optional[bool] = None) -> RankOpRow:
         """Return the first row of operator ``name`` (the host op or the kernel when ``on_device`` says which).
 
+        Args:
+            name: The operator or kernel name, e.g. ``"aten::mm"``.
+            on_device: True for the device-kernel row, False for the host op, None for
+                whichever comes first.
+
+        Returns:
+            The row, with one figure per rank.
+
         Raises:
             KeyError: No such operator.
         """
@@ -815,7 +823,14 @@ class RankTable:
         }
 
     def to_json(self, indent: Optional[int] = 2, limit: Optional[int] = None) -> str:
-        """Return the view as JSON; [`RankTable.from_json`][neuronprof.model.RankTable.from_json] reads it back."""
+        """Return the view as JSON; [`RankTable.from_json`][neuronprof.model.RankTable.from_json] reads it back.
+
+        Args:
+            indent: Spaces per indentation level; None for one line.
+            limit: Keep the first ``limit`` rows; None for all.
+
+        Returns:
+            A JSON document (a ``str``)."""
         return json.dumps(self.to_dict(limit), indent=indent)
 
     @classmethod

@@ -123,6 +123,13 @@ def truncate(text: str, width: int = _NAME_WIDTH) -> str:
     Long kernel and template names differ at their ends
     (``...BinaryFunctor<float, float, float, MulFunctor>>``), so both ends are kept
     and ``…`` replaces the middle.
+
+    Args:
+        text: The name to shorten.
+        width: The most characters to keep, the ``…`` included.
+
+    Returns:
+        ``text`` itself when it fits, else its start, ``…`` and its end.
     """
     text = one_line(text)
     if len(text) <= width:
@@ -217,6 +224,13 @@ def render_csv(table: Table, notes: bool = False) -> str:
     """Render a table as CSV with one column per OpRow field; ``None`` is an empty cell.
 
     With ``notes=True`` the table's notes follow the rows as ``# note: ...`` comment lines.
+
+    Args:
+        table: The table to render.
+        notes: Append the table's notes as comment lines.
+
+    Returns:
+        The CSV text, a header row first; times in microseconds, memory in bytes.
     """
     from neuronprof.model import OpRow
 
@@ -374,7 +388,7 @@ def _cmp_columns(cmp: Comparison) -> list[_CmpColumn]:
             lambda r: r.name + (" (baseline)" if r.name == cmp.baseline else ""),
             align_left=True,
         ),
-        _CmpColumn("Op calls", lambda r: _format_calls(r.op_calls)),
+        _CmpColumn("Ops", lambda r: _format_calls(r.op_calls)),
         _CmpColumn("Self CPU (µs)", lambda r: format_us(r.self_cpu_us), "low", lambda r: r.self_cpu_us),
     ]
     if cmp.device_label and any(r.self_device_us is not None for r in cmp.rows):
@@ -387,10 +401,12 @@ def _cmp_columns(cmp: Comparison) -> list[_CmpColumn]:
             )
         )
     cols += [
-        _CmpColumn("Wall median (µs)", lambda r: format_us(r.wall_us), "low", lambda r: r.wall_us),
-        _CmpColumn("Wall min–max (µs)", lambda r: f"{format_us(r.wall_us_min)}–{format_us(r.wall_us_max)}"),
+        # Short headers with the unit in them, so that the table fits a 1280 px page;
+        # the footer says what each one measures.
+        _CmpColumn("Median (µs)", lambda r: format_us(r.wall_us), "low", lambda r: r.wall_us),
+        _CmpColumn("Min–max (µs)", lambda r: f"{format_us(r.wall_us_min)}–{format_us(r.wall_us_max)}"),
         _CmpColumn("Speedup", lambda r: _format_speedup(r.speedup), "high", lambda r: r.speedup),
-        _CmpColumn("First call (s)", lambda r: f"{r.compile_s:.3f}"),
+        _CmpColumn("1st call (s)", lambda r: f"{r.compile_s:.3f}"),
     ]
     return cols
 
@@ -417,9 +433,9 @@ def _cmp_footer(cmp: Comparison) -> list[str]:
     steps = f"{cmp.profiled_steps} step{'s' if cmp.profiled_steps != 1 else ''}"
     lines = [
         f"Speedup: median wall time of {cmp.baseline!r} ÷ the variant's; * marks the best value in a column.",
-        f"Wall: per call, median of {rounds}, timed outside the profiler after {cmp.warmup} warm-up "
-        "call(s); the first call (compilation) is reported apart and left out.",
-        f"Op calls and self times: per step, from one profiled session per variant ({steps}; backend {cmp.backend}).",
+        f"Median, Min–max: wall time per call over {rounds}, timed outside the profiler after {cmp.warmup} "
+        "warm-up call(s); 1st call: the first call (compilation), reported apart and left out.",
+        f"Ops and self times: per step, from one profiled session per variant ({steps}; backend {cmp.backend}).",
     ]
     lines.extend(f"note: {n}" for n in cmp.notes)
     lines.extend(_cmp_findings(cmp))
@@ -500,13 +516,22 @@ def render_comparison_html(cmp: Comparison) -> str:
     return "".join(out)
 
 
-def render_comparison_figure(cmp: Comparison) -> Figure:
+def render_comparison_figure(cmp: Comparison, title: Optional[str] = None) -> Figure:
     """Draw a comparison as a matplotlib ``Figure``, off screen.
 
     Left: median wall time per call, with the fastest and slowest sample as a
     whisker and the speedup written beside each bar. Right: self device time per
     step (self CPU time when there is no device). The best bar is green and the
-    baseline grey. ``pyplot`` is not used, so no global matplotlib state changes.
+    baseline grey; a legend under the title says so. ``pyplot`` is not used, so no
+    global matplotlib state changes.
+
+    Args:
+        cmp: The comparison to draw.
+        title: What is compared, e.g. ``"RMSNorm three ways"``; the figure's title
+            is this, then the variants and the backend. Default: the variants only.
+
+    Returns:
+        The figure, about 10 inches wide; save it with ``fig.savefig(path)``.
 
     Raises:
         ImportError: matplotlib is not installed (``pip install 'neuronprof[plot]'``).
@@ -545,12 +570,26 @@ def render_comparison_figure(cmp: Comparison) -> Figure:
             fontsize=9,
         )
     wall_ax.set_xlabel("Wall time per call (µs), median; whiskers: min–max")
+    # A few ticks only: six-digit microsecond labels run into each other otherwise.
+    wall_ax.locator_params(axis="x", nbins=4)
     wall_ax.set_yticks(positions, labels=names)
     wall_ax.invert_yaxis()
     wall_ax.margins(x=0.2)
 
     self_ax.barh(positions, [v or 0.0 for v in right_values], color=colours(right_best))
     self_ax.set_xlabel(right_label)
+    self_ax.locator_params(axis="x", nbins=4)
     self_ax.margins(x=0.1)
-    fig.suptitle(f"neuronprof.compare: {len(names)} variants, backend {cmp.backend}, baseline {cmp.baseline!r}")
+    compared = " vs ".join(names)
+    heading = f"{title}: {compared}" if title else compared
+    fig.suptitle(f"{heading} (backend {cmp.backend})", y=1.0 + 0.25 / fig.get_figheight())
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color="#9e9e9e", label=f"baseline ({cmp.baseline})"), Patch(color="#2ca02c", label="best")]
+    if len(names) > 2:
+        handles.append(Patch(color="#1f77b4", label="other variants"))
+    fig.legend(
+        handles=handles, loc="upper center", ncol=len(handles), frameon=False, fontsize=9, bbox_to_anchor=(0.5, 1.0)
+    )
+    fig.subplots_adjust(top=1.0 - 0.55 / fig.get_figheight())
     return fig

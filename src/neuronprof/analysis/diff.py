@@ -197,7 +197,14 @@ class TraceDiff:
         }
 
     def to_json(self, indent: Optional[int] = 2, limit: Optional[int] = None) -> str:
-        """Return the comparison as JSON; [`from_json`][neuronprof.analysis.TraceDiff.from_json] reads it back."""
+        """Return the comparison as JSON; [`from_json`][neuronprof.analysis.TraceDiff.from_json] reads it back.
+
+        Args:
+            indent: Spaces per indentation level; None for one line.
+            limit: Keep the first ``limit`` rows; None for all.
+
+        Returns:
+            A JSON document (a ``str``)."""
         return json.dumps(self.to_dict(limit), indent=indent)
 
     @classmethod
@@ -265,6 +272,10 @@ def diff(
         metric: Which self time to compare (see [`DiffMetric`][neuronprof.analysis.DiffMetric]).
         per_step: Divide each trace's times by its number of profiled steps, for
             traces that profiled different numbers of steps (calls stay totals).
+
+    Returns:
+        One row per op (or op and shape), largest absolute change of self time first;
+        times in microseconds.
 
     Raises:
         TraceError: A trace cannot be read.

@@ -97,8 +97,6 @@ class DevicePeak:
 
 _WIDE_FLOATS = frozenset({"float", "double", "float32", "float64", "c10::complex<float>", "c10::complex<double>"})
 
-_T = 1e12
-_G = 1e9
 # Published dense peaks (no structured sparsity). The roofline of one op is the
 # roofline of the unit that runs it: one NeuronCore (logical or physical) on
 # Trainium, one whole GPU on NVIDIA parts. Chip-level presets are there to
@@ -110,16 +108,16 @@ DEVICE_PEAKS: dict[str, DevicePeak] = {
     # one NeuronCore-v2 is half of each.
     "trn1": DevicePeak(
         "trn1",
-        95 * _T,
-        410 * _G,
-        23.75 * _T,
+        95e12,
+        410e9,
+        23.75e12,
         "one Trainium1 NeuronCore-v2 (half a chip): 95 BF16 / 23.75 FP32 TFLOP/s, 410 GB/s",
     ),
     "trn1-chip": DevicePeak(
         "trn1-chip",
-        190 * _T,
-        820 * _G,
-        47.5 * _T,
+        190e12,
+        820e9,
+        47.5e12,
         "one Trainium1 chip (2 NeuronCore-v2): 190 BF16 / 47.5 FP32 TFLOP/s, 820 GB/s",
     ),
     # AWS Neuron docs, "Trainium2 Architecture" (about-neuron/arch/neuron-hardware/trainium2):
@@ -128,44 +126,40 @@ DEVICE_PEAKS: dict[str, DevicePeak] = {
     # (one logical NeuronCore = two physical cores = a quarter of the chip), hence "trn2".
     "trn2": DevicePeak(
         "trn2",
-        667 / 4 * _T,
-        2900 / 4 * _G,
-        181 / 4 * _T,
+        667e12 / 4,
+        2900e9 / 4,
+        181e12 / 4,
         "one Trainium2 logical NeuronCore at the default LNC=2 (2 NeuronCore-v3, a quarter chip): "
         "166.75 BF16 / 45.25 FP32 TFLOP/s, 725 GB/s",
     ),
     "trn2-core": DevicePeak(
         "trn2-core",
-        667 / 8 * _T,
-        2900 / 8 * _G,
-        181 / 8 * _T,
+        667e12 / 8,
+        2900e9 / 8,
+        181e12 / 8,
         "one Trainium2 physical NeuronCore-v3 (LNC=1, an eighth of a chip): 83.4 BF16 / 22.6 FP32 TFLOP/s, 362.5 GB/s",
     ),
     "trn2-chip": DevicePeak(
         "trn2-chip",
-        667 * _T,
-        2900 * _G,
-        181 * _T,
+        667e12,
+        2900e9,
+        181e12,
         "one Trainium2 chip (8 NeuronCore-v3): 667 BF16 / 181 FP32 TFLOP/s, 2.9 TB/s",
     ),
     # NVIDIA H100 Tensor Core GPU datasheet, SXM5: BF16 Tensor Core 1,979 TFLOPS with
     # sparsity (989.4 dense), FP32 67 TFLOPS, 80 GB HBM3 at 3.35 TB/s.
-    "h100": DevicePeak(
-        "h100", 989.4 * _T, 3350 * _G, 67 * _T, "NVIDIA H100 SXM: 989.4 BF16 / 67 FP32 TFLOP/s, 3.35 TB/s"
-    ),
+    "h100": DevicePeak("h100", 989.4e12, 3350e9, 67e12, "NVIDIA H100 SXM: 989.4 BF16 / 67 FP32 TFLOP/s, 3.35 TB/s"),
     # NVIDIA H200 Tensor Core GPU datasheet, SXM: same Hopper GH100 compute as the H100
     # SXM (1,979 TFLOPS BF16 with sparsity, 989.4 dense; FP32 67 TFLOPS), 141 GB HBM3e
     # at 4.8 TB/s.
-    "h200": DevicePeak(
-        "h200", 989.4 * _T, 4800 * _G, 67 * _T, "NVIDIA H200 SXM: 989.4 BF16 / 67 FP32 TFLOP/s, 4.8 TB/s"
-    ),
+    "h200": DevicePeak("h200", 989.4e12, 4800e9, 67e12, "NVIDIA H200 SXM: 989.4 BF16 / 67 FP32 TFLOP/s, 4.8 TB/s"),
     # NVIDIA A100 Tensor Core GPU datasheet: BF16 Tensor Core 312 TFLOPS (624 with
     # sparsity), FP32 19.5 TFLOPS; 80 GB HBM2e SXM at 2,039 GB/s (40 GB: 1,555 GB/s).
     "a100": DevicePeak(
-        "a100", 312 * _T, 2039 * _G, 19.5 * _T, "NVIDIA A100 SXM 80GB: 312 BF16 / 19.5 FP32 TFLOP/s, 2.039 TB/s"
+        "a100", 312e12, 2039e9, 19.5e12, "NVIDIA A100 SXM 80GB: 312 BF16 / 19.5 FP32 TFLOP/s, 2.039 TB/s"
     ),
     "a100-40gb": DevicePeak(
-        "a100-40gb", 312 * _T, 1555 * _G, 19.5 * _T, "NVIDIA A100 40GB: 312 BF16 / 19.5 FP32 TFLOP/s, 1.555 TB/s"
+        "a100-40gb", 312e12, 1555e9, 19.5e12, "NVIDIA A100 40GB: 312 BF16 / 19.5 FP32 TFLOP/s, 1.555 TB/s"
     ),
 }
 """Peak compute and bandwidth presets, by the name ``roofline(device=...)`` takes.
@@ -378,7 +372,14 @@ class Roofline:
         }
 
     def to_json(self, indent: Optional[int] = 2, limit: Optional[int] = None) -> str:
-        """Return the roofline as JSON; [`from_json`][neuronprof.analysis.Roofline.from_json] reads it back."""
+        """Return the roofline as JSON; [`from_json`][neuronprof.analysis.Roofline.from_json] reads it back.
+
+        Args:
+            indent: Spaces per indentation level; None for one line.
+            limit: Keep the first ``limit`` rows; None for all.
+
+        Returns:
+            A JSON document (a ``str``)."""
         return json.dumps(self.to_dict(limit), indent=indent)
 
     @classmethod
@@ -422,6 +423,10 @@ class Roofline:
 
         Each op is a point at (intensity, achieved FLOP/s), its area growing with
         its time; the ``label_top`` ops with the most time are labelled.
+
+        Args:
+            path: The file to write; its suffix (``.png`` or ``.svg``) chooses the format.
+            label_top: How many ops, those with the most time, get a name label.
 
         Raises:
             ImportError: matplotlib is not installed (``pip install neuronprof[plot]``).

@@ -460,6 +460,16 @@ def summarize_ranks(
     For an HTA-style folder (``rank-0.json.gz``...) or traces whose
     ``distributedInfo`` names their rank; a one-rank trace gives one column.
 
+    Args:
+        source: A trace file, a folder of per-rank traces, or a loaded trace.
+        sort_by: The sort key, as for ``Session.table()`` (``"device"``, ``"cpu"``,
+            ``"calls"``, ``"name"`` ...).
+        group_by: ``"name"`` (one row per op) or ``"shape"`` (per op and input shapes).
+        device_only: Keep only rows with device time.
+
+    Returns:
+        The cross-rank view: per op, each rank's self times (µs) and calls.
+
     Raises:
         TraceError: The trace cannot be read.
         ValueError: Unknown ``sort_by`` or ``group_by``, or a key the cross-rank view cannot sort by.

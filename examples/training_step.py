@@ -1,0 +1,89 @@
+"""Profile a training step: DataLoader with workers, forward, loss, backward and optimizer step.
+
+Copy this file into a project and run it: ``python training_step.py``. It prints the
+table of the recorded steps and the findings (``s.insights()``). On an accelerator,
+pass ``--device neuron`` (or ``tpu``, ``cuda``); ``neuronprof doctor --probe`` says first
+whether this machine can.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from torch.profiler import record_function
+from torch.utils.data import DataLoader, TensorDataset
+
+import neuronprof
+
+
+def make_loader(samples: int = 2048, dim: int = 64, classes: int = 10, batch_size: int = 32, num_workers: int = 2):
+    """A synthetic classification data set; replace it with your own Dataset."""
+    generator = torch.Generator().manual_seed(0)
+    features = torch.randn(samples, dim, generator=generator)
+    labels = torch.randint(0, classes, (samples,), generator=generator)
+    return DataLoader(
+        TensorDataset(features, labels),
+        batch_size=batch_size,
+        shuffle=True,
+        num_workers=num_workers,
+        persistent_workers=num_workers > 0,
+        drop_last=True,
+    )
+
+
+def make_model(dim: int = 64, hidden: int = 256, classes: int = 10) -> torch.nn.Module:
+    return torch.nn.Sequential(
+        torch.nn.Linear(dim, hidden),
+        torch.nn.GELU(),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.GELU(),
+        torch.nn.Linear(hidden, classes),
+    )
+
+
+def train(device: str = "cpu", active: int = 5, num_workers: int = 2, with_stack: bool = False) -> neuronprof.Session:
+    """Train until the profiling schedule is done; return the finished session."""
+    loader = make_loader(num_workers=num_workers)
+    model = make_model().to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    # Skip 2 steps, warm up 1, then record `active` steps: each recorded step is one sample.
+    with neuronprof.session(backend="auto" if device == "cpu" else device, active=active, with_stack=with_stack) as s:
+        batches = iter(loader)
+        while s.steps_taken < s.total_steps:
+            with record_function("data"):
+                try:
+                    x, y = next(batches)
+                except StopIteration:  # a new epoch
+                    batches = iter(loader)
+                    x, y = next(batches)
+                x, y = x.to(device), y.to(device)
+            with record_function("forward"):
+                loss = loss_fn(model(x), y)
+            with record_function("backward"):
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+            with record_function("optimizer"):
+                optimizer.step()
+            s.step()  # ends the step: waits for the device, advances the schedule
+    return s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", help="cpu, neuron, tpu or cuda (default: cpu)")
+    parser.add_argument("--active", type=int, default=5, help="steps recorded (default: 5)")
+    parser.add_argument("--workers", type=int, default=2, help="DataLoader workers (default: 2)")
+    args = parser.parse_args()
+    s = train(device=args.device, active=args.active, num_workers=args.workers)
+    # Sorted by CPU total, the record_function labels come first: how the step splits into
+    # phases. The default sort (self time) then finds the expensive operators.
+    print(s.table(sort_by="cpu_total", row_limit=15))
+    print(s.table(row_limit=10))
+    print(s.insights())
+
+
+if __name__ == "__main__":
+    main()
