@@ -11,12 +11,9 @@ and the difference. Target: neuronprof grows within 25 MB of raw torch.profiler.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
-import tempfile
 import textwrap
+
+from _child import run_child
 
 CHILD = textwrap.dedent(
     """
@@ -44,14 +41,7 @@ CHILD = textwrap.dedent(
 
 
 def run(side: str, cycles: int) -> dict[str, float]:
-    with tempfile.TemporaryDirectory(prefix="neuronprof-endless-") as out:
-        proc = subprocess.run(
-            [sys.executable, "-c", CHILD, side, str(cycles), out], capture_output=True, text=True, env=dict(os.environ)
-        )
-    if proc.returncode != 0:
-        raise SystemExit(proc.stderr[-3000:])
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
-    return json.loads(line[len("RESULT") :])
+    return run_child(CHILD, side, str(cycles), prefix="neuronprof-endless-")
 
 
 def main() -> None:

@@ -20,13 +20,10 @@ neuronprof / torch. Targets: time <= 1.3, peak memory <= 1.2.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import textwrap
+
+from _child import run_child
 
 CHILD = textwrap.dedent(
     """
@@ -95,14 +92,7 @@ CHILD = textwrap.dedent(
 
 
 def run(side: str, ops: int) -> dict[str, float]:
-    with tempfile.TemporaryDirectory(prefix="neuronprof-export-") as out:
-        proc = subprocess.run(
-            [sys.executable, "-c", CHILD, side, str(ops), out], capture_output=True, text=True, env=dict(os.environ)
-        )
-    if proc.returncode != 0:
-        raise SystemExit(proc.stderr[-3000:])
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
-    return json.loads(line[len("RESULT") :])
+    return run_child(CHILD, side, str(ops), prefix="neuronprof-export-")
 
 
 def main() -> None:
