@@ -322,3 +322,86 @@ def test_trainer_callback_on_the_neuron_backend(hf: Any, tmp_path: Path) -> None
     assert "Self NEURON (µs)" in outputs["table"].read_text(encoding="utf-8")
     page = outputs["report"].read_text(encoding="utf-8")
     assert "NEURON · lane 0" in page and "Self NEURON (µs)" in page
+
+
+# -- a crash during training ends the session ----------------------------------------------
+
+
+class Failing(Tokens):
+    """A dataset whose sixth read (in the third batch of 2) raises, whatever the sampler's order."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        self.reads += 1
+        if self.reads == 6:
+            raise RuntimeError("bad sample")
+        return super().__getitem__(i)
+
+
+def test_trainer_crash_then_close_frees_the_profiler_and_keeps_the_record(hf: Any, tmp_path: Path) -> None:
+    from neuronprof.integrations.transformers import ProfileCallback
+
+    callback = ProfileCallback(wait=0, warmup=0, active=5)
+    args = hf.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=6, per_device_train_batch_size=2, report_to=[], use_cpu=True,
+        save_strategy="no", logging_strategy="no", disable_tqdm=True,
+    )
+    trainer = hf.Trainer(model=tiny_gpt2(hf), args=args, train_dataset=Failing(), callbacks=[callback])
+    with pytest.raises(RuntimeError, match="bad sample"):
+        trainer.train()
+    assert callback.session is not None
+    outputs = callback.close()
+    assert outputs["trace"].exists() and callback.close() == outputs
+    with neuronprof.session(wait=0, warmup=0, active=1, output_dir=tmp_path / "next") as s:
+        torch.ones(2) + 1
+    assert s.table().steps == 1
+
+
+def test_trainer_callback_as_a_context_manager_ends_the_session(hf: Any, tmp_path: Path) -> None:
+    from neuronprof.integrations.transformers import ProfileCallback
+
+    args = hf.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=6, per_device_train_batch_size=2, report_to=[], use_cpu=True,
+        save_strategy="no", logging_strategy="no", disable_tqdm=True,
+    )
+    with pytest.raises(RuntimeError, match="bad sample"):
+        with ProfileCallback(wait=0, warmup=0, active=5) as callback:
+            hf.Trainer(model=tiny_gpt2(hf), args=args, train_dataset=Failing(), callbacks=[callback]).train()
+    with neuronprof.session(wait=0, warmup=0, active=1, output_dir=tmp_path / "next"):
+        torch.ones(2) + 1
+
+
+def test_lightning_crash_in_training_step_ends_the_session(pl: Any, tmp_path: Path) -> None:
+    from neuronprof.integrations.lightning import NeuronProfProfiler
+
+    class Crashing(pl.LightningModule):  # type: ignore[name-defined,misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Linear(16, 1)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            if batch_idx == 3:
+                raise RuntimeError("bad batch")
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.net(x), y)
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    profiler = NeuronProfProfiler(dirpath=tmp_path, wait=0, warmup=0, active=6)
+    data = torch.utils.data.TensorDataset(torch.randn(64, 16), torch.randn(64, 1))
+    trainer = pl.Trainer(
+        max_steps=8, accelerator="cpu", devices=1, profiler=profiler, default_root_dir=str(tmp_path), logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    )
+    with pytest.raises(RuntimeError, match="bad batch"):
+        trainer.fit(Crashing(), torch.utils.data.DataLoader(data, batch_size=8))
+    # Ended by the exception itself, with the three finished batches written.
+    assert not profiler._driver.running
+    assert profiler.outputs["trace"].exists()
+    assert profiler.close() == profiler.outputs
+    with neuronprof.session(wait=0, warmup=0, active=1, output_dir=tmp_path / "next") as s:
+        torch.ones(2) + 1
+    assert s.table().steps == 1

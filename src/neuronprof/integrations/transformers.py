@@ -10,6 +10,7 @@ placed the model (CPU, CUDA, TorchNeuron's ``neuron``, TorchTPU's ``tpu``).
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -40,6 +41,12 @@ class ProfileCallback(TrainerCallback):
     not profiled. Each rank writes its own files (``rank-N.*``, N = the Trainer's
     ``process_index``) into ``<TrainingArguments.output_dir>/neuronprof`` or
     ``output_dir``. A run shorter than the schedule keeps what it recorded.
+
+    The Trainer tells callbacks nothing when training raises, so after an
+    exception inside ``trainer.train()`` call [`close`][neuronprof.integrations.transformers.ProfileCallback.close]
+    (or use the callback as a context manager): it ends the session, which torch
+    allows one of per process, and writes what was recorded. The session also
+    ends when the callback is garbage-collected.
 
     Args:
         wait: Optimizer steps skipped first.
@@ -72,6 +79,9 @@ class ProfileCallback(TrainerCallback):
     ) -> None:
         self._driver = StepDriver(wait=wait, warmup=warmup, active=active, repeat=repeat, **session_options)
         self._output_dir = output_dir
+        # The Trainer has no exception hook: end a session a crash left running once the callback is gone.
+        self._finalizer = weakref.finalize(self, self._driver.finish)
+        self._finalizer.atexit = False
 
     @property
     def outputs(self) -> dict[str, Path]:
@@ -81,6 +91,23 @@ class ProfileCallback(TrainerCallback):
     def session(self) -> Any:
         """The [`Session`][neuronprof.Session] once training has begun (for ``insights()``, ``roofline()``...)."""
         return self._driver.session
+
+    def close(self) -> dict[str, Path]:
+        """End the session if training left it running (an exception in ``train()``), keeping what it recorded.
+
+        Does nothing once the session has ended. Afterwards another
+        ``neuronprof.session`` can start.
+
+        Returns:
+            The files written (``outputs``); empty when nothing was recorded.
+        """
+        return self._driver.finish()
+
+    def __enter__(self) -> ProfileCallback:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self._driver.finish(exc)
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         folder = self._output_dir if self._output_dir is not None else Path(args.output_dir) / "neuronprof"
