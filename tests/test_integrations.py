@@ -405,3 +405,43 @@ def test_lightning_crash_in_training_step_ends_the_session(pl: Any, tmp_path: Pa
     with neuronprof.session(wait=0, warmup=0, active=1, output_dir=tmp_path / "next") as s:
         torch.ones(2) + 1
     assert s.table().steps == 1
+
+
+# -- a run shorter than the schedule -------------------------------------------------------
+
+
+def test_trainer_shorter_than_the_schedule_records_no_wind_down_step(hf: Any, tmp_path: Path) -> None:
+    """The step the last step() opens holds only the Trainer's wind-down: it is not a profiled step."""
+    from neuronprof.integrations.transformers import ProfileCallback
+
+    callback = ProfileCallback(wait=0, warmup=0, active=5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hf_train(hf, tmp_path, callback, max_steps=2)
+    messages = [str(w.message) for w in caught if issubclass(w.category, NeuronProfWarning)]
+    assert any("2 recorded step(s) are kept" in m for m in messages), messages
+    table = callback.outputs["table"].read_text(encoding="utf-8")
+    assert "2 profiled steps" in table and callback.session.table().steps == 2
+    trace = load_trace(callback.outputs["trace"])
+    assert calls(trace, "Optimizer.step#AdamW.step") == 2
+    # The session ended in the last step's on_step_end: no wind-down op was recorded.
+    assert calls(trace, "aten::embedding") - calls(trace, "aten::embedding_") == 4
+
+
+@pytest.mark.parametrize("steps", [2, 3])
+def test_nothing_recorded_writes_no_files(steps: int, tmp_path: Path, caplog: Any) -> None:
+    """Training that ends within wait + warmup writes nothing, even if the next step was opened."""
+    from neuronprof.integrations import StepDriver
+
+    driver = StepDriver(wait=2, warmup=1, active=3)
+    driver.begin(tmp_path, rank=0)
+    for _ in range(steps):
+        torch.randn(8, 8) @ torch.randn(8, 8)
+        driver.step()
+    torch.ones(3) + 1  # the training tool's wind-down, in the step the last step() opened
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert driver.finish() == {}
+    assert any("nothing was recorded" in str(w.message) for w in caught)
+    assert "no files written" in caplog.text or steps == 2
+    assert not tmp_path.exists() or list(tmp_path.iterdir()) == []

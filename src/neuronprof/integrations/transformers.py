@@ -118,7 +118,8 @@ class ProfileCallback(TrainerCallback):
         self._driver.begin(folder, rank=int(getattr(args, "process_index", 0)), device=device or args.device)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._driver.step()
+        max_steps = getattr(state, "max_steps", 0) or 0
+        self._driver.step(last=max_steps > 0 and getattr(state, "global_step", 0) >= max_steps)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._driver.finish()
