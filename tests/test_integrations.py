@@ -445,3 +445,45 @@ def test_nothing_recorded_writes_no_files(steps: int, tmp_path: Path, caplog: An
     assert any("nothing was recorded" in str(w.message) for w in caught)
     assert "no files written" in caplog.text or steps == 2
     assert not tmp_path.exists() or list(tmp_path.iterdir()) == []
+
+
+_TWO_RANKS = """
+import sys
+from types import SimpleNamespace
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from neuronprof.integrations.transformers import ProfileCallback
+
+
+def run(rank, out):
+    dist.init_process_group("gloo", init_method="file://" + out + "/store", rank=rank, world_size=2)
+    callback = ProfileCallback(wait=0, warmup=0, active=1)
+    # A process group set up by hand: the Trainer's process_index stays 0 on both ranks.
+    args = SimpleNamespace(output_dir=out, process_index=0, device=torch.device("cpu"))
+    model = torch.nn.Linear(8, 8)
+    callback.on_train_begin(args, None, None, model=model)
+    model(torch.randn(4, 8)).sum().backward()
+    callback.on_step_end(args, None, None)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    mp.spawn(run, args=(sys.argv[1],), nprocs=2)
+"""
+
+
+def test_trainer_callback_takes_the_rank_of_an_initialised_process_group(hf: Any, tmp_path: Path) -> None:
+    """process_index 0 on both ranks of a gloo group: each rank writes its own files, not two rank-0 sets."""
+    script = tmp_path / "two_ranks.py"
+    script.write_text(_TWO_RANKS, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "neuronprof").iterdir()) == [
+        f"rank-{r}.{ext}" for r in (0, 1) for ext in ("html", "json.gz", "table.txt")
+    ]

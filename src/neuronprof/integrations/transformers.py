@@ -14,7 +14,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from neuronprof.integrations._common import StepDriver, missing_extra
+from neuronprof.integrations._common import StepDriver, global_rank, missing_extra
 
 try:
     from transformers import TrainerCallback
@@ -22,6 +22,19 @@ except ImportError:
     raise missing_extra("transformers", "transformers") from None
 
 __all__ = ["ProfileCallback"]
+
+
+def trainer_rank(args: Any) -> int:
+    """The rank in the files' names: ``torch.distributed``'s when initialised, else ``args.process_index``.
+
+    A process group set up outside the Trainer's arguments (``process_index`` left at 0)
+    would otherwise make two ranks write the same ``rank-0.*`` files.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return global_rank()
+    return int(getattr(args, "process_index", 0))
 
 
 class ProfileCallback(TrainerCallback):
@@ -38,9 +51,10 @@ class ProfileCallback(TrainerCallback):
 
     The session starts when training begins and ends after
     ``(wait + warmup + active) * repeat`` optimizer steps; the rest of the run is
-    not profiled. Each rank writes its own files (``rank-N.*``, N = the Trainer's
-    ``process_index``) into ``<TrainingArguments.output_dir>/neuronprof`` or
-    ``output_dir``. A run shorter than the schedule keeps what it recorded.
+    not profiled. Each rank writes its own files (``rank-N.*``, N = the global rank
+    of ``torch.distributed`` when initialised, else the Trainer's ``process_index``)
+    into ``<TrainingArguments.output_dir>/neuronprof`` or ``output_dir``. A run
+    shorter than the schedule keeps what it recorded.
 
     The Trainer tells callbacks nothing when training raises, so after an
     exception inside ``trainer.train()`` call [`close`][neuronprof.integrations.transformers.ProfileCallback.close]
@@ -115,7 +129,7 @@ class ProfileCallback(TrainerCallback):
         if model is not None:
             param = next(iter(model.parameters()), None)
             device = param.device if param is not None else None
-        self._driver.begin(folder, rank=int(getattr(args, "process_index", 0)), device=device or args.device)
+        self._driver.begin(folder, rank=trainer_rank(args), device=device or args.device)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         max_steps = getattr(state, "max_steps", 0) or 0
