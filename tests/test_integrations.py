@@ -322,3 +322,168 @@ def test_trainer_callback_on_the_neuron_backend(hf: Any, tmp_path: Path) -> None
     assert "Self NEURON (µs)" in outputs["table"].read_text(encoding="utf-8")
     page = outputs["report"].read_text(encoding="utf-8")
     assert "NEURON · lane 0" in page and "Self NEURON (µs)" in page
+
+
+# -- a crash during training ends the session ----------------------------------------------
+
+
+class Failing(Tokens):
+    """A dataset whose sixth read (in the third batch of 2) raises, whatever the sampler's order."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        self.reads += 1
+        if self.reads == 6:
+            raise RuntimeError("bad sample")
+        return super().__getitem__(i)
+
+
+def test_trainer_crash_then_close_frees_the_profiler_and_keeps_the_record(hf: Any, tmp_path: Path) -> None:
+    from neuronprof.integrations.transformers import ProfileCallback
+
+    callback = ProfileCallback(wait=0, warmup=0, active=5)
+    args = hf.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=6, per_device_train_batch_size=2, report_to=[], use_cpu=True,
+        save_strategy="no", logging_strategy="no", disable_tqdm=True,
+    )
+    trainer = hf.Trainer(model=tiny_gpt2(hf), args=args, train_dataset=Failing(), callbacks=[callback])
+    with pytest.raises(RuntimeError, match="bad sample"):
+        trainer.train()
+    assert callback.session is not None
+    outputs = callback.close()
+    assert outputs["trace"].exists() and callback.close() == outputs
+    with neuronprof.session(wait=0, warmup=0, active=1, output_dir=tmp_path / "next") as s:
+        torch.ones(2) + 1
+    assert s.table().steps == 1
+
+
+def test_trainer_callback_as_a_context_manager_ends_the_session(hf: Any, tmp_path: Path) -> None:
+    from neuronprof.integrations.transformers import ProfileCallback
+
+    args = hf.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=6, per_device_train_batch_size=2, report_to=[], use_cpu=True,
+        save_strategy="no", logging_strategy="no", disable_tqdm=True,
+    )
+    with pytest.raises(RuntimeError, match="bad sample"):
+        with ProfileCallback(wait=0, warmup=0, active=5) as callback:
+            hf.Trainer(model=tiny_gpt2(hf), args=args, train_dataset=Failing(), callbacks=[callback]).train()
+    with neuronprof.session(wait=0, warmup=0, active=1, output_dir=tmp_path / "next"):
+        torch.ones(2) + 1
+
+
+def test_lightning_crash_in_training_step_ends_the_session(pl: Any, tmp_path: Path) -> None:
+    from neuronprof.integrations.lightning import NeuronProfProfiler
+
+    class Crashing(pl.LightningModule):  # type: ignore[name-defined,misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Linear(16, 1)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            if batch_idx == 3:
+                raise RuntimeError("bad batch")
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.net(x), y)
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    profiler = NeuronProfProfiler(dirpath=tmp_path, wait=0, warmup=0, active=6)
+    data = torch.utils.data.TensorDataset(torch.randn(64, 16), torch.randn(64, 1))
+    trainer = pl.Trainer(
+        max_steps=8, accelerator="cpu", devices=1, profiler=profiler, default_root_dir=str(tmp_path), logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    )
+    with pytest.raises(RuntimeError, match="bad batch"):
+        trainer.fit(Crashing(), torch.utils.data.DataLoader(data, batch_size=8))
+    # Ended by the exception itself, with the three finished batches written.
+    assert not profiler._driver.running
+    assert profiler.outputs["trace"].exists()
+    assert profiler.close() == profiler.outputs
+    with neuronprof.session(wait=0, warmup=0, active=1, output_dir=tmp_path / "next") as s:
+        torch.ones(2) + 1
+    assert s.table().steps == 1
+
+
+# -- a run shorter than the schedule -------------------------------------------------------
+
+
+def test_trainer_shorter_than_the_schedule_records_no_wind_down_step(hf: Any, tmp_path: Path) -> None:
+    """The step the last step() opens holds only the Trainer's wind-down: it is not a profiled step."""
+    from neuronprof.integrations.transformers import ProfileCallback
+
+    callback = ProfileCallback(wait=0, warmup=0, active=5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hf_train(hf, tmp_path, callback, max_steps=2)
+    messages = [str(w.message) for w in caught if issubclass(w.category, NeuronProfWarning)]
+    assert any("2 recorded step(s) are kept" in m for m in messages), messages
+    table = callback.outputs["table"].read_text(encoding="utf-8")
+    assert "2 profiled steps" in table and callback.session.table().steps == 2
+    trace = load_trace(callback.outputs["trace"])
+    assert calls(trace, "Optimizer.step#AdamW.step") == 2
+    # The session ended in the last step's on_step_end: no wind-down op was recorded.
+    assert calls(trace, "aten::embedding") - calls(trace, "aten::embedding_") == 4
+
+
+@pytest.mark.parametrize("steps", [2, 3])
+def test_nothing_recorded_writes_no_files(steps: int, tmp_path: Path, caplog: Any) -> None:
+    """Training that ends within wait + warmup writes nothing, even if the next step was opened."""
+    from neuronprof.integrations import StepDriver
+
+    driver = StepDriver(wait=2, warmup=1, active=3)
+    driver.begin(tmp_path, rank=0)
+    for _ in range(steps):
+        torch.randn(8, 8) @ torch.randn(8, 8)
+        driver.step()
+    torch.ones(3) + 1  # the training tool's wind-down, in the step the last step() opened
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert driver.finish() == {}
+    assert any("nothing was recorded" in str(w.message) for w in caught)
+    assert "no files written" in caplog.text or steps == 2
+    assert not tmp_path.exists() or list(tmp_path.iterdir()) == []
+
+
+_TWO_RANKS = """
+import sys
+from types import SimpleNamespace
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from neuronprof.integrations.transformers import ProfileCallback
+
+
+def run(rank, out):
+    dist.init_process_group("gloo", init_method="file://" + out + "/store", rank=rank, world_size=2)
+    callback = ProfileCallback(wait=0, warmup=0, active=1)
+    # A process group set up by hand: the Trainer's process_index stays 0 on both ranks.
+    args = SimpleNamespace(output_dir=out, process_index=0, device=torch.device("cpu"))
+    model = torch.nn.Linear(8, 8)
+    callback.on_train_begin(args, None, None, model=model)
+    model(torch.randn(4, 8)).sum().backward()
+    callback.on_step_end(args, None, None)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    mp.spawn(run, args=(sys.argv[1],), nprocs=2)
+"""
+
+
+def test_trainer_callback_takes_the_rank_of_an_initialised_process_group(hf: Any, tmp_path: Path) -> None:
+    """process_index 0 on both ranks of a gloo group: each rank writes its own files, not two rank-0 sets."""
+    script = tmp_path / "two_ranks.py"
+    script.write_text(_TWO_RANKS, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "neuronprof").iterdir()) == [
+        f"rank-{r}.{ext}" for r in (0, 1) for ext in ("html", "json.gz", "table.txt")
+    ]

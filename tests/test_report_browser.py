@@ -230,3 +230,22 @@ def test_comparison_report_in_the_browser(browser: Browser, tmp_path: Path) -> N
     assert calls == sorted(calls, reverse=True)
     page.screenshot(path=str(tmp_path / "cmp.png"), full_page=True)
     assert png_width(tmp_path / "cmp.png") == 1280
+
+
+def test_report_settings_fit_a_phone_screen(browser: Browser, tmp_path: Path) -> None:
+    """At 390 px the settings grid wraps inside its box: the page does not scroll sideways."""
+    with neuronprof.session(wait=0, warmup=0, active=1, output_dir=tmp_path / "s") as s:
+        torch.randn(8, 8) @ torch.randn(8, 8)
+    path = s.report(tmp_path / "r.html")
+    page = browser.page
+    page.set_viewport_size({"width": 390, "height": 800})
+    try:
+        page = browser.open(path)
+        assert browser.errors == []
+        box = page.evaluate(
+            """() => { const dl = document.querySelector('#settings dl.facts');
+                       return [dl.scrollWidth, dl.clientWidth, dl.getBoundingClientRect().right]; }"""
+        )
+        assert box[0] <= box[1] and box[2] <= 390, box
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 900})

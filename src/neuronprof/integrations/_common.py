@@ -125,14 +125,19 @@ class StepDriver:
         self.session = neuronprof.session(**options)
         self.session.__enter__()
 
-    def step(self) -> None:
-        """End one training step (the device is synchronised); at the schedule's end, write the outputs."""
+    def step(self, *, last: bool = False) -> None:
+        """End one training step (the device is synchronised); at the schedule's end, write the outputs.
+
+        Args:
+            last: The training tool knows this was its last step: end the session at
+                once, so that its wind-down is not recorded as one more step.
+        """
         if not self.running:
             return
         assert self.session is not None
         self.session.step()
         total = self.session.total_steps
-        if total is not None and self.session.steps_taken >= total:
+        if last or (total is not None and self.session.steps_taken >= total):
             self.finish()
 
     def finish(self, exc: Optional[BaseException] = None) -> dict[str, Path]:
@@ -147,6 +152,12 @@ class StepDriver:
         assert self.session is not None
         self._done = True
         self.session.__exit__(type(exc) if exc else None, exc, None)
+        recorded, _ = self.session._recorded_steps()
+        if exc is None and recorded == 0 and self.session.steps_taken > 0:
+            # What torch saved is the step the last step() opened: the training tool's
+            # wind-down, not a training step. The session's warning said nothing was recorded.
+            logger.warning("neuronprof: no files written: training ended before the first recorded step")
+            return self.outputs
         try:
             self.outputs = write_outputs(self.session, self.folder, self.rank)
         except SessionStateError as err:

@@ -8,7 +8,9 @@ batch); the device is synchronised there by the session.
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -24,8 +26,13 @@ except ImportError:
 
 __all__ = ["NeuronProfProfiler"]
 
+logger = logging.getLogger("neuronprof")
+
 STEP_ACTION = "run_training_batch"
 """The Lightning action whose end is one profiled step."""
+
+_CRASH_ACTIONS = (STEP_ACTION, "run_training_epoch")
+"""Actions an exception leaving them ends the session through (Lightning calls no profiler hook on exceptions)."""
 
 
 class NeuronProfProfiler(Profiler):
@@ -45,6 +52,11 @@ class NeuronProfProfiler(Profiler):
     ``<dirpath>/neuronprof``, where ``dirpath`` defaults to the Trainer's
     ``log_dir``. ``summary()`` (printed by Lightning at the end of ``fit``) is the
     op table.
+
+    If training raises (in ``training_step``, the data loader, a callback...),
+    the session ends as the exception leaves the training batch or epoch, and
+    what was recorded is written; [`close`][neuronprof.integrations.lightning.NeuronProfProfiler.close]
+    does the same by hand.
 
     Args:
         dirpath: Folder for the files (Lightning's meaning); default: the Trainer's ``log_dir``.
@@ -92,8 +104,25 @@ class NeuronProfProfiler(Profiler):
             self._driver.begin(folder, rank=global_rank())
 
     def stop(self, action_name: str) -> None:
-        if action_name == STEP_ACTION:
+        if action_name not in _CRASH_ACTIONS:
+            return
+        # Lightning's profile() calls stop() in a `finally`: an exception in flight means training raised.
+        error = sys.exc_info()[1]
+        if error is not None and not isinstance(error, StopIteration) and self._driver.running:
+            try:
+                self._driver.finish(error)
+            except Exception as failure:  # the training error, not this one, is what the user must see
+                logger.warning("neuronprof: could not write the outputs after %r: %r", error, failure)
+        elif action_name == STEP_ACTION:
             self._driver.step()
+
+    def close(self) -> dict[str, Path]:
+        """End the session if it still runs, keeping what it recorded; does nothing once it has ended.
+
+        Returns:
+            The files written (``outputs``); empty when nothing was recorded.
+        """
+        return self._driver.finish()
 
     def summary(self) -> str:
         self._driver.finish()

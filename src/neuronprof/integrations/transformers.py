@@ -10,10 +10,11 @@ placed the model (CPU, CUDA, TorchNeuron's ``neuron``, TorchTPU's ``tpu``).
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from neuronprof.integrations._common import StepDriver, missing_extra
+from neuronprof.integrations._common import StepDriver, global_rank, missing_extra
 
 try:
     from transformers import TrainerCallback
@@ -21,6 +22,19 @@ except ImportError:
     raise missing_extra("transformers", "transformers") from None
 
 __all__ = ["ProfileCallback"]
+
+
+def trainer_rank(args: Any) -> int:
+    """The rank in the files' names: ``torch.distributed``'s when initialised, else ``args.process_index``.
+
+    A process group set up outside the Trainer's arguments (``process_index`` left at 0)
+    would otherwise make two ranks write the same ``rank-0.*`` files.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return global_rank()
+    return int(getattr(args, "process_index", 0))
 
 
 class ProfileCallback(TrainerCallback):
@@ -37,9 +51,16 @@ class ProfileCallback(TrainerCallback):
 
     The session starts when training begins and ends after
     ``(wait + warmup + active) * repeat`` optimizer steps; the rest of the run is
-    not profiled. Each rank writes its own files (``rank-N.*``, N = the Trainer's
-    ``process_index``) into ``<TrainingArguments.output_dir>/neuronprof`` or
-    ``output_dir``. A run shorter than the schedule keeps what it recorded.
+    not profiled. Each rank writes its own files (``rank-N.*``, N = the global rank
+    of ``torch.distributed`` when initialised, else the Trainer's ``process_index``)
+    into ``<TrainingArguments.output_dir>/neuronprof`` or ``output_dir``. A run
+    shorter than the schedule keeps what it recorded.
+
+    The Trainer tells callbacks nothing when training raises, so after an
+    exception inside ``trainer.train()`` call [`close`][neuronprof.integrations.transformers.ProfileCallback.close]
+    (or use the callback as a context manager): it ends the session, which torch
+    allows one of per process, and writes what was recorded. The session also
+    ends when the callback is garbage-collected.
 
     Args:
         wait: Optimizer steps skipped first.
@@ -72,6 +93,9 @@ class ProfileCallback(TrainerCallback):
     ) -> None:
         self._driver = StepDriver(wait=wait, warmup=warmup, active=active, repeat=repeat, **session_options)
         self._output_dir = output_dir
+        # The Trainer has no exception hook: end a session a crash left running once the callback is gone.
+        self._finalizer = weakref.finalize(self, self._driver.finish)
+        self._finalizer.atexit = False
 
     @property
     def outputs(self) -> dict[str, Path]:
@@ -82,16 +106,34 @@ class ProfileCallback(TrainerCallback):
         """The [`Session`][neuronprof.Session] once training has begun (for ``insights()``, ``roofline()``...)."""
         return self._driver.session
 
+    def close(self) -> dict[str, Path]:
+        """End the session if training left it running (an exception in ``train()``), keeping what it recorded.
+
+        Does nothing once the session has ended. Afterwards another
+        ``neuronprof.session`` can start.
+
+        Returns:
+            The files written (``outputs``); empty when nothing was recorded.
+        """
+        return self._driver.finish()
+
+    def __enter__(self) -> ProfileCallback:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self._driver.finish(exc)
+
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         folder = self._output_dir if self._output_dir is not None else Path(args.output_dir) / "neuronprof"
         device = None
         if model is not None:
             param = next(iter(model.parameters()), None)
             device = param.device if param is not None else None
-        self._driver.begin(folder, rank=int(getattr(args, "process_index", 0)), device=device or args.device)
+        self._driver.begin(folder, rank=trainer_rank(args), device=device or args.device)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._driver.step()
+        max_steps = getattr(state, "max_steps", 0) or 0
+        self._driver.step(last=max_steps > 0 and getattr(state, "global_step", 0) >= max_steps)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._driver.finish()
