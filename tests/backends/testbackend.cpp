@@ -260,6 +260,11 @@ class TestBackendSession final : public libkineto::IActivityProfilerSession {
     struct Launch {
       uint64_t corr;
       const libkineto::ITraceActivity* op;
+      // The op's first and last child op (-1: none), so that the launch call
+      // can sit in the op's own time: a real runtime call is made by the
+      // innermost op running, never from inside one of its children.
+      int64_t first_child = -1;
+      int64_t last_child_end = -1;
     };
     std::vector<Launch> launches;
     int64_t unlinked = 0;
@@ -286,9 +291,39 @@ class TestBackendSession final : public libkineto::IActivityProfilerSession {
     }
 
     // Kernels run one after another on the single stream, in launch order.
+    // Parents before children: by start, then longest first.
     std::sort(launches.begin(), launches.end(), [](const Launch& a, const Launch& b) {
-      return a.op->timestamp() < b.op->timestamp();
+      if (a.op->timestamp() != b.op->timestamp()) {
+        return a.op->timestamp() < b.op->timestamp();
+      }
+      return a.op->duration() > b.op->duration();
     });
+    {
+      // Nest the ops of each thread and note each one's children's extent.
+      std::unordered_map<int64_t, std::vector<size_t>> open;
+      for (size_t i = 0; i < launches.size(); ++i) {
+        const auto* op = launches[i].op;
+        const int64_t start = op->timestamp();
+        const int64_t end = start + op->duration();
+        auto& stack = open[static_cast<int64_t>(op->getThreadId())];
+        while (!stack.empty()) {
+          const auto* top = launches[stack.back()].op;
+          if (start >= top->timestamp() + top->duration() || end > top->timestamp() + top->duration()) {
+            stack.pop_back();
+          } else {
+            break;
+          }
+        }
+        if (!stack.empty()) {
+          Launch& parent = launches[stack.back()];
+          if (parent.first_child < 0) {
+            parent.first_child = start;
+          }
+          parent.last_child_end = std::max(parent.last_child_end, end);
+        }
+        stack.push_back(i);
+      }
+    }
 
     const std::string prefix = backendName() + "_kernel[";
     const std::string launchName = backendName() + "LaunchKernel";
@@ -303,10 +338,21 @@ class TestBackendSession final : public libkineto::IActivityProfilerSession {
         }
         const libkineto::ITraceActivity* op = launch.op;
         const auto corr = static_cast<int32_t>(launch.corr);
-        // The host-side launch call sits in the middle of its op, on the
-        // op's thread, like cudaLaunchKernel; the kernel starts after it.
-        const int64_t quarter = std::max<int64_t>(op->duration() / 4, 1);
-        const int64_t call_start = op->timestamp() + quarter;
+        // The host-side launch call sits inside its op, on the op's thread,
+        // like cudaLaunchKernel, in a stretch of the op that none of its
+        // children covers (before the first, else after the last); the
+        // kernel starts after it.
+        int64_t own_start = op->timestamp();
+        int64_t own_end = op->timestamp() + op->duration();
+        if (launch.first_child >= 0) {
+          if (launch.first_child - own_start >= own_end - launch.last_child_end) {
+            own_end = launch.first_child;
+          } else {
+            own_start = launch.last_child_end;
+          }
+        }
+        const int64_t quarter = std::max<int64_t>((own_end - own_start) / 4, 1);
+        const int64_t call_start = own_start + quarter;
         const int64_t call_end = call_start + quarter;
         const bool kernel = kernel_mode != kKernelsNone;
         // A flow arrow joins the launch call and the kernel only when both
