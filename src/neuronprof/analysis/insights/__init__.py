@@ -1,0 +1,155 @@
+"""What to fix first: findings read from a profile's timeline, with their evidence.
+
+A table sorted by device time says where the time went; this module says what to
+do about it. It looks for the patterns experienced engineers look for in every
+trace (host↔device copies, hidden synchronisations, an idle device, a CPU-bound
+loop, unfused elementwise chains, dtype conversions, recompilations and graph
+breaks, a slow input pipeline, one dominant op) and returns them as
+[`Finding`][neuronprof.analysis.insights.Finding]s, most costly first.
+
+The engine, [`analyze`][neuronprof.analysis.insights.analyze], is torch-free and
+works on a small [`Timeline`][neuronprof.analysis.insights.Timeline]: the host
+events, device events and ``ProfilerStep`` spans of the recorded steps. Two
+feeders build one: ``Session.insights()`` from the live profiler's events (in
+``neuronprof._collect``), and [`advise`][neuronprof.analysis.insights.advise] from
+a Chrome trace file. Both run the same rules, so a live session and its exported
+trace give the same findings.
+
+Every rule and threshold is written in the docstring of the function that applies
+it and on the guide page "Reading the findings" (``docs/insights.md``). Device
+findings need device time: on a profile without it they are skipped with a note,
+never guessed.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Union
+
+# Constants and helpers are imported as ``X as X`` so that ``from neuronprof.analysis.insights import X``
+# keeps working for every name this module held before the engine was split into modules.
+from neuronprof.analysis.insights._device_rules import _copies, _idle_and_bound, _syncs
+from neuronprof.analysis.insights._findings import CHAIN_MIN_OPS as CHAIN_MIN_OPS
+from neuronprof.analysis.insights._findings import CPU_BOUND_SHARE as CPU_BOUND_SHARE
+from neuronprof.analysis.insights._findings import (
+    DEVICE_KINDS,
+    FINDING_KINDS,
+    INSIGHTS_SCHEMA,
+    Evidence,
+    Finding,
+    FindingKind,
+    Insights,
+)
+from neuronprof.analysis.insights._findings import DOMINANT_SHARE as DOMINANT_SHARE
+from neuronprof.analysis.insights._findings import EVIDENCE_OPS_SHOWN as EVIDENCE_OPS_SHOWN
+from neuronprof.analysis.insights._findings import GAPS_SHOWN as GAPS_SHOWN
+from neuronprof.analysis.insights._findings import GUIDE_PAGE as GUIDE_PAGE
+from neuronprof.analysis.insights._findings import GUIDE_URL as GUIDE_URL
+from neuronprof.analysis.insights._findings import IDLE_SHARE as IDLE_SHARE
+from neuronprof.analysis.insights._findings import MIN_SHARE as MIN_SHARE
+from neuronprof.analysis.insights._findings import PIPELINE_SHARE as PIPELINE_SHARE
+from neuronprof.analysis.insights._findings import SECTIONS as SECTIONS
+from neuronprof.analysis.insights._findings import _evidence_text as _evidence_text
+from neuronprof.analysis.insights._op_rules import _chains, _compiled, _conversions, _dominant, _pipeline
+from neuronprof.analysis.insights._timeline import DeviceCategory as DeviceCategory
+from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
+from neuronprof.analysis.insights._timeline import HostCategory as HostCategory
+from neuronprof.analysis.insights._trace import timeline_from_trace
+from neuronprof.analysis.insights._tree import CONVERSION_WRAPPERS as CONVERSION_WRAPPERS
+from neuronprof.analysis.insights._tree import COPY_OPS as COPY_OPS
+from neuronprof.analysis.insights._tree import ELEMENTWISE_OPS as ELEMENTWISE_OPS
+from neuronprof.analysis.insights._tree import MATMUL_OPS as MATMUL_OPS
+from neuronprof.analysis.insights._tree import SYNC_OPS as SYNC_OPS
+from neuronprof.analysis.insights._tree import _Profile
+
+__all__ = [
+    "DEVICE_KINDS",
+    "FINDING_KINDS",
+    "INSIGHTS_SCHEMA",
+    "DeviceEvent",
+    "Evidence",
+    "Finding",
+    "FindingKind",
+    "HostEvent",
+    "Insights",
+    "Timeline",
+    "advise",
+    "analyze",
+    "timeline_from_trace",
+]
+
+
+
+def analyze(timeline: Timeline) -> Insights:
+    """Return the findings of a profile's timeline, most costly first.
+
+    Every rule is applied to the recorded steps (``ProfilerStep#N``; a profile
+    without them is read as one step) and its figures are averaged over them.
+
+    Args:
+        timeline: The events, from ``Session.insights()``'s feeder or
+            [`timeline_from_trace`][neuronprof.analysis.insights.timeline_from_trace].
+
+    Returns:
+        [`Insights`][neuronprof.analysis.insights.Insights]; device findings are
+        skipped with a note when the profile has no device time.
+
+    Raises:
+        TypeError: ``timeline`` is not a [`Timeline`][neuronprof.analysis.insights.Timeline].
+    """
+    if not isinstance(timeline, Timeline):
+        raise TypeError(f"analyze() takes a Timeline, got {type(timeline).__name__}")
+    p = _Profile(timeline)
+    notes = p.notes
+    if not p.steps:
+        notes.append("the profile holds no events to analyse")
+        return Insights((), timeline.backend, timeline.device_label, 0, notes=tuple(notes), source=timeline.source)
+    copies, claimed = _copies(p)
+    idle, host_us, busy_us, bound = _idle_and_bound(p)
+    findings = [
+        *copies,
+        *_syncs(p),
+        *idle,
+        *_chains(p),
+        *_conversions(p, claimed),
+        *_compiled(p),
+        *_pipeline(p),
+        *_dominant(p),
+    ]
+    if timeline.device_label is None and not p.has_device_time:
+        notes.append(
+            "CPU-only profile: there is no device, so the device findings (host↔device copies, hidden "
+            "synchronisations, idle device, CPU-bound loop) do not apply"
+        )
+    elif not p.has_device_time:
+        notes.append(
+            f"no {timeline.device_label or 'device'} time in this profile: the idle-device and CPU-bound findings "
+            "were skipped, not guessed (run `neuronprof doctor` to see what this build can record)"
+        )
+    if p.unlinked and p.has_device_time:
+        notes.append(f"{p.unlinked} device event(s) carry no link to a host op; they count as device time only")
+    return Insights(
+        findings=tuple(findings),
+        backend=timeline.backend,
+        device_label=timeline.device_label,
+        steps=p.n,
+        step_us=p.mean_step_ns / 1000,
+        host_op_us=host_us,
+        device_busy_us=busy_us,
+        bound=bound,  # type: ignore[arg-type]
+        notes=tuple(notes),
+        source=timeline.source,
+    )
+
+
+
+def advise(source: Union[str, os.PathLike[str]]) -> Insights:
+    """Return the findings of a trace file or folder (what ``neuronprof advise`` prints).
+
+    Args:
+        source: A Chrome/Perfetto trace (``.json``, ``.json.gz``) or a folder of them.
+
+    Raises:
+        TraceError: The trace cannot be read.
+    """
+    return analyze(timeline_from_trace(source))

@@ -1,0 +1,310 @@
+"""The rules about the device and the host↔device boundary.
+
+Host↔device copies, hidden synchronisations, an idle device and a CPU-bound loop.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from typing import Optional
+
+from neuronprof.analysis.insights._findings import CPU_BOUND_SHARE, GAPS_SHOWN, IDLE_SHARE, Evidence, Finding
+from neuronprof.analysis.insights._tree import (
+    _DTOD,
+    _MEMCPY,
+    _SYNC_RUNTIME,
+    COPY_OPS,
+    ELEMENTWISE_OPS,
+    SYNC_OPS,
+    _cause,
+    _claimed_ancestor,
+    _copy_evidence,
+    _direction,
+    _dtype_pair,
+    _in_sync_op,
+    _is_scalar_source,
+    _Node,
+    _outer_wrapper,
+    _per_step,
+    _Profile,
+    _share,
+    _Tally,
+)
+
+
+def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
+    """``host_device_copy``: data moved between host and device inside the steps.
+
+    Rule: a copy op (``aten::copy_``, ``aten::_copy_from``...) counts when
+
+    1. a device memcpy (``Memcpy HtoD``/``DtoH``, category ``gpu_memcpy``) or a
+       runtime call named ``*Memcpy*`` (``cudaMemcpyAsync``) belongs to it, anywhere
+       in the step (device-to-device copies excepted); or
+    2. on a profile with device time, the copy is *implicit*, made inside a
+       compute op the step calls directly (``aten::add`` → ``aten::to`` →
+       ``aten::_to_copy`` → ``aten::copy_``), it launched device work, and its
+       source is a host value: a 0-dim tensor (a Python scalar or CPU scalar) when
+       shapes were recorded, else a copy made for an elementwise op (where Python
+       scalars meet device tensors). Reported as host→device. Other implicit copies
+       (autocast's casts for a matmul) are dtype conversions.
+
+    Device memcpys not under any copy op (e.g. inside ``aten::nonzero``) count under
+    rule 1 too, with the op that launched them as the cause. Copies inside the
+    hidden-synchronisation ops are left to ``hidden_sync``. Threshold: any
+    occurrence in the recorded steps. Time at stake: the copies' device time per
+    step (their host time where there is no device time).
+    """
+    tally = _Tally()
+    claimed: set[int] = set()
+    for tally.step, step in enumerate(p.steps):
+        top_ids = {id(t) for t in step.top}
+        for node in step.node.walk():
+            if node.name not in COPY_OPS or (node.parent is not None and node.parent.name in COPY_OPS):
+                continue
+            if _in_sync_op(node):
+                continue
+            certain, device_work, direction = _copy_evidence(node)
+            cause = _cause(node)
+            implicit = cause is not None and id(cause) in top_ids and _host_source(node, cause)
+            if not (certain or (p.has_device_time and device_work and implicit)):
+                continue
+            claimed.add(id(node))
+            dev = node.device_ns()
+            cost = dev if dev else node.dur
+            cause_name = cause.name if cause is not None else _outer_wrapper(node).name
+            scalar = _is_scalar_source(node)
+            if direction is None and not certain:
+                direction = "host→device"  # rule 2: a host value brought to the device for its op
+            tally.add((cause_name, direction), cost, (_dtype_pair(node), scalar, bool(dev)))
+        # Memcpys the host ops above did not claim (launched by other ops).
+        for node in step.node.walk():
+            if node.name in COPY_OPS or _in_sync_op(node):
+                continue
+            for d in node.device:
+                if (d.category == "memcpy" or _MEMCPY.search(d.name)) and not _DTOD.search(d.name):
+                    if _claimed_ancestor(node, claimed):
+                        continue
+                    tally.add((node.name, _direction([d.name])), d.end_ns - d.start_ns, (None, None, True))
+    findings = []
+    step_us = p.mean_step_ns / 1000
+    for key, calls in tally.calls.items():
+        cause_name, direction = key
+        dtypes, scalar, on_device = tally.extra.get(key, (None, None, False))
+        us = _per_step(tally.ns[key], p.n)
+        what = direction or "host↔device"
+        detail = f"{cause_name} copies data {what} on every call"
+        if scalar:
+            detail += "; the source is a 0-dim tensor: a Python scalar or CPU scalar meeting a device tensor"
+        if dtypes:
+            detail += f"; {dtypes[0]} → {dtypes[1]}"
+        if not on_device:
+            detail += "; host time (the copy has no device time here)"
+        ops = (cause_name, "aten::copy_") if cause_name not in COPY_OPS else (cause_name,)
+        findings.append(
+            Finding(
+                kind="host_device_copy",
+                title=f"{cause_name} copies data {what} {tally.when(key, p.n)}",
+                evidence=Evidence(ops, calls / p.n, us, _share(us, step_us), detail),
+                estimated_us=us,
+                suggestion=_copy_suggestion(cause_name, direction, scalar),
+            )
+        )
+    return findings, claimed
+
+
+def _copy_suggestion(cause_name: str, direction: Optional[str], scalar: Optional[bool]) -> str:
+    if direction == "device→host":
+        return "keep results on the device and read them on the host once, after the loop (or every N steps)"
+    if scalar or cause_name not in ("aten::to", "aten::_to_copy"):
+        return (
+            "create constants and inputs on the device once, before the loop (torch.tensor(value, device=...)), "
+            "or use a fused op that takes the scalar as a parameter (torch.rms_norm takes eps)"
+        )
+    return "move the tensor to the device once, before the loop, and keep it there"
+
+
+def _host_source(copy: _Node, cause: _Node) -> bool:
+    """Whether an implicit copy brings a host value to the device (rule 2 of ``_copies``).
+
+    With recorded shapes: the source is 0-dim (a Python scalar or a CPU scalar tensor).
+    Without them: the copy is made for an elementwise op, where Python scalars meet
+    device tensors; casts made for a matmul (autocast's) are device-side conversions.
+    """
+    scalar = _is_scalar_source(copy)
+    if scalar is not None:
+        return scalar
+    return cause.name in ELEMENTWISE_OPS
+
+
+def _syncs(p: _Profile) -> list[Finding]:
+    """``hidden_sync``: the host waits for the device in the middle of a step.
+
+    Rule: an op whose result the host must read (``aten::item``,
+    ``aten::_local_scalar_dense``, ``aten::nonzero``, ``aten::masked_select``, the
+    ``unique`` family; see ``SYNC_OPS``), counted once at its outermost call; a
+    device→host copy (``.cpu()``, ``.tolist()``: a ``Memcpy DtoH`` under
+    ``aten::copy_``); or a runtime call named ``*Synchronize*``
+    (``cudaStreamSynchronize``) inside an op,
+    or outside any op except the last one of the step (the loop's own end-of-step
+    synchronisation). Only on profiles with a device (on the CPU there is nothing
+    to wait for). Threshold: any occurrence. Time at stake: the host time of the
+    waiting ops per step.
+    """
+    if not p.has_device:
+        return []
+    tally = _Tally()
+    for tally.step, step in enumerate(p.steps):
+        loose: list[_Node] = []
+        for node in step.node.walk():
+            if node.name in SYNC_OPS:
+                if node.parent is not None and _in_sync_op(node.parent):
+                    continue
+                tally.add(node.name, node.dur)
+            elif node.name in COPY_OPS and not (node.parent is not None and node.parent.name in COPY_OPS):
+                certain, _, direction = _copy_evidence(node)
+                waits = any(n.ev.category == "runtime" and _SYNC_RUNTIME.search(n.name) for n in node.walk())
+                # A synchronise call inside the copy is counted below, by its own name.
+                if certain and direction == "device→host" and not waits and not _in_sync_op(node):
+                    made_for = _cause(node)
+                    source = made_for.name if made_for is not None else _outer_wrapper(node).name
+                    tally.add(f"{source} → aten::copy_", node.dur, "a device→host copy")
+            elif node.ev.category == "runtime" and _SYNC_RUNTIME.search(node.name):
+                parent = node.parent
+                while parent is not None and parent.ev.category not in ("op", "step"):
+                    parent = parent.parent
+                if parent is None or parent.ev.category == "step":
+                    loose.append(node)
+                elif not _in_sync_op(parent):
+                    tally.add(f"{parent.name} → {node.name}", node.dur)
+        for node in sorted(loose, key=lambda n: n.ev.start_ns)[:-1]:
+            tally.add(node.name, node.dur)
+    step_us = p.mean_step_ns / 1000
+    findings = []
+    for name, calls in tally.calls.items():
+        us = _per_step(tally.ns[name], p.n)
+        findings.append(
+            Finding(
+                kind="hidden_sync",
+                title=f"{name} makes the host wait for the device {tally.when(name, p.n)}",
+                evidence=Evidence(
+                    tuple(name.split(" → ")),
+                    calls / p.n,
+                    us,
+                    _share(us, step_us),
+                    ("a device→host copy (.cpu(), .tolist(), printing a tensor): " if name in tally.extra else "")
+                    + "the host stops launching work until the device has finished everything queued",
+                ),
+                estimated_us=us,
+                suggestion=(
+                    "keep values on the device (no .item(), .cpu(), .tolist() or printing of tensors inside "
+                    "the loop); read them once after the loop, or every N steps"
+                ),
+            )
+        )
+    return findings
+
+
+def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Optional[float], str]:
+    """``idle_device`` and ``cpu_bound``: how the step's time splits between host and device.
+
+    Per step, the window runs from the start of ``ProfilerStep#N`` to the later of
+    its end and the end of its device work. *Device busy* is the union of every
+    device event inside the window; *host in ops* is the union of the ops the step
+    calls directly, except the synchronising ones (their time is spent waiting).
+
+    * ``idle_device`` fires when the device is idle for at least ``IDLE_SHARE``
+      (50 %) of the mean step; it lists the ``GAPS_SHOWN`` largest gaps between two
+      device executions with the ops on either side and the step they were in (each
+      pair of ops once, with its largest gap). Time at stake: the idle time
+      per step.
+    * ``cpu_bound`` fires when the host is in ops for at least ``CPU_BOUND_SHARE``
+      (50 %) of the step and longer than the device is busy: the device waits for
+      launches. Time at stake: host-in-ops minus device-busy per step.
+
+    Both need device time; without it they are skipped with a note.
+    """
+    host_ns = sum(sum(e - s for s, e in p.host_busy_in(st)) for st in p.steps)
+    host_us = _per_step(host_ns, p.n) if p.n else None
+    if not p.has_device_time:
+        return [], host_us, None, "unknown"
+    step_us = p.mean_step_ns / 1000
+    busy_ns = 0
+    gaps: list[tuple[int, str, str, str]] = []
+    owner: dict[tuple[int, int], str] = {}
+    for node in p.nodes:
+        for d in node.device:
+            owner[(d.start_ns, d.end_ns)] = node.name
+    dev_sorted = sorted(p.tl.device, key=lambda d: d.start_ns)
+    starts = [d.start_ns for d in dev_sorted]
+    longest = max((d.end_ns - d.start_ns for d in dev_sorted), default=0)
+    for st in p.steps:
+        busy = p.busy_in(st)
+        busy_ns += sum(e - s for s, e in busy)
+        # Only events starting within one longest duration before the window can overlap it.
+        lo, hi = bisect_left(starts, st.start - longest), bisect_left(starts, st.end)
+        events = [d for d in dev_sorted[lo:hi] if d.end_ns > st.start]
+        for a, b in zip(events, events[1:]):
+            gap = b.start_ns - a.end_ns
+            if gap > 0:
+                where = st.node.name if st.node.name.startswith("ProfilerStep#") else "the recording"
+                gaps.append(
+                    (gap, owner.get((a.start_ns, a.end_ns), a.name), owner.get((b.start_ns, b.end_ns), b.name), where)
+                )
+    busy_us = _per_step(busy_ns, p.n)
+    idle_us = max(step_us - busy_us, 0.0)
+    findings = []
+    if step_us > 0 and idle_us / step_us >= IDLE_SHARE:
+        gaps.sort(key=lambda g: -g[0])
+        # The largest gap of each pair of ops only: a loop repeats the same gap every step.
+        largest: dict[tuple[str, str], tuple[int, str, str, str]] = {}
+        for g in gaps:
+            largest.setdefault((g[1], g[2]), g)
+        gaps = list(largest.values())[:GAPS_SHOWN]
+        shown = "; ".join(f"{g[0] / 1000:.1f} µs between {g[1]} and {g[2]} (in {g[3]})" for g in gaps)
+        detail = f"device busy {busy_us:.1f} of {step_us:.1f} µs per step"
+        if shown:
+            detail += f"; largest gaps: {shown}"
+        findings.append(
+            Finding(
+                kind="idle_device",
+                title=f"The device is idle {idle_us / step_us:.0%} of each step",
+                evidence=Evidence(
+                    tuple(dict.fromkeys(n for g in gaps for n in g[1:3])),
+                    None,
+                    idle_us,
+                    _share(idle_us, step_us),
+                    detail,
+                ),
+                estimated_us=idle_us,
+                suggestion=(
+                    "give the device more work per launch (larger batches, fused ops, torch.compile) and keep "
+                    "Python work (logging, data preparation) out of the step"
+                ),
+            )
+        )
+    bound = "neither"
+    if busy_us >= CPU_BOUND_SHARE * step_us and busy_us >= (host_us or 0):
+        bound = "device"
+    elif host_us is not None and host_us >= CPU_BOUND_SHARE * step_us and host_us > busy_us:
+        bound = "cpu"
+        stake = host_us - busy_us
+        findings.append(
+            Finding(
+                kind="cpu_bound",
+                title="The loop is CPU-bound: launching ops takes longer than running them",
+                evidence=Evidence(
+                    (),
+                    sum(len(st.top) for st in p.steps) / p.n,
+                    host_us,
+                    _share(host_us, step_us),
+                    f"host in ops {host_us:.1f} µs, device busy {busy_us:.1f} µs per step",
+                ),
+                estimated_us=stake,
+                suggestion=(
+                    "launch fewer, larger ops: torch.compile the step (or use CUDA graphs on a GPU), "
+                    "fuse small ops, or increase the batch size"
+                ),
+            )
+        )
+    return findings, host_us, busy_us, bound
+

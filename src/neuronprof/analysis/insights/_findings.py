@@ -1,0 +1,397 @@
+"""The engine's output: finding kinds, thresholds, findings and their plain-text and Markdown forms."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional, Union, get_args
+
+from neuronprof.model import loads, row_from_dict, row_to_dict
+
+INSIGHTS_SCHEMA = "neuronprof.insights/1"
+
+FindingKind = Literal[
+    "host_device_copy",
+    "hidden_sync",
+    "idle_device",
+    "cpu_bound",
+    "unfused_chain",
+    "dtype_conversion",
+    "recompilation",
+    "graph_break",
+    "input_pipeline",
+    "dominant_op",
+]
+"""What a finding is about; stable names, used as anchors of the guide page.
+
+* ``"host_device_copy"``: data copied between host and device inside the steps.
+* ``"hidden_sync"``: an op that makes the host wait for the device (``.item()``,
+  ``nonzero``, a stream synchronise) inside the steps.
+* ``"idle_device"``: the device has nothing to do for much of each step.
+* ``"cpu_bound"``: the host spends longer launching ops than the device runs them.
+* ``"unfused_chain"``: a run of small elementwise ops that one fused op would replace.
+* ``"dtype_conversion"``: tensors converted to another dtype every step.
+* ``"recompilation"``: ``torch.compile`` runs a recompiled version of a function.
+* ``"graph_break"``: several compiled regions per step: the graph was split.
+* ``"input_pipeline"``: the DataLoader takes a large share of each step.
+* ``"dominant_op"``: one op takes most of the step: start there.
+"""
+
+FINDING_KINDS: tuple[str, ...] = get_args(FindingKind)
+
+DEVICE_KINDS: frozenset[str] = frozenset({"idle_device", "cpu_bound"})
+"""Kinds that need device time; skipped with a note on a profile without it."""
+
+GUIDE_PAGE = "insights.md"
+"""The guide page (in the documentation sources) that explains every kind."""
+GUIDE_URL = "docs/insights.md"
+"""The guide page "Reading the findings", as a path in the project's sources (``make docs-serve``
+serves it at ``/insights/``); each finding links to ``GUIDE_URL#<kind>``.
+
+The project declares no published documentation address yet (``mkdocs.yml`` has no
+``site_url``), so no web address is made up here: once the guide is published, this
+one constant becomes its address.
+"""
+SECTIONS: dict[str, str] = {
+    "host_device_copy": "Host↔device copies",
+    "hidden_sync": "Hidden synchronisations",
+    "idle_device": "Idle device",
+    "cpu_bound": "CPU-bound loop",
+    "unfused_chain": "Unfused elementwise chains",
+    "dtype_conversion": "dtype conversions",
+    "recompilation": "Recompilations",
+    "graph_break": "Graph breaks",
+    "input_pipeline": "Input pipeline",
+    "dominant_op": "One dominant op",
+}
+"""The guide's section title of each kind (the page's headings)."""
+
+# -- thresholds (each one is explained on the guide page) -------------------------------
+IDLE_SHARE = 0.5
+"""``idle_device`` fires when the device is idle for at least this share of the step."""
+CPU_BOUND_SHARE = 0.5
+"""``cpu_bound`` fires when ops keep the host busy for at least this share of the step
+and longer than the device is busy."""
+CHAIN_MIN_OPS = 3
+"""``unfused_chain`` fires for at least this many elementwise ops in a row (2 for matmul + add)."""
+PIPELINE_SHARE = 0.1
+"""``input_pipeline`` fires when ``DataLoader.__next__`` takes at least this share of the step."""
+DOMINANT_SHARE = 0.5
+"""``dominant_op`` fires when one op name takes more than this share of the op time."""
+GAPS_SHOWN = 3
+"""How many of the largest gaps between device executions ``idle_device`` lists."""
+MIN_SHARE = 0.01
+"""A finding whose time at stake is under this share of the step (1 %) is *minor*: listed
+last, under "minor", after the findings that matter (and after ``dominant_op``)."""
+EVIDENCE_OPS_SHOWN = 8
+"""``print()`` and ``to_markdown()`` show at most this many (run-compressed) ops per finding;
+``to_json()`` keeps them all."""
+
+# == the output: findings ===============================================================
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a finding is based on, per recorded step (averaged over the steps).
+
+    Attributes:
+        ops: The ops involved, e.g. ``("aten::add", "aten::copy_")``.
+        calls_per_step: How often the pattern occurs per step.
+        us_per_step: Time the pattern takes per step, in microseconds (device time
+            where the finding is about the device, host time otherwise).
+        share_of_step: ``us_per_step`` over the mean step time, 0–1.
+        detail: The specifics in one line (which op caused a copy, which dtypes...).
+    """
+
+    ops: tuple[str, ...]
+    calls_per_step: Optional[float] = None
+    us_per_step: Optional[float] = None
+    share_of_step: Optional[float] = None
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.ops, tuple):
+            object.__setattr__(self, "ops", tuple(self.ops))
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing to fix, with its evidence, the time at stake and what to do.
+
+    Attributes:
+        kind: What it is about; see [`FindingKind`][neuronprof.analysis.insights.FindingKind].
+        title: One line in plain words.
+        evidence: What the finding is based on.
+        estimated_us: Time per step it could save, in microseconds, as estimated by the
+            rule (see the guide page); ``None`` where no estimate is possible.
+        suggestion: One concrete thing to try.
+        docs: The full address of the guide section that explains it
+            (``GUIDE_URL#<kind>``: "Reading the findings", the kind's section).
+    """
+
+    kind: FindingKind
+    title: str
+    evidence: Evidence
+    estimated_us: Optional[float]
+    suggestion: str
+    docs: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in FINDING_KINDS:
+            raise ValueError(f"unknown finding kind {self.kind!r}; kinds: {', '.join(FINDING_KINDS)}")
+        if not self.docs:
+            object.__setattr__(self, "docs", f"{GUIDE_URL}#{self.kind}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the finding as a JSON-ready dict."""
+        return row_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Finding:
+        """Build a finding from [`to_dict`][neuronprof.analysis.insights.Finding.to_dict] output.
+
+        Raises:
+            ValueError: A field is missing, unknown or of the wrong type.
+        """
+        kwargs = dict(data)
+        evidence = kwargs.get("evidence")
+        if isinstance(evidence, Mapping):
+            ev = dict(evidence)
+            ev["ops"] = tuple(str(o) for o in ev.get("ops", ()))
+            kwargs["evidence"] = row_from_dict(Evidence, ev, "Evidence")
+        return row_from_dict(cls, kwargs, "Finding")
+
+
+def _is_minor(f: Finding, step_us: Optional[float]) -> bool:
+    """Whether a finding's time at stake is under ``MIN_SHARE`` of the step (no estimate: never minor)."""
+    return f.estimated_us is not None and bool(step_us) and f.estimated_us < MIN_SHARE * (step_us or 0.0)
+
+
+def _see(f: Finding) -> str:
+    section = SECTIONS.get(f.kind, f.kind)
+    return f"{f.docs} (the guide, 'Reading the findings' → {section})"
+
+
+def _stake(f: Finding) -> str:
+    if f.estimated_us is None:
+        return "time at stake not estimated"
+    return "< 0.1 µs/step at stake" if f.estimated_us < 0.05 else f"~{_us(f.estimated_us)}/step at stake"
+
+
+@dataclass(frozen=True)
+class Insights:
+    """Findings of one profile, most costly first: what ``s.insights()`` and ``neuronprof advise`` return.
+
+    ``print()`` it for a short list; render it with
+    [`to_markdown`][neuronprof.analysis.insights.Insights.to_markdown] or save it with
+    [`to_json`][neuronprof.analysis.insights.Insights.to_json] (read back with
+    [`from_json`][neuronprof.analysis.insights.Insights.from_json]).
+
+    Attributes:
+        findings: The findings, largest estimated time at stake first (those
+            without an estimate last).
+        backend: Backend of the profile.
+        device_label: Device label (``"NEURON"``); ``None`` for a CPU-only profile.
+        steps: Recorded steps the figures are averaged over.
+        step_us: Mean step time, in microseconds (host span, extended to the end of
+            the step's device work).
+        host_op_us: Mean time per step the host spends inside ops, in microseconds.
+        device_busy_us: Mean time per step the device is busy, in microseconds;
+            ``None`` without device time.
+        bound: ``"device"`` (the device is busy most of the step), ``"cpu"`` (the
+            host is), ``"neither"``, or ``"unknown"`` without device time.
+        notes: Findings that were skipped and why, and remarks on the input.
+        source: Where the profile came from.
+    """
+
+    findings: tuple[Finding, ...]
+    backend: str = "cpu"
+    device_label: Optional[str] = None
+    steps: int = 0
+    step_us: Optional[float] = None
+    host_op_us: Optional[float] = None
+    device_busy_us: Optional[float] = None
+    bound: Literal["device", "cpu", "neither", "unknown"] = "unknown"
+    notes: tuple[str, ...] = field(default=())
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        findings = tuple(self.findings)
+        for f in findings:
+            if not isinstance(f, Finding):
+                raise TypeError(f"Insights.findings must hold Finding objects, got {type(f).__name__}")
+        step_us = self.step_us
+
+        def key(f: Finding) -> tuple[bool, bool, float]:
+            # Minor findings (under MIN_SHARE of the step) come after everything else.
+            return (_is_minor(f, step_us), f.estimated_us is None, -(f.estimated_us or 0.0))
+
+        object.__setattr__(self, "findings", tuple(sorted(findings, key=key)))
+        if not isinstance(self.notes, tuple):
+            object.__setattr__(self, "notes", tuple(self.notes))
+
+    def __iter__(self) -> Iterator[Finding]:
+        return iter(self.findings)
+
+    def __len__(self) -> int:
+        return len(self.findings)
+
+    def minor(self) -> list[Finding]:
+        """Return the minor findings: time at stake under ``MIN_SHARE`` (1 %) of the step; listed last."""
+        return [f for f in self.findings if _is_minor(f, self.step_us)]
+
+    def kinds(self) -> list[str]:
+        """Return the kinds of the findings, most costly first."""
+        return [f.kind for f in self.findings]
+
+    def of_kind(self, kind: str) -> list[Finding]:
+        """Return the findings of one kind (several for, e.g., different chains).
+
+        Raises:
+            ValueError: ``kind`` is not a known kind.
+        """
+        if kind not in FINDING_KINDS:
+            raise ValueError(f"unknown finding kind {kind!r}; kinds: {', '.join(FINDING_KINDS)}")
+        return [f for f in self.findings if f.kind == kind]
+
+    # -- renderers ------------------------------------------------------------------
+    def _header(self) -> str:
+        where = self.backend if self.device_label is None else f"{self.backend}, {self.device_label}"
+        head = f"{len(self.findings)} finding(s) over {self.steps} step(s) ({where})"
+        parts = []
+        if self.step_us is not None:
+            parts.append(f"step {_us(self.step_us)}")
+        if self.host_op_us is not None:
+            parts.append(f"host in ops {_us(self.host_op_us)}")
+        if self.device_busy_us is not None:
+            parts.append(f"device busy {_us(self.device_busy_us)}")
+        if self.bound != "unknown":
+            parts.append({"device": "device-bound", "cpu": "CPU-bound", "neither": "neither bound"}[self.bound])
+        return head + (": " + ", ".join(parts) if parts else "")
+
+    def __str__(self) -> str:
+        lines = [self._header()]
+        minor_from = len(self.findings) - len(self.minor())
+        for i, f in enumerate(self.findings, 1):
+            if i == minor_from + 1:
+                lines.append(f"minor (under {MIN_SHARE:.0%} of the step each):")
+            lines.append(f"{i}. [{f.kind}] {f.title} ({_stake(f)})")
+            lines.append(f"   evidence: {_evidence_text(f.evidence, f.kind)}")
+            lines.append(f"   try: {f.suggestion}")
+            lines.append(f"   see: {_see(f)}")
+        if not self.findings:
+            lines.append("(nothing to flag)")
+        lines.extend(f"note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+    def to_text(self) -> str:
+        """Return the findings as plain text (what ``print()`` shows)."""
+        return str(self)
+
+    def to_markdown(self) -> str:
+        """Return the findings as GitHub-flavoured Markdown: one numbered section per finding."""
+        lines = [f"**{self._header()}**", ""]
+        minor_from = len(self.findings) - len(self.minor())
+        for i, f in enumerate(self.findings, 1):
+            if i == minor_from + 1:
+                lines.append(f"*Minor (under {MIN_SHARE:.0%} of the step each):*")
+                lines.append("")
+            lines.append(f"{i}. **{_md(f.title)}** (`{f.kind}`, {_stake(f)})")
+            lines.append(f"    - evidence: {_md(_evidence_text(f.evidence, f.kind))}")
+            lines.append(f"    - try: {_md(f.suggestion)}")
+            section = SECTIONS.get(f.kind, f.kind)
+            lines.append(f"    - see: [{_md(section)}]({f.docs}) in the guide, 'Reading the findings'")
+        if not self.findings:
+            lines.append("(nothing to flag)")
+        if self.notes:
+            lines.append("")
+            lines.extend(f"- note: {_md(n)}" for n in self.notes)
+        return "\n".join(lines) + "\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the insights as a JSON-ready dict, including a ``schema`` tag."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["findings"] = [f.to_dict() for f in self.findings]
+        data["notes"] = list(self.notes)
+        return {"schema": INSIGHTS_SCHEMA, **data}
+
+    def to_json(self, indent: Optional[int] = 2) -> str:
+        """Return the insights as JSON; [`from_json`][neuronprof.analysis.insights.Insights.from_json] reads it back."""
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Insights:
+        """Build insights from [`to_dict`][neuronprof.analysis.insights.Insights.to_dict] output.
+
+        Raises:
+            ValueError: The data is not neuronprof insights.
+        """
+        if not isinstance(data, Mapping) or data.get("schema") != INSIGHTS_SCHEMA:
+            raise ValueError(f"not neuronprof insights (expected schema {INSIGHTS_SCHEMA!r})")
+        kwargs = {k: v for k, v in data.items() if k != "schema"}
+        findings = kwargs.get("findings")
+        if not isinstance(findings, list):
+            raise ValueError("neuronprof insights JSON has no 'findings' list")
+        kwargs["findings"] = tuple(Finding.from_dict(f) for f in findings)
+        kwargs["notes"] = tuple(str(n) for n in kwargs.get("notes", ()))
+        return row_from_dict(cls, kwargs, "Insights")
+
+    @classmethod
+    def from_json(cls, text: Union[str, bytes]) -> Insights:
+        """Read insights written by [`to_json`][neuronprof.analysis.insights.Insights.to_json].
+
+        Raises:
+            ValueError: The text is not JSON, or not neuronprof insights.
+        """
+        return cls.from_dict(loads(text))
+
+
+def _us(value: Optional[float]) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.1f} µs" if value < 10_000 else f"{value / 1000:,.2f} ms"
+
+
+def _compress(ops: Sequence[str]) -> list[str]:
+    """Runs of one op as ``aten::add ×200``."""
+    out: list[str] = []
+    i = 0
+    while i < len(ops):
+        j = i
+        while j < len(ops) and ops[j] == ops[i]:
+            j += 1
+        out.append(ops[i] if j - i == 1 else f"{ops[i]} ×{j - i}")
+        i = j
+    return out
+
+
+def _ops_text(ev: Evidence, chain: bool) -> str:
+    """The evidence's ops for print(): runs compressed, at most ``EVIDENCE_OPS_SHOWN``; "→" only for a sequence."""
+    shown = _compress(ev.ops) if chain else list(ev.ops)
+    more = len(shown) - EVIDENCE_OPS_SHOWN
+    if more > 0:
+        shown = [*shown[:EVIDENCE_OPS_SHOWN], f"… {more} more"]
+    return (" → " if chain else ", ").join(shown)
+
+
+def _evidence_text(ev: Evidence, kind: str = "unfused_chain") -> str:
+    # Ops in a sequence (a chain, an op and the copy it makes) take arrows; lists take commas.
+    parts = [_ops_text(ev, kind not in _LISTED_KINDS)] if ev.ops else []
+    if ev.calls_per_step is not None:
+        parts.append(f"{ev.calls_per_step:g} call(s)/step")
+    if ev.us_per_step is not None:
+        parts.append(f"{_us(ev.us_per_step)}/step")
+    if ev.share_of_step is not None:
+        parts.append(f"{ev.share_of_step:.0%} of the step")
+    text = ", ".join(parts)
+    return f"{text}; {ev.detail}" if ev.detail else text
+
+
+_LISTED_KINDS = frozenset({"idle_device", "recompilation", "graph_break", "dominant_op", "input_pipeline"})
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("*", "\\*").replace("_", "\\_")
+

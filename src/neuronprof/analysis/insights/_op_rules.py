@@ -1,0 +1,475 @@
+"""The rules about the ops themselves: unfused chains, dtype conversions, torch.compile's regions, the input
+pipeline and one dominant op."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from neuronprof.analysis.insights._findings import CHAIN_MIN_OPS, DOMINANT_SHARE, PIPELINE_SHARE, Evidence, Finding
+from neuronprof.analysis.insights._tree import (
+    _COMPILE_WORK,
+    _DATALOADER,
+    _MACHINERY,
+    _NOT_OPS,
+    _REGION,
+    COPY_OPS,
+    ELEMENTWISE_OPS,
+    MATMUL_OPS,
+    _bookkeeping,
+    _cause,
+    _clip,
+    _dtype_pair,
+    _family,
+    _in_optimizer,
+    _is_region,
+    _is_scalar_source,
+    _Node,
+    _outer_wrapper,
+    _per_step,
+    _Profile,
+    _share,
+    _Tally,
+    _union,
+)
+
+_FUSED_FORMS: tuple[tuple[str, frozenset[str], str], ...] = (
+    (
+        "rms_norm",
+        frozenset({"aten::mean", "aten::rsqrt", "aten::mul"}),
+        "torch.rms_norm(x, (x.shape[-1],), weight, eps) (or torch.nn.RMSNorm): one op instead of the chain",
+    ),
+    (
+        "layer_norm",
+        frozenset({"aten::mean", "aten::sub", "aten::sqrt"}),
+        "torch.nn.functional.layer_norm (or torch.nn.LayerNorm): one op instead of the chain",
+    ),
+    (
+        "layer_norm",
+        frozenset({"aten::mean", "aten::sub", "aten::rsqrt"}),
+        "torch.nn.functional.layer_norm (or torch.nn.LayerNorm): one op instead of the chain",
+    ),
+)
+
+
+def _is_attention(names: Sequence[str], before: Optional[str], after: Optional[str]) -> bool:
+    """A softmax (with its scaling and masking) between two matmuls: attention written by hand."""
+    return bool({"aten::softmax", "aten::_softmax"} & set(names)) and before in MATMUL_OPS and after in MATMUL_OPS
+
+
+def _chain_suggestion(names: Sequence[str], before: Optional[str], after: Optional[str]) -> str:
+    present = set(names)
+    if _is_attention(names, before, after):
+        return "torch.nn.functional.scaled_dot_product_attention: one fused attention op"
+    if len(names) == 1 and before in MATMUL_OPS and names[0] in ("aten::add", "aten::add_"):
+        return "torch.addmm(bias, x, w) or nn.Linear: the bias add fused into the matmul"
+    for _form, needed, text in _FUSED_FORMS:
+        if needed <= present:
+            return text
+    return "torch.compile the function: it fuses these elementwise ops into one kernel"
+
+
+_REDUCTIONS = frozenset(
+    "aten::" + n
+    for n in ("mean", "sum", "var", "var_mean", "std", "amax", "softmax", "_softmax", "log_softmax", "_log_softmax")
+)
+
+
+def _feeds(prev: _Node, cur: _Node) -> bool:
+    """Whether ``cur`` may consume ``prev``'s output: the data-dependence test of a chain.
+
+    Traces record input shapes, not tensor ids or output shapes, so this is a heuristic:
+    with shapes recorded for both ops, ``cur`` must take an input of a shape ``prev``
+    took (an elementwise op's output has its input's shape), of a matmul's output
+    shape after a matmul (``mm`` ``(n, k) @ (k, m)`` → ``(n, m)``), or, after a reduction,
+    an input of the same rank as the reduced one (``mean(-1, keepdim=True)``). Without
+    shapes, any two consecutive ops on the step's thread with no other op between pass.
+    """
+    a, b = prev.ev.input_shapes, cur.ev.input_shapes
+    if not a or not b:
+        return True
+    a_shapes = {s for s in a if s}
+    b_shapes = {s for s in b if s}
+    if not a_shapes or not b_shapes:
+        return True  # only scalars recorded: nothing to compare
+    if prev.name in MATMUL_OPS:
+        # A matmul's output: the first input's leading dims and the second's last one.
+        if len(a) >= 2 and a[0] and a[1]:
+            last = a[1][0] if prev.name == "aten::linear" else a[1][-1]  # linear's weight is (out, in)
+            return (*a[0][:-1], last) in b_shapes
+        return True
+    if a_shapes & b_shapes:
+        return True
+    if prev.name in _REDUCTIONS:
+        ranks = {len(s) for s in a_shapes}
+        return any(len(s) in ranks for s in b_shapes)
+    return False
+
+
+def _tensor_operand(add: _Node) -> bool:
+    """Whether an ``add`` adds a tensor (a bias), not a Python number; unknown without shapes."""
+    shapes = add.ev.input_shapes
+    if not shapes:
+        return True
+    return sum(1 for s in shapes[:2] if s) >= 2
+
+
+def _chains(p: _Profile) -> list[Finding]:
+    """``unfused_chain``: consecutive small ops that one fused op would replace.
+
+    Rule: a run of at least ``CHAIN_MIN_OPS`` (3) ops called directly by the step,
+    one after another, each elementwise or a normalisation's small reduction
+    (``ELEMENTWISE_OPS``: ``add``, ``mul``, ``pow``, ``mean``, ``rsqrt``, ``softmax``...),
+    each one consuming the previous one's output as far as the trace can tell (see
+    ``_feeds``: a shared input shape when shapes are recorded; independent ops on
+    tensors of other shapes break the chain);
+    also a matmul followed by a bias ``add`` of a tensor (which ``addmm`` fuses; adding
+    a Python number is not a bias), and any run
+    holding a softmax between two matmuls (attention). Ops inside a
+    library op (``aten::rms_norm``'s own decomposition), a compiled region or an
+    optimizer's step (``Optimizer.step#...``: its per-parameter ``add_``, ``sqrt``,
+    ``div``; ``foreach=True``/``fused=True`` is the optimizer's own fix) are not the
+    caller's to fuse and never count. The suggestion names the fused op when the
+    chain matches one (``rms_norm``, ``layer_norm``, ``scaled_dot_product_attention``,
+    ``addmm``), else ``torch.compile``. Time at stake: the chain's device time minus
+    its longest op's (one fused pass remains; for a bias add, the add's whole time),
+    or the same on host time without device time.
+    """
+    tally = _Tally()
+    totals: defaultdict[Any, int] = defaultdict(int)  # the chains' own time
+    gaps: defaultdict[Any, int] = defaultdict(int)  # device idle between their executions
+    for tally.step, step in enumerate(p.steps):
+        tops = step.top
+        link = [not _in_optimizer(t) and t.name in ELEMENTWISE_OPS for t in tops]
+        i = 0
+        while i < len(tops):
+            if not link[i]:
+                i += 1
+                continue
+            j = i + 1
+            while j < len(tops) and link[j] and _feeds(tops[j - 1], tops[j]):
+                j += 1
+            run = tops[i:j]
+            before = tops[i - 1].name if i > 0 else None
+            after = tops[j].name if j < len(tops) else None
+            addmm = (
+                len(run) == 1
+                and before in MATMUL_OPS
+                and run[0].name in ("aten::add", "aten::add_")
+                and _feeds(tops[i - 1], run[0])
+                and _tensor_operand(run[0])
+            )
+            attention = _is_attention([n.name for n in run], before, after)
+            if len(run) >= CHAIN_MIN_OPS or addmm or attention:
+                names = tuple(n.name for n in run)
+                costs = [n.device_ns() for n in run] if p.has_device_time else [n.dur for n in run]
+                # One fused pass remains; a fused bias add costs nothing extra.
+                stake = sum(costs) if addmm else sum(costs) - max(costs)
+                gap_ns = 0
+                if p.has_device_time:
+                    merged = _union((d.start_ns, d.end_ns) for n in run for m in n.walk() for d in m.device)
+                    gap_ns = sum(b[0] - a[1] for a, b in zip(merged, merged[1:]))
+                # Plain chains are told apart by their ops; the fused forms also by their neighbours.
+                key = (names, before, after) if addmm or attention else (names, None, None)
+                tally.add(key, stake, (before, after))
+                totals[key] += sum(costs)
+                gaps[key] += gap_ns
+            i = j
+    findings = []
+    step_us = p.mean_step_ns / 1000
+    for key, calls in tally.calls.items():
+        names = key[0]
+        before, after = tally.extra[key]
+        total_ns, gap_total = totals[key], gaps[key]
+        us = _per_step(total_ns, p.n)
+        saved = _per_step(tally.ns[key], p.n)
+        label = "device" if p.has_device_time else "host"
+        detail = f"{len(names)} separate ops, each a full pass over memory; {label} time shown"
+        if p.has_device_time and gap_total:
+            detail += f"; {_per_step(gap_total, p.n):.1f} µs/step of gaps between their device executions"
+        if len(names) == 1:
+            title = f"{before} then {names[0]}: an unfused bias add"
+            ops = (str(before), *names)
+            detail = f"the bias is added in a second pass over the matmul's output; {label} time shown"
+        elif _is_attention(names, before, after):
+            title = "Attention written as matmul, softmax, matmul: one fused op exists"
+            ops = (str(before), *names, str(after))
+            detail = f"the seq × seq scores go through memory between {len(names) + 2} ops; {label} time shown"
+        else:
+            title = f"{len(names)} elementwise ops in a row could be one fused op"
+            ops = names
+        findings.append(
+            Finding(
+                kind="unfused_chain",
+                title=title,
+                evidence=Evidence(ops, calls / p.n, us, _share(us, step_us), detail),
+                estimated_us=saved,
+                suggestion=_chain_suggestion(names, before, after),
+            )
+        )
+    return findings
+
+
+def _promotes(src: str, dst: str) -> bool:
+    """Whether a 0-dim ``src`` converted to ``dst`` is a Python number's promotion: same family or wider."""
+    a, b = _family(src), _family(dst)
+    return a is not None and b is not None and a <= b
+
+
+def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
+    """``dtype_conversion``: tensors converted to another dtype in every step.
+
+    Rule: an ``aten::_to_copy`` (each call is a real conversion; ``aten::to`` returns
+    its input unchanged when nothing changes) that is either called by the step
+    itself (an explicit ``.float()``/``.to(dtype)``) or made implicitly by an op the
+    step calls directly (``aten::add`` converting a ``double`` Python scalar to
+    ``float``). Conversions inside a library op's implementation or an optimizer's
+    step (``Optimizer.step#...``) are not counted, and copies already reported as
+    ``host_device_copy`` are not reported twice. A 0-dim source (a Python scalar:
+    ``x * 3``, ``.add_(1.0)``) converted to a dtype of its own family or a wider one
+    (bool → int → float → complex; ``torch.float64`` → ``torch.float32``) is torch's
+    type promotion of a number, not the caller's conversion, and is not reported.
+    Time at stake: the time the conversions keep the host or the device busy (the
+    union of their host calls and their device work, which overlap), per step.
+    Threshold: any occurrence. Time at stake: the conversions' host time plus their
+    device time per step.
+    """
+    tally = _Tally()
+    for tally.step, step in enumerate(p.steps):
+        top_ids = {id(t) for t in step.top}
+        for node in step.node.walk():
+            if node.name != "aten::_to_copy":
+                continue
+            copies = [n for n in node.walk() if n.name in COPY_OPS]
+            if any(id(c) in claimed for c in copies):
+                continue
+            cause = _cause(node)
+            wrapper = _outer_wrapper(node)
+            explicit = id(wrapper) in top_ids
+            implicit = cause is not None and id(cause) in top_ids
+            if not (explicit or implicit) or _in_optimizer(node):
+                continue
+            pair, scalar = _dtype_pair(node), _is_scalar_source(node)
+            if not explicit and scalar and pair and _promotes(*pair):
+                continue  # a Python number meeting a tensor: torch's own type promotion
+            key = cause.name if implicit and cause is not None else wrapper.name
+            # The host call and its device work overlap in time: their union, not their sum.
+            spans = [(node.ev.start_ns, node.ev.end_ns)]
+            spans += [(d.start_ns, d.end_ns) for m in node.walk() for d in m.device]
+            tally.add(key, sum(e - s for s, e in _union(spans)), (pair, scalar, explicit))
+    findings = []
+    step_us = p.mean_step_ns / 1000
+    for key, calls in tally.calls.items():
+        dtypes, scalar, explicit = tally.extra[key]
+        us = _per_step(tally.ns[key], p.n)
+        conv = f" ({dtypes[0]} → {dtypes[1]})" if dtypes else ""  # dtypes need record_shapes=True
+        if explicit:
+            detail = f"an explicit conversion{conv} in the step"
+            suggestion = "convert once before the loop (weights and constants), or create the tensor in the dtype used"
+        else:
+            detail = f"{key} converts one of its inputs to another dtype{conv} on every call"
+            if scalar:
+                detail += "; the input is a 0-dim tensor: a Python scalar or a constant of another dtype"
+            suggestion = (
+                "give constants the tensor's dtype (torch.tensor(eps, dtype=x.dtype)), or use a fused op that "
+                "takes the scalar as a parameter (torch.rms_norm takes eps)"
+            )
+        findings.append(
+            Finding(
+                kind="dtype_conversion",
+                title=f"{key} converts a tensor's dtype {tally.when(key, p.n)}",
+                evidence=Evidence((key, "aten::_to_copy"), calls / p.n, us, _share(us, step_us), detail),
+                estimated_us=us,
+                suggestion=suggestion,
+            )
+        )
+    return findings
+
+
+def _compiled(p: _Profile) -> list[Finding]:
+    """``recompilation`` and ``graph_break``: what ``Torch-Compiled Region: k/n`` says.
+
+    * ``recompilation``: a region ``k/n`` with ``n > 0`` ran: frame ``k`` was compiled
+      ``n + 1`` times (guards failed: new shapes, dtypes or Python values). Threshold:
+      any. Time at stake: torch.compile's own work (``... (dynamo_timed)`` ranges,
+      guard building, compiling) recorded inside the steps, per step, as the *union*
+      of those ranges in each step (they nest, and are never added up), so it can
+      never exceed the step; no estimate when the recompilation happened before the
+      recorded steps (no compile work inside them).
+    * ``graph_break``: more than one distinct compiled frame per step (on average):
+      the function was split into several graphs with eager Python between them.
+      Threshold: more than one frame per step. Time at stake: the host time of the
+      ops run between the regions, per step; not estimated when no op runs between them.
+    """
+    findings = []
+    versions: dict[int, set[int]] = defaultdict(set)
+    frames_per_step: list[int] = []
+    between_ns = 0
+    compile_ns = 0
+    for st in p.steps:
+        frames: set[int] = set()
+        compile_spans: list[tuple[int, int]] = []
+        for node in st.node.walk():
+            m = _REGION.match(node.name)
+            if m:
+                k, n = int(m.group(1)), int(m.group(2))
+                frames.add(k)
+                versions[k].add(n)
+            elif _COMPILE_WORK.search(node.name) and not node.name.startswith(_NOT_OPS):
+                # (the cache lookup is the guard check of every call, not compiling)
+                compile_spans.append((node.ev.start_ns, node.ev.end_ns))
+        # The union of the compile ranges inside the step: the ranges nest ("compile_attempt_0
+        # (dynamo_timed)" inside "compile_attempt_0") and must not be added up.
+        compile_ns += sum(e - s for s, e in _clip(_union(compile_spans), st.start, st.end))
+        frames_per_step.append(len(frames))
+        if len(frames) > 1:
+            regions = [t for t in st.top if _is_region(t.name)]
+            if regions:
+                lo, hi = regions[0].ev.start_ns, regions[-1].ev.end_ns
+                between_ns += sum(t.dur for t in st.top if not _is_region(t.name) and lo <= t.ev.start_ns <= hi)
+    step_us = p.mean_step_ns / 1000
+    recompiled = {k: sorted(v) for k, v in versions.items() if any(n > 0 for n in v)}
+    if recompiled:
+        names = tuple(f"Torch-Compiled Region: {k}/{max(v)}" for k, v in sorted(recompiled.items()))
+        stake = _per_step(compile_ns, p.n) if compile_ns else None
+        findings.append(
+            Finding(
+                kind="recompilation",
+                title="torch.compile recompiled: "
+                + ", ".join(f"frame {k} has {max(v) + 1} versions" for k, v in sorted(recompiled.items())),
+                evidence=Evidence(
+                    names,
+                    None,
+                    stake,
+                    _share(stake, step_us),
+                    "a compiled function's guards failed (new shapes, dtypes or Python values) and it was compiled "
+                    "again",
+                ),
+                estimated_us=stake,
+                suggestion=(
+                    "keep shapes and dtypes stable (pad to fixed sizes), mark varying sizes dynamic "
+                    "(torch._dynamo.mark_dynamic) and see why with TORCH_LOGS=recompiles"
+                ),
+            )
+        )
+    if frames_per_step and p.n and sum(frames_per_step) / p.n > 1:
+        per = sum(frames_per_step) / p.n
+        us = _per_step(between_ns, p.n) if between_ns else None  # nothing between: not estimated
+        findings.append(
+            Finding(
+                kind="graph_break",
+                title=f"{per:g} compiled regions per step: graph breaks split the compiled function",
+                evidence=Evidence(
+                    tuple(sorted({f"Torch-Compiled Region: {k}/*" for k in versions})),
+                    per,
+                    us,
+                    _share(us, step_us),
+                    "eager Python and ops run between the compiled graphs, and each graph is launched separately",
+                ),
+                estimated_us=us,
+                suggestion=(
+                    "find the breaks with TORCH_LOGS=graph_breaks (or torch._dynamo.explain) and remove them; "
+                    "fullgraph=True makes any break an error"
+                ),
+            )
+        )
+    return findings
+
+
+def _pipeline(p: _Profile) -> list[Finding]:
+    """``input_pipeline``: the DataLoader's ``__next__`` takes a large share of the step.
+
+    Rule: the ``enumerate(DataLoader)#...__next__`` ranges torch.profiler records
+    inside the steps take at least ``PIPELINE_SHARE`` (10 %) of the mean step. Time
+    at stake: their time per step.
+    """
+    ns = 0
+    calls = 0
+    name = ""
+    for st in p.steps:
+        for node in st.node.walk():
+            if _DATALOADER.search(node.name) and not (node.parent is not None and _DATALOADER.search(node.parent.name)):
+                ns += node.dur
+                calls += 1
+                name = node.name
+    step_us = p.mean_step_ns / 1000
+    us = _per_step(ns, p.n) if p.n else 0.0
+    if not calls or step_us <= 0 or us / step_us < PIPELINE_SHARE:
+        return []
+    return [
+        Finding(
+            kind="input_pipeline",
+            title=f"Loading the next batch takes {us / step_us:.0%} of each step",
+            evidence=Evidence(
+                (name,), calls / p.n, us, _share(us, step_us), "the device waits while the host loads data"
+            ),
+            estimated_us=us,
+            suggestion=(
+                "load in the background: DataLoader(num_workers=4, pin_memory=True, persistent_workers=True), "
+                "and move preprocessing into the workers or onto the device"
+            ),
+        )
+    ]
+
+
+def _dominant(p: _Profile) -> list[Finding]:
+    """``dominant_op``: one op takes most of the time: start there.
+
+    Rule: self time per op name (device time where the profile has it, else host
+    time), summed over the steps; the top name fires when it holds more than
+    ``DOMINANT_SHARE`` (50 %) of the total. torch.compile's machinery (``## Call
+    CompiledFxGraph <hash> ##``, ``PythonDispatchMode``, the AOT runtime wrappers;
+    ``_MACHINERY``) is never named: its time counts for the compiled region around it
+    (``Torch-Compiled Region: k/n``), which is named instead when it dominates.
+    No time-at-stake estimate: how much of it can be saved depends on the op.
+    """
+    totals: Counter[str] = Counter()
+    calls: Counter[str] = Counter()
+    for st in p.steps:
+        for node in st.node.walk():
+            if node.ev.category != "op" and not _is_region(node.name) and not _MACHINERY.search(node.name):
+                continue
+            if _bookkeeping(node.name) or (node.parent is not None and _bookkeeping(node.parent.name)):
+                continue
+            name = node.name
+            if _MACHINERY.search(name):
+                # A compiled graph's wrapper: its time is the compiled region's, else nobody's.
+                region = node.parent
+                while region is not None and not _is_region(region.name):
+                    region = region.parent
+                if region is None:
+                    continue
+                name = region.name
+            value = sum(d.end_ns - d.start_ns for d in node.device) if p.has_device_time else node.self_ns()
+            totals[name] += value
+            if name == node.name:
+                calls[name] += 1
+    total = sum(totals.values())
+    if not total:
+        return []
+    name, value = totals.most_common(1)[0]
+    share = value / total
+    if share <= DOMINANT_SHARE or len(totals) < 2:
+        return []
+    label = "device" if p.has_device_time else "host"
+    us = _per_step(value, p.n)
+    return [
+        Finding(
+            kind="dominant_op",
+            title=f"{name} takes {share:.0%} of the {label} time: start here",
+            evidence=Evidence(
+                (name,),
+                calls[name] / p.n,
+                us,
+                _share(us, p.mean_step_ns / 1000),
+                f"{share:.0%} of the self {label} time",
+            ),
+            estimated_us=None,
+            suggestion=(
+                f"look at {name}'s input shapes (record_shapes=True) and its place on the roofline "
+                "(s.roofline()): a smaller dtype, a better layout or a fused form may speed it up"
+            ),
+        )
+    ]
+

@@ -1,0 +1,184 @@
+"""The offline feeder: a Chrome/Perfetto trace file read into a [`Timeline`][neuronprof.analysis.insights.Timeline]."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Optional, Union
+
+from neuronprof.analysis.insights._timeline import DeviceEvent, HostCategory, HostEvent, Timeline
+from neuronprof.analysis.insights._tree import _MEMCPY
+
+_DEVICE_CATS = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memcpy": "memcpy",
+    "memset": "memset",
+    "mtia_ccp_events": "kernel",
+}
+
+
+def _shapes(dims: Any) -> Optional[tuple[tuple[int, ...], ...]]:
+    if not isinstance(dims, list):
+        return None
+    out = []
+    for d in dims:
+        if isinstance(d, list) and all(type(x) is int for x in d):
+            out.append(tuple(d))
+        else:
+            out.append(())
+    return tuple(out)
+
+
+def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
+    """Read a Chrome/Perfetto trace file or folder into a [`Timeline`][neuronprof.analysis.insights.Timeline].
+
+    What an event is (device work, a step, an op, a runtime call) and which processes
+    and lanes are left out (derived views such as torch_npu's "Overlap Analysis", the
+    XLA viewer's "Steps"/"XLA Modules" lanes) is decided by the table loader's own
+    functions (``analysis/trace.py``: ``event_kind``, ``process_roles``,
+    ``is_container_lane``), so the findings and the tables read the same events.
+
+    Raises:
+        TraceError: The path is missing, or a file is not a readable trace.
+    """
+    from neuronprof.analysis._jsonstream import EventStream
+    from neuronprof.analysis.errors import TraceError
+    from neuronprof.analysis.trace import (
+        _K_DEVICE,
+        _K_OP,
+        _K_PY,
+        _K_RUNTIME,
+        _K_STEP,
+        _SKIP_CATS,
+        _id,
+        _ns,
+        _time_error,
+        event_kind,
+        find_trace_files,
+        is_container_lane,
+        process_roles,
+    )
+
+    def _int_or_none(value: Any) -> Optional[int]:
+        found = _id(value)  # the table loader's rule: an int or the text of one ("7"); 0 is an id
+        return found if found >= 0 else None
+
+    files = find_trace_files(path)
+    host: list[HostEvent] = []
+    device: list[DeviceEvent] = []
+    notes: list[str] = []
+    backend, label = "cpu", None
+    for fi, f in enumerate(files):
+        stream = EventStream(f)
+        skipped = 0
+        procs: dict[Any, list[str]] = {}
+        lanes: dict[Any, str] = {}
+        read: list[tuple[str, str, int, int, Any, Any, dict[str, Any]]] = []
+        for index, ev in enumerate(stream):
+            ph = ev.get("ph")
+            if ph == "M":
+                meta_args = ev.get("args")
+                value = (
+                    meta_args.get("name" if ev.get("name") != "process_labels" else "labels")
+                    if isinstance(meta_args, dict)
+                    else None
+                )
+                if isinstance(value, str):
+                    with _suppress_unhashable():
+                        if ev.get("name") in ("process_name", "process_labels"):
+                            procs.setdefault(ev.get("pid"), []).append(value)
+                        elif ev.get("name") == "thread_name":
+                            lanes[(ev.get("pid"), ev.get("tid"))] = value
+                continue
+            if ph != "X":
+                if ph in ("B", "E", "b", "e"):
+                    skipped += 1
+                continue
+            name, cat, ts, dur = ev.get("name"), ev.get("cat"), ev.get("ts"), ev.get("dur")
+            if not isinstance(name, str):
+                raise TraceError(f"{f}: event #{index} is not a complete event with name, ts and dur")
+            start, length = _ns(ts), _ns(dur)
+            if start is None:
+                raise TraceError(_time_error(f, index, name, "ts", ts))
+            if length is None:
+                raise TraceError(_time_error(f, index, name, "dur", dur))
+            if length < 0:
+                raise TraceError(f"{f}: event #{index} ({name!r}) has a negative duration ({dur})")
+            cat = cat if isinstance(cat, str) else ""
+            if cat in _SKIP_CATS:
+                continue
+            raw_args = ev.get("args")
+            args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
+            read.append((name, cat, start, start + length, ev.get("pid"), ev.get("tid"), args))
+        analysis_pids, device_pids = process_roles(procs)
+        for name, cat, start, end, pid, tid, args in read:
+            with _suppress_unhashable():
+                if pid in analysis_pids:
+                    continue
+                if pid in device_pids and is_container_lane(lanes.get((pid, tid))):
+                    continue
+            kind = event_kind(name, cat)
+            on_device = kind == _K_DEVICE
+            with _suppress_unhashable():
+                on_device = on_device or (pid in device_pids and kind != _K_STEP)
+            if kind == _K_STEP and pid in device_pids:
+                continue  # the device-side copy of a step annotation (as the table reader)
+            if on_device:
+                dcat = _DEVICE_CATS.get(cat.lower()) or ("memcpy" if _MEMCPY.search(name) else "kernel")
+                device.append(
+                    DeviceEvent(
+                        name,
+                        start,
+                        end,
+                        dcat,  # type: ignore[arg-type]
+                        ext_id=_int_or_none(args.get("External id", args.get("external id"))),
+                        correlation=_int_or_none(args.get("correlation")),
+                    )
+                )
+                continue
+            hcat: HostCategory
+            if kind == _K_STEP:
+                hcat = "step"
+            elif kind == _K_OP:
+                hcat = "op"
+            elif kind == _K_PY:
+                hcat = "python"
+            elif kind == _K_RUNTIME:
+                hcat = "runtime"
+            elif cat.lower() == "user_annotation":
+                hcat = "annotation"
+            else:
+                hcat = "other"
+            dtypes = args.get("Input type")
+            host.append(
+                HostEvent(
+                    name,
+                    start,
+                    end,
+                    thread=f"{fi}:{pid}:{tid}",
+                    category=hcat,
+                    ext_id=_int_or_none(args.get("External id", args.get("external id"))),
+                    correlation=_int_or_none(args.get("correlation")) if hcat == "runtime" else None,
+                    input_shapes=_shapes(args.get("Input Dims", args.get("Input dims"))),
+                    input_dtypes=tuple(str(t) for t in dtypes) if isinstance(dtypes, list) else None,
+                )
+            )
+        if skipped:
+            notes.append(f"{os.path.basename(f)}: {skipped} begin/end or async event(s) not read")
+        meta = stream.metadata.get("neuronprof")
+        if isinstance(meta, dict) and isinstance(meta.get("backend"), str):
+            backend = meta["backend"]
+            label = meta.get("device_label") if isinstance(meta.get("device_label"), str) else None
+        elif isinstance(stream.metadata.get("deviceProperties"), list) and stream.metadata["deviceProperties"]:
+            backend, label = "cuda", "CUDA"
+    if label is None and device:
+        label = "DEVICE"
+        backend = "device" if backend == "cpu" else backend
+    return Timeline(tuple(host), tuple(device), backend, label, ", ".join(files), tuple(notes))
+
+
+def _suppress_unhashable() -> contextlib.AbstractContextManager[None]:
+    """An unhashable pid/tid names no process: it matches nothing (as in the table reader)."""
+    return contextlib.suppress(TypeError)

@@ -1,0 +1,416 @@
+"""The timeline, structured for the rules: call trees per thread, device work per op, steps, tallies.
+
+Also the op names and patterns the rules look for (torch's own ``aten`` names and
+torch.compile's ranges).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Optional
+
+from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
+
+# Op names the rules look for. They are torch's own (aten) names; backends that
+# implement ops under other names are matched by the runtime/device rules instead.
+COPY_OPS = frozenset({"aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize"})
+"""Ops that do the copying (the work under ``aten::to`` / ``aten::_to_copy``)."""
+CONVERSION_WRAPPERS = frozenset({"aten::to", "aten::_to_copy", "aten::contiguous", "aten::clone"}) | COPY_OPS
+"""Ops that convert or move a tensor; the op above them is the copy's cause."""
+SYNC_OPS = frozenset(
+    {
+        "aten::item",
+        "aten::_local_scalar_dense",
+        "aten::nonzero",
+        "aten::is_nonzero",
+        "aten::masked_select",
+        "aten::_unique",
+        "aten::_unique2",
+        "aten::unique_consecutive",
+        "aten::unique_dim",
+        "aten::tolist",
+    }
+)
+"""Ops whose result size or value the host needs: they wait for the device."""
+_SYNC_RUNTIME = re.compile(r"synchroni[sz]e", re.IGNORECASE)
+_MEMCPY = re.compile(r"memcpy|memcopy", re.IGNORECASE)
+_HTOD = re.compile(r"HtoD|H2D|host\s*to\s*device", re.IGNORECASE)
+_DTOH = re.compile(r"DtoH|D2H|device\s*to\s*host", re.IGNORECASE)
+_DTOD = re.compile(r"DtoD|D2D|PtoP", re.IGNORECASE)
+_ELEMENTWISE_NAMES = (
+    "add add_ sub sub_ mul mul_ div div_ pow pow_ rsqrt rsqrt_ sqrt sqrt_ exp exp_ log log_ neg neg_ "
+    "reciprocal reciprocal_ square abs abs_ relu relu_ gelu gelu_ silu silu_ sigmoid sigmoid_ tanh tanh_ "
+    "softmax _softmax log_softmax _log_softmax clamp clamp_ clamp_min clamp_max where erf erf_ "
+    "mean sum var var_mean std amax maximum minimum masked_fill masked_fill_ hardtanh leaky_relu "
+    "addcmul addcdiv lerp rsub"
+)
+ELEMENTWISE_OPS = frozenset("aten::" + n for n in _ELEMENTWISE_NAMES.split(" "))
+"""Pointwise ops and the small reductions of normalisations: what fused kernels combine."""
+MATMUL_OPS = frozenset({"aten::mm", "aten::matmul", "aten::bmm", "aten::baddbmm", "aten::linear"})
+_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)")
+_DATALOADER = re.compile(r"DataLoader.*__next__|__next__.*DataLoader")
+_NOT_OPS = ("TorchDynamo Cache Lookup",)
+_COMPILE_WORK = re.compile(r"\(dynamo_timed\)$|^TorchDynamo|^_compile|^compile_fx|^dynamo$")
+
+
+_MACHINERY = re.compile(r"^## .*##$|^##|PythonDispatchMode|^AOTDispatcher|Runtime Wrapper|^CompiledFunction")
+"""torch.compile's runtime wrappers and dispatcher bookkeeping (``## Call CompiledFxGraph <hash> ##``,
+``PythonDispatchMode``, ``AOTDispatcher Runtime Wrapper Prologue``): never named as an op of the user's."""
+_OPTIMIZER = re.compile(r"^Optimizer\.(step|zero_grad)#")
+"""The ranges torch.optim records around ``step()`` and ``zero_grad()``."""
+
+
+def _bookkeeping(name: str) -> bool:
+    """torch.compile's own work (guard checks, compiling): not an op of the user's code."""
+    return name.startswith(_NOT_OPS) or bool(_COMPILE_WORK.search(name))
+
+
+class _Node:
+    """A host event with its place in the call tree."""
+
+    __slots__ = ("ev", "children", "parent", "device")
+
+    def __init__(self, ev: HostEvent) -> None:
+        self.ev = ev
+        self.children: list[_Node] = []
+        self.parent: Optional[_Node] = None
+        self.device: list[DeviceEvent] = []
+
+    @property
+    def name(self) -> str:
+        return self.ev.name
+
+    @property
+    def dur(self) -> int:
+        return self.ev.end_ns - self.ev.start_ns
+
+    def walk(self) -> Iterator[_Node]:
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
+
+    def device_ns(self) -> int:
+        # The union: work on several streams at once is not counted twice.
+        return sum(e - s for s, e in _union((d.start_ns, d.end_ns) for n in self.walk() for d in n.device))
+
+    def self_ns(self) -> int:
+        return self.dur - sum(c.dur for c in self.children)
+
+
+class _Step:
+    __slots__ = ("node", "top", "start", "end")
+
+    def __init__(self, node: _Node) -> None:
+        self.node = node
+        self.top: list[_Node] = []
+        self.start = node.ev.start_ns
+        self.end = node.ev.end_ns
+
+
+def _is_region(name: str) -> bool:
+    return name.startswith("Torch-Compiled Region")
+
+
+def _top_level(step: _Node) -> list[_Node]:
+    """The ops the step calls directly: Python frames and annotations are transparent."""
+    out: list[_Node] = []
+    stack = list(reversed(step.children))
+    while stack:
+        node = stack.pop()
+        cat = node.ev.category
+        if (cat == "op" or _is_region(node.name)) and not _bookkeeping(node.name):
+            out.append(node)
+        elif cat in ("python", "annotation", "other") and not _DATALOADER.search(node.name):
+            stack.extend(reversed(node.children))
+    return out
+
+
+def _build_tree(host: Sequence[HostEvent]) -> list[_Node]:
+    """Rebuild the nesting per thread (parents first: by start, then longest first)."""
+    by_thread: dict[str, list[HostEvent]] = defaultdict(list)
+    for ev in host:
+        by_thread[ev.thread].append(ev)
+    nodes: list[_Node] = []
+    for events in by_thread.values():
+        events.sort(key=lambda e: (e.start_ns, -(e.end_ns - e.start_ns)))
+        stack: list[_Node] = []
+        for ev in events:
+            node = _Node(ev)
+            while stack and (ev.start_ns >= stack[-1].ev.end_ns or ev.end_ns > stack[-1].ev.end_ns):
+                stack.pop()
+            if stack:
+                node.parent = stack[-1]
+                stack[-1].children.append(node)
+            stack.append(node)
+            nodes.append(node)
+    return nodes
+
+
+def _link_device(nodes: Sequence[_Node], device: Sequence[DeviceEvent]) -> int:
+    """Attach each device event to the op that launched it; return how many stayed unlinked.
+
+    The correlation id comes first: it ties the device event to the runtime call that
+    launched it, and that call to its op (the op whose External id the call carries,
+    else the innermost op around the call). The External id is the fallback.
+    """
+    runtime_by_corr: dict[int, _Node] = {}
+    op_by_ext: dict[int, _Node] = {}
+    for n in nodes:
+        if n.ev.category == "runtime" and n.ev.correlation is not None:
+            runtime_by_corr.setdefault(n.ev.correlation, n)
+        elif (n.ev.category == "op" or _is_region(n.name)) and n.ev.ext_id is not None:
+            op_by_ext.setdefault(n.ev.ext_id, n)
+    unlinked = 0
+    for d in device:
+        target: Optional[_Node] = None
+        rt = runtime_by_corr.get(d.correlation) if d.correlation is not None else None
+        if rt is not None:
+            owner = op_by_ext.get(rt.ev.ext_id) if rt.ev.ext_id is not None else None
+            if owner is not None and owner.ev.start_ns <= rt.ev.start_ns and rt.ev.end_ns <= owner.ev.end_ns:
+                target = owner
+            else:
+                target = rt.parent
+                while target is not None and target.ev.category != "op" and not _is_region(target.name):
+                    target = target.parent
+        if target is None and d.ext_id is not None:
+            target = op_by_ext.get(d.ext_id)
+        if target is None:
+            unlinked += 1
+        else:
+            target.device.append(d)
+    return unlinked
+
+
+def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for s, e in sorted(intervals):
+        if merged and s <= merged[-1][1]:
+            if e > merged[-1][1]:
+                merged[-1] = (merged[-1][0], e)
+        else:
+            merged.append((s, e))
+    return merged
+
+
+def _clip(intervals: Sequence[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
+    """The parts of sorted, disjoint ``intervals`` inside ``[lo, hi)``."""
+    out = []
+    for s, e in intervals:
+        if s >= hi:
+            break
+        if e > lo:
+            out.append((max(s, lo), min(e, hi)))
+    return out
+
+
+class _Profile:
+    """The timeline, structured: steps, their top-level ops, device work per op."""
+
+    def __init__(self, tl: Timeline) -> None:
+        self.tl = tl
+        self.notes: list[str] = list(tl.notes)
+        self.nodes = _build_tree(tl.host)
+        self.unlinked = _link_device(self.nodes, tl.device) if tl.device else 0
+        self.steps: list[_Step] = []
+        for n in self.nodes:
+            if n.ev.category == "step":
+                step = _Step(n)
+                self.steps.append(step)
+                step.top = _top_level(n)
+        self.steps.sort(key=lambda s: s.start)
+        if not self.steps and self.nodes:
+            self.notes.append("no ProfilerStep in this profile: the whole recording is read as one step")
+            roots = [n for n in self.nodes if n.parent is None]
+            start = min(n.ev.start_ns for n in roots)
+            end = max(n.ev.end_ns for n in roots)
+            fake = _Node(HostEvent("(whole recording)", start, end, category="step"))
+            fake.children = sorted(roots, key=lambda n: n.ev.start_ns)
+            step = _Step(fake)
+            step.top = _top_level(fake)
+            self.steps.append(step)
+        # A step lasts until its own device work ends (torch.profiler may close the
+        # step before the device catches up when nothing synchronises).
+        for s in self.steps:
+            for m in s.node.walk():
+                for d in m.device:
+                    s.end = max(s.end, d.end_ns)
+        self.device_busy = _union((d.start_ns, d.end_ns) for d in tl.device)
+        self._busy_ends = [e for _, e in self.device_busy]
+        self.has_device_time = bool(self.device_busy)
+        self.has_device = tl.device_label is not None or self.has_device_time
+        self.n = len(self.steps)
+
+    def step_ns(self, s: _Step) -> int:
+        return max(s.end - s.start, 1)
+
+    @property
+    def mean_step_ns(self) -> float:
+        return sum(self.step_ns(s) for s in self.steps) / self.n if self.n else 0.0
+
+    def busy_in(self, s: _Step) -> list[tuple[int, int]]:
+        # The merged intervals are sorted and disjoint: their ends are sorted too.
+        first = bisect_right(self._busy_ends, s.start)
+        return _clip(self.device_busy[first:], s.start, s.end)
+
+    def host_busy_in(self, s: _Step) -> list[tuple[int, int]]:
+        # A synchronising op's time is spent waiting for the device, not launching work.
+        return _union((n.ev.start_ns, n.ev.end_ns) for n in s.top if n.name not in SYNC_OPS)
+
+
+def _per_step(total_ns: float, n: int) -> float:
+    return total_ns / n / 1000.0
+
+
+def _share(us: Optional[float], step_us: float) -> Optional[float]:
+    # Not clamped: a share above 1 is a rule's overcount, to be seen, not hidden.
+    if us is None or step_us <= 0:
+        return None
+    return us / step_us
+
+
+def _cause(node: _Node) -> Optional[_Node]:
+    """The op a copy or conversion was made for: the nearest ancestor that is not a conversion wrapper."""
+    p = node.parent
+    while p is not None and p.ev.category != "step":
+        if (p.ev.category == "op" or _is_region(p.name)) and p.name not in CONVERSION_WRAPPERS:
+            return p
+        p = p.parent
+    return None
+
+
+def _in_sync_op(node: _Node) -> bool:
+    p: Optional[_Node] = node
+    while p is not None:
+        if p.name in SYNC_OPS:
+            return True
+        p = p.parent
+    return False
+
+
+def _direction(names: Iterable[str]) -> Optional[str]:
+    for name in names:
+        if _HTOD.search(name):
+            return "host→device"
+        if _DTOH.search(name):
+            return "device→host"
+    return None
+
+
+def _copy_evidence(node: _Node) -> tuple[bool, bool, Optional[str]]:
+    """Return (certain memcpy evidence, launched device work, direction) for a copy op's subtree."""
+    memcpy_names: list[str] = []
+    device_work = False
+    for n in node.walk():
+        for d in n.device:
+            device_work = True
+            if (d.category == "memcpy" or _MEMCPY.search(d.name)) and not _DTOD.search(d.name):
+                memcpy_names.append(d.name)
+        if n.ev.category == "runtime" and _MEMCPY.search(n.name):
+            memcpy_names.append(n.name)
+    return bool(memcpy_names), device_work, _direction(memcpy_names)
+
+
+def _dtype_pair(copy: _Node) -> Optional[tuple[str, str]]:
+    """(from, to) dtypes of a copy, read from ``aten::copy_(dst, src)`` input types."""
+    for n in copy.walk():
+        if n.name == "aten::copy_" and n.ev.input_dtypes and len(n.ev.input_dtypes) >= 2:
+            dst, src = n.ev.input_dtypes[0], n.ev.input_dtypes[1]
+            if dst and src:
+                return _torch_dtype(src), _torch_dtype(dst)
+    return None
+
+
+# The C++ type names the profiler records ("Input type"), as torch dtypes.
+_TORCH_DTYPES = {
+    "float": "torch.float32",
+    "double": "torch.float64",
+    "c10::Half": "torch.float16",
+    "c10::BFloat16": "torch.bfloat16",
+    "c10::Float8_e4m3fn": "torch.float8_e4m3fn",
+    "c10::Float8_e5m2": "torch.float8_e5m2",
+    "c10::complex<float>": "torch.complex64",
+    "c10::complex<double>": "torch.complex128",
+    "long int": "torch.int64",
+    "int64_t": "torch.int64",
+    "int": "torch.int32",
+    "short int": "torch.int16",
+    "signed char": "torch.int8",
+    "unsigned char": "torch.uint8",
+    "bool": "torch.bool",
+}
+_FAMILY = {"bool": 0, "int": 1, "uint": 1, "float": 2, "bfloat": 2, "complex": 3}
+
+
+def _torch_dtype(name: str) -> str:
+    """``c10::Half`` → ``torch.float16``; names already torch's, or unknown, unchanged."""
+    return _TORCH_DTYPES.get(name.strip(), name)
+
+
+def _family(dtype: str) -> Optional[int]:
+    m = re.match(r"torch\.([a-z]+)", _torch_dtype(dtype))
+    return _FAMILY.get(m.group(1)) if m else None
+
+
+def _in_optimizer(node: _Node) -> bool:
+    """Whether the op runs inside ``Optimizer.step``/``zero_grad`` (torch.optim's own internals)."""
+    p: Optional[_Node] = node.parent
+    while p is not None and p.ev.category != "step":
+        if _OPTIMIZER.match(p.name):
+            return True
+        p = p.parent
+    return False
+
+
+def _is_scalar_source(copy: _Node) -> Optional[bool]:
+    for n in copy.walk():
+        if n.name == "aten::copy_" and n.ev.input_shapes and len(n.ev.input_shapes) >= 2:
+            return n.ev.input_shapes[1] == ()
+    return None
+
+
+class _Tally:
+    """Occurrences of one pattern, grouped by a key, summed over the steps."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[Any] = Counter()
+        self.ns: defaultdict[Any, float] = defaultdict(float)
+        self.extra: dict[Any, Any] = {}
+        self.steps: defaultdict[Any, set[int]] = defaultdict(set)
+        self.step = 0  # the step being read: set by the rule's loop
+
+    def add(self, key: Any, ns: float, extra: Any = None) -> None:
+        self.calls[key] += 1
+        self.ns[key] += ns
+        self.steps[key].add(self.step)
+        if extra is not None:
+            self.extra.setdefault(key, extra)
+
+    def when(self, key: Any, n: int) -> str:
+        """``"in every step"``, or ``"in k of n steps"`` when the pattern is missing from some."""
+        k = len(self.steps[key])
+        return "in every step" if k >= n else f"in {k} of {n} steps"
+
+
+
+def _claimed_ancestor(node: _Node, claimed: set[int]) -> bool:
+    p: Optional[_Node] = node
+    while p is not None:
+        if id(p) in claimed:
+            return True
+        p = p.parent
+    return False
+
+
+def _outer_wrapper(node: _Node) -> _Node:
+    out = node
+    p = node.parent
+    while p is not None and p.name in CONVERSION_WRAPPERS:
+        out = p
+        p = p.parent
+    return out
+
