@@ -12,12 +12,12 @@ a percentage of the roof at that intensity.
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union, cast, get_args
 
+from neuronprof.analysis._peaks import DEVICE_PEAKS, DevicePeak, device_peak
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.flops import op_cost
 from neuronprof.analysis.trace import TraceSource, load_trace
@@ -47,167 +47,6 @@ TimeSource = Literal["auto", "device", "cpu"]
 * ``"device"``: self device time (kernels launched by the op).
 * ``"cpu"``: self CPU time (for CPU-only traces, or to look at the host side).
 """
-
-
-@dataclass(frozen=True)
-class DevicePeak:
-    """The two roofs of a device: peak compute and peak memory bandwidth.
-
-    Attributes:
-        name: Short name shown in reports, e.g. ``"trn2"`` or ``"my-gpu"``.
-        flops_per_s: Peak dense FLOP/s for 16-bit floating point (BF16/FP16),
-            the roof for ops whose inputs are 16-bit or smaller.
-        bytes_per_s: Peak memory (HBM) bandwidth in bytes per second.
-        fp32_flops_per_s: Peak dense FP32 FLOP/s, the roof for ops on 32/64-bit
-            floats; ``None`` to use ``flops_per_s`` for every dtype.
-        description: What the numbers are (chip, core, source).
-    """
-
-    name: str
-    flops_per_s: float
-    bytes_per_s: float
-    fp32_flops_per_s: Optional[float] = None
-    description: str = ""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError("DevicePeak.name must be a non-empty string")
-        for attr in ("flops_per_s", "bytes_per_s", "fp32_flops_per_s"):
-            value = getattr(self, attr)
-            if value is None and attr == "fp32_flops_per_s":
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"DevicePeak.{attr} must be a positive number, got {value!r}")
-
-    @property
-    def ridge(self) -> float:
-        """Ridge point in FLOP/byte: intensities below it are memory-bound (16-bit roof)."""
-        return self.flops_per_s / self.bytes_per_s
-
-    def peak_for(self, dtypes: Optional[tuple[str, ...]]) -> float:
-        """Return the compute roof for an op with these input dtypes (FP32 roof for 32/64-bit floats)."""
-        if self.fp32_flops_per_s is not None and dtypes and any(d in _WIDE_FLOATS for d in dtypes):
-            return self.fp32_flops_per_s
-        return self.flops_per_s
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the peak as a JSON-ready dict."""
-        return asdict(self)
-
-
-_WIDE_FLOATS = frozenset({"float", "double", "float32", "float64", "c10::complex<float>", "c10::complex<double>"})
-
-# Published dense peaks (no structured sparsity). The roofline of one op is the
-# roofline of the unit that runs it: one NeuronCore (logical or physical) on
-# Trainium, one whole GPU on NVIDIA parts. Chip-level presets are there to
-# compare against data sheets.
-DEVICE_PEAKS: dict[str, DevicePeak] = {
-    # AWS Neuron docs, "Trainium Architecture" (about-neuron/arch/neuron-hardware/trainium):
-    # per Trainium chip, two NeuronCore-v2 deliver 190 FP16/BF16/cFP8/TF32 TFLOPS and
-    # 47.5 FP32 TFLOPS, with 32 GiB of HBM at 820 GB/s. trn1 supports LNC=1 only, so
-    # one NeuronCore-v2 is half of each.
-    "trn1": DevicePeak(
-        "trn1",
-        95e12,
-        410e9,
-        23.75e12,
-        "one Trainium1 NeuronCore-v2 (half a chip): 95 BF16 / 23.75 FP32 TFLOP/s, 410 GB/s",
-    ),
-    "trn1-chip": DevicePeak(
-        "trn1-chip",
-        190e12,
-        820e9,
-        47.5e12,
-        "one Trainium1 chip (2 NeuronCore-v2): 190 BF16 / 47.5 FP32 TFLOP/s, 820 GB/s",
-    ),
-    # AWS Neuron docs, "Trainium2 Architecture" (about-neuron/arch/neuron-hardware/trainium2):
-    # per Trainium2 chip, eight NeuronCore-v3 deliver 667 BF16/FP16/TF32 TFLOPS and 181
-    # FP32 TFLOPS, with 96 GiB of HBM at 2.9 TB/s. neuronx-cc defaults to LNC=2 on Trn2
-    # (one logical NeuronCore = two physical cores = a quarter of the chip), hence "trn2".
-    "trn2": DevicePeak(
-        "trn2",
-        667e12 / 4,
-        2900e9 / 4,
-        181e12 / 4,
-        "one Trainium2 logical NeuronCore at the default LNC=2 (2 NeuronCore-v3, a quarter chip): "
-        "166.75 BF16 / 45.25 FP32 TFLOP/s, 725 GB/s",
-    ),
-    "trn2-core": DevicePeak(
-        "trn2-core",
-        667e12 / 8,
-        2900e9 / 8,
-        181e12 / 8,
-        "one Trainium2 physical NeuronCore-v3 (LNC=1, an eighth of a chip): 83.4 BF16 / 22.6 FP32 TFLOP/s, 362.5 GB/s",
-    ),
-    "trn2-chip": DevicePeak(
-        "trn2-chip",
-        667e12,
-        2900e9,
-        181e12,
-        "one Trainium2 chip (8 NeuronCore-v3): 667 BF16 / 181 FP32 TFLOP/s, 2.9 TB/s",
-    ),
-    # NVIDIA H100 Tensor Core GPU datasheet, SXM5: BF16 Tensor Core 1,979 TFLOPS with
-    # sparsity (989.4 dense), FP32 67 TFLOPS, 80 GB HBM3 at 3.35 TB/s.
-    "h100": DevicePeak("h100", 989.4e12, 3350e9, 67e12, "NVIDIA H100 SXM: 989.4 BF16 / 67 FP32 TFLOP/s, 3.35 TB/s"),
-    # NVIDIA H200 Tensor Core GPU datasheet, SXM: same Hopper GH100 compute as the H100
-    # SXM (1,979 TFLOPS BF16 with sparsity, 989.4 dense; FP32 67 TFLOPS), 141 GB HBM3e
-    # at 4.8 TB/s.
-    "h200": DevicePeak("h200", 989.4e12, 4800e9, 67e12, "NVIDIA H200 SXM: 989.4 BF16 / 67 FP32 TFLOP/s, 4.8 TB/s"),
-    # NVIDIA A100 Tensor Core GPU datasheet: BF16 Tensor Core 312 TFLOPS (624 with
-    # sparsity), FP32 19.5 TFLOPS; 80 GB HBM2e SXM at 2,039 GB/s (40 GB: 1,555 GB/s).
-    "a100": DevicePeak(
-        "a100", 312e12, 2039e9, 19.5e12, "NVIDIA A100 SXM 80GB: 312 BF16 / 19.5 FP32 TFLOP/s, 2.039 TB/s"
-    ),
-    "a100-40gb": DevicePeak(
-        "a100-40gb", 312e12, 1555e9, 19.5e12, "NVIDIA A100 40GB: 312 BF16 / 19.5 FP32 TFLOP/s, 1.555 TB/s"
-    ),
-}
-"""Peak compute and bandwidth presets, by the name ``roofline(device=...)`` takes.
-
-``trn1``/``trn2`` are one NeuronCore as a workload sees it (a Trainium1
-NeuronCore-v2; a Trainium2 logical NeuronCore at the default LNC=2);
-``trn2-core`` is one physical NeuronCore-v3; ``*-chip`` are whole chips; the
-NVIDIA presets are whole GPUs. Values are dense (no sparsity) peaks from the
-vendors' published specifications.
-"""
-
-
-def device_peak(
-    device: Union[str, DevicePeak] = "trn2",
-    *,
-    peak_flops: Optional[float] = None,
-    peak_bw: Optional[float] = None,
-) -> DevicePeak:
-    """Return the [`DevicePeak`][neuronprof.analysis.DevicePeak] for a preset name, optionally overridden.
-
-    Args:
-        device: A key of [`DEVICE_PEAKS`][neuronprof.analysis.DEVICE_PEAKS] or a ``DevicePeak``.
-        peak_flops: Peak FLOP/s to use instead of the preset's (for every dtype).
-        peak_bw: Peak memory bandwidth in bytes/s to use instead of the preset's.
-
-    Raises:
-        ValueError: Unknown preset name, or a peak that is not a positive number.
-    """
-    if isinstance(device, DevicePeak):
-        base = device
-    elif isinstance(device, str):
-        base = DEVICE_PEAKS.get(device.lower())  # type: ignore[assignment]
-        if base is None:
-            raise ValueError(
-                f"unknown device {device!r}; use one of {', '.join(DEVICE_PEAKS)}, "
-                "or give DevicePeak(name, flops_per_s, bytes_per_s)"
-            )
-    else:
-        raise TypeError(f"device must be a preset name or a DevicePeak, got {type(device).__name__}")
-    if peak_flops is None and peak_bw is None:
-        return base
-    return DevicePeak(
-        name=f"{base.name} (custom)",
-        flops_per_s=base.flops_per_s if peak_flops is None else peak_flops,
-        bytes_per_s=base.bytes_per_s if peak_bw is None else peak_bw,
-        fp32_flops_per_s=base.fp32_flops_per_s if peak_flops is None else None,
-        description="custom peaks" + (f" over {base.name}" if base.description else ""),
-    )
 
 
 @dataclass(frozen=True)
@@ -437,6 +276,79 @@ class Roofline:
         plot_roofline(self, path, label_top=label_top)
 
 
+def place_on_roof(
+    name: str,
+    *,
+    input_shapes: Optional[tuple[Shape, ...]],
+    input_dtypes: Optional[tuple[str, ...]],
+    calls: int,
+    time_us: float,
+    time_source: Literal["device", "cpu"],
+    flops: float,
+    moved: float,
+    flops_source: Literal["trace", "formula", "counters"],
+    peak: DevicePeak,
+) -> RooflineRow:
+    """Place one op (or one device profile) on ``peak``'s roofline: the one roofline formula of neuronprof.
+
+    The roofline model (Williams, Waterman and Patterson, "Roofline: an insightful
+    visual performance model", CACM 2009): intensity ``I = flops / bytes`` (FLOP/byte);
+    the compute roof is ``peak.peak_for(input_dtypes)`` (the 16-bit roof without
+    dtypes); attainable ``min(roof, I × peak bytes/s)``; the op is compute-bound when
+    ``I × peak bytes/s >= roof`` (right of the ridge point), else memory-bound. Achieved
+    rates are ``flops / time`` and ``bytes / time``; ``pct_of_peak`` is achieved FLOP/s
+    over attainable, or, for an op without FLOPs (a pure copy), achieved bytes/s over
+    the peak bandwidth. No time: no achieved rates and no percentage.
+
+    Args:
+        name: Row name (the op, or a NEFF's label).
+        input_shapes: Input shapes as recorded, or ``None``.
+        input_dtypes: Input dtypes as recorded, or ``None``; they choose the compute roof.
+        calls: Number of calls.
+        time_us: Measured time over all calls, in microseconds.
+        time_source: ``"device"`` or ``"cpu"``: which time ``time_us`` is.
+        flops: FLOPs over all calls.
+        moved: Bytes moved over all calls; must be positive.
+        flops_source: Where ``flops`` came from (see [`RooflineRow`][neuronprof.analysis.RooflineRow]).
+        peak: The device's roofs.
+
+    Raises:
+        ValueError: ``moved`` is not positive (no intensity without bytes).
+    """
+    if not moved > 0:
+        raise ValueError(f"a roofline row needs a positive byte count, got {moved!r}")
+    intensity = flops / moved
+    roof = peak.peak_for(input_dtypes)
+    attainable = min(roof, intensity * peak.bytes_per_s)
+    seconds = time_us / 1e6
+    achieved_f = flops / seconds if seconds > 0 else None
+    achieved_b = moved / seconds if seconds > 0 else None
+    bound: Bound = "compute" if intensity * peak.bytes_per_s >= roof else "memory"
+    pct = None
+    if achieved_f is not None and attainable > 0 and flops > 0:
+        pct = 100.0 * achieved_f / attainable
+    elif achieved_b is not None and bound == "memory":
+        pct = 100.0 * achieved_b / peak.bytes_per_s  # a pure copy: all bandwidth, no FLOPs
+    return RooflineRow(
+        name=name,
+        input_shapes=input_shapes,
+        input_dtypes=input_dtypes,
+        calls=calls,
+        time_us=time_us,
+        time_source=time_source,
+        flops=flops,
+        bytes=moved,
+        flops_source=flops_source,
+        intensity=intensity,
+        peak_flops_per_s=roof,
+        attainable_flops_per_s=attainable,
+        achieved_flops_per_s=achieved_f,
+        achieved_bytes_per_s=achieved_b,
+        bound=bound,
+        pct_of_peak=pct,
+    )
+
+
 def roofline(
     source: TraceSource,
     device: Union[str, DevicePeak] = "trn2",
@@ -506,42 +418,22 @@ def roofline(
         g["bytes"] += cost.bytes * op.calls
         g["trace_flops"] = g["trace_flops"] and op.flops is not None
 
-    rows = []
-    for (name, shapes, dtypes), g in groups.items():
-        if g["bytes"] <= 0:
-            continue
-        intensity = g["flops"] / g["bytes"]
-        roof = peak.peak_for(dtypes)
-        attainable = min(roof, intensity * peak.bytes_per_s)
-        seconds = g["time"] / 1e6
-        achieved_f = g["flops"] / seconds if seconds > 0 else None
-        achieved_b = g["bytes"] / seconds if seconds > 0 else None
-        bound: Bound = "compute" if intensity * peak.bytes_per_s >= roof else "memory"
-        pct = None
-        if achieved_f is not None and attainable > 0 and g["flops"] > 0:
-            pct = 100.0 * achieved_f / attainable
-        elif achieved_b is not None and bound == "memory":
-            pct = 100.0 * achieved_b / peak.bytes_per_s  # a pure copy: all bandwidth, no FLOPs
-        rows.append(
-            RooflineRow(
-                name=name,
-                input_shapes=shapes,
-                input_dtypes=dtypes,
-                calls=g["calls"],
-                time_us=g["time"],
-                time_source=use,
-                flops=g["flops"],
-                bytes=g["bytes"],
-                flops_source="trace" if g["trace_flops"] else "formula",
-                intensity=intensity,
-                peak_flops_per_s=roof,
-                attainable_flops_per_s=attainable,
-                achieved_flops_per_s=achieved_f,
-                achieved_bytes_per_s=achieved_b,
-                bound=bound,
-                pct_of_peak=pct,
-            )
+    rows = [
+        place_on_roof(
+            name,
+            input_shapes=shapes,
+            input_dtypes=dtypes,
+            calls=g["calls"],
+            time_us=g["time"],
+            time_source=use,
+            flops=g["flops"],
+            moved=g["bytes"],
+            flops_source="trace" if g["trace_flops"] else "formula",
+            peak=peak,
         )
+        for (name, shapes, dtypes), g in groups.items()
+        if g["bytes"] > 0
+    ]
     rows.sort(key=lambda r: r.time_us, reverse=True)
 
     notes: list[str] = []

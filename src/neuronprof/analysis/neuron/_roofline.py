@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional, Union
 
-from neuronprof.analysis.roofline import Bound, DevicePeak, Roofline, RooflineRow, device_peak
+from neuronprof.analysis.roofline import DevicePeak, Roofline, device_peak, place_on_roof
 
 if TYPE_CHECKING:
     from neuronprof.analysis.neuron._model import NeuronProfile
@@ -51,35 +51,18 @@ def profile_roofline(
             ]
             skipped.append(f"{s.label} ({', '.join(missing)} not available)")
             continue
-        intensity = flops / moved
-        roof = peak.flops_per_s
-        attainable = min(roof, intensity * peak.bytes_per_s)
-        seconds = t / 1e6
-        achieved_f = flops / seconds
-        achieved_b = moved / seconds
-        bound: Bound = "compute" if intensity * peak.bytes_per_s >= roof else "memory"
-        if flops > 0:
-            pct: Optional[float] = 100.0 * achieved_f / attainable
-        else:
-            pct = 100.0 * achieved_b / peak.bytes_per_s
         rows.append(
-            RooflineRow(
-                name=s.label,
+            place_on_roof(
+                s.label,
                 input_shapes=None,
-                input_dtypes=None,
+                input_dtypes=None,  # the counters carry no dtype: the 16-bit roof
                 calls=1,
                 time_us=t,
                 time_source="device",
                 flops=flops,
-                bytes=float(moved),
+                moved=float(moved),
                 flops_source="counters",
-                intensity=intensity,
-                peak_flops_per_s=roof,
-                attainable_flops_per_s=attainable,
-                achieved_flops_per_s=achieved_f,
-                achieved_bytes_per_s=achieved_b,
-                bound=bound,
-                pct_of_peak=pct,
+                peak=peak,
             )
         )
     rows.sort(key=lambda r: r.time_us, reverse=True)
