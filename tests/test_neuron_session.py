@@ -214,3 +214,69 @@ def test_neuron_profile_refused_where_it_cannot_work(tmp_path):
     with pytest.raises(ValueError, match="neuron_heuristic"):
         s.table(neuron_heuristic="yes")  # type: ignore[arg-type]
     assert not any(n.startswith("NEURON column") for n in s.table().notes)  # other backends: untouched
+
+
+_TWO_SESSIONS = r"""
+import glob, json, os
+from pathlib import Path
+import torch
+import neuronprof
+import neuronprof.analysis.neuron._tool as tool_module
+
+os.environ["PATH"] = os.environ.pop("NEURONPROF_TEST_PATH")
+tool_module.SEARCH_DIRS = ()
+out = Path(OUT)
+pattern = str(out / "neuron_profile" / f"*_pid_{os.getpid()}" / "*")
+
+
+def run(neff):
+    before = set(glob.glob(pattern))
+    with neuronprof.session(backend="neuron", output_dir=out, wait=0, warmup=0, active=2) as s:
+        for _ in s.steps():
+            torch.ones(64) * 2 + 1
+    # Play the Neuron Runtime: one execution of this session's own NEFF in each of its steps.
+    (folder,) = [Path(p) for p in set(glob.glob(pattern)) - before]
+    trace = json.loads((folder / "trace.json").read_text())
+    base = int(trace.get("baseTimeNanoseconds", 0))
+    spans = [(base + round(e["ts"] * 1000), round(e["dur"] * 1000)) for e in trace["traceEvents"]
+             if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X"]
+    execs = [{"neff": neff, "start_ns": a + d // 4, "duration_ns": d // 4, "cores": [0]} for a, d in spans]
+    spec = {"fake_neuron_explorer_spec": 1, "process_id": os.getpid(), "executions": execs}
+    (folder / "ntrace.pb").write_text(json.dumps(spec))
+    return s, len(execs)
+
+
+# Both sessions run before either reads Neuron's profile (a notebook; compare()'s variants).
+first, first_execs = run("neff_first")
+second, second_execs = run("neff_second")
+info = {}
+for name, s in (("first", first), ("second", second)):
+    p = s.neuron_profile()
+    t = s.table(row_limit=None)
+    bundle = s.export(format="neuron")
+    info[name] = {
+        "neffs": sorted((x.neff, x.calls) for x in p.neffs),
+        "steps": [x.executions for x in p.steps],
+        "rows": sorted((r.name, r.calls) for r in t.rows if r.name.startswith("NEFF ")),
+        "bundle_sessions": len([d for d in (bundle / "system").glob("*/*") if d.is_dir()]),
+    }
+report(dict(info, first_execs=first_execs, second_execs=second_execs))
+"""
+
+
+def test_two_sessions_in_one_process_and_folder_read_their_own_neuron_profile(tmp_path):
+    env = {"NEURONPROF_STANDIN_NEURON_BUILD": "documented", "FAKE_NEURON_EXPLORER_LOG": str(tmp_path / "calls.log")}
+    empty = tmp_path / "emptybin"
+    empty.mkdir()
+    env["NEURONPROF_TEST_PATH"] = f"{empty}{os.pathsep}{os.path.dirname(sys.executable)}"
+    env["NEURONPROF_NEURON_EXPLORER"] = str(FAKE)
+    code = _TWO_SESSIONS.replace("OUT", repr(str(tmp_path / "out")))
+    info = result(check(run_script(code, backend="neuron", env=env)))
+    assert info["first_execs"] == info["second_execs"] == 2
+    # Each session's profile, table and bundle hold its own NEFF and runtime folder, never the other's.
+    assert info["first"]["neffs"] == [["neff_first", 2]]
+    assert info["second"]["neffs"] == [["neff_second", 2]]
+    assert info["first"]["rows"] == [["NEFF neff_first", 2]]
+    assert info["second"]["rows"] == [["NEFF neff_second", 2]]
+    assert info["first"]["steps"] == info["second"]["steps"] == [1, 1]
+    assert info["first"]["bundle_sessions"] == info["second"]["bundle_sessions"] == 1

@@ -845,8 +845,11 @@ class Session:
         if self._neuron is None:
             from neuronprof.analysis.neuron.session import SessionNeuronProfile
 
-            root = self._backend.neuron_bundle_source(self._ctx) if self._ctx is not None else None
-            self._neuron = SessionNeuronProfile(root, pid=os.getpid())
+            ctx = self._ctx
+            root = self._backend.neuron_bundle_source(ctx) if ctx is not None else None
+            # This session's folders only, as export(format="neuron") bundles them.
+            sessions = self._backend.neuron_session_dirs(ctx) if ctx is not None else []
+            self._neuron = SessionNeuronProfile(root, sessions=sessions)
         return self._neuron
 
     def report(self, path: Optional[PathLike] = None, *, overwrite: bool = False) -> Path:

@@ -1,7 +1,7 @@
 """Build Neuron profile JSON in the documented formats, for the reader's tests.
 
 These follow what AWS documents for ``neuron-explorer view`` output (see
-``src/neuronprof/analysis/neuron/_read.py``); they are test inputs, not
+``src/neuronprof/analysis/neuron/_summary.py`` and ``_system.py``); they are test inputs, not
 output captured on Trainium.
 """
 

@@ -465,3 +465,18 @@ def test_neff_roofline_text_speaks_of_neffs_not_operators(profile_folder):
     for text in (rl.to_text(), rl.to_markdown()):
         assert "op signature" not in text and "Input shapes" not in text
         assert "device profile(s) (NEFFs)" in text and "overall (by time" in text
+
+
+def test_sessions_reads_only_the_session_folders_given(tmp_path):
+    out = tmp_path / "neuron_profile"
+    for stamp, neff in (("1000", "neff_first"), ("2000", "neff_second")):
+        folder = out / "i-0abc_pid_100" / stamp
+        write_system_profile(folder / "system_profile.json", [exec_record(BASE_NS, 5_000, neff=neff)])
+    everything = neuron_profile(out, tool="never")
+    assert sorted(s.neff for s in everything.neffs) == ["neff_first", "neff_second"]
+    first = neuron_profile(out, tool="never", sessions=[out / "i-0abc_pid_100" / "1000"])
+    assert [s.neff for s in first.neffs] == ["neff_first"]
+    with pytest.raises(ValueError, match="list of folders"):
+        neuron_profile(out, tool="never", sessions=str(out / "i-0abc_pid_100" / "1000"))  # type: ignore[arg-type]
+    with pytest.raises(TraceError, match="no such session folder"):
+        neuron_profile(out, tool="never", sessions=[out / "i-0abc_pid_100" / "3000"])

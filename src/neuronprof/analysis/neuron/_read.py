@@ -101,9 +101,10 @@ class _Folder:
         return self.runtime or self.system_json is not None
 
 
-def _scan(root: Path, pid: Optional[int]) -> list[_Folder]:
+def _scan(root: Path, pid: Optional[int], sessions: Optional[Sequence[Path]] = None) -> list[_Folder]:
     folders = []
-    for here, dirs, files in os.walk(root):
+    tops = [root] if sessions is None else list(dict.fromkeys(sessions))
+    for here, dirs, files in (entry for top in tops for entry in os.walk(top)):
         dirs.sort()
         names = set(files)
         d = Path(here)
@@ -300,6 +301,7 @@ def neuron_profile(
     timeout: float = DEFAULT_TIMEOUT,
     save: bool = False,
     pid: Optional[int] = None,
+    sessions: Optional[Sequence[Union[str, os.PathLike[str]]]] = None,
     warn_missing: bool = True,
 ) -> NeuronProfile:
     """Read Neuron's own profile: engine breakdown per device profile, NEFF executions, busy time per step.
@@ -337,6 +339,9 @@ def neuron_profile(
         save: Keep the tool's JSON beside the runtime's files (``system_profile.json``,
             ``neuron_summary.json``), so later reads need no tool.
         pid: Only read session folders of this process (``*_pid_<pid>``).
+        sessions: Only read these Neuron Runtime session folders (and what is under them),
+            e.g. the ones one ``neuronprof.session`` wrote: a process that ran several
+            sessions into one output folder holds the folders of all of them.
         warn_missing: Warn when the tool is needed but not installed; when False the
             notes say so instead (a failing tool always warns).
 
@@ -346,15 +351,22 @@ def neuron_profile(
     Raises:
         TraceError: ``path`` does not exist, holds no Neuron profile, or a JSON
             file in it is not the documented format.
-        ValueError: ``ntff`` without a ``.neff``, or a bad ``timeout``.
+        ValueError: ``ntff`` without a ``.neff``, a bad ``timeout``, or ``sessions`` that is
+            not a list of folders.
     """
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     if not (tool in ("auto", "never") or isinstance(tool, (str, os.PathLike))):
         raise ValueError(f"tool must be 'auto', 'never' or a path, got {tool!r}")
+    if isinstance(sessions, (str, bytes, os.PathLike)):
+        raise ValueError(f"sessions takes a list of folders, got one path {sessions!r}; use sessions=[...]")
+    session_dirs = None if sessions is None else [Path(s) for s in sessions]
     p = Path(path)
     if not p.exists():
         raise TraceError(f"{p}: no such file or folder")
+    for folder in session_dirs or ():
+        if not folder.is_dir():
+            raise TraceError(f"{folder}: no such session folder")
     runner = _Runner(tool, float(timeout), warn_missing=warn_missing)
     notes: list[str] = []
     summaries: list[DeviceSummary] = []
@@ -381,7 +393,7 @@ def neuron_profile(
             if trace is not None:
                 steps = read_steps(trace)
     else:
-        folders = _scan(p, pid)
+        folders = _scan(p, pid, session_dirs)
         if not folders:
             raise TraceError(
                 f"{p}: no Neuron profile here (looked for ntrace.pb/trace_info.pb, {SYSTEM_JSON}, "

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
@@ -56,12 +57,25 @@ class SessionNeuronProfile:
     Args:
         root: The session's Neuron profile output folder (``NeuronConfig``'s
             ``profile_output_dir``), or ``None`` when nothing was written.
-        pid: The process whose session folders (``*_pid_<pid>``) belong to this session.
+        sessions: The Neuron Runtime session folders this session wrote (``None`` entries,
+            for cycles that wrote none, are skipped): the backend's
+            ``neuron_session_dirs``, the same folders ``export(format="neuron")`` bundles.
+            Only these are read, so another session of the same process writing to the
+            same ``output_dir`` stays out. ``None``: every folder of ``pid``.
+        pid: Without ``sessions``, the process whose session folders (``*_pid_<pid>``) are read.
         timeout: Seconds each run of ``neuron-explorer`` may take.
     """
 
-    def __init__(self, root: Optional[Path], *, pid: Optional[int] = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        root: Optional[Path],
+        *,
+        sessions: Optional[Sequence[Optional[Path]]] = None,
+        pid: Optional[int] = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
         self.root = root
+        self.sessions = None if sessions is None else [Path(s) for s in sessions if s is not None]
         self.pid = pid
         self.timeout = timeout
         self._profile: Optional[NeuronProfile] = None
@@ -91,12 +105,18 @@ class SessionNeuronProfile:
         return self._profile
 
     def _load(self, tool: ToolChoice) -> Optional[NeuronProfile]:
-        if self.root is None or not self.root.is_dir():
+        if self.root is None or not self.root.is_dir() or self.sessions == []:
             self.why = "the session wrote no Neuron profile files (capture with modes 'device'/'runtime')"
             return None
         try:
             profile = neuron_profile(
-                self.root, pid=self.pid, tool=tool, timeout=self.timeout, save=True, warn_missing=False
+                self.root,
+                pid=self.pid,
+                sessions=self.sessions,
+                tool=tool,
+                timeout=self.timeout,
+                save=True,
+                warn_missing=False,
             )
         except TraceError as exc:
             self.why = f"Neuron's profile could not be read ({exc})"
