@@ -26,16 +26,10 @@ import torch, neuronprof
 import testbackend as tb
 from torch_neuronx import _runtime
 
+from workload import profile_linear
+
 def run(out, **kw):
-    lin = torch.nn.Linear(16, 16)
-    x = torch.randn(8, 16)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with neuronprof.session(output_dir=out, backend="neuron", **kw) as s:
-            for _ in s.steps():
-                lin(x).relu().sum()
-        t = s.table(row_limit=None)
-    return s, t, caught
+    return profile_linear(out, "neuron", **kw)
 
 def facts(s, t, caught):
     return dict(

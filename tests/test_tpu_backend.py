@@ -21,15 +21,10 @@ from pathlib import Path
 import torch, neuronprof
 import torch_tpu
 
+from workload import profile_linear
+
 def run(out, **kw):
-    lin = torch.nn.Linear(16, 16)
-    x = torch.randn(8, 16)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with neuronprof.session(output_dir=out, backend="tpu", **kw) as s:
-            for _ in s.steps():
-                lin(x).relu().sum()
-        t = s.table(row_limit=None)
+    s, t, caught = profile_linear(out, "tpu", **kw)
     cfg = torch_tpu.profiler.last_config
     return dict(notes=s.notes, text=str(t), warnings=[f"{w.category.__name__}: {w.message}" for w in caught],
                 worker_rank=cfg.worker_rank, written=str(torch_tpu.profiler.written[-1]),
