@@ -13,7 +13,7 @@ import dataclasses
 import json
 import operator
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Optional, Union
@@ -320,7 +320,9 @@ class NeuronProfile:
         for neff, g in groups.items():
             ns = list(map(operator.sub, map(_END, g), map(_START, g)))
             cores: set[int] = set().union(*set(map(_CORES, g)))
-            stats.append(NeffStats(neff, len(g), sum(ns) / 1000.0, min(ns) / 1000.0, max(ns) / 1000.0, _sorted(cores)))
+            stats.append(
+                NeffStats(neff, len(g), sum(ns) / 1000.0, min(ns) / 1000.0, max(ns) / 1000.0, sorted_cores(cores))
+            )
         stats.sort(key=lambda s: s.device_us, reverse=True)
         return tuple(stats)
 
@@ -515,11 +517,13 @@ class NeuronProfile:
         return profile_roofline(self, device, peak_flops=peak_flops, peak_bw=peak_bw)
 
 
-def _sorted(cores: set[Any]) -> tuple[Any, ...]:
+def sorted_cores(cores: Iterable[Any]) -> tuple[Any, ...]:
+    """Core indices in order; indices of mixed types (a malformed record) in the order given."""
+    seen = tuple(cores)
     try:
-        return tuple(sorted(cores))
-    except TypeError:  # indices of mixed types
-        return tuple(cores)
+        return tuple(sorted(seen))
+    except TypeError:
+        return seen
 
 
 _START = operator.itemgetter(1)

@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Union
 
 from neuronprof.analysis.errors import TraceError
-from neuronprof.analysis.neuron._model import DeviceSummary, NeffExecution, NeuronProfile
+from neuronprof.analysis.neuron._model import _START, DeviceSummary, NeffExecution, NeuronProfile
 from neuronprof.analysis.neuron._summary import SUMMARY_GLOB, looks_like_summary, parse_summary, read_summary_file
 from neuronprof.analysis.neuron._system import (
-    _START,
     SYSTEM_JSON,
     outside_steps,
     read_steps,

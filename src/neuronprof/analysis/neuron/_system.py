@@ -16,14 +16,13 @@ import collections
 import contextlib
 import gc
 import math
-import operator
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
 from neuronprof.analysis._jsonstream import EventBatches
-from neuronprof.analysis.neuron._model import NeffExecution, StepDevice
+from neuronprof.analysis.neuron._model import _START, NeffExecution, StepDevice, sorted_cores
 
 __all__ = ["SYSTEM_JSON", "outside_steps", "read_steps", "read_system_profile", "step_activity"]
 
@@ -196,7 +195,7 @@ class _Merge:
                         if len(cores) == 1 and type(core) is int and type(cores[0]) is int:
                             old[4] = (cores[0], core) if cores[0] < core else (core, cores[0])
                         else:
-                            old[4] = _with_core(cores, core)
+                            old[4] = sorted_cores((*cores, core))
                     dups += 1
                     continue
                 self.reused += 1  # same ids but apart in time: a reused id, not a second core
@@ -223,13 +222,6 @@ class _Merge:
         return out
 
 
-def _with_core(cores: tuple[Any, ...], core: Any) -> tuple[Any, ...]:
-    try:
-        return tuple(sorted((*cores, core)))
-    except TypeError:  # indices of mixed types: keep the order seen
-        return (*cores, core)
-
-
 def _neff_name(name: Any, model_id: Any, names: dict[Any, str]) -> str:
     if not isinstance(name, str) or not name:
         # No NEFF name: name it by its model id (not cached by name, since ids differ).
@@ -247,7 +239,6 @@ def _in_ns(ts: Any, dur: Any, unit: Any) -> tuple[Optional[int], Optional[int]]:
 
 
 
-_START = operator.itemgetter(1)  # NeffExecution.start_ns, read in C
 
 
 # -- framework trace and steps ------------------------------------------------------------
