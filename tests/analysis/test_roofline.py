@@ -7,9 +7,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from trace_builders import op, write_trace
 
-from neuronprof.analysis import DEVICE_PEAKS, DevicePeak, Roofline, device_peak, dtype_size, op_cost, roofline
+from neuronprof.analysis import (
+    DEVICE_PEAKS,
+    DevicePeak,
+    NeuronProfile,
+    Roofline,
+    device_peak,
+    dtype_size,
+    op_cost,
+    roofline,
+)
+from neuronprof.analysis.neuron import DeviceSummary
 
 F32, BF16 = "float", "c10::BFloat16"
 
@@ -226,3 +238,35 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     with pytest.raises(ImportError, match=r"pip install neuronprof\[plot\]"):
         rl.plot(tmp_path / "r.png")
+
+
+@settings(max_examples=40, deadline=None)
+@given(flops=st.integers(0, 10**13), dur_us=st.integers(1, 10**7), read_share=st.floats(0, 1))
+def test_trace_ops_and_neuron_counters_are_placed_by_one_formula(
+    tmp_path_factory: pytest.TempPathFactory, flops: int, dur_us: int, read_share: float
+) -> None:
+    # A bf16 matmul with torch's own FLOP count (with_flops=True): the bytes come from its shapes.
+    path = write_trace(
+        tmp_path_factory.mktemp("one") / "t.json",
+        [op("aten::mm", 0, dur_us, Input_Dims=[[128, 64], [64, 32]], Input_type=[BF16, BF16], flops=flops)],
+    )
+    (row,) = roofline(path, device="trn2", time="cpu").rows
+    # The same FLOPs, bytes and time as Neuron's hardware counters of one NEFF (16-bit roof: no dtype).
+    read = int(row.bytes * read_share)
+    summary = DeviceSummary(
+        key="n_1",
+        label="neff",
+        total_us=float(dur_us),
+        hbm_read_bytes=read,
+        hbm_write_bytes=int(row.bytes) - read,
+        hardware_flops=float(flops),
+    )
+    (neff,) = NeuronProfile(summaries=(summary,)).roofline("trn2").rows
+    assert neff.bound == row.bound and neff.flops_source == "counters" and row.flops_source == "trace"
+    for name in ("intensity", "peak_flops_per_s", "attainable_flops_per_s", "achieved_flops_per_s",
+                 "achieved_bytes_per_s", "pct_of_peak"):
+        got, want = getattr(neff, name), getattr(row, name)
+        assert (got is None) == (want is None) and (want is None or got == pytest.approx(want)), name
+    # The formula itself: attainable under the roof; compute-bound exactly right of the ridge point.
+    assert row.attainable_flops_per_s <= row.peak_flops_per_s
+    assert (row.bound == "compute") == (row.intensity >= DEVICE_PEAKS["trn2"].ridge)
