@@ -12,7 +12,9 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, Union, get_args
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
+
+from neuronprof.typing import SORT_KEYS, RankMetric, RankSort, SortKey
 
 if TYPE_CHECKING:
     import pandas
@@ -32,43 +34,6 @@ __all__ = [
 Shape = tuple[int, ...]
 """The shape of one input tensor, e.g. ``(4096, 4096)``; ``()`` for a scalar or non-tensor."""
 
-SortKey = Literal[
-    "device",
-    "device_total",
-    "cpu",
-    "cpu_total",
-    "calls",
-    "name",
-    "flops",
-    "self_device_time_total",
-    "device_time_total",
-    "self_cpu_time_total",
-    "cpu_time_total",
-    "count",
-    "self_cuda_time_total",
-    "cuda_time_total",
-    "self_privateuse1_time_total",
-    "privateuse1_time_total",
-    "self_xpu_time_total",
-    "xpu_time_total",
-    "self_cpu_memory_usage",
-    "self_device_memory_usage",
-]
-"""How a table is sorted.
-
-* ``"device"``: self device time, largest first (falls back to ``"cpu"`` when no
-  row has device time, e.g. on a CPU-only run).
-* ``"device_total"``: device time including children.
-* ``"cpu"`` / ``"cpu_total"``: self / total CPU time, largest first.
-* ``"calls"``: number of calls, most first.
-* ``"name"``: alphabetical.
-* ``"flops"``: estimated floating-point operations (needs ``with_flops=True``).
-* torch.profiler's own keys (``"self_device_time_total"``, ``"self_cuda_time_total"``,
-  ``"self_privateuse1_time_total"``, ``"cpu_time_total"``, ``"count"``, ...) are
-  accepted and mean what they mean in ``key_averages().table(sort_by=...)``.
-"""
-
-SORT_KEYS: tuple[str, ...] = get_args(SortKey)
 
 TABLE_SCHEMA = "neuronprof.table/1"
 RANK_TABLE_SCHEMA = "neuronprof.rank_table/1"
@@ -328,8 +293,8 @@ class Table:
         return [r.name for r in self.rows]
 
     # -- derived tables ----------------------------------------------------------
-    def sorted(self, by: str = "device") -> Table:
-        """Return a copy sorted by ``by`` (see [`SortKey`][neuronprof.model.SortKey]).
+    def sorted(self, by: SortKey = "device") -> Table:
+        """Return a copy sorted by ``by`` (see [`SortKey`][neuronprof.typing.SortKey]).
 
         Rows without a value for the key (``None``) go last. Sorting by a device key
         when no row has device time falls back to self CPU time, and says so in
@@ -656,9 +621,9 @@ class RankTable:
 
     rows: tuple[RankOpRow, ...]
     world_size: int
-    metric: str
+    metric: RankMetric
     tables: tuple[Table, ...] = ()
-    sort_by: str = "max"
+    sort_by: RankSort = "max"
     notes: tuple[str, ...] = field(default=())
 
     def __str__(self) -> str:
@@ -709,7 +674,7 @@ class RankTable:
     def from_tables(
         cls,
         tables: Sequence[Table],
-        sort_by: str = "device",
+        sort_by: SortKey = "device",
         *,
         device_only: bool = False,
         notes: Sequence[str] = (),
@@ -718,7 +683,7 @@ class RankTable:
 
         Args:
             tables: One table per rank, indexed by rank.
-            sort_by: A [`SortKey`][neuronprof.model.SortKey]. Time keys (``"device"``,
+            sort_by: A [`SortKey`][neuronprof.typing.SortKey]. Time keys (``"device"``,
                 ``"device_total"``, ``"cpu"``, ``"cpu_total"`` and torch's names for them)
                 choose the time compared across ranks, sorted by the slowest rank's value;
                 a device key falls back to CPU time when no rank has device time.
@@ -795,9 +760,9 @@ class RankTable:
         return cls(
             rows=tuple(rows),
             world_size=len(tables),
-            metric=metric,
+            metric=cast(RankMetric, metric),
             tables=tuple(tables),
-            sort_by=order,
+            sort_by=cast(RankSort, order),
             notes=tuple(all_notes),
         )
 
@@ -849,9 +814,9 @@ class RankTable:
             return cls(
                 rows=tuple(RankOpRow.from_dict(r) for r in rows),
                 world_size=int(data["world_size"]),
-                metric=str(data["metric"]),
+                metric=cast(RankMetric, str(data["metric"])),
                 tables=tuple(Table.from_dict(t) for t in tables),
-                sort_by=str(data.get("sort_by", "max")),
+                sort_by=cast(RankSort, str(data.get("sort_by", "max"))),
                 notes=tuple(str(n) for n in data.get("notes", ())),
             )
         except KeyError as exc:

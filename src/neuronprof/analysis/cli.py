@@ -83,7 +83,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
     p.set_defaults(func=_guarded(_diff))
 
-    from neuronprof.analysis.roofline import DEVICE_PEAKS
+    from neuronprof.analysis._roofline import DEVICE_PEAKS
 
     p = subparsers.add_parser(
         "roofline",
@@ -228,7 +228,7 @@ def _notes_to_stderr(notes: Any) -> None:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from neuronprof.analysis.diff import diff
+    from neuronprof.analysis._diff import diff
 
     result = diff(args.a, args.b, match=args.by, metric=args.metric, per_step=args.per_step)
     render = {"text": result.to_text, "markdown": result.to_markdown, "json": lambda limit: result.to_json(limit=limit)}
@@ -237,7 +237,7 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _roofline(args: argparse.Namespace) -> int:
-    from neuronprof.analysis.roofline import roofline
+    from neuronprof.analysis._roofline import roofline
 
     result = roofline(args.trace, args.device, peak_flops=args.peak_flops, peak_bw=args.peak_bw, time=args.time)
     if args.plot:

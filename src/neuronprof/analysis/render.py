@@ -23,8 +23,8 @@ from neuronprof.render import (
 )
 
 if TYPE_CHECKING:
-    from neuronprof.analysis.diff import DiffRow, TraceDiff
-    from neuronprof.analysis.roofline import Roofline, RooflineRow
+    from neuronprof.analysis._diff import DiffRow, TraceDiff
+    from neuronprof.analysis._roofline import Roofline, RooflineRow
     from neuronprof.model import RankOpRow, RankTable
 
 __all__ = [

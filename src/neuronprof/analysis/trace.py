@@ -23,11 +23,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from itertools import islice
-from typing import Any, Literal, Optional, Union
+from typing import Any, Optional, Union
 
 from neuronprof.analysis._jsonstream import FastPathFailed, PyEvent, TraceReader
 from neuronprof.analysis.errors import TraceError
 from neuronprof.model import OpRow, RankTable, Shape, Table
+from neuronprof.typing import GroupBy, SortKey
 
 __all__ = [
     "GroupBy",
@@ -39,14 +40,6 @@ __all__ = [
     "summarize",
     "summarize_ranks",
 ]
-
-GroupBy = Literal["name", "shape"]
-"""How ``Trace.table()`` groups operators.
-
-* ``"name"``: one row per operator name, like ``key_averages()``.
-* ``"shape"``: one row per name and input shapes, like
-  ``key_averages(group_by_input_shape=True)``; needs ``record_shapes=True``.
-"""
 
 TraceSource = Union[str, "os.PathLike[str]", "Trace"]
 """A trace file, a folder of traces, or a [`Trace`][neuronprof.analysis.Trace] already loaded."""
@@ -181,7 +174,7 @@ class Trace:
 
     def table(
         self,
-        sort_by: str = "device",
+        sort_by: SortKey = "device",
         *,
         limit: Optional[int] = None,
         device_only: bool = False,
@@ -190,7 +183,7 @@ class Trace:
         """Return the trace as a [`Table`][neuronprof.Table], as ``session.table()`` would.
 
         Args:
-            sort_by: A [`SortKey`][neuronprof.model.SortKey]; device keys fall
+            sort_by: A [`SortKey`][neuronprof.typing.SortKey]; device keys fall
                 back to CPU time when the trace has no device time.
             limit: Keep at most this many rows (all when ``None``).
             device_only: Keep only rows with device time above zero.
@@ -224,7 +217,7 @@ class Trace:
         return table.head(limit)
 
     def rank_table(
-        self, sort_by: str = "device", *, group_by: GroupBy = "name", device_only: bool = False
+        self, sort_by: SortKey = "device", *, group_by: GroupBy = "name", device_only: bool = False
     ) -> RankTable:
         """Return every rank's table side by side, as ``session.table(ranks="all")`` does.
 
@@ -232,7 +225,7 @@ class Trace:
         host/device and (``group_by="shape"``) input shapes.
 
         Args:
-            sort_by: A [`SortKey`][neuronprof.model.SortKey]; see
+            sort_by: A [`SortKey`][neuronprof.typing.SortKey]; see
                 [`RankTable.from_tables`][neuronprof.model.RankTable.from_tables] for what each orders by.
             group_by: ``"name"`` or ``"shape"``.
             device_only: Keep only rows with device time.
@@ -431,7 +424,7 @@ def load_trace(source: TraceSource) -> Trace:
 def summarize(
     source: TraceSource,
     *,
-    sort_by: str = "device",
+    sort_by: SortKey = "device",
     limit: Optional[int] = None,
     device_only: bool = False,
     group_by: GroupBy = "name",
@@ -440,10 +433,10 @@ def summarize(
 
     Args:
         source: A trace file or folder, or a loaded [`Trace`][neuronprof.analysis.Trace].
-        sort_by: A [`SortKey`][neuronprof.model.SortKey] (default: self device time).
+        sort_by: A [`SortKey`][neuronprof.typing.SortKey] (default: self device time).
         limit: Keep at most this many rows.
         device_only: Keep only rows with device time.
-        group_by: ``"name"`` or ``"shape"`` (see [`GroupBy`][neuronprof.analysis.GroupBy]).
+        group_by: ``"name"`` or ``"shape"`` (see [`GroupBy`][neuronprof.typing.GroupBy]).
 
     Raises:
         TraceError: The trace cannot be read.
@@ -453,7 +446,7 @@ def summarize(
 
 
 def summarize_ranks(
-    source: TraceSource, *, sort_by: str = "device", group_by: GroupBy = "name", device_only: bool = False
+    source: TraceSource, *, sort_by: SortKey = "device", group_by: GroupBy = "name", device_only: bool = False
 ) -> RankTable:
     """Return every rank's table side by side (``session.table(ranks="all")`` offline).
 

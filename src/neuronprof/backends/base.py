@@ -12,7 +12,9 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
+
+from neuronprof.typing import MODES, DeviceTime, Mode
 
 if TYPE_CHECKING:
     import torch.profiler
@@ -31,31 +33,6 @@ __all__ = [
     "torch_version",
     "PRIVATEUSE1_MIN_TORCH",
 ]
-
-Mode = Literal["device", "runtime", "cpu_util", "host_memory"]
-"""What to capture.
-
-* ``"device"``: time spent on the device itself (kernels on the NeuronCore, TPU
-  or GPU). On Neuron this is ``ProfileMode.DEVICE`` and writes ``.neff``/``.ntff``.
-* ``"runtime"``: the device runtime's own activity (Neuron runtime API calls,
-  ``trace_info.pb``/``ntrace.pb`` on Neuron).
-* ``"cpu_util"``: host CPU utilisation (Neuron only, ``cpu_util.pb``).
-* ``"host_memory"``: host memory usage (Neuron only, ``host_mem.pb``).
-"""
-
-MODES: tuple[str, ...] = get_args(Mode)
-
-DeviceTime = Literal["linked", "unlinked", "none"]
-"""What device time a backend delivers to torch.profiler in this session.
-
-* ``"linked"``: device kernels linked to the ops that launched them (CUDA; TorchNeuron
-  with ``correlate_device_time``): ops and kernel rows both carry device time.
-* ``"unlinked"``: device kernels linked to no op (TorchTPU): device time sits on the
-  kernel rows only; table totals count those rows.
-* ``"none"``: no device time reaches torch.profiler (the CPU; TorchNeuron builds whose
-  NeuronCore time stays in Neuron's own profile). An empty device column is then the
-  expected outcome, not a fault.
-"""
 
 PRIVATEUSE1_MIN_TORCH = (2, 12)
 """Oldest torch whose profiler receives PrivateUse1 device time through kineto."""
@@ -237,7 +214,7 @@ class Backend:
     def device_time(self, ctx: SessionContext) -> DeviceTime:
         """Return what device time this session delivers to torch.profiler.
 
-        See [`DeviceTime`][neuronprof.backends.DeviceTime].
+        See [`DeviceTime`][neuronprof.typing.DeviceTime].
         """
         return "linked" if self.device_label is not None else "none"
 

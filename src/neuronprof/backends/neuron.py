@@ -33,11 +33,12 @@ import inspect
 import os
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof.backends.base import DeviceTime, SessionContext, add_note, core_indices, cores_not_visible
 from neuronprof.backends.privateuse1 import PackagedPrivateUse1Backend
 from neuronprof.errors import NeuronProfWarning, warn_user
+from neuronprof.typing import NeuronBuild
 
 if TYPE_CHECKING:
     import torch.profiler
@@ -56,9 +57,6 @@ NEFF_CACHE_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
 
 FRAMEWORK_TRACE_PATTERNS = ("trace.json", "neuron_framework_trace_rank_*.json", "pytorch_trace.json")
 """Names under which TorchNeuron's exporter has been seen to write the framework trace."""
-
-NeuronBuild = Literal["correlating", "documented", "legacy"]
-"""Which TorchNeuron profiling API is installed (see the module docstring)."""
 
 _MODE_NAMES = {"device": "DEVICE", "runtime": "RUNTIME", "cpu_util": "CPU_UTIL", "host_memory": "HOST_MEMORY"}
 _PROFILE_SUBDIR = "neuron_profile"

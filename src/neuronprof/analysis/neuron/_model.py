@@ -23,7 +23,7 @@ from neuronprof.model import loads
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from neuronprof.analysis.roofline import DevicePeak, Roofline
+    from neuronprof.analysis._roofline import DevicePeak, Roofline
     from neuronprof.model import OpRow
 
 __all__ = [

@@ -61,16 +61,9 @@ from neuronprof.analysis.neuron._tool import (
     find_neuron_tool,
 )
 from neuronprof.errors import NeuronProfWarning
+from neuronprof.typing import ToolChoice
 
 __all__ = ["ToolChoice", "neuron_profile", "parse_summary", "read_steps", "read_system_profile", "step_activity"]
-
-ToolChoice = Union[Literal["auto", "never"], str, "os.PathLike[str]"]
-"""Whether and which ``neuron-explorer`` runs when a folder holds Neuron Runtime files without their JSON.
-
-* ``"auto"``: find it (``NEURONPROF_NEURON_EXPLORER``, ``PATH``, ``/opt/aws/neuron/bin``).
-* ``"never"``: read JSON files that exist, never run a tool.
-* a path: that executable.
-"""
 
 SYSTEM_JSON = "system_profile.json"
 """The file name ``neuron-explorer view --output-format json`` gives a session folder's system profile."""
@@ -769,7 +762,7 @@ def neuron_profile(
         ntff: The ``.ntff`` of a ``.neff`` given as ``path``.
         framework_trace: A torch.profiler Chrome trace whose ``ProfilerStep#N``
             spans define the steps; default: the one in each session folder.
-        tool: See [`ToolChoice`][neuronprof.analysis.neuron.ToolChoice].
+        tool: See [`ToolChoice`][neuronprof.typing.ToolChoice].
         timeout: Seconds each run of the tool may take before it is stopped.
         save: Keep the tool's JSON beside the runtime's files (``system_profile.json``,
             ``neuron_summary.json``), so later reads need no tool.

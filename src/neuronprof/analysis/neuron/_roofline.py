@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional, Union
 
-from neuronprof.analysis.roofline import Bound, DevicePeak, Roofline, RooflineRow, device_peak
+from neuronprof.analysis._roofline import Bound, DevicePeak, Roofline, RooflineRow, device_peak
 
 if TYPE_CHECKING:
     from neuronprof.analysis.neuron._model import NeuronProfile

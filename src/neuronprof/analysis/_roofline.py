@@ -16,12 +16,13 @@ import math
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Optional, Union, cast, get_args
+from typing import Any, Optional, Union, cast, get_args
 
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.flops import op_cost
 from neuronprof.analysis.trace import TraceSource, load_trace
 from neuronprof.model import Shape, loads, row_from_dict, row_to_dict
+from neuronprof.typing import Bound, FlopsSource, MeasuredTime, TimeSource
 
 __all__ = [
     "DEVICE_PEAKS",
@@ -35,19 +36,6 @@ __all__ = [
 ]
 
 ROOFLINE_SCHEMA = "neuronprof.roofline/1"
-
-Bound = Literal["compute", "memory"]
-"""Which roof limits an op: ``"compute"`` (right of the ridge point) or ``"memory"`` (left of it)."""
-
-TimeSource = Literal["auto", "device", "cpu"]
-"""Which measured time the achieved rates use.
-
-* ``"auto"``: device time when the trace attributes device time to host ops,
-  else host CPU time.
-* ``"device"``: self device time (kernels launched by the op).
-* ``"cpu"``: self CPU time (for CPU-only traces, or to look at the host side).
-"""
-
 
 @dataclass(frozen=True)
 class DevicePeak:
@@ -240,10 +228,10 @@ class RooflineRow:
     input_dtypes: Optional[tuple[str, ...]]
     calls: int
     time_us: float
-    time_source: Literal["device", "cpu"]
+    time_source: MeasuredTime
     flops: float
     bytes: float
-    flops_source: Literal["trace", "formula", "counters"]
+    flops_source: FlopsSource
     intensity: float
     peak_flops_per_s: float
     attainable_flops_per_s: float
@@ -284,7 +272,7 @@ class Roofline:
 
     rows: tuple[RooflineRow, ...]
     device: DevicePeak
-    time_source: Literal["device", "cpu"] = "device"
+    time_source: MeasuredTime = "device"
     source: str = ""
     notes: tuple[str, ...] = field(default=())
 
@@ -459,7 +447,7 @@ def roofline(
             [`DevicePeak`][neuronprof.analysis.DevicePeak].
         peak_flops: Peak FLOP/s overriding the device's.
         peak_bw: Peak memory bandwidth (bytes/s) overriding the device's.
-        time: Which measured time to use (see [`TimeSource`][neuronprof.analysis.TimeSource]).
+        time: Which measured time to use (see [`TimeSource`][neuronprof.typing.TimeSource]).
 
     Raises:
         TraceError: The trace cannot be read.
@@ -473,11 +461,11 @@ def roofline(
         (o.self_device_us or 0) > 0 for o in trace.ops if not o.on_device
     )
     if time == "auto":
-        use: Literal["device", "cpu"] = "device" if has_attributed else "cpu"
+        use: MeasuredTime = "device" if has_attributed else "cpu"
     elif time == "device" and not has_attributed:
         raise TraceError(f"{trace.source}: no device time is attributed to host ops in this trace; use time='cpu'")
     else:
-        use = cast(Literal["device", "cpu"], time)
+        use = cast(MeasuredTime, time)
 
     groups: dict[tuple[Any, ...], dict[str, Any]] = {}
     wrappers: set[str] = set()

@@ -6,31 +6,15 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional, Union, get_args
+from typing import Any, Optional, Union, get_args
 
-from neuronprof.analysis.trace import GroupBy, Trace, TraceSource, load_trace
+from neuronprof.analysis.trace import Trace, TraceSource, load_trace
 from neuronprof.model import OpRow, Shape, loads, row_from_dict, row_to_dict
+from neuronprof.typing import DiffMatch, DiffMetric, DiffStatus, GroupBy, MeasuredTime
 
 __all__ = ["DiffMatch", "DiffMetric", "DiffRow", "TraceDiff", "diff"]
 
 DIFF_SCHEMA = "neuronprof.diff/1"
-
-DiffMatch = Literal["auto", "name", "shape"]
-"""How ops of the two traces are paired.
-
-* ``"auto"``: by name and input shapes when both traces recorded shapes, else by name.
-* ``"name"``: by name only.
-* ``"shape"``: by name, input shapes and dtypes.
-"""
-
-DiffMetric = Literal["auto", "device", "cpu"]
-"""Which time the change and ratio are computed on.
-
-* ``"auto"``: self device time when both traces have device time, else self CPU time.
-* ``"device"``: self device time.
-* ``"cpu"``: self CPU time.
-"""
-
 
 @dataclass(frozen=True)
 class DiffRow:
@@ -67,7 +51,7 @@ class DiffRow:
     ratio: Optional[float]
 
     @property
-    def status(self) -> Literal["both", "only_a", "only_b"]:
+    def status(self) -> DiffStatus:
         """Whether the op is in both traces, only the first, or only the second."""
         if self.calls_a is None:
             return "only_b"
@@ -112,8 +96,8 @@ class TraceDiff:
     rows: tuple[DiffRow, ...]
     a: str
     b: str
-    metric: Literal["device", "cpu"] = "cpu"
-    match: Literal["name", "shape"] = "name"
+    metric: MeasuredTime = "cpu"
+    match: GroupBy = "name"
     device_label: Optional[str] = None
     steps_a: int = 0
     steps_b: int = 0
@@ -268,8 +252,8 @@ def diff(
     Args:
         a: The baseline: a trace file or folder, or a loaded [`Trace`][neuronprof.analysis.Trace].
         b: The trace to compare with it.
-        match: How to pair ops (see [`DiffMatch`][neuronprof.analysis.DiffMatch]).
-        metric: Which self time to compare (see [`DiffMetric`][neuronprof.analysis.DiffMetric]).
+        match: How to pair ops (see [`DiffMatch`][neuronprof.typing.DiffMatch]).
+        metric: Which self time to compare (see [`DiffMetric`][neuronprof.typing.DiffMetric]).
         per_step: Divide each trace's times by its number of profiled steps, for
             traces that profiled different numbers of steps (calls stay totals).
 
@@ -296,7 +280,7 @@ def diff(
     dev_b = any(r.self_device_us is not None for r in rows_b)
     if metric == "device" and not (dev_a and dev_b):
         raise ValueError("metric='device' needs device time in both traces; use metric='cpu'")
-    use: Literal["device", "cpu"] = "device" if metric == "device" or (metric == "auto" and dev_a and dev_b) else "cpu"
+    use: MeasuredTime = "device" if metric == "device" or (metric == "auto" and dev_a and dev_b) else "cpu"
     if per_step and (ta.steps == 0 or tb.steps == 0):
         raise ValueError("per_step=True needs ProfilerStep annotations in both traces")
     scale_a = 1.0 / ta.steps if per_step else 1.0
@@ -354,7 +338,7 @@ def _scaled(value: Optional[float], scale: float) -> Optional[float]:
 
 
 def _pair(
-    ra: Optional[OpRow], rb: Optional[OpRow], metric: Literal["device", "cpu"], scale_a: float, scale_b: float
+    ra: Optional[OpRow], rb: Optional[OpRow], metric: MeasuredTime, scale_a: float, scale_b: float
 ) -> DiffRow:
     ref = ra if ra is not None else rb
     assert ref is not None
