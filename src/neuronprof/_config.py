@@ -21,16 +21,13 @@ from typing_extensions import TypedDict
 from neuronprof.backends.base import parse_core
 from neuronprof.typing import MODES, BackendName, Core, Mode
 
-__all__ = ["DEFAULT_KEEP_CYCLES", "DEFAULT_OUTPUT_DIR", "PathLike", "SessionConfig", "SessionOptions"]
+__all__ = ["DEFAULT_OUTPUT_DIR", "PathLike", "SessionConfig", "SessionOptions"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 """A file or folder path: a ``str`` or a ``pathlib.Path`` (any ``os.PathLike[str]``)."""
 
 DEFAULT_OUTPUT_DIR = "neuronprof_output"
 """Where a session writes when ``output_dir`` is None, relative to the working directory."""
-
-DEFAULT_KEEP_CYCLES = 4
-"""How many cycles' raw events a session keeps by default (``keep_cycles``)."""
 
 
 def _check_count(name: str, value: Any, *, minimum: int = 0) -> int:
@@ -112,7 +109,7 @@ class SessionConfig:
     """Record memory allocated per op."""
     with_flops: bool = False
     """Estimate FLOPs of matrix multiplications and convolutions."""
-    keep_cycles: int = DEFAULT_KEEP_CYCLES
+    keep_cycles: int = 4
     """How many of the last cycles keep their raw events for ``export()`` (>= 1)."""
     profile_all_threads: bool = False
     """Record ops of every thread, not only the one that started the session."""

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, Union, overload
 
 from neuronprof import _collect
-from neuronprof._config import DEFAULT_KEEP_CYCLES, DEFAULT_OUTPUT_DIR, PathLike, SessionConfig
+from neuronprof._config import DEFAULT_OUTPUT_DIR, PathLike, SessionConfig
 from neuronprof.backends import SessionContext, resolve_backend
 from neuronprof.errors import NeuronProfWarning, SessionStateError
 from neuronprof.export import (
@@ -42,7 +42,7 @@ from neuronprof.export import (
     unique_path,
 )
 from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
-from neuronprof.typing import BackendName, Core, Mode
+from neuronprof.typing import RANKS, BackendName, Core, DevicePreset, Mode, Ranks
 
 if TYPE_CHECKING:
     import torch.profiler
@@ -684,7 +684,7 @@ class Session:
         row_limit: Optional[int] = 20,
         device_only: bool = False,
         *,
-        ranks: Literal["local", "all"] = "local",
+        ranks: Ranks = "local",
         neuron_heuristic: bool = False,
         timeout: float = 60.0,
     ) -> Union[Table, RankTable]:
@@ -730,7 +730,7 @@ class Session:
             raise ValueError(f"unknown sort_by {sort_by!r}; use one of: {', '.join(SORT_KEYS)}")
         if row_limit is not None and (isinstance(row_limit, bool) or not isinstance(row_limit, int)):
             raise ValueError(f"row_limit must be an int or None, got {row_limit!r}")
-        if ranks not in ("local", "all"):
+        if ranks not in RANKS:
             raise ValueError(f"ranks must be 'local' or 'all', got {ranks!r}")
         if not isinstance(neuron_heuristic, bool):
             raise ValueError(f"neuron_heuristic must be True or False, got {neuron_heuristic!r}")
@@ -1116,7 +1116,7 @@ class Session:
 
     def roofline(
         self,
-        device: Union[str, DevicePeak] = "trn2",
+        device: Union[DevicePreset, DevicePeak] = "trn2",
         *,
         peak_flops: Optional[float] = None,
         peak_bw: Optional[float] = None,
@@ -1285,7 +1285,7 @@ def session(
     with_stack: bool = False,
     profile_memory: bool = False,
     with_flops: bool = False,
-    keep_cycles: int = DEFAULT_KEEP_CYCLES,
+    keep_cycles: int = 4,
     profile_all_threads: bool = False,
 ) -> Session:
     """Open a profiling session: one ``with`` statement instead of a page of torch.profiler setup.

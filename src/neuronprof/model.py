@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 
+from neuronprof._deprecation import renamed_keyword
 from neuronprof.typing import SORT_KEYS, RankMetric, RankSort, SortKey
 
 if TYPE_CHECKING:
@@ -766,14 +767,15 @@ class RankTable:
             notes=tuple(all_notes),
         )
 
-    def to_dict(self, limit: Optional[int] = None) -> dict[str, Any]:
+    @renamed_keyword("limit", "row_limit")
+    def to_dict(self, row_limit: Optional[int] = None) -> dict[str, Any]:
         """Return the view as a JSON-ready dict with a ``schema`` tag.
 
         Args:
-            limit: Keep the first ``limit`` rows (and rows of each rank's table);
+            row_limit: Keep the first ``row_limit`` rows (and rows of each rank's table);
                 ``total_rows`` and the totals still cover every row.
         """
-        cut = self.rows if limit is None or limit < 0 else self.rows[:limit]
+        cut = self.rows if row_limit is None or row_limit < 0 else self.rows[:row_limit]
         return {
             "schema": RANK_TABLE_SCHEMA,
             "world_size": self.world_size,
@@ -784,19 +786,20 @@ class RankTable:
             "total_self_cpu_us": self.total_self_cpu_us,
             "total_self_device_us": self.total_self_device_us,
             "rows": [r.to_dict() for r in cut],
-            "tables": [t.head(limit).to_dict() for t in self.tables],
+            "tables": [t.head(row_limit).to_dict() for t in self.tables],
         }
 
-    def to_json(self, indent: Optional[int] = 2, limit: Optional[int] = None) -> str:
+    @renamed_keyword("limit", "row_limit")
+    def to_json(self, indent: Optional[int] = 2, row_limit: Optional[int] = None) -> str:
         """Return the view as JSON; [`RankTable.from_json`][neuronprof.model.RankTable.from_json] reads it back.
 
         Args:
             indent: Spaces per indentation level; None for one line.
-            limit: Keep the first ``limit`` rows; None for all.
+            row_limit: Keep the first ``row_limit`` rows; None for all.
 
         Returns:
             A JSON document (a ``str``)."""
-        return json.dumps(self.to_dict(limit), indent=indent)
+        return json.dumps(self.to_dict(row_limit), indent=indent)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RankTable:

@@ -82,8 +82,9 @@ Core = Union[str, int, None]
 BackendName = Union[Literal["auto", "neuron", "tpu", "cuda", "cpu"], str]
 """Which backend a session uses (``session(backend=...)``).
 
-* ``"auto"``: the first that can run here, in the order neuron, tpu, cuda, a
-  PrivateUse1 device, cpu.
+* ``"auto"``: the first that can run here: a PrivateUse1 device already
+  registered in this process, then neuron, tpu, cuda, any backend added with
+  ``register_backend``, and finally cpu.
 * ``"neuron"``: AWS Trainium/Inferentia through TorchNeuron (``torch_neuronx``).
 * ``"tpu"``: Google TPU through TorchTPU (``torch_tpu``).
 * ``"cuda"``: NVIDIA GPUs.
@@ -189,9 +190,9 @@ NeuronBuild = Literal["correlating", "documented", "legacy"]
   which fills the ``Self NEURON`` column.
 * ``"documented"``: ``NeuronConfig`` without that keyword (Neuron 2.30-2.32 docs):
   NeuronCore time stays in Neuron's own profile files and the NEURON column is empty.
-* ``"legacy"``: no ``NeuronConfig``/``ProfileMode``; settings travel as a plain
-  ``_ExperimentalConfig(custom_profiler_config=...)``; device time stays in Neuron's
-  own profile files.
+* ``"legacy"``: no ``NeuronConfig``/``ProfileMode``; settings travel as kineto's
+  ``custom_profiler_config`` string alone; device time stays in Neuron's own
+  profile files.
 """
 
 # -- writing files -------------------------------------------------------------------

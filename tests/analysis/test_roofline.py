@@ -200,7 +200,7 @@ def test_model_round_trips_and_renders(tmp_path: Path) -> None:
     assert "roofline on trn2" in text and "ridge point" in text and "aten::mm" in text
     assert "| aten::mm |" in rl.to_markdown()
     with pytest.raises(ValueError):
-        roofline(_matmul_trace(tmp_path, 4), time="wall")  # type: ignore[arg-type]
+        roofline(_matmul_trace(tmp_path, 4), time_source="wall")  # type: ignore[arg-type]
 
 
 def test_plot_writes_png_and_svg_and_refuses_other_suffixes(tmp_path: Path) -> None:

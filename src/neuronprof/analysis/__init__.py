@@ -6,7 +6,7 @@ with Python, torch or not:
 ```python
 from neuronprof import analysis
 
-print(analysis.summarize("trace.json.gz", limit=20))       # the session.table() view
+print(analysis.summarize("trace.json.gz", row_limit=20))   # the session.table() view
 print(analysis.diff("before.json", "after.json"))           # what changed, op by op
 print(analysis.advise("trace.json"))                        # what to fix first
 rl = analysis.roofline("trace.json", device="trn2")         # compute- or memory-bound?

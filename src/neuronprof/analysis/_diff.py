@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union, get_args
 
+from neuronprof._deprecation import renamed_keyword
 from neuronprof.analysis.trace import Trace, TraceSource, load_trace
 from neuronprof.model import OpRow, Shape, loads, row_from_dict, row_to_dict
 from neuronprof.typing import DiffMatch, DiffMetric, DiffStatus, GroupBy, MeasuredTime
@@ -149,20 +150,23 @@ class TraceDiff:
     def __str__(self) -> str:
         return self.to_text()
 
-    def to_text(self, limit: Optional[int] = None) -> str:
-        """Return the comparison as an aligned text table (the first ``limit`` rows; totals cover all)."""
+    @renamed_keyword("limit", "row_limit")
+    def to_text(self, row_limit: Optional[int] = None) -> str:
+        """Return the comparison as an aligned text table (the first ``row_limit`` rows; totals cover all)."""
         from neuronprof.analysis.render import render_diff_text
 
-        return render_diff_text(self, limit=limit)
+        return render_diff_text(self, row_limit=row_limit)
 
-    def to_markdown(self, limit: Optional[int] = None) -> str:
-        """Return the comparison as a GitHub-flavoured Markdown table (the first ``limit`` rows)."""
+    @renamed_keyword("limit", "row_limit")
+    def to_markdown(self, row_limit: Optional[int] = None) -> str:
+        """Return the comparison as a GitHub-flavoured Markdown table (the first ``row_limit`` rows)."""
         from neuronprof.analysis.render import render_diff_markdown
 
-        return render_diff_markdown(self, limit=limit)
+        return render_diff_markdown(self, row_limit=row_limit)
 
-    def to_dict(self, limit: Optional[int] = None) -> dict[str, Any]:
-        """Return the comparison as a JSON-ready dict with a ``schema`` tag (the first ``limit`` rows)."""
+    @renamed_keyword("limit", "row_limit")
+    def to_dict(self, row_limit: Optional[int] = None) -> dict[str, Any]:
+        """Return the comparison as a JSON-ready dict with a ``schema`` tag (the first ``row_limit`` rows)."""
         return {
             "schema": DIFF_SCHEMA,
             "a": self.a,
@@ -177,19 +181,20 @@ class TraceDiff:
             "total_rows": len(self.rows),
             "total_a_us": self.total_a_us,
             "total_b_us": self.total_b_us,
-            "rows": [r.to_dict() for r in _first(self.rows, limit)],
+            "rows": [r.to_dict() for r in _first(self.rows, row_limit)],
         }
 
-    def to_json(self, indent: Optional[int] = 2, limit: Optional[int] = None) -> str:
+    @renamed_keyword("limit", "row_limit")
+    def to_json(self, indent: Optional[int] = 2, row_limit: Optional[int] = None) -> str:
         """Return the comparison as JSON; [`from_json`][neuronprof.analysis.TraceDiff.from_json] reads it back.
 
         Args:
             indent: Spaces per indentation level; None for one line.
-            limit: Keep the first ``limit`` rows; None for all.
+            row_limit: Keep the first ``row_limit`` rows; None for all.
 
         Returns:
             A JSON document (a ``str``)."""
-        return json.dumps(self.to_dict(limit), indent=indent)
+        return json.dumps(self.to_dict(row_limit), indent=indent)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TraceDiff:

@@ -25,6 +25,7 @@ from decimal import Decimal, InvalidOperation
 from itertools import islice
 from typing import Any, Optional, Union
 
+from neuronprof._deprecation import renamed_keyword
 from neuronprof.analysis._jsonstream import FastPathFailed, PyEvent, TraceReader
 from neuronprof.analysis.errors import TraceError
 from neuronprof.model import OpRow, RankTable, Shape, Table
@@ -172,11 +173,12 @@ class Trace:
         """The trace file, or the files joined with ``", "``."""
         return ", ".join(self.files)
 
+    @renamed_keyword("limit", "row_limit")
     def table(
         self,
         sort_by: SortKey = "device",
         *,
-        limit: Optional[int] = None,
+        row_limit: Optional[int] = None,
         device_only: bool = False,
         group_by: GroupBy = "name",
     ) -> Table:
@@ -185,7 +187,7 @@ class Trace:
         Args:
             sort_by: A [`SortKey`][neuronprof.typing.SortKey]; device keys fall
                 back to CPU time when the trace has no device time.
-            limit: Keep at most this many rows (all when ``None``).
+            row_limit: Keep at most this many rows (all when ``None``).
             device_only: Keep only rows with device time above zero.
             group_by: ``"name"`` (like ``key_averages()``) or ``"shape"`` (one row
                 per name and input shapes, like ``group_by_input_shape=True``;
@@ -214,7 +216,7 @@ class Trace:
         ).sorted(sort_by)
         if device_only:
             table = table.device_only()
-        return table.head(limit)
+        return table.head(row_limit)
 
     def rank_table(
         self, sort_by: SortKey = "device", *, group_by: GroupBy = "name", device_only: bool = False
@@ -421,11 +423,12 @@ def load_trace(source: TraceSource) -> Trace:
     return dataclasses.replace(merged, ranks=tuple(per_rank), notes=(*merged.notes, note, *folder_notes))
 
 
+@renamed_keyword("limit", "row_limit")
 def summarize(
     source: TraceSource,
     *,
     sort_by: SortKey = "device",
-    limit: Optional[int] = None,
+    row_limit: Optional[int] = None,
     device_only: bool = False,
     group_by: GroupBy = "name",
 ) -> Table:
@@ -434,7 +437,7 @@ def summarize(
     Args:
         source: A trace file or folder, or a loaded [`Trace`][neuronprof.analysis.Trace].
         sort_by: A [`SortKey`][neuronprof.typing.SortKey] (default: self device time).
-        limit: Keep at most this many rows.
+        row_limit: Keep at most this many rows.
         device_only: Keep only rows with device time.
         group_by: ``"name"`` or ``"shape"`` (see [`GroupBy`][neuronprof.typing.GroupBy]).
 
@@ -442,7 +445,7 @@ def summarize(
         TraceError: The trace cannot be read.
         ValueError: Unknown ``sort_by`` or ``group_by``.
     """
-    return load_trace(source).table(sort_by, limit=limit, device_only=device_only, group_by=group_by)
+    return load_trace(source).table(sort_by, row_limit=row_limit, device_only=device_only, group_by=group_by)
 
 
 def summarize_ranks(

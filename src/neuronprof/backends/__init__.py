@@ -27,7 +27,7 @@ from neuronprof.backends.base import (
 from neuronprof.backends.cpu import CpuBackend
 from neuronprof.backends.cuda import CudaBackend
 from neuronprof.backends.neuron import NeuronBackend
-from neuronprof.backends.privateuse1 import PackagedPrivateUse1Backend, PrivateUse1Backend
+from neuronprof.backends.privateuse1 import PrivateUse1Backend, _PackagedPrivateUse1Backend
 from neuronprof.backends.tpu import TpuBackend
 from neuronprof.errors import BackendUnavailableError
 
@@ -176,7 +176,7 @@ def installed_but_unusable(backend: Backend) -> Optional[str]:
     For example TorchTPU on torch < 2.12: the package imports, but its profiler plugin
     needs a newer torch. ``auto`` then falls back to the CPU; this is what to tell the user.
     """
-    if not isinstance(backend, PackagedPrivateUse1Backend) or backend.is_available():
+    if not isinstance(backend, _PackagedPrivateUse1Backend) or backend.is_available():
         return None
     if backend._import() is None:
         return None

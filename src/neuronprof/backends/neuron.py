@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof.backends.base import DeviceTime, SessionContext, add_note, core_indices, cores_not_visible
-from neuronprof.backends.privateuse1 import PackagedPrivateUse1Backend
+from neuronprof.backends.privateuse1 import _PackagedPrivateUse1Backend
 from neuronprof.errors import NeuronProfWarning, warn_user
 from neuronprof.typing import NeuronBuild
 
@@ -63,7 +63,7 @@ _PROFILE_SUBDIR = "neuron_profile"
 _CORRELATE = "correlate_device_time"
 
 
-class NeuronBackend(PackagedPrivateUse1Backend):
+class NeuronBackend(_PackagedPrivateUse1Backend):
     """Profile NeuronCores with TorchNeuron's native torch.profiler integration.
 
     * modes map to ``ProfileMode``: ``device`` → ``DEVICE``, ``runtime`` → ``RUNTIME``,

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from neuronprof.analysis._roofline import DevicePeak, Roofline
     from neuronprof.model import OpRow
+    from neuronprof.typing import DevicePreset
 
 __all__ = [
     "ENGINES",
@@ -485,7 +486,7 @@ class NeuronProfile:
 
     def roofline(
         self,
-        device: Union[str, DevicePeak] = "trn2",
+        device: Union[DevicePreset, DevicePeak] = "trn2",
         *,
         peak_flops: Optional[float] = None,
         peak_bw: Optional[float] = None,
