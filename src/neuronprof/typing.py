@@ -42,6 +42,7 @@ __all__ = [
     "Mode",
     "NeuronBuild",
     "Phase",
+    "ProfileKind",
     "RankMetric",
     "RankSort",
     "Ranks",
@@ -315,4 +316,11 @@ ToolChoice = Union[Literal["auto", "never"], str, "os.PathLike[str]"]
 * ``"auto"``: find it (``NEURONPROF_NEURON_EXPLORER``, ``PATH``, ``/opt/aws/neuron/bin``).
 * ``"never"``: read JSON files that exist, never run a tool.
 * a path: run that executable.
+"""
+
+ProfileKind = Literal["device", "system"]
+"""Which kind of profile a summary of Neuron's own profile describes (``DeviceSummary.kind``).
+
+* ``"device"``: a device profile: one NEFF on one NeuronCore (``n_<hex>`` keys of ``summary-json``).
+* ``"system"``: a system profile (``s_<hex>`` keys, and any other key).
 """

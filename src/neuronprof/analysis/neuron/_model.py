@@ -16,9 +16,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
 from neuronprof.model import loads
+from neuronprof.typing import ProfileKind
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -79,7 +80,8 @@ class DeviceSummary:
 
     Attributes:
         key: The profile's key in the tool's output (``"n_<40 hex>"``, ``"s_<hex>"``).
-        kind: ``"device"`` (``n_`` keys) or ``"system"`` (``s_`` keys and anything else).
+        kind: ``"device"`` (``n_`` keys) or ``"system"`` (``s_`` keys and anything else); see
+            [`ProfileKind`][neuronprof.typing.ProfileKind].
         label: What to call it: the NEFF's file name when the profile was made
             from a ``.neff``/``.ntff`` pair, a ``model_name``/``neff_name`` field
             when the metrics carry one, else the key.
@@ -96,7 +98,7 @@ class DeviceSummary:
     """
 
     key: str
-    kind: Literal["device", "system"] = "device"
+    kind: ProfileKind = "device"
     label: str = ""
     total_us: Optional[float] = None
     engines: tuple[EngineTime, ...] = ()

@@ -41,7 +41,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from neuronprof.analysis._jsonstream import EventBatches
 from neuronprof.analysis.errors import TraceError
@@ -61,7 +61,7 @@ from neuronprof.analysis.neuron._tool import (
     find_neuron_tool,
 )
 from neuronprof.errors import NeuronProfWarning
-from neuronprof.typing import ToolChoice
+from neuronprof.typing import ProfileKind, ToolChoice
 
 __all__ = ["ToolChoice", "neuron_profile", "parse_summary", "read_steps", "read_system_profile", "step_activity"]
 
@@ -163,7 +163,7 @@ def parse_summary(
     devices = [k for k in profiles if k.startswith("n_")]
     out = []
     for key, m in profiles.items():
-        kind: Literal["device", "system"] = "device" if key.startswith("n_") else "system"
+        kind: ProfileKind = "device" if key.startswith("n_") else "system"
         bad: list[str] = []
         engines = []
         for engine in ENGINES:
