@@ -102,6 +102,8 @@ PLUMBING_NAMES = frozenset(
 )
 _HEADING_ID = re.compile(r'<h[1-6] id="(neuronprof[\w.]*)" class="doc doc-heading')
 _SIGNATURE = re.compile(r'<div class="[^"]*\bdoc-signature\b[^"]*">(.*?)</div>', re.S)
+_RETURNS = re.compile(r'<span class="doc-section-title">(?:Returns|Yields):</span></p>\s*<ul>(.*?)</ul>', re.S)
+_ITEM_TYPE = re.compile(r'<li class="doc-section-item field-body">\s*<code>(.*?)</code>', re.S)
 # A private identifier (``_T``, ``_Col``), not a dunder and not part of a longer name.
 _PRIVATE_NAME = re.compile(r"(?<![\w.])_(?!_)[A-Za-z]\w*")
 BROKEN_MARKERS = ("--8<--", "Traceback (most recent call last)", "mkdocstrings: error")
@@ -186,6 +188,13 @@ def _surface_problems(rel: str, main: str) -> list[str]:
         names = sorted(set(_PRIVATE_NAME.findall(text)))
         if names:
             problems.append(f"{rel}: private name(s) in a signature: {', '.join(names)}")
+    for section in _RETURNS.findall(main):
+        for annotation in _ITEM_TYPE.findall(section):
+            text = html.unescape(re.sub(r"<[^>]+>", "", annotation)).strip()
+            # A type is a Python expression; words with spaces between them, a Markdown link or
+            # braces mean a sentence was read as "type: description".
+            if re.search(r"\w\s+\w", text) or any(c in text for c in "`{"):
+                problems.append(f"{rel}: a Returns entry whose type is a sentence fragment: {text[:60]!r}")
     if "<code></code>" in main:
         problems.append(f"{rel}: an empty type cell in a parameter or return list")
     return problems

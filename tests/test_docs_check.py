@@ -45,6 +45,13 @@ def _object(ident: str, signature: str = "", body: str = "<p>Does a thing.</p>")
     )
 
 
+def _returns(annotation: str) -> str:
+    return (
+        '<p><span class="doc-section-title">Returns:</span></p><ul><li class="doc-section-item field-body">'
+        f"<code>{annotation}</code> – <div><p>what it is.</p></div></li></ul>"
+    )
+
+
 def test_private_or_plumbing_names_and_empty_types_on_an_api_page_are_problems(tmp_path: Path) -> None:
     pages = {
         ".": "<p>home</p>",
@@ -52,14 +59,19 @@ def test_private_or_plumbing_names_and_empty_types_on_an_api_page_are_problems(t
         "api/backends": _object("neuronprof.backends._PackagedPrivateUse1Backend"),
         "api/export": _object("neuronprof.export.atomic_write", "atomic_write(path)"),
         "api/model": _object("neuronprof.model.Table.head", "head(rows: Sequence[<span>_T</span>]) -&gt; _G"),
-        "api/empty": _object("neuronprof.Table.sorted", "sorted(by)", "<ul><li><code>by</code> (<code></code>)</li></ul>"),
-        "api/fine": _object("neuronprof.Session.__init__", "__init__(config: SessionConfig)"),
+        "api/empty": _object("neuronprof.Table.sorted", "sorted(by)", "<ul><li>by (<code></code>)</li></ul>"),
+        "api/fine": _object("neuronprof.Session.__init__", "__init__(config: Config)", _returns("tuple[list[X], str]")),
+        "api/fragment": _object("neuronprof.analysis.summarize_ranks", "f()", _returns("The cross-rank view")),
     }
     problems = docs_check.check_html(_site(tmp_path, pages))
-    assert "api/backends/index.html: documents a private name: neuronprof.backends._PackagedPrivateUse1Backend" in problems
+    private = "api/backends/index.html: documents a private name: neuronprof.backends._PackagedPrivateUse1Backend"
+    assert private in problems
     assert "api/export/index.html: documents plumbing, not API: neuronprof.export.atomic_write" in problems
     assert "api/model/index.html: private name(s) in a signature: _G, _T" in problems
     assert "api/empty/index.html: an empty type cell in a parameter or return list" in problems
+    assert (
+        "api/fragment/index.html: a Returns entry whose type is a sentence fragment: 'The cross-rank view'" in problems
+    )
     assert not [p for p in problems if p.startswith(("api/index.html", "api/fine/"))], problems
 
 

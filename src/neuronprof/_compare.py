@@ -275,8 +275,9 @@ def compare(
             with ``functools.partial`` or a lambda.
 
     Returns:
-        A [`Comparison`][neuronprof.model.Comparison]: ``print()`` it, or use
-        ``to_markdown()``, ``to_json()`` and ``plot(path)``.
+        A [`Comparison`][neuronprof.model.Comparison], one row per variant in the
+        order given; ``print()`` it, or use ``to_markdown()``, ``to_json()`` and
+        ``plot(path)``.
 
     Raises:
         ValueError: ``variants`` is empty, not a dict, or holds something that is

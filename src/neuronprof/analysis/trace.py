@@ -464,7 +464,8 @@ def summarize_ranks(
         device_only: Keep only rows with device time.
 
     Returns:
-        The cross-rank view: per op, each rank's self times (µs) and calls.
+        A [`RankTable`][neuronprof.model.RankTable] with, per op, each rank's self times (µs)
+        and calls, and the slowest rank.
 
     Raises:
         TraceError: The trace cannot be read.

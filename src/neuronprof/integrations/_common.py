@@ -56,7 +56,7 @@ def write_outputs(session: Session, folder: Union[str, os.PathLike[str]], rank: 
     table side by side.
 
     Returns:
-        ``{"trace": ..., "table": ..., "report": ...}``.
+        The paths written, keyed ``"trace"``, ``"table"`` and ``"report"``.
 
     Raises:
         SessionStateError: The session has not ended, or recorded nothing.
