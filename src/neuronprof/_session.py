@@ -137,6 +137,9 @@ class Session:
         and calls this. The backend is resolved and an explicit ``output_dir`` created
         here, so that both fail before anything is profiled.
 
+        Args:
+            config: The session's options; None for every default.
+
         Raises:
             TypeError: ``config`` is not a ``SessionConfig`` (pass options to
                 ``neuronprof.session(...)`` instead).
@@ -638,6 +641,9 @@ class Session:
 
     def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Call ``fn(*args, **kwargs)`` once per scheduled step and return the last result.
+
+        Args:
+            fn: The work of one step, called as ``fn(*args, **kwargs)`` once per scheduled step.
 
         Raises:
             SessionStateError: Called outside the ``with`` block.

@@ -166,6 +166,9 @@ class OpRow:
     def from_dict(cls, data: Mapping[str, Any]) -> OpRow:
         """Build a row from [`to_dict`][neuronprof.OpRow.to_dict] output.
 
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
+
         Raises:
             ValueError: A required field is missing or has the wrong type.
         """
@@ -190,12 +193,20 @@ class Table:
     Notebooks (Jupyter, Marimo) show it as HTML.
 
     Attributes:
-        rows: The rows, in display order.
+        rows: A tuple of [`OpRow`][neuronprof.OpRow], one per operator name (and per
+            input shapes with ``record_shapes=True``), host ops and device kernels
+            (``on_device``) as separate rows, ordered by ``sort_by``. Times are
+            summed over the ``steps`` profiled steps (µs). After a ``row_limit`` or
+            ``device_only`` it holds only the rows kept; ``total_rows`` and the
+            totals still describe them all. A kernel's device time shows on its
+            own row and on the op that launched it, so the device column does not
+            sum to the total.
         backend: Backend that produced the profile (``"neuron"``, ``"tpu"``,
             ``"cuda"``, ``"cpu"`` or a PrivateUse1 name).
         device_label: Label of the device columns (``"NEURON"``, ``"TPU"``,
             ``"CUDA"``); ``None`` when the backend has no device.
-        sort_by: The key the rows are sorted by (after any fallback).
+        sort_by: The [`SortKey`][neuronprof.typing.SortKey] the rows are sorted by
+            (after any fallback).
         steps: Number of profiled (active) steps the times are summed over.
         top_level_calls: Ops called directly by the profiled steps, summed over
             steps (naive RMSNorm: 6 per step); ``None`` when unknown.
@@ -279,6 +290,9 @@ class Table:
     def row(self, name: str) -> OpRow:
         """Return the first row called ``name``.
 
+        Args:
+            name: The operator or kernel name, e.g. ``"aten::mm"``.
+
         Raises:
             KeyError: No row has that name; the message lists close matches.
         """
@@ -300,6 +314,9 @@ class Table:
         Rows without a value for the key (``None``) go last. Sorting by a device key
         when no row has device time falls back to self CPU time, and says so in
         ``notes``.
+
+        Args:
+            by: A [`SortKey`][neuronprof.typing.SortKey], e.g. ``"device"`` or ``"cpu"``.
 
         Raises:
             ValueError: ``by`` is not a known sort key.
@@ -325,7 +342,11 @@ class Table:
         return dataclasses.replace(self, rows=tuple(rows), sort_by=effective, notes=tuple(notes))
 
     def head(self, n: Optional[int]) -> Table:
-        """Return a copy with at most ``n`` rows (all rows when ``n`` is None or negative)."""
+        """Return a copy with at most ``n`` rows (all rows when ``n`` is None or negative).
+
+        Args:
+            n: How many rows to keep; None or negative keeps all.
+        """
         if n is None or n < 0 or n >= len(self.rows):
             return self
         total = self.total_rows if self.total_rows is not None else len(self.rows)
@@ -342,6 +363,10 @@ class Table:
 
         For adding or replacing rows (e.g. device rows from another source); a
         filter or a limit keeps the old totals instead (``device_only``, ``head``).
+
+        Args:
+            rows: The new rows, in display order.
+            notes: Notes to use instead of the table's own; None keeps them.
         """
         return dataclasses.replace(
             self,
@@ -427,12 +452,19 @@ class Table:
         }
 
     def to_json(self, indent: Optional[int] = 2) -> str:
-        """Return the table as JSON; [`Table.from_json`][neuronprof.Table.from_json] reads it back."""
+        """Return the table as JSON; [`Table.from_json`][neuronprof.Table.from_json] reads it back.
+
+        Args:
+            indent: Spaces per indentation level; None for one line.
+        """
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Table:
         """Build a table from [`to_dict`][neuronprof.Table.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
 
         Raises:
             ValueError: The data is not a neuronprof table.
@@ -463,6 +495,9 @@ class Table:
     @classmethod
     def from_json(cls, text: Union[str, bytes]) -> Table:
         """Read a table written by [`to_json`][neuronprof.Table.to_json].
+
+        Args:
+            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
 
         Raises:
             ValueError: The text is not JSON, or not a neuronprof table.
@@ -577,6 +612,9 @@ class RankOpRow:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RankOpRow:
         """Build a row from [`to_dict`][neuronprof.model.RankOpRow.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
 
         Raises:
             ValueError: A field is missing, unknown or of the wrong type.
@@ -805,6 +843,9 @@ class RankTable:
     def from_dict(cls, data: Mapping[str, Any]) -> RankTable:
         """Build a view from [`to_dict`][neuronprof.model.RankTable.to_dict] output.
 
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
+
         Raises:
             ValueError: The data is not a neuronprof cross-rank table.
         """
@@ -828,6 +869,9 @@ class RankTable:
     @classmethod
     def from_json(cls, text: Union[str, bytes]) -> RankTable:
         """Read a view written by [`to_json`][neuronprof.model.RankTable.to_json].
+
+        Args:
+            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
 
         Raises:
             ValueError: The text is not JSON, or not a neuronprof cross-rank table.
@@ -921,6 +965,9 @@ class ComparisonRow:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ComparisonRow:
         """Build a row from [`to_dict`][neuronprof.model.ComparisonRow.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
 
         Raises:
             ValueError: A field is missing, unknown or of the wrong type.
@@ -1018,6 +1065,9 @@ class Comparison:
     def row(self, name: str) -> ComparisonRow:
         """Return the row of the variant labelled ``name``.
 
+        Args:
+            name: The variant's label, as given to ``compare()``.
+
         Raises:
             KeyError: No variant has that label; the message lists them.
         """
@@ -1085,12 +1135,18 @@ class Comparison:
         """Return the comparison as JSON, each variant's full table included.
 
         [`Comparison.from_json`][neuronprof.model.Comparison.from_json] reads it back.
+
+        Args:
+            indent: Spaces per indentation level; None for one line.
         """
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
         """Build a comparison from [`to_dict`][neuronprof.model.Comparison.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
 
         Raises:
             ValueError: The data is not a neuronprof comparison.
@@ -1114,6 +1170,9 @@ class Comparison:
     @classmethod
     def from_json(cls, text: Union[str, bytes]) -> Comparison:
         """Read a comparison written by [`to_json`][neuronprof.model.Comparison.to_json].
+
+        Args:
+            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
 
         Raises:
             ValueError: The text is not JSON, or not a neuronprof comparison.

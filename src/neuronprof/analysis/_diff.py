@@ -68,6 +68,9 @@ class DiffRow:
     def from_dict(cls, data: Mapping[str, Any]) -> DiffRow:
         """Build a row from [`to_dict`][neuronprof.analysis.DiffRow.to_dict] output.
 
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
+
         Raises:
             ValueError: Missing or unknown fields.
         """
@@ -139,6 +142,9 @@ class TraceDiff:
     def row(self, name: str) -> DiffRow:
         """Return the first row called ``name``.
 
+        Args:
+            name: The operator name, e.g. ``"aten::mm"``.
+
         Raises:
             KeyError: No row has that name.
         """
@@ -152,21 +158,33 @@ class TraceDiff:
 
     @renamed_keyword("limit", "row_limit")
     def to_text(self, row_limit: Optional[int] = None) -> str:
-        """Return the comparison as an aligned text table (the first ``row_limit`` rows; totals cover all)."""
+        """Return the comparison as an aligned text table (the first ``row_limit`` rows; totals cover all).
+
+        Args:
+            row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
+        """
         from neuronprof.analysis.render import render_diff_text
 
         return render_diff_text(self, row_limit=row_limit)
 
     @renamed_keyword("limit", "row_limit")
     def to_markdown(self, row_limit: Optional[int] = None) -> str:
-        """Return the comparison as a GitHub-flavoured Markdown table (the first ``row_limit`` rows)."""
+        """Return the comparison as a GitHub-flavoured Markdown table (the first ``row_limit`` rows).
+
+        Args:
+            row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
+        """
         from neuronprof.analysis.render import render_diff_markdown
 
         return render_diff_markdown(self, row_limit=row_limit)
 
     @renamed_keyword("limit", "row_limit")
     def to_dict(self, row_limit: Optional[int] = None) -> dict[str, Any]:
-        """Return the comparison as a JSON-ready dict with a ``schema`` tag (the first ``row_limit`` rows)."""
+        """Return the comparison as a JSON-ready dict with a ``schema`` tag (the first ``row_limit`` rows).
+
+        Args:
+            row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
+        """
         return {
             "schema": DIFF_SCHEMA,
             "a": self.a,
@@ -200,6 +218,9 @@ class TraceDiff:
     def from_dict(cls, data: Mapping[str, Any]) -> TraceDiff:
         """Build a comparison from [`to_dict`][neuronprof.analysis.TraceDiff.to_dict] output.
 
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
+
         Raises:
             ValueError: Not a neuronprof diff.
         """
@@ -228,6 +249,9 @@ class TraceDiff:
     @classmethod
     def from_json(cls, text: Union[str, bytes]) -> TraceDiff:
         """Read a comparison written by [`to_json`][neuronprof.analysis.TraceDiff.to_json].
+
+        Args:
+            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
 
         Raises:
             ValueError: Not JSON, or not a neuronprof diff.

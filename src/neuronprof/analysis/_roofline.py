@@ -74,7 +74,11 @@ class DevicePeak:
         return self.flops_per_s / self.bytes_per_s
 
     def peak_for(self, dtypes: Optional[tuple[str, ...]]) -> float:
-        """Return the compute roof for an op with these input dtypes (FP32 roof for 32/64-bit floats)."""
+        """Return the compute roof for an op with these input dtypes (FP32 roof for 32/64-bit floats).
+
+        Args:
+            dtypes: The op's input dtypes as the trace names them (e.g. ``("float",)``); None when unknown.
+        """
         if self.fp32_flops_per_s is not None and dtypes and any(d in _WIDE_FLOATS for d in dtypes):
             return self.fp32_flops_per_s
         return self.flops_per_s
@@ -249,6 +253,9 @@ class RooflineRow:
     def from_dict(cls, data: Mapping[str, Any]) -> RooflineRow:
         """Build a row from [`to_dict`][neuronprof.analysis.RooflineRow.to_dict] output.
 
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
+
         Raises:
             ValueError: Missing or unknown fields.
         """
@@ -323,6 +330,9 @@ class Roofline:
     def row(self, name: str) -> RooflineRow:
         """Return the row with the most time among those called ``name``.
 
+        Args:
+            name: The operator name, e.g. ``"aten::mm"``.
+
         Raises:
             KeyError: No row has that name.
         """
@@ -337,21 +347,33 @@ class Roofline:
 
     @renamed_keyword("limit", "row_limit")
     def to_text(self, row_limit: Optional[int] = None) -> str:
-        """Return the roofline as an aligned text table with the device's peaks above it (first ``row_limit`` rows)."""
+        """Return the roofline as an aligned text table with the device's peaks above it (first ``row_limit`` rows).
+
+        Args:
+            row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
+        """
         from neuronprof.analysis.render import render_roofline_text
 
         return render_roofline_text(self, row_limit=row_limit)
 
     @renamed_keyword("limit", "row_limit")
     def to_markdown(self, row_limit: Optional[int] = None) -> str:
-        """Return the roofline as a GitHub-flavoured Markdown table (first ``row_limit`` rows)."""
+        """Return the roofline as a GitHub-flavoured Markdown table (first ``row_limit`` rows).
+
+        Args:
+            row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
+        """
         from neuronprof.analysis.render import render_roofline_markdown
 
         return render_roofline_markdown(self, row_limit=row_limit)
 
     @renamed_keyword("limit", "row_limit")
     def to_dict(self, row_limit: Optional[int] = None) -> dict[str, Any]:
-        """Return the roofline as a JSON-ready dict with a ``schema`` tag (first ``row_limit`` rows)."""
+        """Return the roofline as a JSON-ready dict with a ``schema`` tag (first ``row_limit`` rows).
+
+        Args:
+            row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
+        """
         return {
             "schema": ROOFLINE_SCHEMA,
             "device": self.device.to_dict(),
@@ -379,6 +401,9 @@ class Roofline:
     def from_dict(cls, data: Mapping[str, Any]) -> Roofline:
         """Build a roofline from [`to_dict`][neuronprof.analysis.Roofline.to_dict] output.
 
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
+
         Raises:
             ValueError: Not a neuronprof roofline.
         """
@@ -405,6 +430,9 @@ class Roofline:
     @classmethod
     def from_json(cls, text: Union[str, bytes]) -> Roofline:
         """Read a roofline written by [`to_json`][neuronprof.analysis.Roofline.to_json].
+
+        Args:
+            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
 
         Raises:
             ValueError: Not JSON, or not a neuronprof roofline.

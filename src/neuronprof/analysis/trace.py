@@ -248,6 +248,9 @@ class Trace:
     def rows(self, group_by: GroupBy = "name") -> tuple[OpRow, ...]:
         """Return one [`OpRow`][neuronprof.OpRow] per operator (``group_by="name"``) or signature (``"shape"``).
 
+        Args:
+            group_by: ``"name"`` or ``"shape"``; see [`GroupBy`][neuronprof.typing.GroupBy].
+
         Raises:
             ValueError: Unknown ``group_by``.
         """
@@ -288,6 +291,9 @@ def find_trace_files(path: Union[str, os.PathLike[str]]) -> list[str]:
     exports (``neuronprof_<backend>_....json``), a TorchNeuron output folder
     (``<host>_pid_<pid>/<timestamp>/trace.json``), or any folder holding such
     files a few levels down.
+
+    Args:
+        path: A trace file (``.json``, ``.json.gz``) or a folder to search.
 
     Raises:
         TraceError: ``path`` does not exist, or the folder holds no trace.

@@ -89,7 +89,11 @@ def register_backend(backend: Backend, *, replace: bool = False) -> None:
 
 
 def unregister_backend(name: str) -> None:
-    """Remove a backend from the registry; built-in ones come back on the next lookup."""
+    """Remove a backend from the registry; built-in ones come back on the next lookup.
+
+    Args:
+        name: The name it was registered under.
+    """
     with _lock:
         _registry.pop(name, None)
         if not _registry:
@@ -113,6 +117,9 @@ def get_backend(name: str) -> Backend:
 
     A PrivateUse1 device renamed to ``name`` in this process is found even when it
     was never registered; it gets the generic PrivateUse1 adapter.
+
+    Args:
+        name: A registered backend's name (``"neuron"``, ``"cpu"``...) or a PrivateUse1 device's.
 
     Raises:
         ValueError: No backend of that name exists.
@@ -175,6 +182,9 @@ def installed_but_unusable(backend: Backend) -> Optional[str]:
 
     For example TorchTPU on torch < 2.12: the package imports, but its profiler plugin
     needs a newer torch. ``auto`` then falls back to the CPU; this is what to tell the user.
+
+    Args:
+        backend: The backend to ask about.
     """
     if not isinstance(backend, _PackagedPrivateUse1Backend) or backend.is_available():
         return None

@@ -49,6 +49,9 @@ def parse_core(core: Any) -> Optional[str]:
     backend choose). Indices are process-local: under torchrun each process's
     cores start at 0.
 
+    Args:
+        core: A [`Core`][neuronprof.typing.Core] selector: None, an int or a string.
+
     Raises:
         ValueError: The selector does not follow that grammar, or a range runs backwards.
     """
@@ -152,7 +155,12 @@ class SessionContext:
 
 
 def add_note(ctx: SessionContext, message: str) -> None:
-    """Record a remark for the user; the session shows it in ``s.notes`` and the table footer."""
+    """Record a remark for the user; the session shows it in ``s.notes`` and the table footer.
+
+    Args:
+        ctx: The session's context the backend was handed.
+        message: One sentence for the user: what happened and what to do.
+    """
     notes: list[str] = ctx.extras.setdefault("notes", [])
     if message not in notes:
         notes.append(message)
@@ -193,18 +201,34 @@ class Backend:
         return [ProfilerActivity.CPU]
 
     def default_core(self, ctx: SessionContext) -> Optional[str]:
-        """Return the core to capture when the user gave none."""
+        """Return the core to capture when the user gave none.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
+        """
         return None
 
     def experimental_config(self, ctx: SessionContext) -> Any:
-        """Return the ``experimental_config`` for torch.profiler, or None."""
+        """Return the ``experimental_config`` for torch.profiler, or None.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
+        """
         return None
 
     def synchronize(self, ctx: SessionContext) -> None:
-        """Wait until the device has finished the work queued so far."""
+        """Wait until the device has finished the work queued so far.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
+        """
 
     def on_trace_ready(self, prof: torch.profiler.profile, ctx: SessionContext) -> Optional[Path]:
         """Run backend work at the end of a profiling cycle.
+
+        Args:
+            prof: The ``torch.profiler.profile`` whose cycle just ended.
+            ctx: The session's request: modes, cores, output folder and local rank.
 
         Returns:
             The path of a Chrome trace the backend wrote itself, if it did.
@@ -215,6 +239,9 @@ class Backend:
         """Return what device time this session delivers to torch.profiler.
 
         See [`DeviceTime`][neuronprof.typing.DeviceTime].
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
         """
         return "linked" if self.device_label is not None else "none"
 
@@ -224,6 +251,9 @@ class Backend:
         Called only when device time was requested and no row has any. Backends
         that deliver none (``device_time`` is ``"none"``) explain that in a note
         instead, so the default returns None for them.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
         """
         if self.device_time(ctx) == "none":
             return None
@@ -237,17 +267,28 @@ class Backend:
         )
 
     def session_notes(self, ctx: SessionContext) -> list[str]:
-        """Return the remarks this backend recorded for the session so far (see ``add_note``)."""
+        """Return the remarks this backend recorded for the session so far (see ``add_note``).
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
+        """
         return list(ctx.extras.get("notes", ()))
 
     def neuron_bundle_source(self, ctx: SessionContext) -> Optional[Path]:
-        """Return the folder of Neuron profile files, for ``export(format="neuron")``."""
+        """Return the folder of Neuron profile files, for ``export(format="neuron")``.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
+        """
         return None
 
     def neuron_session_dirs(self, ctx: SessionContext) -> list[Optional[Path]]:
         """Return, per profiling cycle, the Neuron Runtime session folder it wrote (None where none).
 
         Only this session's folders: ``export(format="neuron")`` bundles these and no others.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
         """
         return []
 

@@ -100,7 +100,11 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         return None
 
     def profile_dir(self, ctx: SessionContext) -> Path:
-        """Return the folder given to TorchNeuron as ``profile_output_dir`` for this session."""
+        """Return the folder given to TorchNeuron as ``profile_output_dir`` for this session.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
+        """
         return ctx.output_dir / _PROFILE_SUBDIR
 
     def runtime_session_dirs(self, ctx: SessionContext) -> list[Path]:
@@ -113,6 +117,9 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         ``host_mem.pb`` and TorchNeuron's framework trace. Folders that were there
         before the session started (earlier sessions of this process writing to the
         same ``output_dir``: a notebook, ``compare()``) are not this session's.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
         """
         before = ctx.extras.get("dirs_before", frozenset())
         return [d for d in self._pid_dirs(ctx) if d not in before]

@@ -78,6 +78,9 @@ class TpuBackend(_PackagedPrivateUse1Backend):
         Without the override each session has a folder of its own,
         ``<output_dir>/tpu_profile/<session>/``: TorchTPU names its profile folders to the
         second, so two sessions in one second (``compare()``) would otherwise share a file.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
         """
         override = os.environ.get(OUTPUT_DIR_ENV)
         return Path(override) if override else self._run_dir(ctx)

@@ -119,6 +119,9 @@ class DeviceSummary:
     def engine(self, name: str) -> EngineTime:
         """Return the [`EngineTime`][neuronprof.analysis.neuron.EngineTime] of ``name``.
 
+        Args:
+            name: An engine of [`ENGINES`][neuronprof.analysis.neuron.ENGINES], e.g. ``"tensor"``.
+
         Raises:
             KeyError: ``name`` is not one of [`ENGINES`][neuronprof.analysis.neuron.ENGINES].
         """
@@ -143,6 +146,9 @@ class DeviceSummary:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DeviceSummary:
         """Build a summary from [`to_dict`][neuronprof.analysis.neuron.DeviceSummary.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
 
         Raises:
             ValueError: A field is missing or unknown.
@@ -342,6 +348,9 @@ class NeuronProfile:
     def neff(self, name: str) -> NeffStats:
         """Return the [`NeffStats`][neuronprof.analysis.neuron.NeffStats] of the NEFF ``name``.
 
+        Args:
+            name: The NEFF's name, as in [`NeffStats.neff`][neuronprof.analysis.neuron.NeffStats].
+
         Raises:
             KeyError: No execution of that NEFF; the message lists the NEFFs.
         """
@@ -352,6 +361,9 @@ class NeuronProfile:
 
     def summary(self, label: str) -> DeviceSummary:
         """Return the device summary whose label or key is ``label``.
+
+        Args:
+            label: A summary's ``label`` (e.g. the NEFF's file name) or its ``key`` (``"n_<hex>"``).
 
         Raises:
             KeyError: No summary has that label or key.
@@ -422,12 +434,19 @@ class NeuronProfile:
         }
 
     def to_json(self, indent: Optional[int] = 2) -> str:
-        """Return the profile as JSON (read back by [`from_json`][neuronprof.analysis.NeuronProfile.from_json])."""
+        """Return the profile as JSON (read back by [`from_json`][neuronprof.analysis.NeuronProfile.from_json]).
+
+        Args:
+            indent: Spaces per indentation level; None for one line.
+        """
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)  # strict JSON: no NaN or Infinity
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> NeuronProfile:
         """Build a profile from [`to_dict`][neuronprof.analysis.NeuronProfile.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
 
         Raises:
             ValueError: Not a neuronprof Neuron profile, or a malformed field.
@@ -455,6 +474,9 @@ class NeuronProfile:
     @classmethod
     def from_json(cls, text: Union[str, bytes]) -> NeuronProfile:
         """Read a profile written by [`to_json`][neuronprof.analysis.NeuronProfile.to_json].
+
+        Args:
+            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
 
         Raises:
             ValueError: Not JSON, or not a neuronprof Neuron profile.
