@@ -206,7 +206,7 @@ class Table:
         device_label: Label of the device columns (``"NEURON"``, ``"TPU"``,
             ``"CUDA"``); ``None`` when the backend has no device.
         sort_by: The [`SortKey`][neuronprof.typing.SortKey] the rows are sorted by
-            (after any fallback).
+            (after any fallback); ``"none"`` for rows in the order they were collected.
         steps: Number of profiled (active) steps the times are summed over.
         top_level_calls: Ops called directly by the profiled steps, summed over
             steps (naive RMSNorm: 6 per step); ``None`` when unknown.
@@ -323,7 +323,7 @@ class Table:
         """
         field_name = _sort_field(by)
         notes = list(self.notes)
-        effective = by
+        effective: SortKey = by
         if field_name in _DEVICE_FIELDS and not self.has_device_time:
             field_name = "self_cpu_us" if field_name == "self_device_us" else "cpu_total_us"
             effective = "cpu" if field_name == "self_cpu_us" else "cpu_total"
@@ -574,7 +574,7 @@ class RankOpRow:
     Attributes:
         name: Operator name.
         metric: What the values measure: ``"self_device_us"``, ``"device_total_us"``,
-            ``"self_cpu_us"`` or ``"cpu_total_us"``.
+            ``"self_cpu_us"`` or ``"cpu_total_us"`` (see [`RankMetric`][neuronprof.typing.RankMetric]).
         values: The metric per rank, indexed by rank; ``None`` where a rank never ran the op.
         calls: Calls per rank, indexed by rank (0 where it never ran).
         min_us: Smallest value across the ranks that ran the op.
@@ -587,7 +587,7 @@ class RankOpRow:
     """
 
     name: str
-    metric: str
+    metric: RankMetric
     values: tuple[Optional[float], ...]
     calls: tuple[int, ...]
     min_us: float
@@ -776,7 +776,7 @@ class RankTable:
             rows.append(
                 RankOpRow(
                     name=key[0],
-                    metric=metric,
+                    metric=cast(RankMetric, metric),
                     values=tuple(values),
                     calls=tuple(calls[key]),
                     min_us=present[0],
