@@ -30,6 +30,7 @@ from neuronprof.backends.neuron import NeuronBackend
 from neuronprof.backends.privateuse1 import PrivateUse1Backend, _PackagedPrivateUse1Backend
 from neuronprof.backends.tpu import TpuBackend
 from neuronprof.errors import BackendUnavailableError
+from neuronprof.typing import BackendName
 
 __all__ = [
     "MODES",
@@ -140,7 +141,7 @@ def get_backend(name: str) -> Backend:
     )
 
 
-def resolve_backend(name: str = "auto") -> tuple[Backend, list[str]]:
+def resolve_backend(name: BackendName = "auto") -> tuple[Backend, list[str]]:
     """Pick the backend for a session.
 
     Args:

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
-from neuronprof.typing import MODES, DeviceTime, Mode
+from neuronprof.typing import MODES, Core, DeviceTime, Mode
 
 if TYPE_CHECKING:
     import torch.profiler
@@ -40,7 +40,7 @@ PRIVATEUSE1_MIN_TORCH = (2, 12)
 _CORE_RE = re.compile(r"^(all|\d+(-\d+)?(,\d+(-\d+)?)*)$")
 
 
-def parse_core(core: Any) -> Optional[str]:
+def parse_core(core: Core) -> Optional[str]:
     """Check a core selector and return it in canonical string form.
 
     Accepted: ``"0"``, ``"0,1"``, ``"2-5"``, ``"0,2-3"`` (indices and ranges, the
@@ -147,7 +147,7 @@ class SessionContext:
             through [`add_note`][neuronprof.backends.add_note].
     """
 
-    modes: tuple[str, ...]
+    modes: tuple[Mode, ...]
     core: Optional[str]
     output_dir: Path
     local_rank: Optional[int] = None
@@ -183,7 +183,7 @@ class Backend:
 
     name: ClassVar[str] = "base"
     device_label: Optional[str] = None
-    supported_modes: frozenset[str] = frozenset()
+    supported_modes: frozenset[Mode] = frozenset()
     writes_output: bool = False
 
     def is_available(self) -> bool:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from neuronprof.backends.base import DeviceTime, SessionContext, add_note, core_indices, cores_not_visible
 from neuronprof.backends.privateuse1 import _PackagedPrivateUse1Backend
 from neuronprof.errors import NeuronProfWarning, warn_user
-from neuronprof.typing import NeuronBuild
+from neuronprof.typing import Mode, NeuronBuild
 
 if TYPE_CHECKING:
     import torch.profiler
@@ -58,7 +58,12 @@ NEFF_CACHE_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
 FRAMEWORK_TRACE_PATTERNS = ("trace.json", "neuron_framework_trace_rank_*.json", "pytorch_trace.json")
 """Names under which TorchNeuron's exporter has been seen to write the framework trace."""
 
-_MODE_NAMES = {"device": "DEVICE", "runtime": "RUNTIME", "cpu_util": "CPU_UTIL", "host_memory": "HOST_MEMORY"}
+_MODE_NAMES: dict[Mode, str] = {
+    "device": "DEVICE",
+    "runtime": "RUNTIME",
+    "cpu_util": "CPU_UTIL",
+    "host_memory": "HOST_MEMORY",
+}
 _PROFILE_SUBDIR = "neuron_profile"
 _CORRELATE = "correlate_device_time"
 
