@@ -24,7 +24,7 @@ from typing import Any, Callable
 import torch
 from torch.utils.benchmark import Timer
 
-from neuronprof.compare import compare
+from neuronprof import compare
 
 EPS = 1e-6
 

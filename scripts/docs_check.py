@@ -8,6 +8,9 @@ step: it needs a headless Chromium (Debian: ``apt-get install chromium``).
    unrendered API directive (``::: name``) or an error; the API reference renders
    ``neuronprof.session`` as a function and ``neuronprof.Session`` and
    ``neuronprof.Table`` as classes, with content; every API page has rendered objects;
+   no API page documents a private name (``neuronprof._x``, a ``_T`` in a signature)
+   or a plumbing helper (``atomic_write`` and the other file helpers), and no
+   parameter list shows an empty type;
 3. serves the site on 127.0.0.1 (a free port) and fetches every page;
 4. loads Home, Getting started, the training-step page, the RMSNorm case study and the
    API reference in headless Chromium at 1280 px and at 390 px (a phone) and fails on
@@ -28,6 +31,7 @@ import html
 import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -82,6 +86,26 @@ REQUIRED_API_OBJECTS = (
     ("neuronprof.Session", "class"),
     ("neuronprof.Table", "class"),
 )
+# Helpers that write files for neuronprof itself: not API, whatever module holds them.
+PLUMBING_NAMES = frozenset(
+    {
+        "atomic_write",
+        "copy_trace",
+        "default_trace_name",
+        "ensure_writable_dir",
+        "neuron_bundle",
+        "neuron_device_pairs",
+        "tensorboard_file_name",
+        "text_writer",
+        "unique_path",
+    }
+)
+_HEADING_ID = re.compile(r'<h[1-6] id="(neuronprof[\w.]*)" class="doc doc-heading')
+_SIGNATURE = re.compile(r'<div class="[^"]*\bdoc-signature\b[^"]*">(.*?)</div>', re.S)
+_RETURNS = re.compile(r'<span class="doc-section-title">(?:Returns|Yields):</span></p>\s*<ul>(.*?)</ul>', re.S)
+_ITEM_TYPE = re.compile(r'<li class="doc-section-item field-body">\s*<code>(.*?)</code>', re.S)
+# A private identifier (``_T``, ``_Col``), not a dunder and not part of a longer name.
+_PRIVATE_NAME = re.compile(r"(?<![\w.])_(?!_)[A-Za-z]\w*")
 BROKEN_MARKERS = ("--8<--", "Traceback (most recent call last)", "mkdocstrings: error")
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
@@ -150,6 +174,32 @@ def build(site: Path) -> None:
         raise SystemExit("docs-check: the strict build failed (warnings above)")
 
 
+def _surface_problems(rel: str, main: str) -> list[str]:
+    """Private or plumbing names, and empty type cells, on one API page."""
+    problems = []
+    for ident in _HEADING_ID.findall(main):
+        parts = ident.split(".")
+        if any(p.startswith("_") and not p.startswith("__") for p in parts):
+            problems.append(f"{rel}: documents a private name: {ident}")
+        elif parts[-1] in PLUMBING_NAMES:
+            problems.append(f"{rel}: documents plumbing, not API: {ident}")
+    for block in _SIGNATURE.findall(main):
+        text = html.unescape(re.sub(r"<[^>]+>", "", block))
+        names = sorted(set(_PRIVATE_NAME.findall(text)))
+        if names:
+            problems.append(f"{rel}: private name(s) in a signature: {', '.join(names)}")
+    for section in _RETURNS.findall(main):
+        for annotation in _ITEM_TYPE.findall(section):
+            text = html.unescape(re.sub(r"<[^>]+>", "", annotation)).strip()
+            # A type is a Python expression; words with spaces between them, a Markdown link or
+            # braces mean a sentence was read as "type: description".
+            if re.search(r"\w\s+\w", text) or any(c in text for c in "`{"):
+                problems.append(f"{rel}: a Returns entry whose type is a sentence fragment: {text[:60]!r}")
+    if "<code></code>" in main:
+        problems.append(f"{rel}: an empty type cell in a parameter or return list")
+    return problems
+
+
 def check_html(site: Path) -> list[str]:
     """Return the problems found in the built pages."""
     problems: list[str] = []
@@ -173,6 +223,7 @@ def check_html(site: Path) -> list[str]:
             empty = [ident for kind, ident, length in parser.objects if ident and length == 0]
             if empty:
                 problems.append(f"{rel}: API objects without content: {', '.join(empty[:5])}")
+            problems += _surface_problems(rel, main)
     api_objects: set[tuple[str, str]] = set()
     for page in (site / "api").rglob("index.html"):
         parser = _DocObjects()

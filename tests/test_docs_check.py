@@ -4,6 +4,9 @@ wider than its container at 1280 px, a page wider than a phone, a broken image."
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -32,6 +35,53 @@ def test_empty_api_section_is_a_problem(tmp_path: Path) -> None:
     site = _site(tmp_path, {".": "<p>home</p>", "api": "<h1>API</h1><p>nothing rendered</p>"})
     problems = docs_check.check_html(site)
     assert any("api/index.html: the API section is empty" in p for p in problems)
+
+
+def _object(ident: str, signature: str = "", body: str = "<p>Does a thing.</p>") -> str:
+    return (
+        f'<div class="doc doc-object doc-function"><h2 id="{ident}" class="doc doc-heading">{ident}</h2>'
+        f'<div class="language-python doc-signature highlight"><pre><code>{signature}</code></pre></div>'
+        f'<div class="doc doc-contents">{body}</div></div>'
+    )
+
+
+def _returns(annotation: str) -> str:
+    return (
+        '<p><span class="doc-section-title">Returns:</span></p><ul><li class="doc-section-item field-body">'
+        f"<code>{annotation}</code> – <div><p>what it is.</p></div></li></ul>"
+    )
+
+
+def test_private_or_plumbing_names_and_empty_types_on_an_api_page_are_problems(tmp_path: Path) -> None:
+    pages = {
+        ".": "<p>home</p>",
+        "api": _object("neuronprof.session", "session(modes: Sequence[Mode])"),
+        "api/backends": _object("neuronprof.backends._PackagedPrivateUse1Backend"),
+        "api/export": _object("neuronprof.export.atomic_write", "atomic_write(path)"),
+        "api/model": _object("neuronprof.model.Table.head", "head(rows: Sequence[<span>_T</span>]) -&gt; _G"),
+        "api/empty": _object("neuronprof.Table.sorted", "sorted(by)", "<ul><li>by (<code></code>)</li></ul>"),
+        "api/fine": _object("neuronprof.Session.__init__", "__init__(config: Config)", _returns("tuple[list[X], str]")),
+        "api/fragment": _object("neuronprof.analysis.summarize_ranks", "f()", _returns("The cross-rank view")),
+    }
+    problems = docs_check.check_html(_site(tmp_path, pages))
+    private = "api/backends/index.html: documents a private name: neuronprof.backends._PackagedPrivateUse1Backend"
+    assert private in problems
+    assert "api/export/index.html: documents plumbing, not API: neuronprof.export.atomic_write" in problems
+    assert "api/model/index.html: private name(s) in a signature: _G, _T" in problems
+    assert "api/empty/index.html: an empty type cell in a parameter or return list" in problems
+    assert (
+        "api/fragment/index.html: a Returns entry whose type is a sentence fragment: 'The cross-rank view'" in problems
+    )
+    assert not [p for p in problems if p.startswith(("api/index.html", "api/fine/"))], problems
+
+
+@pytest.mark.skipif(shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None, reason="needs mkdocs")
+def test_the_built_api_reference_has_no_private_plumbing_or_empty_entries(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(site)]
+    subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, timeout=600)
+    assert docs_check.check_html(site) == []
 
 
 def test_unrendered_directive_is_a_problem(tmp_path: Path) -> None:

@@ -89,7 +89,7 @@ def test_rmsnorm_example(compiled: list[dict[str, Any]], in_tmp: Path, capsys: p
 
 
 def test_rmsnorm_naive_is_six_ops(in_tmp: Path) -> None:
-    from neuronprof.compare import compare
+    from neuronprof import compare
 
     example = load("rmsnorm")
     x, w = torch.randn(4, 8), torch.randn(8)

@@ -15,8 +15,12 @@ Importing neuronprof does not import torch; the session does, when it starts.
 
 from __future__ import annotations
 
+# Modules behind package-level functions are private (_session, _compare), so that
+# ``neuronprof.session`` and ``neuronprof.compare`` always mean the functions.
+from neuronprof import typing  # noqa: F401  (the option types; not in __all__: it would shadow the stdlib's)
+from neuronprof._compare import compare
+from neuronprof._config import SessionConfig, SessionOptions
 from neuronprof._session import Session, session
-from neuronprof.compare import SessionOptions, compare
 from neuronprof.errors import (
     BackendUnavailableError,
     NeuronProfError,
@@ -33,6 +37,7 @@ __all__ = [
     "Comparison",
     "ComparisonRow",
     "RankTable",
+    "SessionConfig",
     "SessionOptions",
     "VariantError",
     "compare",

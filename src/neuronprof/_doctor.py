@@ -141,7 +141,7 @@ def probe(backend: str = "auto") -> dict[str, Any]:
     """
     import torch
 
-    from neuronprof._session import Session
+    from neuronprof._session import session
     from neuronprof.backends import resolve_backend
 
     chosen, _ = resolve_backend(backend)
@@ -158,7 +158,7 @@ def probe(backend: str = "auto") -> dict[str, Any]:
             "notes": [],
         }
     with tempfile.TemporaryDirectory(prefix="neuronprof-probe-") as tmp:
-        s = Session(("device", "runtime"), backend=backend, wait=0, warmup=1, active=1, output_dir=tmp)
+        s = session(("device", "runtime"), backend=backend, wait=0, warmup=1, active=1, output_dir=tmp)
         device = s.backend
         placed = device
         try:

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, Union, overload
 
 from neuronprof import _collect
-from neuronprof.backends import SessionContext, parse_core, resolve_backend
-from neuronprof.backends.base import MODES
+from neuronprof._config import DEFAULT_OUTPUT_DIR, PathLike, SessionConfig
+from neuronprof.backends import SessionContext, resolve_backend
 from neuronprof.errors import NeuronProfWarning, SessionStateError
 from neuronprof.export import (
     EXPORT_FORMATS,
@@ -42,6 +42,7 @@ from neuronprof.export import (
     unique_path,
 )
 from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
+from neuronprof.typing import RANKS, BackendName, Core, DevicePreset, Mode, Ranks
 
 if TYPE_CHECKING:
     import torch.profiler
@@ -51,22 +52,16 @@ if TYPE_CHECKING:
     from neuronprof.analysis.neuron import ToolChoice
     from neuronprof.analysis.neuron.session import SessionNeuronProfile
 
-__all__ = ["Session", "session"]
+__all__ = ["Session", "SessionConfig", "session"]
 
 logger = logging.getLogger("neuronprof")
 
 T = TypeVar("T")
-PathLike = Union[str, "os.PathLike[str]"]
 
 # One profiler per process: torch.profiler's state is global, so a second
 # session would silently corrupt the first. The lock is taken without blocking.
 _active_lock = threading.Lock()
 _active: Optional[Session] = None
-
-DEFAULT_OUTPUT_DIR = "neuronprof_output"
-
-DEFAULT_KEEP_CYCLES = 4
-"""How many cycles' raw events a session keeps by default (``keep_cycles``)."""
 
 # Signals whose Python handlers are held back while torch.profiler changes state
 # (see _signals_deferred): Ctrl-C, termination requests, timers, user signals.
@@ -75,31 +70,6 @@ _DEFERRED_SIGNALS = tuple(
     for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGALRM", "SIGVTALRM", "SIGUSR1", "SIGUSR2")
     if hasattr(signal, name)
 )
-
-
-def _check_count(name: str, value: Any, *, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
-    if value < minimum:
-        if name == "active":
-            raise ValueError("active must be at least 1: it is the number of steps that are recorded")
-        if name == "keep_cycles":
-            raise ValueError("keep_cycles must be at least 1: the last cycle's events are always kept")
-        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
-    return value
-
-
-def _check_modes(modes: Any) -> tuple[str, ...]:
-    if isinstance(modes, str):
-        modes = (modes,)
-    try:
-        items = tuple(modes)
-    except TypeError:
-        raise ValueError(f"modes must be a sequence of strings such as ('device', 'runtime'), got {modes!r}") from None
-    for m in items:
-        if m not in MODES:
-            raise ValueError(f"unknown mode {m!r}; valid modes: {', '.join(MODES)}")
-    return tuple(dict.fromkeys(items))
 
 
 def _distributed_rank() -> tuple[Optional[int], Optional[int]]:
@@ -133,65 +103,72 @@ class Session:
     (or call [`step`][neuronprof.Session.step] at the end of each iteration);
     after the block, read [`table`][neuronprof.Session.table] and call
     [`export`][neuronprof.Session.export].
-
-    Attributes:
-        modes: The requested capture modes.
-        core: The device cores captured (``"0"``, ``"0,1"``, ``"2-5"``, ``"all"``); None
-            means the backend's default (on Neuron: every NeuronCore of this process).
-        wait: Steps skipped at the start of each cycle.
-        warmup: Steps run with the profiler on but discarded (lazy compilation,
-            caches and allocators settle here).
-        active: Steps recorded per cycle.
-        repeat: Number of cycles.
-        keep_cycles: How many of the last cycles keep their raw events.
-        profile_all_threads: Whether ops of every thread are recorded.
     """
 
-    def __init__(
-        self,
-        modes: Sequence[str] = ("device", "runtime"),
-        core: Union[str, int, None] = None,
-        *,
-        backend: str = "auto",
-        wait: int = 2,
-        warmup: int = 1,
-        active: int = 1,
-        repeat: int = 1,
-        output_dir: Optional[PathLike] = None,
-        record_shapes: bool = False,
-        with_stack: bool = False,
-        profile_memory: bool = False,
-        with_flops: bool = False,
-        keep_cycles: int = DEFAULT_KEEP_CYCLES,
-        profile_all_threads: bool = False,
-    ) -> None:
-        # Everything that can be wrong is checked here, before any profiling.
-        self.modes = _check_modes(modes)
-        self._core_arg = parse_core(core)
-        self.wait = _check_count("wait", wait)
-        self.warmup = _check_count("warmup", warmup)
-        self.active = _check_count("active", active, minimum=1)
-        self.repeat = _check_count("repeat", repeat)
-        self.keep_cycles = _check_count("keep_cycles", keep_cycles, minimum=1)
-        for flag, value in (
-            ("record_shapes", record_shapes),
-            ("with_stack", with_stack),
-            ("profile_memory", profile_memory),
-            ("with_flops", with_flops),
-            ("profile_all_threads", profile_all_threads),
-        ):
-            if not isinstance(value, bool):
-                raise ValueError(f"{flag} must be True or False, got {value!r}")
-        if profile_all_threads and not _torch_supports_all_threads():
-            raise ValueError(
-                "profile_all_threads=True needs a torch whose profiler can record every thread "
-                "(_ExperimentalConfig(profile_all_threads=...), torch >= 2.7); this torch cannot"
+    config: SessionConfig
+    """The options this session was opened with, checked and normalised."""
+    modes: tuple[Mode, ...]
+    """The requested capture modes (see [`Mode`][neuronprof.typing.Mode]), without repeats."""
+    wait: int
+    """Steps skipped at the start of each cycle."""
+    warmup: int
+    """Steps run with the profiler on but discarded (lazy compilation, caches and allocators settle here)."""
+    active: int
+    """Steps recorded per cycle."""
+    repeat: int
+    """Number of wait/warmup/active cycles; 0 runs until the block ends."""
+    keep_cycles: int
+    """How many of the last cycles keep their raw events for ``export()``."""
+    record_shapes: bool
+    """Whether input shapes are recorded (rows are split per shape)."""
+    with_stack: bool
+    """Whether Python stacks are recorded."""
+    profile_memory: bool
+    """Whether memory allocated per op is recorded."""
+    with_flops: bool
+    """Whether FLOPs of matrix multiplications and convolutions are estimated."""
+    profile_all_threads: bool
+    """Whether ops of every thread are recorded, not only the one that started the session."""
+
+    def __init__(self, config: Optional[SessionConfig] = None) -> None:
+        """Make a session from a [`SessionConfig`][neuronprof.SessionConfig] (default: every option's default).
+
+        [`neuronprof.session(...)`][neuronprof.session] builds the config from keywords
+        and calls this. The backend is resolved and an explicit ``output_dir`` created
+        here, so that both fail before anything is profiled.
+
+        Args:
+            config: The session's options; None for every default.
+
+        Raises:
+            TypeError: ``config`` is not a ``SessionConfig`` (pass options to
+                ``neuronprof.session(...)`` instead).
+            BackendUnavailableError: The configured backend cannot run here.
+            PermissionError: ``output_dir`` cannot be written.
+            NotADirectoryError: ``output_dir`` is (inside) a file.
+        """
+        if config is None:
+            config = SessionConfig()
+        if not isinstance(config, SessionConfig):
+            raise TypeError(
+                f"Session() takes a SessionConfig, got {type(config).__name__}; pass options to "
+                "neuronprof.session(...) or build neuronprof.SessionConfig(...)"
             )
-        self.profile_all_threads = profile_all_threads
-        self.record_shapes = record_shapes
-        self.with_stack = with_stack
-        self.profile_memory = profile_memory
-        self.with_flops = with_flops
+        self.config = config
+        self.modes = tuple(config.modes)
+        self._core_arg = config.core if config.core is None else str(config.core)
+        self.wait = config.wait
+        self.warmup = config.warmup
+        self.active = config.active
+        self.repeat = config.repeat
+        self.keep_cycles = config.keep_cycles
+        self.profile_all_threads = config.profile_all_threads
+        self.record_shapes = config.record_shapes
+        self.with_stack = config.with_stack
+        self.profile_memory = config.profile_memory
+        self.with_flops = config.with_flops
+        output_dir = config.output_dir
+        backend = config.backend
 
         self._backend, skipped = resolve_backend(backend)
         for line in skipped:
@@ -665,6 +642,9 @@ class Session:
     def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Call ``fn(*args, **kwargs)`` once per scheduled step and return the last result.
 
+        Args:
+            fn: The work of one step, called as ``fn(*args, **kwargs)`` once per scheduled step.
+
         Raises:
             SessionStateError: Called outside the ``with`` block.
         """
@@ -710,7 +690,7 @@ class Session:
         row_limit: Optional[int] = 20,
         device_only: bool = False,
         *,
-        ranks: Literal["local", "all"] = "local",
+        ranks: Ranks = "local",
         neuron_heuristic: bool = False,
         timeout: float = 60.0,
     ) -> Union[Table, RankTable]:
@@ -718,7 +698,7 @@ class Session:
 
         Args:
             sort_by: ``"device"`` (default), ``"cpu"``, ``"calls"``, ``"name"`` or one
-                of torch's keys; see [`SortKey`][neuronprof.model.SortKey]. Device
+                of torch's keys; see [`SortKey`][neuronprof.typing.SortKey]. Device
                 keys fall back to CPU time when there is no device time.
             row_limit: Keep this many rows (None or -1 for all).
             device_only: Keep only rows with device time.
@@ -756,7 +736,7 @@ class Session:
             raise ValueError(f"unknown sort_by {sort_by!r}; use one of: {', '.join(SORT_KEYS)}")
         if row_limit is not None and (isinstance(row_limit, bool) or not isinstance(row_limit, int)):
             raise ValueError(f"row_limit must be an int or None, got {row_limit!r}")
-        if ranks not in ("local", "all"):
+        if ranks not in RANKS:
             raise ValueError(f"ranks must be 'local' or 'all', got {ranks!r}")
         if not isinstance(neuron_heuristic, bool):
             raise ValueError(f"neuron_heuristic must be True or False, got {neuron_heuristic!r}")
@@ -822,7 +802,7 @@ class Session:
 
         Args:
             tool: ``"auto"`` (find ``neuron-explorer``), ``"never"`` (existing JSON
-                only) or the tool's path; see [`ToolChoice`][neuronprof.analysis.neuron.ToolChoice].
+                only) or the tool's path; see [`ToolChoice`][neuronprof.typing.ToolChoice].
 
         Returns:
             A [`NeuronProfile`][neuronprof.analysis.NeuronProfile]; without the tool
@@ -1013,7 +993,7 @@ class Session:
                 Default: a timestamped name in ``output_dir``. A ``.json.gz`` path is
                 gzipped.
             format: ``"chrome"``, ``"tensorboard"``, ``"neuron"`` or ``"stacks"``; see
-                [`ExportFormat`][neuronprof.export.ExportFormat].
+                [`ExportFormat`][neuronprof.typing.ExportFormat].
             overwrite: Replace an existing target instead of raising ``FileExistsError``.
             cycle: Which profiling cycle to write when ``repeat != 1`` (default: the last;
                 0 the first, negative counts from the end). Only the last ``keep_cycles``
@@ -1145,7 +1125,7 @@ class Session:
 
     def roofline(
         self,
-        device: Union[str, DevicePeak] = "trn2",
+        device: Union[DevicePreset, DevicePeak] = "trn2",
         *,
         peak_flops: Optional[float] = None,
         peak_bw: Optional[float] = None,
@@ -1291,12 +1271,6 @@ def _profiler_started() -> bool:
     return bool(flag) or bool(torch._C._autograd._profiler_enabled())
 
 
-def _torch_supports_all_threads() -> bool:
-    from torch._C._profiler import _ExperimentalConfig
-
-    return "profile_all_threads" in (_ExperimentalConfig.__init__.__doc__ or "")
-
-
 def _dist_backend() -> Optional[str]:
     import torch.distributed as dist
 
@@ -1307,10 +1281,10 @@ def _dist_backend() -> Optional[str]:
 
 
 def session(
-    modes: Sequence[str] = ("device", "runtime"),
-    core: Union[str, int, None] = None,
+    modes: Sequence[Mode] = ("device", "runtime"),
+    core: Core = None,
     *,
-    backend: str = "auto",
+    backend: BackendName = "auto",
     wait: int = 2,
     warmup: int = 1,
     active: int = 1,
@@ -1320,7 +1294,7 @@ def session(
     with_stack: bool = False,
     profile_memory: bool = False,
     with_flops: bool = False,
-    keep_cycles: int = DEFAULT_KEEP_CYCLES,
+    keep_cycles: int = 4,
     profile_all_threads: bool = False,
 ) -> Session:
     """Open a profiling session: one ``with`` statement instead of a page of torch.profiler setup.
@@ -1334,12 +1308,14 @@ def session(
     ```
 
     The same script runs on Trainium (TorchNeuron), TPU (TorchTPU), CUDA GPUs and
-    the CPU. Every argument is checked here, before anything is profiled.
+    the CPU. Every argument is checked here, before anything is profiled. The
+    arguments are the fields of [`SessionConfig`][neuronprof.SessionConfig], which
+    the session keeps as ``s.config``.
 
     Args:
-        modes: What to capture: ``"device"``, ``"runtime"``, ``"cpu_util"``,
-            ``"host_memory"`` (see [`Mode`][neuronprof.backends.Mode]). A mode the
-            backend cannot capture is recorded in ``s.notes``, not an error.
+        modes: What to capture, any of ``"device"``, ``"runtime"``, ``"cpu_util"``,
+            ``"host_memory"`` (each explained under [`Mode`][neuronprof.typing.Mode]). A
+            mode the backend cannot capture is recorded in ``s.notes``, not an error.
         core: Device cores to capture: ``"0"``, ``"0,1"``, ``"2-5"`` or ``"all"``, as
             indices of the devices this process sees (process-local: under torchrun
             each process's cores start at 0). On Neuron this is
@@ -1347,7 +1323,8 @@ def session(
             ``"all"`` captures every NeuronCore of the process. On CUDA, the GPU
             indices to synchronise; None means the current GPU.
         backend: ``"auto"``, ``"neuron"``, ``"tpu"``, ``"cuda"``, ``"cpu"``, or the name
-            of a PrivateUse1 device or registered backend.
+            of a PrivateUse1 device or registered backend (see
+            [`BackendName`][neuronprof.typing.BackendName]).
         wait: Steps skipped at the start of each cycle.
         warmup: Steps profiled but discarded, so that one-time costs (compilation,
             caches) do not pollute the result.
@@ -1377,21 +1354,24 @@ def session(
         PermissionError: ``output_dir`` cannot be written.
         NotADirectoryError: ``output_dir`` is (inside) a file.
     """
+    # The parameters are SessionConfig's fields, with its defaults (tests/test_public_api.py checks).
     return Session(
-        modes,
-        core,
-        backend=backend,
-        wait=wait,
-        warmup=warmup,
-        active=active,
-        repeat=repeat,
-        output_dir=output_dir,
-        record_shapes=record_shapes,
-        with_stack=with_stack,
-        profile_memory=profile_memory,
-        with_flops=with_flops,
-        keep_cycles=keep_cycles,
-        profile_all_threads=profile_all_threads,
+        SessionConfig(
+            modes=modes,
+            core=core,
+            backend=backend,
+            wait=wait,
+            warmup=warmup,
+            active=active,
+            repeat=repeat,
+            output_dir=output_dir,
+            record_shapes=record_shapes,
+            with_stack=with_stack,
+            profile_memory=profile_memory,
+            with_flops=with_flops,
+            keep_cycles=keep_cycles,
+            profile_all_threads=profile_all_threads,
+        )
     )
 
 

@@ -8,6 +8,8 @@ Python users expect.
 
 from __future__ import annotations
 
+from neuronprof.typing import Phase
+
 __all__ = [
     "BackendUnavailableError",
     "NeuronProfError",
@@ -46,10 +48,12 @@ class VariantError(NeuronProfError):
 
     Attributes:
         variant: Label of the variant that raised.
-        phase: What it was doing (``"first call"``, ``"warm-up"``, ``"calibration"``, ``"timing"`` or ``"profiling"``).
+        phase: What it was doing (``"first call"``, ``"warm-up"``, ``"calibration"``, ``"timing"`` or
+            ``"profiling"``); see [`Phase`][neuronprof.typing.Phase].
+        message: The error's text, as ``str(error)`` gives it.
     """
 
-    def __init__(self, variant: str, phase: str, message: str) -> None:
+    def __init__(self, variant: str, phase: Phase, message: str) -> None:
         super().__init__(variant, phase, message)
         self.variant = variant
         self.phase = phase
@@ -73,6 +77,10 @@ def warn_user(message: str, category: type[Warning] = NeuronProfWarning) -> None
     The stack is walked to the first frame outside neuronprof, torch and ``contextlib``
     (a session's ``with`` block reaches the backends through both), so the warning's
     file and line are where the user called neuronprof, however deep the call came from.
+
+    Args:
+        message: The warning text.
+        category: The warning class; default ``NeuronProfWarning``.
     """
     import contextlib
     import os

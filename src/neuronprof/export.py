@@ -18,7 +18,9 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Callable, Literal, Optional, get_args
+from typing import Callable, Optional
+
+from neuronprof.typing import EXPORT_FORMATS, ExportFormat
 
 __all__ = [
     "ExportFormat",
@@ -31,22 +33,6 @@ __all__ = [
     "neuron_device_pairs",
     "unique_path",
 ]
-
-ExportFormat = Literal["chrome", "tensorboard", "neuron", "stacks"]
-"""Where ``session.export()`` writes.
-
-* ``"chrome"``: one Chrome/Perfetto JSON trace (``.json``, or ``.json.gz`` gzipped);
-  open it in https://ui.perfetto.dev or ``chrome://tracing``.
-* ``"tensorboard"``: a folder with a ``*.pt.trace.json`` file, as
-  ``torch.profiler.tensorboard_trace_handler`` writes; point TensorBoard's
-  ``--logdir`` at it.
-* ``"neuron"``: a folder ready for Neuron Explorer (Neuron backend only).
-* ``"stacks"``: collapsed stacks (``frame;frame;op value`` per line, the value in
-  µs of self time) that flame-graph tools (``flamegraph.pl``, speedscope) read;
-  needs ``with_stack=True``.
-"""
-
-EXPORT_FORMATS: tuple[str, ...] = get_args(ExportFormat)
 
 _NEURON_README = """\
 Neuron Explorer bundle written by neuronprof

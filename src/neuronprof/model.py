@@ -12,7 +12,10 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, Union, get_args
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
+
+from neuronprof._deprecation import renamed_keyword
+from neuronprof.typing import SORT_KEYS, RankMetric, RankSort, SortKey
 
 if TYPE_CHECKING:
     import pandas
@@ -32,43 +35,6 @@ __all__ = [
 Shape = tuple[int, ...]
 """The shape of one input tensor, e.g. ``(4096, 4096)``; ``()`` for a scalar or non-tensor."""
 
-SortKey = Literal[
-    "device",
-    "device_total",
-    "cpu",
-    "cpu_total",
-    "calls",
-    "name",
-    "flops",
-    "self_device_time_total",
-    "device_time_total",
-    "self_cpu_time_total",
-    "cpu_time_total",
-    "count",
-    "self_cuda_time_total",
-    "cuda_time_total",
-    "self_privateuse1_time_total",
-    "privateuse1_time_total",
-    "self_xpu_time_total",
-    "xpu_time_total",
-    "self_cpu_memory_usage",
-    "self_device_memory_usage",
-]
-"""How a table is sorted.
-
-* ``"device"``: self device time, largest first (falls back to ``"cpu"`` when no
-  row has device time, e.g. on a CPU-only run).
-* ``"device_total"``: device time including children.
-* ``"cpu"`` / ``"cpu_total"``: self / total CPU time, largest first.
-* ``"calls"``: number of calls, most first.
-* ``"name"``: alphabetical.
-* ``"flops"``: estimated floating-point operations (needs ``with_flops=True``).
-* torch.profiler's own keys (``"self_device_time_total"``, ``"self_cuda_time_total"``,
-  ``"self_privateuse1_time_total"``, ``"cpu_time_total"``, ``"count"``, ...) are
-  accepted and mean what they mean in ``key_averages().table(sort_by=...)``.
-"""
-
-SORT_KEYS: tuple[str, ...] = get_args(SortKey)
 
 TABLE_SCHEMA = "neuronprof.table/1"
 RANK_TABLE_SCHEMA = "neuronprof.rank_table/1"
@@ -200,6 +166,9 @@ class OpRow:
     def from_dict(cls, data: Mapping[str, Any]) -> OpRow:
         """Build a row from [`to_dict`][neuronprof.OpRow.to_dict] output.
 
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
+
         Raises:
             ValueError: A required field is missing or has the wrong type.
         """
@@ -224,12 +193,20 @@ class Table:
     Notebooks (Jupyter, Marimo) show it as HTML.
 
     Attributes:
-        rows: The rows, in display order.
+        rows: A tuple of [`OpRow`][neuronprof.OpRow], one per operator name (and per
+            input shapes with ``record_shapes=True``), host ops and device kernels
+            (``on_device``) as separate rows, ordered by ``sort_by``. Times are
+            summed over the ``steps`` profiled steps (µs). After a ``row_limit`` or
+            ``device_only`` it holds only the rows kept; ``total_rows`` and the
+            totals still describe them all. A kernel's device time shows on its
+            own row and on the op that launched it, so the device column does not
+            sum to the total.
         backend: Backend that produced the profile (``"neuron"``, ``"tpu"``,
             ``"cuda"``, ``"cpu"`` or a PrivateUse1 name).
         device_label: Label of the device columns (``"NEURON"``, ``"TPU"``,
             ``"CUDA"``); ``None`` when the backend has no device.
-        sort_by: The key the rows are sorted by (after any fallback).
+        sort_by: The [`SortKey`][neuronprof.typing.SortKey] the rows are sorted by
+            (after any fallback); ``"none"`` for rows in the order they were collected.
         steps: Number of profiled (active) steps the times are summed over.
         top_level_calls: Ops called directly by the profiled steps, summed over
             steps (naive RMSNorm: 6 per step); ``None`` when unknown.
@@ -313,6 +290,9 @@ class Table:
     def row(self, name: str) -> OpRow:
         """Return the first row called ``name``.
 
+        Args:
+            name: The operator or kernel name, e.g. ``"aten::mm"``.
+
         Raises:
             KeyError: No row has that name; the message lists close matches.
         """
@@ -328,19 +308,22 @@ class Table:
         return [r.name for r in self.rows]
 
     # -- derived tables ----------------------------------------------------------
-    def sorted(self, by: str = "device") -> Table:
-        """Return a copy sorted by ``by`` (see [`SortKey`][neuronprof.model.SortKey]).
+    def sorted(self, by: SortKey = "device") -> Table:
+        """Return a copy sorted by ``by`` (see [`SortKey`][neuronprof.typing.SortKey]).
 
         Rows without a value for the key (``None``) go last. Sorting by a device key
         when no row has device time falls back to self CPU time, and says so in
         ``notes``.
+
+        Args:
+            by: A [`SortKey`][neuronprof.typing.SortKey], e.g. ``"device"`` or ``"cpu"``.
 
         Raises:
             ValueError: ``by`` is not a known sort key.
         """
         field_name = _sort_field(by)
         notes = list(self.notes)
-        effective = by
+        effective: SortKey = by
         if field_name in _DEVICE_FIELDS and not self.has_device_time:
             field_name = "self_cpu_us" if field_name == "self_device_us" else "cpu_total_us"
             effective = "cpu" if field_name == "self_cpu_us" else "cpu_total"
@@ -359,7 +342,11 @@ class Table:
         return dataclasses.replace(self, rows=tuple(rows), sort_by=effective, notes=tuple(notes))
 
     def head(self, n: Optional[int]) -> Table:
-        """Return a copy with at most ``n`` rows (all rows when ``n`` is None or negative)."""
+        """Return a copy with at most ``n`` rows (all rows when ``n`` is None or negative).
+
+        Args:
+            n: How many rows to keep; None or negative keeps all.
+        """
         if n is None or n < 0 or n >= len(self.rows):
             return self
         total = self.total_rows if self.total_rows is not None else len(self.rows)
@@ -376,6 +363,10 @@ class Table:
 
         For adding or replacing rows (e.g. device rows from another source); a
         filter or a limit keeps the old totals instead (``device_only``, ``head``).
+
+        Args:
+            rows: The new rows, in display order.
+            notes: Notes to use instead of the table's own; None keeps them.
         """
         return dataclasses.replace(
             self,
@@ -461,12 +452,19 @@ class Table:
         }
 
     def to_json(self, indent: Optional[int] = 2) -> str:
-        """Return the table as JSON; [`Table.from_json`][neuronprof.Table.from_json] reads it back."""
+        """Return the table as JSON; [`Table.from_json`][neuronprof.Table.from_json] reads it back.
+
+        Args:
+            indent: Spaces per indentation level; None for one line.
+        """
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Table:
         """Build a table from [`to_dict`][neuronprof.Table.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
 
         Raises:
             ValueError: The data is not a neuronprof table.
@@ -497,6 +495,9 @@ class Table:
     @classmethod
     def from_json(cls, text: Union[str, bytes]) -> Table:
         """Read a table written by [`to_json`][neuronprof.Table.to_json].
+
+        Args:
+            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
 
         Raises:
             ValueError: The text is not JSON, or not a neuronprof table.
@@ -573,7 +574,7 @@ class RankOpRow:
     Attributes:
         name: Operator name.
         metric: What the values measure: ``"self_device_us"``, ``"device_total_us"``,
-            ``"self_cpu_us"`` or ``"cpu_total_us"``.
+            ``"self_cpu_us"`` or ``"cpu_total_us"`` (see [`RankMetric`][neuronprof.typing.RankMetric]).
         values: The metric per rank, indexed by rank; ``None`` where a rank never ran the op.
         calls: Calls per rank, indexed by rank (0 where it never ran).
         min_us: Smallest value across the ranks that ran the op.
@@ -586,7 +587,7 @@ class RankOpRow:
     """
 
     name: str
-    metric: str
+    metric: RankMetric
     values: tuple[Optional[float], ...]
     calls: tuple[int, ...]
     min_us: float
@@ -611,6 +612,9 @@ class RankOpRow:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RankOpRow:
         """Build a row from [`to_dict`][neuronprof.model.RankOpRow.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
 
         Raises:
             ValueError: A field is missing, unknown or of the wrong type.
@@ -656,9 +660,9 @@ class RankTable:
 
     rows: tuple[RankOpRow, ...]
     world_size: int
-    metric: str
+    metric: RankMetric
     tables: tuple[Table, ...] = ()
-    sort_by: str = "max"
+    sort_by: RankSort = "max"
     notes: tuple[str, ...] = field(default=())
 
     def __str__(self) -> str:
@@ -709,7 +713,7 @@ class RankTable:
     def from_tables(
         cls,
         tables: Sequence[Table],
-        sort_by: str = "device",
+        sort_by: SortKey = "device",
         *,
         device_only: bool = False,
         notes: Sequence[str] = (),
@@ -718,7 +722,7 @@ class RankTable:
 
         Args:
             tables: One table per rank, indexed by rank.
-            sort_by: A [`SortKey`][neuronprof.model.SortKey]. Time keys (``"device"``,
+            sort_by: A [`SortKey`][neuronprof.typing.SortKey]. Time keys (``"device"``,
                 ``"device_total"``, ``"cpu"``, ``"cpu_total"`` and torch's names for them)
                 choose the time compared across ranks, sorted by the slowest rank's value;
                 a device key falls back to CPU time when no rank has device time.
@@ -772,7 +776,7 @@ class RankTable:
             rows.append(
                 RankOpRow(
                     name=key[0],
-                    metric=metric,
+                    metric=cast(RankMetric, metric),
                     values=tuple(values),
                     calls=tuple(calls[key]),
                     min_us=present[0],
@@ -795,20 +799,21 @@ class RankTable:
         return cls(
             rows=tuple(rows),
             world_size=len(tables),
-            metric=metric,
+            metric=cast(RankMetric, metric),
             tables=tuple(tables),
-            sort_by=order,
+            sort_by=cast(RankSort, order),
             notes=tuple(all_notes),
         )
 
-    def to_dict(self, limit: Optional[int] = None) -> dict[str, Any]:
+    @renamed_keyword("limit", "row_limit")
+    def to_dict(self, row_limit: Optional[int] = None) -> dict[str, Any]:
         """Return the view as a JSON-ready dict with a ``schema`` tag.
 
         Args:
-            limit: Keep the first ``limit`` rows (and rows of each rank's table);
+            row_limit: Keep the first ``row_limit`` rows (and rows of each rank's table);
                 ``total_rows`` and the totals still cover every row.
         """
-        cut = self.rows if limit is None or limit < 0 else self.rows[:limit]
+        cut = self.rows if row_limit is None or row_limit < 0 else self.rows[:row_limit]
         return {
             "schema": RANK_TABLE_SCHEMA,
             "world_size": self.world_size,
@@ -819,23 +824,27 @@ class RankTable:
             "total_self_cpu_us": self.total_self_cpu_us,
             "total_self_device_us": self.total_self_device_us,
             "rows": [r.to_dict() for r in cut],
-            "tables": [t.head(limit).to_dict() for t in self.tables],
+            "tables": [t.head(row_limit).to_dict() for t in self.tables],
         }
 
-    def to_json(self, indent: Optional[int] = 2, limit: Optional[int] = None) -> str:
+    @renamed_keyword("limit", "row_limit")
+    def to_json(self, indent: Optional[int] = 2, row_limit: Optional[int] = None) -> str:
         """Return the view as JSON; [`RankTable.from_json`][neuronprof.model.RankTable.from_json] reads it back.
 
         Args:
             indent: Spaces per indentation level; None for one line.
-            limit: Keep the first ``limit`` rows; None for all.
+            row_limit: Keep the first ``row_limit`` rows; None for all.
 
         Returns:
             A JSON document (a ``str``)."""
-        return json.dumps(self.to_dict(limit), indent=indent)
+        return json.dumps(self.to_dict(row_limit), indent=indent)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RankTable:
         """Build a view from [`to_dict`][neuronprof.model.RankTable.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
 
         Raises:
             ValueError: The data is not a neuronprof cross-rank table.
@@ -849,9 +858,9 @@ class RankTable:
             return cls(
                 rows=tuple(RankOpRow.from_dict(r) for r in rows),
                 world_size=int(data["world_size"]),
-                metric=str(data["metric"]),
+                metric=cast(RankMetric, str(data["metric"])),
                 tables=tuple(Table.from_dict(t) for t in tables),
-                sort_by=str(data.get("sort_by", "max")),
+                sort_by=cast(RankSort, str(data.get("sort_by", "max"))),
                 notes=tuple(str(n) for n in data.get("notes", ())),
             )
         except KeyError as exc:
@@ -860,6 +869,9 @@ class RankTable:
     @classmethod
     def from_json(cls, text: Union[str, bytes]) -> RankTable:
         """Read a view written by [`to_json`][neuronprof.model.RankTable.to_json].
+
+        Args:
+            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
 
         Raises:
             ValueError: The text is not JSON, or not a neuronprof cross-rank table.
@@ -953,6 +965,9 @@ class ComparisonRow:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ComparisonRow:
         """Build a row from [`to_dict`][neuronprof.model.ComparisonRow.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
 
         Raises:
             ValueError: A field is missing, unknown or of the wrong type.
@@ -1050,6 +1065,9 @@ class Comparison:
     def row(self, name: str) -> ComparisonRow:
         """Return the row of the variant labelled ``name``.
 
+        Args:
+            name: The variant's label, as given to ``compare()``.
+
         Raises:
             KeyError: No variant has that label; the message lists them.
         """
@@ -1117,12 +1135,18 @@ class Comparison:
         """Return the comparison as JSON, each variant's full table included.
 
         [`Comparison.from_json`][neuronprof.model.Comparison.from_json] reads it back.
+
+        Args:
+            indent: Spaces per indentation level; None for one line.
         """
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
         """Build a comparison from [`to_dict`][neuronprof.model.Comparison.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
 
         Raises:
             ValueError: The data is not a neuronprof comparison.
@@ -1146,6 +1170,9 @@ class Comparison:
     @classmethod
     def from_json(cls, text: Union[str, bytes]) -> Comparison:
         """Read a comparison written by [`to_json`][neuronprof.model.Comparison.to_json].
+
+        Args:
+            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
 
         Raises:
             ValueError: The text is not JSON, or not a neuronprof comparison.

@@ -98,6 +98,9 @@ def trace_settings(path: Union[str, os.PathLike[str]]) -> dict[str, Any]:
     (versions, modes, core, schedule) and kineto's ``distributedInfo``; a trace
     from plain torch.profiler has neither, and gives ``{}``.
 
+    Args:
+        path: A trace file, or a folder holding one.
+
     Raises:
         TraceError: The path is missing or is not a readable trace.
     """

@@ -212,7 +212,7 @@ def test_model_round_trips_and_renders(tmp_path: Path) -> None:
     assert "roofline on trn2" in text and "ridge point" in text and "aten::mm" in text
     assert "| aten::mm |" in rl.to_markdown()
     with pytest.raises(ValueError):
-        roofline(_matmul_trace(tmp_path, 4), time="wall")  # type: ignore[arg-type]
+        roofline(_matmul_trace(tmp_path, 4), time_source="wall")  # type: ignore[arg-type]
 
 
 def test_plot_writes_png_and_svg_and_refuses_other_suffixes(tmp_path: Path) -> None:
@@ -250,7 +250,7 @@ def test_trace_ops_and_neuron_counters_are_placed_by_one_formula(
         tmp_path_factory.mktemp("one") / "t.json",
         [op("aten::mm", 0, dur_us, Input_Dims=[[128, 64], [64, 32]], Input_type=[BF16, BF16], flops=flops)],
     )
-    (row,) = roofline(path, device="trn2", time="cpu").rows
+    (row,) = roofline(path, device="trn2", time_source="cpu").rows
     # The same FLOPs, bytes and time as Neuron's hardware counters of one NEFF (16-bit roof: no dtype).
     read = int(row.bytes * read_share)
     summary = DeviceSummary(

@@ -101,7 +101,7 @@ def test_cuda_kernels_are_rows_and_are_attributed_to_the_launching_op(cuda_trace
 
 
 def test_table_sorts_limits_and_filters_like_session_table(cuda_trace: Path) -> None:
-    table = summarize(cuda_trace, limit=3)
+    table = summarize(cuda_trace, row_limit=3)
     assert table.device_label == "CUDA" and table.steps == 2 and table.top_level_calls == 4
     assert len(table) == 3 and table.total_rows is not None and table.total_rows > 3
     assert table.rows[0].self_device_us == 80

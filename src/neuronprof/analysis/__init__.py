@@ -6,7 +6,7 @@ with Python, torch or not:
 ```python
 from neuronprof import analysis
 
-print(analysis.summarize("trace.json.gz", limit=20))       # the session.table() view
+print(analysis.summarize("trace.json.gz", row_limit=20))   # the session.table() view
 print(analysis.diff("before.json", "after.json"))           # what changed, op by op
 print(analysis.advise("trace.json"))                        # what to fix first
 rl = analysis.roofline("trace.json", device="trn2")         # compute- or memory-bound?
@@ -22,12 +22,8 @@ parsed as JSON, streamed in bounded memory.
 
 from __future__ import annotations
 
-from neuronprof.analysis.diff import DiffMatch, DiffMetric, DiffRow, TraceDiff, diff
-from neuronprof.analysis.errors import TraceError
-from neuronprof.analysis.flops import DTYPE_SIZES, OpCost, dtype_size, op_cost
-from neuronprof.analysis.insights import Evidence, Finding, FindingKind, Insights, advise
-from neuronprof.analysis.neuron import NeuronProfile, neuron_profile
-from neuronprof.analysis.roofline import (
+from neuronprof.analysis._diff import DiffMatch, DiffMetric, DiffRow, TraceDiff, diff
+from neuronprof.analysis._roofline import (
     DEVICE_PEAKS,
     Bound,
     DevicePeak,
@@ -37,6 +33,10 @@ from neuronprof.analysis.roofline import (
     device_peak,
     roofline,
 )
+from neuronprof.analysis.errors import TraceError
+from neuronprof.analysis.flops import DTYPE_SIZES, OpCost, dtype_size, op_cost
+from neuronprof.analysis.insights import Evidence, Finding, FindingKind, Insights, advise
+from neuronprof.analysis.neuron import NeuronProfile, neuron_profile
 from neuronprof.analysis.trace import (
     GroupBy,
     Trace,

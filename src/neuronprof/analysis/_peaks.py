@@ -6,6 +6,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Optional, Union
 
+from neuronprof.typing import DevicePreset
+
 __all__ = ["DEVICE_PEAKS", "DevicePeak", "device_peak"]
 
 
@@ -45,7 +47,11 @@ class DevicePeak:
         return self.flops_per_s / self.bytes_per_s
 
     def peak_for(self, dtypes: Optional[tuple[str, ...]]) -> float:
-        """Return the compute roof for an op with these input dtypes (FP32 roof for 32/64-bit floats)."""
+        """Return the compute roof for an op with these input dtypes (FP32 roof for 32/64-bit floats).
+
+        Args:
+            dtypes: The op's input dtypes as the trace names them (e.g. ``("float",)``); None when unknown.
+        """
         if self.fp32_flops_per_s is not None and dtypes and any(d in _WIDE_FLOATS for d in dtypes):
             return self.fp32_flops_per_s
         return self.flops_per_s
@@ -133,7 +139,7 @@ vendors' published specifications.
 
 
 def device_peak(
-    device: Union[str, DevicePeak] = "trn2",
+    device: Union[DevicePreset, DevicePeak] = "trn2",
     *,
     peak_flops: Optional[float] = None,
     peak_bw: Optional[float] = None,

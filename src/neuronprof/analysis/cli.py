@@ -83,7 +83,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
     p.set_defaults(func=_guarded(_diff))
 
-    from neuronprof.analysis.roofline import DEVICE_PEAKS
+    from neuronprof.analysis._roofline import DEVICE_PEAKS
 
     p = subparsers.add_parser(
         "roofline",
@@ -197,15 +197,15 @@ def _summarize(args: argparse.Namespace) -> int:
         ranks = trace.rank_table(args.sort, group_by=args.by, device_only=args.device_only)
         rank_renderers: dict[str, Callable[[Any], str]] = {
             "text": lambda t: render_rank_table(t, row_limit=args.limit),
-            "markdown": lambda t: render_rank_markdown(t, limit=args.limit),
-            "csv": lambda t: render_rank_csv(t, limit=args.limit),
-            "json": lambda t: t.to_json(limit=args.limit),
+            "markdown": lambda t: render_rank_markdown(t, row_limit=args.limit),
+            "csv": lambda t: render_rank_csv(t, row_limit=args.limit),
+            "json": lambda t: t.to_json(row_limit=args.limit),
         }
         _emit(rank_renderers[args.format](ranks))
         if args.format == "csv":
             _notes_to_stderr(ranks.notes)
         return 0
-    table = trace.table(args.sort, limit=args.limit, device_only=args.device_only, group_by=args.by)
+    table = trace.table(args.sort, row_limit=args.limit, device_only=args.device_only, group_by=args.by)
     renderers: dict[str, Callable[[Any], str]] = {
         "text": render_text,
         "markdown": render_markdown,
@@ -228,21 +228,21 @@ def _notes_to_stderr(notes: Any) -> None:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from neuronprof.analysis.diff import diff
+    from neuronprof.analysis._diff import diff
 
     result = diff(args.a, args.b, match=args.by, metric=args.metric, per_step=args.per_step)
-    render = {"text": result.to_text, "markdown": result.to_markdown, "json": lambda limit: result.to_json(limit=limit)}
+    render = {"text": result.to_text, "markdown": result.to_markdown, "json": lambda n: result.to_json(row_limit=n)}
     _emit(render[args.format](args.limit))
     return 0
 
 
 def _roofline(args: argparse.Namespace) -> int:
-    from neuronprof.analysis.roofline import roofline
+    from neuronprof.analysis._roofline import roofline
 
-    result = roofline(args.trace, args.device, peak_flops=args.peak_flops, peak_bw=args.peak_bw, time=args.time)
+    result = roofline(args.trace, args.device, peak_flops=args.peak_flops, peak_bw=args.peak_bw, time_source=args.time)
     if args.plot:
         result.plot(args.plot)
-    render = {"text": result.to_text, "markdown": result.to_markdown, "json": lambda limit: result.to_json(limit=limit)}
+    render = {"text": result.to_text, "markdown": result.to_markdown, "json": lambda n: result.to_json(row_limit=n)}
     _emit(render[args.format](args.limit))
     if args.plot:
         print(f"roofline plot written to {args.plot}", file=sys.stderr)

@@ -88,6 +88,9 @@ def dtype_size(name: str) -> Optional[int]:
     """Return the element size in bytes of a dtype name (``"float"``, ``"c10::BFloat16"``, ``"torch.half"``...).
 
     Returns ``None`` for a name that is not a tensor dtype (``"Scalar"``, ``""``, ``"TensorList"``).
+
+    Args:
+        name: A dtype name as a trace or torch writes it.
     """
     if not isinstance(name, str):
         return None

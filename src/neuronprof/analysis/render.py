@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Generic, Optional, TypeVar, Union
 
+from neuronprof._deprecation import renamed_keyword
 from neuronprof.render import (
     align_columns,
     csv_notes,
@@ -23,8 +24,8 @@ from neuronprof.render import (
 )
 
 if TYPE_CHECKING:
-    from neuronprof.analysis.diff import DiffRow, TraceDiff
-    from neuronprof.analysis.roofline import Roofline, RooflineRow
+    from neuronprof.analysis._diff import DiffRow, TraceDiff
+    from neuronprof.analysis._roofline import Roofline, RooflineRow
     from neuronprof.model import RankOpRow, RankTable
 
 __all__ = [
@@ -94,13 +95,15 @@ def _rank_cols(t: RankTable) -> list[_Col[RankOpRow]]:
     return cols
 
 
-def render_rank_markdown(t: RankTable, limit: Optional[int] = None) -> str:
+@renamed_keyword("limit", "row_limit")
+def render_rank_markdown(t: RankTable, row_limit: Optional[int] = None) -> str:
     """Render a cross-rank table as GitHub-flavoured Markdown: one column per rank, then the spread."""
-    rows = _first(t.rows, limit)
+    rows = _first(t.rows, row_limit)
     return "\n".join([*_md_table(_rank_cols(t), rows), "", *_shown(rows, t.rows), *rank_footer(t)]) + "\n"
 
 
-def render_rank_csv(t: RankTable, limit: Optional[int] = None, notes: bool = False) -> str:
+@renamed_keyword("limit", "row_limit")
+def render_rank_csv(t: RankTable, row_limit: Optional[int] = None, notes: bool = False) -> str:
     """Render a cross-rank table as CSV: one line per op and rank.
 
     Columns: ``name, on_device, input_shapes, rank, calls, <metric>``; with
@@ -113,7 +116,7 @@ def render_rank_csv(t: RankTable, limit: Optional[int] = None, notes: bool = Fal
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["name", "on_device", "input_shapes", "rank", "calls", t.metric])
-    for r in _first(t.rows, limit):
+    for r in _first(t.rows, row_limit):
         shapes = format_shapes(r.input_shapes)
         for rank, value in enumerate(r.values):
             writer.writerow(
@@ -185,17 +188,19 @@ def _diff_footer(d: TraceDiff) -> list[str]:
     return lines
 
 
-def render_diff_text(d: TraceDiff, limit: Optional[int] = None) -> str:
-    """Render a comparison as aligned plain text: the first ``limit`` rows, totals over all."""
-    rows = _first(d.rows, limit)
+@renamed_keyword("limit", "row_limit")
+def render_diff_text(d: TraceDiff, row_limit: Optional[int] = None) -> str:
+    """Render a comparison as aligned plain text: the first ``row_limit`` rows, totals over all."""
+    rows = _first(d.rows, row_limit)
     return "\n".join(
         [*_diff_header(d), "", *_text_table(_diff_cols(d), rows), "", *_shown(rows, d.rows), *_diff_footer(d)]
     )
 
 
-def render_diff_markdown(d: TraceDiff, limit: Optional[int] = None) -> str:
-    """Render a comparison as a GitHub-flavoured Markdown table: the first ``limit`` rows, totals over all."""
-    rows = _first(d.rows, limit)
+@renamed_keyword("limit", "row_limit")
+def render_diff_markdown(d: TraceDiff, row_limit: Optional[int] = None) -> str:
+    """Render a comparison as a GitHub-flavoured Markdown table: the first ``row_limit`` rows, totals over all."""
+    rows = _first(d.rows, row_limit)
     head = [line + "  " for line in _diff_header(d)]
     return "\n".join([*head, "", *_md_table(_diff_cols(d), rows), "", *_shown(rows, d.rows), *_diff_footer(d)]) + "\n"
 
@@ -267,9 +272,10 @@ def _roofline_footer(rl: Roofline) -> list[str]:
     return lines
 
 
-def render_roofline_text(rl: Roofline, limit: Optional[int] = None) -> str:
-    """Render a roofline as aligned plain text, the device's peaks above the table (first ``limit`` rows)."""
-    rows = _first(rl.rows, limit)
+@renamed_keyword("limit", "row_limit")
+def render_roofline_text(rl: Roofline, row_limit: Optional[int] = None) -> str:
+    """Render a roofline as aligned plain text, the device's peaks above the table (first ``row_limit`` rows)."""
+    rows = _first(rl.rows, row_limit)
     return "\n".join(
         [
             *_roofline_header(rl),
@@ -282,9 +288,10 @@ def render_roofline_text(rl: Roofline, limit: Optional[int] = None) -> str:
     )
 
 
-def render_roofline_markdown(rl: Roofline, limit: Optional[int] = None) -> str:
-    """Render a roofline as a GitHub-flavoured Markdown table (first ``limit`` rows)."""
-    rows = _first(rl.rows, limit)
+@renamed_keyword("limit", "row_limit")
+def render_roofline_markdown(rl: Roofline, row_limit: Optional[int] = None) -> str:
+    """Render a roofline as a GitHub-flavoured Markdown table (first ``row_limit`` rows)."""
+    rows = _first(rl.rows, row_limit)
     head = [line + "  " for line in _roofline_header(rl)]
     return (
         "\n".join([*head, "", *_md_table(_roofline_cols(rl), rows), "", *_shown(rows, rl.rows), *_roofline_footer(rl)])

@@ -23,11 +23,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from itertools import islice
-from typing import Any, Literal, Optional, Union
+from typing import Any, Optional, Union
 
+from neuronprof._deprecation import renamed_keyword
 from neuronprof.analysis._jsonstream import FastPathFailed, PyEvent, TraceReader
 from neuronprof.analysis.errors import TraceError
 from neuronprof.model import OpRow, RankTable, Shape, Table
+from neuronprof.typing import GroupBy, SortKey
 
 __all__ = [
     "GroupBy",
@@ -39,14 +41,6 @@ __all__ = [
     "summarize",
     "summarize_ranks",
 ]
-
-GroupBy = Literal["name", "shape"]
-"""How ``Trace.table()`` groups operators.
-
-* ``"name"``: one row per operator name, like ``key_averages()``.
-* ``"shape"``: one row per name and input shapes, like
-  ``key_averages(group_by_input_shape=True)``; needs ``record_shapes=True``.
-"""
 
 TraceSource = Union[str, "os.PathLike[str]", "Trace"]
 """A trace file, a folder of traces, or a [`Trace`][neuronprof.analysis.Trace] already loaded."""
@@ -179,20 +173,21 @@ class Trace:
         """The trace file, or the files joined with ``", "``."""
         return ", ".join(self.files)
 
+    @renamed_keyword("limit", "row_limit")
     def table(
         self,
-        sort_by: str = "device",
+        sort_by: SortKey = "device",
         *,
-        limit: Optional[int] = None,
+        row_limit: Optional[int] = None,
         device_only: bool = False,
         group_by: GroupBy = "name",
     ) -> Table:
         """Return the trace as a [`Table`][neuronprof.Table], as ``session.table()`` would.
 
         Args:
-            sort_by: A [`SortKey`][neuronprof.model.SortKey]; device keys fall
+            sort_by: A [`SortKey`][neuronprof.typing.SortKey]; device keys fall
                 back to CPU time when the trace has no device time.
-            limit: Keep at most this many rows (all when ``None``).
+            row_limit: Keep at most this many rows (all when ``None``).
             device_only: Keep only rows with device time above zero.
             group_by: ``"name"`` (like ``key_averages()``) or ``"shape"`` (one row
                 per name and input shapes, like ``group_by_input_shape=True``;
@@ -221,10 +216,10 @@ class Trace:
         ).sorted(sort_by)
         if device_only:
             table = table.device_only()
-        return table.head(limit)
+        return table.head(row_limit)
 
     def rank_table(
-        self, sort_by: str = "device", *, group_by: GroupBy = "name", device_only: bool = False
+        self, sort_by: SortKey = "device", *, group_by: GroupBy = "name", device_only: bool = False
     ) -> RankTable:
         """Return every rank's table side by side, as ``session.table(ranks="all")`` does.
 
@@ -232,7 +227,7 @@ class Trace:
         host/device and (``group_by="shape"``) input shapes.
 
         Args:
-            sort_by: A [`SortKey`][neuronprof.model.SortKey]; see
+            sort_by: A [`SortKey`][neuronprof.typing.SortKey]; see
                 [`RankTable.from_tables`][neuronprof.model.RankTable.from_tables] for what each orders by.
             group_by: ``"name"`` or ``"shape"``.
             device_only: Keep only rows with device time.
@@ -252,6 +247,9 @@ class Trace:
 
     def rows(self, group_by: GroupBy = "name") -> tuple[OpRow, ...]:
         """Return one [`OpRow`][neuronprof.OpRow] per operator (``group_by="name"``) or signature (``"shape"``).
+
+        Args:
+            group_by: ``"name"`` or ``"shape"``; see [`GroupBy`][neuronprof.typing.GroupBy].
 
         Raises:
             ValueError: Unknown ``group_by``.
@@ -293,6 +291,9 @@ def find_trace_files(path: Union[str, os.PathLike[str]]) -> list[str]:
     exports (``neuronprof_<backend>_....json``), a TorchNeuron output folder
     (``<host>_pid_<pid>/<timestamp>/trace.json``), or any folder holding such
     files a few levels down.
+
+    Args:
+        path: A trace file (``.json``, ``.json.gz``) or a folder to search.
 
     Raises:
         TraceError: ``path`` does not exist, or the folder holds no trace.
@@ -428,11 +429,12 @@ def load_trace(source: TraceSource) -> Trace:
     return dataclasses.replace(merged, ranks=tuple(per_rank), notes=(*merged.notes, note, *folder_notes))
 
 
+@renamed_keyword("limit", "row_limit")
 def summarize(
     source: TraceSource,
     *,
-    sort_by: str = "device",
-    limit: Optional[int] = None,
+    sort_by: SortKey = "device",
+    row_limit: Optional[int] = None,
     device_only: bool = False,
     group_by: GroupBy = "name",
 ) -> Table:
@@ -440,20 +442,20 @@ def summarize(
 
     Args:
         source: A trace file or folder, or a loaded [`Trace`][neuronprof.analysis.Trace].
-        sort_by: A [`SortKey`][neuronprof.model.SortKey] (default: self device time).
-        limit: Keep at most this many rows.
+        sort_by: A [`SortKey`][neuronprof.typing.SortKey] (default: self device time).
+        row_limit: Keep at most this many rows.
         device_only: Keep only rows with device time.
-        group_by: ``"name"`` or ``"shape"`` (see [`GroupBy`][neuronprof.analysis.GroupBy]).
+        group_by: ``"name"`` or ``"shape"`` (see [`GroupBy`][neuronprof.typing.GroupBy]).
 
     Raises:
         TraceError: The trace cannot be read.
         ValueError: Unknown ``sort_by`` or ``group_by``.
     """
-    return load_trace(source).table(sort_by, limit=limit, device_only=device_only, group_by=group_by)
+    return load_trace(source).table(sort_by, row_limit=row_limit, device_only=device_only, group_by=group_by)
 
 
 def summarize_ranks(
-    source: TraceSource, *, sort_by: str = "device", group_by: GroupBy = "name", device_only: bool = False
+    source: TraceSource, *, sort_by: SortKey = "device", group_by: GroupBy = "name", device_only: bool = False
 ) -> RankTable:
     """Return every rank's table side by side (``session.table(ranks="all")`` offline).
 
@@ -468,7 +470,8 @@ def summarize_ranks(
         device_only: Keep only rows with device time.
 
     Returns:
-        The cross-rank view: per op, each rank's self times (µs) and calls.
+        A [`RankTable`][neuronprof.model.RankTable] with, per op, each rank's self times (µs)
+        and calls, and the slowest rank.
 
     Raises:
         TraceError: The trace cannot be read.

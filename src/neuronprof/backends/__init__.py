@@ -27,9 +27,10 @@ from neuronprof.backends.base import (
 from neuronprof.backends.cpu import CpuBackend
 from neuronprof.backends.cuda import CudaBackend
 from neuronprof.backends.neuron import NeuronBackend
-from neuronprof.backends.privateuse1 import PackagedPrivateUse1Backend, PrivateUse1Backend
+from neuronprof.backends.privateuse1 import PrivateUse1Backend, _PackagedPrivateUse1Backend
 from neuronprof.backends.tpu import TpuBackend
 from neuronprof.errors import BackendUnavailableError
+from neuronprof.typing import BackendName
 
 __all__ = [
     "MODES",
@@ -89,7 +90,11 @@ def register_backend(backend: Backend, *, replace: bool = False) -> None:
 
 
 def unregister_backend(name: str) -> None:
-    """Remove a backend from the registry; built-in ones come back on the next lookup."""
+    """Remove a backend from the registry; built-in ones come back on the next lookup.
+
+    Args:
+        name: The name it was registered under.
+    """
     with _lock:
         _registry.pop(name, None)
         if not _registry:
@@ -114,6 +119,9 @@ def get_backend(name: str) -> Backend:
     A PrivateUse1 device renamed to ``name`` in this process is found even when it
     was never registered; it gets the generic PrivateUse1 adapter.
 
+    Args:
+        name: A registered backend's name (``"neuron"``, ``"cpu"``...) or a PrivateUse1 device's.
+
     Raises:
         ValueError: No backend of that name exists.
     """
@@ -133,7 +141,7 @@ def get_backend(name: str) -> Backend:
     )
 
 
-def resolve_backend(name: str = "auto") -> tuple[Backend, list[str]]:
+def resolve_backend(name: BackendName = "auto") -> tuple[Backend, list[str]]:
     """Pick the backend for a session.
 
     Args:
@@ -175,8 +183,11 @@ def installed_but_unusable(backend: Backend) -> Optional[str]:
 
     For example TorchTPU on torch < 2.12: the package imports, but its profiler plugin
     needs a newer torch. ``auto`` then falls back to the CPU; this is what to tell the user.
+
+    Args:
+        backend: The backend to ask about.
     """
-    if not isinstance(backend, PackagedPrivateUse1Backend) or backend.is_available():
+    if not isinstance(backend, _PackagedPrivateUse1Backend) or backend.is_available():
         return None
     if backend._import() is None:
         return None

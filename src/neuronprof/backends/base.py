@@ -12,7 +12,9 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
+
+from neuronprof.typing import MODES, Core, DeviceTime, Mode
 
 if TYPE_CHECKING:
     import torch.profiler
@@ -32,38 +34,13 @@ __all__ = [
     "PRIVATEUSE1_MIN_TORCH",
 ]
 
-Mode = Literal["device", "runtime", "cpu_util", "host_memory"]
-"""What to capture.
-
-* ``"device"``: time spent on the device itself (kernels on the NeuronCore, TPU
-  or GPU). On Neuron this is ``ProfileMode.DEVICE`` and writes ``.neff``/``.ntff``.
-* ``"runtime"``: the device runtime's own activity (Neuron runtime API calls,
-  ``trace_info.pb``/``ntrace.pb`` on Neuron).
-* ``"cpu_util"``: host CPU utilisation (Neuron only, ``cpu_util.pb``).
-* ``"host_memory"``: host memory usage (Neuron only, ``host_mem.pb``).
-"""
-
-MODES: tuple[str, ...] = get_args(Mode)
-
-DeviceTime = Literal["linked", "unlinked", "none"]
-"""What device time a backend delivers to torch.profiler in this session.
-
-* ``"linked"``: device kernels linked to the ops that launched them (CUDA; TorchNeuron
-  with ``correlate_device_time``): ops and kernel rows both carry device time.
-* ``"unlinked"``: device kernels linked to no op (TorchTPU): device time sits on the
-  kernel rows only; table totals count those rows.
-* ``"none"``: no device time reaches torch.profiler (the CPU; TorchNeuron builds whose
-  NeuronCore time stays in Neuron's own profile). An empty device column is then the
-  expected outcome, not a fault.
-"""
-
 PRIVATEUSE1_MIN_TORCH = (2, 12)
 """Oldest torch whose profiler receives PrivateUse1 device time through kineto."""
 
 _CORE_RE = re.compile(r"^(all|\d+(-\d+)?(,\d+(-\d+)?)*)$")
 
 
-def parse_core(core: Any) -> Optional[str]:
+def parse_core(core: Core) -> Optional[str]:
     """Check a core selector and return it in canonical string form.
 
     Accepted: ``"0"``, ``"0,1"``, ``"2-5"``, ``"0,2-3"`` (indices and ranges, the
@@ -71,6 +48,9 @@ def parse_core(core: Any) -> Optional[str]:
     process sees), a non-negative int (``0`` means ``"0"``), or ``None`` (let the
     backend choose). Indices are process-local: under torchrun each process's
     cores start at 0.
+
+    Args:
+        core: A [`Core`][neuronprof.typing.Core] selector: None, an int or a string.
 
     Raises:
         ValueError: The selector does not follow that grammar, or a range runs backwards.
@@ -167,7 +147,7 @@ class SessionContext:
             through [`add_note`][neuronprof.backends.add_note].
     """
 
-    modes: tuple[str, ...]
+    modes: tuple[Mode, ...]
     core: Optional[str]
     output_dir: Path
     local_rank: Optional[int] = None
@@ -175,7 +155,12 @@ class SessionContext:
 
 
 def add_note(ctx: SessionContext, message: str) -> None:
-    """Record a remark for the user; the session shows it in ``s.notes`` and the table footer."""
+    """Record a remark for the user; the session shows it in ``s.notes`` and the table footer.
+
+    Args:
+        ctx: The session's context the backend was handed.
+        message: One sentence for the user: what happened and what to do.
+    """
     notes: list[str] = ctx.extras.setdefault("notes", [])
     if message not in notes:
         notes.append(message)
@@ -198,7 +183,7 @@ class Backend:
 
     name: ClassVar[str] = "base"
     device_label: Optional[str] = None
-    supported_modes: frozenset[str] = frozenset()
+    supported_modes: frozenset[Mode] = frozenset()
     writes_output: bool = False
 
     def is_available(self) -> bool:
@@ -216,18 +201,34 @@ class Backend:
         return [ProfilerActivity.CPU]
 
     def default_core(self, ctx: SessionContext) -> Optional[str]:
-        """Return the core to capture when the user gave none."""
+        """Return the core to capture when the user gave none.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
+        """
         return None
 
     def experimental_config(self, ctx: SessionContext) -> Any:
-        """Return the ``experimental_config`` for torch.profiler, or None."""
+        """Return the ``experimental_config`` for torch.profiler, or None.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
+        """
         return None
 
     def synchronize(self, ctx: SessionContext) -> None:
-        """Wait until the device has finished the work queued so far."""
+        """Wait until the device has finished the work queued so far.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
+        """
 
     def on_trace_ready(self, prof: torch.profiler.profile, ctx: SessionContext) -> Optional[Path]:
         """Run backend work at the end of a profiling cycle.
+
+        Args:
+            prof: The ``torch.profiler.profile`` whose cycle just ended.
+            ctx: The session's request: modes, cores, output folder and local rank.
 
         Returns:
             The path of a Chrome trace the backend wrote itself, if it did.
@@ -237,7 +238,10 @@ class Backend:
     def device_time(self, ctx: SessionContext) -> DeviceTime:
         """Return what device time this session delivers to torch.profiler.
 
-        See [`DeviceTime`][neuronprof.backends.DeviceTime].
+        See [`DeviceTime`][neuronprof.typing.DeviceTime].
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
         """
         return "linked" if self.device_label is not None else "none"
 
@@ -247,6 +251,9 @@ class Backend:
         Called only when device time was requested and no row has any. Backends
         that deliver none (``device_time`` is ``"none"``) explain that in a note
         instead, so the default returns None for them.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
         """
         if self.device_time(ctx) == "none":
             return None
@@ -260,17 +267,28 @@ class Backend:
         )
 
     def session_notes(self, ctx: SessionContext) -> list[str]:
-        """Return the remarks this backend recorded for the session so far (see ``add_note``)."""
+        """Return the remarks this backend recorded for the session so far (see ``add_note``).
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
+        """
         return list(ctx.extras.get("notes", ()))
 
     def neuron_bundle_source(self, ctx: SessionContext) -> Optional[Path]:
-        """Return the folder of Neuron profile files, for ``export(format="neuron")``."""
+        """Return the folder of Neuron profile files, for ``export(format="neuron")``.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
+        """
         return None
 
     def neuron_session_dirs(self, ctx: SessionContext) -> list[Optional[Path]]:
         """Return, per profiling cycle, the Neuron Runtime session folder it wrote (None where none).
 
         Only this session's folders: ``export(format="neuron")`` bundles these and no others.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
         """
         return []
 

@@ -33,11 +33,12 @@ import inspect
 import os
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof.backends.base import DeviceTime, SessionContext, add_note, core_indices, cores_not_visible
-from neuronprof.backends.privateuse1 import PackagedPrivateUse1Backend
+from neuronprof.backends.privateuse1 import _PackagedPrivateUse1Backend
 from neuronprof.errors import NeuronProfWarning, warn_user
+from neuronprof.typing import Mode, NeuronBuild
 
 if TYPE_CHECKING:
     import torch.profiler
@@ -57,15 +58,17 @@ NEFF_CACHE_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
 FRAMEWORK_TRACE_PATTERNS = ("trace.json", "neuron_framework_trace_rank_*.json", "pytorch_trace.json")
 """Names under which TorchNeuron's exporter has been seen to write the framework trace."""
 
-NeuronBuild = Literal["correlating", "documented", "legacy"]
-"""Which TorchNeuron profiling API is installed (see the module docstring)."""
-
-_MODE_NAMES = {"device": "DEVICE", "runtime": "RUNTIME", "cpu_util": "CPU_UTIL", "host_memory": "HOST_MEMORY"}
+_MODE_NAMES: dict[Mode, str] = {
+    "device": "DEVICE",
+    "runtime": "RUNTIME",
+    "cpu_util": "CPU_UTIL",
+    "host_memory": "HOST_MEMORY",
+}
 _PROFILE_SUBDIR = "neuron_profile"
 _CORRELATE = "correlate_device_time"
 
 
-class NeuronBackend(PackagedPrivateUse1Backend):
+class NeuronBackend(_PackagedPrivateUse1Backend):
     """Profile NeuronCores with TorchNeuron's native torch.profiler integration.
 
     * modes map to ``ProfileMode``: ``device`` → ``DEVICE``, ``runtime`` → ``RUNTIME``,
@@ -102,7 +105,11 @@ class NeuronBackend(PackagedPrivateUse1Backend):
         return None
 
     def profile_dir(self, ctx: SessionContext) -> Path:
-        """Return the folder given to TorchNeuron as ``profile_output_dir`` for this session."""
+        """Return the folder given to TorchNeuron as ``profile_output_dir`` for this session.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
+        """
         return ctx.output_dir / _PROFILE_SUBDIR
 
     def runtime_session_dirs(self, ctx: SessionContext) -> list[Path]:
@@ -115,6 +122,9 @@ class NeuronBackend(PackagedPrivateUse1Backend):
         ``host_mem.pb`` and TorchNeuron's framework trace. Folders that were there
         before the session started (earlier sessions of this process writing to the
         same ``output_dir``: a notebook, ``compare()``) are not this session's.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
         """
         before = ctx.extras.get("dirs_before", frozenset())
         return [d for d in self._pid_dirs(ctx) if d not in before]

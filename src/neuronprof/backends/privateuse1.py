@@ -19,7 +19,7 @@ from neuronprof.backends.base import (
 if TYPE_CHECKING:
     import torch.profiler
 
-__all__ = ["PackagedPrivateUse1Backend", "PrivateUse1Backend", "privateuse1_torch_problem"]
+__all__ = ["PrivateUse1Backend"]
 
 
 def privateuse1_torch_problem(who: str = "a PrivateUse1 device's profiler plugin") -> str | None:
@@ -91,7 +91,7 @@ class PrivateUse1Backend(Backend):
             torch.accelerator.synchronize()
 
 
-class PackagedPrivateUse1Backend(PrivateUse1Backend):
+class _PackagedPrivateUse1Backend(PrivateUse1Backend):
     """A PrivateUse1 backend whose device comes from a package that registers it on import.
 
     Subclasses name the ``package`` (``"torch_neuronx"``), any ``extra_modules`` they

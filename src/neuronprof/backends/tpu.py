@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof.backends.base import DeviceTime, SessionContext, add_note
-from neuronprof.backends.privateuse1 import PackagedPrivateUse1Backend, privateuse1_torch_problem
+from neuronprof.backends.privateuse1 import _PackagedPrivateUse1Backend, privateuse1_torch_problem
 from neuronprof.errors import warn_user
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ _warned_experimental = False
 _session_counter = 0
 
 
-class TpuBackend(PackagedPrivateUse1Backend):
+class TpuBackend(_PackagedPrivateUse1Backend):
     """Profile TPUs with TorchTPU's ``TpuProfilerConfig``.
 
     Activities ``[CPU, PrivateUse1]``; TorchTPU's own profile goes to a folder of the
@@ -78,6 +78,9 @@ class TpuBackend(PackagedPrivateUse1Backend):
         Without the override each session has a folder of its own,
         ``<output_dir>/tpu_profile/<session>/``: TorchTPU names its profile folders to the
         second, so two sessions in one second (``compare()``) would otherwise share a file.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
         """
         override = os.environ.get(OUTPUT_DIR_ENV)
         return Path(override) if override else self._run_dir(ctx)

@@ -55,8 +55,13 @@ def write_outputs(session: Session, folder: Union[str, os.PathLike[str]], rank: 
     (the self-contained report). ``neuronprof summarize FOLDER`` shows every rank's
     table side by side.
 
+    Args:
+        session: A session whose with-block has ended.
+        folder: The folder to write into (created if missing).
+        rank: The rank that names the files (``rank-N``).
+
     Returns:
-        ``{"trace": ..., "table": ..., "report": ...}``.
+        The paths written, keyed ``"trace"``, ``"table"`` and ``"report"``.
 
     Raises:
         SessionStateError: The session has not ended, or recorded nothing.
@@ -113,7 +118,13 @@ class StepDriver:
         return self.session is not None and not self._done
 
     def begin(self, folder: Union[str, os.PathLike[str]], *, rank: int, device: Any = None) -> None:
-        """Start profiling; outputs go to ``folder``. Does nothing once a session has run."""
+        """Start profiling; outputs go to ``folder``. Does nothing once a session has run.
+
+        Args:
+            folder: Where the outputs go.
+            rank: This process's rank (names the output files).
+            device: The device the training tool placed the model on; picks the backend unless the options name one.
+        """
         import neuronprof
 
         if self.session is not None:
@@ -142,6 +153,9 @@ class StepDriver:
 
     def finish(self, exc: Optional[BaseException] = None) -> dict[str, Path]:
         """End the session if it runs, and write its outputs (when anything was recorded).
+
+        Args:
+            exc: The exception that ended training, if any; the session ends as its with-block would.
 
         Returns:
             The files written (see [`write_outputs`][neuronprof.integrations.write_outputs]);

@@ -20,15 +20,17 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
 from neuronprof.model import loads
+from neuronprof.typing import ProfileKind
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from neuronprof.analysis.roofline import DevicePeak, Roofline
+    from neuronprof.analysis._roofline import DevicePeak, Roofline
     from neuronprof.model import OpRow
+    from neuronprof.typing import DevicePreset
 
 __all__ = [
     "ENGINES",
@@ -82,7 +84,8 @@ class DeviceSummary:
 
     Attributes:
         key: The profile's key in the tool's output (``"n_<40 hex>"``, ``"s_<hex>"``).
-        kind: ``"device"`` (``n_`` keys) or ``"system"`` (``s_`` keys and anything else).
+        kind: ``"device"`` (``n_`` keys) or ``"system"`` (``s_`` keys and anything else); see
+            [`ProfileKind`][neuronprof.typing.ProfileKind].
         label: What to call it: the NEFF's file name when the profile was made
             from a ``.neff``/``.ntff`` pair, a ``model_name``/``neff_name`` field
             when the metrics carry one, else the key.
@@ -99,7 +102,7 @@ class DeviceSummary:
     """
 
     key: str
-    kind: Literal["device", "system"] = "device"
+    kind: ProfileKind = "device"
     label: str = ""
     total_us: Optional[float] = None
     engines: tuple[EngineTime, ...] = ()
@@ -119,6 +122,9 @@ class DeviceSummary:
 
     def engine(self, name: str) -> EngineTime:
         """Return the [`EngineTime`][neuronprof.analysis.neuron.EngineTime] of ``name``.
+
+        Args:
+            name: An engine of [`ENGINES`][neuronprof.analysis.neuron.ENGINES], e.g. ``"tensor"``.
 
         Raises:
             KeyError: ``name`` is not one of [`ENGINES`][neuronprof.analysis.neuron.ENGINES].
@@ -144,6 +150,9 @@ class DeviceSummary:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DeviceSummary:
         """Build a summary from [`to_dict`][neuronprof.analysis.neuron.DeviceSummary.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
 
         Raises:
             ValueError: A field is missing or unknown.
@@ -345,6 +354,9 @@ class NeuronProfile:
     def neff(self, name: str) -> NeffStats:
         """Return the [`NeffStats`][neuronprof.analysis.neuron.NeffStats] of the NEFF ``name``.
 
+        Args:
+            name: The NEFF's name, as in [`NeffStats.neff`][neuronprof.analysis.neuron.NeffStats].
+
         Raises:
             KeyError: No execution of that NEFF; the message lists the NEFFs.
         """
@@ -355,6 +367,9 @@ class NeuronProfile:
 
     def summary(self, label: str) -> DeviceSummary:
         """Return the device summary whose label or key is ``label``.
+
+        Args:
+            label: A summary's ``label`` (e.g. the NEFF's file name) or its ``key`` (``"n_<hex>"``).
 
         Raises:
             KeyError: No summary has that label or key.
@@ -425,12 +440,19 @@ class NeuronProfile:
         }
 
     def to_json(self, indent: Optional[int] = 2) -> str:
-        """Return the profile as JSON (read back by [`from_json`][neuronprof.analysis.NeuronProfile.from_json])."""
+        """Return the profile as JSON (read back by [`from_json`][neuronprof.analysis.NeuronProfile.from_json]).
+
+        Args:
+            indent: Spaces per indentation level; None for one line.
+        """
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)  # strict JSON: no NaN or Infinity
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> NeuronProfile:
         """Build a profile from [`to_dict`][neuronprof.analysis.NeuronProfile.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
 
         Raises:
             ValueError: Not a neuronprof Neuron profile, or a malformed field.
@@ -458,6 +480,9 @@ class NeuronProfile:
     @classmethod
     def from_json(cls, text: Union[str, bytes]) -> NeuronProfile:
         """Read a profile written by [`to_json`][neuronprof.analysis.NeuronProfile.to_json].
+
+        Args:
+            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
 
         Raises:
             ValueError: Not JSON, or not a neuronprof Neuron profile.
@@ -491,7 +516,7 @@ class NeuronProfile:
 
     def roofline(
         self,
-        device: Union[str, DevicePeak] = "trn2",
+        device: Union[DevicePreset, DevicePeak] = "trn2",
         *,
         peak_flops: Optional[float] = None,
         peak_bw: Optional[float] = None,

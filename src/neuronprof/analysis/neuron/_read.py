@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.neuron._model import _START, DeviceSummary, NeffExecution, NeuronProfile
@@ -41,6 +41,7 @@ from neuronprof.analysis.neuron._tool import (
     find_neuron_tool,
 )
 from neuronprof.errors import NeuronProfWarning
+from neuronprof.typing import ToolChoice
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -53,14 +54,6 @@ __all__ = [
     "read_system_profile",
     "step_activity",
 ]
-
-ToolChoice = Union[Literal["auto", "never"], str, "os.PathLike[str]"]
-"""Whether and which ``neuron-explorer`` runs when a folder holds Neuron Runtime files without their JSON.
-
-* ``"auto"``: find it (``NEURONPROF_NEURON_EXPLORER``, ``PATH``, ``/opt/aws/neuron/bin``).
-* ``"never"``: read JSON files that exist, never run a tool.
-* a path: that executable.
-"""
 
 SUMMARY_JSON = "neuron_summary.json"
 """The name neuronprof saves ``summary-json`` output under, beside the runtime's files."""
@@ -333,7 +326,7 @@ def neuron_profile(
         ntff: The ``.ntff`` of a ``.neff`` given as ``path``.
         framework_trace: A torch.profiler Chrome trace whose ``ProfilerStep#N``
             spans define the steps; default: the one in each session folder.
-        tool: See [`ToolChoice`][neuronprof.analysis.neuron.ToolChoice].
+        tool: See [`ToolChoice`][neuronprof.typing.ToolChoice].
         timeout: Seconds each run of the tool may take before it is stopped.
         save: Keep the tool's JSON beside the runtime's files (``system_profile.json``,
             ``neuron_summary.json``), so later reads need no tool.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional, Union
 
-from neuronprof.analysis.roofline import DevicePeak, Roofline, device_peak, place_on_roof
+from neuronprof.analysis._roofline import DevicePeak, Roofline, device_peak, place_on_roof
+from neuronprof.typing import DevicePreset
 
 if TYPE_CHECKING:
     from neuronprof.analysis.neuron._model import NeuronProfile
@@ -14,7 +15,7 @@ __all__ = ["profile_roofline"]
 
 def profile_roofline(
     profile: NeuronProfile,
-    device: Union[str, DevicePeak] = "trn2",
+    device: Union[DevicePreset, DevicePeak] = "trn2",
     *,
     peak_flops: Optional[float] = None,
     peak_bw: Optional[float] = None,

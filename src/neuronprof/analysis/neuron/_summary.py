@@ -17,11 +17,12 @@ import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Optional
 
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.neuron._model import ENGINES, DeviceSummary, EngineTime
 from neuronprof.analysis.neuron._tool import extract_json
+from neuronprof.typing import ProfileKind
 
 __all__ = ["SUMMARY_GLOB", "looks_like_summary", "parse_summary", "read_summary_file"]
 
@@ -100,7 +101,7 @@ def parse_summary(
     devices = [k for k in profiles if k.startswith("n_")]
     out = []
     for key, m in profiles.items():
-        kind: Literal["device", "system"] = "device" if key.startswith("n_") else "system"
+        kind: ProfileKind = "device" if key.startswith("n_") else "system"
         bad: list[str] = []
         engines = []
         for engine in ENGINES:

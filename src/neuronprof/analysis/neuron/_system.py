@@ -251,6 +251,9 @@ def read_steps(path: Union[str, os.PathLike[str]]) -> list[tuple[int, int, int]]
     writes ``ts`` in microseconds from ``baseTimeNanoseconds`` (older traces:
     from the epoch).
 
+    Args:
+        path: A framework trace (``.json`` or ``.json.gz``) written by torch.profiler.
+
     Raises:
         TraceError: The trace cannot be read.
     """

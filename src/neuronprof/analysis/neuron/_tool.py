@@ -120,6 +120,13 @@ class NeuronTool:
         standard output with any log lines before the JSON) and runs before the
         temporary folder is removed.
 
+        Args:
+            inputs: ``(option, path)`` pairs passed to the tool.
+            output_format: The tool's ``--output-format``, e.g. ``"json"`` or ``"summary-json"``.
+            consume: Called with the path of the JSON the tool wrote; its result is returned.
+            timeout: Seconds the tool may run before it is stopped.
+            notes: A list that gets a line when the tool had to be stopped; None for none.
+
         Raises:
             NeuronToolError: The tool failed, hung without output, or its output
                 cannot be read by ``consume`` (a ``TraceError``/``ValueError``).
@@ -172,6 +179,9 @@ def find_neuron_tool(tool: Optional[str] = None) -> NeuronTool:
     variable ``NEURONPROF_NEURON_EXPLORER``; ``neuron-explorer`` then
     ``neuron-profile`` on ``PATH``; the same names in ``/opt/aws/neuron/bin``.
 
+    Args:
+        tool: A path or command name to use instead of searching; None searches.
+
     Raises:
         NeuronToolError: Nothing was found, or the named path is not an executable.
     """
@@ -198,6 +208,10 @@ def find_neuron_tool(tool: Optional[str] = None) -> NeuronTool:
 
 def extract_json(text: str, *, what: str = "output") -> Any:
     """Parse JSON that may follow log lines (``INFO[0000] ...``), as the tool prints them.
+
+    Args:
+        text: The tool's output.
+        what: What the text is, for the error message.
 
     Raises:
         ValueError: No JSON object or array in ``text``.

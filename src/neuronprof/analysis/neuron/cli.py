@@ -12,9 +12,9 @@ __all__ = ["register"]
 
 def register(subparsers: Any) -> None:
     """Add ``neuron`` to the ``neuronprof`` parser's sub-commands."""
+    from neuronprof.analysis._roofline import DEVICE_PEAKS
     from neuronprof.analysis.cli import _guarded
     from neuronprof.analysis.neuron._read import DEFAULT_TIMEOUT
-    from neuronprof.analysis.roofline import DEVICE_PEAKS
 
     p = subparsers.add_parser(
         "neuron",

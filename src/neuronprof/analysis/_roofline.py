@@ -15,13 +15,15 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional, Union, cast, get_args
+from typing import Any, Optional, Union, cast, get_args
 
+from neuronprof._deprecation import renamed_keyword
 from neuronprof.analysis._peaks import DEVICE_PEAKS, DevicePeak, device_peak
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.flops import op_cost
 from neuronprof.analysis.trace import TraceSource, load_trace
 from neuronprof.model import Shape, loads, row_from_dict, row_to_dict
+from neuronprof.typing import Bound, DevicePreset, FlopsSource, MeasuredTime, TimeSource
 
 __all__ = [
     "DEVICE_PEAKS",
@@ -35,19 +37,6 @@ __all__ = [
 ]
 
 ROOFLINE_SCHEMA = "neuronprof.roofline/1"
-
-Bound = Literal["compute", "memory"]
-"""Which roof limits an op: ``"compute"`` (right of the ridge point) or ``"memory"`` (left of it)."""
-
-TimeSource = Literal["auto", "device", "cpu"]
-"""Which measured time the achieved rates use.
-
-* ``"auto"``: device time when the trace attributes device time to host ops,
-  else host CPU time.
-* ``"device"``: self device time (kernels launched by the op).
-* ``"cpu"``: self CPU time (for CPU-only traces, or to look at the host side).
-"""
-
 
 @dataclass(frozen=True)
 class RooflineRow:
@@ -79,10 +68,10 @@ class RooflineRow:
     input_dtypes: Optional[tuple[str, ...]]
     calls: int
     time_us: float
-    time_source: Literal["device", "cpu"]
+    time_source: MeasuredTime
     flops: float
     bytes: float
-    flops_source: Literal["trace", "formula", "counters"]
+    flops_source: FlopsSource
     intensity: float
     peak_flops_per_s: float
     attainable_flops_per_s: float
@@ -98,6 +87,9 @@ class RooflineRow:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RooflineRow:
         """Build a row from [`to_dict`][neuronprof.analysis.RooflineRow.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
 
         Raises:
             ValueError: Missing or unknown fields.
@@ -123,7 +115,7 @@ class Roofline:
 
     rows: tuple[RooflineRow, ...]
     device: DevicePeak
-    time_source: Literal["device", "cpu"] = "device"
+    time_source: MeasuredTime = "device"
     source: str = ""
     notes: tuple[str, ...] = field(default=())
 
@@ -173,6 +165,9 @@ class Roofline:
     def row(self, name: str) -> RooflineRow:
         """Return the row with the most time among those called ``name``.
 
+        Args:
+            name: The operator name, e.g. ``"aten::mm"``.
+
         Raises:
             KeyError: No row has that name.
         """
@@ -185,20 +180,35 @@ class Roofline:
     def __str__(self) -> str:
         return self.to_text()
 
-    def to_text(self, limit: Optional[int] = None) -> str:
-        """Return the roofline as an aligned text table with the device's peaks above it (first ``limit`` rows)."""
+    @renamed_keyword("limit", "row_limit")
+    def to_text(self, row_limit: Optional[int] = None) -> str:
+        """Return the roofline as an aligned text table with the device's peaks above it (first ``row_limit`` rows).
+
+        Args:
+            row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
+        """
         from neuronprof.analysis.render import render_roofline_text
 
-        return render_roofline_text(self, limit=limit)
+        return render_roofline_text(self, row_limit=row_limit)
 
-    def to_markdown(self, limit: Optional[int] = None) -> str:
-        """Return the roofline as a GitHub-flavoured Markdown table (first ``limit`` rows)."""
+    @renamed_keyword("limit", "row_limit")
+    def to_markdown(self, row_limit: Optional[int] = None) -> str:
+        """Return the roofline as a GitHub-flavoured Markdown table (first ``row_limit`` rows).
+
+        Args:
+            row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
+        """
         from neuronprof.analysis.render import render_roofline_markdown
 
-        return render_roofline_markdown(self, limit=limit)
+        return render_roofline_markdown(self, row_limit=row_limit)
 
-    def to_dict(self, limit: Optional[int] = None) -> dict[str, Any]:
-        """Return the roofline as a JSON-ready dict with a ``schema`` tag (first ``limit`` rows)."""
+    @renamed_keyword("limit", "row_limit")
+    def to_dict(self, row_limit: Optional[int] = None) -> dict[str, Any]:
+        """Return the roofline as a JSON-ready dict with a ``schema`` tag (first ``row_limit`` rows).
+
+        Args:
+            row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
+        """
         return {
             "schema": ROOFLINE_SCHEMA,
             "device": self.device.to_dict(),
@@ -207,23 +217,27 @@ class Roofline:
             "notes": list(self.notes),
             "bound": self.bound,
             "total_rows": len(self.rows),
-            "rows": [r.to_dict() for r in (self.rows if limit is None or limit < 0 else self.rows[:limit])],
+            "rows": [r.to_dict() for r in (self.rows if row_limit is None or row_limit < 0 else self.rows[:row_limit])],
         }
 
-    def to_json(self, indent: Optional[int] = 2, limit: Optional[int] = None) -> str:
+    @renamed_keyword("limit", "row_limit")
+    def to_json(self, indent: Optional[int] = 2, row_limit: Optional[int] = None) -> str:
         """Return the roofline as JSON; [`from_json`][neuronprof.analysis.Roofline.from_json] reads it back.
 
         Args:
             indent: Spaces per indentation level; None for one line.
-            limit: Keep the first ``limit`` rows; None for all.
+            row_limit: Keep the first ``row_limit`` rows; None for all.
 
         Returns:
             A JSON document (a ``str``)."""
-        return json.dumps(self.to_dict(limit), indent=indent)
+        return json.dumps(self.to_dict(row_limit), indent=indent)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Roofline:
         """Build a roofline from [`to_dict`][neuronprof.analysis.Roofline.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
 
         Raises:
             ValueError: Not a neuronprof roofline.
@@ -251,6 +265,9 @@ class Roofline:
     @classmethod
     def from_json(cls, text: Union[str, bytes]) -> Roofline:
         """Read a roofline written by [`to_json`][neuronprof.analysis.Roofline.to_json].
+
+        Args:
+            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
 
         Raises:
             ValueError: Not JSON, or not a neuronprof roofline.
@@ -283,10 +300,10 @@ def place_on_roof(
     input_dtypes: Optional[tuple[str, ...]],
     calls: int,
     time_us: float,
-    time_source: Literal["device", "cpu"],
+    time_source: MeasuredTime,
     flops: float,
     moved: float,
-    flops_source: Literal["trace", "formula", "counters"],
+    flops_source: FlopsSource,
     peak: DevicePeak,
 ) -> RooflineRow:
     """Place one op (or one device profile) on ``peak``'s roofline: the one roofline formula of neuronprof.
@@ -349,13 +366,14 @@ def place_on_roof(
     )
 
 
+@renamed_keyword("time", "time_source")
 def roofline(
     source: TraceSource,
-    device: Union[str, DevicePeak] = "trn2",
+    device: Union[DevicePreset, DevicePeak] = "trn2",
     *,
     peak_flops: Optional[float] = None,
     peak_bw: Optional[float] = None,
-    time: TimeSource = "auto",
+    time_source: TimeSource = "auto",
 ) -> Roofline:
     """Place every op of a trace on a device's roofline.
 
@@ -371,25 +389,27 @@ def roofline(
             [`DevicePeak`][neuronprof.analysis.DevicePeak].
         peak_flops: Peak FLOP/s overriding the device's.
         peak_bw: Peak memory bandwidth (bytes/s) overriding the device's.
-        time: Which measured time to use (see [`TimeSource`][neuronprof.analysis.TimeSource]).
+        time_source: Which measured time to use (see [`TimeSource`][neuronprof.typing.TimeSource]).
 
     Raises:
         TraceError: The trace cannot be read.
         ValueError: Unknown device or time source, or a peak that is not positive.
     """
-    if time not in get_args(TimeSource):
-        raise ValueError(f"unknown time {time!r}; use one of {', '.join(get_args(TimeSource))}")
+    if time_source not in get_args(TimeSource):
+        raise ValueError(f"unknown time_source {time_source!r}; use one of {', '.join(get_args(TimeSource))}")
     peak = device_peak(device, peak_flops=peak_flops, peak_bw=peak_bw)
     trace = load_trace(source)
     has_attributed = any(not o.on_device and o.self_device_us is not None for o in trace.ops) and any(
         (o.self_device_us or 0) > 0 for o in trace.ops if not o.on_device
     )
-    if time == "auto":
-        use: Literal["device", "cpu"] = "device" if has_attributed else "cpu"
-    elif time == "device" and not has_attributed:
-        raise TraceError(f"{trace.source}: no device time is attributed to host ops in this trace; use time='cpu'")
+    if time_source == "auto":
+        use: MeasuredTime = "device" if has_attributed else "cpu"
+    elif time_source == "device" and not has_attributed:
+        raise TraceError(
+            f"{trace.source}: no device time is attributed to host ops in this trace; use time_source='cpu'"
+        )
     else:
-        use = cast(Literal["device", "cpu"], time)
+        use = cast(MeasuredTime, time_source)
 
     groups: dict[tuple[Any, ...], dict[str, Any]] = {}
     wrappers: set[str] = set()

@@ -43,6 +43,7 @@ How the figures are measured, so that they can be trusted side by side:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import math
 import shutil
@@ -50,56 +51,23 @@ import statistics
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TextIO, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, TextIO
 
-from typing_extensions import TypedDict, Unpack
+from typing_extensions import Unpack
 
-from neuronprof._session import PathLike, Session, _active_session, _profiler_running
+from neuronprof._config import SessionConfig, SessionOptions
+from neuronprof._session import Session, _active_session, _profiler_running
 from neuronprof.errors import SessionStateError, VariantError
 from neuronprof.model import Comparison, ComparisonRow, Table
+from neuronprof.typing import Phase
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights import Insights
 
-__all__ = ["Phase", "SessionOptions", "VariantError", "compare"]
+__all__ = ["compare"]
 
-Phase = Literal["first call", "warm-up", "calibration", "timing", "profiling"]
-"""The stage of [`compare`][neuronprof.compare] a variant was in when it raised.
-
-* ``"first call"``: the first, separately timed call (``torch.compile`` compiles here).
-* ``"warm-up"``: the untimed calls after it.
-* ``"calibration"``: the call that sizes the timed blocks.
-* ``"timing"``: the interleaved wall-clock rounds.
-* ``"profiling"``: the variant's profiled session.
-"""
-
-
-class SessionOptions(TypedDict, total=False):
-    """Session options [`compare`][neuronprof.compare] accepts as keywords.
-
-    They mean what they mean in [`neuronprof.session`][neuronprof.session] and are
-    the same for every variant. ``compare()`` changes two defaults: ``wait=0``
-    (the variants are warm by the time they are profiled) and ``active=3`` (self
-    times are averaged over three steps). The schedule's warm-up is compare's own
-    ``warmup`` argument, and at least 1.
-    """
-
-    modes: Sequence[str]
-    core: Union[str, int, None]
-    backend: str
-    wait: int
-    active: int
-    repeat: int
-    output_dir: Optional[PathLike]
-    record_shapes: bool
-    with_stack: bool
-    profile_memory: bool
-    with_flops: bool
-    keep_cycles: int
-    profile_all_threads: bool
-
-
-_SESSION_OPTIONS = frozenset(SessionOptions.__annotations__)
+# compare()'s session keywords: every SessionConfig field but warmup, which is compare's own argument.
+_SESSION_OPTIONS = frozenset(f.name for f in dataclasses.fields(SessionConfig)) - {"warmup"}
 _SESSION_DEFAULTS: dict[str, Any] = {"wait": 0, "active": 3}
 
 # One timed sample lasts at least this long: far above perf_counter's resolution
@@ -184,7 +152,7 @@ def _check_variants(variants: Any) -> list[tuple[str, Callable[..., Any]]]:
     return items
 
 
-def _session_kwargs(options: Mapping[str, Any], warmup: int) -> dict[str, Any]:
+def _session_config(options: Mapping[str, Any], warmup: int) -> SessionConfig:
     unknown = [k for k in options if k not in _SESSION_OPTIONS]
     if unknown:
         names = ", ".join(repr(k) for k in unknown)
@@ -198,7 +166,7 @@ def _session_kwargs(options: Mapping[str, Any], warmup: int) -> dict[str, Any]:
     # The profiler's first recorded step carries its own start-up cost (torch warns
     # about a schedule without warm-up), so the sessions always warm up once.
     kwargs["warmup"] = max(warmup, 1)
-    return kwargs
+    return SessionConfig(**kwargs)
 
 
 def _time_block(
@@ -248,9 +216,9 @@ def _per_step(table: Table) -> tuple[Optional[float], Optional[float]]:
 
 
 def _profile(
-    name: str, fn: Callable[..., Any], args: Sequence[Any], session_kwargs: Mapping[str, Any]
+    name: str, fn: Callable[..., Any], args: Sequence[Any], config: SessionConfig
 ) -> tuple[Table, Insights]:
-    s = Session(**session_kwargs)
+    s = Session(config)
     # _blame is the inner context: the session is closed before the VariantError leaves.
     with s, _blame(name, "profiling"):
         for _ in s.steps():
@@ -297,17 +265,19 @@ def compare(
             sessions' warm-up steps (at least one: the profiler's first step
             carries its own start-up cost).
         quiet: Never print progress.
-        **options: Session options, the same for every variant: ``backend``,
-            ``core``, ``modes``, ``output_dir``, ``wait`` (default 0), ``active``
-            (default 3), ``repeat``, ``record_shapes``, ``with_stack``,
-            ``profile_memory``, ``with_flops``, ``keep_cycles``, ``profile_all_threads``;
-            see [`neuronprof.session`][neuronprof.session].
+        **options: Session options, the same for every variant: the fields of
+            [`SessionConfig`][neuronprof.SessionConfig] but ``warmup`` (listed in
+            [`SessionOptions`][neuronprof.SessionOptions]): ``backend``, ``core``,
+            ``modes``, ``output_dir``, ``wait`` (default 0), ``active`` (default 3),
+            ``repeat``, ``record_shapes``, ``with_stack``, ``profile_memory``,
+            ``with_flops``, ``keep_cycles``, ``profile_all_threads``.
             They are **not** passed to the variants: bind variant keyword arguments
             with ``functools.partial`` or a lambda.
 
     Returns:
-        A [`Comparison`][neuronprof.model.Comparison]: ``print()`` it, or use
-        ``to_markdown()``, ``to_json()`` and ``plot(path)``.
+        A [`Comparison`][neuronprof.model.Comparison], one row per variant in the
+        order given; ``print()`` it, or use ``to_markdown()``, ``to_json()`` and
+        ``plot(path)``.
 
     Raises:
         ValueError: ``variants`` is empty, not a dict, or holds something that is
@@ -329,10 +299,10 @@ def compare(
     _check_int("warmup", warmup, 0)
     if not isinstance(quiet, bool):
         raise ValueError(f"quiet must be True or False, got {quiet!r}")
-    session_kwargs = _session_kwargs(options, warmup)
+    config = _session_config(options, warmup)
     # Building a session checks every option (modes, core, schedule, backend,
     # output folder) before any variant runs; this one is never started.
-    probe = Session(**session_kwargs)
+    probe = Session(config)
     if probe.total_steps is None:
         raise ValueError("repeat must be at least 1 in compare(): each variant's session needs a finite schedule")
     if _active_session() is not None or _profiler_running():
@@ -373,7 +343,7 @@ def compare(
             # The profiler's own start-up lines go to the same terminal; a finished
             # line keeps them from being glued to the status.
             progress(f"[{index}/{count}] {label}: profiling", keep=True)
-            results[label], found[label] = _profile(label, fn, args, session_kwargs)
+            results[label], found[label] = _profile(label, fn, args, config)
     finally:
         progress.clear()
 

@@ -6,31 +6,16 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional, Union, get_args
+from typing import Any, Optional, Union, get_args
 
-from neuronprof.analysis.trace import GroupBy, Trace, TraceSource, load_trace
+from neuronprof._deprecation import renamed_keyword
+from neuronprof.analysis.trace import Trace, TraceSource, load_trace
 from neuronprof.model import OpRow, Shape, loads, row_from_dict, row_to_dict
+from neuronprof.typing import DiffMatch, DiffMetric, DiffStatus, GroupBy, MeasuredTime
 
 __all__ = ["DiffMatch", "DiffMetric", "DiffRow", "TraceDiff", "diff"]
 
 DIFF_SCHEMA = "neuronprof.diff/1"
-
-DiffMatch = Literal["auto", "name", "shape"]
-"""How ops of the two traces are paired.
-
-* ``"auto"``: by name and input shapes when both traces recorded shapes, else by name.
-* ``"name"``: by name only.
-* ``"shape"``: by name, input shapes and dtypes.
-"""
-
-DiffMetric = Literal["auto", "device", "cpu"]
-"""Which time the change and ratio are computed on.
-
-* ``"auto"``: self device time when both traces have device time, else self CPU time.
-* ``"device"``: self device time.
-* ``"cpu"``: self CPU time.
-"""
-
 
 @dataclass(frozen=True)
 class DiffRow:
@@ -67,7 +52,7 @@ class DiffRow:
     ratio: Optional[float]
 
     @property
-    def status(self) -> Literal["both", "only_a", "only_b"]:
+    def status(self) -> DiffStatus:
         """Whether the op is in both traces, only the first, or only the second."""
         if self.calls_a is None:
             return "only_b"
@@ -82,6 +67,9 @@ class DiffRow:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DiffRow:
         """Build a row from [`to_dict`][neuronprof.analysis.DiffRow.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
 
         Raises:
             ValueError: Missing or unknown fields.
@@ -112,8 +100,8 @@ class TraceDiff:
     rows: tuple[DiffRow, ...]
     a: str
     b: str
-    metric: Literal["device", "cpu"] = "cpu"
-    match: Literal["name", "shape"] = "name"
+    metric: MeasuredTime = "cpu"
+    match: GroupBy = "name"
     device_label: Optional[str] = None
     steps_a: int = 0
     steps_b: int = 0
@@ -154,6 +142,9 @@ class TraceDiff:
     def row(self, name: str) -> DiffRow:
         """Return the first row called ``name``.
 
+        Args:
+            name: The operator name, e.g. ``"aten::mm"``.
+
         Raises:
             KeyError: No row has that name.
         """
@@ -165,20 +156,35 @@ class TraceDiff:
     def __str__(self) -> str:
         return self.to_text()
 
-    def to_text(self, limit: Optional[int] = None) -> str:
-        """Return the comparison as an aligned text table (the first ``limit`` rows; totals cover all)."""
+    @renamed_keyword("limit", "row_limit")
+    def to_text(self, row_limit: Optional[int] = None) -> str:
+        """Return the comparison as an aligned text table (the first ``row_limit`` rows; totals cover all).
+
+        Args:
+            row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
+        """
         from neuronprof.analysis.render import render_diff_text
 
-        return render_diff_text(self, limit=limit)
+        return render_diff_text(self, row_limit=row_limit)
 
-    def to_markdown(self, limit: Optional[int] = None) -> str:
-        """Return the comparison as a GitHub-flavoured Markdown table (the first ``limit`` rows)."""
+    @renamed_keyword("limit", "row_limit")
+    def to_markdown(self, row_limit: Optional[int] = None) -> str:
+        """Return the comparison as a GitHub-flavoured Markdown table (the first ``row_limit`` rows).
+
+        Args:
+            row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
+        """
         from neuronprof.analysis.render import render_diff_markdown
 
-        return render_diff_markdown(self, limit=limit)
+        return render_diff_markdown(self, row_limit=row_limit)
 
-    def to_dict(self, limit: Optional[int] = None) -> dict[str, Any]:
-        """Return the comparison as a JSON-ready dict with a ``schema`` tag (the first ``limit`` rows)."""
+    @renamed_keyword("limit", "row_limit")
+    def to_dict(self, row_limit: Optional[int] = None) -> dict[str, Any]:
+        """Return the comparison as a JSON-ready dict with a ``schema`` tag (the first ``row_limit`` rows).
+
+        Args:
+            row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
+        """
         return {
             "schema": DIFF_SCHEMA,
             "a": self.a,
@@ -193,23 +199,27 @@ class TraceDiff:
             "total_rows": len(self.rows),
             "total_a_us": self.total_a_us,
             "total_b_us": self.total_b_us,
-            "rows": [r.to_dict() for r in _first(self.rows, limit)],
+            "rows": [r.to_dict() for r in _first(self.rows, row_limit)],
         }
 
-    def to_json(self, indent: Optional[int] = 2, limit: Optional[int] = None) -> str:
+    @renamed_keyword("limit", "row_limit")
+    def to_json(self, indent: Optional[int] = 2, row_limit: Optional[int] = None) -> str:
         """Return the comparison as JSON; [`from_json`][neuronprof.analysis.TraceDiff.from_json] reads it back.
 
         Args:
             indent: Spaces per indentation level; None for one line.
-            limit: Keep the first ``limit`` rows; None for all.
+            row_limit: Keep the first ``row_limit`` rows; None for all.
 
         Returns:
             A JSON document (a ``str``)."""
-        return json.dumps(self.to_dict(limit), indent=indent)
+        return json.dumps(self.to_dict(row_limit), indent=indent)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TraceDiff:
         """Build a comparison from [`to_dict`][neuronprof.analysis.TraceDiff.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
 
         Raises:
             ValueError: Not a neuronprof diff.
@@ -240,6 +250,9 @@ class TraceDiff:
     def from_json(cls, text: Union[str, bytes]) -> TraceDiff:
         """Read a comparison written by [`to_json`][neuronprof.analysis.TraceDiff.to_json].
 
+        Args:
+            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
+
         Raises:
             ValueError: Not JSON, or not a neuronprof diff.
         """
@@ -268,8 +281,8 @@ def diff(
     Args:
         a: The baseline: a trace file or folder, or a loaded [`Trace`][neuronprof.analysis.Trace].
         b: The trace to compare with it.
-        match: How to pair ops (see [`DiffMatch`][neuronprof.analysis.DiffMatch]).
-        metric: Which self time to compare (see [`DiffMetric`][neuronprof.analysis.DiffMetric]).
+        match: How to pair ops (see [`DiffMatch`][neuronprof.typing.DiffMatch]).
+        metric: Which self time to compare (see [`DiffMetric`][neuronprof.typing.DiffMetric]).
         per_step: Divide each trace's times by its number of profiled steps, for
             traces that profiled different numbers of steps (calls stay totals).
 
@@ -296,7 +309,7 @@ def diff(
     dev_b = any(r.self_device_us is not None for r in rows_b)
     if metric == "device" and not (dev_a and dev_b):
         raise ValueError("metric='device' needs device time in both traces; use metric='cpu'")
-    use: Literal["device", "cpu"] = "device" if metric == "device" or (metric == "auto" and dev_a and dev_b) else "cpu"
+    use: MeasuredTime = "device" if metric == "device" or (metric == "auto" and dev_a and dev_b) else "cpu"
     if per_step and (ta.steps == 0 or tb.steps == 0):
         raise ValueError("per_step=True needs ProfilerStep annotations in both traces")
     scale_a = 1.0 / ta.steps if per_step else 1.0
@@ -354,7 +367,7 @@ def _scaled(value: Optional[float], scale: float) -> Optional[float]:
 
 
 def _pair(
-    ra: Optional[OpRow], rb: Optional[OpRow], metric: Literal["device", "cpu"], scale_a: float, scale_b: float
+    ra: Optional[OpRow], rb: Optional[OpRow], metric: MeasuredTime, scale_a: float, scale_b: float
 ) -> DiffRow:
     ref = ra if ra is not None else rb
     assert ref is not None

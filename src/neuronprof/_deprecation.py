@@ -1,0 +1,40 @@
+"""Old keyword names that still work, with a ``DeprecationWarning`` that names the new one.
+
+One word per idea across the API: where a public function once spelled an
+option differently (``limit`` where torch.profiler says ``row_limit``), the old
+keyword is accepted here and passed on under the new name.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Any, Callable, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def renamed_keyword(old: str, new: str) -> Callable[[F], F]:
+    """Accept keyword ``old`` as ``new``, warning that ``old`` is deprecated.
+
+    Raises:
+        TypeError: Both ``old`` and ``new`` were given.
+    """
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if old in kwargs:
+                if new in kwargs:
+                    raise TypeError(f"{fn.__qualname__}() got both {old}= and {new}=; pass only {new}=")
+                warnings.warn(
+                    f"{fn.__qualname__}({old}=...) is deprecated; use {new}=... (the same meaning)",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                kwargs[new] = kwargs.pop(old)
+            return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
