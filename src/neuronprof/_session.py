@@ -27,20 +27,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, Union, overload
 
 from neuronprof import _collect
+from neuronprof._io import atomic_write, copy_trace, ensure_writable_dir, text_writer, unique_path
 from neuronprof.backends import SessionContext, parse_core, resolve_backend
 from neuronprof.backends.base import MODES
 from neuronprof.errors import NeuronProfWarning, SessionStateError
-from neuronprof.export import (
-    EXPORT_FORMATS,
-    ExportFormat,
-    atomic_write,
-    copy_trace,
-    default_trace_name,
-    ensure_writable_dir,
-    neuron_bundle,
-    tensorboard_file_name,
-    unique_path,
-)
+from neuronprof.export import EXPORT_FORMATS, ExportFormat, default_trace_name, neuron_bundle, tensorboard_file_name
 from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
 
 if TYPE_CHECKING:
@@ -872,7 +863,7 @@ class Session:
             OSError: The disk refused the write; no partial file is left.
         """
         from neuronprof.analysis.insights import analyze
-        from neuronprof.report import environment, render_report, text_writer
+        from neuronprof.report import environment, render_report
 
         self._require_done("report()")
         if not self._cycles:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union, get_args
 
 from neuronprof.analysis.trace import GroupBy, Trace, TraceSource, load_trace
-from neuronprof.model import OpRow, Shape, loads, row_from_dict, row_to_dict
+from neuronprof.model import OpRow, Shape, _opt_float, _opt_int, limit_rows, loads, row_from_dict, row_to_dict
 
 __all__ = ["DiffMatch", "DiffMetric", "DiffRow", "TraceDiff", "diff"]
 
@@ -107,6 +108,8 @@ class TraceDiff:
         steps_b: Profiled steps in the second trace.
         per_step: True when times were divided by each trace's step count.
         notes: Remarks about the comparison.
+        total_rows: How many rows there were before any limit
+            ([`head`][neuronprof.analysis.TraceDiff.head]); filled in from ``rows`` when not given.
     """
 
     rows: tuple[DiffRow, ...]
@@ -119,12 +122,26 @@ class TraceDiff:
     steps_b: int = 0
     per_step: bool = False
     notes: tuple[str, ...] = field(default=())
+    total_rows: Optional[int] = None
+    # The totals of every row, taken before any limit (see neuronprof.model.limit_rows).
+    _total_a_us: Optional[float] = field(default=None, repr=False)
+    _total_b_us: Optional[float] = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.rows, tuple):
             object.__setattr__(self, "rows", tuple(self.rows))
         if not isinstance(self.notes, tuple):
             object.__setattr__(self, "notes", tuple(self.notes))
+        if self.total_rows is None:
+            object.__setattr__(self, "total_rows", len(self.rows))
+        if self._total_a_us is None:
+            object.__setattr__(
+                self, "_total_a_us", float(sum(_metric(r, self.metric, "a") or 0.0 for r in self._counted()))
+            )
+        if self._total_b_us is None:
+            object.__setattr__(
+                self, "_total_b_us", float(sum(_metric(r, self.metric, "b") or 0.0 for r in self._counted()))
+            )
 
     def __iter__(self) -> Iterator[DiffRow]:
         return iter(self.rows)
@@ -134,13 +151,28 @@ class TraceDiff:
 
     @property
     def total_a_us(self) -> float:
-        """Compared time of the first trace (µs): every op's, or only the kernels' for device time."""
-        return sum(_metric(r, self.metric, "a") or 0.0 for r in self._counted())
+        """Compared time of the first trace (µs): every op's, or only the kernels' for device time.
+
+        Counted over every row, also after [`head`][neuronprof.analysis.TraceDiff.head].
+        """
+        assert self._total_a_us is not None  # set by __post_init__
+        return self._total_a_us
 
     @property
     def total_b_us(self) -> float:
         """Compared time of the second trace (µs), counted as for ``total_a_us``."""
-        return sum(_metric(r, self.metric, "b") or 0.0 for r in self._counted())
+        assert self._total_b_us is not None  # set by __post_init__
+        return self._total_b_us
+
+    def head(self, n: Optional[int]) -> TraceDiff:
+        """Return a copy with the first ``n`` rows (all when ``n`` is None or negative).
+
+        ``total_rows``, ``total_a_us`` and ``total_b_us`` stay those of every row.
+        """
+        rows = limit_rows(self.rows, n)
+        if len(rows) == len(self.rows):
+            return self
+        return dataclasses.replace(self, rows=tuple(rows))
 
     def _counted(self) -> tuple[DiffRow, ...]:
         # Kernel rows and the ops that launched them carry the same device time:
@@ -178,7 +210,12 @@ class TraceDiff:
         return render_diff_markdown(self, limit=limit)
 
     def to_dict(self, limit: Optional[int] = None) -> dict[str, Any]:
-        """Return the comparison as a JSON-ready dict with a ``schema`` tag (the first ``limit`` rows)."""
+        """Return the comparison as a JSON-ready dict with a ``schema`` tag (the first ``limit`` rows).
+
+        ``total_rows``, ``total_a_us`` and ``total_b_us`` always cover every row.
+        """
+        if limit is not None:
+            return self.head(limit).to_dict()
         return {
             "schema": DIFF_SCHEMA,
             "a": self.a,
@@ -190,10 +227,10 @@ class TraceDiff:
             "steps_b": self.steps_b,
             "per_step": self.per_step,
             "notes": list(self.notes),
-            "total_rows": len(self.rows),
+            "total_rows": self.total_rows,
             "total_a_us": self.total_a_us,
             "total_b_us": self.total_b_us,
-            "rows": [r.to_dict() for r in _first(self.rows, limit)],
+            "rows": [r.to_dict() for r in self.rows],
         }
 
     def to_json(self, indent: Optional[int] = 2, limit: Optional[int] = None) -> str:
@@ -201,10 +238,10 @@ class TraceDiff:
 
         Args:
             indent: Spaces per indentation level; None for one line.
-            limit: Keep the first ``limit`` rows; None for all.
+            limit: Keep the first ``limit`` rows; None for all. The totals still cover every row.
 
         Returns:
-            A JSON document (a ``str``)."""
+            A JSON document (a ``str``): ``TraceDiff.from_json(d.to_json(limit=n)) == d.head(n)``."""
         return json.dumps(self.to_dict(limit), indent=indent)
 
     @classmethod
@@ -234,6 +271,9 @@ class TraceDiff:
             steps_b=int(data.get("steps_b", 0)),
             per_step=bool(data.get("per_step", False)),
             notes=tuple(data.get("notes", ())),
+            total_rows=_opt_int(data.get("total_rows")),
+            _total_a_us=_opt_float(data.get("total_a_us")),
+            _total_b_us=_opt_float(data.get("total_b_us")),
         )
 
     @classmethod
@@ -244,10 +284,6 @@ class TraceDiff:
             ValueError: Not JSON, or not a neuronprof diff.
         """
         return cls.from_dict(loads(text))
-
-
-def _first(rows: tuple[Any, ...], limit: Optional[int]) -> tuple[Any, ...]:
-    return rows if limit is None or limit < 0 else rows[:limit]
 
 
 def _metric(row: DiffRow, metric: str, side: str) -> Optional[float]:

@@ -11,6 +11,7 @@ a percentage of the roof at that intensity.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -21,7 +22,7 @@ from typing import Any, Literal, Optional, Union, cast, get_args
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.flops import op_cost
 from neuronprof.analysis.trace import TraceSource, load_trace
-from neuronprof.model import Shape, loads, row_from_dict, row_to_dict
+from neuronprof.model import Shape, _opt_float, _opt_int, limit_rows, loads, row_from_dict, row_to_dict
 
 __all__ = [
     "DEVICE_PEAKS",
@@ -280,6 +281,8 @@ class Roofline:
         time_source: ``"device"`` or ``"cpu"``: which measured time the rates use.
         source: The trace it was computed from.
         notes: Remarks (ops skipped, time source, ...).
+        total_rows: How many rows there were before any limit
+            ([`head`][neuronprof.analysis.Roofline.head]); filled in from ``rows`` when not given.
     """
 
     rows: tuple[RooflineRow, ...]
@@ -287,12 +290,32 @@ class Roofline:
     time_source: Literal["device", "cpu"] = "device"
     source: str = ""
     notes: tuple[str, ...] = field(default=())
+    total_rows: Optional[int] = None
+    # The totals of every row, taken before any limit (see neuronprof.model.limit_rows):
+    # FLOPs, bytes, time, and the time of the memory- and compute-bound rows.
+    _total_flops: Optional[float] = field(default=None, repr=False)
+    _total_bytes: Optional[float] = field(default=None, repr=False)
+    _total_time_us: Optional[float] = field(default=None, repr=False)
+    _memory_time_us: Optional[float] = field(default=None, repr=False)
+    _compute_time_us: Optional[float] = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.rows, tuple):
             object.__setattr__(self, "rows", tuple(self.rows))
         if not isinstance(self.notes, tuple):
             object.__setattr__(self, "notes", tuple(self.notes))
+        if self.total_rows is None:
+            object.__setattr__(self, "total_rows", len(self.rows))
+        sums = {
+            "_total_flops": lambda r: r.flops,
+            "_total_bytes": lambda r: r.bytes,
+            "_total_time_us": lambda r: r.time_us,
+            "_memory_time_us": lambda r: r.time_us if r.bound == "memory" else 0.0,
+            "_compute_time_us": lambda r: r.time_us if r.bound == "compute" else 0.0,
+        }
+        for name, value in sums.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, float(sum(value(r) for r in self.rows)))
 
     def __iter__(self) -> Iterator[RooflineRow]:
         return iter(self.rows)
@@ -303,18 +326,18 @@ class Roofline:
     # -- totals -------------------------------------------------------------------
     @property
     def total_flops(self) -> float:
-        """FLOPs of all rows."""
-        return sum(r.flops for r in self.rows)
+        """FLOPs of all rows (also after [`head`][neuronprof.analysis.Roofline.head])."""
+        return _set(self._total_flops)
 
     @property
     def total_bytes(self) -> float:
         """Bytes moved by all rows."""
-        return sum(r.bytes for r in self.rows)
+        return _set(self._total_bytes)
 
     @property
     def total_time_us(self) -> float:
         """Measured time of all rows, in microseconds."""
-        return sum(r.time_us for r in self.rows)
+        return _set(self._total_time_us)
 
     @property
     def intensity(self) -> Optional[float]:
@@ -325,11 +348,19 @@ class Roofline:
     @property
     def bound(self) -> Optional[Bound]:
         """Which roof limits the time of these ops: the bound of the rows holding most of the time."""
-        memory = sum(r.time_us for r in self.rows if r.bound == "memory")
-        compute = sum(r.time_us for r in self.rows if r.bound == "compute")
-        if not self.rows:
+        if not self.total_rows:
             return None
-        return "memory" if memory >= compute else "compute"
+        return "memory" if _set(self._memory_time_us) >= _set(self._compute_time_us) else "compute"
+
+    def head(self, n: Optional[int]) -> Roofline:
+        """Return a copy with the first ``n`` rows (all when ``n`` is None or negative).
+
+        ``total_rows``, the totals, ``intensity`` and ``bound`` stay those of every row.
+        """
+        rows = limit_rows(self.rows, n)
+        if len(rows) == len(self.rows):
+            return self
+        return dataclasses.replace(self, rows=tuple(rows))
 
     def row(self, name: str) -> RooflineRow:
         """Return the row with the most time among those called ``name``.
@@ -359,7 +390,12 @@ class Roofline:
         return render_roofline_markdown(self, limit=limit)
 
     def to_dict(self, limit: Optional[int] = None) -> dict[str, Any]:
-        """Return the roofline as a JSON-ready dict with a ``schema`` tag (first ``limit`` rows)."""
+        """Return the roofline as a JSON-ready dict with a ``schema`` tag (first ``limit`` rows).
+
+        ``total_rows``, the totals and ``bound`` always cover every row.
+        """
+        if limit is not None:
+            return self.head(limit).to_dict()
         return {
             "schema": ROOFLINE_SCHEMA,
             "device": self.device.to_dict(),
@@ -367,8 +403,13 @@ class Roofline:
             "source": self.source,
             "notes": list(self.notes),
             "bound": self.bound,
-            "total_rows": len(self.rows),
-            "rows": [r.to_dict() for r in (self.rows if limit is None or limit < 0 else self.rows[:limit])],
+            "total_rows": self.total_rows,
+            "total_flops": self.total_flops,
+            "total_bytes": self.total_bytes,
+            "total_time_us": self.total_time_us,
+            "memory_bound_time_us": self._memory_time_us,
+            "compute_bound_time_us": self._compute_time_us,
+            "rows": [r.to_dict() for r in self.rows],
         }
 
     def to_json(self, indent: Optional[int] = 2, limit: Optional[int] = None) -> str:
@@ -407,6 +448,12 @@ class Roofline:
             time_source=time_source,
             source=str(data.get("source", "")),
             notes=tuple(data.get("notes", ())),
+            total_rows=_opt_int(data.get("total_rows")),
+            _total_flops=_opt_float(data.get("total_flops")),
+            _total_bytes=_opt_float(data.get("total_bytes")),
+            _total_time_us=_opt_float(data.get("total_time_us")),
+            _memory_time_us=_opt_float(data.get("memory_bound_time_us")),
+            _compute_time_us=_opt_float(data.get("compute_bound_time_us")),
         )
 
     @classmethod
@@ -432,9 +479,15 @@ class Roofline:
             ImportError: matplotlib is not installed (``pip install neuronprof[plot]``).
             ValueError: The suffix is not ``.png`` or ``.svg``.
         """
-        from neuronprof.analysis.render import plot_roofline
+        # Drawing and writing live above the model; they are imported on use.
+        from neuronprof.export import save_roofline_plot
 
-        plot_roofline(self, path, label_top=label_top)
+        save_roofline_plot(self, path, label_top=label_top)
+
+
+def _set(value: Optional[float]) -> float:
+    assert value is not None  # every total is set by Roofline.__post_init__
+    return value
 
 
 def roofline(
