@@ -129,7 +129,9 @@ def test_the_rules_see_every_layer() -> None:
 
 
 def test_the_model_imports_no_renderer_no_writer_and_no_torch() -> None:
-    bad = _broken(_governed(MODELS), (*RENDERERS, *WRITERS, *FRONT_ENDS, "neuronprof.backends", "torch"), anywhere=False)
+    bad = _broken(
+        _governed(MODELS), (*RENDERERS, *WRITERS, *FRONT_ENDS, "neuronprof.backends", "torch"), anywhere=False
+    )
     # A model's report()/plot() may call export on use, but never the writer's plumbing itself.
     bad += _broken(_governed(MODELS), ("neuronprof._io", "torch"), anywhere=True)
     assert not bad, "\n".join(bad)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from pathlib import Path
-from typing import Any, Literal, Optional, Union, get_args, get_origin
+from typing import Any, Literal, Union, get_args, get_origin
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -59,9 +59,7 @@ def _model(cls: type, **given_fields: st.SearchStrategy[Any]) -> st.SearchStrate
     """Every field of ``cls`` drawn from its annotation, except its totals: those come from its rows."""
     hints = _hints(cls)
     names = [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else list(cls._fields)
-    fields = {
-        n: _strategy(hints[n], cls) for n in names if not n.startswith(("_", "total_")) and n not in given_fields
-    }
+    fields = {n: _strategy(hints[n], cls) for n in names if not n.startswith(("_", "total_")) and n not in given_fields}
     return st.builds(cls, **fields, **given_fields)
 
 
