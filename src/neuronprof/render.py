@@ -352,15 +352,11 @@ if TYPE_CHECKING:
     from neuronprof.model import Comparison, ComparisonRow  # noqa: E402
 
 __all__ += [
-    "PLOT_FORMATS",
     "render_comparison_figure",
     "render_comparison_html",
     "render_comparison_markdown",
     "render_comparison_text",
 ]
-
-PLOT_FORMATS: tuple[str, ...] = ("png", "svg")
-"""Image formats ``Comparison.plot()`` writes, chosen by the file's suffix."""
 
 
 @dataclasses.dataclass(frozen=True)
