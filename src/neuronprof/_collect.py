@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from neuronprof.export import copy_trace
+from neuronprof._io import copy_trace
 from neuronprof.model import OpRow, Table, merge_rows
 
 if TYPE_CHECKING:

@@ -28,19 +28,10 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, Uni
 
 from neuronprof import _collect
 from neuronprof._config import DEFAULT_OUTPUT_DIR, PathLike, SessionConfig
+from neuronprof._io import atomic_write, copy_trace, ensure_writable_dir, text_writer, unique_path
 from neuronprof.backends import SessionContext, resolve_backend
 from neuronprof.errors import NeuronProfWarning, SessionStateError
-from neuronprof.export import (
-    EXPORT_FORMATS,
-    ExportFormat,
-    atomic_write,
-    copy_trace,
-    default_trace_name,
-    ensure_writable_dir,
-    neuron_bundle,
-    tensorboard_file_name,
-    unique_path,
-)
+from neuronprof.export import EXPORT_FORMATS, ExportFormat, default_trace_name, neuron_bundle, tensorboard_file_name
 from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
 from neuronprof.typing import RANKS, BackendName, Core, DevicePreset, Mode, Ranks
 
@@ -855,7 +846,7 @@ class Session:
             OSError: The disk refused the write; no partial file is left.
         """
         from neuronprof.analysis.insights import analyze
-        from neuronprof.report import environment, render_report, text_writer
+        from neuronprof.report import environment, render_report
 
         self._require_done("report()")
         if not self._cycles:

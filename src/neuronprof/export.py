@@ -1,37 +1,43 @@
-"""Trace writers: atomic file writes, default names, TensorBoard and Neuron bundles.
+"""What neuronprof writes: trace names, TensorBoard and Neuron bundles, saved reports and plots.
 
-All writes go through [`atomic_write`][neuronprof.export.atomic_write]: a
-temporary file beside the target, then a rename, so a reader never sees half a
-trace and a failure leaves nothing behind. This module never imports torch; the
-caller hands it a function that produces the bytes.
+Every file goes through the one atomic writer (``neuronprof._io``): a temporary
+file beside the target, then a rename, so a reader never sees half a trace and
+a failure leaves nothing behind. This module never imports torch; the caller
+hands it a function that produces the bytes. The ``save_*`` functions are what
+the models' ``report()`` and ``plot()`` methods call: a renderer makes the text
+or figure, this module writes it.
 """
 
 from __future__ import annotations
 
-import errno
-import gzip
 import os
 import re
-import shutil
 import socket
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
+from neuronprof._io import atomic_folder, copy_tree, figure_format, text_writer, write_figure, write_text
 from neuronprof.typing import EXPORT_FORMATS, ExportFormat
+
+if TYPE_CHECKING:
+    from neuronprof.analysis import Roofline
+    from neuronprof.analysis.neuron import NeuronProfile
+    from neuronprof.model import Comparison
 
 __all__ = [
     "ExportFormat",
     "EXPORT_FORMATS",
-    "atomic_write",
-    "copy_trace",
     "default_trace_name",
-    "ensure_writable_dir",
     "neuron_bundle",
     "neuron_device_pairs",
-    "unique_path",
+    "save_comparison_plot",
+    "save_comparison_report",
+    "save_engines_plot",
+    "save_roofline_plot",
+    "tensorboard_file_name",
+    "tensorboard_worker",
 ]
 
 _NEURON_README = """\
@@ -118,134 +124,6 @@ def default_trace_name(backend: str, started: float, *, rank: Optional[int] = No
     return f"neuronprof_{backend}_{stamp}_pid{os.getpid()}{rank_part}{suffix}"
 
 
-def unique_path(path: Path) -> Path:
-    """Return ``path``, or ``path`` with ``-1``, ``-2``... before its suffixes if it exists."""
-    if not path.exists():
-        return path
-    name = path.name
-    stem, dot, rest = name.partition(".")
-    for n in range(1, 10_000):
-        candidate = path.with_name(f"{stem}-{n}{dot}{rest}")
-        if not candidate.exists():
-            return candidate
-    raise FileExistsError(errno.EEXIST, "no free file name", str(path))  # pragma: no cover
-
-
-def ensure_writable_dir(path: Path, *, create: bool) -> Path:
-    """Check that ``path`` is (or can become) a writable folder.
-
-    Args:
-        path: The folder.
-        create: Create it (and its parents) now; otherwise only check that its
-            nearest existing ancestor is a writable folder.
-
-    Returns:
-        The absolute path.
-
-    Raises:
-        NotADirectoryError: ``path`` or an ancestor is a file.
-        PermissionError: The folder cannot be written.
-    """
-    path = Path(path).expanduser().absolute()
-    existing = path
-    while not existing.exists():
-        if existing.parent == existing:
-            break
-        existing = existing.parent
-    if existing.exists() and not existing.is_dir():
-        raise NotADirectoryError(errno.ENOTDIR, "output_dir is not a folder (a file is in the way)", str(existing))
-    if create:
-        path.mkdir(parents=True, exist_ok=True)
-        existing = path
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise PermissionError(errno.EACCES, "output_dir is not writable", str(existing))
-    # os.access trusts permission bits (and root passes them all); a read-only
-    # mount only shows in the file system's flags.
-    statvfs = getattr(os, "statvfs", None)
-    if statvfs is not None and existing.exists() and statvfs(existing).f_flag & getattr(os, "ST_RDONLY", 1):
-        raise PermissionError(errno.EROFS, "output_dir is on a read-only file system", str(existing))
-    return path
-
-
-def _temp_name(target: Path) -> Path:
-    # Keep the final suffix so writers that decide on gzip by name (torch does) still do.
-    suffix = target.suffix if target.suffix == ".gz" else ""
-    return target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp{suffix}")
-
-
-def atomic_write(target: Path, write: Callable[[Path], None], *, overwrite: bool = False) -> Path:
-    """Write a file through a temporary file beside it, then rename it into place.
-
-    Args:
-        target: The final path.
-        write: Writes the content to the path it is given.
-        overwrite: Replace an existing ``target``; otherwise it is an error.
-
-    Returns:
-        ``target``.
-
-    Raises:
-        FileExistsError: ``target`` exists and ``overwrite`` is False.
-        OSError: The write failed (``ENOSPC``, ``EFBIG``, ``EACCES``...), raised as
-            itself; the temporary file is removed first.
-    """
-    target = Path(target)
-    if not overwrite and target.exists():
-        raise FileExistsError(errno.EEXIST, "export target exists; pass overwrite=True to replace it", str(target))
-    tmp = _temp_name(target)
-    try:
-        write(tmp)
-        if not tmp.exists():
-            raise FileNotFoundError(errno.ENOENT, "the trace writer produced no file", str(tmp))
-        if overwrite:
-            os.replace(tmp, target)
-        else:
-            _link_no_clobber(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return target
-
-
-def _link_no_clobber(tmp: Path, target: Path) -> None:
-    # link() fails atomically when the target exists, closing the race a
-    # check-then-rename would leave open.
-    try:
-        os.link(tmp, target)
-    except FileExistsError:
-        raise FileExistsError(
-            errno.EEXIST, "export target exists; pass overwrite=True to replace it", str(target)
-        ) from None
-    except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK, errno.EOPNOTSUPP):
-            raise
-        if target.exists():
-            raise FileExistsError(errno.EEXIST, "export target exists; pass overwrite=True", str(target)) from None
-        os.replace(tmp, target)
-        return
-    tmp.unlink()
-
-
-def copy_trace(source: Path, dest: Path) -> None:
-    """Copy a JSON trace, gzipping or gunzipping to match ``dest``'s suffix.
-
-    A plain copy is the kernel's (``shutil.copyfile`` uses ``sendfile``), so an
-    export costs a fraction of kineto's save. Leading blanks (kineto writes one)
-    are dropped from gzipped output, whose readers sniff for the opening brace.
-    """
-    src_gz = source.suffix == ".gz"
-    dst_gz = dest.suffix == ".gz"
-    if src_gz == dst_gz:
-        shutil.copyfile(source, dest)
-        return
-    with gzip.open(source, "rb") if src_gz else open(source, "rb") as fin:
-        head = fin.read(1 << 20).lstrip() if dst_gz else fin.read(1 << 20)
-        # Level 6: gzip's default trade of size for time.
-        with gzip.open(dest, "wb", compresslevel=6) if dst_gz else open(dest, "wb") as fout:
-            fout.write(head)
-            shutil.copyfileobj(fin, fout, 1 << 20)
-
-
 def tensorboard_worker(rank: Optional[int] = None) -> str:
     """Return this process's worker name as ``tensorboard_trace_handler`` writes it: ``<host>_<pid>``.
 
@@ -303,13 +181,10 @@ def neuron_bundle(
     """
     from neuronprof.errors import NeuronProfWarning, warn_user
 
-    if target.exists():
-        raise FileExistsError(errno.EEXIST, "export target exists; pass overwrite=True to replace it", str(target))
-    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
     problems: list[str] = []
-    try:
+    with atomic_folder(target) as tmp:
         if sessions is None:
-            shutil.copytree(source, tmp / "system")
+            copy_tree(source, tmp / "system")
             found = {p.parent for p in (tmp / "system").rglob("*") if p.is_file()}
             ordered: list[tuple[int, Path]] = [
                 (i, d) for i, d in enumerate(sorted(found, key=lambda d: (d.stat().st_mtime, str(d))))
@@ -322,7 +197,7 @@ def neuron_bundle(
                 if folder is None:
                     continue
                 dest = tmp / "system" / Path(folder).relative_to(source)
-                shutil.copytree(folder, dest)
+                copy_tree(folder, dest)
                 ordered.append((cycle, dest))
         files: list[str] = []
         system: list[str] = []
@@ -344,18 +219,75 @@ def neuron_bundle(
                     + _NEFF_FIX
                 )
         notes = "".join(f"\nWARNING: {p}\n" for p in problems)
-        (tmp / "README.txt").write_text(
-            _NEURON_README.format(
-                files="\n".join(files) or "  (none recorded)",
-                system="\n".join(system) or "  (no session folder)",
-                device="\n".join(device) or "  (none: capture with the 'device' mode and a NEFF cache folder)",
-                warnings=notes,
-            )
+        readme = _NEURON_README.format(
+            files="\n".join(files) or "  (none recorded)",
+            system="\n".join(system) or "  (no session folder)",
+            device="\n".join(device) or "  (none: capture with the 'device' mode and a NEFF cache folder)",
+            warnings=notes,
         )
-        os.rename(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        # The folder is new and private until it is renamed, so its README needs no temporary file.
+        text_writer(readme)(tmp / "README.txt")
     for problem in problems:
         warn_user(problem, NeuronProfWarning)
     return target
+
+
+# -- results saved by the models' report() and plot() ---------------------------------------
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def save_comparison_report(cmp: Comparison, path: PathLike, *, overwrite: bool = False) -> Path:
+    """Write [`Comparison.report`][neuronprof.model.Comparison.report]'s HTML page to ``path``.
+
+    Raises:
+        FileExistsError: The file exists and ``overwrite`` is False.
+        OSError: The disk refused the write; no partial file is left.
+    """
+    from neuronprof.report import render_comparison_report
+
+    return write_text(Path(path), render_comparison_report(cmp), overwrite=overwrite)
+
+
+def save_comparison_plot(cmp: Comparison, path: PathLike) -> Path:
+    """Draw [`Comparison.plot`][neuronprof.model.Comparison.plot]'s bar chart into ``path`` (replaced if there).
+
+    Raises:
+        ValueError: The suffix is neither ``.png`` nor ``.svg`` (checked before drawing).
+        ImportError: matplotlib is not installed.
+    """
+    from neuronprof.render import render_comparison_figure
+
+    target = Path(path)
+    figure_format(target)
+    return write_figure(target, render_comparison_figure(cmp), bbox_inches="tight")
+
+
+def save_roofline_plot(rl: Roofline, path: PathLike, *, label_top: int = 8) -> Path:
+    """Draw [`Roofline.plot`][neuronprof.analysis.Roofline.plot]'s chart into ``path`` (replaced if there).
+
+    Raises:
+        ValueError: The suffix is neither ``.png`` nor ``.svg`` (checked before drawing).
+        ImportError: matplotlib is not installed.
+        FileNotFoundError: The folder does not exist.
+    """
+    from neuronprof.analysis.render import render_roofline_figure
+
+    target = Path(path)
+    figure_format(target)
+    # Unlike the other plots, Roofline.plot never created folders: a mistyped one stays an error.
+    return write_figure(target, render_roofline_figure(rl, label_top=label_top), parents=False)
+
+
+def save_engines_plot(profile: NeuronProfile, path: PathLike, *, normalize: bool = False) -> Path:
+    """Draw [`NeuronProfile.plot`][neuronprof.analysis.NeuronProfile.plot]'s bars into ``path`` (replaced if there).
+
+    Raises:
+        ValueError: Bad suffix (checked before drawing), or no device profile with engine times.
+        ImportError: matplotlib is not installed.
+    """
+    from neuronprof.analysis.neuron._render import render_engines_figure
+
+    target = Path(path)
+    figure_format(target)
+    return write_figure(target, render_engines_figure(profile, normalize=normalize))

@@ -100,6 +100,17 @@ def row_from_dict(cls: Callable[..., RowT], data: Mapping[str, Any], what: str) 
         raise ValueError(f"invalid {what}: {exc}") from None
 
 
+def limit_rows(rows: Sequence[RowT], limit: Optional[int]) -> Sequence[RowT]:
+    """Return the first ``limit`` rows; all of them when ``limit`` is None or negative.
+
+    The one rule for every ``limit``/``row_limit`` of neuronprof: a limit cuts rows
+    only. Every model computes its totals (and ``total_rows``) from all its rows
+    before any limit, keeps them through ``head(n)`` and writes them to JSON, so a
+    table read back from ``to_json(row_limit=n)`` reports the same totals as the whole one.
+    """
+    return rows if limit is None or limit < 0 else rows[:limit]
+
+
 def loads(text: Union[str, bytes]) -> Any:
     """Parse JSON for a model's ``from_json``, reporting bad text as ``ValueError``."""
     try:
@@ -344,15 +355,18 @@ class Table:
     def head(self, n: Optional[int]) -> Table:
         """Return a copy with at most ``n`` rows (all rows when ``n`` is None or negative).
 
+        ``total_rows`` and the totals stay those of the whole table.
+
         Args:
             n: How many rows to keep; None or negative keeps all.
         """
-        if n is None or n < 0 or n >= len(self.rows):
+        rows = limit_rows(self.rows, n)
+        if len(rows) == len(self.rows):
             return self
         total = self.total_rows if self.total_rows is not None else len(self.rows)
         return dataclasses.replace(
             self,
-            rows=self.rows[:n],
+            rows=tuple(rows),
             total_rows=total,
             total_self_cpu_us=self.self_cpu_us,
             total_self_device_us=self.self_device_us,
@@ -434,8 +448,15 @@ class Table:
 
         return render_html(self)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Return the table as a JSON-ready dict, including a ``schema`` tag."""
+    def to_dict(self, row_limit: Optional[int] = None) -> dict[str, Any]:
+        """Return the table as a JSON-ready dict, including a ``schema`` tag.
+
+        Args:
+            row_limit: Keep the first ``row_limit`` rows (as [`head`][neuronprof.Table.head]);
+                ``total_rows`` and the totals still cover every row. None for all.
+        """
+        if row_limit is not None:
+            return self.head(row_limit).to_dict()
         return {
             "schema": TABLE_SCHEMA,
             "backend": self.backend,
@@ -451,13 +472,17 @@ class Table:
             "rows": [r.to_dict() for r in self.rows],
         }
 
-    def to_json(self, indent: Optional[int] = 2) -> str:
+    def to_json(self, indent: Optional[int] = 2, row_limit: Optional[int] = None) -> str:
         """Return the table as JSON; [`Table.from_json`][neuronprof.Table.from_json] reads it back.
 
         Args:
             indent: Spaces per indentation level; None for one line.
+            row_limit: Keep the first ``row_limit`` rows; the totals still cover every row. None for all.
+
+        Returns:
+            A JSON document (a ``str``), such that ``Table.from_json(t.to_json(row_limit=n)) == t.head(n)``.
         """
-        return json.dumps(self.to_dict(), indent=indent)
+        return json.dumps(self.to_dict(row_limit), indent=indent)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Table:
@@ -487,9 +512,9 @@ class Table:
             top_level_calls=data.get("top_level_calls"),
             notes=tuple(data.get("notes", ())),
             rank=data.get("rank"),
-            total_rows=data.get("total_rows"),
-            total_self_cpu_us=data.get("total_self_cpu_us"),
-            total_self_device_us=data.get("total_self_device_us"),
+            total_rows=_opt_int(data.get("total_rows")),
+            total_self_cpu_us=_opt_float(data.get("total_self_cpu_us")),
+            total_self_device_us=_opt_float(data.get("total_self_device_us")),
         )
 
     @classmethod
@@ -656,6 +681,8 @@ class RankTable:
         sort_by: How rows are ordered: ``"max"`` (the slowest rank's value of
             ``metric``, largest first), ``"calls"`` (most calls on any rank) or ``"name"``.
         notes: Remarks about the view (e.g. a rank without a trace).
+        total_rows: How many rows there were before any limit
+            ([`head`][neuronprof.model.RankTable.head]); filled in from ``rows`` when not given.
     """
 
     rows: tuple[RankOpRow, ...]
@@ -664,6 +691,29 @@ class RankTable:
     tables: tuple[Table, ...] = ()
     sort_by: RankSort = "max"
     notes: tuple[str, ...] = field(default=())
+    total_rows: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        for name in ("rows", "tables", "notes"):
+            if not isinstance(getattr(self, name), tuple):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+        if self.total_rows is None:
+            object.__setattr__(self, "total_rows", len(self.rows))
+
+    def head(self, n: Optional[int]) -> RankTable:
+        """Return a copy with the first ``n`` rows (and the first ``n`` rows of each rank's table).
+
+        ``total_rows`` and the totals stay those of the whole view; all rows when
+        ``n`` is None or negative.
+
+        Args:
+            n: How many rows to keep; None or negative keeps all.
+        """
+        rows = limit_rows(self.rows, n)
+        tables = tuple(t.head(n) for t in self.tables)
+        if len(rows) == len(self.rows) and all(a is b for a, b in zip(tables, self.tables)):
+            return self
+        return dataclasses.replace(self, rows=tuple(rows), tables=tables, total_rows=self.total_rows)
 
     def __str__(self) -> str:
         from neuronprof.render import render_rank_table
@@ -813,18 +863,19 @@ class RankTable:
             row_limit: Keep the first ``row_limit`` rows (and rows of each rank's table);
                 ``total_rows`` and the totals still cover every row.
         """
-        cut = self.rows if row_limit is None or row_limit < 0 else self.rows[:row_limit]
+        if row_limit is not None:
+            return self.head(row_limit).to_dict()
         return {
             "schema": RANK_TABLE_SCHEMA,
             "world_size": self.world_size,
             "metric": self.metric,
             "sort_by": self.sort_by,
             "notes": list(self.notes),
-            "total_rows": len(self.rows),
+            "total_rows": self.total_rows,
             "total_self_cpu_us": self.total_self_cpu_us,
             "total_self_device_us": self.total_self_device_us,
-            "rows": [r.to_dict() for r in cut],
-            "tables": [t.head(row_limit).to_dict() for t in self.tables],
+            "rows": [r.to_dict() for r in self.rows],
+            "tables": [t.to_dict() for t in self.tables],
         }
 
     @renamed_keyword("limit", "row_limit")
@@ -862,6 +913,7 @@ class RankTable:
                 tables=tuple(Table.from_dict(t) for t in tables),
                 sort_by=cast(RankSort, str(data.get("sort_by", "max"))),
                 notes=tuple(str(n) for n in data.get("notes", ())),
+                total_rows=_opt_int(data.get("total_rows")),
             )
         except KeyError as exc:
             raise ValueError(f"invalid cross-rank table: missing field {exc.args[0]!r}") from None
@@ -1212,15 +1264,10 @@ class Comparison:
             FileExistsError: The file exists and ``overwrite`` is False.
             OSError: The disk refused the write; no partial file is left.
         """
-        from pathlib import Path
+        # Rendering and writing live above the model; they are imported on use.
+        from neuronprof.export import save_comparison_report
 
-        from neuronprof.export import atomic_write, ensure_writable_dir
-        from neuronprof.report import render_comparison_report, text_writer
-
-        text = render_comparison_report(self)
-        target = Path(path)
-        ensure_writable_dir(target.parent, create=True)
-        return atomic_write(target, text_writer(text), overwrite=overwrite)
+        return save_comparison_report(self, path, overwrite=overwrite)
 
     def plot(self, path: Union[str, os.PathLike[str]]) -> Path:
         """Draw the comparison as a bar chart: wall time per call, and self time per step.
@@ -1240,22 +1287,6 @@ class Comparison:
             ValueError: The suffix is neither ``.png`` nor ``.svg``.
             ImportError: matplotlib is not installed (``pip install 'neuronprof[plot]'``).
         """
-        from pathlib import Path
+        from neuronprof.export import save_comparison_plot
 
-        from neuronprof.export import atomic_write, ensure_writable_dir
-        from neuronprof.render import PLOT_FORMATS, render_comparison_figure
-
-        target = Path(path)
-        fmt = target.suffix.lower().lstrip(".")
-        if fmt not in PLOT_FORMATS:
-            raise ValueError(
-                f"cannot tell the image format from {target.name!r}: end the path in "
-                + " or ".join(f"'.{f}'" for f in PLOT_FORMATS)
-            )
-        figure = render_comparison_figure(self)
-        ensure_writable_dir(target.parent, create=True)
-
-        def write(dest: Path) -> None:
-            figure.savefig(dest, format=fmt, bbox_inches="tight")
-
-        return atomic_write(target, write, overwrite=True)
+        return save_comparison_plot(self, path)

@@ -13,6 +13,8 @@ import io
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from neuronprof.model import limit_rows
+
 if TYPE_CHECKING:
     from neuronprof.model import OpRow, RankTable, Shape, Table
 
@@ -316,7 +318,7 @@ def render_rank_table(table: RankTable, row_limit: Optional[int] = 20) -> str:
     shapes = any(r.input_shapes is not None for r in table.rows)
     header = ["Name", *(["On"] if both else []), *(["Input shapes"] if shapes else [])]
     header += [f"Min {unit} (µs)", "Median (µs)", "Max (µs)", "Max/median", "Slowest rank"]
-    rows = table.rows if row_limit is None or row_limit < 0 else table.rows[:row_limit]
+    rows = limit_rows(table.rows, row_limit)
     names = short_names([r.name for r in rows])
     cells = [header] + [
         [
@@ -335,8 +337,9 @@ def render_rank_table(table: RankTable, row_limit: Optional[int] = 20) -> str:
     if not rows:
         lines.append("(no rows)")
     lines.append("")
-    if len(rows) < len(table.rows):
-        lines.append(f"showing {len(rows)} of {len(table.rows)} rows")
+    total = len(table.rows) if table.total_rows is None else table.total_rows
+    if len(rows) < total:
+        lines.append(f"showing {len(rows)} of {total} rows")
     lines.extend(rank_footer(table))
     return "\n".join(lines)
 
@@ -349,15 +352,11 @@ if TYPE_CHECKING:
     from neuronprof.model import Comparison, ComparisonRow  # noqa: E402
 
 __all__ += [
-    "PLOT_FORMATS",
     "render_comparison_figure",
     "render_comparison_html",
     "render_comparison_markdown",
     "render_comparison_text",
 ]
-
-PLOT_FORMATS: tuple[str, ...] = ("png", "svg")
-"""Image formats ``Comparison.plot()`` writes, chosen by the file's suffix."""
 
 
 @dataclasses.dataclass(frozen=True)

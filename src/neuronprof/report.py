@@ -6,10 +6,10 @@ inline. ``Session.report()``, ``Comparison.report()`` and ``neuronprof report``
 all end here.
 
 The page is laid out by a Jinja2 template (``templates/report.html.j2``); the
-renderers below only gather plain data for it and return text. Writing goes
-through the one atomic writer (``neuronprof.export.atomic_write``), in the
-callers. This module imports neither torch nor a session, so the offline command
-uses it as it is.
+renderers below only gather plain data for it and return text; they write no
+file (the callers save the text through neuronprof's one atomic writer). This
+module imports neither torch nor a session, so the offline command uses it as
+it is.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import json
 import os
 import platform
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from neuronprof.model import Comparison, OpRow, Table
 from neuronprof.render import _best_cells, _cmp_columns, _cmp_footer, format_shapes, format_us
@@ -34,7 +33,6 @@ __all__ = [
     "environment",
     "render_comparison_report",
     "render_report",
-    "text_writer",
     "trace_settings",
 ]
 
@@ -69,15 +67,6 @@ def _json_for_script(data: Any) -> str:
     """JSON that is safe inside ``<script type="application/json">`` (no ``</script>`` break-out)."""
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-def text_writer(text: str) -> Callable[[Path], None]:
-    """A writer for [`atomic_write`][neuronprof.export.atomic_write] that writes ``text`` as UTF-8."""
-
-    def write(dest: Path) -> None:
-        dest.write_text(text, encoding="utf-8")
-
-    return write
 
 
 def environment() -> dict[str, str]:

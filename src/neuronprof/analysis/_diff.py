@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -10,7 +11,7 @@ from typing import Any, Optional, Union, get_args
 
 from neuronprof._deprecation import renamed_keyword
 from neuronprof.analysis.trace import Trace, TraceSource, load_trace
-from neuronprof.model import OpRow, Shape, loads, row_from_dict, row_to_dict
+from neuronprof.model import OpRow, Shape, _opt_float, _opt_int, limit_rows, loads, row_from_dict, row_to_dict
 from neuronprof.typing import DiffMatch, DiffMetric, DiffStatus, GroupBy, MeasuredTime
 
 __all__ = ["DiffMatch", "DiffMetric", "DiffRow", "TraceDiff", "diff"]
@@ -95,6 +96,8 @@ class TraceDiff:
         steps_b: Profiled steps in the second trace.
         per_step: True when times were divided by each trace's step count.
         notes: Remarks about the comparison.
+        total_rows: How many rows there were before any limit
+            ([`head`][neuronprof.analysis.TraceDiff.head]); filled in from ``rows`` when not given.
     """
 
     rows: tuple[DiffRow, ...]
@@ -107,12 +110,27 @@ class TraceDiff:
     steps_b: int = 0
     per_step: bool = False
     notes: tuple[str, ...] = field(default=())
+    total_rows: Optional[int] = None
+    # The totals of every row, taken before any limit (see neuronprof.model.limit_rows).
+    # Not __init__ parameters: filled in from the rows, carried by head() and from_dict().
+    _total_a_us: Optional[float] = field(default=None, init=False, repr=False)
+    _total_b_us: Optional[float] = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.rows, tuple):
             object.__setattr__(self, "rows", tuple(self.rows))
         if not isinstance(self.notes, tuple):
             object.__setattr__(self, "notes", tuple(self.notes))
+        if self.total_rows is None:
+            object.__setattr__(self, "total_rows", len(self.rows))
+        if self._total_a_us is None:
+            object.__setattr__(
+                self, "_total_a_us", float(sum(_metric(r, self.metric, "a") or 0.0 for r in self._counted()))
+            )
+        if self._total_b_us is None:
+            object.__setattr__(
+                self, "_total_b_us", float(sum(_metric(r, self.metric, "b") or 0.0 for r in self._counted()))
+            )
 
     def __iter__(self) -> Iterator[DiffRow]:
         return iter(self.rows)
@@ -122,13 +140,33 @@ class TraceDiff:
 
     @property
     def total_a_us(self) -> float:
-        """Compared time of the first trace (µs): every op's, or only the kernels' for device time."""
-        return sum(_metric(r, self.metric, "a") or 0.0 for r in self._counted())
+        """Compared time of the first trace (µs): every op's, or only the kernels' for device time.
+
+        Counted over every row, also after [`head`][neuronprof.analysis.TraceDiff.head].
+        """
+        assert self._total_a_us is not None  # set by __post_init__
+        return self._total_a_us
 
     @property
     def total_b_us(self) -> float:
         """Compared time of the second trace (µs), counted as for ``total_a_us``."""
-        return sum(_metric(r, self.metric, "b") or 0.0 for r in self._counted())
+        assert self._total_b_us is not None  # set by __post_init__
+        return self._total_b_us
+
+    def head(self, n: Optional[int]) -> TraceDiff:
+        """Return a copy with the first ``n`` rows (all when ``n`` is None or negative).
+
+        ``total_rows``, ``total_a_us`` and ``total_b_us`` stay those of every row.
+
+        Args:
+            n: How many rows to keep; None or negative keeps all.
+        """
+        rows = limit_rows(self.rows, n)
+        if len(rows) == len(self.rows):
+            return self
+        cut = dataclasses.replace(self, rows=tuple(rows))
+        _keep_totals(cut, _total_a_us=self._total_a_us, _total_b_us=self._total_b_us)
+        return cut
 
     def _counted(self) -> tuple[DiffRow, ...]:
         # Kernel rows and the ops that launched them carry the same device time:
@@ -182,9 +220,13 @@ class TraceDiff:
     def to_dict(self, row_limit: Optional[int] = None) -> dict[str, Any]:
         """Return the comparison as a JSON-ready dict with a ``schema`` tag (the first ``row_limit`` rows).
 
+        ``total_rows``, ``total_a_us`` and ``total_b_us`` always cover every row.
+
         Args:
             row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
         """
+        if row_limit is not None:
+            return self.head(row_limit).to_dict()
         return {
             "schema": DIFF_SCHEMA,
             "a": self.a,
@@ -196,10 +238,10 @@ class TraceDiff:
             "steps_b": self.steps_b,
             "per_step": self.per_step,
             "notes": list(self.notes),
-            "total_rows": len(self.rows),
+            "total_rows": self.total_rows,
             "total_a_us": self.total_a_us,
             "total_b_us": self.total_b_us,
-            "rows": [r.to_dict() for r in _first(self.rows, row_limit)],
+            "rows": [r.to_dict() for r in self.rows],
         }
 
     @renamed_keyword("limit", "row_limit")
@@ -208,10 +250,10 @@ class TraceDiff:
 
         Args:
             indent: Spaces per indentation level; None for one line.
-            row_limit: Keep the first ``row_limit`` rows; None for all.
+            row_limit: Keep the first ``row_limit`` rows; None for all. The totals still cover every row.
 
         Returns:
-            A JSON document (a ``str``)."""
+            A JSON document (a ``str``), such that ``TraceDiff.from_json(d.to_json(row_limit=n)) == d.head(n)``."""
         return json.dumps(self.to_dict(row_limit), indent=indent)
 
     @classmethod
@@ -233,7 +275,7 @@ class TraceDiff:
         match = data.get("match", "name")
         if metric not in ("device", "cpu") or match not in ("name", "shape"):
             raise ValueError(f"invalid metric/match {metric!r}/{match!r}")
-        return cls(
+        out = cls(
             rows=tuple(DiffRow.from_dict(r) for r in rows),
             a=str(data.get("a", "")),
             b=str(data.get("b", "")),
@@ -244,7 +286,11 @@ class TraceDiff:
             steps_b=int(data.get("steps_b", 0)),
             per_step=bool(data.get("per_step", False)),
             notes=tuple(data.get("notes", ())),
+            total_rows=_opt_int(data.get("total_rows")),
         )
+        totals = {"_total_a_us": data.get("total_a_us"), "_total_b_us": data.get("total_b_us")}
+        _keep_totals(out, **{name: _opt_float(value) for name, value in totals.items()})
+        return out
 
     @classmethod
     def from_json(cls, text: Union[str, bytes]) -> TraceDiff:
@@ -257,10 +303,6 @@ class TraceDiff:
             ValueError: Not JSON, or not a neuronprof diff.
         """
         return cls.from_dict(loads(text))
-
-
-def _first(rows: tuple[Any, ...], limit: Optional[int]) -> tuple[Any, ...]:
-    return rows if limit is None or limit < 0 else rows[:limit]
 
 
 def _metric(row: DiffRow, metric: str, side: str) -> Optional[float]:
@@ -393,3 +435,10 @@ def _pair(
         delta_us=delta,
         ratio=ratio,
     )
+
+
+def _keep_totals(obj: object, **totals: Optional[float]) -> None:
+    """Set the totals of every row on a cut or read-back model (those given; None keeps its own)."""
+    for name, value in totals.items():
+        if value is not None:
+            object.__setattr__(obj, name, value)

@@ -11,6 +11,7 @@ a percentage of the roof at that intensity.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -22,7 +23,7 @@ from neuronprof.analysis._peaks import DEVICE_PEAKS, DevicePeak, device_peak
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.flops import op_cost
 from neuronprof.analysis.trace import TraceSource, load_trace
-from neuronprof.model import Shape, loads, row_from_dict, row_to_dict
+from neuronprof.model import Shape, _opt_float, _opt_int, limit_rows, loads, row_from_dict, row_to_dict
 from neuronprof.typing import Bound, DevicePreset, FlopsSource, MeasuredTime, TimeSource
 
 __all__ = [
@@ -111,6 +112,8 @@ class Roofline:
         time_source: ``"device"`` or ``"cpu"``: which measured time the rates use.
         source: The trace it was computed from.
         notes: Remarks (ops skipped, time source, ...).
+        total_rows: How many rows there were before any limit
+            ([`head`][neuronprof.analysis.Roofline.head]); filled in from ``rows`` when not given.
     """
 
     rows: tuple[RooflineRow, ...]
@@ -118,12 +121,33 @@ class Roofline:
     time_source: MeasuredTime = "device"
     source: str = ""
     notes: tuple[str, ...] = field(default=())
+    total_rows: Optional[int] = None
+    # The totals of every row, taken before any limit (see neuronprof.model.limit_rows):
+    # FLOPs, bytes, time, and the time of the memory- and compute-bound rows. Not __init__
+    # parameters: filled in from the rows, carried by head() and from_dict().
+    _total_flops: Optional[float] = field(default=None, init=False, repr=False)
+    _total_bytes: Optional[float] = field(default=None, init=False, repr=False)
+    _total_time_us: Optional[float] = field(default=None, init=False, repr=False)
+    _memory_time_us: Optional[float] = field(default=None, init=False, repr=False)
+    _compute_time_us: Optional[float] = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.rows, tuple):
             object.__setattr__(self, "rows", tuple(self.rows))
         if not isinstance(self.notes, tuple):
             object.__setattr__(self, "notes", tuple(self.notes))
+        if self.total_rows is None:
+            object.__setattr__(self, "total_rows", len(self.rows))
+        sums = {
+            "_total_flops": lambda r: r.flops,
+            "_total_bytes": lambda r: r.bytes,
+            "_total_time_us": lambda r: r.time_us,
+            "_memory_time_us": lambda r: r.time_us if r.bound == "memory" else 0.0,
+            "_compute_time_us": lambda r: r.time_us if r.bound == "compute" else 0.0,
+        }
+        for name, value in sums.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, float(sum(value(r) for r in self.rows)))
 
     def __iter__(self) -> Iterator[RooflineRow]:
         return iter(self.rows)
@@ -134,18 +158,18 @@ class Roofline:
     # -- totals -------------------------------------------------------------------
     @property
     def total_flops(self) -> float:
-        """FLOPs of all rows."""
-        return sum(r.flops for r in self.rows)
+        """FLOPs of all rows (also after [`head`][neuronprof.analysis.Roofline.head])."""
+        return _set(self._total_flops)
 
     @property
     def total_bytes(self) -> float:
         """Bytes moved by all rows."""
-        return sum(r.bytes for r in self.rows)
+        return _set(self._total_bytes)
 
     @property
     def total_time_us(self) -> float:
         """Measured time of all rows, in microseconds."""
-        return sum(r.time_us for r in self.rows)
+        return _set(self._total_time_us)
 
     @property
     def intensity(self) -> Optional[float]:
@@ -156,11 +180,24 @@ class Roofline:
     @property
     def bound(self) -> Optional[Bound]:
         """Which roof limits the time of these ops: the bound of the rows holding most of the time."""
-        memory = sum(r.time_us for r in self.rows if r.bound == "memory")
-        compute = sum(r.time_us for r in self.rows if r.bound == "compute")
-        if not self.rows:
+        if not self.total_rows:
             return None
-        return "memory" if memory >= compute else "compute"
+        return "memory" if _set(self._memory_time_us) >= _set(self._compute_time_us) else "compute"
+
+    def head(self, n: Optional[int]) -> Roofline:
+        """Return a copy with the first ``n`` rows (all when ``n`` is None or negative).
+
+        ``total_rows``, the totals, ``intensity`` and ``bound`` stay those of every row.
+
+        Args:
+            n: How many rows to keep; None or negative keeps all.
+        """
+        rows = limit_rows(self.rows, n)
+        if len(rows) == len(self.rows):
+            return self
+        cut = dataclasses.replace(self, rows=tuple(rows))
+        _keep_totals(cut, **{name: getattr(self, name) for name in _TOTALS})
+        return cut
 
     def row(self, name: str) -> RooflineRow:
         """Return the row with the most time among those called ``name``.
@@ -206,9 +243,13 @@ class Roofline:
     def to_dict(self, row_limit: Optional[int] = None) -> dict[str, Any]:
         """Return the roofline as a JSON-ready dict with a ``schema`` tag (first ``row_limit`` rows).
 
+        ``total_rows``, the totals and ``bound`` always cover every row.
+
         Args:
             row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
         """
+        if row_limit is not None:
+            return self.head(row_limit).to_dict()
         return {
             "schema": ROOFLINE_SCHEMA,
             "device": self.device.to_dict(),
@@ -216,8 +257,13 @@ class Roofline:
             "source": self.source,
             "notes": list(self.notes),
             "bound": self.bound,
-            "total_rows": len(self.rows),
-            "rows": [r.to_dict() for r in (self.rows if row_limit is None or row_limit < 0 else self.rows[:row_limit])],
+            "total_rows": self.total_rows,
+            "total_flops": self.total_flops,
+            "total_bytes": self.total_bytes,
+            "total_time_us": self.total_time_us,
+            "memory_bound_time_us": self._memory_time_us,
+            "compute_bound_time_us": self._compute_time_us,
+            "rows": [r.to_dict() for r in self.rows],
         }
 
     @renamed_keyword("limit", "row_limit")
@@ -254,13 +300,16 @@ class Roofline:
             device = DevicePeak(**data["device"])
         except (KeyError, TypeError) as exc:
             raise ValueError(f"neuronprof roofline JSON has no valid 'device': {exc}") from None
-        return cls(
+        out = cls(
             rows=tuple(RooflineRow.from_dict(r) for r in rows),
             device=device,
             time_source=time_source,
             source=str(data.get("source", "")),
             notes=tuple(data.get("notes", ())),
+            total_rows=_opt_int(data.get("total_rows")),
         )
+        _keep_totals(out, **{name: _opt_float(data.get(key)) for name, key in _TOTALS.items()})
+        return out
 
     @classmethod
     def from_json(cls, text: Union[str, bytes]) -> Roofline:
@@ -288,9 +337,32 @@ class Roofline:
             ImportError: matplotlib is not installed (``pip install neuronprof[plot]``).
             ValueError: The suffix is not ``.png`` or ``.svg``.
         """
-        from neuronprof.analysis.render import plot_roofline
+        # Drawing and writing live above the model; they are imported on use.
+        from neuronprof.export import save_roofline_plot
 
-        plot_roofline(self, path, label_top=label_top)
+        save_roofline_plot(self, path, label_top=label_top)
+
+
+# The private total fields of Roofline and their keys in its JSON.
+_TOTALS = {
+    "_total_flops": "total_flops",
+    "_total_bytes": "total_bytes",
+    "_total_time_us": "total_time_us",
+    "_memory_time_us": "memory_bound_time_us",
+    "_compute_time_us": "compute_bound_time_us",
+}
+
+
+def _keep_totals(obj: object, **totals: Optional[float]) -> None:
+    """Set the totals of every row on a cut or read-back roofline (those given; None keeps its own)."""
+    for name, value in totals.items():
+        if value is not None:
+            object.__setattr__(obj, name, value)
+
+
+def _set(value: Optional[float]) -> float:
+    assert value is not None  # every total is set by Roofline.__post_init__
+    return value
 
 
 def place_on_roof(

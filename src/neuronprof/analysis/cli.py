@@ -281,10 +281,10 @@ def _register_report(subparsers: Any) -> None:
 def _report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from neuronprof._io import write_text
     from neuronprof.analysis.insights import analyze, timeline_from_trace
     from neuronprof.analysis.trace import load_trace
-    from neuronprof.export import atomic_write, ensure_writable_dir
-    from neuronprof.report import environment, render_report, text_writer, trace_settings
+    from neuronprof.report import environment, render_report, trace_settings
 
     source = Path(args.trace)
     if args.output is not None:
@@ -308,8 +308,7 @@ def _report(args: argparse.Namespace) -> int:
     text = render_report(
         trace.table("device"), insights=analyze(timeline), timeline=timeline, settings=settings, title=source.name
     )
-    ensure_writable_dir(target.parent.resolve(), create=True)
-    atomic_write(target, text_writer(text), overwrite=args.overwrite)
+    write_text(target.resolve(), text, overwrite=args.overwrite)
     print(f"report written to {target}", file=sys.stderr)
     return 0
 

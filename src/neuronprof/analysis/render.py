@@ -1,17 +1,17 @@
 """Renderers for the analysis models: text and Markdown tables, and the roofline plot.
 
-Pure functions of [`TraceDiff`][neuronprof.analysis.TraceDiff] and
+Pure functions (they return text or a figure and write no file) of [`TraceDiff`][neuronprof.analysis.TraceDiff] and
 [`Roofline`][neuronprof.analysis.Roofline]; JSON lives on the models themselves.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Generic, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Callable, Generic, Optional, TypeVar
 
 from neuronprof._deprecation import renamed_keyword
+from neuronprof.model import limit_rows
 from neuronprof.render import (
     align_columns,
     csv_notes,
@@ -24,16 +24,18 @@ from neuronprof.render import (
 )
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from neuronprof.analysis._diff import DiffRow, TraceDiff
     from neuronprof.analysis._roofline import Roofline, RooflineRow
     from neuronprof.model import RankOpRow, RankTable
 
 __all__ = [
-    "plot_roofline",
     "render_rank_csv",
     "render_rank_markdown",
     "render_diff_markdown",
     "render_diff_text",
+    "render_roofline_figure",
     "render_roofline_markdown",
     "render_roofline_text",
 ]
@@ -67,12 +69,9 @@ def _md_table(cols: Sequence[_Col[R]], rows: Sequence[R]) -> list[str]:
     return lines
 
 
-def _first(rows: Sequence[R], limit: Optional[int]) -> Sequence[R]:
-    return rows if limit is None or limit < 0 else rows[:limit]
-
-
-def _shown(rows: Sequence[object], every: Sequence[object]) -> list[str]:
-    return [f"showing {len(rows)} of {len(every)} rows"] if len(rows) < len(every) else []
+def _shown(rows: Sequence[object], total_rows: Optional[int]) -> list[str]:
+    total = len(rows) if total_rows is None else total_rows
+    return [f"showing {len(rows)} of {total} rows"] if len(rows) < total else []
 
 
 # -- several ranks -----------------------------------------------------------------------
@@ -98,8 +97,8 @@ def _rank_cols(t: RankTable) -> list[_Col[RankOpRow]]:
 @renamed_keyword("limit", "row_limit")
 def render_rank_markdown(t: RankTable, row_limit: Optional[int] = None) -> str:
     """Render a cross-rank table as GitHub-flavoured Markdown: one column per rank, then the spread."""
-    rows = _first(t.rows, row_limit)
-    return "\n".join([*_md_table(_rank_cols(t), rows), "", *_shown(rows, t.rows), *rank_footer(t)]) + "\n"
+    rows = limit_rows(t.rows, row_limit)
+    return "\n".join([*_md_table(_rank_cols(t), rows), "", *_shown(rows, t.total_rows), *rank_footer(t)]) + "\n"
 
 
 @renamed_keyword("limit", "row_limit")
@@ -116,7 +115,7 @@ def render_rank_csv(t: RankTable, row_limit: Optional[int] = None, notes: bool =
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["name", "on_device", "input_shapes", "rank", "calls", t.metric])
-    for r in _first(t.rows, row_limit):
+    for r in limit_rows(t.rows, row_limit):
         shapes = format_shapes(r.input_shapes)
         for rank, value in enumerate(r.values):
             writer.writerow(
@@ -191,18 +190,21 @@ def _diff_footer(d: TraceDiff) -> list[str]:
 @renamed_keyword("limit", "row_limit")
 def render_diff_text(d: TraceDiff, row_limit: Optional[int] = None) -> str:
     """Render a comparison as aligned plain text: the first ``row_limit`` rows, totals over all."""
-    rows = _first(d.rows, row_limit)
+    rows = limit_rows(d.rows, row_limit)
     return "\n".join(
-        [*_diff_header(d), "", *_text_table(_diff_cols(d), rows), "", *_shown(rows, d.rows), *_diff_footer(d)]
+        [*_diff_header(d), "", *_text_table(_diff_cols(d), rows), "", *_shown(rows, d.total_rows), *_diff_footer(d)]
     )
 
 
 @renamed_keyword("limit", "row_limit")
 def render_diff_markdown(d: TraceDiff, row_limit: Optional[int] = None) -> str:
     """Render a comparison as a GitHub-flavoured Markdown table: the first ``row_limit`` rows, totals over all."""
-    rows = _first(d.rows, row_limit)
+    rows = limit_rows(d.rows, row_limit)
     head = [line + "  " for line in _diff_header(d)]
-    return "\n".join([*head, "", *_md_table(_diff_cols(d), rows), "", *_shown(rows, d.rows), *_diff_footer(d)]) + "\n"
+    return (
+        "\n".join([*head, "", *_md_table(_diff_cols(d), rows), "", *_shown(rows, d.total_rows), *_diff_footer(d)])
+        + "\n"
+    )
 
 
 # -- roofline --------------------------------------------------------------------------
@@ -260,12 +262,12 @@ def _roofline_header(rl: Roofline) -> list[str]:
 
 def _roofline_footer(rl: Roofline) -> list[str]:
     lines = []
-    if rl.rows:
+    if rl.total_rows:
         intensity = rl.intensity
         what = "device profile(s) (NEFFs)" if _of_counters(rl) else "op signature(s)"
         lines.append(
             f"overall (by time: the bound of the rows holding most of the time): {rl.bound}-bound; "
-            f"{format_us(rl.total_time_us)} µs over {len(rl.rows)} {what}, "
+            f"{format_us(rl.total_time_us)} µs over {rl.total_rows} {what}, "
             f"intensity {'' if intensity is None else f'{intensity:.2f}'} FLOP/byte (all FLOPs over all bytes)"
         )
     lines += [f"note: {n}" for n in rl.notes]
@@ -275,14 +277,14 @@ def _roofline_footer(rl: Roofline) -> list[str]:
 @renamed_keyword("limit", "row_limit")
 def render_roofline_text(rl: Roofline, row_limit: Optional[int] = None) -> str:
     """Render a roofline as aligned plain text, the device's peaks above the table (first ``row_limit`` rows)."""
-    rows = _first(rl.rows, row_limit)
+    rows = limit_rows(rl.rows, row_limit)
     return "\n".join(
         [
             *_roofline_header(rl),
             "",
             *_text_table(_roofline_cols(rl), rows),
             "",
-            *_shown(rows, rl.rows),
+            *_shown(rows, rl.total_rows),
             *_roofline_footer(rl),
         ]
     )
@@ -291,25 +293,29 @@ def render_roofline_text(rl: Roofline, row_limit: Optional[int] = None) -> str:
 @renamed_keyword("limit", "row_limit")
 def render_roofline_markdown(rl: Roofline, row_limit: Optional[int] = None) -> str:
     """Render a roofline as a GitHub-flavoured Markdown table (first ``row_limit`` rows)."""
-    rows = _first(rl.rows, row_limit)
+    rows = limit_rows(rl.rows, row_limit)
     head = [line + "  " for line in _roofline_header(rl)]
     return (
-        "\n".join([*head, "", *_md_table(_roofline_cols(rl), rows), "", *_shown(rows, rl.rows), *_roofline_footer(rl)])
+        "\n".join(
+            [*head, "", *_md_table(_roofline_cols(rl), rows), "", *_shown(rows, rl.total_rows), *_roofline_footer(rl)]
+        )
         + "\n"
     )
 
 
-def plot_roofline(rl: Roofline, path: Union[str, os.PathLike[str]], *, label_top: int = 8) -> None:
-    """Draw a roofline chart into ``path`` (``.png`` or ``.svg``).
+def render_roofline_figure(rl: Roofline, *, label_top: int = 8) -> Figure:
+    """Draw a roofline chart as a matplotlib ``Figure``, off screen (``pyplot`` is not used).
+
+    Args:
+        rl: The roofline to draw.
+        label_top: How many ops, those with the most time, get a name label.
+
+    Returns:
+        The figure, 8 by 5.5 inches; ``Roofline.plot(path)`` saves it.
 
     Raises:
         ImportError: matplotlib is not installed (``pip install neuronprof[plot]``).
-        ValueError: The suffix is not ``.png`` or ``.svg``.
     """
-    target = os.fspath(path)
-    suffix = os.path.splitext(target)[1].lower()
-    if suffix not in (".png", ".svg"):
-        raise ValueError(f"roofline plot path must end in .png or .svg, got {target!r}")
     try:
         from matplotlib.figure import Figure
     except ImportError:
@@ -346,4 +352,4 @@ def plot_roofline(rl: Roofline, path: Union[str, os.PathLike[str]], *, label_top
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(target, format=suffix[1:])
+    return fig

@@ -67,8 +67,7 @@ def write_outputs(session: Session, folder: Union[str, os.PathLike[str]], rank: 
         SessionStateError: The session has not ended, or recorded nothing.
         OSError: The folder cannot be written.
     """
-    from neuronprof.export import atomic_write
-    from neuronprof.report import text_writer
+    from neuronprof._io import atomic_write, text_writer
 
     target = Path(folder)
     # export() checks that something was recorded before it creates the folder.

@@ -510,9 +510,10 @@ class NeuronProfile:
                 device profile with engine times to draw.
             ImportError: matplotlib is not installed (``pip install 'neuronprof[plot]'``).
         """
-        from neuronprof.analysis.neuron._render import plot_engines
+        # Drawing and writing live above the model; they are imported on use.
+        from neuronprof.export import save_engines_plot
 
-        return plot_engines(self, path, normalize=normalize)
+        return save_engines_plot(self, path, normalize=normalize)
 
     def roofline(
         self,

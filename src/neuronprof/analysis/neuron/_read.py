@@ -17,7 +17,6 @@ import fnmatch
 import glob
 import os
 import re
-import shutil
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -191,15 +190,11 @@ class _Runner:
         return result
 
 
-def _copy(src: str, dest: Path) -> None:
-    shutil.copyfile(src, dest)
-
-
 def _save(src: str, dest: Path, notes: list[str]) -> None:
-    from neuronprof.export import atomic_write
+    from neuronprof._io import atomic_write, copy_file
 
     try:
-        atomic_write(dest, lambda tmp: _copy(src, tmp), overwrite=False)
+        atomic_write(dest, lambda tmp: copy_file(Path(src), tmp), overwrite=False)
     except FileExistsError:
         pass
     except OSError as exc:

@@ -1,24 +1,25 @@
 """Text, Markdown, CSV and a stacked-bar plot of a [`NeuronProfile`][neuronprof.analysis.NeuronProfile].
 
-Pure functions of the model; matplotlib is imported only by ``plot_engines``.
+Pure functions of the model that return text or a figure and write no file; matplotlib
+is imported only by ``render_engines_figure``.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import os
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional, Union
+from typing import TYPE_CHECKING, Callable, Optional
 
 from neuronprof.analysis.render import _Col, _md_table, _text_table
 from neuronprof.render import format_us
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from neuronprof.analysis.neuron._model import DeviceSummary, NeffStats, NeuronProfile, StepDevice
 
-__all__ = ["plot_engines", "render_csv", "render_markdown", "render_text"]
+__all__ = ["render_csv", "render_engines_figure", "render_markdown", "render_text"]
 
 _ENGINE_TITLES = {
     "tensor": "Tensor",
@@ -214,20 +215,18 @@ def _share(s: DeviceSummary, engine: str) -> float:
     return e.share_pct or 0.0
 
 
-def plot_engines(profile: NeuronProfile, path: Union[str, os.PathLike[str]], *, normalize: bool = False) -> Path:
+def render_engines_figure(profile: NeuronProfile, *, normalize: bool = False) -> Figure:
     """Draw a stacked bar of engine active time per device profile (see ``NeuronProfile.plot``).
 
+    Returns:
+        A matplotlib ``Figure``, drawn off screen; ``NeuronProfile.plot(path)`` saves it.
+
     Raises:
-        ValueError: Bad suffix, or no device profile with engine times.
+        ValueError: No device profile with engine times.
         ImportError: matplotlib is missing.
     """
     from neuronprof.analysis.neuron._model import ENGINES
-    from neuronprof.export import atomic_write, ensure_writable_dir
 
-    target = Path(path)
-    fmt = target.suffix.lower().lstrip(".")
-    if fmt not in ("png", "svg"):
-        raise ValueError(f"cannot tell the image format from {target.name!r}: end the path in '.png' or '.svg'")
     shown = [s for s in profile.summaries if any(e.active_us is not None for e in s.engines)]
     if not shown:
         raise ValueError("no device profile with engine active times to draw (capture with modes including 'device')")
@@ -262,5 +261,4 @@ def plot_engines(profile: NeuronProfile, path: Union[str, os.PathLike[str]], *, 
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, borderaxespad=0.0, markerscale=0.4)
     ax.grid(True, axis="x", alpha=0.25)
     fig.tight_layout()
-    ensure_writable_dir(target.parent, create=True)
-    return atomic_write(target, lambda dest: fig.savefig(dest, format=fmt), overwrite=True)
+    return fig

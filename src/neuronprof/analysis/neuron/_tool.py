@@ -363,10 +363,11 @@ def _produced(work: str, out: str, stdout: str) -> Optional[str]:
     if os.path.isfile(default) and os.path.getsize(default) > 0:
         return default
     if stdout.strip():
-        path = os.path.join(work, "stdout.json")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(stdout)
-        return path
+        from pathlib import Path
+
+        from neuronprof._io import write_text
+
+        return str(write_text(Path(work) / "stdout.json", stdout, overwrite=True))
     return None
 
 

@@ -1,0 +1,262 @@
+"""The one writer of every file neuronprof writes: traces, tables, reports, plots, bundles.
+
+Everything goes through [`atomic_write`][neuronprof._io.atomic_write] (one file)
+or [`atomic_folder`][neuronprof._io.atomic_folder] (a folder): the content is
+written beside the target under a hidden temporary name, then renamed into
+place, so a reader never sees half a file and a failure leaves nothing behind.
+Callers hand over a function that writes the content to the path it is given
+(``text_writer``, ``figure_writer``, ``copy_trace`` or torch's own exporter).
+
+This module is plumbing, private to neuronprof: stdlib only, no torch, no model.
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+Writer = Callable[[Path], None]
+"""Writes a file's content to the (temporary) path it is given."""
+
+PLOT_FORMATS: tuple[str, ...] = ("png", "svg")
+"""Image formats every ``plot()`` writes, chosen by the path's suffix."""
+
+_EXISTS = "export target exists; pass overwrite=True to replace it"
+
+
+def ensure_writable_dir(path: Path, *, create: bool) -> Path:
+    """Check that ``path`` is (or can become) a writable folder.
+
+    Args:
+        path: The folder.
+        create: Create it (and its parents) now; otherwise only check that its
+            nearest existing ancestor is a writable folder.
+
+    Returns:
+        The absolute path.
+
+    Raises:
+        NotADirectoryError: ``path`` or an ancestor is a file.
+        PermissionError: The folder cannot be written.
+    """
+    path = Path(path).expanduser().absolute()
+    existing = path
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "output_dir is not a folder (a file is in the way)", str(existing))
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
+        existing = path
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "output_dir is not writable", str(existing))
+    # os.access trusts permission bits (and root passes them all); a read-only
+    # mount only shows in the file system's flags.
+    statvfs = getattr(os, "statvfs", None)
+    if statvfs is not None and existing.exists() and statvfs(existing).f_flag & getattr(os, "ST_RDONLY", 1):
+        raise PermissionError(errno.EROFS, "output_dir is on a read-only file system", str(existing))
+    return path
+
+
+def unique_path(path: Path) -> Path:
+    """Return ``path``, or ``path`` with ``-1``, ``-2``... before its suffixes if it exists."""
+    if not path.exists():
+        return path
+    name = path.name
+    stem, dot, rest = name.partition(".")
+    for n in range(1, 10_000):
+        candidate = path.with_name(f"{stem}-{n}{dot}{rest}")
+        if not candidate.exists():
+            return candidate
+    raise FileExistsError(errno.EEXIST, "no free file name", str(path))  # pragma: no cover
+
+
+def _temp_name(target: Path) -> Path:
+    # Keep the final suffix so writers that decide on gzip by name (torch does) still do.
+    suffix = target.suffix if target.suffix == ".gz" else ""
+    return target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp{suffix}")
+
+
+def atomic_write(target: Path, write: Writer, *, overwrite: bool = False) -> Path:
+    """Write a file through a temporary file beside it, then rename it into place.
+
+    Args:
+        target: The final path.
+        write: Writes the content to the path it is given.
+        overwrite: Replace an existing ``target``; otherwise it is an error.
+
+    Returns:
+        ``target``.
+
+    Raises:
+        FileExistsError: ``target`` exists and ``overwrite`` is False.
+        OSError: The write failed (``ENOSPC``, ``EFBIG``, ``EACCES``...), raised as
+            itself; the temporary file is removed first.
+    """
+    target = Path(target)
+    if not overwrite and target.exists():
+        raise FileExistsError(errno.EEXIST, _EXISTS, str(target))
+    tmp = _temp_name(target)
+    try:
+        write(tmp)
+        if not tmp.exists():
+            raise FileNotFoundError(errno.ENOENT, "the trace writer produced no file", str(tmp))
+        if overwrite:
+            os.replace(tmp, target)
+        else:
+            _link_no_clobber(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target
+
+
+def _link_no_clobber(tmp: Path, target: Path) -> None:
+    # link() fails atomically when the target exists, closing the race a
+    # check-then-rename would leave open.
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise FileExistsError(errno.EEXIST, _EXISTS, str(target)) from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK, errno.EOPNOTSUPP):
+            raise
+        if target.exists():
+            raise FileExistsError(errno.EEXIST, "export target exists; pass overwrite=True", str(target)) from None
+        os.replace(tmp, target)
+        return
+    tmp.unlink()
+
+
+@contextmanager
+def atomic_folder(target: Path) -> Iterator[Path]:
+    """Build a folder under a temporary name beside ``target``, then rename it into place.
+
+    Yields:
+        The temporary folder to fill (not yet created).
+
+    Raises:
+        FileExistsError: ``target`` exists.
+        OSError: Filling or renaming failed; the temporary folder is removed.
+    """
+    target = Path(target)
+    if target.exists():
+        raise FileExistsError(errno.EEXIST, _EXISTS, str(target))
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        yield tmp
+        os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def copy_tree(source: Path, dest: Path) -> None:
+    """Copy a folder into ``dest`` (inside an [`atomic_folder`][neuronprof._io.atomic_folder])."""
+    shutil.copytree(source, dest)
+
+
+def copy_file(source: Path, dest: Path) -> None:
+    """Copy one file as it is: a writer for [`atomic_write`][neuronprof._io.atomic_write]."""
+    shutil.copyfile(source, dest)
+
+
+def copy_trace(source: Path, dest: Path) -> None:
+    """Copy a JSON trace, gzipping or gunzipping to match ``dest``'s suffix.
+
+    A plain copy is the kernel's (``shutil.copyfile`` uses ``sendfile``), so an
+    export costs a fraction of kineto's save. Leading blanks (kineto writes one)
+    are dropped from gzipped output, whose readers sniff for the opening brace.
+    """
+    src_gz = source.suffix == ".gz"
+    dst_gz = dest.suffix == ".gz"
+    if src_gz == dst_gz:
+        shutil.copyfile(source, dest)
+        return
+    with gzip.open(source, "rb") if src_gz else open(source, "rb") as fin:
+        head = fin.read(1 << 20).lstrip() if dst_gz else fin.read(1 << 20)
+        # Level 6: gzip's default trade of size for time.
+        with gzip.open(dest, "wb", compresslevel=6) if dst_gz else open(dest, "wb") as fout:
+            fout.write(head)
+            shutil.copyfileobj(fin, fout, 1 << 20)
+
+
+def text_writer(text: str) -> Writer:
+    """A writer that writes ``text`` as UTF-8."""
+
+    def write(dest: Path) -> None:
+        dest.write_text(text, encoding="utf-8")
+
+    return write
+
+
+def figure_format(target: Path) -> str:
+    """Return the image format (``"png"`` or ``"svg"``) that ``target``'s suffix names.
+
+    Raises:
+        ValueError: The suffix names neither.
+    """
+    fmt = target.suffix.lower().lstrip(".")
+    if fmt not in PLOT_FORMATS:
+        raise ValueError(
+            f"cannot tell the image format from {target.name!r}: end the path in "
+            + " or ".join(f".{f}" for f in PLOT_FORMATS)
+        )
+    return fmt
+
+
+def figure_writer(figure: Figure, fmt: str, **savefig: Any) -> Writer:
+    """A writer that saves a matplotlib ``Figure`` in ``fmt`` (``"png"`` or ``"svg"``)."""
+
+    def write(dest: Path) -> None:
+        figure.savefig(dest, format=fmt, **savefig)
+
+    return write
+
+
+def write_text(target: Path, text: str, *, overwrite: bool = False) -> Path:
+    """Write ``text`` (UTF-8) to ``target`` atomically, creating missing parent folders.
+
+    Raises:
+        FileExistsError: ``target`` exists and ``overwrite`` is False.
+        OSError: The disk refused the write; no partial file is left.
+    """
+    target = Path(target)
+    ensure_writable_dir(target.parent, create=True)
+    return atomic_write(target, text_writer(text), overwrite=overwrite)
+
+
+def write_figure(
+    target: Path, figure: Figure, *, overwrite: bool = True, parents: bool = True, **savefig: Any
+) -> Path:
+    """Save a matplotlib ``Figure`` to ``target`` atomically, in the format its suffix names.
+
+    Args:
+        target: The image file.
+        figure: The figure.
+        overwrite: Replace an existing file.
+        parents: Create missing parent folders; otherwise a missing folder is an error.
+        **savefig: Passed on to ``Figure.savefig``.
+
+    Raises:
+        ValueError: The suffix is neither ``.png`` nor ``.svg``.
+        OSError: The disk refused the write (or, without ``parents``, the folder is
+            missing); no partial file is left.
+    """
+    target = Path(target)
+    fmt = figure_format(target)
+    if parents:
+        ensure_writable_dir(target.parent, create=True)
+    return atomic_write(target, figure_writer(figure, fmt, **savefig), overwrite=overwrite)

@@ -1,0 +1,243 @@
+"""The import rules of docs/architecture.md, checked on the source with ``ast``.
+
+Each rule names the modules it governs by prefix, so a module added to a layer
+(a new renderer, a new analysis) is covered as soon as it is in the right folder.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PKG = SRC / "neuronprof"
+
+
+@dataclass
+class Module:
+    name: str
+    path: Path
+    top: set[str] = field(default_factory=set)  # imported when the module is imported
+    lazy: set[str] = field(default_factory=set)  # imported inside a function or for type checking only
+    calls: list[tuple[str, str, int]] = field(default_factory=list)  # (function, call text, line)
+
+
+def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> list[str]:
+    if node.level == 0:
+        base = node.module or ""
+    else:
+        parts = module.split(".")
+        parts = parts if is_package else parts[:-1]
+        parts = parts[: len(parts) - node.level + 1]
+        base = ".".join(parts + ([node.module] if node.module else []))
+    # `from neuronprof import _collect` imports neuronprof._collect.
+    return [base] + [f"{base}.{a.name}" for a in node.names]
+
+
+def _load(path: Path) -> Module:
+    rel = path.relative_to(SRC).with_suffix("")
+    parts = list(rel.parts)
+    is_package = parts[-1] == "__init__"
+    name = ".".join(parts[:-1] if is_package else parts)
+    mod = Module(name, path)
+
+    def visit(node: ast.AST, where: str | None, type_only: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                names = _absolute(child, name, is_package)
+            else:
+                names = []
+            for n in names:
+                (mod.lazy if where or type_only else mod.top).add(n)
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for stmt in child.body:
+                    visit(ast.Module(body=[stmt], type_ignores=[]), where, True)
+                for stmt in child.orelse:
+                    visit(ast.Module(body=[stmt], type_ignores=[]), where, type_only)
+                continue
+            if isinstance(child, ast.Call):
+                mod.calls.append((where or "<module>", ast.unparse(child), child.lineno))
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else where
+            if isinstance(child, ast.ClassDef):
+                inner = where
+            visit(child, inner, type_only)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), None, False)
+    return mod
+
+
+MODULES = {m.name: m for m in (_load(p) for p in sorted(PKG.rglob("*.py")))}
+
+
+def _in(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _governed(prefixes: tuple[str, ...]) -> list[Module]:
+    found = [m for n, m in MODULES.items() if _in(n, prefixes)]
+    assert found, f"no module matches {prefixes}: the rule would check nothing"
+    return found
+
+
+def _broken(mods: list[Module], banned: tuple[str, ...], *, anywhere: bool) -> list[str]:
+    bad = []
+    for m in mods:
+        for n in sorted(m.top | (m.lazy if anywhere else set())):
+            if _in(n, banned) and not _in(n, (m.name,)):
+                bad.append(f"{m.name} imports {n}" + ("" if n in m.top else " (inside a function)"))
+    return bad
+
+
+RENDERERS = (
+    "neuronprof.render",
+    "neuronprof.report",
+    "neuronprof.analysis.render",
+    "neuronprof.analysis.neuron._render",
+)
+WRITERS = ("neuronprof.export", "neuronprof._io")
+FRONT_ENDS = (
+    "neuronprof._session",
+    "neuronprof._collect",
+    "neuronprof._compare",
+    "neuronprof.cli",
+    "neuronprof.analysis.cli",
+    "neuronprof.analysis.neuron.cli",
+    "neuronprof.integrations",
+)
+MODELS = (
+    "neuronprof.model",
+    "neuronprof.analysis.trace",
+    "neuronprof.analysis._diff",
+    "neuronprof.analysis._roofline",
+    "neuronprof.analysis.flops",
+    "neuronprof.analysis.insights",
+    "neuronprof.analysis.neuron._model",
+)
+
+
+def test_the_rules_see_every_layer() -> None:
+    # A renamed module would silently drop out of a rule: name each layer's modules here.
+    for layer in (RENDERERS, WRITERS, MODELS, ("neuronprof.backends",), ("neuronprof.analysis",)):
+        for prefix in layer:
+            assert _governed((prefix,)), prefix
+    assert "neuronprof._io" in MODULES["neuronprof.export"].top
+
+
+def test_the_model_imports_no_renderer_no_writer_and_no_torch() -> None:
+    bad = _broken(
+        _governed(MODELS), (*RENDERERS, *WRITERS, *FRONT_ENDS, "neuronprof.backends", "torch"), anywhere=False
+    )
+    # A model's report()/plot() may call export on use, but never the writer's plumbing itself.
+    bad += _broken(_governed(MODELS), ("neuronprof._io", "torch"), anywhere=True)
+    assert not bad, "\n".join(bad)
+
+
+def test_renderers_import_no_writer_no_session_and_no_torch() -> None:
+    banned = (*WRITERS, "neuronprof._session", "neuronprof._collect", "neuronprof.backends", "torch")
+    bad = _broken(_governed(RENDERERS), banned, anywhere=True)
+    assert not bad, "\n".join(bad)
+
+
+def test_analysis_never_imports_torch_or_the_live_session() -> None:
+    banned = ("torch", "neuronprof._session", "neuronprof._collect", "neuronprof.backends", "neuronprof._compare")
+    bad = _broken(_governed(("neuronprof.analysis",)), banned, anywhere=True)
+    assert not bad, "\n".join(bad)
+
+
+def test_backends_import_no_session_renderer_or_writer_and_torch_only_on_use() -> None:
+    backends = _governed(("neuronprof.backends",))
+    banned = ("neuronprof._session", "neuronprof._collect", "neuronprof._compare", *RENDERERS, *WRITERS)
+    bad = _broken(backends, banned, anywhere=True)
+    bad += _broken(backends, ("torch",), anywhere=False)
+    assert not bad, "\n".join(bad)
+
+
+def test_writers_and_plumbing_import_no_torch_session_or_backend() -> None:
+    banned = ("torch", "neuronprof._session", "neuronprof._collect", "neuronprof.backends", "neuronprof._compare")
+    bad = _broken(_governed(WRITERS), banned, anywhere=True)
+    # The plumbing sits under everything: it imports nothing of neuronprof.
+    bad += [f"neuronprof._io imports {n}" for n in MODULES["neuronprof._io"].top if n.startswith("neuronprof")]
+    # errors and typing are leaves: errors may name typing's option types; typing imports nothing of neuronprof.
+    bad += [
+        f"neuronprof.errors imports {n}"
+        for n in MODULES["neuronprof.errors"].top
+        if n.startswith("neuronprof") and not n.startswith("neuronprof.typing")
+    ]
+    bad += [f"neuronprof.typing imports {n}" for n in MODULES["neuronprof.typing"].top if n.startswith("neuronprof")]
+    assert not bad, "\n".join(bad)
+
+
+# Calls that write a file. Outside _io.py they may appear only in the content
+# functions _io.atomic_write is handed (they write the temporary path it gives them)
+# or in the capture of an external tool's output in its private scratch folder.
+_WRITES = (
+    ".write_text(",
+    ".write_bytes(",
+    ".savefig(",
+    "os.replace(",
+    "os.rename(",
+    "os.link(",
+    "shutil.copy",
+    "shutil.move(",
+    "copyfileobj(",
+)
+_WRITE_MODES = ("'w", '"w', "'a", '"a', "'x", '"x', "mode='w", 'mode="w')
+ALLOWED_WRITES = {
+    # torch's trace, kineto's cache hard-linked, and collapsed stacks: each writes the
+    # temporary path _io.atomic_write hands to Session.export's writer.
+    ("neuronprof._collect", "_export_cache"),
+    ("neuronprof._collect", "write_stacks"),
+    # neuron-explorer's stdout and stderr, redirected into its private scratch folder.
+    ("neuronprof.analysis.neuron._tool", "_run"),
+}
+
+
+def _writes(mod: Module) -> list[tuple[str, str, int]]:
+    found = []
+    for where, call, line in mod.calls:
+        head = call.split("(", 1)[0]
+        opens = head in ("open", "gzip.open", "io.open") or head.endswith(".open")
+        if any(w in call for w in _WRITES) or (opens and any(m in call for m in _WRITE_MODES)):
+            found.append((where, call.splitlines()[0][:80], line))
+    return found
+
+
+def test_every_file_write_goes_through_the_one_atomic_writer() -> None:
+    assert _writes(MODULES["neuronprof._io"]), "the write check finds nothing even in _io.py"
+    bad = []
+    for mod in MODULES.values():
+        if mod.name == "neuronprof._io":
+            continue
+        for where, call, line in _writes(mod):
+            if (mod.name, where) not in ALLOWED_WRITES:
+                bad.append(f"{mod.path.relative_to(SRC)}:{line} in {where}(): {call}")
+    assert not bad, "write files through neuronprof._io:\n" + "\n".join(bad)
+
+
+def test_renderers_return_values_and_write_nothing() -> None:
+    bad = [f"{m.name}:{line} {call}" for m in _governed(RENDERERS) for _, call, line in _writes(m)]
+    assert not bad, "\n".join(bad)
+
+
+_DOCS = PKG.parents[1] / "docs"
+_API_PAGES = sorted(p.relative_to(_DOCS).as_posix() for p in (_DOCS / "api").glob("*.md"))
+
+
+@pytest.mark.parametrize("page", _API_PAGES)
+def test_the_plumbing_is_out_of_the_api_reference(page: str) -> None:
+    docs = PKG.parents[1] / "docs"
+    text = (docs / page).read_text(encoding="utf-8")
+    for name in ("atomic_write", "ensure_writable_dir", "unique_path", "copy_trace", "neuronprof._io"):
+        assert name not in text, f"docs/{page} documents the private writer's {name}"
+
+
+def test_the_architecture_page_states_the_rules_checked_here() -> None:
+    text = (PKG.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for module in ("_io.py", "export.py", "model.py", "render.py", "report.py", "backends/", "analysis/"):
+        assert module in text
+    assert "tests/test_architecture.py" in text
