@@ -101,8 +101,9 @@ def _kineto_events(profile: Any) -> Optional[list[Any]]:
     return None if events is None else list(events())
 
 
-# Instants that are not spans: torch.profiler's allocation records.
+# Instants, not spans (a trace writes them with "ph": "i"): torch.profiler's allocation records.
 _INSTANTS = frozenset({"[memory]", "[OutOfMemory]"})
+_INSTANT_ACTIVITY = "cpu_instant_event"
 
 
 def aggregate_cycle(profile: Any, *, stopped_in_last_step: bool = True) -> Trace:
@@ -131,15 +132,25 @@ def aggregate_cycle(profile: Any, *, stopped_in_last_step: bool = True) -> Trace
             start = round(evt.time_range.start * 1000)
             agg.add(evt.name, cat, start, round(evt.time_range.end * 1000) - start, where)
         return agg.trace()
+    # A runtime call sits on the thread of the op that made it, as in the trace (kineto may
+    # give it another thread id; torch's own table moves it the same way).
+    op_thread = {
+        int(evt.correlation_id()): int(evt.start_thread_id())
+        for evt in events
+        if vocab.event_kind(evt.name(), str(evt.activity_type())) not in (vocab.K_RUNTIME, vocab.K_DEVICE)
+    }
     for evt in events:
         name = evt.name()
-        if name in _INSTANTS or getattr(evt, "is_hidden_event", lambda: False)():
-            continue
         cat = str(evt.activity_type())
+        if name in _INSTANTS or cat == _INSTANT_ACTIVITY or getattr(evt, "is_hidden_event", lambda: False)():
+            continue
         kind = vocab.event_kind(name, cat)
         linked_kind = kind in (vocab.K_RUNTIME, vocab.K_DEVICE)
         if kind == vocab.K_DEVICE:
             thread: tuple[Any, Any] = (f"device {evt.device_index()}", int(evt.device_resource_id()))
+        elif kind == vocab.K_RUNTIME:
+            tid = int(evt.start_thread_id())
+            thread = ("host", op_thread.get(int(evt.linked_correlation_id()), tid))
         else:
             thread = ("host", int(evt.start_thread_id()))
         corr, linked = int(evt.correlation_id()), int(evt.linked_correlation_id())
@@ -193,7 +204,7 @@ def summarize_cycle(cycle: Cycle, *, has_device: bool, record_shapes: bool) -> C
     """Compute (once) what ``cycle`` contributes to the table.
 
     The rows, steps and top-level calls are those of
-    [`aggregate_cycle`][neuronprof._collect.aggregate_cycle]: what ``neuronprof
+    ``aggregate_cycle``: what ``neuronprof
     summarize`` reads from the cycle's export. Device columns are ``None`` when
     the session has no device, and 0 (not ``None``) on rows without device time
     when it has one. Memory columns (``profile_memory=True``) are torch's own.

@@ -57,6 +57,7 @@ __all__ = [
     "STEP_ROW",
     "add_rows",
     "counts_as_call",
+    "device_counted",
     "device_total",
     "event_kind",
     "has_device_time",
@@ -210,6 +211,15 @@ class _Row(Protocol):
 
 
 RowT = TypeVar("RowT", bound=_Row)
+T = TypeVar("T")
+
+
+class _Placed(Protocol):
+    @property
+    def on_device(self) -> bool: ...
+
+
+PlacedT = TypeVar("PlacedT", bound=_Placed)
 
 
 def _add_opt(a: Optional[float], b: Optional[float]) -> Optional[float]:
@@ -265,15 +275,19 @@ def has_device_time(row: _Row) -> bool:
     return (row.self_device_us or 0) > 0 or (row.device_total_us or 0) > 0
 
 
-def device_total(rows: Sequence[_Row]) -> Optional[float]:
-    """Total self device time (µs): kernel rows only when there are any, else every row; ``None`` without any.
+def device_counted(rows: Sequence[PlacedT]) -> Sequence[PlacedT]:
+    """The rows a device total sums: the kernel rows (``on_device``) when there are any, else every row.
 
     Kernel rows and the ops that launched them both carry the kernel's time, so
     only kernel rows are summed when there are any, as torch.profiler does for
     its "Self DEVICE time total".
     """
-    counted = [r for r in rows if r.on_device] or rows
-    values = [r.self_device_us for r in counted if r.self_device_us is not None]
+    return [r for r in rows if r.on_device] or rows
+
+
+def device_total(rows: Sequence[_Row]) -> Optional[float]:
+    """Total self device time (µs) of the rows ``device_counted`` picks; ``None`` when none has a value."""
+    values = [r.self_device_us for r in device_counted(rows) if r.self_device_us is not None]
     return float(sum(values)) if values else None
 
 
@@ -330,7 +344,7 @@ def sort_rows(rows: Iterable[RowT], field_name: str) -> list[RowT]:
     return present + missing
 
 
-def limit_rows(rows: Sequence[RowT], n: Optional[int]) -> Sequence[RowT]:
+def limit_rows(rows: Sequence[T], n: Optional[int]) -> Sequence[T]:
     """The first ``n`` rows (all of them when ``n`` is None or negative)."""
     if n is None or n < 0 or n >= len(rows):
         return rows

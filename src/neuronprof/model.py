@@ -743,7 +743,7 @@ class RankTable:
             limit: Keep the first ``limit`` rows (and rows of each rank's table);
                 ``total_rows`` and the totals still cover every row.
         """
-        cut = self.rows if limit is None or limit < 0 else self.rows[:limit]
+        cut = _vocabulary.limit_rows(self.rows, limit)
         return {
             "schema": RANK_TABLE_SCHEMA,
             "world_size": self.world_size,

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union, get_args
 
+from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.trace import GroupBy, Trace, TraceSource, load_trace
 from neuronprof.model import OpRow, Shape, loads, row_from_dict, row_to_dict
 
@@ -146,9 +147,7 @@ class TraceDiff:
         # Kernel rows and the ops that launched them carry the same device time:
         # count the kernels only, as torch.profiler's device total does.
         if self.metric == "device":
-            kernels = tuple(r for r in self.rows if r.on_device)
-            if kernels:
-                return kernels
+            return tuple(vocab.device_counted(self.rows))
         return self.rows
 
     def row(self, name: str) -> DiffRow:
@@ -247,7 +246,7 @@ class TraceDiff:
 
 
 def _first(rows: tuple[Any, ...], limit: Optional[int]) -> tuple[Any, ...]:
-    return rows if limit is None or limit < 0 else rows[:limit]
+    return tuple(vocab.limit_rows(rows, limit))
 
 
 def _metric(row: DiffRow, metric: str, side: str) -> Optional[float]:

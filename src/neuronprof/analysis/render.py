@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Generic, Optional, TypeVar, Union
 
+from neuronprof._vocabulary import limit_rows
 from neuronprof.render import (
     align_columns,
     csv_notes,
@@ -67,7 +68,7 @@ def _md_table(cols: Sequence[_Col[R]], rows: Sequence[R]) -> list[str]:
 
 
 def _first(rows: Sequence[R], limit: Optional[int]) -> Sequence[R]:
-    return rows if limit is None or limit < 0 else rows[:limit]
+    return limit_rows(rows, limit)
 
 
 def _shown(rows: Sequence[object], every: Sequence[object]) -> list[str]:

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Optional, Union, cast, get_args
 
+from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.flops import op_cost
 from neuronprof.analysis.trace import TraceSource, load_trace
@@ -368,7 +369,7 @@ class Roofline:
             "notes": list(self.notes),
             "bound": self.bound,
             "total_rows": len(self.rows),
-            "rows": [r.to_dict() for r in (self.rows if limit is None or limit < 0 else self.rows[:limit])],
+            "rows": [r.to_dict() for r in vocab.limit_rows(self.rows, limit)],
         }
 
     def to_json(self, indent: Optional[int] = 2, limit: Optional[int] = None) -> str:

@@ -676,7 +676,7 @@ class _Aggregator:
     """The one aggregation: per-timeline events in, per-key sums out (self/total times, device time, steps).
 
     A trace file's reader and the live session's kineto events
-    ([`EventAggregator`][neuronprof.analysis.trace.EventAggregator]) both fill
+    (``EventAggregator``) both fill
     ``threads`` and call ``_finish``, so both tables follow the same rules.
     """
 
@@ -1141,6 +1141,9 @@ class EventAggregator(_Aggregator):
             external_id: The trace's ``External id``, -1 when none.
             flops: Estimated FLOPs (``with_flops=True``).
         """
+        if cat in _SKIP_CATS:  # as a trace file's reader does
+            self.sums.skipped[cat] = self.sums.skipped.get(cat, 0) + 1
+            return
         dims = None if input_dims is None else json.dumps(input_dims).encode()
         types = None if input_types is None else json.dumps(input_types).encode()
         key = (name, cat, dims, types, None)
