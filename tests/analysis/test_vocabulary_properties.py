@@ -164,3 +164,21 @@ def test_cycles_merged_equal_one_recording(steps: list[list[_Node]], cut: int) -
         assert row.self_cpu_us == pytest.approx(b[key].self_cpu_us, abs=1e-6)
         assert row.cpu_total_us == pytest.approx(b[key].cpu_total_us, abs=1e-6)
     assert whole.steps == sum(t.steps for t in parts)
+
+
+def test_event_feed_leaves_out_what_a_trace_reader_leaves_out(tmp_path: Path) -> None:
+    # A device-side copy of an annotation and the profiler's own span are no rows either way in;
+    # neither are the profiler's own frames and bookkeeping ops.
+    events = [
+        ("ProfilerStep#1", "user_annotation", 0, 100_000),
+        ("aten::add", "cpu_op", 10_000, 20_000),
+        ("ProfilerStep#1", "gpu_user_annotation", 0, 90_000),
+        ("PyTorch Profiler (0)", "Trace", 0, 200_000),
+        ("torch/profiler/profiler.py(800): step", "python_function", 40_000, 5_000),
+        ("profiler::_record_function_exit", "cpu_op", 50_000, 1_000),
+    ]
+    offline = _offline(tmp_path / "t.json", events)
+    live = _live(events)
+    assert _by_key(offline.rows()) == _by_key(live.rows())
+    assert {r.name for r in live.rows()} == {"ProfilerStep*", "aten::add"}
+    assert live.steps == offline.steps == 1
