@@ -135,14 +135,16 @@ def test_compiled_function_counts_once_live_and_offline(tmp_path: Path) -> None:
 
     compiled = torch.compile(rmsnorm, fullgraph=True)
     compiled(x)  # compile before profiling
-    s = _run(tmp_path, lambda: compiled(x), wait=0, warmup=1, active=2)
-    live = s.table(row_limit=None)
-    offline = summarize(s.export())
-    assert_tables_agree(live, offline)
-    assert any(n.startswith("Torch-Compiled Region") for n in live.names())
-    assert any(n.startswith("TorchDynamo Cache Lookup") for n in live.names())
-    # The compiled region is the one call per step; the guard check is no call.
-    assert live.top_level_calls == offline.top_level_calls == 2
+    # with_stack=True puts Python frames between the step and the region: they are no calls.
+    for i, options in enumerate(({}, {"with_stack": True})):
+        s = _run(tmp_path / str(i), lambda: compiled(x), wait=0, warmup=1, active=2, **options)
+        live = s.table(row_limit=None)
+        offline = summarize(s.export())
+        assert_tables_agree(live, offline)
+        assert any(n.startswith("Torch-Compiled Region") for n in live.names())
+        assert any(n.startswith("TorchDynamo Cache Lookup") for n in live.names())
+        # The compiled region is the one call per step; the guard check is no call.
+        assert live.top_level_calls == offline.top_level_calls == 2, options
 
 
 _NEURON = """
