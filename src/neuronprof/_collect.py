@@ -406,6 +406,12 @@ def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
 # -- the timeline the findings engine reads (neuronprof.analysis.insights) -------------------
 
 _DEVICE_ACTIVITIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+_HOST_CATEGORY: dict[int, HostCategory] = {
+    vocab.K_STEP: "step",
+    vocab.K_OP: "op",
+    vocab.K_PY: "python",
+    vocab.K_RUNTIME: "runtime",
+}
 
 
 def build_timeline(cycles: list[Cycle], *, backend: str, device_label: Optional[str]) -> Timeline:
@@ -435,7 +441,7 @@ def build_timeline(cycles: list[Cycle], *, backend: str, device_label: Optional[
                 if _is_device_event(evt):
                     device.append(DeviceEvent(evt.name, start, end))
                     continue
-                kind: HostCategory = "step" if evt.name.startswith("ProfilerStep#") else "op"
+                kind: HostCategory = "step" if evt.name.startswith(vocab.STEP_PREFIX) else "op"
                 host.append(HostEvent(evt.name, start, end, thread=f"{index}:{evt.thread}", category=kind))
             continue
         for evt in events:
@@ -455,19 +461,13 @@ def build_timeline(cycles: list[Cycle], *, backend: str, device_label: Optional[
                     )
                 )
                 continue
-            category: HostCategory
-            if name.startswith("ProfilerStep#"):
-                category = "step"
-            elif activity == "cpu_op":
-                category = "op"
-            elif activity == "python_function" or evt.is_python_function():
+            # The vocabulary's kinds, as the table reads them.
+            event_kind = vocab.event_kind(name, activity)
+            category: HostCategory = _HOST_CATEGORY.get(event_kind, "other")
+            if event_kind == vocab.K_OTHER and evt.is_python_function():
                 category = "python"
-            elif activity.endswith("_runtime") or activity.endswith("_driver"):
-                category = "runtime"
-            elif activity == "user_annotation":
+            elif event_kind == vocab.K_OTHER and activity == "user_annotation":
                 category = "annotation"
-            else:
-                category = "other"
             shapes = evt.shapes() if category == "op" else None
             dtypes = evt.dtypes() if category == "op" else None
             host.append(
