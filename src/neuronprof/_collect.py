@@ -14,14 +14,18 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from neuronprof import _vocabulary as vocab
 from neuronprof._io import copy_trace
+from neuronprof._vocabulary import is_own_frame
 from neuronprof.model import OpRow, Table, merge_rows
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights import HostCategory, Timeline
+    from neuronprof.analysis.trace import Trace
 
 __all__ = [
     "Cycle",
+    "aggregate_cycle",
     "CycleStats",
     "build_table",
     "build_timeline",
@@ -40,9 +44,10 @@ class CycleStats:
 
     Attributes:
         rows: Per-operator rows of the cycle (unsorted).
-        steps: Recorded steps (``ProfilerStep*`` events that hold work).
+        steps: Recorded steps (the vocabulary's rule: ``ProfilerStep#N`` spans,
+            less the empty one torch opens just before it stops).
         top_level_calls: Ops directly under the recorded steps.
-        ops: Events other than ``ProfilerStep*`` in the cycle's steps' thread(s).
+        ops: Calls of every row other than ``ProfilerStep*``.
     """
 
     rows: list[OpRow]
@@ -82,17 +87,103 @@ class Cycle:
     stats: Optional[CycleStats] = None
 
 
-def _device_attr(evt: Any, name: str) -> float:
-    # torch >= 2.4 calls it "device"; older releases only had the "cuda" spelling.
-    value = getattr(evt, name, None)
-    if value is None:
-        value = getattr(evt, name.replace("device", "cuda"), 0.0)
-    return float(value or 0.0)
-
-
 def _is_device_event(evt: Any) -> bool:
     device_type = getattr(evt, "device_type", None)
+    if callable(device_type):
+        device_type = device_type()
     return device_type is not None and str(device_type) not in ("DeviceType.CPU", "CPU")
+
+
+def _kineto_events(profile: Any) -> Optional[list[Any]]:
+    """kineto's own event list of a profile (what its Chrome trace holds); None on builds without it."""
+    results = getattr(profile, "kineto_results", None)
+    events = getattr(results, "events", None)
+    return None if events is None else list(events())
+
+
+# Instants, not spans (a trace writes them with "ph": "i"): torch.profiler's allocation records.
+_INSTANTS = frozenset({"[memory]", "[OutOfMemory]"})
+_INSTANT_ACTIVITY = "cpu_instant_event"
+
+
+def aggregate_cycle(profile: Any, *, stopped_in_last_step: bool = True) -> Trace:
+    """Sum a cycle's events with the offline reader's aggregator: the table ``neuronprof summarize`` makes.
+
+    Reads kineto's own event list (``profile.kineto_results.events()``): the
+    events, integer-ns times, threads and correlation ids kineto writes into the
+    cycle's Chrome trace, so the live table and the offline table of the export
+    agree by construction. Builds without kineto results fall back to
+    ``function_events`` (µs times, no device links).
+
+    Args:
+        profile: The cycle's ``torch.autograd.profiler.profile``.
+        stopped_in_last_step: The profiler stopped while the last step was open
+            (the session's exit ended the cycle).
+    """
+    from neuronprof.analysis.trace import EventAggregator
+
+    agg = EventAggregator("<session>", stopped_in_last_step=stopped_in_last_step)
+    events = _kineto_events(profile)
+    if events is None:
+        for evt in profile.function_events:
+            on_device = _is_device_event(evt)
+            cat = "kernel" if on_device else "cpu_op"
+            where = ("device", evt.device_index) if on_device else ("host", evt.thread)
+            start = round(evt.time_range.start * 1000)
+            agg.add(evt.name, cat, start, round(evt.time_range.end * 1000) - start, where)
+        return agg.trace()
+    # A runtime call sits on the thread of the op that made it, as in the trace (kineto may
+    # give it another thread id; torch's own table moves it the same way).
+    op_thread = {
+        int(evt.correlation_id()): int(evt.start_thread_id())
+        for evt in events
+        if vocab.event_kind(evt.name(), str(evt.activity_type())) not in (vocab.K_RUNTIME, vocab.K_DEVICE)
+    }
+    for evt in events:
+        name = evt.name()
+        cat = str(evt.activity_type())
+        if name in _INSTANTS or cat == _INSTANT_ACTIVITY or getattr(evt, "is_hidden_event", lambda: False)():
+            continue
+        kind = vocab.event_kind(name, cat)
+        linked_kind = kind in (vocab.K_RUNTIME, vocab.K_DEVICE)
+        if kind == vocab.K_DEVICE:
+            thread: tuple[Any, Any] = (f"device {evt.device_index()}", int(evt.device_resource_id()))
+        elif kind == vocab.K_RUNTIME:
+            tid = int(evt.start_thread_id())
+            thread = ("host", op_thread.get(int(evt.linked_correlation_id()), tid))
+        else:
+            thread = ("host", int(evt.start_thread_id()))
+        corr, linked = int(evt.correlation_id()), int(evt.linked_correlation_id())
+        shapes = evt.shapes() if kind == vocab.K_OP else None
+        dtypes = evt.dtypes() if kind == vocab.K_OP else None
+        agg.add(
+            name,
+            cat,
+            int(evt.start_ns()),
+            int(evt.duration_ns()),
+            thread,
+            input_dims=[list(s) if isinstance(s, (list, tuple)) else s for s in shapes] if shapes else None,
+            input_types=[str(t) for t in dtypes] if dtypes else None,
+            # As kineto writes them: runtime calls and device work carry a "correlation" and
+            # their op's id as "External id"; an op's "External id" is its own correlation id.
+            correlation=corr if linked_kind else -1,
+            external_id=(linked or -1) if linked_kind else corr,
+            flops=int(evt.flops() or 0) or None,
+        )
+    return agg.trace()
+
+
+def _memory_by_row(profile: Any, *, record_shapes: bool) -> dict[tuple[str, Any], tuple[int, int]]:
+    """Self host/device memory per row: torch's own figures (``key_averages()``); a trace has none per op."""
+    out: dict[tuple[str, Any], tuple[int, int]] = {}
+    for evt in profile.key_averages(group_by_input_shape=record_shapes):
+        cpu_mem = int(getattr(evt, "self_cpu_memory_usage", 0) or 0)
+        dev_mem = getattr(evt, "self_device_memory_usage", None)
+        if dev_mem is None:
+            dev_mem = getattr(evt, "self_cuda_memory_usage", 0)
+        shapes = _shapes(evt) if record_shapes else None
+        out[(str(evt.key), shapes)] = (cpu_mem, int(dev_mem or 0))
+    return out
 
 
 def _shapes(evt: Any) -> Optional[tuple[tuple[int, ...], ...]]:
@@ -109,84 +200,36 @@ def _shapes(evt: Any) -> Optional[tuple[tuple[int, ...], ...]]:
     return tuple(out)
 
 
-# Python frames of the profiler itself and of neuronprof (with_stack=True): they
-# are the measuring instrument, not the user's program.
-_OWN_FRAMES = (
-    "torch/profiler/",
-    "torch/autograd/profiler",
-    "neuronprof/",
-    "<built-in method _record_function_enter",
-    "<built-in method _record_function_exit",
-    "<built-in method _disable_profiler",
-    "<built-in method _enable_profiler",
-)
-
-
-def is_own_frame(name: str) -> bool:
-    """Return True for a Python-frame event of torch.profiler's or neuronprof's own code."""
-    normalized = name.replace("\\", "/")
-    return any(marker in normalized for marker in _OWN_FRAMES)
-
-
-def _rows_of_cycle(profile: Any, *, has_device: bool, record_shapes: bool) -> list[OpRow]:
-    rows = []
-    for evt in profile.key_averages(group_by_input_shape=record_shapes):
-        name = str(evt.key)
-        if is_own_frame(name):
-            continue
-        on_device = _is_device_event(evt)
-        flops = getattr(evt, "flops", 0) or 0
-        cpu_mem = getattr(evt, "self_cpu_memory_usage", 0) or 0
-        dev_mem = getattr(evt, "self_device_memory_usage", None)
-        if dev_mem is None:
-            dev_mem = getattr(evt, "self_cuda_memory_usage", 0) or 0
-        rows.append(
-            OpRow(
-                name=name,
-                calls=int(evt.count),
-                self_cpu_us=float(evt.self_cpu_time_total),
-                cpu_total_us=float(evt.cpu_time_total),
-                self_device_us=_device_attr(evt, "self_device_time_total") if has_device else None,
-                device_total_us=_device_attr(evt, "device_time_total") if has_device else None,
-                input_shapes=_shapes(evt) if record_shapes else None,
-                flops=int(flops) if flops else None,
-                self_cpu_memory_bytes=int(cpu_mem) if cpu_mem else None,
-                self_device_memory_bytes=int(dev_mem) if dev_mem and has_device else None,
-                on_device=on_device,
-            )
-        )
-    return rows
-
-
-# torch.compile's guard check is recorded beside the compiled region. It is
-# bookkeeping, not an operator of the user's code: a compiled function counts
-# as one op call, its compiled region.
-_NOT_OPS = ("ProfilerStep", "TorchDynamo Cache Lookup")
-
-
-def _step_events(profile: Any) -> list[Any]:
-    # torch names step events "ProfilerStep#N" or, since 2.x, "ProfilerStep*".
-    return [evt for evt in profile.function_events if evt.name.startswith("ProfilerStep")]
-
-
 def summarize_cycle(cycle: Cycle, *, has_device: bool, record_shapes: bool) -> CycleStats:
     """Compute (once) what ``cycle`` contributes to the table.
 
-    A step that ``step()`` opened and the session's exit closed with nothing in
-    it was never run: it is not counted as a step (its ``ProfilerStep*`` event
-    stays in the rows, as torch recorded it).
+    The rows, steps and top-level calls are those of
+    ``aggregate_cycle``: what ``neuronprof
+    summarize`` reads from the cycle's export. Device columns are ``None`` when
+    the session has no device, and 0 (not ``None``) on rows without device time
+    when it has one. Memory columns (``profile_memory=True``) are torch's own.
     """
     if cycle.stats is not None:
         return cycle.stats
     profile = cycle.profile
-    steps = _step_events(profile)
-    empty_tail = bool(cycle.closed_at_exit and steps and not steps[-1].cpu_children)
-    top = 0
-    for evt in steps:
-        top += sum(1 for child in evt.cpu_children if not child.name.startswith(_NOT_OPS))
-    ops = sum(1 for evt in profile.function_events if not evt.name.startswith("ProfilerStep"))
-    rows = _rows_of_cycle(profile, has_device=has_device, record_shapes=record_shapes)
-    cycle.stats = CycleStats(rows=rows, steps=len(steps) - int(empty_tail), top_level_calls=top, ops=ops)
+    trace = aggregate_cycle(profile, stopped_in_last_step=cycle.closed_at_exit)
+    rows = trace.rows("shape" if record_shapes else "name")
+    memory = _memory_by_row(profile, record_shapes=record_shapes) if getattr(profile, "profile_memory", False) else {}
+    out = []
+    for r in rows:
+        cpu_mem, dev_mem = (0, 0) if r.on_device else memory.get((r.name, r.input_shapes), (0, 0))
+        out.append(
+            dataclasses.replace(
+                r,
+                self_device_us=(r.self_device_us or 0.0) if has_device else None,
+                device_total_us=(r.device_total_us or 0.0) if has_device else None,
+                input_dtypes=None,
+                self_cpu_memory_bytes=cpu_mem or None,
+                self_device_memory_bytes=dev_mem if dev_mem and has_device else None,
+            )
+        )
+    ops = sum(r.calls for r in rows if r.name != vocab.STEP_ROW)
+    cycle.stats = CycleStats(rows=out, steps=trace.steps, top_level_calls=trace.top_level_calls or 0, ops=ops)
     return cycle.stats
 
 
@@ -363,6 +406,12 @@ def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
 # -- the timeline the findings engine reads (neuronprof.analysis.insights) -------------------
 
 _DEVICE_ACTIVITIES = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+_HOST_CATEGORY: dict[int, HostCategory] = {
+    vocab.K_STEP: "step",
+    vocab.K_OP: "op",
+    vocab.K_PY: "python",
+    vocab.K_RUNTIME: "runtime",
+}
 
 
 def build_timeline(cycles: list[Cycle], *, backend: str, device_label: Optional[str]) -> Timeline:
@@ -392,7 +441,7 @@ def build_timeline(cycles: list[Cycle], *, backend: str, device_label: Optional[
                 if _is_device_event(evt):
                     device.append(DeviceEvent(evt.name, start, end))
                     continue
-                kind: HostCategory = "step" if evt.name.startswith("ProfilerStep#") else "op"
+                kind: HostCategory = "step" if evt.name.startswith(vocab.STEP_PREFIX) else "op"
                 host.append(HostEvent(evt.name, start, end, thread=f"{index}:{evt.thread}", category=kind))
             continue
         for evt in events:
@@ -412,19 +461,13 @@ def build_timeline(cycles: list[Cycle], *, backend: str, device_label: Optional[
                     )
                 )
                 continue
-            category: HostCategory
-            if name.startswith("ProfilerStep#"):
-                category = "step"
-            elif activity == "cpu_op":
-                category = "op"
-            elif activity == "python_function" or evt.is_python_function():
+            # The vocabulary's kinds, as the table reads them.
+            event_kind = vocab.event_kind(name, activity)
+            category: HostCategory = _HOST_CATEGORY.get(event_kind, "other")
+            if event_kind == vocab.K_OTHER and evt.is_python_function():
                 category = "python"
-            elif activity.endswith("_runtime") or activity.endswith("_driver"):
-                category = "runtime"
-            elif activity == "user_annotation":
+            elif event_kind == vocab.K_OTHER and activity == "user_annotation":
                 category = "annotation"
-            else:
-                category = "other"
             shapes = evt.shapes() if category == "op" else None
             dtypes = evt.dtypes() if category == "op" else None
             host.append(

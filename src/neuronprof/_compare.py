@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, TextIO
 
 from typing_extensions import Unpack
 
+from neuronprof import _vocabulary
 from neuronprof._config import SessionConfig, SessionOptions
 from neuronprof._session import Session, _active_session, _profiler_running
 from neuronprof.errors import SessionStateError, VariantError
@@ -206,13 +207,12 @@ def _per_step(table: Table) -> tuple[Optional[float], Optional[float]]:
     """Return (self CPU, self device) per step; the step's own row is Python time between ops."""
     if table.steps <= 0:
         return None, None
-    body = [r for r in table.rows if not r.name.startswith("ProfilerStep")]
+    body = [r for r in table.rows if r.name != _vocabulary.STEP_ROW]
     cpu = sum(r.self_cpu_us for r in body) / table.steps
     if table.device_label is None or not table.has_device_time:
         return cpu, None
     # A kernel's time shows on its own row and on the op that launched it: count it once.
-    kernels = [r for r in body if r.on_device] or body
-    return cpu, sum(r.self_device_us or 0.0 for r in kernels) / table.steps
+    return cpu, (_vocabulary.device_total(body) or 0.0) / table.steps
 
 
 def _profile(

@@ -14,7 +14,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 
+from neuronprof import _vocabulary
 from neuronprof._deprecation import renamed_keyword
+from neuronprof._vocabulary import limit_rows
 from neuronprof.typing import SORT_KEYS, RankMetric, RankSort, SortKey
 
 if TYPE_CHECKING:
@@ -39,31 +41,9 @@ Shape = tuple[int, ...]
 TABLE_SCHEMA = "neuronprof.table/1"
 RANK_TABLE_SCHEMA = "neuronprof.rank_table/1"
 
-# Which OpRow field each sort key orders by. torch rewrites cuda/privateuse1/xpu
-# keys to "device" internally, so they all land on the device fields here too.
-_SORT_FIELD: dict[str, str] = {
-    "device": "self_device_us",
-    "self_device_time_total": "self_device_us",
-    "self_cuda_time_total": "self_device_us",
-    "self_privateuse1_time_total": "self_device_us",
-    "self_xpu_time_total": "self_device_us",
-    "device_total": "device_total_us",
-    "device_time_total": "device_total_us",
-    "cuda_time_total": "device_total_us",
-    "privateuse1_time_total": "device_total_us",
-    "xpu_time_total": "device_total_us",
-    "cpu": "self_cpu_us",
-    "self_cpu_time_total": "self_cpu_us",
-    "cpu_total": "cpu_total_us",
-    "cpu_time_total": "cpu_total_us",
-    "calls": "calls",
-    "count": "calls",
-    "name": "name",
-    "flops": "flops",
-    "self_cpu_memory_usage": "self_cpu_memory_bytes",
-    "self_device_memory_usage": "self_device_memory_bytes",
-}
-_DEVICE_FIELDS = frozenset({"self_device_us", "device_total_us"})
+# Which OpRow field each sort key orders by: one map, in the vocabulary.
+_SORT_FIELD = _vocabulary.SORT_FIELD
+_DEVICE_FIELDS = _vocabulary.DEVICE_FIELDS
 
 
 RowT = TypeVar("RowT")
@@ -98,17 +78,6 @@ def row_from_dict(cls: Callable[..., RowT], data: Mapping[str, Any], what: str) 
         return cls(**kwargs)
     except TypeError as exc:  # a missing or unknown field
         raise ValueError(f"invalid {what}: {exc}") from None
-
-
-def limit_rows(rows: Sequence[RowT], limit: Optional[int]) -> Sequence[RowT]:
-    """Return the first ``limit`` rows; all of them when ``limit`` is None or negative.
-
-    The one rule for every ``limit``/``row_limit`` of neuronprof: a limit cuts rows
-    only. Every model computes its totals (and ``total_rows``) from all its rows
-    before any limit, keeps them through ``head(n)`` and writes them to JSON, so a
-    table read back from ``to_json(row_limit=n)`` reports the same totals as the whole one.
-    """
-    return rows if limit is None or limit < 0 else rows[:limit]
 
 
 def loads(text: Union[str, bytes]) -> Any:
@@ -190,10 +159,6 @@ class OpRow:
         return row_from_dict(cls, data, "OpRow")
 
 
-def _sort_value(row: OpRow, field_name: str) -> Any:
-    return getattr(row, field_name)
-
-
 @dataclass(frozen=True)
 class Table:
     """A profile summarised per operator: what ``session.table()`` returns.
@@ -260,10 +225,7 @@ class Table:
         elif not isinstance(self.total_self_cpu_us, float):
             object.__setattr__(self, "total_self_cpu_us", float(self.total_self_cpu_us))
         if self.total_self_device_us is None:
-            rows = [r for r in self.rows if r.on_device] or self.rows
-            values = [r.self_device_us for r in rows if r.self_device_us is not None]
-            if values:
-                object.__setattr__(self, "total_self_device_us", float(sum(values)))
+            object.__setattr__(self, "total_self_device_us", _vocabulary.device_total(self.rows))
 
     # -- queries -------------------------------------------------------------------
     def __iter__(self) -> Iterator[OpRow]:
@@ -275,7 +237,7 @@ class Table:
     @property
     def has_device_time(self) -> bool:
         """True when at least one row has device time above zero."""
-        return any((r.self_device_us or 0) > 0 or (r.device_total_us or 0) > 0 for r in self.rows)
+        return any(_vocabulary.has_device_time(r) for r in self.rows)
 
     @property
     def self_cpu_us(self) -> float:
@@ -294,9 +256,7 @@ class Table:
         """
         if self.total_self_device_us is not None:
             return self.total_self_device_us
-        rows = [r for r in self.rows if r.on_device] or self.rows
-        values = [r.self_device_us for r in rows if r.self_device_us is not None]
-        return sum(values) if values else None
+        return _vocabulary.device_total(self.rows)
 
     def row(self, name: str) -> OpRow:
         """Return the first row called ``name``.
@@ -343,13 +303,7 @@ class Table:
             note = f"no device time recorded; sorted by {effective!r} instead of {by!r}"
             if self.device_label is not None and note not in notes:
                 notes.append(note)
-        if field_name == "name":
-            rows = sorted(self.rows, key=lambda r: r.name)
-        else:
-            present = [r for r in self.rows if _sort_value(r, field_name) is not None]
-            missing = [r for r in self.rows if _sort_value(r, field_name) is None]
-            present.sort(key=lambda r: _sort_value(r, field_name), reverse=True)
-            rows = present + missing
+        rows = _vocabulary.sort_rows(self.rows, field_name)
         return dataclasses.replace(self, rows=tuple(rows), sort_by=effective, notes=tuple(notes))
 
     def head(self, n: Optional[int]) -> Table:
@@ -398,7 +352,7 @@ class Table:
         [`head`][neuronprof.Table.head], so the footer never reports 0 µs for
         work that was recorded.
         """
-        rows = tuple(r for r in self.rows if (r.self_device_us or 0) > 0 or (r.device_total_us or 0) > 0)
+        rows = tuple(r for r in self.rows if _vocabulary.has_device_time(r))
         notes = self.notes
         if self.rows and not rows:
             why = "no row has device time" + ("" if self.device_label else " (a CPU-only profile)")
@@ -544,49 +498,18 @@ class Table:
 
 
 def _sort_field(by: str) -> str:
-    try:
-        return _SORT_FIELD[by]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown sort_by {by!r}; use one of: {', '.join(SORT_KEYS)}") from None
+    if not isinstance(by, str) or by not in _SORT_FIELD:
+        raise ValueError(f"unknown sort_by {by!r}; use one of: {', '.join(SORT_KEYS)}")
+    return _vocabulary.sort_field(by)
 
 
 def merge_rows(groups: Iterable[Sequence[OpRow]]) -> list[OpRow]:
     """Sum rows with the same name (and shapes) across several tables' rows.
 
     Used to combine profiling cycles (``repeat > 1``) into one table. Order
-    follows first appearance.
+    follows first appearance. The rule is the vocabulary's one merge.
     """
-    merged: dict[tuple[str, Any, bool], OpRow] = {}
-    for rows in groups:
-        for r in rows:
-            key = (r.name, r.input_shapes, r.on_device)
-            prev = merged.get(key)
-            merged[key] = r if prev is None else _add_rows(prev, r)
-    return list(merged.values())
-
-
-def _add_opt(a: Optional[float], b: Optional[float]) -> Optional[float]:
-    if a is None and b is None:
-        return None
-    return (a or 0) + (b or 0)
-
-
-def _add_rows(a: OpRow, b: OpRow) -> OpRow:
-    return dataclasses.replace(
-        a,
-        calls=a.calls + b.calls,
-        self_cpu_us=a.self_cpu_us + b.self_cpu_us,
-        cpu_total_us=a.cpu_total_us + b.cpu_total_us,
-        self_device_us=_add_opt(a.self_device_us, b.self_device_us),
-        device_total_us=_add_opt(a.device_total_us, b.device_total_us),
-        flops=_opt_int(_add_opt(a.flops, b.flops)),
-        self_cpu_memory_bytes=_opt_int(_add_opt(a.self_cpu_memory_bytes, b.self_cpu_memory_bytes)),
-        self_device_memory_bytes=_opt_int(_add_opt(a.self_device_memory_bytes, b.self_device_memory_bytes)),
-    )
-
-
-def _opt_int(v: Optional[float]) -> Optional[int]:
-    return None if v is None else int(v)
+    return _vocabulary.merge_rows(groups)
 
 
 # -- several ranks ------------------------------------------------------------------------
@@ -950,6 +873,10 @@ COMPARISON_SCHEMA = "neuronprof.comparison/1"
 
 def _opt_float(value: Any) -> Optional[float]:
     return None if value is None else float(value)
+
+
+def _opt_int(value: Any) -> Optional[int]:
+    return None if value is None else int(value)
 
 
 @dataclass(frozen=True)

@@ -43,21 +43,16 @@ def test_offline_table_of_a_neuron_trace_agrees_with_the_live_table(tmp_path: Pa
     offline = {(r.name, r.on_device): r for r in trace.rows()}
     kernels = [row for row in live["rows"] if row[1]]
     assert kernels, "the plugin recorded no kernels"
-    folded = 0
+    assert set(offline) == {(name, on_device) for name, on_device, *_ in live["rows"]}
     for name, on_device, calls, self_cpu, self_device in live["rows"]:
         row = offline[(name, on_device)]
         # Trace times are µs with three decimals; torch's come from integer ns.
         tolerance = 0.002 * row.calls + 1e-9
-        if row.calls != calls:
-            # key_averages() folds an op's only same-name child into it (aten::sum) and
-            # keeps only the child's kernels: the trace counts both calls and both kernels.
-            folded += 1
-            assert not on_device and row.calls > calls, name
-            assert (row.self_device_us or 0) >= (self_device or 0) - tolerance, name
-            continue
+        # One rule on both sides: every event counts once, recursive same-name ops
+        # (aten::sum redispatching to aten::sum) and their kernels included.
+        assert row.calls == calls, name
         assert row.self_cpu_us == pytest.approx(self_cpu, abs=tolerance), name
         assert row.self_device_us == pytest.approx(self_device or 0, abs=tolerance), name
-    assert folded <= 1
     # Every kernel is a row in both, with the same time: nothing lost, nothing counted twice.
     live_kernels = sum(row[4] for row in live["rows"] if row[1])
     assert sum(r.self_device_us or 0 for r in trace.rows() if r.on_device) == pytest.approx(live_kernels, abs=0.05)

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union, get_args
 
+from neuronprof import _vocabulary as vocab
 from neuronprof._deprecation import renamed_keyword
 from neuronprof.analysis.trace import Trace, TraceSource, load_trace
 from neuronprof.model import OpRow, Shape, _opt_float, _opt_int, limit_rows, loads, row_from_dict, row_to_dict
@@ -172,9 +173,7 @@ class TraceDiff:
         # Kernel rows and the ops that launched them carry the same device time:
         # count the kernels only, as torch.profiler's device total does.
         if self.metric == "device":
-            kernels = tuple(r for r in self.rows if r.on_device)
-            if kernels:
-                return kernels
+            return tuple(vocab.device_counted(self.rows))
         return self.rows
 
     def row(self, name: str) -> DiffRow:

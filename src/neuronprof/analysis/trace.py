@@ -25,13 +25,16 @@ from decimal import Decimal, InvalidOperation
 from itertools import islice
 from typing import Any, Optional, Union
 
+from neuronprof import _vocabulary as vocab
 from neuronprof._deprecation import renamed_keyword
+from neuronprof._vocabulary import event_kind
 from neuronprof.analysis._jsonstream import FastPathFailed, PyEvent, TraceReader
 from neuronprof.analysis.errors import TraceError
 from neuronprof.model import OpRow, RankTable, Shape, Table
 from neuronprof.typing import GroupBy, SortKey
 
 __all__ = [
+    "EventAggregator",
     "GroupBy",
     "Trace",
     "TraceOp",
@@ -45,22 +48,18 @@ __all__ = [
 TraceSource = Union[str, "os.PathLike[str]", "Trace"]
 """A trace file, a folder of traces, or a [`Trace`][neuronprof.analysis.Trace] already loaded."""
 
-# Categories that are not operator time: the profiler's own span, and GPU-side
-# copies of CPU annotations (they would count their kernels' time twice).
-_SKIP_CATS = frozenset({"Trace", "gpu_user_annotation"})
-# Device work, in lower case: kineto 2.x, kineto of PyTorch 1.8/1.9 ("Kernel",
-# "Memcpy", "Memset"), MTIA.
-_DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset", "mtia_ccp_events"})
-# Host operators: kineto 2.x and PyTorch 1.8/1.9 ("Operator").
-_OP_CATS = frozenset({"cpu_op", "operator"})
-_STEP_PREFIX = "ProfilerStep#"
-_STEP_NAME = "ProfilerStep*"  # what key_averages() calls every step
-_COMPILED_REGION = "Torch-Compiled Region"
-_CACHE_LOOKUP = "TorchDynamo Cache Lookup"
+# What each event is (its kind, its row, whether it is a step or a top-level call)
+# is the vocabulary's rule, shared with the live table.
+_SKIP_CATS = vocab.SKIP_CATS
+_K_OTHER, _K_OP, _K_PY, _K_RUNTIME, _K_STEP, _K_DEVICE = (
+    vocab.K_OTHER,
+    vocab.K_OP,
+    vocab.K_PY,
+    vocab.K_RUNTIME,
+    vocab.K_STEP,
+    vocab.K_DEVICE,
+)
 _RANK_FILE = re.compile(r"(?:^|[^a-z])rank[-_]?(\d+)", re.IGNORECASE)
-
-# What kind of event a key is; drives nesting and device attribution.
-_K_OTHER, _K_OP, _K_PY, _K_RUNTIME, _K_STEP, _K_DEVICE = range(6)
 
 # Process names/labels that mark a device timeline (kineto labels GPU pids "GPU 0";
 # XLA/TPU traces name them "/device:TPU:0").
@@ -145,7 +144,8 @@ class Trace:
         device_label: Label of the device columns (``"CUDA"``, ``"NEURON"``,
             ``"TPU"``, ``"DEVICE"`` when unknown); ``None`` without device events.
         device_name: Device model when the trace records one (``deviceProperties``).
-        steps: Number of ``ProfilerStep#N`` annotations.
+        steps: Number of recorded steps: ``ProfilerStep#N`` spans, less an
+            empty one that ends a timeline (see ``neuronprof._vocabulary.step_count``).
         top_level_calls: Ops called directly by the profiled steps, summed over
             steps; ``None`` when the trace has no steps.
         events: Number of trace events read.
@@ -256,27 +256,25 @@ class Trace:
         """
         if group_by not in ("name", "shape"):
             raise ValueError(f"unknown group_by {group_by!r}; use 'name' or 'shape'")
-        merged: dict[tuple[Any, ...], OpRow] = {}
-        for op in self.ops:
-            shapes = op.input_shapes if group_by == "shape" else None
-            dtypes = op.input_dtypes if group_by == "shape" else None
-            # Like key_averages(group_by_input_shape=True): shapes, not dtypes, split rows.
-            key = (op.name, op.on_device, shapes)
-            row = OpRow(
+        by_shape = group_by == "shape"
+        # Like key_averages(group_by_input_shape=True): shapes, not dtypes, split rows.
+        rows = (
+            OpRow(
                 name=op.name,
                 calls=op.calls,
                 self_cpu_us=op.self_cpu_us,
                 cpu_total_us=op.cpu_total_us,
                 self_device_us=op.self_device_us,
                 device_total_us=op.device_total_us,
-                input_shapes=shapes,
-                input_dtypes=dtypes,
+                input_shapes=op.input_shapes if by_shape else None,
+                input_dtypes=op.input_dtypes if by_shape else None,
                 flops=op.flops,
                 on_device=op.on_device,
             )
-            prev = merged.get(key)
-            merged[key] = row if prev is None else _add_rows(prev, row)
-        return tuple(merged.values())
+            for op in self.ops
+            if vocab.is_row(op.name)
+        )
+        return tuple(vocab.merge_rows([rows]))
 
 
 # -- loading ------------------------------------------------------------------------
@@ -512,26 +510,6 @@ class _Thread:
         self.ext = array("q")  # External id, -1 when none (0 is a valid id)
 
 
-def event_kind(name: str, cat: Any) -> int:
-    """What kind of event a (name, category) is: one of ``_K_*`` (device work, a step, an op...).
-
-    The one rule, shared by the table reader and the findings' trace adapter
-    (``neuronprof.analysis.insights.timeline_from_trace``).
-    """
-    lcat = cat.lower() if isinstance(cat, str) else ""
-    if lcat in _DEVICE_CATS:
-        return _K_DEVICE
-    if name.startswith(_STEP_PREFIX):
-        return _K_STEP
-    if lcat in _OP_CATS:
-        return _K_OP
-    if lcat == "python_function":
-        return _K_PY
-    if lcat.endswith(("runtime", "driver")):
-        return _K_RUNTIME
-    return _K_OTHER
-
-
 def process_roles(procs: Mapping[Any, Sequence[str]]) -> tuple[set[Any], set[Any]]:
     """Split a file's processes by their names/labels: ``(derived-view pids, device pids)``.
 
@@ -568,9 +546,7 @@ class _Keys:
         self.keys.append(key)
         name, cat = key[0], key[1]
         kind = event_kind(name, cat)
-        if kind == _K_STEP:
-            name = _STEP_NAME
-        self.names.append(name)
+        self.names.append(vocab.row_name(name, kind))
         self.kind.append(kind)
         return kid
 
@@ -653,6 +629,16 @@ def _ns(value: Any) -> Optional[int]:
     return int((d * 1000).to_integral_value())
 
 
+def _time_ns(value: Any) -> Optional[int]:
+    """``ts``/``dur`` as integer ns: kineto's "1712195495520835.103" read exactly and fast, anything else by ``_ns``."""
+    if type(value) is str and value[-4:-3] == ".":
+        try:
+            return int(value.replace(".", ""))
+        except ValueError:
+            pass
+    return _ns(value)
+
+
 def _id(value: Any) -> int:
     """A correlation or External id: an int, or the text of one (``"7"``); -1 when none or out of range.
 
@@ -689,21 +675,240 @@ def _read_file(path: str, keys: _Keys) -> _Sums:
         return _FileReader(path, keys, fast=False).read()
 
 
-class _FileReader:
-    """Reads the events of one file into per-thread arrays, then nests and sums them."""
+class _Aggregator:
+    """The one aggregation: per-timeline events in, per-key sums out (self/total times, device time, steps).
 
-    def __init__(self, path: str, keys: _Keys, *, fast: Optional[bool]) -> None:
+    A trace file's reader and the live session's kineto events
+    (``EventAggregator``) both fill
+    ``threads`` and call ``_finish``, so both tables follow the same rules.
+    """
+
+    def __init__(self, path: str, keys: _Keys) -> None:
         self.path = path
         self.keys = keys
-        self.reader = TraceReader(path, fast=fast)
         self.threads: dict[Any, _Thread] = {}
         self.procs: dict[Any, list[str]] = {}
         self.runtime_corr: set[int] = set()
-        self.open_b: dict[Any, list[Any]] = {}
-        self.stray_e = 0
         self.thread_names: dict[Any, str] = {}
         self.sums = _Sums()
         self.sums.files.append(path)
+        # Whether the profiler stopped inside the last step (see ``_vocabulary.step_count``);
+        # a trace file does not say, so it is taken to.
+        self.stopped_in_last_step = True
+
+    # -- per-file finish: device attribution, nesting, self time ---------------------------
+    def _finish(self, metadata: Mapping[str, Any]) -> None:
+        sums = self.sums
+        keys = self.keys
+        kind = keys.kind
+        sums.grow(len(keys.keys))
+        procs = self.procs
+        analysis_pids, device_pids = process_roles(procs)
+        for pid in device_pids:
+            sums.evidence.extend(procs[pid])
+        props = metadata.get("deviceProperties")
+        if isinstance(props, list):
+            for p in props:
+                if isinstance(p, dict):
+                    sums.evidence.extend(f"{k}={v}" for k, v in p.items() if isinstance(v, str))
+            first = props[0] if props else None
+            if isinstance(first, dict) and isinstance(first.get("name"), str):
+                sums.device_name = first["name"]
+        if _NEURON_LAYOUT.search(os.path.dirname(os.path.abspath(self.path))) and os.path.basename(
+            self.path
+        ).startswith("trace.json"):
+            sums.evidence.append("neuron")
+        sums.rank = _rank_of(self.path, metadata)
+
+        is_device_kind = [k == _K_DEVICE for k in kind]
+        calls, dev_self, dev_total, on_device = sums.calls, sums.dev_self, sums.dev_total, sums.on_device
+        runtime_corr = self.runtime_corr
+        dev_by_corr: dict[int, int] = {}
+        dev_by_ext: dict[int, int] = {}
+        unlinked = 0
+        host: list[tuple[_Thread, Optional[list[int]]]] = []
+        seen_kids: set[int] = set()
+        # Derived views and container lanes: left out, counted for a note.
+        derived: dict[tuple[str, str], int] = {}
+        for (pid, tid), th in self.threads.items():
+            device_rows: Iterable[int]
+            host_rows: Optional[list[int]]
+            if pid in analysis_pids:
+                what = ("analysis", procs[pid][0])
+                derived[what] = derived.get(what, 0) + len(th.kid)
+                continue
+            lane = self.thread_names.get((pid, tid)) if pid in device_pids else None
+            if lane is not None and is_container_lane(lane):
+                what = ("lane", lane.strip())
+                derived[what] = derived.get(what, 0) + len(th.kid)
+                continue
+            if pid in device_pids:
+                device_rows = range(len(th.kid))
+                host_rows = []
+            elif any(map(is_device_kind.__getitem__, th.kid)):
+                device_rows = [i for i, k in enumerate(th.kid) if is_device_kind[k]]
+                host_rows = [i for i, k in enumerate(th.kid) if not is_device_kind[k]]
+            else:
+                host.append((th, None))
+                continue
+            if host_rows:
+                host.append((th, host_rows))
+            kids, durs, corrs, exts = th.kid, th.dur, th.corr, th.ext
+            for i in device_rows:
+                k = kids[i]
+                if kind[k] == _K_STEP:
+                    continue  # the device-side copy of a step annotation
+                d = durs[i]
+                calls[k] += 1
+                dev_self[k] += d
+                dev_total[k] += d
+                on_device[k] = True
+                seen_kids.add(k)
+                c = corrs[i]
+                if c >= 0 and c in runtime_corr:
+                    dev_by_corr[c] = dev_by_corr.get(c, 0) + d
+                elif exts[i] >= 0:
+                    x = exts[i]
+                    dev_by_ext[x] = dev_by_ext.get(x, 0) + d
+                else:
+                    unlinked += d
+        if seen_kids:
+            sums.has_device = True
+            for k in seen_kids:
+                sums.evidence.append(str(keys.keys[k][1]))
+        runtime_names = {keys.names[k] for k in range(len(kind)) if kind[k] == _K_RUNTIME}
+        sums.evidence.extend(sorted(runtime_names)[:16])
+        sums.evidence.extend({str(keys.keys[k][1]) for k in range(len(kind)) if kind[k] == _K_RUNTIME})
+        for th, only in host:
+            self._walk(th, only, dev_by_corr, dev_by_ext)
+        self.threads.clear()
+        base = os.path.basename(self.path)
+        views = sorted(n for (k, n) in derived if k == "analysis")
+        if views:
+            count = sum(v for (k, _n), v in derived.items() if k == "analysis")
+            sums.notes.append(
+                f"{base}: {count:,} span(s) on {', '.join(map(repr, views))} are an analysis view derived from "
+                "other events, not events; left out"
+            )
+        lanes = sorted(n for (k, n) in derived if k == "lane")
+        if lanes:
+            count = sum(v for (k, _n), v in derived.items() if k == "lane")
+            sums.notes.append(
+                f"{base}: {count:,} span(s) on the device lane(s) {', '.join(map(repr, lanes))} contain the ops of "
+                "another lane; left out (only ops are counted)"
+            )
+        if sums.linked:
+            sums.unlinked_ns += unlinked + sum(dev_by_corr.values()) + sum(dev_by_ext.values())
+
+    def _walk(
+        self, th: _Thread, rows: Optional[list[int]], dev_by_corr: dict[int, int], dev_by_ext: dict[int, int]
+    ) -> None:
+        """Nest the host events of one timeline (torch's rule) and add up self/total and device times."""
+        ts, dur, kids, corrs, exts = th.ts, th.dur, th.kid, th.corr, th.ext
+        if rows is None:
+            n = len(ts)
+            if n == 0:
+                return
+            order: Iterable[int] = range(n)
+            if not _is_sorted(ts, dur):
+                # Parents before children: by start, then longest first (what torch sorts by).
+                idx = sorted(range(n), key=dur.__getitem__, reverse=True)
+                idx.sort(key=ts.__getitem__)
+                order = idx
+        else:
+            rows = sorted(rows, key=dur.__getitem__, reverse=True)
+            rows.sort(key=ts.__getitem__)
+            order = rows
+        sums = self.sums
+        kind, names = self.keys.kind, self.keys.names
+        calls, cpu_self, cpu_total = sums.calls, sums.cpu_self, sums.cpu_total
+        dev_self, dev_total = sums.dev_self, sums.dev_total
+        # A frame: [end, key, duration, children's duration, own device time,
+        #           device time incl. children, directly under a step (through Python frames),
+        #           index of the step span in ``step_work`` (-1 when not a step)]
+        stack: list[list[Any]] = []
+        top_level = 0
+        step_work: list[bool] = []  # per step span, in start order: whether any event is nested in it
+        linked = False
+        pop = stack.pop
+
+        for i in order:
+            t = ts[i]
+            d = dur[i]
+            e = t + d
+            while stack:
+                top = stack[-1]
+                if t >= top[0] or e > top[0]:
+                    pop()
+                    k = top[1]
+                    cpu_self[k] += top[2] - top[3]
+                    cpu_total[k] += top[2]
+                    dev_self[k] += top[4]
+                    dev_total[k] += top[5]
+                    if stack:
+                        stack[-1][5] += top[5]
+                else:
+                    break
+            k = kids[i]
+            kd = kind[k]
+            own = 0
+            if kd == _K_RUNTIME:
+                c = corrs[i]
+                if c >= 0 and dev_by_corr:
+                    found = dev_by_corr.pop(c, 0)
+                    if found:
+                        linked = True
+                        for frame in reversed(stack):
+                            if kind[frame[1]] not in (_K_RUNTIME, _K_PY):
+                                frame[4] += found
+                                frame[5] += found
+                                break
+                        else:  # no op around the call (e.g. a graph launch): the call carries it
+                            own = found
+            else:
+                x = exts[i]
+                if x >= 0 and dev_by_ext:
+                    own = dev_by_ext.pop(x, 0)
+                    if own:
+                        linked = True
+            calls[k] += 1
+            anchored = False
+            if stack:
+                parent = stack[-1]
+                parent[3] += d
+                if parent[7] >= 0:
+                    step_work[parent[7]] = True
+                if parent[6]:
+                    if kd == _K_PY:
+                        anchored = True  # Python frames are transparent for "called by the step"
+                    elif vocab.counts_as_call(kd, names[k]):
+                        top_level += 1
+            if kd == _K_STEP:
+                anchored = True
+                step_work.append(False)
+            stack.append([e, k, d, 0, own, own, anchored, len(step_work) - 1 if kd == _K_STEP else -1])
+        while stack:
+            top = pop()
+            k = top[1]
+            cpu_self[k] += top[2] - top[3]
+            cpu_total[k] += top[2]
+            dev_self[k] += top[4]
+            dev_total[k] += top[5]
+            if stack:
+                stack[-1][5] += top[5]
+        sums.top_level += top_level
+        sums.steps += vocab.step_count(step_work, stopped_in_last=self.stopped_in_last_step)
+        sums.linked |= linked
+
+
+class _FileReader(_Aggregator):
+    """Reads the events of one file into per-thread arrays, then nests and sums them."""
+
+    def __init__(self, path: str, keys: _Keys, *, fast: Optional[bool]) -> None:
+        super().__init__(path, keys)
+        self.reader = TraceReader(path, fast=fast)
+        self.open_b: dict[Any, list[Any]] = {}
+        self.stray_e = 0
 
     def read(self) -> _Sums:
         path = self.path
@@ -746,26 +951,11 @@ class _FileReader:
                     if type(name) is not str:
                         raise TraceError(f"{path}: event #{index} (ph 'X') has no 'name' string")
                     ts = ev.ts
-                    t: Optional[int]
-                    d: Optional[int]
-                    # The common case first: kineto's "1712195495520835.103", read exactly.
-                    if type(ts) is str and ts[-4:-3] == ".":
-                        try:
-                            t = int(ts.replace(".", ""))
-                        except ValueError:
-                            t = _ns(ts)
-                    else:
-                        t = _ns(ts)
+                    t = _time_ns(ts)
                     if t is None:
                         raise TraceError(_time_error(path, index, name, "ts", ts))
                     dur = ev.dur
-                    if type(dur) is str and dur[-4:-3] == ".":
-                        try:
-                            d = int(dur.replace(".", ""))
-                        except ValueError:
-                            d = _ns(dur)
-                    else:
-                        d = _ns(dur)
+                    d = _time_ns(dur)
                     if d is None:
                         raise TraceError(_time_error(path, index, name, "dur", dur))
                     if d < 0:
@@ -905,217 +1095,83 @@ class _FileReader:
         span.dur = _us_text(ts - start)
         return span
 
-    # -- per-file finish: device attribution, nesting, self time ---------------------------
-    def _finish(self, metadata: Mapping[str, Any]) -> None:
-        sums = self.sums
-        keys = self.keys
-        kind = keys.kind
-        sums.grow(len(keys.keys))
-        procs = self.procs
-        analysis_pids, device_pids = process_roles(procs)
-        for pid in device_pids:
-            sums.evidence.extend(procs[pid])
-        props = metadata.get("deviceProperties")
-        if isinstance(props, list):
-            for p in props:
-                if isinstance(p, dict):
-                    sums.evidence.extend(f"{k}={v}" for k, v in p.items() if isinstance(v, str))
-            first = props[0] if props else None
-            if isinstance(first, dict) and isinstance(first.get("name"), str):
-                sums.device_name = first["name"]
-        if _NEURON_LAYOUT.search(os.path.dirname(os.path.abspath(self.path))) and os.path.basename(
-            self.path
-        ).startswith("trace.json"):
-            sums.evidence.append("neuron")
-        sums.rank = _rank_of(self.path, metadata)
 
-        is_device_kind = [k == _K_DEVICE for k in kind]
-        calls, dev_self, dev_total, on_device = sums.calls, sums.dev_self, sums.dev_total, sums.on_device
-        runtime_corr = self.runtime_corr
-        dev_by_corr: dict[int, int] = {}
-        dev_by_ext: dict[int, int] = {}
-        unlinked = 0
-        host: list[tuple[_Thread, Optional[list[int]]]] = []
-        seen_kids: set[int] = set()
-        # Derived views and container lanes: left out, counted for a note.
-        derived: dict[tuple[str, str], int] = {}
-        for (pid, tid), th in self.threads.items():
-            device_rows: Iterable[int]
-            host_rows: Optional[list[int]]
-            if pid in analysis_pids:
-                what = ("analysis", procs[pid][0])
-                derived[what] = derived.get(what, 0) + len(th.kid)
-                continue
-            lane = self.thread_names.get((pid, tid)) if pid in device_pids else None
-            if lane is not None and is_container_lane(lane):
-                what = ("lane", lane.strip())
-                derived[what] = derived.get(what, 0) + len(th.kid)
-                continue
-            if pid in device_pids:
-                device_rows = range(len(th.kid))
-                host_rows = []
-            elif any(map(is_device_kind.__getitem__, th.kid)):
-                device_rows = [i for i, k in enumerate(th.kid) if is_device_kind[k]]
-                host_rows = [i for i, k in enumerate(th.kid) if not is_device_kind[k]]
-            else:
-                host.append((th, None))
-                continue
-            if host_rows:
-                host.append((th, host_rows))
-            kids, durs, corrs, exts = th.kid, th.dur, th.corr, th.ext
-            for i in device_rows:
-                k = kids[i]
-                if kind[k] == _K_STEP:
-                    continue  # the device-side copy of a step annotation
-                d = durs[i]
-                calls[k] += 1
-                dev_self[k] += d
-                dev_total[k] += d
-                on_device[k] = True
-                seen_kids.add(k)
-                c = corrs[i]
-                if c >= 0 and c in runtime_corr:
-                    dev_by_corr[c] = dev_by_corr.get(c, 0) + d
-                elif exts[i] >= 0:
-                    x = exts[i]
-                    dev_by_ext[x] = dev_by_ext.get(x, 0) + d
-                else:
-                    unlinked += d
-        if seen_kids:
-            sums.has_device = True
-            for k in seen_kids:
-                sums.evidence.append(str(keys.keys[k][1]))
-        runtime_names = {keys.names[k] for k in range(len(kind)) if kind[k] == _K_RUNTIME}
-        sums.evidence.extend(sorted(runtime_names)[:16])
-        sums.evidence.extend({str(keys.keys[k][1]) for k in range(len(kind)) if kind[k] == _K_RUNTIME})
-        for th, only in host:
-            self._walk(th, only, dev_by_corr, dev_by_ext)
-        self.threads.clear()
-        base = os.path.basename(self.path)
-        views = sorted(n for (k, n) in derived if k == "analysis")
-        if views:
-            count = sum(v for (k, _n), v in derived.items() if k == "analysis")
-            sums.notes.append(
-                f"{base}: {count:,} span(s) on {', '.join(map(repr, views))} are an analysis view derived from "
-                "other events, not events; left out"
-            )
-        lanes = sorted(n for (k, n) in derived if k == "lane")
-        if lanes:
-            count = sum(v for (k, _n), v in derived.items() if k == "lane")
-            sums.notes.append(
-                f"{base}: {count:,} span(s) on the device lane(s) {', '.join(map(repr, lanes))} contain the ops of "
-                "another lane; left out (only ops are counted)"
-            )
-        if sums.linked:
-            sums.unlinked_ns += unlinked + sum(dev_by_corr.values()) + sum(dev_by_ext.values())
+class EventAggregator(_Aggregator):
+    """Sums events handed over one at a time exactly as a trace file's events are summed.
 
-    def _walk(
-        self, th: _Thread, rows: Optional[list[int]], dev_by_corr: dict[int, int], dev_by_ext: dict[int, int]
-    ) -> None:
-        """Nest the host events of one timeline (torch's rule) and add up self/total and device times."""
-        ts, dur, kids, corrs, exts = th.ts, th.dur, th.kid, th.corr, th.ext
-        if rows is None:
-            n = len(ts)
-            if n == 0:
-                return
-            order: Iterable[int] = range(n)
-            if not _is_sorted(ts, dur):
-                # Parents before children: by start, then longest first (what torch sorts by).
-                idx = sorted(range(n), key=dur.__getitem__, reverse=True)
-                idx.sort(key=ts.__getitem__)
-                order = idx
-        else:
-            rows = sorted(rows, key=dur.__getitem__, reverse=True)
-            rows.sort(key=ts.__getitem__)
-            order = rows
-        sums = self.sums
-        kind, names = self.keys.kind, self.keys.names
-        calls, cpu_self, cpu_total = sums.calls, sums.cpu_self, sums.cpu_total
-        dev_self, dev_total = sums.dev_self, sums.dev_total
-        # A frame: [end, key, duration, children's duration, own device time,
-        #           device time incl. children, directly under a step (through Python frames)]
-        stack: list[list[Any]] = []
-        top_level = 0
-        steps = 0
-        linked = False
-        pop = stack.pop
+    The live ``session.table()`` feeds kineto's own event list
+    (``profile.kineto_results.events()``: the events kineto writes into the
+    Chrome trace, with integer-ns times) through this, so the live table and
+    ``neuronprof summarize`` of the same run's export come from one aggregation:
+    the same rows, calls, self and total times, device attribution, steps and
+    top-level calls.
 
-        for i in order:
-            t = ts[i]
-            d = dur[i]
-            e = t + d
-            while stack:
-                top = stack[-1]
-                if t >= top[0] or e > top[0]:
-                    pop()
-                    k = top[1]
-                    cpu_self[k] += top[2] - top[3]
-                    cpu_total[k] += top[2]
-                    dev_self[k] += top[4]
-                    dev_total[k] += top[5]
-                    if stack:
-                        stack[-1][5] += top[5]
-                else:
-                    break
-            k = kids[i]
-            kd = kind[k]
-            own = 0
-            if kd == _K_RUNTIME:
-                c = corrs[i]
-                if c >= 0 and dev_by_corr:
-                    found = dev_by_corr.pop(c, 0)
-                    if found:
-                        linked = True
-                        for frame in reversed(stack):
-                            if kind[frame[1]] not in (_K_RUNTIME, _K_PY):
-                                frame[4] += found
-                                frame[5] += found
-                                break
-                        else:  # no op around the call (e.g. a graph launch): the call carries it
-                            own = found
-            else:
-                x = exts[i]
-                if x >= 0 and dev_by_ext:
-                    own = dev_by_ext.pop(x, 0)
-                    if own:
-                        linked = True
-            calls[k] += 1
-            anchored = False
-            if stack:
-                parent = stack[-1]
-                parent[3] += d
-                if parent[6]:
-                    if kd == _K_PY:
-                        anchored = True  # Python frames are transparent for "called by the step"
-                    elif _counts_as_call(kd, names[k]):
-                        top_level += 1
-            if kd == _K_STEP:
-                anchored = True
-                steps += 1
-            stack.append([e, k, d, 0, own, own, anchored])
-        while stack:
-            top = pop()
-            k = top[1]
-            cpu_self[k] += top[2] - top[3]
-            cpu_total[k] += top[2]
-            dev_self[k] += top[4]
-            dev_total[k] += top[5]
-            if stack:
-                stack[-1][5] += top[5]
-        sums.top_level += top_level
-        sums.steps += steps
-        sums.linked |= linked
-
-
-def _counts_as_call(kind: int, name: str) -> bool:
-    """Whether an op directly under a step is a top-level call, as ``session.table()`` counts them.
-
-    torch.compile records its guard check ("TorchDynamo Cache Lookup") beside
-    the compiled region: bookkeeping, not a call; the region counts once.
+    Args:
+        source: What the events come from, for notes (e.g. ``"<session>"``).
+        stopped_in_last_step: Whether the profiler stopped while the last step was
+            open (the live session knows; see ``neuronprof._vocabulary.step_count``).
     """
-    if name.startswith(_COMPILED_REGION):
-        return True
-    return kind == _K_OP and not name.startswith(_CACHE_LOOKUP)
+
+    def __init__(self, source: str = "<events>", *, stopped_in_last_step: bool = True) -> None:
+        super().__init__(source, _Keys())
+        self.stopped_in_last_step = stopped_in_last_step
+
+    def add(
+        self,
+        name: str,
+        cat: str,
+        start_ns: int,
+        duration_ns: int,
+        thread: tuple[Any, Any],
+        *,
+        input_dims: Optional[list[Any]] = None,
+        input_types: Optional[list[str]] = None,
+        correlation: int = -1,
+        external_id: int = -1,
+        flops: Optional[int] = None,
+    ) -> None:
+        """Add one event (a span: an op, an annotation, a runtime call, a kernel...).
+
+        Args:
+            name: The event's name, as the trace writes it.
+            cat: Its category: kineto's activity type (``"cpu_op"``, ``"kernel"``...).
+            start_ns: Start, integer ns (any origin, the same for every event).
+            duration_ns: Duration, integer ns.
+            thread: The timeline it is on, e.g. ``("host", tid)`` or ``("device 0", stream)``.
+            input_dims: Recorded input shapes (``record_shapes=True``), as the trace's ``Input Dims``.
+            input_types: Recorded input dtypes, as the trace's ``Input type``.
+            correlation: The trace's ``correlation`` (runtime calls and device work), -1 when none.
+            external_id: The trace's ``External id``, -1 when none.
+            flops: Estimated FLOPs (``with_flops=True``).
+        """
+        if cat in _SKIP_CATS:  # as a trace file's reader does
+            self.sums.skipped[cat] = self.sums.skipped.get(cat, 0) + 1
+            return
+        dims = None if input_dims is None else json.dumps(input_dims).encode()
+        types = None if input_types is None else json.dumps(input_types).encode()
+        key = (name, cat, dims, types, None)
+        keys = self.keys
+        kid = keys.index.get(key)
+        if kid is None:
+            kid = keys.add(key)
+        if flops:
+            _add_flops(self.sums.flops, kid, flops)
+        if keys.kind[kid] == _K_RUNTIME and correlation >= 0:
+            self.runtime_corr.add(correlation)
+        th = self.threads.get(thread)
+        if th is None:
+            th = self.threads[thread] = _Thread()
+        th.ts.append(start_ns)
+        th.dur.append(duration_ns)
+        th.kid.append(kid)
+        th.corr.append(correlation)
+        th.ext.append(external_id)
+        self.sums.events += 1
+
+    def trace(self) -> Trace:
+        """Nest, attribute and sum the events added so far into a [`Trace`][neuronprof.analysis.Trace]; once."""
+        self._finish({})
+        return _build(self.sums, self.keys, self.sums.files)
 
 
 def _add_flops(flops_by_key: dict[int, int], kid: int, flops: Any) -> None:
@@ -1341,23 +1397,3 @@ def _device_label(evidence: Iterable[str]) -> str:
         if pattern.search(text):
             return label
     return "DEVICE"
-
-
-def _add_opt(a: Optional[float], b: Optional[float]) -> Optional[float]:
-    if a is None and b is None:
-        return None
-    return (a or 0.0) + (b or 0.0)
-
-
-def _add_rows(a: OpRow, b: OpRow) -> OpRow:
-    flops = _add_opt(a.flops, b.flops)
-    return dataclasses.replace(
-        a,
-        input_dtypes=a.input_dtypes if a.input_dtypes == b.input_dtypes else None,
-        calls=a.calls + b.calls,
-        self_cpu_us=a.self_cpu_us + b.self_cpu_us,
-        cpu_total_us=a.cpu_total_us + b.cpu_total_us,
-        self_device_us=_add_opt(a.self_device_us, b.self_device_us),
-        device_total_us=_add_opt(a.device_total_us, b.device_total_us),
-        flops=None if flops is None else int(flops),
-    )

@@ -1,0 +1,365 @@
+"""What a step, an op row, a top-level call and device time are: each rule once.
+
+The live table (``session.table()``, built in ``_collect`` from kineto's event
+list) and the offline table (``neuronprof summarize``, built in
+``analysis.trace`` from a Chrome trace) both aggregate events through
+``analysis.trace``'s one aggregator, which asks this module every question of
+meaning; [`Table`][neuronprof.Table] merges, sorts, filters and cuts its rows
+with the functions here. So the two tables cannot drift apart.
+
+The rules, in short:
+
+* **Event kinds** come from the event's category (kineto's activity type):
+  device work (``kernel``, ``gpu_memcpy``...), a step (``ProfilerStep#N``), a
+  host op (``cpu_op``), a Python frame, a runtime/driver call, or other
+  (``record_function`` annotations and the rest).
+* **A step** is a ``ProfilerStep#N`` span, except an empty last one that was
+  open when the profiler stopped: the step torch.profiler opens at the last
+  ``step()`` before the block's exit, in which nothing ran (see ``step_count``).
+* **A top-level call** is an op directly under a step (Python frames are
+  transparent); a compiled region (``Torch-Compiled Region: ...``) counts once,
+  torch.compile's guard check (``TorchDynamo Cache Lookup``) never.
+* **An op row** sums every event of one name (and input shapes, when grouped by
+  shape) and host/device side; every event counts once, recursive same-name ops
+  included, as in the trace kineto writes. (``key_averages()`` instead folds an
+  op's only same-name child into it and keeps only the child's kernels.)
+  Profiler-internal events (torch.profiler's and neuronprof's own Python
+  frames, the record-function bookkeeping ops torch's own table leaves out) are
+  not rows.
+* **Device total** is the sum over kernel rows only (``on_device``): the ops
+  that launched them carry the same time again, as in torch.profiler's "Self
+  DEVICE time total"; a table without kernel rows sums its ops.
+
+Nothing here imports torch or the rest of neuronprof: rows are duck-typed
+([`OpRow`][neuronprof.OpRow]-like frozen dataclasses).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Any, Optional, Protocol, TypeVar
+
+__all__ = [
+    "CACHE_LOOKUP",
+    "COMPILED_REGION",
+    "DEVICE_CATS",
+    "K_DEVICE",
+    "K_OP",
+    "K_OTHER",
+    "K_PY",
+    "K_RUNTIME",
+    "K_STEP",
+    "OP_CATS",
+    "SKIP_CATS",
+    "SORT_FIELD",
+    "STEP_PREFIX",
+    "STEP_ROW",
+    "add_rows",
+    "counts_as_call",
+    "device_counted",
+    "device_total",
+    "event_kind",
+    "has_device_time",
+    "is_own_frame",
+    "is_row",
+    "limit_rows",
+    "merge_rows",
+    "row_name",
+    "sort_field",
+    "sort_rows",
+    "step_count",
+]
+
+# -- events ------------------------------------------------------------------------------
+
+# Categories that are not operator time: the profiler's own span, and device-side
+# copies of CPU annotations (they would count their kernels' time twice).
+SKIP_CATS = frozenset({"Trace", "gpu_user_annotation"})
+# Device work, in lower case: kineto 2.x, kineto of PyTorch 1.8/1.9 ("Kernel",
+# "Memcpy", "Memset"), MTIA.
+DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset", "mtia_ccp_events"})
+# Host operators: kineto 2.x and PyTorch 1.8/1.9 ("Operator").
+OP_CATS = frozenset({"cpu_op", "operator"})
+
+STEP_PREFIX = "ProfilerStep#"
+STEP_ROW = "ProfilerStep*"
+"""What ``key_averages()`` (and every neuronprof table) calls every ``ProfilerStep#N``."""
+COMPILED_REGION = "Torch-Compiled Region"
+CACHE_LOOKUP = "TorchDynamo Cache Lookup"
+
+# What kind of event a (name, category) is.
+K_OTHER, K_OP, K_PY, K_RUNTIME, K_STEP, K_DEVICE = range(6)
+
+
+def event_kind(name: str, cat: Any) -> int:
+    """What kind of event a (name, category) is: one of ``K_*`` (device work, a step, an op...).
+
+    ``cat`` is the trace's ``"cat"`` or, live, kineto's activity type: the same
+    strings (kineto writes one as the other).
+    """
+    lcat = cat.lower() if isinstance(cat, str) else ""
+    if lcat in DEVICE_CATS:
+        return K_DEVICE
+    if name.startswith(STEP_PREFIX):
+        return K_STEP
+    if lcat in OP_CATS:
+        return K_OP
+    if lcat == "python_function":
+        return K_PY
+    if lcat.endswith(("runtime", "driver")):
+        return K_RUNTIME
+    return K_OTHER
+
+
+def row_name(name: str, kind: int) -> str:
+    """The row an event is summed into: its name; every step is ``ProfilerStep*``."""
+    return STEP_ROW if kind == K_STEP else name
+
+
+def counts_as_call(kind: int, name: str) -> bool:
+    """Whether an event directly under a step is a top-level call.
+
+    torch.compile records its guard check ("TorchDynamo Cache Lookup") beside
+    the compiled region: bookkeeping, not a call; the region counts once.
+    """
+    if name.startswith(COMPILED_REGION):
+        return True
+    return kind == K_OP and not name.startswith(CACHE_LOOKUP)
+
+
+def step_count(holds_work: Sequence[bool], *, stopped_in_last: bool = True) -> int:
+    """How many steps a timeline's ``ProfilerStep#N`` spans (in start order) are.
+
+    Every span is a step, except an empty last one that was still open when the
+    profiler stopped: torch.profiler opens a step at every ``step()``, so the
+    last ``step()`` before the block's exit opens one in which nothing runs.
+
+    A cycle that torch's schedule ended is stopped between steps, so an empty
+    last step of it did run (its work was in threads the profiler does not
+    record). The live session knows which cycles its exit stopped; a trace file
+    does not say, so the offline reader takes an empty last span as one the
+    exit stopped in (what an export of a ``with`` block that exits mid-cycle
+    holds; a trace saved by the schedule ends with a step that ran).
+
+    Args:
+        holds_work: Per span, whether any event is nested in it.
+        stopped_in_last: Whether the profiler stopped while the last span was open.
+    """
+    if stopped_in_last and holds_work and not holds_work[-1]:
+        return len(holds_work) - 1
+    return len(holds_work)
+
+
+# Python frames of the profiler itself and of neuronprof (with_stack=True): they
+# are the measuring instrument, not the user's program.
+_OWN_FRAMES = (
+    "torch/profiler/",
+    "torch/autograd/profiler",
+    "neuronprof/",
+    "<built-in method _record_function_enter",
+    "<built-in method _record_function_exit",
+    "<built-in method _disable_profiler",
+    "<built-in method _enable_profiler",
+)
+# Bookkeeping ops torch.profiler's own table leaves out (``profiler_util._filter_name``).
+_NOT_ROWS = frozenset(
+    {
+        "[memory]",
+        "[OutOfMemory]",
+        "profiler::_record_function_enter",
+        "profiler::_record_function_enter_new",
+        "profiler::_record_function_exit",
+        "aten::is_leaf",
+        "aten::output_nr",
+        "aten::_version",
+    }
+)
+
+
+def is_own_frame(name: str) -> bool:
+    """Return True for a Python-frame event of torch.profiler's or neuronprof's own code."""
+    normalized = name.replace("\\", "/")
+    return any(marker in normalized for marker in _OWN_FRAMES)
+
+
+def is_row(name: str) -> bool:
+    """Whether events called ``name`` make a row: not the profiler's own frames or bookkeeping ops."""
+    return name not in _NOT_ROWS and not is_own_frame(name)
+
+
+# -- rows ---------------------------------------------------------------------------------
+
+
+class _Row(Protocol):
+    """What the row rules read: an [`OpRow`][neuronprof.OpRow] (a frozen dataclass) or alike."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def calls(self) -> int: ...
+    @property
+    def self_cpu_us(self) -> float: ...
+    @property
+    def cpu_total_us(self) -> float: ...
+    @property
+    def self_device_us(self) -> Optional[float]: ...
+    @property
+    def device_total_us(self) -> Optional[float]: ...
+    @property
+    def on_device(self) -> bool: ...
+
+
+RowT = TypeVar("RowT", bound=_Row)
+T = TypeVar("T")
+
+
+class _Placed(Protocol):
+    @property
+    def on_device(self) -> bool: ...
+
+
+PlacedT = TypeVar("PlacedT", bound=_Placed)
+
+
+def _add_opt(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    if a is None and b is None:
+        return None
+    return (a or 0) + (b or 0)
+
+
+def _opt_int(v: Optional[float]) -> Optional[int]:
+    return None if v is None else int(v)
+
+
+def add_rows(a: RowT, b: RowT) -> RowT:
+    """Return one row that is the sum of two rows of the same op.
+
+    Calls and times add; a value missing (``None``) on both stays missing;
+    ``input_dtypes`` is kept where both agree on it.
+    """
+    changes: dict[str, Any] = {
+        "calls": a.calls + b.calls,
+        "self_cpu_us": a.self_cpu_us + b.self_cpu_us,
+        "cpu_total_us": a.cpu_total_us + b.cpu_total_us,
+        "self_device_us": _add_opt(a.self_device_us, b.self_device_us),
+        "device_total_us": _add_opt(a.device_total_us, b.device_total_us),
+    }
+    for name in ("flops", "self_cpu_memory_bytes", "self_device_memory_bytes"):
+        if hasattr(a, name):
+            changes[name] = _opt_int(_add_opt(getattr(a, name), getattr(b, name)))
+    for name in ("input_dtypes",):
+        if hasattr(a, name):
+            mine = getattr(a, name)
+            changes[name] = mine if mine == getattr(b, name) else None
+    return dataclasses.replace(a, **changes)  # type: ignore[type-var]
+
+
+def merge_rows(groups: Iterable[Iterable[RowT]]) -> list[RowT]:
+    """Sum rows with the same name, input shapes and host/device side, in first-seen order.
+
+    The one merge: of a trace's keys into rows, of profiling cycles
+    (``repeat > 1``) into one table.
+    """
+    merged: dict[tuple[Any, ...], RowT] = {}
+    for rows in groups:
+        for r in rows:
+            key = (r.name, getattr(r, "input_shapes", None), r.on_device)
+            prev = merged.get(key)
+            merged[key] = r if prev is None else add_rows(prev, r)
+    return list(merged.values())
+
+
+def has_device_time(row: _Row) -> bool:
+    """Whether a row has device time above zero (what ``device_only`` keeps)."""
+    return (row.self_device_us or 0) > 0 or (row.device_total_us or 0) > 0
+
+
+def device_counted(rows: Sequence[PlacedT]) -> Sequence[PlacedT]:
+    """The rows a device total sums: the kernel rows (``on_device``) when there are any, else every row.
+
+    Kernel rows and the ops that launched them both carry the kernel's time, so
+    only kernel rows are summed when there are any, as torch.profiler does for
+    its "Self DEVICE time total".
+    """
+    return [r for r in rows if r.on_device] or rows
+
+
+def device_total(rows: Sequence[_Row]) -> Optional[float]:
+    """Total self device time (µs): the kernel rows' (``on_device``) when any has a value, else every row's.
+
+    ``None`` only when no row at all has a device value, so that no subset of a
+    table without a device total has one either: a limit (``head``) cannot make
+    one up from the rows it keeps.
+    """
+    kernels = [r.self_device_us for r in rows if r.on_device and r.self_device_us is not None]
+    if kernels:
+        return float(sum(kernels))
+    values = [r.self_device_us for r in rows if r.self_device_us is not None]
+    return float(sum(values)) if values else None
+
+
+# Which row field each sort key orders by. torch rewrites cuda/privateuse1/xpu
+# keys to "device" internally, so they all land on the device fields here too.
+SORT_FIELD: dict[str, str] = {
+    "device": "self_device_us",
+    "self_device_time_total": "self_device_us",
+    "self_cuda_time_total": "self_device_us",
+    "self_privateuse1_time_total": "self_device_us",
+    "self_xpu_time_total": "self_device_us",
+    "device_total": "device_total_us",
+    "device_time_total": "device_total_us",
+    "cuda_time_total": "device_total_us",
+    "privateuse1_time_total": "device_total_us",
+    "xpu_time_total": "device_total_us",
+    "cpu": "self_cpu_us",
+    "self_cpu_time_total": "self_cpu_us",
+    "cpu_total": "cpu_total_us",
+    "cpu_time_total": "cpu_total_us",
+    "calls": "calls",
+    "count": "calls",
+    "name": "name",
+    "flops": "flops",
+    "self_cpu_memory_usage": "self_cpu_memory_bytes",
+    "self_device_memory_usage": "self_device_memory_bytes",
+}
+DEVICE_FIELDS = frozenset({"self_device_us", "device_total_us"})
+
+
+def sort_field(by: str) -> str:
+    """The row field a sort key orders by.
+
+    Raises:
+        ValueError: ``by`` is not a known sort key.
+    """
+    try:
+        return SORT_FIELD[by]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown sort_by {by!r}; use one of: {', '.join(SORT_FIELD)}") from None
+
+
+def sort_rows(rows: Iterable[RowT], field_name: str) -> list[RowT]:
+    """Rows ordered by ``field_name``: names alphabetically, values largest first, missing (``None``) last.
+
+    The sort is stable: equal values keep their order.
+    """
+    rows = list(rows)
+    if field_name == "name":
+        return sorted(rows, key=lambda r: r.name)
+    present = [r for r in rows if getattr(r, field_name) is not None]
+    missing = [r for r in rows if getattr(r, field_name) is None]
+    present.sort(key=lambda r: getattr(r, field_name), reverse=True)
+    return present + missing
+
+
+def limit_rows(rows: Sequence[T], n: Optional[int]) -> Sequence[T]:
+    """The first ``n`` rows (all of them when ``n`` is None or negative).
+
+    The one rule for every ``row_limit`` of neuronprof: a limit cuts rows only. Every
+    model computes its totals (and ``total_rows``) from all its rows before any limit,
+    keeps them through ``head(n)`` and writes them to JSON, so a table read back from
+    ``to_json(row_limit=n)`` reports the same totals as the whole one.
+    """
+    if n is None or n < 0 or n >= len(rows):
+        return rows
+    return rows[:n]

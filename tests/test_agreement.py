@@ -1,0 +1,188 @@
+"""The live table and the offline table of the same run agree, row by row.
+
+``s.table()`` and ``neuronprof.analysis.summarize(s.export())`` (and
+``load_trace(...).rows()``) are built by one aggregation from the same events
+(kineto's event list live, the trace kineto writes from it offline), so they
+agree on every row's calls, self CPU, CPU total and device times, and on steps
+and top-level calls. Trace times are µs with three decimals, written from
+integer ns: the only tolerance is that rounding.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import torch
+
+import neuronprof
+from neuronprof import Table
+from neuronprof.analysis import load_trace, summarize
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "backends"))
+
+from run_in_subprocess import check, result, run_script  # noqa: E402
+
+
+def _key(row: Any) -> tuple[Any, ...]:
+    return (row.name, row.on_device, row.input_shapes)
+
+
+def assert_rows_agree(live_rows: Any, offline_rows: Any) -> None:
+    """Every row of one table is a row of the other, with the same calls and times."""
+    live = {_key(r): r for r in live_rows}
+    offline = {_key(r): r for r in offline_rows}
+    assert set(live) == set(offline)
+    for key, a in live.items():
+        b = offline[key]
+        tolerance = 0.001 * a.calls + 1e-9  # the trace's µs with three decimals
+        assert a.calls == b.calls, key
+        assert a.self_cpu_us == pytest.approx(b.self_cpu_us, abs=tolerance), key
+        assert a.cpu_total_us == pytest.approx(b.cpu_total_us, abs=tolerance), key
+        assert (a.self_device_us or 0) == pytest.approx(b.self_device_us or 0, abs=tolerance), key
+        assert (a.device_total_us or 0) == pytest.approx(b.device_total_us or 0, abs=tolerance), key
+
+
+def assert_tables_agree(live: Table, offline: Table) -> None:
+    assert_rows_agree(live.rows, offline.rows)
+    assert (live.steps, live.top_level_calls) == (offline.steps, offline.top_level_calls)
+    assert live.self_cpu_us == pytest.approx(offline.self_cpu_us, abs=0.001 * len(live.rows) + 1e-9)
+    assert (live.self_device_us or 0) == pytest.approx(offline.self_device_us or 0, abs=0.001 * len(live.rows) + 1e-9)
+
+
+def _run(tmp_path: Path, body: Callable[[], Any], **options: Any) -> neuronprof.Session:
+    with neuronprof.session(backend="cpu", output_dir=tmp_path, **options) as s:
+        for _ in s.steps():
+            body()
+    return s
+
+
+def _workload() -> Callable[[], Any]:
+    x = torch.randn(32, 64)
+    w = torch.randn(64, 64)
+
+    def body() -> Any:
+        # aten::sum redispatches to an inner aten::sum: key_averages() folds it, the trace does not.
+        y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return torch.nn.functional.linear(y, w).relu().sum()
+
+    return body
+
+
+def test_eager_live_and_offline_tables_agree(tmp_path: Path) -> None:
+    s = _run(tmp_path, _workload(), wait=0, warmup=1, active=2)
+    live = s.table(row_limit=None)
+    offline = summarize(s.export())
+    assert_tables_agree(live, offline)
+    assert live.steps == 2 and live.top_level_calls == 2 * 8
+    # Every event counts once, as in the trace (read here with json, not the loader):
+    # the inner aten::sum is a call of its own.
+    events = json.loads(Path(s.export()).read_text())["traceEvents"]
+    in_trace = sum(1 for e in events if e.get("ph") == "X" and e.get("name") == "aten::sum")
+    assert live.row("aten::sum").calls == in_trace >= 2 * 2
+    # Sorting and limiting are one rule too: the same values in the same order.
+    for sort_by in ("cpu", "cpu_total", "calls"):
+        a = s.table(sort_by=sort_by, row_limit=5)
+        b = summarize(s.export(), sort_by=sort_by, limit=5)
+        field = {"cpu": "self_cpu_us", "cpu_total": "cpu_total_us", "calls": "calls"}[sort_by]
+        assert [getattr(r, field) for r in a.rows] == pytest.approx([getattr(r, field) for r in b.rows], abs=0.01)
+        assert (a.total_rows, a.self_cpu_us) == pytest.approx((b.total_rows, b.self_cpu_us), abs=0.01)
+
+
+def test_record_shapes_tables_agree_per_signature(tmp_path: Path) -> None:
+    s = _run(tmp_path, _workload(), wait=0, warmup=1, active=2, record_shapes=True)
+    live = s.table(row_limit=None)
+    trace = load_trace(s.export())
+    assert_rows_agree(live.rows, trace.rows("shape"))
+    assert any(r.input_shapes for r in live.rows)
+    assert (live.steps, live.top_level_calls) == (trace.steps, trace.top_level_calls)
+
+
+def test_repeated_cycles_agree_with_their_exports_summed(tmp_path: Path) -> None:
+    s = _run(tmp_path / "run", _workload(), wait=0, warmup=1, active=1, repeat=3)
+    live = s.table(row_limit=None)
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    for cycle in range(3):
+        s.export(folder / f"cycle{cycle}.pt.trace.json", cycle=cycle)
+    offline = summarize(folder)
+    assert_tables_agree(live, offline)
+    assert live.steps == 3
+
+
+def test_step_opened_at_exit_is_no_step_live_or_offline(tmp_path: Path) -> None:
+    # step() after the work, then the block exits mid-cycle: torch opens one more
+    # ProfilerStep#N that never runs. Neither table counts it.
+    body = _workload()
+    with neuronprof.session(backend="cpu", output_dir=tmp_path, wait=0, warmup=1, active=5) as s:
+        for _ in range(4):
+            body()
+            s.step()
+    live = s.table(row_limit=None)
+    offline = summarize(s.export())
+    assert live.steps == offline.steps == 3
+    assert_tables_agree(live, offline)
+
+
+def test_compiled_function_counts_once_live_and_offline(tmp_path: Path) -> None:
+    x = torch.randn(64, 64)
+
+    def rmsnorm(t: torch.Tensor) -> torch.Tensor:
+        return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+    compiled = torch.compile(rmsnorm, fullgraph=True)
+    compiled(x)  # compile before profiling
+    # with_stack=True puts Python frames between the step and the region: they are no calls.
+    for i, options in enumerate(({}, {"with_stack": True})):
+        s = _run(tmp_path / str(i), lambda: compiled(x), wait=0, warmup=1, active=2, **options)
+        live = s.table(row_limit=None)
+        offline = summarize(s.export())
+        assert_tables_agree(live, offline)
+        assert any(n.startswith("Torch-Compiled Region") for n in live.names())
+        assert any(n.startswith("TorchDynamo Cache Lookup") for n in live.names())
+        # The compiled region is the one call per step; the guard check is no call.
+        assert live.top_level_calls == offline.top_level_calls == 2, options
+
+
+_NEURON = """
+import torch, neuronprof
+from neuronprof.analysis import summarize, load_trace
+lin = torch.nn.Linear(16, 16)
+x = torch.randn(8, 16)
+with neuronprof.session(output_dir={out!r}, wait=0, warmup=1, active=2, record_shapes={shapes}) as s:
+    for _ in s.steps():
+        lin(x).relu().sum()
+def rows(rs):
+    return [[r.name, r.on_device, [list(x) for x in r.input_shapes] if r.input_shapes else None, r.calls,
+             r.self_cpu_us, r.cpu_total_us, r.self_device_us, r.device_total_us] for r in rs]
+t = s.table(row_limit=None)
+path = s.export()
+report(dict(path=str(path), label=t.device_label, steps=t.steps, top=t.top_level_calls,
+            device=t.self_device_us, rows=rows(t.rows)))
+"""
+
+
+class _Row:
+    def __init__(self, name: str, on_device: bool, shapes: Any, calls: int, *times: Any) -> None:
+        self.name, self.on_device, self.calls = name, on_device, calls
+        self.input_shapes = tuple(tuple(s) for s in shapes) if shapes is not None else None
+        self.self_cpu_us, self.cpu_total_us, self.self_device_us, self.device_total_us = times
+
+
+@pytest.mark.parametrize("shapes", [False, True], ids=["by-name", "by-shape"])
+def test_privateuse1_device_kernels_agree(tmp_path: Path, shapes: bool) -> None:
+    # The correlating TorchNeuron stand-in: the build whose device time reaches torch.profiler.
+    # Its times are the test plugin's, not a Trainium's.
+    env = {"NEURONPROF_STANDIN_NEURON_BUILD": "correlating"}
+    code = _NEURON.format(out=str(tmp_path), shapes=shapes)
+    live = result(check(run_script(code, backend="neuron", env=env)))
+    trace = load_trace(live["path"])
+    live_rows = [_Row(*r) for r in live["rows"]]
+    assert any(r.on_device for r in live_rows), "the plugin recorded no kernels"
+    assert_rows_agree(live_rows, trace.rows("shape" if shapes else "name"))
+    assert (live["steps"], live["top"]) == (trace.steps, trace.top_level_calls)
+    assert trace.device_label == live["label"] == "NEURON"
+    assert live["device"] == pytest.approx(trace.table().self_device_us, abs=0.01)
