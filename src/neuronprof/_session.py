@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 import warnings
 import weakref
 from collections.abc import Iterator, Sequence
@@ -219,6 +220,8 @@ class Session:
         self._ctx: Optional[SessionContext] = None
         self._warned_empty_device = False
         self._neuron: Optional[SessionNeuronProfile] = None
+        self._unguard: Callable[[], None] = lambda: None
+        self._start_thread: Optional[int] = None
 
     # -- read-only facts -------------------------------------------------------
     @property
@@ -318,8 +321,10 @@ class Session:
                     "stop it before starting a neuronprof session"
                 )
             _active = self
+            self._unguard = _guard_profiler_starts()
             self._start()
         except BaseException:
+            self._unguard()
             _active = None
             self._profiler = None
             self._state = "new"
@@ -356,6 +361,7 @@ class Session:
         # (torch adds record_shapes and distributedInfo there on its own.)
         prof.neuronprof_metadata = {"neuronprof": json.dumps(self._trace_metadata()["neuronprof"])}
         self._started = time.time()
+        self._start_thread = threading.get_ident()
         self._profiler = prof
         with _signals_deferred():
             try:
@@ -496,6 +502,7 @@ class Session:
                 self._abandon()
         finally:
             self._state = "done"
+            self._unguard()
             _active = None
             _active_lock.release()
         if failure is not None and exc_type is not None:
@@ -530,6 +537,35 @@ class Session:
         if self._profiler is not None:
             _stop_abandoned(self._profiler)
 
+    def _refuse_foreign_start(self) -> SessionStateError:
+        """The error for a profiler started inside the block; torch's flags are left as the session's."""
+        from torch.autograd import profiler as autograd_profiler
+
+        # emit_nvtx / emit_itt raise torch's "profiler enabled" flag before they start.
+        recording = getattr(self._profiler, "kineto_state", "idle") == "recording"
+        autograd_profiler._set_is_profiler_enabled(recording)
+        message = (
+            f"another torch.profiler was started inside the session's block: {_foreign_starter()}, "
+            f"during step {self._steps_taken} ({self._phase()}). torch has one profiler per process, and a "
+            "second one would end this session's recording or crash the process, so neuronprof refused it; "
+            "the session's recording is unharmed. Profile one thing at a time: remove the inner profiler, "
+            "or end the session before it starts"
+        )
+        self._note(message)
+        return SessionStateError(message)
+
+    def _phase(self) -> str:
+        """The schedule phase of the current step: ``"wait"``, ``"warmup"`` or ``"active"``."""
+        cycle = self.wait + self.warmup + self.active
+        position = self._steps_taken % cycle
+        if self.repeat and self._steps_taken >= cycle * self.repeat:
+            return "after the schedule"
+        if position < self.wait:
+            return "a wait step"
+        if position < self.wait + self.warmup:
+            return "a warmup step"
+        return "an active step"
+
     def _foreign_profiler(self) -> Optional[str]:
         """Say what happened if another profiler took torch's one profiler from this session."""
         prof = self._profiler
@@ -537,18 +573,30 @@ class Session:
             return None
         from torch.autograd import profiler as autograd_profiler
 
+        # Profilers started through torch's Python API are refused when they start
+        # (_guard_profiler_starts); these checks catch those started beneath it.
         recording = getattr(prof, "kineto_state", "idle") == "recording"
-        stopped = recording and not _profiler_started()
+        started = _profiler_started()
+        # A profiler running while the session's is not: one was started and left running.
+        running = not recording and started
+        # torch's C++ state is per thread: trust it in the thread that started the session.
+        import torch
+
+        here = threading.get_ident() == self._start_thread
+        stopped = recording and (not started or (here and not torch._C._autograd._profiler_enabled()))
         # torch.profiler.profile registers its step counter on creation and erases it
         # on exit: a profile that ended inside the block erased this session's.
         tracker = getattr(getattr(autograd_profiler, "KinetoStepTracker", None), "_step_dict", None)
         erased = isinstance(tracker, dict) and "ProfilerStep" not in tracker
-        if not (stopped or erased):
+        if not (running or stopped or erased):
             return None
+        # The session stops nothing it does not own: a profiler left running is its starter's to stop.
         self._abandon()
+        what = "started and is still running" if running else "started and stopped"
+        consequence = "the session stopped recording" if running else "it ended this session's recording"
         return (
-            f"another torch.profiler was started and stopped inside the session's block (noticed at step "
-            f"{self._steps_taken}); torch has one profiler per process, so it ended this session's recording. "
+            f"another torch.profiler was {what} inside the session's block (noticed at step "
+            f"{self._steps_taken}); torch has one profiler per process, so {consequence}. "
             f"{self._cycle_count} completed cycle(s) are kept. Profile one thing at a time: remove the inner "
             "profiler, or end the session before it starts"
         )
@@ -1234,13 +1282,15 @@ def _tracked_profile_class() -> Any:
 
             def prepare_trace(self) -> None:
                 self.kineto_state = "prepared"
-                super().prepare_trace()
+                with _own_profiler_calls():
+                    super().prepare_trace()
 
             neuronprof_metadata: dict[str, str] = {}
 
             def start_trace(self) -> None:
                 self.kineto_state = "recording"
-                super().start_trace()
+                with _own_profiler_calls():
+                    super().start_trace()
                 for key, value in self.neuronprof_metadata.items():
                     self.add_metadata_json(key, value)
 
@@ -1250,6 +1300,94 @@ def _tracked_profile_class() -> Any:
 
         _tracked_profile = _TrackedProfile
     return _tracked_profile
+
+
+# -- refusing a second profiler while a session is open -------------------------------------
+# torch has one profiler per process, and a profiler started inside the session's block either
+# ends the session's recording or, during a warmup step, leaves kineto in a state that crashes
+# the process at the session's next step (a segfault). No torch API tells a prepared profiler
+# that another one ran, so while a session is open the functions every Python-level profiler
+# starts through (torch.autograd.profiler.profile, torch.profiler.profile, emit_nvtx, emit_itt,
+# the legacy profiler) are replaced, in the torch modules that call them, by a guard that refuses
+# any start that is not the session's own. The originals are put back when the session ends.
+_GUARDED_STARTS = (
+    ("torch.autograd.profiler", "_prepare_profiler"),
+    ("torch.autograd.profiler", "_enable_profiler"),
+    ("torch.autograd.profiler_legacy", "_enable_profiler_legacy"),
+    ("torch.autograd", "_prepare_profiler"),
+    ("torch.autograd", "_enable_profiler"),
+    ("torch.autograd", "_enable_profiler_legacy"),
+)
+_own_calls = threading.local()
+
+
+@contextlib.contextmanager
+def _own_profiler_calls() -> Iterator[None]:
+    """Let the session's own profiler through the start guard (in this thread)."""
+    depth = _own_depth()
+    _own_calls.depth = depth + 1
+    try:
+        yield
+    finally:
+        _own_calls.depth = depth
+
+
+def _own_depth() -> int:
+    depth: int = getattr(_own_calls, "depth", 0)
+    return depth
+
+
+def _guard_profiler_starts() -> Callable[[], None]:
+    """Refuse other profiler starts until the returned function is called (it restores torch)."""
+    import importlib
+
+    installed: list[tuple[Any, str, Any, Any]] = []
+    for module_name, attr in _GUARDED_STARTS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        original = getattr(module, attr, None)
+        if original is None:
+            continue
+
+        def guard(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            session = _active
+            if session is None or _own_depth():
+                return _original(*args, **kwargs)
+            raise session._refuse_foreign_start()
+
+        setattr(module, attr, guard)
+        installed.append((module, attr, original, guard))
+
+    def restore() -> None:
+        for module, attr, original, guard in reversed(installed):
+            # Someone who replaced it after us keeps theirs.
+            if getattr(module, attr, None) is guard:
+                setattr(module, attr, original)
+        installed.clear()
+
+    return restore
+
+
+def _foreign_starter() -> str:
+    """Name the profiler being started and where the user's code started it, from the call stack."""
+    frame: Optional[types.FrameType] = sys._getframe(2)
+    torch_dir = os.path.dirname(os.path.dirname(sys.modules["torch"].__file__ or ""))
+    own_dir = os.path.dirname(__file__)
+    what: Optional[str] = None
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith(torch_dir + os.sep + "torch") or filename.startswith(own_dir):
+            owner = frame.f_locals.get("self")
+            if owner is not None and type(owner).__module__.startswith("torch."):
+                name = f"{type(owner).__module__}.{type(owner).__qualname__}"
+                what = name.replace("torch.profiler.profiler.", "torch.profiler.")
+            frame = frame.f_back
+            continue
+        where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        return f"{what or 'a profiler'} at {where}"
+    return what or "a profiler"
 
 
 def _stop_abandoned(prof: Any) -> None:
