@@ -43,8 +43,7 @@ def test_export_when_the_disk_refuses_the_write(tmp_path):
                 x = torch.randn(64, 64)
                 for _ in range(50):
                     x = torch.relu(x @ x)
-        # The first plain export is a hard link to kineto's save (no bytes written);
-        # take it first so that the exports below really write.
+        # One export before the limit: the failures below must not consume what it used.
         s.export("first.json")
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)

@@ -7,13 +7,16 @@ in torch's private API are absorbed here.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import json
-import os
+import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from neuronprof.errors import NeuronProfWarning
 from neuronprof.export import copy_trace
 from neuronprof.model import OpRow, Table, merge_rows
 
@@ -62,11 +65,11 @@ class Cycle:
             torch.profiler replaces it at the next cycle, so each one is kept here.
         backend_trace: A Chrome trace the backend saved itself (TorchNeuron's
             ``NeuronProfiler`` does), used when kineto's own save was consumed.
-        cache: kineto's own save of the cycle, taken once when the cycle ended.
-            The first plain-JSON export on the same file system becomes a second
-            name of it (no second write); later exports copy it.
-        cache_stamp: ``(inode, size, mtime_ns)`` of the cache once an export shares
-            it, to notice that the user edited that export in place.
+        cache: kineto's own save of the cycle, taken once when the cycle ended
+            (read-only); every export is a copy of it (a reflink where the file
+            system has them), never a second name of it.
+        cache_stamp: ``(inode, size, mtime_ns, ctime_ns)`` of the cache when it was
+            saved, to notice that anything changed it before an export.
         closed_at_exit: The cycle was ended by the session's exit, so its last
             step may have been opened by ``step()`` and never run.
         stats: The cycle's table contribution, computed once (needed before the
@@ -77,7 +80,7 @@ class Cycle:
     profile: Any
     backend_trace: Optional[Path] = None
     cache: Optional[Path] = None
-    cache_stamp: Optional[tuple[int, int, int]] = None
+    cache_stamp: Optional[tuple[int, ...]] = None
     closed_at_exit: bool = False
     stats: Optional[CycleStats] = None
 
@@ -228,7 +231,9 @@ def save_native_trace(cycle: Cycle, dest: Path) -> bool:
 
     kineto's save works once per cycle ("Trace is already saved" afterwards), so
     the session takes it into a private cache when the cycle ends, before any
-    backend exporter can consume it, and copies the cache for every export.
+    backend exporter can consume it, and copies the cache for every export. The
+    cycle's own ``export_chrome_trace`` (what ``s.profiler.export_chrome_trace``
+    and backend exporters call) copies the cache too, so torch's API keeps working.
 
     Returns:
         True when ``dest`` holds the trace; False when kineto could not save it
@@ -247,8 +252,29 @@ def save_native_trace(cycle: Cycle, dest: Path) -> bool:
         # kineto logs a failed write (a full disk) instead of raising: never keep half a trace.
         dest.unlink(missing_ok=True)
         return False
+    # Read-only, and stamped: a change by anything else is noticed before the next export.
+    dest.chmod(0o444)
     cycle.cache = dest
+    cycle.cache_stamp = _stamp(dest)
+    _route_torch_export(cycle)
     return True
+
+
+def _route_torch_export(cycle: Cycle) -> None:
+    """Make the cycle's ``export_chrome_trace`` copy the cache instead of kineto's spent save."""
+    profile = cycle.profile
+    original = profile.export_chrome_trace
+
+    def export_chrome_trace(path: str, metadata: Any = None, use_python_export: bool = False) -> None:
+        cache = cycle.cache
+        if not use_python_export and cache is not None and _cache_intact(cycle, cache):
+            copy_trace(cache, Path(path))
+            return
+        original(path, metadata, use_python_export=use_python_export)
+
+    export_chrome_trace.__doc__ = original.__doc__
+    # An attribute of this one profile object (the session's own), not a change to torch.
+    profile.export_chrome_trace = export_chrome_trace
 
 
 def _complete_json(path: Path) -> bool:
@@ -268,35 +294,69 @@ def _python_export_supported(profile: Any) -> bool:
         return False
 
 
-def _stamp(path: Path) -> tuple[int, int, int]:
+def _stamp(path: Path) -> tuple[int, ...]:
+    # ctime changes with any write, truncation or chmod, and cannot be set back by a program.
     st = path.stat()
-    return st.st_ino, st.st_size, st.st_mtime_ns
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _cache_intact(cycle: Cycle, cache: Path) -> bool:
+    """True while the cache is the file kineto wrote; else it is dropped (with a warning)."""
+    try:
+        intact = _stamp(cache) == cycle.cache_stamp
+    except OSError:
+        intact = False
+    if not intact:
+        warnings.warn(
+            f"neuronprof's private copy of cycle {cycle.index}'s trace ({cache}) was changed or removed by "
+            "another program; exports of this cycle are now written by torch's Python exporter from the "
+            "recorded events, which differs from torch's own save (memory events as slices, fewer header keys)",
+            NeuronProfWarning,
+            stacklevel=4,
+        )
+        with contextlib.suppress(OSError):
+            cache.unlink(missing_ok=True)
+        cycle.cache = None
+        cycle.cache_stamp = None
+    return intact
+
+
+# Linux's FICLONE ioctl (_IOW(0x94, 9, int)): a copy-on-write clone on btrfs, XFS and others.
+_FICLONE = 0x40049409
+
+
+def _clone_or_copy(source: Path, dest: Path) -> None:
+    """Write ``source``'s bytes into ``dest`` as a new file: a reflink where the file system has them.
+
+    Never a hard link: an export must not share its inode with the cache, or an
+    edit of the export would change every later one.
+    """
+    if source.suffix != dest.suffix or sys.platform != "linux":
+        copy_trace(source, dest)
+        return
+    import fcntl
+
+    with open(source, "rb") as fin, open(dest, "wb") as fout:
+        try:
+            fcntl.ioctl(fout.fileno(), _FICLONE, fin.fileno())
+            return
+        except OSError:
+            pass  # no reflinks here (ext4, tmpfs, another file system): an in-kernel copy instead
+    copy_trace(source, dest)
 
 
 def _export_cache(cycle: Cycle, cache: Path, dest: Path) -> bool:
     """Write the cached trace to ``dest``; False when the cache can no longer be trusted.
 
-    The first plain-JSON export is a hard link to the cache: kineto's save is the
-    only write, so exporting costs what torch's own export costs. That export and
-    the cache are then one file, so an in-place edit of it is noticed (its stamp
-    changes) and the cache is no longer used.
+    The cache is checked against its stamp before and after the copy, so a cache
+    changed by anything else is never exported as if it were kineto's save.
     """
-    if cycle.cache_stamp is not None:
-        if _stamp(cache) != cycle.cache_stamp:
-            cache.unlink(missing_ok=True)
-            cycle.cache = None
-            return False
-        copy_trace(cache, dest)
-        return True
-    if dest.suffix != ".gz":
-        try:
-            os.link(cache, dest)
-        except OSError:
-            pass  # another file system, or links not supported: copy instead
-        else:
-            cycle.cache_stamp = _stamp(cache)
-            return True
-    copy_trace(cache, dest)
+    if not _cache_intact(cycle, cache):
+        return False
+    _clone_or_copy(cache, dest)
+    if not _cache_intact(cycle, cache):
+        dest.unlink(missing_ok=True)
+        return False
     return True
 
 
@@ -306,15 +366,16 @@ def write_chrome_trace(cycle: Cycle, dest: Path, metadata: dict[str, Any]) -> No
     The trace is kineto's own save of the cycle (the cache, or the file the
     backend's exporter wrote from it), so it holds exactly the events and header
     torch.profiler writes, neuronprof's metadata included (the session hands it
-    to kineto while recording). Without either (or when the export that shares
-    the cache was edited in place), torch's Python exporter writes the trace from
-    the cycle's events, with ``metadata`` added.
+    to kineto while recording). Each export is a file of its own (a copy, or a
+    reflink where the file system has them), never a second name of the cache.
+    Without either (or when the cache was changed by another program), torch's
+    Python exporter writes the trace from the cycle's events, with ``metadata`` added.
 
     Raises:
         OSError: The write failed (disk full, file too large, permission denied).
         RuntimeError: The cycle's events were dropped and no saved copy exists.
     """
-    if cycle.cache is not None and cycle.cache.exists():
+    if cycle.cache is not None:
         if _export_cache(cycle, cycle.cache, dest):
             return
     elif cycle.backend_trace is not None and cycle.backend_trace.exists():
@@ -324,7 +385,7 @@ def write_chrome_trace(cycle: Cycle, dest: Path, metadata: dict[str, Any]) -> No
     if profile is None or not _python_export_supported(profile):
         raise RuntimeError(
             "no trace of this cycle is left to export: kineto's one-time save was used by another tool "
-            "(or the export sharing neuronprof's copy was edited in place) and its events are gone; "
+            "(or neuronprof's copy of it was changed by another program) and its events are gone; "
             "upgrade torch (>= 2.13) for repeatable exports"
         )
     encoded = {k: json.dumps(v) for k, v in metadata.items()}

@@ -35,7 +35,6 @@ from neuronprof.export import (
     EXPORT_FORMATS,
     ExportFormat,
     atomic_write,
-    copy_trace,
     default_trace_name,
     ensure_writable_dir,
     neuron_bundle,
@@ -431,24 +430,14 @@ class Session:
         # kineto's save works once; take it before the backend's exporter (TorchNeuron's
         # may consume it), into a private cache that every export() copies.
         try:
-            saved = _collect.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json")
+            _collect.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json")
         except OSError as exc:
             # No room for the private copy: exports fall back to torch's Python exporter.
             self._note(f"could not keep a copy of cycle {cycle.index}'s trace ({exc}); exports are written from events")
-            saved = False
         assert self._ctx is not None
-        if not saved:
-            cycle.backend_trace = self._backend.on_trace_ready(prof, self._ctx)
-        else:
-            # The backend's exporter (TorchNeuron's writes trace.json for Neuron Explorer)
-            # gets the same trace from the cache instead of kineto's spent save.
-            cache = cycle.cache
-            assert cache is not None
-            prof.export_chrome_trace = lambda path, *_, **__: copy_trace(cache, Path(path))  # type: ignore[method-assign]
-            try:
-                cycle.backend_trace = self._backend.on_trace_ready(prof, self._ctx)
-            finally:
-                del prof.export_chrome_trace
+        # Once saved, the cycle's export_chrome_trace copies the cache, so the backend's
+        # exporter (TorchNeuron's writes trace.json for Neuron Explorer) gets the same trace.
+        cycle.backend_trace = self._backend.on_trace_ready(prof, self._ctx)
         self._take_backend_notes()
         self._drop_old_cycles()
 
