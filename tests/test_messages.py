@@ -82,6 +82,7 @@ def test_device_only_on_a_backend_without_a_device_says_why(tmp_path):
     t = s.table(device_only=True)
     assert t.rows == ()
     assert any("device_only=True" in n and "no device" in n for n in t.notes)
+    assert len([n for n in t.notes if "device_only" in n]) == 1, "one note says why, not two"
     assert t.self_cpu_us == full.self_cpu_us > 0, "the totals are the session's, not 0"
     assert "0.0 µs" not in str(t)
 

@@ -809,16 +809,18 @@ class Session:
         self._warn_if_device_empty(table)
         table = table.sorted(sort_by)
         if device_only:
+            kept = table.device_only()
             if self.device_label is None:
-                table = dataclasses.replace(
-                    table,
+                # One note, the one that says why: Table.device_only()'s own cannot know the backend.
+                kept = dataclasses.replace(
+                    kept,
                     notes=(
                         *table.notes,
                         f"device_only=True keeps rows with device time, and the {self.backend} backend has no "
                         "device: every row was left out (totals are of the whole session)",
                     ),
                 )
-            table = table.device_only()
+            table = kept
         return table.head(row_limit)
 
     def insights(self) -> Insights:
