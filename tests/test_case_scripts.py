@@ -28,7 +28,9 @@ _SHORTER: dict[str, list[tuple[str, str]]] = {
 }
 # Scripts whose right answer another test already holds, the same way (a slow multi-process run).
 _ELSEWHERE = {
-    "rank0_only_table_all.py": "tests/test_distributed.py::test_ranks_all_on_one_rank_fails_fast_and_says_it_is_collective",
+    "rank0_only_table_all.py": (
+        "tests/test_distributed.py::test_ranks_all_on_one_rank_fails_fast_and_says_it_is_collective"
+    ),
 }
 
 
