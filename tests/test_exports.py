@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -241,3 +242,25 @@ def test_endless_schedule_memory_stays_flat_like_raw_torch(tmp_path):
     raw = _rss_growth("raw", tmp_path)
     ours = _rss_growth("session", tmp_path)
     assert ours - raw < 15, f"neuronprof grew {ours:.0f} MB, raw torch.profiler {raw:.0f} MB"
+
+
+def test_endless_schedule_exports_the_last_cycle_that_recorded_something(torch_saves, tmp_path):
+    from neuronprof import NeuronProfWarning
+
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, repeat=0, output_dir=tmp_path) as s:
+        for _ in range(5):  # cycles 0 and 1 complete; the exit cuts cycle 2 short before its active step ran
+            torch.relu(torch.randn(8))
+            s.step()
+    with pytest.warns(NeuronProfWarning, match=r"exported cycle 1 of cycles 0 to 2: the last cycle \(2\) was cut short"):
+        default = load(s.export(tmp_path / "default.json"))
+    assert default == load(torch_saves[1])
+    assert any(e.get("name") == "aten::relu" for e in default["traceEvents"])
+    # Asked for by number, the empty cycle is still exported.
+    assert load(s.export(tmp_path / "last.json", cycle=-1)) == load(torch_saves[2])
+    # A cycle that ended normally is the default without a word.
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, repeat=2, output_dir=tmp_path) as full:
+        for _ in full.steps():
+            torch.relu(torch.randn(8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert full.export(tmp_path / "full.json").exists()

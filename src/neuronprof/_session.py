@@ -1038,7 +1038,7 @@ class Session:
         *,
         format: ExportFormat = "chrome",
         overwrite: bool = False,
-        cycle: int = -1,
+        cycle: Optional[int] = None,
     ) -> Path:
         """Write the recorded trace for Perfetto, TensorBoard or Neuron Explorer.
 
@@ -1051,9 +1051,11 @@ class Session:
             format: ``"chrome"``, ``"tensorboard"``, ``"neuron"`` or ``"stacks"``; see
                 [`ExportFormat`][neuronprof.export.ExportFormat].
             overwrite: Replace an existing target instead of raising ``FileExistsError``.
-            cycle: Which profiling cycle to write when ``repeat != 1`` (default: the last;
-                0 the first, negative counts from the end). Only the last ``keep_cycles``
-                cycles keep their events.
+            cycle: Which profiling cycle to write when ``repeat != 1``: 0 the first,
+                negative counts from the end (-1 the last). Default: the last cycle that
+                recorded something (a cycle the block's end cut short before any of its
+                active steps ran is skipped, with a ``NeuronProfWarning`` naming the cycle
+                written). Only the last ``keep_cycles`` cycles keep their events.
 
         Returns:
             The trace file (``"chrome"``, ``"stacks"``) or the folder written
@@ -1078,7 +1080,8 @@ class Session:
                 "nothing was recorded, so there is no trace to export: the loop ended before the "
                 "schedule's active steps (see s.notes)"
             )
-        chosen = self._choose_cycle(cycle)
+        chosen = self._default_cycle() if cycle is None else self._choose_cycle(cycle)
+        logger.info("exporting cycle %d of %d (%s)", chosen.index, self._cycle_count, format)
         if format == "tensorboard":
             folder = Path(path) if path is not None else self._output_dir / "tensorboard"
             ensure_writable_dir(folder, create=True)
@@ -1111,6 +1114,24 @@ class Session:
         target = Path(path)
         ensure_writable_dir(target.parent, create=True)
         return target
+
+    def _default_cycle(self) -> _collect.Cycle:
+        """The last cycle that recorded something: not one the exit cut short before its active steps ran."""
+        last = self._cycles[-1]
+        if not last.closed_at_exit or len(self._cycles) == 1:
+            return last
+        stats = _collect.summarize_cycle(last, has_device=self._has_device(), record_shapes=self.record_shapes)
+        if stats.steps:
+            return last
+        previous = self._cycles[-2]
+        warnings.warn(
+            f"exported cycle {previous.index} of cycles 0 to {last.index}: the last cycle ({last.index}) was cut "
+            f"short by the block's end before any of its active steps ran, so it recorded nothing "
+            f"(pass cycle={last.index} to export it anyway)",
+            NeuronProfWarning,
+            stacklevel=3,
+        )
+        return previous
 
     def _choose_cycle(self, cycle: int) -> _collect.Cycle:
         if isinstance(cycle, bool) or not isinstance(cycle, int):
