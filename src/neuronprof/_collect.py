@@ -21,6 +21,7 @@ from neuronprof.export import copy_trace
 from neuronprof.model import OpRow, Table, merge_rows
 
 if TYPE_CHECKING:
+    from neuronprof.analysis import Trace
     from neuronprof.analysis.insights import HostCategory, Timeline
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "CycleStats",
     "build_table",
     "build_timeline",
+    "build_trace",
     "fold_stats",
     "is_own_frame",
     "save_native_trace",
@@ -419,6 +421,103 @@ def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
         totals[key] = totals.get(key, 0) + value
     with open(dest, "w", encoding="utf-8") as fout:
         fout.writelines(f"{k} {v}\n" for k, v in totals.items())
+
+
+# -- the trace the roofline reads (neuronprof.analysis.roofline) ---------------------------
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _concrete_text(value: Any) -> str:
+    # As kineto writes "Concrete Inputs" into a trace: text, "" for a tensor or None.
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_concrete_text(v) for v in value) + "]"
+    return str(value)
+
+
+def build_trace(cycles: list[Cycle], *, has_device: bool, device_label: Optional[str]) -> Trace:
+    """Turn the kept cycles' events into an offline [`Trace`][neuronprof.analysis.Trace], in memory.
+
+    What ``load_trace`` would read from an export of them, without writing one:
+    per operator and input signature (``Input Dims``, ``Input type``,
+    ``Concrete Inputs``, from kineto's event list), summed calls, self and total
+    times (µs) and recorded FLOPs. torch.profiler's and neuronprof's own frames
+    are left out; ``ProfilerStep#N`` is ``ProfilerStep*``.
+    """
+    from neuronprof.analysis import Trace, TraceOp
+
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    steps = 0
+    notes: list[str] = []
+    for cycle in cycles:
+        if cycle.profile is None:
+            notes.append("cycles beyond keep_cycles were dropped; this covers the cycles still kept")
+            continue
+        results = getattr(cycle.profile, "kineto_results", None)
+        inputs: dict[int, tuple[Any, Any]] = {}
+        if results is not None and hasattr(results, "events"):
+            for kevt in results.events():
+                dtypes = kevt.dtypes()
+                if dtypes:
+                    inputs[int(kevt.correlation_id())] = (tuple(str(t) for t in dtypes), kevt.concrete_inputs())
+        for evt in cycle.profile.function_events:
+            name = str(evt.name)
+            if is_own_frame(name):
+                continue
+            if name.startswith("ProfilerStep"):
+                name = "ProfilerStep*"
+                steps += 1
+            on_device = _is_device_event(evt)
+            dims = _frozen(evt.input_shapes) if evt.input_shapes else None
+            dtypes, concrete = inputs.get(int(evt.id), (None, None))
+            concrete_text = tuple(_concrete_text(v) for v in concrete) if concrete else None
+            key = (name, on_device, dims, dtypes, concrete_text)
+            flops = int(getattr(evt, "flops", 0) or 0) or None
+            values = [
+                1,
+                0.0 if on_device else float(evt.self_cpu_time_total),
+                0.0 if on_device else float(evt.cpu_time_total),
+                _device_attr(evt, "self_device_time_total"),
+                _device_attr(evt, "device_time_total"),
+                flops,
+            ]
+            prev = groups.get(key)
+            if prev is None:
+                groups[key] = values
+                continue
+            for i in range(5):
+                prev[i] += values[i]
+            if flops is not None:
+                prev[5] = flops + (prev[5] or 0)
+    ops = tuple(
+        TraceOp(
+            name=name,
+            on_device=dev,
+            calls=calls,
+            self_cpu_us=cpu_self,
+            cpu_total_us=cpu_total,
+            self_device_us=d_self if has_device else None,
+            device_total_us=d_total if has_device else None,
+            input_dims=dims,
+            input_dtypes=dtypes,
+            concrete_inputs=concrete,
+            flops=flops,
+        )
+        for (name, dev, dims, dtypes, concrete), (calls, cpu_self, cpu_total, d_self, d_total, flops) in groups.items()
+    )
+    return Trace(
+        ops=ops,
+        backend=device_label.lower() if device_label else "cpu",
+        device_label=device_label if has_device else None,
+        steps=steps,
+        notes=tuple(dict.fromkeys(notes)),
+    )
 
 
 # -- the timeline the findings engine reads (neuronprof.analysis.insights) -------------------

@@ -217,7 +217,7 @@ class Session:
         self._rank: Optional[int] = None
         self._world_size: Optional[int] = None
         self._ctx: Optional[SessionContext] = None
-        self._warned_empty_device = False
+        self._table_notes: list[str] = []
         self._neuron: Optional[SessionNeuronProfile] = None
         self._unguard: Callable[[], None] = lambda: None
         self._start_thread: Optional[int] = None
@@ -246,7 +246,7 @@ class Session:
     @property
     def notes(self) -> list[str]:
         """Remarks about this session: modes the backend cannot capture, short loops..."""
-        return list(self._notes)
+        return [*self._notes, *self._data_notes(), *self._table_notes]
 
     @property
     def profiler(self) -> torch.profiler.profile:
@@ -568,10 +568,11 @@ class Session:
         started = _profiler_started()
         # A profiler running while the session's is not: one was started and left running.
         running = not recording and started
-        # torch's C++ state is per thread: trust it in the thread that started the session.
+        # torch's C++ state is per thread: trust it in the thread that started the session,
+        # and not with profile_all_threads (where the threads it records change it).
         import torch
 
-        here = threading.get_ident() == self._start_thread
+        here = threading.get_ident() == self._start_thread and not self.profile_all_threads
         stopped = recording and (not started or (here and not torch._C._autograd._profiler_enabled()))
         # torch.profiler.profile registers its step counter on creation and erases it
         # on exit: a profile that ended inside the block erased this session's.
@@ -806,7 +807,9 @@ class Session:
         if self.backend == "neuron":
             # No NeuronCore time from torch: take it from Neuron's own profile (see analysis.neuron).
             table = self._neuron_side().table(table, heuristic=neuron_heuristic)
-        self._warn_if_device_empty(table)
+        message = self._empty_device_message(table)
+        if message is not None and message not in table.notes:
+            table = dataclasses.replace(table, notes=(*table.notes, message))
         table = table.sorted(sort_by)
         if device_only:
             kept = table.device_only()
@@ -952,21 +955,30 @@ class Session:
         ]
         return ([self._dropped] if self._dropped is not None else []) + stats
 
-    def _local_table(self) -> Table:
-        """Summarise every recorded cycle of this process (kept or dropped), unsorted and uncut."""
+    def _data_notes(self) -> tuple[str, ...]:
+        """Notes that follow from what was recorded: computed from it each time, never stored."""
+        if self._state != "done":
+            return ()
         stats = self._cycle_stats()
         if any(s.steps for s in stats) and not any(s.ops for s in stats):
             hint = "" if self.profile_all_threads else "; pass profile_all_threads=True to record every thread"
-            self._note(
+            return (
                 "the recorded steps hold nothing but ProfilerStep*: the work may have run in other threads, "
-                f"which torch.profiler records only in the thread that started it{hint}"
+                f"which torch.profiler records only in the thread that started it{hint}",
             )
+        return ()
+
+    def _local_table(self) -> Table:
+        """Summarise every recorded cycle of this process (kept or dropped), unsorted and uncut.
+
+        A pure function of what was recorded: calling it twice gives equal tables.
+        """
         return _collect.build_table(
-            stats,
+            self._cycle_stats(),
             backend=self.backend,
             device_label=self.device_label,
             rank=self._rank,
-            notes=tuple(self._notes),
+            notes=(*self._notes, *self._data_notes()),
         )
 
     def _gather_rank_table(self, timeout: float) -> RankTable:
@@ -998,17 +1010,18 @@ class Session:
             raise SessionStateError(f"{hint} ({type(exc).__name__}: {str(exc)[:300]})") from exc
         return RankTable.from_tables([Table.from_dict(d) for d in gathered])
 
-    def _warn_if_device_empty(self, table: Table) -> None:
+    def _empty_device_message(self, table: Table) -> Optional[str]:
+        """Say so when device time was asked for and expected but no row has any (warned once)."""
         wants_device = "device" in self.modes and "device" in self._backend.supported_modes
-        if not wants_device or not self._cycles or table.has_device_time or self._warned_empty_device:
-            return
-        self._warned_empty_device = True
+        if not wants_device or not self._cycles or table.has_device_time:
+            return None
         # The backend knows whether device time was expected at all; when it was not,
         # its note (already in s.notes) explains why instead.
         message = self._backend.empty_device_warning(self._context())
-        if message:
-            self._note(message)
+        if message and message not in self._table_notes:
+            self._table_notes.append(message)
             warnings.warn(message, NeuronProfWarning, stacklevel=3)
+        return message or None
 
     def _trace_metadata(self) -> dict[str, Any]:
         import torch
@@ -1224,14 +1237,17 @@ class Session:
         Raises:
             SessionStateError: Called before the with-block has ended, or nothing was recorded.
         """
-        import tempfile
-
         from neuronprof.analysis import roofline as _roofline
 
         self._require_done("roofline()")
-        with tempfile.TemporaryDirectory(prefix="neuronprof-") as tmp:
-            trace = self.export(Path(tmp) / "trace.json")
-            return _roofline(trace, device=device, peak_flops=peak_flops, peak_bw=peak_bw)
+        if not self._cycles:
+            raise SessionStateError(
+                "nothing was recorded, so there is nothing to place on a roofline: the loop ended before the "
+                "schedule's active steps (see s.notes)"
+            )
+        # From the events in memory: no trace is written or parsed back.
+        trace = _collect.build_trace(self._cycles, has_device=self._has_device(), device_label=self.device_label)
+        return _roofline(trace, device=device, peak_flops=peak_flops, peak_bw=peak_bw)
 
 
 @contextlib.contextmanager
