@@ -124,6 +124,11 @@ def test_with_stack_exports_stacks_without_the_profilers_own_frames(tmp_path):
     assert any("aten::addmm" in line for line in lines)
     own = ("torch/profiler/", "torch/autograd/profiler", "neuronprof/")
     assert not any(m in line for line in lines for m in own)
+    # Nor what they run around each step, nor torch's or neuronprof's Python files as leaf frames.
+    leaves = [line.rsplit(" ", 1)[0].split(";")[-1] for line in lines]
+    assert not [leaf for leaf in leaves if leaf.startswith(("torch/", "neuronprof/"))]
+    instrument = ("ProfilerStep", "signal.py", "torch/distributed", "_add_metadata_json", "contextlib.py")
+    assert not [line for line in lines if any(m in line for m in instrument)]
     names = s.table(row_limit=None).names()
     assert not any(m in n for n in names for m in own)
     assert "aten::addmm" in names
@@ -199,3 +204,18 @@ def test_roofline_works_from_the_recorded_events_without_writing_a_trace(tmp_pat
 
     assert sorted(map(key, ours.rows)) == sorted(map(key, from_file.rows))
     assert {"aten::mm", "aten::addmm", "aten::sum"} <= {r.name for r in ours.rows}
+
+
+def test_an_interrupted_session_says_so_when_nothing_was_recorded(tmp_path):
+    model = torch.nn.Linear(16, 16)
+    with pytest.raises(KeyboardInterrupt):
+        with neuronprof.session(backend="cpu", wait=1, warmup=1, active=1, output_dir=tmp_path) as s:
+            for _ in s.steps():
+                model(torch.randn(4, 16))
+                raise KeyboardInterrupt
+    for call in (s.export, s.insights, s.report, s.roofline):
+        with pytest.raises(neuronprof.SessionStateError, match="interrupted by KeyboardInterrupt during step 0") as err:
+            call()
+        assert "the loop ended" not in str(err.value)
+    assert any("interrupted after 0 of 3 steps" in n for n in s.notes)
+    assert not any("no step() was called" in n for n in s.notes)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -394,13 +396,50 @@ def write_chrome_trace(cycle: Cycle, dest: Path, metadata: dict[str, Any]) -> No
     profile.export_chrome_trace(str(dest), metadata=encoded, use_python_export=True)
 
 
+def _frame_file(name: str) -> str:
+    # torch writes a Python frame as "path/file.py(line): function".
+    return name.replace("\\", "/").split("(", 1)[0]
+
+
+def _is_library_frame(name: str) -> bool:
+    """A Python-frame event of a torch or neuronprof file: their Python overhead, not an operator."""
+    file = _frame_file(name)
+    return file.endswith(".py") and (file.startswith("torch/") or file.startswith("neuronprof/") or is_own_frame(name))
+
+
+@functools.lru_cache(maxsize=4096)
+def _stdlib_file(file: str) -> bool:
+    import sysconfig
+
+    return file.endswith(".py") and os.path.isfile(os.path.join(sysconfig.get_paths()["stdlib"], file))
+
+
+def _run_by_the_instrument(chain: list[str]) -> bool:
+    """True when the nearest caller that is neither torch, the standard library nor a builtin is the profiler.
+
+    ``chain`` is the event's stack, innermost first. Work that
+    torch.profiler or neuronprof does around each step (signal handling,
+    metadata, step counting) shows with the user's frame as its outermost caller,
+    once their own frames are left out; this tells it from the user's work.
+    """
+    for name in chain:
+        if is_own_frame(name):
+            return True
+        file = _frame_file(name)
+        if name.startswith("<") or file.startswith("torch/") or _stdlib_file(file):
+            continue
+        return False
+    return False
+
+
 def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
     """Write the cycle's collapsed stacks for flame-graph tools: ``frame;frame;op value`` per line.
 
     As torch's ``export_stacks`` (Python frames outermost first, blanks as ``_``,
     the value the op's ``metric`` in µs), with the op itself as the innermost
-    frame and the profiler's and neuronprof's own frames left out; equal stacks
-    are summed.
+    frame; equal stacks are summed. Left out: the profiler's and neuronprof's
+    own frames, work they run around each step (whatever it calls), and leaf
+    frames of torch's or neuronprof's Python files (their Python overhead).
 
     Raises:
         RuntimeError: The cycle's events were dropped (``keep_cycles``).
@@ -411,7 +450,7 @@ def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
     totals: dict[str, int] = {}
     for evt in cycle.profile.function_events:
         stack = getattr(evt, "stack", None)
-        if not stack or is_own_frame(evt.name):
+        if not stack or is_own_frame(evt.name) or _is_library_frame(evt.name) or _run_by_the_instrument(stack):
             continue
         value = int(getattr(evt, metric, 0) or 0)
         if value <= 0:

@@ -221,6 +221,7 @@ class Session:
         self._neuron: Optional[SessionNeuronProfile] = None
         self._unguard: Callable[[], None] = lambda: None
         self._start_thread: Optional[int] = None
+        self._interrupted: Optional[str] = None
 
     # -- read-only facts -------------------------------------------------------
     @property
@@ -494,6 +495,8 @@ class Session:
             self._unguard()
             _active = None
             _active_lock.release()
+        if exc_type is not None or failure is not None:
+            self._interrupted = (exc_type or type(failure)).__name__
         if failure is not None and exc_type is not None:
             # The block's own exception reaches the user unchanged; the failed stop is noted.
             self._note(f"stopping the profiler after the block's {exc_type.__name__} failed too: {failure!r}")
@@ -591,20 +594,31 @@ class Session:
             "profiler, or end the session before it starts"
         )
 
+    def _nothing_recorded(self, what: str) -> str:
+        """Say why no cycle was recorded: the block was interrupted, or the loop was too short."""
+        if self._interrupted is not None:
+            return (
+                f"nothing was recorded, so {what}: the session was interrupted by {self._interrupted} during "
+                f"step {self._steps_taken}, before a profiling cycle completed (see s.notes)"
+            )
+        return (
+            f"nothing was recorded, so {what}: the loop ended before the schedule's active steps (see s.notes)"
+        )
+
     def _check_steps(self, *, interrupted: bool) -> None:
         needed = self.total_steps
         if needed is None or self._steps_taken >= needed:
-            return
-        if self._steps_taken == 0 and self._cycle_count:
-            # A schedule that starts recording at once (wait=0, warmup=0) makes a
-            # step-less block one recorded step: a legitimate single pass.
-            self._note("no step() was called; the whole block was recorded as one step")
             return
         if interrupted:
             self._note(
                 f"the block was interrupted after {self._steps_taken} of {needed} steps; "
                 f"{self._cycle_count} profiling cycle(s) completed and are kept"
             )
+            return
+        if self._steps_taken == 0 and self._cycle_count:
+            # A schedule that starts recording at once (wait=0, warmup=0) makes a
+            # step-less block one recorded step: a legitimate single pass.
+            self._note("no step() was called; the whole block was recorded as one step")
             return
         message = (
             f"the schedule needs {needed} steps ((wait={self.wait} + warmup={self.warmup} + "
@@ -847,10 +861,7 @@ class Session:
 
         self._require_done("insights()")
         if not self._cycles:
-            raise SessionStateError(
-                "nothing was recorded, so there is nothing to advise on: the loop ended before the "
-                "schedule's active steps (see s.notes)"
-            )
+            raise SessionStateError(self._nothing_recorded("there is nothing to advise on"))
         timeline = _collect.build_timeline(self._cycles, backend=self.backend, device_label=self.device_label)
         return analyze(timeline)
 
@@ -918,10 +929,7 @@ class Session:
 
         self._require_done("report()")
         if not self._cycles:
-            raise SessionStateError(
-                "nothing was recorded, so there is nothing to report: the loop ended before the "
-                "schedule's active steps (see s.notes)"
-            )
+            raise SessionStateError(self._nothing_recorded("there is nothing to report"))
         timeline = _collect.build_timeline(self._cycles, backend=self.backend, device_label=self.device_label)
         meta = self._trace_metadata()["neuronprof"]
         settings: dict[str, Any] = {
@@ -1089,10 +1097,7 @@ class Session:
         if format == "neuron":
             return self._export_neuron(path, overwrite=overwrite)
         if not self._cycles:
-            raise SessionStateError(
-                "nothing was recorded, so there is no trace to export: the loop ended before the "
-                "schedule's active steps (see s.notes)"
-            )
+            raise SessionStateError(self._nothing_recorded("there is no trace to export"))
         chosen = self._default_cycle() if cycle is None else self._choose_cycle(cycle)
         logger.info("exporting cycle %d of %d (%s)", chosen.index, self._cycle_count, format)
         if format == "tensorboard":
@@ -1241,10 +1246,7 @@ class Session:
 
         self._require_done("roofline()")
         if not self._cycles:
-            raise SessionStateError(
-                "nothing was recorded, so there is nothing to place on a roofline: the loop ended before the "
-                "schedule's active steps (see s.notes)"
-            )
+            raise SessionStateError(self._nothing_recorded("there is nothing to place on a roofline"))
         # From the events in memory: no trace is written or parsed back.
         trace = _collect.build_trace(self._cycles, has_device=self._has_device(), device_label=self.device_label)
         return _roofline(trace, device=device, peak_flops=peak_flops, peak_bw=peak_bw)
