@@ -833,8 +833,9 @@ class Session:
                     kept,
                     notes=(
                         *table.notes,
-                        f"device_only=True keeps rows with device time, and the {self.backend} backend has no "
-                        "device: every row was left out (totals are of the whole session)",
+                        f"device_only=True keeps rows with device time, and no row has device time: the "
+                        f"{self.backend} backend has no device, so every row was left out (totals are of the "
+                        "whole session)",
                     ),
                 )
             table = kept
