@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import warnings
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -267,14 +268,22 @@ def save_native_trace(cycle: Cycle, dest: Path) -> bool:
 def _route_torch_export(cycle: Cycle) -> None:
     """Make the cycle's ``export_chrome_trace`` copy the cache instead of kineto's spent save."""
     profile = cycle.profile
-    original = profile.export_chrome_trace
+    # Neither the profile nor the cycle is held strongly here: a reference cycle would keep
+    # every cycle's events alive until a full garbage collection (repeat=0 would grow).
+    own = weakref.ref(profile)
+    record = weakref.ref(cycle)
+    original = type(profile).export_chrome_trace
 
     def export_chrome_trace(path: str, metadata: Any = None, use_python_export: bool = False) -> None:
-        cache = cycle.cache
-        if not use_python_export and cache is not None and _cache_intact(cycle, cache):
+        kept = record()
+        cache = kept.cache if kept is not None else None
+        if not use_python_export and kept is not None and cache is not None and _cache_intact(kept, cache):
             copy_trace(cache, Path(path))
             return
-        original(path, metadata, use_python_export=use_python_export)
+        if use_python_export:
+            original(own(), path, metadata, use_python_export=True)
+        else:
+            original(own(), path, metadata)
 
     export_chrome_trace.__doc__ = original.__doc__
     # An attribute of this one profile object (the session's own), not a change to torch.
