@@ -662,8 +662,16 @@ class Session:
         Call it at the end of each iteration of a hand-written loop; ``steps()``
         and ``run()`` call it for you.
 
+        torch has one profiler per process: while the session is open, any other
+        profiler start (``torch.profiler.profile``, ``torch.autograd.profiler.profile``,
+        the legacy profiler) raises ``SessionStateError`` where it is started. For
+        that, the functions those profilers start through are replaced in torch's
+        modules for the session's lifetime only, and put back when it ends.
+
         Raises:
-            SessionStateError: Called outside the ``with`` block.
+            SessionStateError: Called outside the ``with`` block; or another profiler
+                took torch's profiler from the session (started beneath torch's Python
+                API, so it could not be refused when it started).
         """
         self._require_running("step()")
         assert self._profiler is not None
@@ -1229,7 +1237,9 @@ class Session:
         """Place each recorded op on a device's roofline: is it compute- or memory-bound?
 
         Needs ``record_shapes=True`` (bytes moved come from shapes and dtypes);
-        ``with_flops=True`` adds torch's own FLOP counts where it has them.
+        ``with_flops=True`` adds torch's own FLOP counts where it has them. Read
+        from the recorded events of the kept cycles (``keep_cycles``) in memory:
+        no trace is written or parsed back.
 
         Args:
             device: A preset (``"trn2"``, ``"trn1"``, ``"h100"``, ``"h200"``, ``"a100"``)
