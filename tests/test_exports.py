@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -83,18 +84,56 @@ def test_export_is_torchs_own_trace_of_that_cycle(torch_saves, tmp_path):
     assert load(tb)["traceEvents"] == load(torch_saves[0])["traceEvents"]
 
 
-def test_editing_an_export_in_place_never_changes_later_exports(tmp_path):
-    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, output_dir=tmp_path) as s:
+def test_editing_an_export_in_place_never_changes_later_exports(torch_saves, tmp_path):
+    with neuronprof.session(
+        backend="cpu", wait=0, warmup=1, active=1, profile_memory=True, output_dir=tmp_path
+    ) as s:
         for _ in s.steps():
             torch.relu(torch.randn(8))
     first = s.export(tmp_path / "first.json")
     events = load(first)["traceEvents"]
+    assert os.stat(first).st_nlink == 1, "an export is a file of its own, never a second name of the cache"
     with open(first, "w") as f:  # a post-processing script rewrites the file in place
         f.write('{"traceEvents": []}')
-    second = load(s.export(tmp_path / "second.json"))
-    assert any(e.get("name") == "aten::relu" for e in second["traceEvents"])
-    assert len(second["traceEvents"]) >= len([e for e in events if e.get("ph") == "X"])
+    own = load(torch_saves[0])
+    for name in ("second.json", "third.json.gz", "fourth.json"):
+        later = s.export(tmp_path / name)
+        assert os.stat(later).st_nlink == 1
+        # Still torch's own save, event by event, header included: memory events stay instants.
+        assert load(later) == own
+    assert any(e.get("name") == "[memory]" and e["ph"] == "i" for e in own["traceEvents"])
+    assert len(own["traceEvents"]) == len(events)
     assert load(first) == {"traceEvents": []}
+
+
+def test_a_changed_private_copy_is_noticed_and_never_exported_as_torchs_save(tmp_path):
+    from neuronprof import NeuronProfWarning
+
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, output_dir=tmp_path) as s:
+        for _ in s.steps():
+            torch.relu(torch.randn(8))
+    (cycle,) = s._cycles  # a test seam: the private copy, changed by another program
+    cycle.cache.chmod(0o644)
+    cycle.cache.write_text('{"traceEvents": []}')
+    with pytest.warns(NeuronProfWarning, match="was changed or removed by another program"):
+        trace = load(s.export(tmp_path / "after.json"))
+    assert any(e.get("name") == "aten::relu" for e in trace["traceEvents"]), "written from the recorded events"
+    assert trace["neuronprof"]["backend"] == "cpu"
+
+
+def test_torchs_own_export_of_the_session_profiler_works_any_number_of_times(torch_saves, tmp_path):
+    """s.profiler.export_chrome_trace used to raise torch's "Trace is already saved"."""
+    with neuronprof.session(
+        backend="cpu", wait=0, warmup=1, active=1, profile_memory=True, output_dir=tmp_path
+    ) as s:
+        for _ in s.steps():
+            torch.nn.functional.linear(torch.randn(4, 8), torch.randn(8, 8))
+    own = load(torch_saves[0])
+    for name in ("a.json", "b.json", "c.json.gz"):
+        path = tmp_path / name
+        s.profiler.export_chrome_trace(str(path))
+        assert load(path) == own
+    assert load(s.export(tmp_path / "ours.json")) == own
 
 
 def test_export_falls_back_when_kinetos_save_is_not_available(monkeypatch, tmp_path):
@@ -203,3 +242,25 @@ def test_endless_schedule_memory_stays_flat_like_raw_torch(tmp_path):
     raw = _rss_growth("raw", tmp_path)
     ours = _rss_growth("session", tmp_path)
     assert ours - raw < 15, f"neuronprof grew {ours:.0f} MB, raw torch.profiler {raw:.0f} MB"
+
+
+def test_endless_schedule_exports_the_last_cycle_that_recorded_something(torch_saves, tmp_path):
+    from neuronprof import NeuronProfWarning
+
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, repeat=0, output_dir=tmp_path) as s:
+        for _ in range(5):  # cycles 0 and 1 complete; the exit cuts cycle 2 short before its active step ran
+            torch.relu(torch.randn(8))
+            s.step()
+    with pytest.warns(NeuronProfWarning, match=r"exported cycle 1 of cycles 0 to 2: the last cycle \(2\) was cut"):
+        default = load(s.export(tmp_path / "default.json"))
+    assert default == load(torch_saves[1])
+    assert any(e.get("name") == "aten::relu" for e in default["traceEvents"])
+    # Asked for by number, the empty cycle is still exported.
+    assert load(s.export(tmp_path / "last.json", cycle=-1)) == load(torch_saves[2])
+    # A cycle that ended normally is the default without a word.
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, repeat=2, output_dir=tmp_path) as full:
+        for _ in full.steps():
+            torch.relu(torch.randn(8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert full.export(tmp_path / "full.json").exists()

@@ -43,8 +43,7 @@ def test_export_when_the_disk_refuses_the_write(tmp_path):
                 x = torch.randn(64, 64)
                 for _ in range(50):
                     x = torch.relu(x @ x)
-        # The first plain export is a hard link to kineto's save (no bytes written);
-        # take it first so that the exports below really write.
+        # One export before the limit: the failures below must not consume what it used.
         s.export("first.json")
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
@@ -349,7 +348,121 @@ def test_a_profiler_opened_inside_the_block_is_named(tmp_path, at):
                     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
                         torch.relu(x)
     assert not torch._C._autograd._profiler_enabled()
-    assert s.table().steps == 0
+    # The inner profiler is refused when it starts, so the session's active step is kept.
+    assert s.table().steps == (1 if at == 2 else 0)
+    # The guard is the session's only: torch's own functions are back once it ends.
+    assert torch.autograd.profiler._prepare_profiler is torch._C._autograd._prepare_profiler
+    assert torch.autograd._enable_profiler is torch._C._autograd._enable_profiler
     with neuronprof.session(backend="cpu", output_dir=tmp_path) as again:
         again.run(work)
     assert again.table(row_limit=None).row("aten::relu").calls == 1
+
+
+_FOREIGN_RUN = """
+import json, sys, warnings, faulthandler
+import torch, neuronprof
+faulthandler.enable()
+warnings.simplefilter("ignore")
+C = torch._C._autograd
+x = torch.randn(8, 8)
+
+def start(kind):
+    if kind == "legacy":
+        with torch.autograd.profiler.profile():
+            torch.relu(x)
+    elif kind == "legacy-cpu-only":
+        with torch.autograd.profiler_legacy.profile():
+            torch.relu(x)
+    elif kind == "kineto":
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+            torch.relu(x)
+    elif kind == "left-running":
+        torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]).start()
+        torch.relu(x)
+    elif kind == "beneath":  # torch's C functions, called directly: beyond any Python-level guard
+        p = torch.autograd.profiler.profile()
+        C._prepare_profiler(p.config(create_trace_id=True), p.kineto_activities)
+        C._enable_profiler(p.config(create_trace_id=False), p.kineto_activities)
+        torch.relu(x)
+
+result = {}
+for kind, at, leave in json.loads(sys.argv[1]):
+    s = neuronprof.session(backend="cpu", wait=1, warmup=1, active=1, output_dir=sys.argv[2])
+    outcome = {"error": None}
+    try:
+        with s:
+            for i in s.steps():
+                torch.relu(x)
+                if i == at:
+                    start(kind)
+                    if leave:
+                        break
+    except Exception as e:
+        outcome["error"] = [type(e).__name__, str(e)]
+    outcome["still_running"] = bool(C._profiler_enabled())
+    if outcome["still_running"]:
+        C._disable_profiler()  # the starter's to stop
+    t = s.table(row_limit=None)
+    outcome["steps"] = t.steps
+    outcome["relu"] = t.row("aten::relu").calls if "aten::relu" in t.names() else 0
+    outcome["noted"] = any("another torch.profiler" in n for n in s.notes)
+    with neuronprof.session(backend="cpu", output_dir=sys.argv[2]) as again:
+        again.run(lambda: torch.relu(x))
+    outcome["again"] = again.table(row_limit=None).row("aten::relu").calls
+    result[f"{kind}@{at}{'-exit' if leave else ''}"] = outcome
+print("RESULT" + json.dumps(result))
+"""
+
+_PHASES = {0: "a wait step", 1: "a warmup step", 2: "an active step"}
+
+
+@pytest.mark.parametrize("kind", ["legacy", "legacy-cpu-only", "kineto", "left-running"])
+def test_any_profiler_started_inside_the_block_is_refused_in_every_phase(tmp_path, kind):
+    """torch.autograd.profiler.profile in a warmup step used to segfault: each start is refused, in each phase.
+
+    Run in a subprocess, so that a crash fails this test instead of killing pytest.
+    """
+    cases = [[kind, at, False] for at in (0, 1, 2)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    proc = subprocess.run(
+        [sys.executable, "-c", _FOREIGN_RUN, json.dumps(cases), str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-3000:]}"
+    result = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))[len("RESULT") :])
+    for at, phase in _PHASES.items():
+        outcome = result[f"{kind}@{at}"]
+        error_type, message = outcome["error"]
+        assert error_type == "SessionStateError", outcome
+        assert "another torch.profiler was started inside the session's block" in message
+        assert f"({phase})" in message and "neuronprof refused it" in message
+        assert "test_faults.py" not in message and "<string>:" in message, "it names where it was started"
+        assert not outcome["still_running"], "the refused profiler never started"
+        assert outcome["noted"]
+        # The session's own recording is unharmed: the active step was recorded.
+        assert (outcome["steps"], outcome["relu"]) == ((1, 1) if at == 2 else (0, 0)), outcome
+        assert outcome["again"] == 1
+
+
+def test_a_profiler_started_beneath_torchs_python_api_is_named_at_the_next_step_or_exit(tmp_path):
+    """One started through torch's C functions is seen at the next step() or at exit, left running or stopped."""
+    cases = [["beneath", 0, False], ["beneath", 1, False], ["beneath", 1, True]]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    proc = subprocess.run(
+        [sys.executable, "-c", _FOREIGN_RUN, json.dumps(cases), str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-3000:]}"
+    result = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))[len("RESULT") :])
+    for key in ("beneath@0", "beneath@1", "beneath@1-exit"):
+        outcome = result[key]
+        assert outcome["error"][0] == "SessionStateError", (key, outcome)
+        assert "another torch.profiler was started and is still running" in outcome["error"][1]
+        assert outcome["still_running"], "the session stops nothing it does not own"
+        assert outcome["again"] == 1

@@ -82,6 +82,7 @@ def test_device_only_on_a_backend_without_a_device_says_why(tmp_path):
     t = s.table(device_only=True)
     assert t.rows == ()
     assert any("device_only=True" in n and "no device" in n for n in t.notes)
+    assert len([n for n in t.notes if "device_only" in n]) == 1, "one note says why, not two"
     assert t.self_cpu_us == full.self_cpu_us > 0, "the totals are the session's, not 0"
     assert "0.0 µs" not in str(t)
 
@@ -123,6 +124,11 @@ def test_with_stack_exports_stacks_without_the_profilers_own_frames(tmp_path):
     assert any("aten::addmm" in line for line in lines)
     own = ("torch/profiler/", "torch/autograd/profiler", "neuronprof/")
     assert not any(m in line for line in lines for m in own)
+    # Nor what they run around each step, nor torch's or neuronprof's Python files as leaf frames.
+    leaves = [line.rsplit(" ", 1)[0].split(";")[-1] for line in lines]
+    assert not [leaf for leaf in leaves if leaf.startswith(("torch/", "neuronprof/"))]
+    instrument = ("ProfilerStep", "signal.py", "torch/distributed", "_add_metadata_json", "contextlib.py")
+    assert not [line for line in lines if any(m in line for m in instrument)]
     names = s.table(row_limit=None).names()
     assert not any(m in n for n in names for m in own)
     assert "aten::addmm" in names
@@ -146,3 +152,70 @@ def test_break_in_the_active_step_warns_what_was_kept(tmp_path):
     assert t.steps == 1 and t.rows
     assert "cut short" in message and "1 recorded step(s) are kept" in message
     assert "nothing was recorded" not in message
+
+
+def test_table_is_a_pure_function_of_what_was_recorded(tmp_path):
+    """table() twice gives equal tables, notes included (they are computed, never appended on the way)."""
+
+    def work():
+        for _ in range(5):
+            torch.add(torch.rand(1), torch.rand(1))
+
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, output_dir=tmp_path) as s:
+        for _ in s.steps():
+            thread = threading.Thread(target=work)
+            thread.start()
+            thread.join()
+    notes = s.notes
+    first, second = s.table(), s.table()
+    assert first == second
+    assert any("other threads" in n for n in first.notes), "a note is present, and still equal"
+    assert s.table(device_only=True) == s.table(device_only=True)
+    assert s.table(sort_by="name", row_limit=None) == s.table(sort_by="name", row_limit=None)
+    assert s.notes == notes
+
+
+def test_roofline_works_from_the_recorded_events_without_writing_a_trace(tmp_path, monkeypatch):
+    from neuronprof import _collect
+    from neuronprof.analysis import roofline
+
+    lin = torch.nn.Linear(64, 64)
+    x = torch.randn(64, 64)
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, record_shapes=True, output_dir=tmp_path) as s:
+        for _ in s.steps():
+            torch.sum(lin(x).relu() @ x, dim=1)
+
+    def no_writes(*args, **kwargs):
+        raise AssertionError("roofline() must not write a trace")
+
+    with monkeypatch.context() as m:
+        m.setattr(_collect, "write_chrome_trace", no_writes)
+        m.setattr(neuronprof.Session, "export", no_writes)
+        ours = s.roofline("trn2")
+    text = str(ours)
+    assert "trace:" not in text and "neuronprof-" not in text, "no (deleted) temporary path is printed"
+    assert ours.source == ""
+    assert list(tmp_path.iterdir()) == []
+    # The same rows as the roofline of an exported trace of the same cycle.
+    from_file = roofline(s.export(tmp_path / "t.json"), "trn2")
+
+    def key(r):
+        return (r.name, r.input_shapes, r.input_dtypes, r.calls, round(r.flops), round(r.bytes), r.bound)
+
+    assert sorted(map(key, ours.rows)) == sorted(map(key, from_file.rows))
+    assert {"aten::mm", "aten::addmm", "aten::sum"} <= {r.name for r in ours.rows}
+
+
+def test_an_interrupted_session_says_so_when_nothing_was_recorded(tmp_path):
+    model = torch.nn.Linear(16, 16)
+    with pytest.raises(KeyboardInterrupt):
+        with neuronprof.session(backend="cpu", wait=1, warmup=1, active=1, output_dir=tmp_path) as s:
+            for _ in s.steps():
+                model(torch.randn(4, 16))
+                raise KeyboardInterrupt
+    for call in (s.export, s.insights, s.report, s.roofline):
+        with pytest.raises(neuronprof.SessionStateError, match="interrupted by KeyboardInterrupt during step 0") as err:
+            call()
+        assert "the loop ended" not in str(err.value)
+    assert any("interrupted after 0 of 3 steps" in n for n in s.notes)
+    assert not any("no step() was called" in n for n in s.notes)

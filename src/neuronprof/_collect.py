@@ -7,16 +7,21 @@ in torch's private API are absorbed here.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import inspect
 import json
 import os
+import warnings
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof import _vocabulary as vocab
-from neuronprof._io import copy_trace
+from neuronprof._io import clone_or_copy, copy_trace
 from neuronprof._vocabulary import is_own_frame
+from neuronprof.errors import NeuronProfWarning
 from neuronprof.model import OpRow, Table, merge_rows
 
 if TYPE_CHECKING:
@@ -29,6 +34,7 @@ __all__ = [
     "CycleStats",
     "build_table",
     "build_timeline",
+    "build_trace",
     "fold_stats",
     "is_own_frame",
     "save_native_trace",
@@ -67,11 +73,11 @@ class Cycle:
             torch.profiler replaces it at the next cycle, so each one is kept here.
         backend_trace: A Chrome trace the backend saved itself (TorchNeuron's
             ``NeuronProfiler`` does), used when kineto's own save was consumed.
-        cache: kineto's own save of the cycle, taken once when the cycle ended.
-            The first plain-JSON export on the same file system becomes a second
-            name of it (no second write); later exports copy it.
-        cache_stamp: ``(inode, size, mtime_ns)`` of the cache once an export shares
-            it, to notice that the user edited that export in place.
+        cache: kineto's own save of the cycle, taken once when the cycle ended
+            (read-only); every export is a copy of it (a reflink where the file
+            system has them), never a second name of it.
+        cache_stamp: ``(inode, size, mtime_ns, ctime_ns)`` of the cache when it was
+            saved, to notice that anything changed it before an export.
         closed_at_exit: The cycle was ended by the session's exit, so its last
             step may have been opened by ``step()`` and never run.
         stats: The cycle's table contribution, computed once (needed before the
@@ -82,9 +88,17 @@ class Cycle:
     profile: Any
     backend_trace: Optional[Path] = None
     cache: Optional[Path] = None
-    cache_stamp: Optional[tuple[int, int, int]] = None
+    cache_stamp: Optional[tuple[int, ...]] = None
     closed_at_exit: bool = False
     stats: Optional[CycleStats] = None
+
+
+def _device_attr(evt: Any, name: str) -> float:
+    # torch >= 2.4 calls it "device"; older releases only had the "cuda" spelling.
+    value = getattr(evt, name, None)
+    if value is None:
+        value = getattr(evt, name.replace("device", "cuda"), 0.0)
+    return float(value or 0.0)
 
 
 def _is_device_event(evt: Any) -> bool:
@@ -271,7 +285,9 @@ def save_native_trace(cycle: Cycle, dest: Path) -> bool:
 
     kineto's save works once per cycle ("Trace is already saved" afterwards), so
     the session takes it into a private cache when the cycle ends, before any
-    backend exporter can consume it, and copies the cache for every export.
+    backend exporter can consume it, and copies the cache for every export. The
+    cycle's own ``export_chrome_trace`` (what ``s.profiler.export_chrome_trace``
+    and backend exporters call) copies the cache too, so torch's API keeps working.
 
     Returns:
         True when ``dest`` holds the trace; False when kineto could not save it
@@ -290,8 +306,37 @@ def save_native_trace(cycle: Cycle, dest: Path) -> bool:
         # kineto logs a failed write (a full disk) instead of raising: never keep half a trace.
         dest.unlink(missing_ok=True)
         return False
+    # Read-only, and stamped: a change by anything else is noticed before the next export.
+    dest.chmod(0o444)
     cycle.cache = dest
+    cycle.cache_stamp = _stamp(dest)
+    _route_torch_export(cycle)
     return True
+
+
+def _route_torch_export(cycle: Cycle) -> None:
+    """Make the cycle's ``export_chrome_trace`` copy the cache instead of kineto's spent save."""
+    profile = cycle.profile
+    # Neither the profile nor the cycle is held strongly here: a reference cycle would keep
+    # every cycle's events alive until a full garbage collection (repeat=0 would grow).
+    own = weakref.ref(profile)
+    record = weakref.ref(cycle)
+    original = type(profile).export_chrome_trace
+
+    def export_chrome_trace(path: str, metadata: Any = None, use_python_export: bool = False) -> None:
+        kept = record()
+        cache = kept.cache if kept is not None else None
+        if not use_python_export and kept is not None and cache is not None and _cache_intact(kept, cache):
+            copy_trace(cache, Path(path))
+            return
+        if use_python_export:
+            original(own(), path, metadata, use_python_export=True)
+        else:
+            original(own(), path, metadata)
+
+    export_chrome_trace.__doc__ = original.__doc__
+    # An attribute of this one profile object (the session's own), not a change to torch.
+    profile.export_chrome_trace = export_chrome_trace
 
 
 def _complete_json(path: Path) -> bool:
@@ -311,35 +356,45 @@ def _python_export_supported(profile: Any) -> bool:
         return False
 
 
-def _stamp(path: Path) -> tuple[int, int, int]:
+def _stamp(path: Path) -> tuple[int, ...]:
+    # ctime changes with any write, truncation or chmod, and cannot be set back by a program.
     st = path.stat()
-    return st.st_ino, st.st_size, st.st_mtime_ns
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _cache_intact(cycle: Cycle, cache: Path) -> bool:
+    """True while the cache is the file kineto wrote; else it is dropped (with a warning)."""
+    try:
+        intact = _stamp(cache) == cycle.cache_stamp
+    except OSError:
+        intact = False
+    if not intact:
+        warnings.warn(
+            f"neuronprof's private copy of cycle {cycle.index}'s trace ({cache}) was changed or removed by "
+            "another program; exports of this cycle are now written by torch's Python exporter from the "
+            "recorded events, which differs from torch's own save (memory events as slices, fewer header keys)",
+            NeuronProfWarning,
+            stacklevel=4,
+        )
+        with contextlib.suppress(OSError):
+            cache.unlink(missing_ok=True)
+        cycle.cache = None
+        cycle.cache_stamp = None
+    return intact
 
 
 def _export_cache(cycle: Cycle, cache: Path, dest: Path) -> bool:
     """Write the cached trace to ``dest``; False when the cache can no longer be trusted.
 
-    The first plain-JSON export is a hard link to the cache: kineto's save is the
-    only write, so exporting costs what torch's own export costs. That export and
-    the cache are then one file, so an in-place edit of it is noticed (its stamp
-    changes) and the cache is no longer used.
+    The cache is checked against its stamp before and after the copy, so a cache
+    changed by anything else is never exported as if it were kineto's save.
     """
-    if cycle.cache_stamp is not None:
-        if _stamp(cache) != cycle.cache_stamp:
-            cache.unlink(missing_ok=True)
-            cycle.cache = None
-            return False
-        copy_trace(cache, dest)
-        return True
-    if dest.suffix != ".gz":
-        try:
-            os.link(cache, dest)
-        except OSError:
-            pass  # another file system, or links not supported: copy instead
-        else:
-            cycle.cache_stamp = _stamp(cache)
-            return True
-    copy_trace(cache, dest)
+    if not _cache_intact(cycle, cache):
+        return False
+    clone_or_copy(cache, dest)
+    if not _cache_intact(cycle, cache):
+        dest.unlink(missing_ok=True)
+        return False
     return True
 
 
@@ -349,15 +404,16 @@ def write_chrome_trace(cycle: Cycle, dest: Path, metadata: dict[str, Any]) -> No
     The trace is kineto's own save of the cycle (the cache, or the file the
     backend's exporter wrote from it), so it holds exactly the events and header
     torch.profiler writes, neuronprof's metadata included (the session hands it
-    to kineto while recording). Without either (or when the export that shares
-    the cache was edited in place), torch's Python exporter writes the trace from
-    the cycle's events, with ``metadata`` added.
+    to kineto while recording). Each export is a file of its own (a copy, or a
+    reflink where the file system has them), never a second name of the cache.
+    Without either (or when the cache was changed by another program), torch's
+    Python exporter writes the trace from the cycle's events, with ``metadata`` added.
 
     Raises:
         OSError: The write failed (disk full, file too large, permission denied).
         RuntimeError: The cycle's events were dropped and no saved copy exists.
     """
-    if cycle.cache is not None and cycle.cache.exists():
+    if cycle.cache is not None:
         if _export_cache(cycle, cycle.cache, dest):
             return
     elif cycle.backend_trace is not None and cycle.backend_trace.exists():
@@ -367,11 +423,47 @@ def write_chrome_trace(cycle: Cycle, dest: Path, metadata: dict[str, Any]) -> No
     if profile is None or not _python_export_supported(profile):
         raise RuntimeError(
             "no trace of this cycle is left to export: kineto's one-time save was used by another tool "
-            "(or the export sharing neuronprof's copy was edited in place) and its events are gone; "
+            "(or neuronprof's copy of it was changed by another program) and its events are gone; "
             "upgrade torch (>= 2.13) for repeatable exports"
         )
     encoded = {k: json.dumps(v) for k, v in metadata.items()}
     profile.export_chrome_trace(str(dest), metadata=encoded, use_python_export=True)
+
+
+def _frame_file(name: str) -> str:
+    # torch writes a Python frame as "path/file.py(line): function".
+    return name.replace("\\", "/").split("(", 1)[0]
+
+
+def _is_library_frame(name: str) -> bool:
+    """A Python-frame event of a torch or neuronprof file: their Python overhead, not an operator."""
+    file = _frame_file(name)
+    return file.endswith(".py") and (file.startswith("torch/") or file.startswith("neuronprof/") or is_own_frame(name))
+
+
+@functools.lru_cache(maxsize=4096)
+def _stdlib_file(file: str) -> bool:
+    import sysconfig
+
+    return file.endswith(".py") and os.path.isfile(os.path.join(sysconfig.get_paths()["stdlib"], file))
+
+
+def _run_by_the_instrument(chain: list[str]) -> bool:
+    """True when the nearest caller that is neither torch, the standard library nor a builtin is the profiler.
+
+    ``chain`` is the event's stack, innermost first. Work that
+    torch.profiler or neuronprof does around each step (signal handling,
+    metadata, step counting) shows with the user's frame as its outermost caller,
+    once their own frames are left out; this tells it from the user's work.
+    """
+    for name in chain:
+        if is_own_frame(name):
+            return True
+        file = _frame_file(name)
+        if name.startswith("<") or file.startswith("torch/") or _stdlib_file(file):
+            continue
+        return False
+    return False
 
 
 def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
@@ -379,8 +471,9 @@ def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
 
     As torch's ``export_stacks`` (Python frames outermost first, blanks as ``_``,
     the value the op's ``metric`` in µs), with the op itself as the innermost
-    frame and the profiler's and neuronprof's own frames left out; equal stacks
-    are summed.
+    frame; equal stacks are summed. Left out: the profiler's and neuronprof's
+    own frames, work they run around each step (whatever it calls), and leaf
+    frames of torch's or neuronprof's Python files (their Python overhead).
 
     Raises:
         RuntimeError: The cycle's events were dropped (``keep_cycles``).
@@ -391,7 +484,7 @@ def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
     totals: dict[str, int] = {}
     for evt in cycle.profile.function_events:
         stack = getattr(evt, "stack", None)
-        if not stack or is_own_frame(evt.name):
+        if not stack or is_own_frame(evt.name) or _is_library_frame(evt.name) or _run_by_the_instrument(stack):
             continue
         value = int(getattr(evt, metric, 0) or 0)
         if value <= 0:
@@ -401,6 +494,103 @@ def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
         totals[key] = totals.get(key, 0) + value
     with open(dest, "w", encoding="utf-8") as fout:
         fout.writelines(f"{k} {v}\n" for k, v in totals.items())
+
+
+# -- the trace the roofline reads (neuronprof.analysis.roofline) ---------------------------
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _concrete_text(value: Any) -> str:
+    # As kineto writes "Concrete Inputs" into a trace: text, "" for a tensor or None.
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_concrete_text(v) for v in value) + "]"
+    return str(value)
+
+
+def build_trace(cycles: list[Cycle], *, has_device: bool, device_label: Optional[str]) -> Trace:
+    """Turn the kept cycles' events into an offline [`Trace`][neuronprof.analysis.Trace], in memory.
+
+    What ``load_trace`` would read from an export of them, without writing one:
+    per operator and input signature (``Input Dims``, ``Input type``,
+    ``Concrete Inputs``, from kineto's event list), summed calls, self and total
+    times (µs) and recorded FLOPs. torch.profiler's and neuronprof's own frames
+    are left out; ``ProfilerStep#N`` is ``ProfilerStep*``.
+    """
+    from neuronprof.analysis import Trace, TraceOp
+
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    steps = 0
+    notes: list[str] = []
+    for cycle in cycles:
+        if cycle.profile is None:
+            notes.append("cycles beyond keep_cycles were dropped; this covers the cycles still kept")
+            continue
+        results = getattr(cycle.profile, "kineto_results", None)
+        inputs: dict[int, tuple[Any, Any]] = {}
+        if results is not None and hasattr(results, "events"):
+            for kevt in results.events():
+                dtypes = kevt.dtypes()
+                if dtypes:
+                    inputs[int(kevt.correlation_id())] = (tuple(str(t) for t in dtypes), kevt.concrete_inputs())
+        for evt in cycle.profile.function_events:
+            name = str(evt.name)
+            if is_own_frame(name):
+                continue
+            if name.startswith("ProfilerStep"):
+                name = "ProfilerStep*"
+                steps += 1
+            on_device = _is_device_event(evt)
+            dims = _frozen(evt.input_shapes) if evt.input_shapes else None
+            dtypes, concrete = inputs.get(int(evt.id), (None, None))
+            concrete_text = tuple(_concrete_text(v) for v in concrete) if concrete else None
+            key = (name, on_device, dims, dtypes, concrete_text)
+            flops = int(getattr(evt, "flops", 0) or 0) or None
+            values = [
+                1,
+                0.0 if on_device else float(evt.self_cpu_time_total),
+                0.0 if on_device else float(evt.cpu_time_total),
+                _device_attr(evt, "self_device_time_total"),
+                _device_attr(evt, "device_time_total"),
+                flops,
+            ]
+            prev = groups.get(key)
+            if prev is None:
+                groups[key] = values
+                continue
+            for i in range(5):
+                prev[i] += values[i]
+            if flops is not None:
+                prev[5] = flops + (prev[5] or 0)
+    ops = tuple(
+        TraceOp(
+            name=name,
+            on_device=dev,
+            calls=calls,
+            self_cpu_us=cpu_self,
+            cpu_total_us=cpu_total,
+            self_device_us=d_self if has_device else None,
+            device_total_us=d_total if has_device else None,
+            input_dims=dims,
+            input_dtypes=dtypes,
+            concrete_inputs=concrete,
+            flops=flops,
+        )
+        for (name, dev, dims, dtypes, concrete), (calls, cpu_self, cpu_total, d_self, d_total, flops) in groups.items()
+    )
+    return Trace(
+        ops=ops,
+        backend=device_label.lower() if device_label else "cpu",
+        device_label=device_label if has_device else None,
+        steps=steps,
+        notes=tuple(dict.fromkeys(notes)),
+    )
 
 
 # -- the timeline the findings engine reads (neuronprof.analysis.insights) -------------------

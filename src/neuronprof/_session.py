@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 import warnings
 import weakref
 from collections.abc import Iterator, Sequence
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, Uni
 
 from neuronprof import _collect
 from neuronprof._config import DEFAULT_OUTPUT_DIR, PathLike, SessionConfig
-from neuronprof._io import atomic_write, copy_trace, ensure_writable_dir, text_writer, unique_path
+from neuronprof._io import atomic_write, ensure_writable_dir, text_writer, unique_path
 from neuronprof.backends import SessionContext, resolve_backend
 from neuronprof.errors import NeuronProfWarning, SessionStateError
 from neuronprof.export import EXPORT_FORMATS, ExportFormat, default_trace_name, neuron_bundle, tensorboard_file_name
@@ -185,8 +186,11 @@ class Session:
         self._rank: Optional[int] = None
         self._world_size: Optional[int] = None
         self._ctx: Optional[SessionContext] = None
-        self._warned_empty_device = False
+        self._table_notes: list[str] = []
         self._neuron: Optional[SessionNeuronProfile] = None
+        self._unguard: Callable[[], None] = lambda: None
+        self._start_thread: Optional[int] = None
+        self._interrupted: Optional[str] = None
 
     # -- read-only facts -------------------------------------------------------
     @property
@@ -212,7 +216,7 @@ class Session:
     @property
     def notes(self) -> list[str]:
         """Remarks about this session: modes the backend cannot capture, short loops..."""
-        return list(self._notes)
+        return [*self._notes, *self._data_notes(), *self._table_notes]
 
     @property
     def profiler(self) -> torch.profiler.profile:
@@ -286,8 +290,10 @@ class Session:
                     "stop it before starting a neuronprof session"
                 )
             _active = self
+            self._unguard = _guard_profiler_starts()
             self._start()
         except BaseException:
+            self._unguard()
             _active = None
             self._profiler = None
             self._state = "new"
@@ -324,6 +330,7 @@ class Session:
         # (torch adds record_shapes and distributedInfo there on its own.)
         prof.neuronprof_metadata = {"neuronprof": json.dumps(self._trace_metadata()["neuronprof"])}
         self._started = time.time()
+        self._start_thread = threading.get_ident()
         self._profiler = prof
         with _signals_deferred():
             try:
@@ -393,24 +400,14 @@ class Session:
         # kineto's save works once; take it before the backend's exporter (TorchNeuron's
         # may consume it), into a private cache that every export() copies.
         try:
-            saved = _collect.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json")
+            _collect.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json")
         except OSError as exc:
             # No room for the private copy: exports fall back to torch's Python exporter.
             self._note(f"could not keep a copy of cycle {cycle.index}'s trace ({exc}); exports are written from events")
-            saved = False
         assert self._ctx is not None
-        if not saved:
-            cycle.backend_trace = self._backend.on_trace_ready(prof, self._ctx)
-        else:
-            # The backend's exporter (TorchNeuron's writes trace.json for Neuron Explorer)
-            # gets the same trace from the cache instead of kineto's spent save.
-            cache = cycle.cache
-            assert cache is not None
-            prof.export_chrome_trace = lambda path, *_, **__: copy_trace(cache, Path(path))  # type: ignore[method-assign]
-            try:
-                cycle.backend_trace = self._backend.on_trace_ready(prof, self._ctx)
-            finally:
-                del prof.export_chrome_trace
+        # Once saved, the cycle's export_chrome_trace copies the cache, so the backend's
+        # exporter (TorchNeuron's writes trace.json for Neuron Explorer) gets the same trace.
+        cycle.backend_trace = self._backend.on_trace_ready(prof, self._ctx)
         self._take_backend_notes()
         self._drop_old_cycles()
 
@@ -464,8 +461,11 @@ class Session:
                 self._abandon()
         finally:
             self._state = "done"
+            self._unguard()
             _active = None
             _active_lock.release()
+        if exc_type is not None or failure is not None:
+            self._interrupted = (exc_type or type(failure)).__name__
         if failure is not None and exc_type is not None:
             # The block's own exception reaches the user unchanged; the failed stop is noted.
             self._note(f"stopping the profiler after the block's {exc_type.__name__} failed too: {failure!r}")
@@ -498,6 +498,35 @@ class Session:
         if self._profiler is not None:
             _stop_abandoned(self._profiler)
 
+    def _refuse_foreign_start(self) -> SessionStateError:
+        """The error for a profiler started inside the block; torch's flags are left as the session's."""
+        from torch.autograd import profiler as autograd_profiler
+
+        # emit_nvtx / emit_itt raise torch's "profiler enabled" flag before they start.
+        recording = getattr(self._profiler, "kineto_state", "idle") == "recording"
+        autograd_profiler._set_is_profiler_enabled(recording)
+        message = (
+            f"another torch.profiler was started inside the session's block: {_foreign_starter()}, "
+            f"during step {self._steps_taken} ({self._phase()}). torch has one profiler per process, and a "
+            "second one would end this session's recording or crash the process, so neuronprof refused it; "
+            "the session's recording is unharmed. Profile one thing at a time: remove the inner profiler, "
+            "or end the session before it starts"
+        )
+        self._note(message)
+        return SessionStateError(message)
+
+    def _phase(self) -> str:
+        """The schedule phase of the current step: ``"wait"``, ``"warmup"`` or ``"active"``."""
+        cycle = self.wait + self.warmup + self.active
+        position = self._steps_taken % cycle
+        if self.repeat and self._steps_taken >= cycle * self.repeat:
+            return "after the schedule"
+        if position < self.wait:
+            return "a wait step"
+        if position < self.wait + self.warmup:
+            return "a warmup step"
+        return "an active step"
+
     def _foreign_profiler(self) -> Optional[str]:
         """Say what happened if another profiler took torch's one profiler from this session."""
         prof = self._profiler
@@ -505,36 +534,60 @@ class Session:
             return None
         from torch.autograd import profiler as autograd_profiler
 
+        # Profilers started through torch's Python API are refused when they start
+        # (_guard_profiler_starts); these checks catch those started beneath it.
         recording = getattr(prof, "kineto_state", "idle") == "recording"
-        stopped = recording and not _profiler_started()
+        started = _profiler_started()
+        # A profiler running while the session's is not: one was started and left running.
+        running = not recording and started
+        # torch's C++ state is per thread: trust it in the thread that started the session,
+        # and not with profile_all_threads (where the threads it records change it).
+        import torch
+
+        here = threading.get_ident() == self._start_thread and not self.profile_all_threads
+        stopped = recording and (not started or (here and not torch._C._autograd._profiler_enabled()))
         # torch.profiler.profile registers its step counter on creation and erases it
         # on exit: a profile that ended inside the block erased this session's.
         tracker = getattr(getattr(autograd_profiler, "KinetoStepTracker", None), "_step_dict", None)
         erased = isinstance(tracker, dict) and "ProfilerStep" not in tracker
-        if not (stopped or erased):
+        if not (running or stopped or erased):
             return None
+        # The session stops nothing it does not own: a profiler left running is its starter's to stop.
         self._abandon()
+        what = "started and is still running" if running else "started and stopped"
+        consequence = "the session stopped recording" if running else "it ended this session's recording"
         return (
-            f"another torch.profiler was started and stopped inside the session's block (noticed at step "
-            f"{self._steps_taken}); torch has one profiler per process, so it ended this session's recording. "
+            f"another torch.profiler was {what} inside the session's block (noticed at step "
+            f"{self._steps_taken}); torch has one profiler per process, so {consequence}. "
             f"{self._cycle_count} completed cycle(s) are kept. Profile one thing at a time: remove the inner "
             "profiler, or end the session before it starts"
+        )
+
+    def _nothing_recorded(self, what: str) -> str:
+        """Say why no cycle was recorded: the block was interrupted, or the loop was too short."""
+        if self._interrupted is not None:
+            return (
+                f"nothing was recorded, so {what}: the session was interrupted by {self._interrupted} during "
+                f"step {self._steps_taken}, before a profiling cycle completed (see s.notes)"
+            )
+        return (
+            f"nothing was recorded, so {what}: the loop ended before the schedule's active steps (see s.notes)"
         )
 
     def _check_steps(self, *, interrupted: bool) -> None:
         needed = self.total_steps
         if needed is None or self._steps_taken >= needed:
             return
-        if self._steps_taken == 0 and self._cycle_count:
-            # A schedule that starts recording at once (wait=0, warmup=0) makes a
-            # step-less block one recorded step: a legitimate single pass.
-            self._note("no step() was called; the whole block was recorded as one step")
-            return
         if interrupted:
             self._note(
                 f"the block was interrupted after {self._steps_taken} of {needed} steps; "
                 f"{self._cycle_count} profiling cycle(s) completed and are kept"
             )
+            return
+        if self._steps_taken == 0 and self._cycle_count:
+            # A schedule that starts recording at once (wait=0, warmup=0) makes a
+            # step-less block one recorded step: a legitimate single pass.
+            self._note("no step() was called; the whole block was recorded as one step")
             return
         message = (
             f"the schedule needs {needed} steps ((wait={self.wait} + warmup={self.warmup} + "
@@ -578,8 +631,16 @@ class Session:
         Call it at the end of each iteration of a hand-written loop; ``steps()``
         and ``run()`` call it for you.
 
+        torch has one profiler per process: while the session is open, any other
+        profiler start (``torch.profiler.profile``, ``torch.autograd.profiler.profile``,
+        the legacy profiler) raises ``SessionStateError`` where it is started. For
+        that, the functions those profilers start through are replaced in torch's
+        modules for the session's lifetime only, and put back when it ends.
+
         Raises:
-            SessionStateError: Called outside the ``with`` block.
+            SessionStateError: Called outside the ``with`` block; or another profiler
+                took torch's profiler from the session (started beneath torch's Python
+                API, so it could not be refused when it started).
         """
         self._require_running("step()")
         assert self._profiler is not None
@@ -740,19 +801,24 @@ class Session:
         if self.backend == "neuron":
             # No NeuronCore time from torch: take it from Neuron's own profile (see analysis.neuron).
             table = self._neuron_side().table(table, heuristic=neuron_heuristic)
-        self._warn_if_device_empty(table)
+        message = self._empty_device_message(table)
+        if message is not None and message not in table.notes:
+            table = dataclasses.replace(table, notes=(*table.notes, message))
         table = table.sorted(sort_by)
         if device_only:
+            kept = table.device_only()
             if self.device_label is None:
-                table = dataclasses.replace(
-                    table,
+                # One note, the one that says why: Table.device_only()'s own cannot know the backend.
+                kept = dataclasses.replace(
+                    kept,
                     notes=(
                         *table.notes,
-                        f"device_only=True keeps rows with device time, and the {self.backend} backend has no "
-                        "device: every row was left out (totals are of the whole session)",
+                        f"device_only=True keeps rows with device time, and no row has device time: the "
+                        f"{self.backend} backend has no device, so every row was left out (totals are of the "
+                        "whole session)",
                     ),
                 )
-            table = table.device_only()
+            table = kept
         return table.head(row_limit)
 
     def insights(self) -> Insights:
@@ -776,10 +842,7 @@ class Session:
 
         self._require_done("insights()")
         if not self._cycles:
-            raise SessionStateError(
-                "nothing was recorded, so there is nothing to advise on: the loop ended before the "
-                "schedule's active steps (see s.notes)"
-            )
+            raise SessionStateError(self._nothing_recorded("there is nothing to advise on"))
         timeline = _collect.build_timeline(self._cycles, backend=self.backend, device_label=self.device_label)
         return analyze(timeline)
 
@@ -850,10 +913,7 @@ class Session:
 
         self._require_done("report()")
         if not self._cycles:
-            raise SessionStateError(
-                "nothing was recorded, so there is nothing to report: the loop ended before the "
-                "schedule's active steps (see s.notes)"
-            )
+            raise SessionStateError(self._nothing_recorded("there is nothing to report"))
         timeline = _collect.build_timeline(self._cycles, backend=self.backend, device_label=self.device_label)
         meta = self._trace_metadata()["neuronprof"]
         settings: dict[str, Any] = {
@@ -887,21 +947,30 @@ class Session:
         ]
         return ([self._dropped] if self._dropped is not None else []) + stats
 
-    def _local_table(self) -> Table:
-        """Summarise every recorded cycle of this process (kept or dropped), unsorted and uncut."""
+    def _data_notes(self) -> tuple[str, ...]:
+        """Notes that follow from what was recorded: computed from it each time, never stored."""
+        if self._state != "done":
+            return ()
         stats = self._cycle_stats()
         if any(s.steps for s in stats) and not any(s.ops for s in stats):
             hint = "" if self.profile_all_threads else "; pass profile_all_threads=True to record every thread"
-            self._note(
+            return (
                 "the recorded steps hold nothing but ProfilerStep*: the work may have run in other threads, "
-                f"which torch.profiler records only in the thread that started it{hint}"
+                f"which torch.profiler records only in the thread that started it{hint}",
             )
+        return ()
+
+    def _local_table(self) -> Table:
+        """Summarise every recorded cycle of this process (kept or dropped), unsorted and uncut.
+
+        A pure function of what was recorded: calling it twice gives equal tables.
+        """
         return _collect.build_table(
-            stats,
+            self._cycle_stats(),
             backend=self.backend,
             device_label=self.device_label,
             rank=self._rank,
-            notes=tuple(self._notes),
+            notes=(*self._notes, *self._data_notes()),
         )
 
     def _gather_rank_table(self, timeout: float) -> RankTable:
@@ -933,17 +1002,18 @@ class Session:
             raise SessionStateError(f"{hint} ({type(exc).__name__}: {str(exc)[:300]})") from exc
         return RankTable.from_tables([Table.from_dict(d) for d in gathered])
 
-    def _warn_if_device_empty(self, table: Table) -> None:
+    def _empty_device_message(self, table: Table) -> Optional[str]:
+        """Say so when device time was asked for and expected but no row has any (warned once)."""
         wants_device = "device" in self.modes and "device" in self._backend.supported_modes
-        if not wants_device or not self._cycles or table.has_device_time or self._warned_empty_device:
-            return
-        self._warned_empty_device = True
+        if not wants_device or not self._cycles or table.has_device_time:
+            return None
         # The backend knows whether device time was expected at all; when it was not,
         # its note (already in s.notes) explains why instead.
         message = self._backend.empty_device_warning(self._context())
-        if message:
-            self._note(message)
+        if message and message not in self._table_notes:
+            self._table_notes.append(message)
             warnings.warn(message, NeuronProfWarning, stacklevel=3)
+        return message or None
 
     def _trace_metadata(self) -> dict[str, Any]:
         import torch
@@ -973,7 +1043,7 @@ class Session:
         *,
         format: ExportFormat = "chrome",
         overwrite: bool = False,
-        cycle: int = -1,
+        cycle: Optional[int] = None,
     ) -> Path:
         """Write the recorded trace for Perfetto, TensorBoard or Neuron Explorer.
 
@@ -986,9 +1056,11 @@ class Session:
             format: ``"chrome"``, ``"tensorboard"``, ``"neuron"`` or ``"stacks"``; see
                 [`ExportFormat`][neuronprof.typing.ExportFormat].
             overwrite: Replace an existing target instead of raising ``FileExistsError``.
-            cycle: Which profiling cycle to write when ``repeat != 1`` (default: the last;
-                0 the first, negative counts from the end). Only the last ``keep_cycles``
-                cycles keep their events.
+            cycle: Which profiling cycle to write when ``repeat != 1``: 0 the first,
+                negative counts from the end (-1 the last). Default: the last cycle that
+                recorded something (a cycle the block's end cut short before any of its
+                active steps ran is skipped, with a ``NeuronProfWarning`` naming the cycle
+                written). Only the last ``keep_cycles`` cycles keep their events.
 
         Returns:
             The trace file (``"chrome"``, ``"stacks"``) or the folder written
@@ -1009,11 +1081,9 @@ class Session:
         if format == "neuron":
             return self._export_neuron(path, overwrite=overwrite)
         if not self._cycles:
-            raise SessionStateError(
-                "nothing was recorded, so there is no trace to export: the loop ended before the "
-                "schedule's active steps (see s.notes)"
-            )
-        chosen = self._choose_cycle(cycle)
+            raise SessionStateError(self._nothing_recorded("there is no trace to export"))
+        chosen = self._default_cycle() if cycle is None else self._choose_cycle(cycle)
+        logger.info("exporting cycle %d of %d (%s)", chosen.index, self._cycle_count, format)
         if format == "tensorboard":
             folder = Path(path) if path is not None else self._output_dir / "tensorboard"
             ensure_writable_dir(folder, create=True)
@@ -1046,6 +1116,24 @@ class Session:
         target = Path(path)
         ensure_writable_dir(target.parent, create=True)
         return target
+
+    def _default_cycle(self) -> _collect.Cycle:
+        """The last cycle that recorded something: not one the exit cut short before its active steps ran."""
+        last = self._cycles[-1]
+        if not last.closed_at_exit or len(self._cycles) == 1:
+            return last
+        stats = _collect.summarize_cycle(last, has_device=self._has_device(), record_shapes=self.record_shapes)
+        if stats.steps:
+            return last
+        previous = self._cycles[-2]
+        warnings.warn(
+            f"exported cycle {previous.index} of cycles 0 to {last.index}: the last cycle ({last.index}) was cut "
+            f"short by the block's end before any of its active steps ran, so it recorded nothing "
+            f"(pass cycle={last.index} to export it anyway)",
+            NeuronProfWarning,
+            stacklevel=3,
+        )
+        return previous
 
     def _choose_cycle(self, cycle: int) -> _collect.Cycle:
         if isinstance(cycle, bool) or not isinstance(cycle, int):
@@ -1124,7 +1212,9 @@ class Session:
         """Place each recorded op on a device's roofline: is it compute- or memory-bound?
 
         Needs ``record_shapes=True`` (bytes moved come from shapes and dtypes);
-        ``with_flops=True`` adds torch's own FLOP counts where it has them.
+        ``with_flops=True`` adds torch's own FLOP counts where it has them. Read
+        from the recorded events of the kept cycles (``keep_cycles``) in memory:
+        no trace is written or parsed back.
 
         Args:
             device: A preset (``"trn2"``, ``"trn1"``, ``"h100"``, ``"h200"``, ``"a100"``)
@@ -1138,14 +1228,14 @@ class Session:
         Raises:
             SessionStateError: Called before the with-block has ended, or nothing was recorded.
         """
-        import tempfile
-
         from neuronprof.analysis import roofline as _roofline
 
         self._require_done("roofline()")
-        with tempfile.TemporaryDirectory(prefix="neuronprof-") as tmp:
-            trace = self.export(Path(tmp) / "trace.json")
-            return _roofline(trace, device=device, peak_flops=peak_flops, peak_bw=peak_bw)
+        if not self._cycles:
+            raise SessionStateError(self._nothing_recorded("there is nothing to place on a roofline"))
+        # From the events in memory: no trace is written or parsed back.
+        trace = _collect.build_trace(self._cycles, has_device=self._has_device(), device_label=self.device_label)
+        return _roofline(trace, device=device, peak_flops=peak_flops, peak_bw=peak_bw)
 
 
 @contextlib.contextmanager
@@ -1208,13 +1298,15 @@ def _tracked_profile_class() -> Any:
 
             def prepare_trace(self) -> None:
                 self.kineto_state = "prepared"
-                super().prepare_trace()
+                with _own_profiler_calls():
+                    super().prepare_trace()
 
             neuronprof_metadata: dict[str, str] = {}
 
             def start_trace(self) -> None:
                 self.kineto_state = "recording"
-                super().start_trace()
+                with _own_profiler_calls():
+                    super().start_trace()
                 for key, value in self.neuronprof_metadata.items():
                     self.add_metadata_json(key, value)
 
@@ -1224,6 +1316,94 @@ def _tracked_profile_class() -> Any:
 
         _tracked_profile = _TrackedProfile
     return _tracked_profile
+
+
+# -- refusing a second profiler while a session is open -------------------------------------
+# torch has one profiler per process, and a profiler started inside the session's block either
+# ends the session's recording or, during a warmup step, leaves kineto in a state that crashes
+# the process at the session's next step (a segfault). No torch API tells a prepared profiler
+# that another one ran, so while a session is open the functions every Python-level profiler
+# starts through (torch.autograd.profiler.profile, torch.profiler.profile, emit_nvtx, emit_itt,
+# the legacy profiler) are replaced, in the torch modules that call them, by a guard that refuses
+# any start that is not the session's own. The originals are put back when the session ends.
+_GUARDED_STARTS = (
+    ("torch.autograd.profiler", "_prepare_profiler"),
+    ("torch.autograd.profiler", "_enable_profiler"),
+    ("torch.autograd.profiler_legacy", "_enable_profiler_legacy"),
+    ("torch.autograd", "_prepare_profiler"),
+    ("torch.autograd", "_enable_profiler"),
+    ("torch.autograd", "_enable_profiler_legacy"),
+)
+_own_calls = threading.local()
+
+
+@contextlib.contextmanager
+def _own_profiler_calls() -> Iterator[None]:
+    """Let the session's own profiler through the start guard (in this thread)."""
+    depth = _own_depth()
+    _own_calls.depth = depth + 1
+    try:
+        yield
+    finally:
+        _own_calls.depth = depth
+
+
+def _own_depth() -> int:
+    depth: int = getattr(_own_calls, "depth", 0)
+    return depth
+
+
+def _guard_profiler_starts() -> Callable[[], None]:
+    """Refuse other profiler starts until the returned function is called (it restores torch)."""
+    import importlib
+
+    installed: list[tuple[Any, str, Any, Any]] = []
+    for module_name, attr in _GUARDED_STARTS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        original = getattr(module, attr, None)
+        if original is None:
+            continue
+
+        def guard(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            session = _active
+            if session is None or _own_depth():
+                return _original(*args, **kwargs)
+            raise session._refuse_foreign_start()
+
+        setattr(module, attr, guard)
+        installed.append((module, attr, original, guard))
+
+    def restore() -> None:
+        for module, attr, original, guard in reversed(installed):
+            # Someone who replaced it after us keeps theirs.
+            if getattr(module, attr, None) is guard:
+                setattr(module, attr, original)
+        installed.clear()
+
+    return restore
+
+
+def _foreign_starter() -> str:
+    """Name the profiler being started and where the user's code started it, from the call stack."""
+    frame: Optional[types.FrameType] = sys._getframe(2)
+    torch_dir = os.path.dirname(os.path.dirname(sys.modules["torch"].__file__ or ""))
+    own_dir = os.path.dirname(__file__)
+    what: Optional[str] = None
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith(torch_dir + os.sep + "torch") or filename.startswith(own_dir):
+            owner = frame.f_locals.get("self")
+            if owner is not None and type(owner).__module__.startswith("torch."):
+                name = f"{type(owner).__module__}.{type(owner).__qualname__}"
+                what = name.replace("torch.profiler.profiler.", "torch.profiler.")
+            frame = frame.f_back
+            continue
+        where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        return f"{what or 'a profiler'} at {where}"
+    return what or "a profiler"
 
 
 def _stop_abandoned(prof: Any) -> None:

@@ -1,0 +1,152 @@
+"""Every reported reproducer in tests/cases/scripts/ behaves as its docstring says is right.
+
+The scripts are copies of the reports, unchanged except where a test must be
+shorter than the report (fewer ops or steps, a shorter collective timeout):
+those substitutions are listed in ``_SHORTER`` and change sizes only, never
+what is checked. Each runs in its own interpreter, so a crash fails its test
+instead of killing pytest.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "tests" / "cases" / "scripts"
+
+_SHORTER: dict[str, list[tuple[str, str]]] = {
+    "big_export_slow.py": [("range(200_000)", "range(20_000)")],
+    "repeat0_memory_growth.py": [("range(1, 3001)", "range(1, 241)"), ("step % 600 == 0", "step % 60 == 0")],
+}
+# Scripts whose right answer another test already holds, the same way (a slow multi-process run).
+_ELSEWHERE = {
+    "rank0_only_table_all.py": (
+        "tests/test_distributed.py::test_ranks_all_on_one_rank_fails_fast_and_says_it_is_collective"
+    ),
+}
+
+
+def run_script(name: str, *args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    source = (SCRIPTS / name).read_text()
+    for old, new in _SHORTER.get(name, []):
+        assert old in source, (name, old)
+        source = source.replace(old, new)
+    script = tmp_path / name
+    script.write_text(source)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), PYTHONWARNINGS="default")
+    command = [sys.executable, str(script), *args]
+    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+
+def ok(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+def test_every_reported_script_has_a_test():
+    source = Path(__file__).read_text()
+    for script in SCRIPTS.glob("*.py"):
+        assert f'"{script.name}"' in source, f"{script.name} has no test here"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the reports' regexes are not raw strings
+            assert ast.get_docstring(ast.parse(script.read_text())), script.name
+    for name, test in _ELSEWHERE.items():
+        path, func = test.split("::")
+        assert f"def {func}(" in (ROOT / path).read_text(), name
+
+
+def test_big_export_slow(tmp_path):
+    out = ok(run_script("big_export_slow.py", tmp_path=tmp_path))
+    assert re.search(r"^export [\d.]+s, peak RSS \+-?\d+ MB$", out, re.M), out
+    # torch's own export of the same cycle still works after the session's exports.
+    assert re.search(r"^kineto save of the same cycle: [\d.]+s$", out, re.M), out
+
+
+def test_break_in_active_step_wrong_warning(tmp_path):
+    proc = run_script("break_in_active_step_wrong_warning.py", tmp_path=tmp_path)
+    out = ok(proc)
+    rows, steps = map(int, re.search(r"table rows: (\d+) steps: (\d+)", out).groups())
+    assert rows > 0 and steps == 1
+    assert "1 recorded step(s) are kept" in proc.stderr and "cut short" in proc.stderr
+    assert "nothing was recorded" not in proc.stderr
+
+
+def test_ctrl_c_cycle_boundary_segfault(tmp_path):
+    out = ok(run_script("ctrl_c_cycle_boundary_segfault.py", tmp_path=tmp_path))
+    assert "KeyboardInterrupt reached the user (expected)" in out
+    assert "process alive" in out
+
+
+def test_ctrl_c_in_step_assertion(tmp_path):
+    out = ok(run_script("ctrl_c_in_step_assertion.py", tmp_path=tmp_path))
+    assert "user sees: KeyboardInterrupt" in out, out
+
+
+def test_device_only_cpu_empty(tmp_path):
+    out = ok(run_script("device_only_cpu_empty.py", tmp_path=tmp_path))
+    notes = [line for line in out.splitlines() if line.startswith("note:") and "device_only" in line]
+    assert len(notes) == 1, f"one note says why the table is empty: {notes}"
+    assert "no device" in notes[0]
+    assert "0.0 µs" not in out
+
+
+def test_long_names_truncated(tmp_path):
+    out = ok(run_script("long_names_truncated.py", tmp_path=tmp_path))
+    kernels = [line for line in out.splitlines() if line.startswith("void at::native")]
+    text_rows = kernels[:2]
+    assert len({row.split("  ")[0] for row in text_rows}) == 2, "the two kernels print differently"
+    assert not any(line.startswith("line2") or line.startswith("| line2") for line in out.splitlines())
+    assert out.count("line1\\nline2") == 2, "escaped in the text and the Markdown table"
+
+
+def test_memory_events_as_slices(tmp_path):
+    out = ok(run_script("memory_events_as_slices.py", tmp_path=tmp_path))
+    lines = dict(line.split(" ", 1) for line in out.splitlines() if line.startswith(("np ", "kineto ")))
+    assert lines["np"] == lines["kineto"], "the same events as torch's own save"
+    events = ast.literal_eval(lines["np"])
+    assert events and set(events) == {("i", 0)}, "memory events are instants"
+
+
+def test_other_thread_ops_missing(tmp_path):
+    out = ok(run_script("other_thread_ops_missing.py", tmp_path=tmp_path))
+    assert "other threads" in out and "profile_all_threads=True" in out
+
+
+@pytest.mark.parametrize("at", ["1", "2"], ids=["warmup", "active"])
+def test_raw_profiler_inside_session(tmp_path, at):
+    proc = run_script("raw_profiler_inside_session.py", at, tmp_path=tmp_path)
+    assert proc.returncode == 1, f"a SessionStateError, not a crash: exit {proc.returncode}\n{proc.stderr[-3000:]}"
+    assert "neuronprof.errors.SessionStateError: another torch.profiler was started" in proc.stderr
+
+
+def test_repeat0_memory_growth(tmp_path):
+    out = ok(run_script("repeat0_memory_growth.py", tmp_path=tmp_path))
+    growth = [int(m) for m in re.findall(r"cycles kept: RSS \+(-?\d+) MB", out)]
+    assert len(growth) == 4, out
+    assert growth[-1] - growth[0] < 15, f"memory stays flat from 20 to 80 cycles: {growth}"
+
+
+def test_repeat0_steps_overcount(tmp_path):
+    out = ok(run_script("repeat0_steps_overcount.py", tmp_path=tmp_path))
+    assert "aten::add calls: 5 steps: 5" in out
+
+
+def test_tensorboard_cycles_as_workers(tmp_path):
+    out = ok(run_script("tensorboard_cycles_as_workers.py", tmp_path=tmp_path))
+    workers = re.findall(r"-> worker (\S+)", out)
+    assert len(workers) == 2 and len(set(workers)) == 1, out
+
+
+def test_with_stack_stacks_empty(tmp_path):
+    out = ok(run_script("with_stack_stacks_empty.py", tmp_path=tmp_path))
+    assert int(re.search(r"stack lines: (\d+)", out).group(1)) > 0
+    assert "python-frame rows: []" in out
+    assert float(re.search(r"sum self / step total: ([\d.]+)", out).group(1)) <= 1.0
