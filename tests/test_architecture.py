@@ -111,6 +111,9 @@ FRONT_ENDS = (
 )
 MODELS = (
     "neuronprof.model",
+    "neuronprof._model_rows",
+    "neuronprof._model_ranks",
+    "neuronprof._model_comparison",
     "neuronprof.analysis.trace",
     "neuronprof.analysis._diff",
     "neuronprof.analysis._roofline",
@@ -241,3 +244,56 @@ def test_the_architecture_page_states_the_rules_checked_here() -> None:
     for module in ("_io.py", "export.py", "model.py", "render.py", "report.py", "backends/", "analysis/"):
         assert module in text
     assert "tests/test_architecture.py" in text
+
+
+# -- module size: a file of src/ over 500 lines says at its top why it stays one module --
+
+MAX_LINES = 500
+KEPT = "kept in one module"
+# Split into smaller modules by a separate change: still checked and reported (xfail, not strict),
+# every other file strictly.
+_BEING_SPLIT = {"neuronprof/_session.py", "neuronprof/_collect.py"}
+
+
+def _size_problem(text: str) -> str | None:
+    """Why a module's size is not in order, or None: over MAX_LINES lines needs a reason in its docstring.
+
+    The reason is a sentence of the module docstring that contains "kept in one module" and goes
+    on to say why (at least a few words after the phrase).
+    """
+    lines = len(text.splitlines())
+    if lines <= MAX_LINES:
+        return None
+    doc = ast.get_docstring(ast.parse(text)) or ""
+    flat = " ".join(doc.split())
+    at = flat.find(KEPT)
+    reason = flat[at + len(KEPT) :].split(". ")[0] if at >= 0 else ""
+    if len(reason.split()) < 6:
+        return f"{lines} lines: split it, or say at the top of its docstring why it is {KEPT!r}"
+    return None
+
+
+def _source_files() -> list[object]:
+    cases: list[object] = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        marks = [pytest.mark.xfail(strict=False, reason="split into smaller modules by a separate change")]
+        cases.append(pytest.param(rel, id=rel, marks=marks if rel in _BEING_SPLIT else ()))
+    return cases
+
+
+@pytest.mark.parametrize("rel", _source_files())
+def test_no_module_is_over_500_lines_without_a_stated_reason(rel: str) -> None:
+    problem = _size_problem((SRC / rel).read_text(encoding="utf-8"))
+    assert problem is None, f"src/{rel}: {problem}"
+
+
+def test_the_size_rule_catches_a_long_module_and_accepts_a_stated_reason() -> None:
+    body = "x = 1\n" * MAX_LINES
+    assert _size_problem('"""Short."""\n' + "x = 1\n" * (MAX_LINES - 1)) is None
+    assert _size_problem('"""Short."""\n' + body) is not None
+    assert _size_problem(f'"""Long, {KEPT}."""\n' + body) is not None  # the phrase without a reason
+    reason = f'"""Parts.\n\nA little over 500 lines, {KEPT} on purpose: its two classes share one state.\n"""\n'
+    assert _size_problem(reason + body) is None
+    # A comment is not the docstring.
+    assert _size_problem(f"# {KEPT} on purpose: its two classes share one state.\n" + body) is not None

@@ -63,6 +63,7 @@ __all__ = [
     "has_device_time",
     "is_own_frame",
     "is_row",
+    "is_step_row",
     "limit_rows",
     "merge_rows",
     "row_name",
@@ -85,6 +86,7 @@ OP_CATS = frozenset({"cpu_op", "operator"})
 STEP_PREFIX = "ProfilerStep#"
 STEP_ROW = "ProfilerStep*"
 """What ``key_averages()`` (and every neuronprof table) calls every ``ProfilerStep#N``."""
+_STEP_STEM = "ProfilerStep"  # what STEP_PREFIX and STEP_ROW share
 COMPILED_REGION = "Torch-Compiled Region"
 CACHE_LOOKUP = "TorchDynamo Cache Lookup"
 
@@ -110,6 +112,15 @@ def event_kind(name: str, cat: Any) -> int:
     if lcat.endswith(("runtime", "driver")):
         return K_RUNTIME
     return K_OTHER
+
+
+def is_step_row(name: str) -> bool:
+    """Whether a row is the steps' row: ``ProfilerStep*``, or a ``ProfilerStep#N`` of a table built otherwise.
+
+    The steps' row is the profiler's span around each step, not an op: views that
+    compare ops (the cross-rank view, the NEFF matching) leave it out.
+    """
+    return name.startswith(_STEP_STEM)
 
 
 def row_name(name: str, kind: int) -> str:

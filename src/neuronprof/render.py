@@ -2,6 +2,10 @@
 
 They read [`Table`][neuronprof.Table] objects only, never torch, so a table
 loaded from JSON on a laptop renders exactly as it did on the Trainium host.
+
+A little over 500 lines, kept in one module on purpose: the table, cross-rank and
+comparison renderers share the column, cell and alignment helpers at the top, and
+keeping them together keeps every view's text, Markdown, CSV and HTML forms alike.
 """
 
 from __future__ import annotations

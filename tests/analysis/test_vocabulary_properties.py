@@ -182,3 +182,57 @@ def test_event_feed_leaves_out_what_a_trace_reader_leaves_out(tmp_path: Path) ->
     assert _by_key(offline.rows()) == _by_key(live.rows())
     assert {r.name for r in live.rows()} == {"ProfilerStep*", "aten::add"}
     assert live.steps == offline.steps == 1
+
+
+# -- the findings' call tree asks the same vocabulary ------------------------------------
+
+# Without record_function blocks: the findings look inside them for the ops they hold,
+# the tables do not count what they hold as top-level calls.
+_CALL_LEAVES = tuple(leaf for leaf in _LEAVES if leaf[1] != "user_annotation" or leaf[0].startswith("Torch-Compiled"))
+
+
+@st.composite
+def _call_nodes(draw: st.DrawFn, depth: int = 0) -> _Node:
+    name, cat, call = draw(st.sampled_from(_CALL_LEAVES))
+    children = draw(st.lists(_call_nodes(depth + 1), max_size=2)) if depth < 3 else []
+    return _Node(name, cat, call, children)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.lists(_call_nodes(), max_size=3), min_size=1, max_size=4))
+def test_findings_count_the_top_level_calls_the_tables_count(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[list[_Node]]
+) -> None:
+    from neuronprof.analysis.insights import timeline_from_trace
+    from neuronprof.analysis.insights._tree import _Profile
+
+    path = Path(tmp_path_factory.mktemp("calls")) / "t.json"
+    # Whole microseconds apart: the findings' timeline keeps µs, not the ns the tables keep.
+    events = _layout(steps)
+    base = min(t for _n, _c, t, _d in events)
+    trace = _offline(path, [(n, c, (t - base) * 1000 + 10**9, d * 1000) for n, c, t, d in events])
+    profile = _Profile(timeline_from_trace(path))
+    found = [[node.name for node in s.top] for s in profile.steps]
+    assert sum(map(len, found)) == sum(_top_level(children) for children in steps)
+    if trace.steps:
+        assert sum(map(len, found)) == trace.top_level_calls
+    # A compiled region counts once; torch.compile's guard check never.
+    assert not [n for names in found for n in names if n == "TorchDynamo Cache Lookup"]
+
+
+@given(n=st.integers(0, 10**6), other=st.sampled_from(["aten::mm", "Profiler", "Torch-Compiled Region: 0/0", ""]))
+def test_the_steps_row_is_one_rule(n: int, other: str) -> None:
+    from neuronprof import _vocabulary as vocab
+    from neuronprof.model import OpRow, RankTable, Table
+
+    assert vocab.is_step_row(vocab.STEP_ROW)
+    assert vocab.is_step_row(f"{vocab.STEP_PREFIX}{n}")
+    assert not vocab.is_step_row(other)
+    # The cross-rank view compares ops: it leaves the steps' row out, whatever the rank's table calls it.
+    rows = [
+        OpRow(name=f"{vocab.STEP_PREFIX}{n}", calls=1, self_cpu_us=5.0, cpu_total_us=9.0),
+        OpRow(name=vocab.STEP_ROW, calls=1, self_cpu_us=5.0, cpu_total_us=9.0),
+        OpRow(name="aten::mm", calls=2, self_cpu_us=3.0, cpu_total_us=3.0),
+    ]
+    view = RankTable.from_tables([Table(rows=tuple(rows)), Table(rows=tuple(rows[1:]))], "cpu")
+    assert [r.name for r in view.rows] == ["aten::mm"]

@@ -7,12 +7,12 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._findings import CHAIN_MIN_OPS, DOMINANT_SHARE, PIPELINE_SHARE, Evidence, Finding
 from neuronprof.analysis.insights._tree import (
     _COMPILE_WORK,
     _DATALOADER,
     _MACHINERY,
-    _NOT_OPS,
     _REGION,
     COPY_OPS,
     ELEMENTWISE_OPS,
@@ -316,7 +316,7 @@ def _compiled(p: _Profile) -> list[Finding]:
                 k, n = int(m.group(1)), int(m.group(2))
                 frames.add(k)
                 versions[k].add(n)
-            elif _COMPILE_WORK.search(node.name) and not node.name.startswith(_NOT_OPS):
+            elif _COMPILE_WORK.search(node.name) and not node.name.startswith(vocab.CACHE_LOOKUP):
                 # (the cache lookup is the guard check of every call, not compiling)
                 compile_spans.append((node.ev.start_ns, node.ev.end_ns))
         # The union of the compile ranges inside the step: the ranges nest ("compile_attempt_0
@@ -331,7 +331,7 @@ def _compiled(p: _Profile) -> list[Finding]:
     step_us = p.mean_step_ns / 1000
     recompiled = {k: sorted(v) for k, v in versions.items() if any(n > 0 for n in v)}
     if recompiled:
-        names = tuple(f"Torch-Compiled Region: {k}/{max(v)}" for k, v in sorted(recompiled.items()))
+        names = tuple(f"{vocab.COMPILED_REGION}: {k}/{max(v)}" for k, v in sorted(recompiled.items()))
         stake = _per_step(compile_ns, p.n) if compile_ns else None
         findings.append(
             Finding(
@@ -361,7 +361,7 @@ def _compiled(p: _Profile) -> list[Finding]:
                 kind="graph_break",
                 title=f"{per:g} compiled regions per step: graph breaks split the compiled function",
                 evidence=Evidence(
-                    tuple(sorted({f"Torch-Compiled Region: {k}/*" for k in versions})),
+                    tuple(sorted({f"{vocab.COMPILED_REGION}: {k}/*" for k in versions})),
                     per,
                     us,
                     _share(us, step_us),

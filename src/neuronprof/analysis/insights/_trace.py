@@ -37,7 +37,7 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     What an event is (device work, a step, an op, a runtime call) and which processes
     and lanes are left out (derived views such as torch_npu's "Overlap Analysis", the
     XLA viewer's "Steps"/"XLA Modules" lanes) is decided by the table loader's own
-    functions (``analysis/trace.py``: ``event_kind``, ``process_roles``,
+    functions (``analysis/trace/``: ``event_kind``, ``process_roles``,
     ``is_container_lane``), so the findings and the tables read the same events.
 
     Raises:
@@ -45,7 +45,8 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     """
     from neuronprof.analysis._jsonstream import EventStream
     from neuronprof.analysis.errors import TraceError
-    from neuronprof.analysis.trace import (
+    from neuronprof.analysis.trace import event_kind, find_trace_files, is_container_lane, process_roles
+    from neuronprof.analysis.trace._rules import (
         _K_DEVICE,
         _K_OP,
         _K_PY,
@@ -55,10 +56,6 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
         _id,
         _ns,
         _time_error,
-        event_kind,
-        find_trace_files,
-        is_container_lane,
-        process_roles,
     )
 
     def _int_or_none(value: Any) -> Optional[int]:

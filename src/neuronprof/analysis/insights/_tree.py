@@ -12,6 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Optional
 
+from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
 
 # Op names the rules look for. They are torch's own (aten) names; backends that
@@ -50,9 +51,9 @@ _ELEMENTWISE_NAMES = (
 ELEMENTWISE_OPS = frozenset("aten::" + n for n in _ELEMENTWISE_NAMES.split(" "))
 """Pointwise ops and the small reductions of normalisations: what fused kernels combine."""
 MATMUL_OPS = frozenset({"aten::mm", "aten::matmul", "aten::bmm", "aten::baddbmm", "aten::linear"})
-_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)")
+# A compiled region's name ("Torch-Compiled Region: <frame>/<recompile>"): the vocabulary's prefix.
+_REGION = re.compile(rf"^{re.escape(vocab.COMPILED_REGION)}: (\d+)/(\d+)")
 _DATALOADER = re.compile(r"DataLoader.*__next__|__next__.*DataLoader")
-_NOT_OPS = ("TorchDynamo Cache Lookup",)
 _COMPILE_WORK = re.compile(r"\(dynamo_timed\)$|^TorchDynamo|^_compile|^compile_fx|^dynamo$")
 
 
@@ -65,7 +66,7 @@ _OPTIMIZER = re.compile(r"^Optimizer\.(step|zero_grad)#")
 
 def _bookkeeping(name: str) -> bool:
     """torch.compile's own work (guard checks, compiling): not an op of the user's code."""
-    return name.startswith(_NOT_OPS) or bool(_COMPILE_WORK.search(name))
+    return name.startswith(vocab.CACHE_LOOKUP) or bool(_COMPILE_WORK.search(name))
 
 
 class _Node:
@@ -113,7 +114,7 @@ class _Step:
 
 
 def _is_region(name: str) -> bool:
-    return name.startswith("Torch-Compiled Region")
+    return name.startswith(vocab.COMPILED_REGION)
 
 
 def _top_level(step: _Node) -> list[_Node]:
@@ -123,7 +124,10 @@ def _top_level(step: _Node) -> list[_Node]:
     while stack:
         node = stack.pop()
         cat = node.ev.category
-        if (cat == "op" or _is_region(node.name)) and not _bookkeeping(node.name):
+        # The vocabulary's top-level call (a compiled region once, the guard check never),
+        # less torch.compile's own compiling, which runs on the first call only.
+        kind = vocab.K_OP if cat == "op" else vocab.K_OTHER
+        if vocab.counts_as_call(kind, node.name) and not _COMPILE_WORK.search(node.name):
             out.append(node)
         elif cat in ("python", "annotation", "other") and not _DATALOADER.search(node.name):
             stack.extend(reversed(node.children))

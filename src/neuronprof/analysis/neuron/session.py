@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
+from neuronprof._vocabulary import is_step_row
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.neuron._model import NEFF_ROW_PREFIX, NeuronProfile
 from neuronprof.analysis.neuron._read import DEFAULT_TIMEOUT, ToolChoice, neuron_profile
@@ -212,7 +213,7 @@ def _match_by_name(rows: list[OpRow], profile: NeuronProfile) -> tuple[list[OpRo
     """Put each NEFF's device time on the one op whose name is a token of the NEFF's name."""
     by_key: dict[str, list[int]] = {}
     for i, r in enumerate(rows):
-        if r.on_device or r.name.startswith(("ProfilerStep", NEFF_ROW_PREFIX)):
+        if r.on_device or is_step_row(r.name) or r.name.startswith(NEFF_ROW_PREFIX):
             continue
         by_key.setdefault(_key(r.name), []).append(i)
     extra: dict[int, float] = {}

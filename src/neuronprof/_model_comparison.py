@@ -1,0 +1,373 @@
+"""Variants side by side: [`Comparison`][neuronprof.model.Comparison] and its rows.
+
+Part of [`neuronprof.model`][neuronprof.model], which re-exports every public name;
+import from there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+from neuronprof._model_rows import (
+    COMPARISON_SCHEMA,
+    _opt_float,
+    loads,
+)
+
+if TYPE_CHECKING:
+    import os
+    from pathlib import Path
+
+    import pandas
+
+    from neuronprof.analysis.insights import Insights
+    from neuronprof.model import Table
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One variant of a [`Comparison`][neuronprof.model.Comparison]: its op count, times and speedup.
+
+    Wall-clock figures are per call, timed outside the profiler; op counts and
+    self times are per step, from one profiled session of the variant. A value
+    that was not measured is ``None``.
+
+    Attributes:
+        name: The variant's label, as given to ``compare()``.
+        op_calls: Operators called directly by one step (naive RMSNorm: 6;
+            ``torch.rms_norm``: 1; a ``torch.compile``d function: 1, its compiled
+            region, since torch.compile's guard check is not counted).
+        self_cpu_us: Host time spent in operators per step, in microseconds; the
+            Python time between operators is left out.
+        self_device_us: Device (NeuronCore, TPU, GPU) time per step, in microseconds;
+            ``None`` without a device, or when none was recorded.
+        wall_us: Median wall-clock time per call, in microseconds, device work included.
+        wall_us_min: Fastest timed sample, per call.
+        wall_us_max: Slowest timed sample, per call.
+        speedup: The baseline's ``wall_us`` divided by this variant's: 2.0 means twice
+            as fast as the baseline; 1.0 for the baseline itself.
+        compile_s: Seconds taken by the first call (``torch.compile`` compiles here;
+            eager code initialises lazily). Kept out of every other figure.
+        table: The variant's full profile ([`Table`][neuronprof.Table]).
+        wall_samples_us: Every timed sample (per call, microseconds), in the order taken.
+        calls_per_sample: Calls timed back to back in each sample, so that short
+            calls are timed well above the clock's resolution.
+        insights: What to fix first in the variant's profile
+            ([`Insights`][neuronprof.analysis.insights.Insights]), from the same session.
+    """
+
+    name: str
+    op_calls: Optional[float]
+    self_cpu_us: Optional[float]
+    self_device_us: Optional[float]
+    wall_us: float
+    wall_us_min: float
+    wall_us_max: float
+    speedup: float
+    compile_s: float
+    table: Optional[Table] = None
+    wall_samples_us: tuple[float, ...] = ()
+    calls_per_sample: int = 1
+    insights: Optional[Insights] = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"ComparisonRow.name must be a non-empty str, got {self.name!r}")
+        if not isinstance(self.wall_samples_us, tuple):
+            object.__setattr__(self, "wall_samples_us", tuple(float(v) for v in self.wall_samples_us))
+        # Table lives in neuronprof.model, which imports this module: imported on use.
+        from neuronprof.model import Table
+
+        if self.table is not None and not isinstance(self.table, Table):
+            raise TypeError(f"ComparisonRow.table must be a Table or None, got {type(self.table).__name__}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the row as a JSON-ready dict (its table nested as a dict)."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["table"] = None if self.table is None else self.table.to_dict()
+        data["wall_samples_us"] = list(self.wall_samples_us)
+        data["insights"] = None if self.insights is None else self.insights.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ComparisonRow:
+        """Build a row from [`to_dict`][neuronprof.model.ComparisonRow.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
+
+        Raises:
+            ValueError: A field is missing, unknown or of the wrong type.
+        """
+        from neuronprof.model import Table
+
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown ComparisonRow field(s): {', '.join(sorted(unknown))}")
+        try:
+            table = data.get("table")
+            found = data.get("insights")
+            if found is not None:
+                from neuronprof.analysis.insights import Insights
+
+                found = Insights.from_dict(found)
+            return cls(
+                name=str(data["name"]),
+                op_calls=_opt_float(data.get("op_calls")),
+                self_cpu_us=_opt_float(data.get("self_cpu_us")),
+                self_device_us=_opt_float(data.get("self_device_us")),
+                wall_us=float(data["wall_us"]),
+                wall_us_min=float(data["wall_us_min"]),
+                wall_us_max=float(data["wall_us_max"]),
+                speedup=float(data["speedup"]),
+                compile_s=float(data["compile_s"]),
+                table=None if table is None else Table.from_dict(table),
+                wall_samples_us=tuple(float(v) for v in data.get("wall_samples_us", ())),
+                calls_per_sample=int(data.get("calls_per_sample", 1)),
+                insights=found,
+            )
+        except KeyError as exc:
+            raise ValueError(f"invalid ComparisonRow: missing field {exc.args[0]!r}") from None
+        except TypeError as exc:
+            raise ValueError(f"invalid ComparisonRow: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Variants of one computation measured side by side: what ``neuronprof.compare()`` returns.
+
+    ``print()`` it for an aligned table (the best value of each column is marked
+    ``*``); notebooks show it as HTML. Render it with
+    [`to_markdown`][neuronprof.model.Comparison.to_markdown], save it with
+    [`to_json`][neuronprof.model.Comparison.to_json] (read back with
+    [`from_json`][neuronprof.model.Comparison.from_json]) or draw it with
+    [`plot`][neuronprof.model.Comparison.plot].
+
+    Attributes:
+        rows: One [`ComparisonRow`][neuronprof.model.ComparisonRow] per variant, in
+            the order the variants were given.
+        baseline: Label of the variant speedups are relative to.
+        backend: Backend of the profiled sessions (``"neuron"``, ``"cuda"``, ``"cpu"``...).
+        device_label: Label of the device column (``"NEURON"``); ``None`` without a device.
+        repeats: Interleaved timing rounds: each variant's wall figures are the
+            median, min and max of this many samples.
+        warmup: Untimed calls per variant after the first call, before any measurement.
+        profiled_steps: Steps recorded in each variant's profiled session.
+        notes: Remarks about the measurement (e.g. a noisy machine).
+    """
+
+    rows: tuple[ComparisonRow, ...]
+    baseline: str
+    backend: str = "cpu"
+    device_label: Optional[str] = None
+    repeats: int = 0
+    warmup: int = 0
+    profiled_steps: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rows, tuple):
+            object.__setattr__(self, "rows", tuple(self.rows))
+        if not isinstance(self.notes, tuple):
+            object.__setattr__(self, "notes", tuple(self.notes))
+        names = [r.name for r in self.rows]
+        for r in self.rows:
+            if not isinstance(r, ComparisonRow):
+                raise TypeError(f"Comparison.rows must hold ComparisonRow objects, got {type(r).__name__}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"variant labels must be unique, got {names}")
+        if self.rows and self.baseline not in names:
+            raise ValueError(f"baseline {self.baseline!r} is not one of the variants: {', '.join(names)}")
+
+    # -- queries -------------------------------------------------------------------
+    def __iter__(self) -> Iterator[ComparisonRow]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def names(self) -> list[str]:
+        """Return the variant labels in order."""
+        return [r.name for r in self.rows]
+
+    def row(self, name: str) -> ComparisonRow:
+        """Return the row of the variant labelled ``name``.
+
+        Args:
+            name: The variant's label, as given to ``compare()``.
+
+        Raises:
+            KeyError: No variant has that label; the message lists them.
+        """
+        for r in self.rows:
+            if r.name == name:
+                return r
+        raise KeyError(f"no variant named {name!r}; variants: {', '.join(self.names())}")
+
+    def finding_differences(self) -> dict[str, tuple[str, ...]]:
+        """Return, per variant, the finding kinds that not every variant has.
+
+        Naive RMSNorm against ``torch.rms_norm``: ``{"naive": ("unfused_chain", ...),
+        "torch.rms_norm": ()}``. Kinds every variant shares are left out; variants
+        without insights are left out.
+        """
+        kinds = {r.name: tuple(dict.fromkeys(r.insights.kinds())) for r in self.rows if r.insights is not None}
+        if not kinds:
+            return {}
+        shared = set.intersection(*(set(k) for k in kinds.values()))
+        return {name: tuple(k for k in ks if k not in shared) for name, ks in kinds.items()}
+
+    @property
+    def fastest(self) -> Optional[str]:
+        """Label of the variant with the lowest median wall time (None when empty)."""
+        if not self.rows:
+            return None
+        return min(self.rows, key=lambda r: r.wall_us).name
+
+    # -- renderers ----------------------------------------------------------------
+    def __str__(self) -> str:
+        from neuronprof.render import render_comparison_text
+
+        return render_comparison_text(self)
+
+    def to_text(self) -> str:
+        """Return the comparison as aligned plain text (what ``print(cmp)`` shows)."""
+        return str(self)
+
+    def to_markdown(self) -> str:
+        """Return the comparison as a GitHub-flavoured Markdown table; best values in bold."""
+        from neuronprof.render import render_comparison_markdown
+
+        return render_comparison_markdown(self)
+
+    def _repr_html_(self) -> str:
+        from neuronprof.render import render_comparison_html
+
+        return render_comparison_html(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the comparison as a JSON-ready dict, including a ``schema`` tag."""
+        return {
+            "schema": COMPARISON_SCHEMA,
+            "baseline": self.baseline,
+            "backend": self.backend,
+            "device_label": self.device_label,
+            "repeats": self.repeats,
+            "warmup": self.warmup,
+            "profiled_steps": self.profiled_steps,
+            "notes": list(self.notes),
+            "rows": [r.to_dict() for r in self.rows],
+        }
+
+    def to_json(self, indent: Optional[int] = 2) -> str:
+        """Return the comparison as JSON, each variant's full table included.
+
+        [`Comparison.from_json`][neuronprof.model.Comparison.from_json] reads it back.
+
+        Args:
+            indent: Spaces per indentation level; None for one line.
+        """
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
+        """Build a comparison from [`to_dict`][neuronprof.model.Comparison.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
+
+        Raises:
+            ValueError: The data is not a neuronprof comparison.
+        """
+        if not isinstance(data, Mapping) or data.get("schema") != COMPARISON_SCHEMA:
+            raise ValueError(f"not a neuronprof comparison (expected schema {COMPARISON_SCHEMA!r})")
+        rows = data.get("rows")
+        if not isinstance(rows, list):
+            raise ValueError("neuronprof comparison JSON has no 'rows' list")
+        return cls(
+            rows=tuple(ComparisonRow.from_dict(r) for r in rows),
+            baseline=str(data.get("baseline", "")),
+            backend=str(data.get("backend", "cpu")),
+            device_label=data.get("device_label"),
+            repeats=int(data.get("repeats", 0)),
+            warmup=int(data.get("warmup", 0)),
+            profiled_steps=int(data.get("profiled_steps", 0)),
+            notes=tuple(str(n) for n in data.get("notes", ())),
+        )
+
+    @classmethod
+    def from_json(cls, text: Union[str, bytes]) -> Comparison:
+        """Read a comparison written by [`to_json`][neuronprof.model.Comparison.to_json].
+
+        Args:
+            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
+
+        Raises:
+            ValueError: The text is not JSON, or not a neuronprof comparison.
+        """
+        return cls.from_dict(loads(text))
+
+    def to_dataframe(self) -> pandas.DataFrame:
+        """Return one DataFrame row per variant (every field except the nested table, samples and findings).
+
+        Raises:
+            ImportError: pandas is not installed (``pip install pandas``).
+        """
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("Comparison.to_dataframe() needs pandas: pip install pandas") from None
+        nested = ("table", "wall_samples_us", "insights")
+        columns = [f.name for f in dataclasses.fields(ComparisonRow) if f.name not in nested]
+        return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in self.rows], columns=columns)
+
+    def report(self, path: Union[str, os.PathLike[str]], *, overwrite: bool = False) -> Path:
+        """Write one self-contained HTML page of the comparison, to look at and share.
+
+        The page holds the comparison table (best value per column marked), a bar
+        chart of the median wall time per call with its min–max range, and each
+        variant's findings and sortable, filterable op table. It opens offline in
+        any browser: nothing is loaded from the network.
+
+        Args:
+            path: The ``.html`` file to write; missing parent folders are created.
+            overwrite: Replace an existing file instead of raising ``FileExistsError``.
+
+        Returns:
+            The path written.
+
+        Raises:
+            FileExistsError: The file exists and ``overwrite`` is False.
+            OSError: The disk refused the write; no partial file is left.
+        """
+        # Rendering and writing live above the model; they are imported on use.
+        from neuronprof.export import save_comparison_report
+
+        return save_comparison_report(self, path, overwrite=overwrite)
+
+    def plot(self, path: Union[str, os.PathLike[str]]) -> Path:
+        """Draw the comparison as a bar chart: wall time per call, and self time per step.
+
+        The image format follows the suffix: ``.png`` or ``.svg``. An existing file
+        is replaced; a failed write leaves nothing behind. Matplotlib draws off
+        screen, without touching ``pyplot`` or its global backend, so this is safe
+        in notebooks and on headless machines.
+
+        Args:
+            path: The image file to write; missing parent folders are created.
+
+        Returns:
+            The path written.
+
+        Raises:
+            ValueError: The suffix is neither ``.png`` nor ``.svg``.
+            ImportError: matplotlib is not installed (``pip install 'neuronprof[plot]'``).
+        """
+        from neuronprof.export import save_comparison_plot
+
+        return save_comparison_plot(self, path)

@@ -1,0 +1,378 @@
+"""The cross-rank view: [`RankTable`][neuronprof.model.RankTable] and its [`RankOpRow`][neuronprof.model.RankOpRow].
+
+Part of [`neuronprof.model`][neuronprof.model], which re-exports every public name;
+import from there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
+
+from neuronprof._deprecation import renamed_keyword
+from neuronprof._model_rows import (
+    _DEVICE_FIELDS,
+    RANK_TABLE_SCHEMA,
+    Shape,
+    _opt_int,
+    _sort_field,
+    loads,
+    row_from_dict,
+    row_to_dict,
+)
+from neuronprof._vocabulary import is_step_row, limit_rows
+from neuronprof.typing import RankMetric, RankSort, SortKey
+
+if TYPE_CHECKING:
+    from neuronprof.model import Table
+
+# -- several ranks ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankOpRow:
+    """One operator across the ranks of a distributed job.
+
+    Attributes:
+        name: Operator name.
+        metric: What the values measure: ``"self_device_us"``, ``"device_total_us"``,
+            ``"self_cpu_us"`` or ``"cpu_total_us"`` (see [`RankMetric`][neuronprof.typing.RankMetric]).
+        values: The metric per rank, indexed by rank; ``None`` where a rank never ran the op.
+        calls: Calls per rank, indexed by rank (0 where it never ran).
+        min_us: Smallest value across the ranks that ran the op.
+        median_us: Median across those ranks.
+        max_us: Largest value.
+        slowest_rank: Rank with the largest value: the straggler.
+        on_device: True for a device kernel, False for a host op: a host op and a
+            kernel of the same name are two rows.
+        input_shapes: Input shapes when the ranks' tables are grouped by shape, else ``None``.
+    """
+
+    name: str
+    metric: RankMetric
+    values: tuple[Optional[float], ...]
+    calls: tuple[int, ...]
+    min_us: float
+    median_us: float
+    max_us: float
+    slowest_rank: int
+    on_device: bool = False
+    input_shapes: Optional[tuple[Shape, ...]] = None
+
+    @property
+    def spread(self) -> float:
+        """``max / median``: 1.0 when every rank takes as long; large for a straggler."""
+        return self.max_us / self.median_us if self.median_us > 0 else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the row as a JSON-ready dict (tuples as lists)."""
+        data = row_to_dict(self)
+        data["values"] = list(self.values)
+        data["calls"] = list(self.calls)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RankOpRow:
+        """Build a row from [`to_dict`][neuronprof.model.RankOpRow.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
+
+        Raises:
+            ValueError: A field is missing, unknown or of the wrong type.
+        """
+        kwargs = dict(data)
+        try:
+            kwargs["values"] = tuple(None if v is None else float(v) for v in kwargs["values"])
+            kwargs["calls"] = tuple(int(c) for c in kwargs["calls"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"invalid cross-rank row: {exc}") from None
+        return row_from_dict(cls, kwargs, "cross-rank row")
+
+
+# Sort keys of the cross-rank view: the per-rank metric they compare, or how rows are ordered.
+_RANK_METRICS = frozenset({"self_device_us", "device_total_us", "self_cpu_us", "cpu_total_us"})
+_METRIC_WORDS = {
+    "self_device_us": "self device",
+    "device_total_us": "total device",
+    "self_cpu_us": "self CPU",
+    "cpu_total_us": "total CPU",
+}
+
+
+@dataclass(frozen=True)
+class RankTable:
+    """Per-op statistics of every rank side by side: what ``s.table(ranks="all")`` returns.
+
+    By default rows are sorted by ``max_us``, largest first, so the op that holds
+    the job back comes first; ``slowest_rank`` names the rank to look at. Rows are
+    keyed by name, host/device (``on_device``) and, when grouped by shape, input
+    shapes: a host op and a kernel of the same name are never merged.
+
+    Attributes:
+        rows: One [`RankOpRow`][neuronprof.model.RankOpRow] per operator.
+        world_size: Number of ranks.
+        metric: The time compared across ranks: ``"self_device_us"`` (default when
+            any rank has device time), ``"self_cpu_us"``, ``"device_total_us"`` or ``"cpu_total_us"``.
+        tables: Each rank's own [`Table`][neuronprof.Table], indexed by rank.
+        sort_by: How rows are ordered: ``"max"`` (the slowest rank's value of
+            ``metric``, largest first), ``"calls"`` (most calls on any rank) or ``"name"``.
+        notes: Remarks about the view (e.g. a rank without a trace).
+        total_rows: How many rows there were before any limit
+            ([`head`][neuronprof.model.RankTable.head]); filled in from ``rows`` when not given.
+    """
+
+    rows: tuple[RankOpRow, ...]
+    world_size: int
+    metric: RankMetric
+    tables: tuple[Table, ...] = ()
+    sort_by: RankSort = "max"
+    notes: tuple[str, ...] = field(default=())
+    total_rows: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        for name in ("rows", "tables", "notes"):
+            if not isinstance(getattr(self, name), tuple):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+        if self.total_rows is None:
+            object.__setattr__(self, "total_rows", len(self.rows))
+
+    def head(self, n: Optional[int]) -> RankTable:
+        """Return a copy with the first ``n`` rows (and the first ``n`` rows of each rank's table).
+
+        ``total_rows`` and the totals stay those of the whole view; all rows when
+        ``n`` is None or negative.
+
+        Args:
+            n: How many rows to keep; None or negative keeps all.
+        """
+        rows = limit_rows(self.rows, n)
+        tables = tuple(t.head(n) for t in self.tables)
+        if len(rows) == len(self.rows) and all(a is b for a, b in zip(tables, self.tables)):
+            return self
+        return dataclasses.replace(self, rows=tuple(rows), tables=tables, total_rows=self.total_rows)
+
+    def __str__(self) -> str:
+        from neuronprof.render import render_rank_table
+
+        return render_rank_table(self)
+
+    @property
+    def sort_description(self) -> str:
+        """What the rows are sorted by, in words (the renderers print it)."""
+        if self.sort_by == "name":
+            return "sorted by name"
+        if self.sort_by == "calls":
+            return "sorted by calls (the most on any rank)"
+        return f"sorted by the slowest rank's {_METRIC_WORDS.get(self.metric, self.metric)} time"
+
+    @property
+    def total_self_cpu_us(self) -> float:
+        """Self CPU time of every rank, summed (µs), over all rows of each rank's table."""
+        return float(sum(t.self_cpu_us for t in self.tables))
+
+    @property
+    def total_self_device_us(self) -> Optional[float]:
+        """Device time of every rank, summed (µs); ``None`` when no rank has any."""
+        values = [t.self_device_us for t in self.tables if t.self_device_us is not None]
+        return float(sum(values)) if values else None
+
+    def row(self, name: str, on_device: Optional[bool] = None) -> RankOpRow:
+        """Return the first row of operator ``name`` (the host op or the kernel when ``on_device`` says which).
+
+        Args:
+            name: The operator or kernel name, e.g. ``"aten::mm"``.
+            on_device: True for the device-kernel row, False for the host op, None for
+                whichever comes first.
+
+        Returns:
+            The row, with one figure per rank.
+
+        Raises:
+            KeyError: No such operator.
+        """
+        for r in self.rows:
+            if r.name == name and (on_device is None or r.on_device == on_device):
+                return r
+        raise KeyError(f"no row named {name!r}")
+
+    @classmethod
+    def from_tables(
+        cls,
+        tables: Sequence[Table],
+        sort_by: SortKey = "device",
+        *,
+        device_only: bool = False,
+        notes: Sequence[str] = (),
+    ) -> RankTable:
+        """Combine per-rank tables (indexed by rank) into one cross-rank view.
+
+        Args:
+            tables: One table per rank, indexed by rank.
+            sort_by: A [`SortKey`][neuronprof.typing.SortKey]. Time keys (``"device"``,
+                ``"device_total"``, ``"cpu"``, ``"cpu_total"`` and torch's names for them)
+                choose the time compared across ranks, sorted by the slowest rank's value;
+                a device key falls back to CPU time when no rank has device time.
+                ``"calls"`` sorts by the most calls on any rank, ``"name"`` by name.
+            device_only: Keep only rows with device time on some rank.
+            notes: Remarks to carry with the view.
+
+        Raises:
+            ValueError: ``sort_by`` is unknown, or orders something the cross-rank
+                view does not compare (``flops``, memory).
+        """
+        field_name = _sort_field(sort_by)
+        use_device = any(t.has_device_time for t in tables)
+        if field_name in _RANK_METRICS:
+            metric = field_name
+            if field_name in _DEVICE_FIELDS and not use_device:
+                metric = "self_cpu_us" if field_name == "self_device_us" else "cpu_total_us"
+            order = "max"
+        elif field_name in ("calls", "name"):
+            metric = "self_device_us" if use_device else "self_cpu_us"
+            order = field_name
+        else:
+            raise ValueError(
+                f"the cross-rank view cannot sort by {sort_by!r}: use device, device_total, cpu, cpu_total, "
+                "calls or name (or sum the ranks to sort by it)"
+            )
+        if device_only:
+            tables = [t.device_only() for t in tables]
+        per_key: dict[tuple[Any, ...], list[Optional[float]]] = {}
+        calls: dict[tuple[Any, ...], list[int]] = {}
+        for rank, table in enumerate(tables):
+            for r in table.rows:
+                if is_step_row(r.name):
+                    continue
+                # A host op and a kernel of the same name (a Triton kernel and its
+                # launcher) are two rows, as in each rank's own table.
+                key = (r.name, r.on_device, r.input_shapes)
+                values = per_key.setdefault(key, [None] * len(tables))
+                counts = calls.setdefault(key, [0] * len(tables))
+                value = getattr(r, metric)
+                values[rank] = (values[rank] or 0.0) + (value or 0.0)
+                counts[rank] += r.calls
+        rows = []
+        for key, values in per_key.items():
+            present = sorted(v for v in values if v is not None)
+            if not present:
+                continue
+            mid = len(present) // 2
+            median = present[mid] if len(present) % 2 else (present[mid - 1] + present[mid]) / 2
+            slowest = max(range(len(values)), key=lambda i: _or_minus_one(values[i]))
+            rows.append(
+                RankOpRow(
+                    name=key[0],
+                    metric=cast(RankMetric, metric),
+                    values=tuple(values),
+                    calls=tuple(calls[key]),
+                    min_us=present[0],
+                    median_us=median,
+                    max_us=present[-1],
+                    slowest_rank=slowest,
+                    on_device=key[1],
+                    input_shapes=key[2],
+                )
+            )
+        if order == "name":
+            rows.sort(key=lambda r: r.name)
+        elif order == "calls":
+            rows.sort(key=lambda r: max(r.calls), reverse=True)
+        else:
+            rows.sort(key=lambda r: r.max_us, reverse=True)
+        all_notes = list(notes)
+        if metric != field_name and order == "max":
+            all_notes.append(f"no device time recorded; sorted by {_METRIC_WORDS[metric]} time instead")
+        return cls(
+            rows=tuple(rows),
+            world_size=len(tables),
+            metric=cast(RankMetric, metric),
+            tables=tuple(tables),
+            sort_by=cast(RankSort, order),
+            notes=tuple(all_notes),
+        )
+
+    @renamed_keyword("limit", "row_limit")
+    def to_dict(self, row_limit: Optional[int] = None) -> dict[str, Any]:
+        """Return the view as a JSON-ready dict with a ``schema`` tag.
+
+        Args:
+            row_limit: Keep the first ``row_limit`` rows (and rows of each rank's table);
+                ``total_rows`` and the totals still cover every row.
+        """
+        if row_limit is not None:
+            return self.head(row_limit).to_dict()
+        return {
+            "schema": RANK_TABLE_SCHEMA,
+            "world_size": self.world_size,
+            "metric": self.metric,
+            "sort_by": self.sort_by,
+            "notes": list(self.notes),
+            "total_rows": self.total_rows,
+            "total_self_cpu_us": self.total_self_cpu_us,
+            "total_self_device_us": self.total_self_device_us,
+            "rows": [r.to_dict() for r in self.rows],
+            "tables": [t.to_dict() for t in self.tables],
+        }
+
+    @renamed_keyword("limit", "row_limit")
+    def to_json(self, indent: Optional[int] = 2, row_limit: Optional[int] = None) -> str:
+        """Return the view as JSON; [`RankTable.from_json`][neuronprof.model.RankTable.from_json] reads it back.
+
+        Args:
+            indent: Spaces per indentation level; None for one line.
+            row_limit: Keep the first ``row_limit`` rows; None for all.
+
+        Returns:
+            A JSON document (a ``str``)."""
+        return json.dumps(self.to_dict(row_limit), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RankTable:
+        """Build a view from [`to_dict`][neuronprof.model.RankTable.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
+
+        Raises:
+            ValueError: The data is not a neuronprof cross-rank table.
+        """
+        # Table lives in neuronprof.model, which imports this module: imported on use.
+        from neuronprof.model import Table
+
+        if not isinstance(data, Mapping) or data.get("schema") != RANK_TABLE_SCHEMA:
+            raise ValueError(f"not a neuronprof cross-rank table (expected schema {RANK_TABLE_SCHEMA!r})")
+        rows, tables = data.get("rows"), data.get("tables")
+        if not isinstance(rows, list) or not isinstance(tables, list):
+            raise ValueError("neuronprof cross-rank table JSON needs 'rows' and 'tables' lists")
+        try:
+            return cls(
+                rows=tuple(RankOpRow.from_dict(r) for r in rows),
+                world_size=int(data["world_size"]),
+                metric=cast(RankMetric, str(data["metric"])),
+                tables=tuple(Table.from_dict(t) for t in tables),
+                sort_by=cast(RankSort, str(data.get("sort_by", "max"))),
+                notes=tuple(str(n) for n in data.get("notes", ())),
+                total_rows=_opt_int(data.get("total_rows")),
+            )
+        except KeyError as exc:
+            raise ValueError(f"invalid cross-rank table: missing field {exc.args[0]!r}") from None
+
+    @classmethod
+    def from_json(cls, text: Union[str, bytes]) -> RankTable:
+        """Read a view written by [`to_json`][neuronprof.model.RankTable.to_json].
+
+        Args:
+            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
+
+        Raises:
+            ValueError: The text is not JSON, or not a neuronprof cross-rank table.
+        """
+        return cls.from_dict(loads(text))
+
+
+def _or_minus_one(value: Optional[float]) -> float:
+    return -1.0 if value is None else value

@@ -1,0 +1,206 @@
+"""What a loaded trace is: [`Trace`][neuronprof.analysis.Trace] and its [`TraceOp`][neuronprof.analysis.TraceOp]s.
+
+A plain frozen model, torch-free; ``Trace.table()`` turns it into the same
+[`Table`][neuronprof.Table] that ``session.table()`` returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from neuronprof import _vocabulary as vocab
+from neuronprof._deprecation import renamed_keyword
+from neuronprof.analysis.trace._rules import _flat_shapes
+from neuronprof.model import OpRow, RankTable, Shape, Table
+from neuronprof.typing import GroupBy, SortKey
+
+
+@dataclass(frozen=True)
+class TraceOp:
+    """Everything a trace says about one operator (or device kernel) and one input signature.
+
+    Times are in microseconds, summed over every call in the trace; ``None``
+    means the trace does not say (e.g. device time on a CPU-only trace).
+
+    Attributes:
+        name: Operator or kernel name (``ProfilerStep#N`` annotations are all
+            called ``ProfilerStep*``, as in ``key_averages()``).
+        on_device: True for device work (kernels, copies) rather than host ops.
+        calls: Number of events.
+        self_cpu_us: Host time excluding nested events on the same thread.
+        cpu_total_us: Host time including nested events.
+        self_device_us: Device time of the op itself: its own duration for a
+            kernel; for a host op, the kernels it launched.
+        device_total_us: Device time including what nested ops launched.
+        input_dims: ``Input Dims`` as recorded (``record_shapes=True``): one entry
+            per input, a tuple of ints for a tensor, nested tuples for a tensor list.
+        input_dtypes: ``Input type`` as recorded (``"float"``, ``"c10::BFloat16"``, ``"Scalar"``...).
+        concrete_inputs: ``Concrete Inputs`` as recorded (scalar arguments as text).
+        flops: FLOPs the profiler estimated (``with_flops=True``), when the trace has them.
+    """
+
+    name: str
+    on_device: bool
+    calls: int
+    self_cpu_us: float
+    cpu_total_us: float
+    self_device_us: Optional[float] = None
+    device_total_us: Optional[float] = None
+    input_dims: Optional[tuple[Any, ...]] = None
+    input_dtypes: Optional[tuple[str, ...]] = None
+    concrete_inputs: Optional[tuple[str, ...]] = None
+    flops: Optional[int] = None
+
+    @property
+    def input_shapes(self) -> Optional[tuple[Shape, ...]]:
+        """Input shapes in [`OpRow`][neuronprof.OpRow] form: ``()`` for a scalar, a non-tensor or a tensor list."""
+        return _flat_shapes(self.input_dims)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A loaded trace: per-operator aggregates plus what the trace says about its run.
+
+    Build one with [`load_trace`][neuronprof.analysis.load_trace]; turn it into
+    a [`Table`][neuronprof.Table] with [`table`][neuronprof.analysis.Trace.table].
+
+    Attributes:
+        ops: One entry per operator name and input signature, in first-seen order.
+        files: The trace files read (a folder may hold several; they are summed).
+        backend: ``"cuda"``, ``"neuron"``, ``"tpu"``, ... or ``"cpu"`` without device events.
+        device_label: Label of the device columns (``"CUDA"``, ``"NEURON"``,
+            ``"TPU"``, ``"DEVICE"`` when unknown); ``None`` without device events.
+        device_name: Device model when the trace records one (``deviceProperties``).
+        steps: Number of recorded steps: ``ProfilerStep#N`` spans, less an
+            empty one that ends a timeline (see ``neuronprof._vocabulary.step_count``).
+        top_level_calls: Ops called directly by the profiled steps, summed over
+            steps; ``None`` when the trace has no steps.
+        events: Number of trace events read.
+        notes: Remarks about how the trace was read.
+        rank: The distributed rank of a one-rank trace (kineto's ``distributedInfo``
+            or a ``rank-N`` file name), when known.
+        ranks: One ``Trace`` per rank, indexed by rank, when the source holds
+            several ranks (an HTA-style folder); the fields above are then their sum.
+    """
+
+    ops: tuple[TraceOp, ...]
+    files: tuple[str, ...] = ()
+    backend: str = "cpu"
+    device_label: Optional[str] = None
+    device_name: Optional[str] = None
+    steps: int = 0
+    top_level_calls: Optional[int] = None
+    events: int = 0
+    notes: tuple[str, ...] = field(default=())
+    rank: Optional[int] = None
+    ranks: tuple[Trace, ...] = field(default=())
+
+    @property
+    def source(self) -> str:
+        """The trace file, or the files joined with ``", "``."""
+        return ", ".join(self.files)
+
+    @renamed_keyword("limit", "row_limit")
+    def table(
+        self,
+        sort_by: SortKey = "device",
+        *,
+        row_limit: Optional[int] = None,
+        device_only: bool = False,
+        group_by: GroupBy = "name",
+    ) -> Table:
+        """Return the trace as a [`Table`][neuronprof.Table], as ``session.table()`` would.
+
+        Args:
+            sort_by: A [`SortKey`][neuronprof.typing.SortKey]; device keys fall
+                back to CPU time when the trace has no device time.
+            row_limit: Keep at most this many rows (all when ``None``).
+            device_only: Keep only rows with device time above zero.
+            group_by: ``"name"`` (like ``key_averages()``) or ``"shape"`` (one row
+                per name and input shapes, like ``group_by_input_shape=True``;
+                ``input_dtypes`` is kept where the merged calls agree on it).
+
+        Raises:
+            ValueError: Unknown ``sort_by`` or ``group_by``.
+        """
+        rows = self.rows(group_by)
+        table = Table(
+            rows=rows,
+            backend=self.backend,
+            device_label=self.device_label,
+            steps=self.steps,
+            top_level_calls=self.top_level_calls,
+            notes=self.notes,
+            rank=self.rank,
+        )
+        # The totals of the whole trace travel with the table (and its JSON),
+        # whether or not rows are filtered or cut.
+        table = dataclasses.replace(
+            table,
+            total_rows=len(rows),
+            total_self_cpu_us=table.self_cpu_us,
+            total_self_device_us=table.self_device_us,
+        ).sorted(sort_by)
+        if device_only:
+            table = table.device_only()
+        return table.head(row_limit)
+
+    def rank_table(
+        self, sort_by: SortKey = "device", *, group_by: GroupBy = "name", device_only: bool = False
+    ) -> RankTable:
+        """Return every rank's table side by side, as ``session.table(ranks="all")`` does.
+
+        A one-rank trace gives a table of one rank. Rows are keyed by name,
+        host/device and (``group_by="shape"``) input shapes.
+
+        Args:
+            sort_by: A [`SortKey`][neuronprof.typing.SortKey]; see
+                [`RankTable.from_tables`][neuronprof.model.RankTable.from_tables] for what each orders by.
+            group_by: ``"name"`` or ``"shape"``.
+            device_only: Keep only rows with device time.
+
+        Raises:
+            ValueError: Unknown ``sort_by`` or ``group_by``, or a key the cross-rank view cannot sort by.
+        """
+        per_rank = self.ranks or (self,)
+        # The sum's own notes, except the one about summing: the view is side by side.
+        notes = [n for n in self.notes if not n.startswith("summed over")] if self.ranks else []
+        return RankTable.from_tables(
+            [t.table(sort_by, group_by=group_by) for t in per_rank],
+            sort_by,
+            device_only=device_only,
+            notes=notes,
+        )
+
+    def rows(self, group_by: GroupBy = "name") -> tuple[OpRow, ...]:
+        """Return one [`OpRow`][neuronprof.OpRow] per operator (``group_by="name"``) or signature (``"shape"``).
+
+        Args:
+            group_by: ``"name"`` or ``"shape"``; see [`GroupBy`][neuronprof.typing.GroupBy].
+
+        Raises:
+            ValueError: Unknown ``group_by``.
+        """
+        if group_by not in ("name", "shape"):
+            raise ValueError(f"unknown group_by {group_by!r}; use 'name' or 'shape'")
+        by_shape = group_by == "shape"
+        # Like key_averages(group_by_input_shape=True): shapes, not dtypes, split rows.
+        rows = (
+            OpRow(
+                name=op.name,
+                calls=op.calls,
+                self_cpu_us=op.self_cpu_us,
+                cpu_total_us=op.cpu_total_us,
+                self_device_us=op.self_device_us,
+                device_total_us=op.device_total_us,
+                input_shapes=op.input_shapes if by_shape else None,
+                input_dtypes=op.input_dtypes if by_shape else None,
+                flops=op.flops,
+                on_device=op.on_device,
+            )
+            for op in self.ops
+            if vocab.is_row(op.name)
+        )
+        return tuple(vocab.merge_rows([rows]))

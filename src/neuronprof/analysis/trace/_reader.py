@@ -1,0 +1,229 @@
+"""Reading one trace file (streamed, bounded memory) into the aggregation's per-thread arrays."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+from typing import Any, Optional
+
+from neuronprof.analysis._jsonstream import FastPathFailed, PyEvent, TraceReader
+from neuronprof.analysis.errors import TraceError
+from neuronprof.analysis.trace._aggregate import _Aggregator
+from neuronprof.analysis.trace._rules import (
+    _K_DEVICE,
+    _K_RUNTIME,
+    _MAX_ID,
+    _MISSING,
+    _SKIP_CATS,
+    _add_flops,
+    _id,
+    _ns,
+    _time_error,
+    _time_ns,
+    _us_text,
+)
+from neuronprof.analysis.trace._sums import _Keys, _Sums, _Thread
+
+
+def _read_file(path: str, keys: _Keys) -> _Sums:
+    """Read one trace file into per-key sums; the fast reader first, the stdlib reader when it cannot."""
+    try:
+        return _FileReader(path, keys, fast=None).read()
+    except FastPathFailed:
+        return _FileReader(path, keys, fast=False).read()
+
+
+class _FileReader(_Aggregator):
+    """Reads the events of one file into per-thread arrays, then nests and sums them."""
+
+    def __init__(self, path: str, keys: _Keys, *, fast: Optional[bool]) -> None:
+        super().__init__(path, keys)
+        self.reader = TraceReader(path, fast=fast)
+        self.open_b: dict[Any, list[Any]] = {}
+        self.stray_e = 0
+
+    def read(self) -> _Sums:
+        path = self.path
+        keys = self.keys
+        index_get = keys.index.get
+        kinds = keys.kind
+        threads = self.threads
+        skipped = self.sums.skipped
+        runtime_corr = self.runtime_corr
+        flops_by_key = self.sums.flops
+        last_pid: Any = _MISSING
+        last_tid: Any = _MISSING
+        append: Any = None
+        index = -1
+        ev: Any = None
+        # The collector only slows this loop down: it creates millions of short-lived
+        # objects and no reference cycles. Restored whatever happens.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for batch in self.reader.batches():
+                for ev in batch:
+                    index += 1
+                    ph = ev.ph
+                    if ph != "X":
+                        if ph == "M":
+                            self._metadata(ev)
+                            continue
+                        if ph != "B" and ph != "E":
+                            skipped[ph] = skipped.get(ph, 0) + 1
+                            continue
+                        ev = self._begin_end(ev, ph, index)
+                        if ev is None:
+                            continue
+                    cat = ev.cat
+                    if cat in _SKIP_CATS:
+                        skipped[cat] = skipped.get(cat, 0) + 1
+                        continue
+                    name = ev.name
+                    if type(name) is not str:
+                        raise TraceError(f"{path}: event #{index} (ph 'X') has no 'name' string")
+                    ts = ev.ts
+                    t = _time_ns(ts)
+                    if t is None:
+                        raise TraceError(_time_error(path, index, name, "ts", ts))
+                    dur = ev.dur
+                    d = _time_ns(dur)
+                    if d is None:
+                        raise TraceError(_time_error(path, index, name, "dur", dur))
+                    if d < 0:
+                        raise TraceError(f"{path}: event #{index} ({name!r}) has a negative duration ({dur})")
+                    a = ev.args
+                    if a is None:
+                        key: tuple[Any, ...] = (name, cat, None, None, None)
+                        corr = ext = -1
+                    else:
+                        dims = a.dims
+                        if dims is None:
+                            dims = a.dims_legacy
+                        types = a.types
+                        concrete = a.concrete
+                        key = (
+                            name,
+                            cat,
+                            None if dims is None else bytes(dims),
+                            None if types is None else bytes(types),
+                            None if concrete is None else bytes(concrete),
+                        )
+                        corr = a.correlation
+                        if type(corr) is not int or not 0 <= corr < _MAX_ID:
+                            corr = _id(corr)
+                        ext = a.ext
+                        if ext is None:
+                            ext = a.ext_lower
+                        if type(ext) is not int or not 0 <= ext < _MAX_ID:
+                            ext = _id(ext)
+                    try:
+                        kid = index_get(key)
+                    except TypeError:  # an unhashable category: not one we know
+                        key = (name, None, *key[2:])
+                        kid = index_get(key)
+                    if kid is None:
+                        kid = keys.add(key)
+                    if a is not None:
+                        flops = a.flops
+                        if flops is not None:
+                            _add_flops(flops_by_key, kid, flops)
+                        kd = kinds[kid]
+                        if kd == _K_RUNTIME:
+                            if corr >= 0:
+                                runtime_corr.add(corr)
+                        elif kd == _K_DEVICE and type(a.device_type) is str:
+                            self.sums.evidence.append(a.device_type)
+                    pid = ev.pid
+                    tid = ev.tid
+                    if append is None or pid != last_pid or tid != last_tid:
+                        tkey = (pid, tid)
+                        try:
+                            thread = threads.get(tkey)
+                        except TypeError:
+                            raise TraceError(
+                                f"{path}: event #{index} ({name!r}) has an invalid 'pid'/'tid' {tkey!r}"
+                            ) from None
+                        if thread is None:
+                            thread = threads[tkey] = _Thread()
+                        append = (
+                            thread.ts.append,
+                            thread.dur.append,
+                            thread.kid.append,
+                            thread.corr.append,
+                            thread.ext.append,
+                        )
+                        last_pid, last_tid = pid, tid
+                    append[0](t)
+                    append[1](d)
+                    append[2](kid)
+                    append[3](corr)
+                    append[4](ext)
+        except (TraceError, FastPathFailed):
+            raise
+        except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+            raise TraceError(f"{path}: malformed event #{index}: {exc}") from None
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        self.sums.events = self.reader.events
+        open_b = sum(map(len, self.open_b.values()))
+        if open_b:
+            self.sums.notes.append(f"{os.path.basename(path)}: {open_b} 'B' event(s) never ended")
+        if self.stray_e:
+            self.sums.notes.append(
+                f"{os.path.basename(path)}: {self.stray_e} 'E' event(s) end no 'B' event and are left out"
+            )
+        self._finish(self.reader.metadata)
+        return self.sums
+
+    def _metadata(self, ev: Any) -> None:
+        args = ev.args
+        if args is None:
+            return
+        what = ev.name
+        if what == "process_name":
+            value = args.name
+        elif what == "thread_name":
+            if isinstance(args.name, str):
+                with contextlib.suppress(TypeError):
+                    self.thread_names[(ev.pid, ev.tid)] = args.name
+            return
+        elif what == "process_labels":
+            value = args.labels
+        else:
+            return
+        if isinstance(value, str):
+            # An unhashable pid names nothing events could be matched to.
+            with contextlib.suppress(TypeError):
+                self.procs.setdefault(ev.pid, []).append(value)
+
+    def _begin_end(self, ev: Any, ph: str, index: int) -> Any:
+        """Track a 'B'/'E' pair; return the equivalent complete event when a pair closes."""
+        path = self.path
+        ts = _ns(ev.ts)
+        if ts is None:
+            raise TraceError(_time_error(path, index, f"ph {ph!r}", "ts", ev.ts))
+        pid, tid = ev.pid, ev.tid
+        try:
+            stack = self.open_b.setdefault((pid, tid), [])
+        except TypeError:
+            raise TraceError(f"{path}: event #{index} has an invalid 'pid'/'tid' ({pid!r}, {tid!r})") from None
+        if ph == "B":
+            if type(ev.name) is not str:
+                raise TraceError(f"{path}: event #{index} (ph 'B') has no 'name' string")
+            stack.append((ev, ts))
+            return None
+        if not stack:
+            self.stray_e += 1  # an 'E' whose 'B' came before the trace started, or never was
+            return None
+        begin, start = stack.pop()
+        if ts < start:
+            raise TraceError(f"{path}: event #{index} ({begin.name!r}) ends before it begins")
+        span = PyEvent({})
+        span.ph, span.name, span.cat, span.pid, span.tid, span.args = "X", begin.name, begin.cat, pid, tid, begin.args
+        # Already in ns: give the text of the µs value, which the loop reads exactly.
+        span.ts = _us_text(start)
+        span.dur = _us_text(ts - start)
+        return span
