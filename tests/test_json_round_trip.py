@@ -168,7 +168,7 @@ def test_a_limited_diff_reads_back_with_the_totals_of_every_row(traces) -> None:
 
 def test_limited_tables_and_rooflines_of_a_real_session_read_back_with_their_totals(traces) -> None:
     a, _, live = traces
-    for model in (live, summarize(a), roofline(a, device="trn2", time="cpu")):
+    for model in (live, summarize(a), roofline(a, device="trn2", time_source="cpu")):
         assert len(model.rows) > 1
         back = type(model).from_json(model.to_json(row_limit=1))
         assert back == model.head(1)
