@@ -112,6 +112,10 @@ def test_work_in_other_threads_is_noted_and_can_be_recorded(tmp_path):
     assert not any("other threads" in n for n in t.notes)
 
 
+def _one_step(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return model(x)
+
+
 def test_with_stack_exports_stacks_without_the_profilers_own_frames(tmp_path):
     model = torch.nn.Sequential(torch.nn.Linear(100, 100), torch.nn.ReLU())
     x = torch.randn(32, 100)
@@ -132,6 +136,17 @@ def test_with_stack_exports_stacks_without_the_profilers_own_frames(tmp_path):
     names = s.table(row_limit=None).names()
     assert not any(m in n for n in names for m in own)
     assert "aten::addmm" in names
+    # The table leaves out what neuronprof's and the profiler's frames call around each
+    # step (signal handling, metadata, rank lookups), as the stacks do.
+    instrument_rows = ("signal.py", "enum.py", "contextlib.py", "<built-in function signal>", "_add_metadata")
+    assert not [n for n in names if any(m in n for m in instrument_rows + ("torch/distributed",))]
+    # The program's own frames called by neuronprof (Session.run) stay rows, with what they call.
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=2, with_stack=True, output_dir=tmp_path) as r:
+        r.run(_one_step, model, x)
+    run_names = r.table(row_limit=None).names()
+    assert any(n.endswith(": _one_step") for n in run_names), run_names
+    assert any(n.startswith("nn.Module: Sequential") for n in run_names), run_names
+    assert not [n for n in run_names if any(m in n for m in instrument_rows)]
     with neuronprof.session(backend="cpu", output_dir=tmp_path) as plain:
         plain.run(lambda: model(x))
     with pytest.raises(ValueError, match="with_stack=True"):

@@ -37,6 +37,7 @@ Nothing here imports torch or the rest of neuronprof: rows are duck-typed
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional, Protocol, TypeVar
 
@@ -192,6 +193,28 @@ def is_own_frame(name: str) -> bool:
     """Return True for a Python-frame event of torch.profiler's or neuronprof's own code."""
     normalized = name.replace("\\", "/")
     return any(marker in normalized for marker in _OWN_FRAMES)
+
+
+# Standard-library modules, whose frames the profiler's own code calls (signal, enum, contextlib).
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) or frozenset(
+    {"abc", "contextlib", "enum", "functools", "os", "signal", "threading", "types", "typing", "warnings", "weakref"}
+)
+
+
+def is_support_frame(name: str) -> bool:
+    """Whether a Python-frame event is a built-in, frozen, standard-library or torch frame.
+
+    ``"signal.py(54): signal"``, ``"<built-in function isinstance>"``,
+    ``"<frozen os>(674): __getitem__"``, ``"torch/_ops.py(1089): __call__"``: under
+    the profiler's or neuronprof's own frames these are their work, not the
+    program's. The program's own files (and ``nn.Module`` frames) never are.
+    """
+    if name.startswith(("<built-in", "<frozen ", "torch/")):
+        return True
+    file = name.split("(", 1)[0].replace("\\", "/")
+    if "/" in file or not file.endswith(".py"):
+        return False
+    return file[:-3] in _STDLIB
 
 
 def is_row(name: str) -> bool:

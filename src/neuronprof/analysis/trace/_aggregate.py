@@ -198,8 +198,11 @@ class _Aggregator:
         dev_self, dev_total = sums.dev_self, sums.dev_total
         # A frame: [end, key, duration, children's duration, own device time,
         #           device time incl. children, directly under a step (through Python frames),
-        #           index of the step span in ``step_work`` (-1 when not a step)]
+        #           index of the step span in ``step_work`` (-1 when not a step),
+        #           inside the profiler's or neuronprof's own frames, left out as such]
         stack: list[list[Any]] = []
+        frame_flags: dict[int, tuple[bool, bool]] = {}  # per key: (own frame, support frame)
+        own_cut_end = -1  # end of the latest own frame that a crossing span cut off the stack
         top_level = 0
         step_work: list[bool] = []  # per step span, in start order: whether any event is nested in it
         linked = False
@@ -213,9 +216,12 @@ class _Aggregator:
                 top = stack[-1]
                 if t >= top[0] or e > top[0]:
                     pop()
+                    if top[8] and t < top[0] and top[0] > own_cut_end:
+                        own_cut_end = top[0]
                     k = top[1]
-                    cpu_self[k] += top[2] - top[3]
-                    cpu_total[k] += top[2]
+                    if not top[9]:
+                        cpu_self[k] += top[2] - top[3]
+                        cpu_total[k] += top[2]
                     dev_self[k] += top[4]
                     dev_total[k] += top[5]
                     if stack:
@@ -244,7 +250,25 @@ class _Aggregator:
                     own = dev_by_ext.pop(x, 0)
                     if own:
                         linked = True
-            calls[k] += 1
+            # Python frames called by the profiler's or neuronprof's own frames (signal
+            # handling, metadata) are their work, not the program's: no row, as the
+            # profiler's own frames themselves (``vocab.is_row``).
+            # Under them means nested in one, or inside the span of one that a crossing
+            # span (a ProfilerStep opened inside the frame) cut off the stack. The
+            # program's own frames under them (``Session.run``, ``compare``) stay rows,
+            # and so does all they call.
+            parent_own = bool(stack) and stack[-1][8]
+            hidden = False
+            in_own = parent_own
+            if kd == _K_PY:
+                flags = frame_flags.get(k)
+                if flags is None:
+                    flags = frame_flags[k] = (vocab.is_own_frame(names[k]), vocab.is_support_frame(names[k]))
+                cut = e <= own_cut_end and not (stack and kind[stack[-1][1]] == _K_PY)
+                hidden = flags[1] and (parent_own or cut)
+                in_own = hidden or flags[0]
+            if not hidden:
+                calls[k] += 1
             anchored = False
             if stack:
                 parent = stack[-1]
@@ -259,12 +283,13 @@ class _Aggregator:
             if kd == _K_STEP:
                 anchored = True
                 step_work.append(False)
-            stack.append([e, k, d, 0, own, own, anchored, len(step_work) - 1 if kd == _K_STEP else -1])
+            stack.append([e, k, d, 0, own, own, anchored, len(step_work) - 1 if kd == _K_STEP else -1, in_own, hidden])
         while stack:
             top = pop()
             k = top[1]
-            cpu_self[k] += top[2] - top[3]
-            cpu_total[k] += top[2]
+            if not top[9]:
+                cpu_self[k] += top[2] - top[3]
+                cpu_total[k] += top[2]
             dev_self[k] += top[4]
             dev_total[k] += top[5]
             if stack:
