@@ -111,3 +111,21 @@ def test_layout_probe_finds_wide_tables_overflow_and_broken_images(tmp_path: Pat
     assert any("broken image missing.png" in p for p in wide_problems), wide_problems
     assert ok_problems == []
     assert any("at 390 px: the page is" in p for p in phone_problems), phone_problems
+
+
+@pytest.mark.skipif(docs_check.find_chromium() is None, reason="needs a headless Chromium")
+def test_screenshot_covers_the_whole_page(tmp_path: Path) -> None:
+    """A table far below the first screen is in the screenshot: the window is as tall as the page."""
+    tall = '<div style="height: 2500px">intro</div><table><tr><th>Name</th></tr></table><p>end</p>'
+    site = _site(tmp_path / "site", {"tall": tall})
+    profile = tmp_path / "profile"
+    target = tmp_path / "tall.png"
+    with docs_check.serve(site) as base:
+        chromium = docs_check.find_chromium()
+        problems, height = docs_check.probe_layout(chromium, base + "tall/", profile, 1280)
+        assert problems == [] and height > 2500
+        assert docs_check.screenshot(chromium, base + "tall/", target, profile, 1280, height) is None
+    png = target.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width_px, height_px = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert width_px == 1280 and height_px >= 2500
