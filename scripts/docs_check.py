@@ -10,7 +10,7 @@ step: it needs a headless Chromium (Debian: ``apt-get install chromium``).
    ``neuronprof.Table`` as classes, with content; every API page has rendered objects;
    no API page documents a private name (``neuronprof._x``, a ``_T`` in a signature)
    or a plumbing helper (``atomic_write`` and the other file helpers), and no
-   parameter list shows an empty type;
+   parameter or attribute list shows an empty or missing type;
 3. serves the site on 127.0.0.1 (a free port) and fetches every page;
 4. loads Home, Getting started, the training-step page, the RMSNorm and MLP case studies
    and the API reference in headless Chromium at 1280 px and at 390 px (a phone) and fails on
@@ -112,6 +112,8 @@ PLUMBING_NAMES = frozenset(
 _HEADING_ID = re.compile(r'<h[1-6] id="(neuronprof[\w.]*)" class="doc doc-heading')
 _SIGNATURE = re.compile(r'<div class="[^"]*\bdoc-signature\b[^"]*">(.*?)</div>', re.S)
 _RETURNS = re.compile(r'<span class="doc-section-title">(?:Returns|Yields):</span></p>\s*<ul>(.*?)</ul>', re.S)
+# A named entry (parameter, attribute) rendered with no "(type)" between its name and its description.
+_UNTYPED_ITEM = re.compile(r'<li class="doc-section-item field-body">\s*<b><code>(.*?)</code></b>\s*–', re.S)
 _ITEM_TYPE = re.compile(r'<li class="doc-section-item field-body">\s*<code>(.*?)</code>', re.S)
 # A private identifier (``_T``, ``_Col``), not a dunder and not part of a longer name.
 _PRIVATE_NAME = re.compile(r"(?<![\w.])_(?!_)[A-Za-z]\w*")
@@ -206,6 +208,9 @@ def _surface_problems(rel: str, main: str) -> list[str]:
                 problems.append(f"{rel}: a Returns entry whose type is a sentence fragment: {text[:60]!r}")
     if "<code></code>" in main:
         problems.append(f"{rel}: an empty type cell in a parameter or return list")
+    for name in _UNTYPED_ITEM.findall(main):
+        text = html.unescape(re.sub(r"<[^>]+>", "", name)).strip()
+        problems.append(f"{rel}: an entry without a type: {text}")
     return problems
 
 

@@ -52,6 +52,16 @@ def _returns(annotation: str) -> str:
     )
 
 
+def _attributes(typed: bool) -> str:
+    """An "Attributes:" list as mkdocstrings renders it; the type in parentheses only when annotated."""
+    kind = '(<code><span title="str">str</span></code>)' if typed else ""
+    return (
+        '<p><span class="doc-section-title">Attributes:</span></p><ul><li class="doc-section-item field-body">'
+        f'<b><code><span title="x.variant">variant</span></code></b>\n  {kind}\n  –\n'
+        '<div class="doc-md-description"><p>Label of the variant.</p></div></li></ul>'
+    )
+
+
 def test_private_or_plumbing_names_and_empty_types_on_an_api_page_are_problems(tmp_path: Path) -> None:
     pages = {
         ".": "<p>home</p>",
@@ -62,6 +72,8 @@ def test_private_or_plumbing_names_and_empty_types_on_an_api_page_are_problems(t
         "api/empty": _object("neuronprof.Table.sorted", "sorted(by)", "<ul><li>by (<code></code>)</li></ul>"),
         "api/fine": _object("neuronprof.Session.__init__", "__init__(config: Config)", _returns("tuple[list[X], str]")),
         "api/fragment": _object("neuronprof.analysis.summarize_ranks", "f()", _returns("The cross-rank view")),
+        "api/untyped": _object("neuronprof.VariantError", "VariantError(variant)", _attributes(typed=False)),
+        "api/typed": _object("neuronprof.OpRow", "OpRow(variant)", _attributes(typed=True)),
     }
     problems = docs_check.check_html(_site(tmp_path, pages))
     private = "api/backends/index.html: documents a private name: neuronprof.backends._PackagedPrivateUse1Backend"
@@ -72,7 +84,8 @@ def test_private_or_plumbing_names_and_empty_types_on_an_api_page_are_problems(t
     assert (
         "api/fragment/index.html: a Returns entry whose type is a sentence fragment: 'The cross-rank view'" in problems
     )
-    assert not [p for p in problems if p.startswith(("api/index.html", "api/fine/"))], problems
+    assert "api/untyped/index.html: an entry without a type: variant" in problems
+    assert not [p for p in problems if p.startswith(("api/index.html", "api/fine/", "api/typed/"))], problems
 
 
 @pytest.mark.skipif(shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None, reason="needs mkdocs")
