@@ -23,9 +23,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 # The dev extra brings the training-tool integrations (transformers, accelerate,
-# lightning); naming the pinned torch again keeps pip from replacing it for them.
+# lightning); naming the pinned torch again keeps pip from replacing it for them (the
+# build installed above satisfies it, so PyPI alone is asked).
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
-	$(PIP) install -q --disable-pip-version-check $(TORCH_PIP_ARGS) -e ".[dev,docs,plot]" "$(TORCH_SPEC)"
+	$(PIP) install -q --disable-pip-version-check -e ".[dev,docs,plot]" "$(TORCH_SPEC)"
 	touch $@
 
 install: $(VENV)/.installed
