@@ -142,8 +142,8 @@ def write_comparison(case: str, title: str, cmp: Any, hw: str, details: str) -> 
     figure = render_comparison_figure(cmp, title=title)
     # The hardware goes into the image itself, so that the chart cannot be
     # mistaken for device figures once it is copied out of the page.
-    note = textwrap.fill(f"Measured by scripts/make_plots.py on {hw}; {details}", 64)
-    figure.text(0.5, 0.0, note, ha="center", va="top", fontsize=10)
+    note = textwrap.fill(f"Measured by scripts/make_plots.py on {hw}; {details}", 56)
+    figure.text(0.5, 0.0, note, ha="center", va="top", fontsize=12)
     png = ASSETS / f"{case}_{tag}.png"
     png.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(png, format="png", dpi=110, bbox_inches="tight", facecolor="white")

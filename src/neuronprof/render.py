@@ -563,19 +563,19 @@ def render_comparison_figure(cmp: Comparison, title: Optional[str] = None) -> Fi
     right_values = [(r.self_device_us if use_device else r.self_cpu_us) for r in cmp.rows]
 
     compared = " vs ".join(names)
-    heading = textwrap.fill(f"{title}: {compared}" if title else compared, 46) + f"\n(backend {cmp.backend})"
+    heading = textwrap.fill(f"{title}: {compared}" if title else compared, 40) + f"\n(backend {cmp.backend})"
     # Margins in inches, turned into figure fractions: title lines and legend on top, an
-    # x label under each panel, the longest variant name on the left (12 pt ~ 0.1 inch a letter).
-    top_in = 0.2 + 0.24 * (heading.count("\n") + 1) + 0.45
+    # x label under each panel, the longest variant name on the left (14 pt ~ 0.12 inch a letter).
+    top_in = 0.2 + 0.28 * (heading.count("\n") + 1) + 0.5
     panel_in = 0.9 + 0.45 * max(len(names), 1)
-    gap_in, bottom_in = 0.75, 0.6
+    gap_in, bottom_in = 0.85, 0.7
     height = top_in + 2 * panel_in + gap_in + bottom_in
     width = 5.6
     fig = Figure(figsize=(width, height))
     fig.subplots_adjust(
         top=1 - top_in / height,
         bottom=bottom_in / height,
-        left=min(0.2 + 0.1 * max((len(n) for n in names), default=4), 2.6) / width,
+        left=min(0.2 + 0.12 * max((len(n) for n in names), default=4), 2.8) / width,
         right=1 - 0.2 / width,
         hspace=gap_in / panel_in,
     )
@@ -592,20 +592,20 @@ def render_comparison_figure(cmp: Comparison, title: Optional[str] = None) -> Fi
             xytext=(4, 0),
             textcoords="offset points",
             va="center",
-            fontsize=12,
+            fontsize=14,
         )
-    wall_ax.set_xlabel("Wall time per call (µs): median, whiskers min–max", fontsize=12)
+    wall_ax.set_xlabel("Wall time per call (µs): median, whiskers min–max", fontsize=14)
     self_colours = colours(right_values)
     self_ax.barh(positions, [v or 0.0 for v in right_values], color=self_colours)
-    self_ax.set_xlabel(right_label, fontsize=12)
+    self_ax.set_xlabel(right_label, fontsize=14)
     for ax, margin in ((wall_ax, 0.25), (self_ax, 0.1)):
         # A few ticks only: six-digit microsecond labels run into each other otherwise.
         ax.locator_params(axis="x", nbins=4)
         ax.set_yticks(positions, labels=names)
-        ax.tick_params(labelsize=12)
+        ax.tick_params(labelsize=14)
         ax.invert_yaxis()
         ax.margins(x=margin)
-    fig.suptitle(heading, fontsize=13, y=1 - 0.1 / height, va="top")
+    fig.suptitle(heading, fontsize=15, y=1 - 0.1 / height, va="top")
     handles = [Patch(color=baseline_colour, label=f"baseline ({cmp.baseline})")]
     drawn = set(wall_colours) | set(self_colours)
     if best_colour in drawn:
@@ -618,6 +618,6 @@ def render_comparison_figure(cmp: Comparison, title: Optional[str] = None) -> Fi
         bbox_to_anchor=(0.5, 1 - (top_in - 0.5) / height),
         ncol=len(handles),
         frameon=False,
-        fontsize=12,
+        fontsize=14,
     )
     return fig
