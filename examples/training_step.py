@@ -106,7 +106,7 @@ def main() -> None:
         raise SystemExit(f"training_step.py: {exc}") from None
     # Sorted by CPU total, the record_function labels come first: how the step splits into
     # phases. The default sort (self time) then finds the expensive operators.
-    print(s.table(sort_by="cpu_total", row_limit=15))
+    print(s.table(sort_by="cpu_total", row_limit=20))
     print(s.table(row_limit=10))
     print(s.insights())
 

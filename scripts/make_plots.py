@@ -329,7 +329,7 @@ def run_training(device: str, options: dict[str, str], repeats: int, hw: str) ->
             s = ex.train(device=device, active=5, num_workers=2)
         finally:
             os.chdir(cwd)
-    text = f"{s.table(sort_by='cpu_total', row_limit=15)}\n\n{s.table(row_limit=10)}\n\n{s.insights()}"
+    text = f"{s.table(sort_by='cpu_total', row_limit=20)}\n\n{s.table(row_limit=10)}\n\n{s.insights()}"
     write_text(GENERATED / f"training_step_{tag}.txt", f"$ python training_step.py\n{text}")
 
 
