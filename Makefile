@@ -2,9 +2,13 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# A pinned torch: on CPU-only machines this resolves to the local CPU build, while
-# a bare `pip install torch` would pull a multi-GB CUDA build. Override on GPU hosts.
+# A pinned torch, the CPU-only build: a bare `pip install torch` would pull the
+# multi-GB CUDA build on Linux. TORCH_INDEX is PyTorch's CPU wheel index, searched in
+# addition to PyPI (everything else still comes from PyPI); its `+cpu` build wins for
+# `torch==2.13.0`. On a GPU host: `make TORCH_INDEX= ...` (and a CUDA TORCH_SPEC if needed).
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_PIP_ARGS := $(if $(strip $(TORCH_INDEX)),--extra-index-url $(TORCH_INDEX))
 PIP := $(BIN)/python -m pip
 export NO_MKDOCS_2_WARNING := 1
 
@@ -14,12 +18,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -q --disable-pip-version-check "$(TORCH_SPEC)"
+	$(PIP) install -q --disable-pip-version-check $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
 	$(PIP) install -q --disable-pip-version-check -e .
 	touch $@
 
 # The dev extra brings the training-tool integrations (transformers, accelerate,
-# lightning); naming the pinned torch again keeps pip from replacing it for them.
+# lightning); naming the pinned torch again keeps pip from replacing it for them (the
+# build installed above satisfies it, so PyPI alone is asked).
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
 	$(PIP) install -q --disable-pip-version-check -e ".[dev,docs,plot]" "$(TORCH_SPEC)"
 	touch $@

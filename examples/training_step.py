@@ -9,21 +9,41 @@ whether this machine can.
 from __future__ import annotations
 
 import argparse
+import time
 
 import torch
 from torch.profiler import record_function
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Dataset
 
 import neuronprof
 
 
-def make_loader(samples: int = 2048, dim: int = 64, classes: int = 10, batch_size: int = 32, num_workers: int = 2):
-    """A synthetic classification data set; replace it with your own Dataset."""
-    generator = torch.Generator().manual_seed(0)
-    features = torch.randn(samples, dim, generator=generator)
-    labels = torch.randint(0, classes, (samples,), generator=generator)
+class SlowDataset(Dataset):
+    """A synthetic classification data set whose samples take a while to load.
+
+    Each ``__getitem__`` waits ``load_ms`` milliseconds, as reading and decoding a
+    file would: this loop's input pipeline is its bottleneck on purpose, so that the
+    findings have something to say. Replace it with your own Dataset.
+    """
+
+    def __init__(self, samples: int = 2048, dim: int = 64, classes: int = 10, load_ms: float = 5.0) -> None:
+        generator = torch.Generator().manual_seed(0)
+        self.features = torch.randn(samples, dim, generator=generator)
+        self.labels = torch.randint(0, classes, (samples,), generator=generator)
+        self.load_s = load_ms / 1000
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        time.sleep(self.load_s)  # stands in for reading and decoding one sample
+        return self.features[index], self.labels[index]
+
+
+def make_loader(batch_size: int = 32, num_workers: int = 2) -> DataLoader:
+    """Batches of the data set, loaded in ``num_workers`` worker processes."""
     return DataLoader(
-        TensorDataset(features, labels),
+        SlowDataset(),
         batch_size=batch_size,
         shuffle=True,
         num_workers=num_workers,
@@ -44,6 +64,9 @@ def make_model(dim: int = 64, hidden: int = 256, classes: int = 10) -> torch.nn.
 
 def train(device: str = "cpu", active: int = 5, num_workers: int = 2, with_stack: bool = False) -> neuronprof.Session:
     """Train until the profiling schedule is done; return the finished session."""
+    # Before anything moves to the device: on a machine without it, neuronprof says what is
+    # missing and to run `neuronprof doctor --probe`, instead of a torch error at .to(device).
+    device = neuronprof.require_backend(device)
     loader = make_loader(num_workers=num_workers)
     model = make_model().to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -77,10 +100,13 @@ def main() -> None:
     parser.add_argument("--active", type=int, default=5, help="steps recorded (default: 5)")
     parser.add_argument("--workers", type=int, default=2, help="DataLoader workers (default: 2)")
     args = parser.parse_args()
-    s = train(device=args.device, active=args.active, num_workers=args.workers)
+    try:
+        s = train(device=args.device, active=args.active, num_workers=args.workers)
+    except neuronprof.BackendUnavailableError as exc:
+        raise SystemExit(f"training_step.py: {exc}") from None
     # Sorted by CPU total, the record_function labels come first: how the step splits into
     # phases. The default sort (self time) then finds the expensive operators.
-    print(s.table(sort_by="cpu_total", row_limit=15))
+    print(s.table(sort_by="cpu_total", row_limit=20))
     print(s.table(row_limit=10))
     print(s.insights())
 

@@ -10,13 +10,14 @@ step: it needs a headless Chromium (Debian: ``apt-get install chromium``).
    ``neuronprof.Table`` as classes, with content; every API page has rendered objects;
    no API page documents a private name (``neuronprof._x``, a ``_T`` in a signature)
    or a plumbing helper (``atomic_write`` and the other file helpers), and no
-   parameter list shows an empty type;
+   parameter or attribute list shows an empty or missing type;
 3. serves the site on 127.0.0.1 (a free port) and fetches every page;
-4. loads Home, Getting started, the training-step page, the RMSNorm case study and the
-   API reference in headless Chromium at 1280 px and at 390 px (a phone) and fails on
+4. loads Home, Getting started, the training-step page, the RMSNorm and MLP case studies
+   and the API reference in headless Chromium at 1280 px and at 390 px (a phone) and fails on
    a table wider than its container at 1280 px, a page wider than the window at either
    width (tables must scroll inside the page on a phone), or an image that does not
-   load; saves a screenshot of each into ``<out>`` (default ``.cache/docs-check/``),
+   load; saves a full-page screenshot of each (up to 16,000 px tall, so the case
+   study's tables and plots are in it) into ``<out>`` (default ``.cache/docs-check/``),
    named ``<page>-<width>.png``, to look at before merging.
 
 Exit status 0 when every check passed, 1 when one failed, 2 when a tool is missing.
@@ -50,6 +51,7 @@ SCREENSHOTS = {
     "getting-started": "getting-started/",
     "training-step": "training-step/",
     "case-study-rmsnorm": "case-studies/rmsnorm/",
+    "case-study-mlp": "case-studies/mlp/",
     "api-reference": "api/",
 }
 # Desktop and phone widths, in CSS pixels.
@@ -60,7 +62,8 @@ WIDTHS = (1280, 390)
 LAYOUT_PROBE = """
 <script>
 window.addEventListener("load", function () {
-  var out = {window: window.innerWidth, page: document.documentElement.scrollWidth, wide: [], broken: []};
+  var out = {window: window.innerWidth, page: document.documentElement.scrollWidth,
+             height: document.documentElement.scrollHeight, wide: [], broken: []};
   var article = document.querySelector("article") || document.body;
   var room = article.clientWidth;
   document.querySelectorAll("article table").forEach(function (t) {
@@ -80,6 +83,9 @@ window.addEventListener("load", function () {
 </script>
 """
 PROBE_QUERY = "docs-check-layout"
+# Full-page screenshots stop here (CSS px): the API reference is tens of thousands of px
+# tall, and Chromium's software compositor refuses much larger windows.
+MAX_SCREENSHOT_HEIGHT = 16_000
 # (heading id, kind) that the API reference must render, with content.
 REQUIRED_API_OBJECTS = (
     ("neuronprof.session", "function"),
@@ -89,6 +95,7 @@ REQUIRED_API_OBJECTS = (
 # Helpers that write files for neuronprof itself: not API, whatever module holds them.
 PLUMBING_NAMES = frozenset(
     {
+        "add_neuron_profile",
         "atomic_write",
         "copy_trace",
         "default_trace_name",
@@ -98,11 +105,15 @@ PLUMBING_NAMES = frozenset(
         "tensorboard_file_name",
         "text_writer",
         "unique_path",
+        "view",  # NeuronTool.view: how the readers run neuron-explorer
+        "warn_user",
     }
 )
 _HEADING_ID = re.compile(r'<h[1-6] id="(neuronprof[\w.]*)" class="doc doc-heading')
 _SIGNATURE = re.compile(r'<div class="[^"]*\bdoc-signature\b[^"]*">(.*?)</div>', re.S)
 _RETURNS = re.compile(r'<span class="doc-section-title">(?:Returns|Yields):</span></p>\s*<ul>(.*?)</ul>', re.S)
+# A named entry (parameter, attribute) rendered with no "(type)" between its name and its description.
+_UNTYPED_ITEM = re.compile(r'<li class="doc-section-item field-body">\s*<b><code>(.*?)</code></b>\s*–', re.S)
 _ITEM_TYPE = re.compile(r'<li class="doc-section-item field-body">\s*<code>(.*?)</code>', re.S)
 # A private identifier (``_T``, ``_Col``), not a dunder and not part of a longer name.
 _PRIVATE_NAME = re.compile(r"(?<![\w.])_(?!_)[A-Za-z]\w*")
@@ -197,6 +208,9 @@ def _surface_problems(rel: str, main: str) -> list[str]:
                 problems.append(f"{rel}: a Returns entry whose type is a sentence fragment: {text[:60]!r}")
     if "<code></code>" in main:
         problems.append(f"{rel}: an empty type cell in a parameter or return list")
+    for name in _UNTYPED_ITEM.findall(main):
+        text = html.unescape(re.sub(r"<[^>]+>", "", name)).strip()
+        problems.append(f"{rel}: an entry without a type: {text}")
     return problems
 
 
@@ -295,7 +309,7 @@ def find_chromium() -> Optional[str]:
     return None
 
 
-def _chromium(chromium: str, profile: Path, width: int, *extra: str) -> list[str]:
+def _chromium(chromium: str, profile: Path, width: int, *extra: str, height: int = 900) -> list[str]:
     return [
         chromium,
         "--headless",
@@ -309,14 +323,21 @@ def _chromium(chromium: str, profile: Path, width: int, *extra: str) -> list[str
         "--hide-scrollbars",
         f"--user-data-dir={profile}",
         "--virtual-time-budget=5000",
-        f"--window-size={width},900",
+        f"--window-size={width},{height}",
         *extra,
     ]
 
 
-def screenshot(chromium: str, url: str, target: Path, profile: Path, width: int = 1280) -> Optional[str]:
-    """Save a ``width``×900 screenshot of ``url``; return a problem, or None."""
-    cmd = _chromium(chromium, profile, width, f"--screenshot={target}", url)
+def screenshot(
+    chromium: str, url: str, target: Path, profile: Path, width: int = 1280, height: int = 900
+) -> Optional[str]:
+    """Save a ``width``×``height`` screenshot of ``url``; return a problem, or None.
+
+    Headless Chromium's ``--screenshot`` captures the window, not the page: pass the page's
+    height (from ``probe_layout``) for a full-page screenshot, tables and plots included.
+    """
+    height = max(1, min(height, MAX_SCREENSHOT_HEIGHT))
+    cmd = _chromium(chromium, profile, width, f"--screenshot={target}", url, height=height)
     target.unlink(missing_ok=True)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
@@ -329,14 +350,19 @@ def screenshot(chromium: str, url: str, target: Path, profile: Path, width: int 
 
 def check_layout(chromium: str, url: str, profile: Path, width: int) -> list[str]:
     """Load ``url`` at ``width`` px with the layout probe; return tables too wide, page overflow, broken images."""
+    return probe_layout(chromium, url, profile, width)[0]
+
+
+def probe_layout(chromium: str, url: str, profile: Path, width: int) -> tuple[list[str], int]:
+    """Like ``check_layout``, and also return the page's height in CSS px (900 when unknown)."""
     cmd = _chromium(chromium, profile, width, "--dump-dom", f"{url}?{PROBE_QUERY}")
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
-        return [f"{url} at {width} px: chromium timed out"]
+        return [f"{url} at {width} px: chromium timed out"], 900
     marker = '<pre id="docs-check-layout">'
     if marker not in proc.stdout:
-        return [f"{url} at {width} px: the layout probe did not run (chromium exit {proc.returncode})"]
+        return [f"{url} at {width} px: the layout probe did not run (chromium exit {proc.returncode})"], 900
     raw = proc.stdout.split(marker, 1)[1].split("</pre>", 1)[0]
     found = json.loads(html.unescape(raw))
     problems = [f"{url} at {width} px: broken image {src}" for src in found["broken"]]
@@ -344,7 +370,7 @@ def check_layout(chromium: str, url: str, profile: Path, width: int) -> list[str
         problems.append(f"{url} at {width} px: the page is {found['page']} px wide (a table or block does not scroll)")
     if width >= 1280:
         problems += [f"{url} at {width} px: table wider than its container: {what}" for what in found["wide"]]
-    return problems
+    return problems, int(found.get("height") or 900)
 
 
 def _shown(path: Path) -> str:
@@ -384,12 +410,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 for name, path in SCREENSHOTS.items():
                     for width in WIDTHS:
                         target = out / f"{name}-{width}.png"
-                        problem = screenshot(chromium, base + path, target, Path(profile), width)
+                        layout, height = probe_layout(chromium, base + path, Path(profile), width)
+                        problems += layout
+                        # The whole page, so that its tables and plots are in the screenshot too.
+                        problem = screenshot(chromium, base + path, target, Path(profile), width, height)
                         if problem:
                             problems.append(problem)
                         else:
-                            print(f"screenshot: {_shown(target)}")
-                        problems += check_layout(chromium, base + path, Path(profile), width)
+                            print(f"screenshot: {_shown(target)} ({width}x{min(height, MAX_SCREENSHOT_HEIGHT)})")
     if problems:
         print("docs-check failed:", file=sys.stderr)
         for line in problems:

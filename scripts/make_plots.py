@@ -42,6 +42,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -141,7 +142,8 @@ def write_comparison(case: str, title: str, cmp: Any, hw: str, details: str) -> 
     figure = render_comparison_figure(cmp, title=title)
     # The hardware goes into the image itself, so that the chart cannot be
     # mistaken for device figures once it is copied out of the page.
-    figure.text(0.5, -0.1, f"Measured by scripts/make_plots.py on {hw}\n{details}", ha="center", va="top", fontsize=8)
+    note = textwrap.fill(f"Measured by scripts/make_plots.py on {hw}; {details}", 56)
+    figure.text(0.5, 0.0, note, ha="center", va="top", fontsize=12)
     png = ASSETS / f"{case}_{tag}.png"
     png.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(png, format="png", dpi=110, bbox_inches="tight", facecolor="white")
@@ -327,7 +329,7 @@ def run_training(device: str, options: dict[str, str], repeats: int, hw: str) ->
             s = ex.train(device=device, active=5, num_workers=2)
         finally:
             os.chdir(cwd)
-    text = f"{s.table(sort_by='cpu_total', row_limit=15)}\n\n{s.table(row_limit=10)}\n\n{s.insights()}"
+    text = f"{s.table(sort_by='cpu_total', row_limit=20)}\n\n{s.table(row_limit=10)}\n\n{s.insights()}"
     write_text(GENERATED / f"training_step_{tag}.txt", f"$ python training_step.py\n{text}")
 
 

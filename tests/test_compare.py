@@ -198,6 +198,42 @@ def test_figure_has_a_legend_and_a_title_naming_the_variants(rms: Comparison) ->
     assert f"baseline ({rms.baseline})" in labels and "best" in labels
 
 
+@pytest.mark.parametrize("baseline_fastest", [True, False])
+def test_figure_colours_match_its_legend(rms: Comparison, baseline_fastest: bool) -> None:
+    """The baseline is grey in both panels, never green, and the legend lists exactly the colours drawn."""
+    pytest.importorskip("matplotlib")
+    import dataclasses
+
+    from matplotlib.colors import to_hex
+
+    from neuronprof.render import render_comparison_figure
+
+    base, other = rms.rows[0], rms.rows[1]
+    fast, slow = (10.0, 8.0), (14.0, 11.0)  # (wall, self CPU)
+    mine, theirs = (fast, slow) if baseline_fastest else (slow, fast)
+    rows = (
+        dataclasses.replace(base, wall_us=mine[0], wall_us_min=mine[0], wall_us_max=mine[0], self_cpu_us=mine[1]),
+        dataclasses.replace(
+            other, wall_us=theirs[0], wall_us_min=theirs[0], wall_us_max=theirs[0], self_cpu_us=theirs[1]
+        ),
+    )
+    two = dataclasses.replace(rms, rows=rows, baseline=base.name)
+    figure = render_comparison_figure(two, title="Two")
+    legend = {
+        to_hex(handle.get_facecolor()): text.get_text()
+        for lg in figure.legends
+        for handle, text in zip(lg.legend_handles, lg.get_texts())
+    }
+    drawn = set()
+    for ax in figure.axes:
+        bars = [to_hex(patch.get_facecolor()) for patch in ax.patches]
+        assert len(bars) == 2
+        assert legend[bars[0]] == f"baseline ({base.name})"  # the baseline's bar, in every panel
+        drawn.update(bars)
+    assert drawn == set(legend)
+    assert ("best" in legend.values()) is not baseline_fastest
+
+
 def test_plot_svg_replaces_existing_file(rms: Comparison, tmp_path: Path) -> None:
     target = tmp_path / "cmp.SVG"
     target.write_text("old")

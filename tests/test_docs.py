@@ -26,12 +26,13 @@ CONTRIBUTING: writing code blocks in the docs
       ```python title="Needs a CUDA GPU"
 
   The title is shown above the block on the site, so readers know it will not run
-  on a laptop, and this test only checks such a block on a CPU: it compiles; it
-  starts with the import that registers the device (``import torch_neuronx``,
-  ``import torch_tpu``; ``import torch`` for CUDA) and says ``neuronprof doctor`` in a
-  comment, so that on a machine without the device the reader gets a clear message
-  instead of a torch traceback at ``.to(device)``; and every ``neuronprof`` name it
-  uses exists. A device block that continues the one before it says so:
+  on a laptop, and this test only checks such a block on a CPU: it compiles; its first
+  statement after the imports is ``neuronprof.require_backend("neuron")`` (``"tpu"``,
+  ``"cuda"``), which imports the package that registers the device, and it says
+  ``neuronprof doctor`` in a comment; run here, the block stops there with
+  neuronprof's ``BackendUnavailableError`` (not a ``ModuleNotFoundError`` or a torch
+  traceback at ``.to(device)``); and every ``neuronprof`` name it uses exists. A device
+  block that continues the one before it says so:
   ``title="Needs a Neuron device (continued)"``. The ``Needs`` title is the only way to
   skip running a block; use it for hardware only.
 * Output, shell commands and file trees go in ``text`` / ``console`` blocks, which are
@@ -66,15 +67,18 @@ PYTHON_LANGS = frozenset({"python", "py", "python3"})
 REFUSED_LANGS = frozenset({"pycon", "ipython", "ipython3", "jupyter"})
 DEVICE_TITLE = re.compile(r"^Needs\b")
 CONTINUATION_TITLE = re.compile(r"^Continued\b")
-# The import that registers each device's torch backend, by the device named in the title.
+# The backend each device block asks neuronprof.require_backend for, by the device named in the title.
 # None: the reader's own package (a PrivateUse1 device), any import will do.
 # A "Needs" block that names none of these (e.g. Neuron profile files to read) has no device to register.
-DEVICE_IMPORTS: dict[str, str | None] = {
-    "Neuron device": "torch_neuronx",
-    "TPU": "torch_tpu",
-    "CUDA": "torch",
+DEVICE_BACKENDS: dict[str, str | None] = {
+    "Neuron device": "neuron",
+    "TPU": "tpu",
+    "CUDA": "cuda",
     "PrivateUse1": None,
 }
+# Imported by require_backend, never by the block itself: the block's own import would fail
+# with a bare ModuleNotFoundError on a machine without the device.
+REGISTERING_PACKAGES = frozenset({"torch_neuronx", "torch_tpu"})
 PAGE_TIMEOUT_S = 300
 
 _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*)$")
@@ -356,6 +360,22 @@ def test_reference_trainium_figures_are_labelled_as_the_articles() -> None:
         assert "reproduces" not in text, page
 
 
+def _require_call(node: object) -> str | None:
+    """The backend name of a ``neuronprof.require_backend("name")`` statement, else None."""
+    import ast
+
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return None
+    call = node.value
+    func = call.func
+    named = isinstance(func, ast.Attribute) and func.attr == "require_backend"
+    named = named or (isinstance(func, ast.Name) and func.id == "require_backend")
+    if not named or len(call.args) != 1 or not isinstance(call.args[0], ast.Constant):
+        return None
+    value = call.args[0].value
+    return value if isinstance(value, str) else None
+
+
 def _device_block_problems(block: Block) -> list[str]:
     """What a ``Needs ...`` block lacks: the registering import first, a doctor hint, real neuronprof names."""
     import ast
@@ -366,22 +386,28 @@ def _device_block_problems(block: Block) -> list[str]:
     source, _ = _expand(block.source)
     tree = ast.parse(source)
     problems = []
-    if not block.continues:
-        device = next((key for key in DEVICE_IMPORTS if key in (block.title or "")), None)
-        if device is not None:
-            wanted = DEVICE_IMPORTS[device]
-            imports: list[str] = []
-            for node in tree.body:
-                if isinstance(node, ast.Import):
-                    imports += [alias.name.split(".")[0] for alias in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.module:
-                    imports.append(node.module.split(".")[0])
-                else:
-                    break  # only the block's leading imports count
-            if wanted is not None and wanted not in imports:
-                problems.append(f"{where}: a {device} block starts with `import {wanted}` (it registers the device)")
-        if device is not None and "neuronprof doctor" not in source:
-            problems.append(f"{where}: say `neuronprof doctor` in a comment, for a machine without the device")
+    device = next((key for key in DEVICE_BACKENDS if key in (block.title or "")), None)
+    wanted = DEVICE_BACKENDS[device] if device is not None else None
+    if wanted is not None:
+        imports: list[str] = []
+        first = None
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                imports += [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imports.append(node.module.split(".")[0])
+            else:
+                first = node
+                break
+        if REGISTERING_PACKAGES & set(imports):
+            problems.append(f"{where}: import the device package through neuronprof.require_backend, not directly")
+        if _require_call(first) != wanted:
+            problems.append(
+                f"{where}: a {device} block's first statement after its imports is "
+                f'neuronprof.require_backend("{wanted}") (it registers the device or says what is missing)'
+            )
+    if device is not None and not block.continues and "neuronprof doctor" not in source:
+        problems.append(f"{where}: say `neuronprof doctor` in a comment, for a machine without the device")
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "neuronprof":
             if not hasattr(neuronprof, node.attr):
@@ -436,12 +462,71 @@ def test_device_block_check_catches_a_bare_block(tmp_path: Path) -> None:
     probe.write_text(
         '```python title="Needs a Neuron device"\nimport torch\nimport neuronprof\n'
         'x = torch.ones(2).to("neuron")\nneuronprof.no_such_name()\n```\n\n'
-        '```python title="Needs a TPU"\nimport torch_tpu  # `neuronprof doctor --probe` says if it is missing\n```\n',
+        '```python title="Needs a TPU"\nimport neuronprof\n\n'
+        'neuronprof.require_backend("tpu")  # `neuronprof doctor --probe` says what is missing\n```\n',
         encoding="utf-8",
     )
     bare, good = parse_blocks(probe, root=tmp_path)
     problems = _device_block_problems(bare)
     assert len(problems) == 3
-    assert "import torch_neuronx" in problems[0] and "neuronprof doctor" in problems[1]
+    assert 'neuronprof.require_backend("neuron")' in problems[0] and "neuronprof doctor" in problems[1]
     assert "no_such_name" in problems[2]
     assert _device_block_problems(good) == []
+    direct = tmp_path / "direct.md"
+    direct.write_text(
+        '```python title="Needs a Neuron device (continued)"\nimport torch_neuronx\nx = x.to("neuron")\n```\n',
+        encoding="utf-8",
+    )
+    (block,) = parse_blocks(direct, root=tmp_path)
+    problems = _device_block_problems(block)
+    assert len(problems) == 2 and "not directly" in problems[0] and "require_backend" in problems[1]
+
+
+_DEVICE_RUNNER = r"""
+import json, sys
+from neuronprof.backends import get_backend
+results = []
+for block in json.load(open(sys.argv[1], encoding="utf-8")):
+    if get_backend(block["backend"]).is_available():
+        results.append({"where": block["where"], "error": None, "message": "available here"})
+        continue
+    try:
+        exec(compile(block["source"], block["where"], "exec"), {"__name__": "__main__"})
+    except BaseException as exc:
+        kind = type(exc)
+        results.append({"where": block["where"], "error": kind.__module__ + "." + kind.__qualname__,
+                        "message": str(exc)})
+    else:
+        results.append({"where": block["where"], "error": "", "message": "ran to the end"})
+print(json.dumps(results))
+"""
+
+
+def test_device_blocks_stop_with_neuronprofs_message(tmp_path: Path) -> None:
+    """On a machine without the device, each device block stops at neuronprof's clear error, not a torch one."""
+    blocks = []
+    for page in _pages():
+        for block in parse_blocks(page):
+            device = next((key for key in DEVICE_BACKENDS if key in (block.title or "")), None)
+            if block.is_python and block.needs_device and not block.continues and device is not None:
+                backend = DEVICE_BACKENDS[device]
+                if backend is not None:
+                    source, _ = _expand(block.source)
+                    blocks.append({"where": f"{block.page}:{block.line}", "source": source, "backend": backend})
+    assert len(blocks) >= 6  # getting started, device table, training step, and the backends page
+    spec = tmp_path / "blocks.json"
+    spec.write_text(json.dumps(blocks), encoding="utf-8")
+    runner = tmp_path / "runner.py"
+    runner.write_text(_DEVICE_RUNNER, encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(runner), str(spec)], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    wrong = [
+        result
+        for result in json.loads(proc.stdout.splitlines()[-1])
+        if result["message"] != "available here"
+        and not (
+            result["error"] == "neuronprof.errors.BackendUnavailableError"
+            and "neuronprof doctor --probe" in result["message"]
+        )
+    ]
+    assert not wrong, wrong

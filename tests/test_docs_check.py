@@ -52,6 +52,16 @@ def _returns(annotation: str) -> str:
     )
 
 
+def _attributes(typed: bool) -> str:
+    """An "Attributes:" list as mkdocstrings renders it; the type in parentheses only when annotated."""
+    kind = '(<code><span title="str">str</span></code>)' if typed else ""
+    return (
+        '<p><span class="doc-section-title">Attributes:</span></p><ul><li class="doc-section-item field-body">'
+        f'<b><code><span title="x.variant">variant</span></code></b>\n  {kind}\n  –\n'
+        '<div class="doc-md-description"><p>Label of the variant.</p></div></li></ul>'
+    )
+
+
 def test_private_or_plumbing_names_and_empty_types_on_an_api_page_are_problems(tmp_path: Path) -> None:
     pages = {
         ".": "<p>home</p>",
@@ -62,6 +72,8 @@ def test_private_or_plumbing_names_and_empty_types_on_an_api_page_are_problems(t
         "api/empty": _object("neuronprof.Table.sorted", "sorted(by)", "<ul><li>by (<code></code>)</li></ul>"),
         "api/fine": _object("neuronprof.Session.__init__", "__init__(config: Config)", _returns("tuple[list[X], str]")),
         "api/fragment": _object("neuronprof.analysis.summarize_ranks", "f()", _returns("The cross-rank view")),
+        "api/untyped": _object("neuronprof.VariantError", "VariantError(variant)", _attributes(typed=False)),
+        "api/typed": _object("neuronprof.OpRow", "OpRow(variant)", _attributes(typed=True)),
     }
     problems = docs_check.check_html(_site(tmp_path, pages))
     private = "api/backends/index.html: documents a private name: neuronprof.backends._PackagedPrivateUse1Backend"
@@ -72,7 +84,8 @@ def test_private_or_plumbing_names_and_empty_types_on_an_api_page_are_problems(t
     assert (
         "api/fragment/index.html: a Returns entry whose type is a sentence fragment: 'The cross-rank view'" in problems
     )
-    assert not [p for p in problems if p.startswith(("api/index.html", "api/fine/"))], problems
+    assert "api/untyped/index.html: an entry without a type: variant" in problems
+    assert not [p for p in problems if p.startswith(("api/index.html", "api/fine/", "api/typed/"))], problems
 
 
 @pytest.mark.skipif(shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None, reason="needs mkdocs")
@@ -111,3 +124,21 @@ def test_layout_probe_finds_wide_tables_overflow_and_broken_images(tmp_path: Pat
     assert any("broken image missing.png" in p for p in wide_problems), wide_problems
     assert ok_problems == []
     assert any("at 390 px: the page is" in p for p in phone_problems), phone_problems
+
+
+@pytest.mark.skipif(docs_check.find_chromium() is None, reason="needs a headless Chromium")
+def test_screenshot_covers_the_whole_page(tmp_path: Path) -> None:
+    """A table far below the first screen is in the screenshot: the window is as tall as the page."""
+    tall = '<div style="height: 2500px">intro</div><table><tr><th>Name</th></tr></table><p>end</p>'
+    site = _site(tmp_path / "site", {"tall": tall})
+    profile = tmp_path / "profile"
+    target = tmp_path / "tall.png"
+    with docs_check.serve(site) as base:
+        chromium = docs_check.find_chromium()
+        problems, height = docs_check.probe_layout(chromium, base + "tall/", profile, 1280)
+        assert problems == [] and height > 2500
+        assert docs_check.screenshot(chromium, base + "tall/", target, profile, 1280, height) is None
+    png = target.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width_px, height_px = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert width_px == 1280 and height_px >= 2500

@@ -36,6 +36,26 @@ def test_copied_training_script_prints_table_and_findings(tmp_path: Path) -> Non
     assert "AdamW" in out
     # The findings of s.insights() follow the table.
     assert "finding(s) over 2 step(s) (cpu)" in out
+    # The page promises a data-loading finding: the example's Dataset loads slowly on purpose.
+    assert "[input_pipeline]" in out
+
+
+def test_copied_training_script_explains_a_missing_device(tmp_path: Path) -> None:
+    """``--device neuron`` on a machine without it stops with neuronprof's message, not torch's traceback."""
+    script = tmp_path / "training_step.py"
+    shutil.copy(ROOT / "examples" / "training_step.py", script)
+    for device, package in (("neuron", "torch_neuronx"), ("tpu", "torch_tpu")):
+        proc = subprocess.run(
+            [sys.executable, str(script), "--device", device, "--active", "1"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        assert f"backend {device!r} is unavailable" in proc.stderr and package in proc.stderr
+        assert "neuronprof doctor --probe" in proc.stderr
+        assert "Traceback" not in proc.stderr and "Expected one of" not in proc.stderr
 
 
 def test_training_session_records_the_labelled_phases() -> None:

@@ -21,6 +21,7 @@ from neuronprof import typing  # noqa: F401  (the option types; not in __all__: 
 from neuronprof._compare import compare
 from neuronprof._config import SessionConfig, SessionOptions
 from neuronprof._session import Session, session
+from neuronprof.backends import require_backend
 from neuronprof.errors import (
     BackendUnavailableError,
     NeuronProfError,
@@ -41,6 +42,7 @@ __all__ = [
     "SessionOptions",
     "VariantError",
     "compare",
+    "require_backend",
     "NeuronProfError",
     "NeuronProfWarning",
     "OpRow",

@@ -16,8 +16,9 @@ __all__ = [
     "NeuronProfWarning",
     "SessionStateError",
     "VariantError",
-    "warn_user",
 ]
+# warn_user is plumbing for neuronprof's own modules (it picks the warning's stack
+# level), so it is not exported and not on the API pages.
 
 
 class NeuronProfError(Exception):
@@ -52,6 +53,10 @@ class VariantError(NeuronProfError):
             ``"profiling"``); see [`Phase`][neuronprof.typing.Phase].
         message: The error's text, as ``str(error)`` gives it.
     """
+
+    variant: str
+    phase: Phase
+    message: str
 
     def __init__(self, variant: str, phase: Phase, message: str) -> None:
         super().__init__(variant, phase, message)

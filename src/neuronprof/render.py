@@ -522,11 +522,14 @@ def render_comparison_html(cmp: Comparison) -> str:
 def render_comparison_figure(cmp: Comparison, title: Optional[str] = None) -> Figure:
     """Draw a comparison as a matplotlib ``Figure``, off screen.
 
-    Left: median wall time per call, with the fastest and slowest sample as a
-    whisker and the speedup written beside each bar. Right: self device time per
-    step (self CPU time when there is no device). The best bar is green and the
-    baseline grey; a legend under the title says so. ``pyplot`` is not used, so no
-    global matplotlib state changes.
+    Top: median wall time per call, with the fastest and slowest sample as a
+    whisker and the speedup written beside each bar. Bottom: self device time per
+    step (self CPU time when there is no device). The baseline is always grey, the
+    best other variant green (only where it beats the baseline), the rest blue; the
+    legend under the title lists exactly the colours drawn. The two panels are
+    stacked and the text is large, so the figure stays readable when a page scales
+    it down to a phone's width. ``pyplot`` is not used, so no global matplotlib
+    state changes.
 
     Args:
         cmp: The comparison to draw.
@@ -534,7 +537,7 @@ def render_comparison_figure(cmp: Comparison, title: Optional[str] = None) -> Fi
             is this, then the variants and the backend. Default: the variants only.
 
     Returns:
-        The figure, about 10 inches wide; save it with ``fig.savefig(path)``.
+        The figure, 5.6 inches wide; save it with ``fig.savefig(path)``.
 
     Raises:
         ImportError: matplotlib is not installed (``pip install 'neuronprof[plot]'``).
@@ -543,26 +546,49 @@ def render_comparison_figure(cmp: Comparison, title: Optional[str] = None) -> Fi
         from matplotlib.figure import Figure
     except ImportError:
         raise ImportError("plotting a comparison needs matplotlib: pip install 'neuronprof[plot]'") from None
+    import textwrap
 
+    from matplotlib.patches import Patch
+
+    baseline_colour, best_colour, other_colour = "#9e9e9e", "#2ca02c", "#1f77b4"
     names = [r.name for r in cmp.rows]
     positions = list(range(len(names)))
-    fastest = cmp.fastest
 
-    def colours(best_name: Optional[str]) -> list[str]:
-        return ["#2ca02c" if n == best_name else "#9e9e9e" if n == cmp.baseline else "#1f77b4" for n in names]
+    def colours(values: list[Optional[float]]) -> list[str]:
+        # Green only for a variant that beats the baseline: a green baseline would read as "a variant".
+        by_name = dict(zip(names, values))
+        others = [(v, n) for n, v in by_name.items() if v is not None and n != cmp.baseline]
+        base = by_name.get(cmp.baseline)
+        best = min(others)[1] if others and (base is None or min(others)[0] < base) else None
+        return [baseline_colour if n == cmp.baseline else best_colour if n == best else other_colour for n in names]
 
     use_device = cmp.device_label is not None and any(r.self_device_us is not None for r in cmp.rows)
     right_label = f"Self {cmp.device_label} per step (µs)" if use_device else "Self CPU per step (µs)"
     right_values = [(r.self_device_us if use_device else r.self_cpu_us) for r in cmp.rows]
-    present = [(n, v) for n, v in zip(names, right_values) if v is not None]
-    right_best = min(present, key=lambda p: p[1])[0] if present else None
 
-    fig = Figure(figsize=(10, 1.2 + 0.6 * max(len(names), 1)))
-    wall_ax, self_ax = fig.subplots(1, 2, sharey=True)
+    compared = " vs ".join(names)
+    heading = textwrap.fill(f"{title}: {compared}" if title else compared, 40) + f"\n(backend {cmp.backend})"
+    # Margins in inches, turned into figure fractions: title lines and legend on top, an
+    # x label under each panel, the longest variant name on the left (14 pt ~ 0.12 inch a letter).
+    top_in = 0.2 + 0.28 * (heading.count("\n") + 1) + 0.5
+    panel_in = 0.9 + 0.45 * max(len(names), 1)
+    gap_in, bottom_in = 0.85, 0.7
+    height = top_in + 2 * panel_in + gap_in + bottom_in
+    width = 5.6
+    fig = Figure(figsize=(width, height))
+    fig.subplots_adjust(
+        top=1 - top_in / height,
+        bottom=bottom_in / height,
+        left=min(0.2 + 0.12 * max((len(n) for n in names), default=4), 2.8) / width,
+        right=1 - 0.2 / width,
+        hspace=gap_in / panel_in,
+    )
+    wall_ax, self_ax = fig.subplots(2, 1)
     medians = [r.wall_us for r in cmp.rows]
     low = [max(r.wall_us - r.wall_us_min, 0.0) for r in cmp.rows]
     high = [max(r.wall_us_max - r.wall_us, 0.0) for r in cmp.rows]
-    wall_ax.barh(positions, medians, xerr=[low, high], color=colours(fastest), capsize=3)
+    wall_colours = colours(list(medians))
+    wall_ax.barh(positions, medians, xerr=[low, high], color=wall_colours, capsize=3)
     for y, r in zip(positions, cmp.rows):
         wall_ax.annotate(
             _format_speedup(r.speedup),
@@ -570,29 +596,32 @@ def render_comparison_figure(cmp: Comparison, title: Optional[str] = None) -> Fi
             xytext=(4, 0),
             textcoords="offset points",
             va="center",
-            fontsize=9,
+            fontsize=14,
         )
-    wall_ax.set_xlabel("Wall time per call (µs), median; whiskers: min–max")
-    # A few ticks only: six-digit microsecond labels run into each other otherwise.
-    wall_ax.locator_params(axis="x", nbins=4)
-    wall_ax.set_yticks(positions, labels=names)
-    wall_ax.invert_yaxis()
-    wall_ax.margins(x=0.2)
-
-    self_ax.barh(positions, [v or 0.0 for v in right_values], color=colours(right_best))
-    self_ax.set_xlabel(right_label)
-    self_ax.locator_params(axis="x", nbins=4)
-    self_ax.margins(x=0.1)
-    compared = " vs ".join(names)
-    heading = f"{title}: {compared}" if title else compared
-    fig.suptitle(f"{heading} (backend {cmp.backend})", y=1.0 + 0.25 / fig.get_figheight())
-    from matplotlib.patches import Patch
-
-    handles = [Patch(color="#9e9e9e", label=f"baseline ({cmp.baseline})"), Patch(color="#2ca02c", label="best")]
-    if len(names) > 2:
-        handles.append(Patch(color="#1f77b4", label="other variants"))
+    wall_ax.set_xlabel("Wall time per call (µs): median, whiskers min–max", fontsize=14)
+    self_colours = colours(right_values)
+    self_ax.barh(positions, [v or 0.0 for v in right_values], color=self_colours)
+    self_ax.set_xlabel(right_label, fontsize=14)
+    for ax, margin in ((wall_ax, 0.25), (self_ax, 0.1)):
+        # A few ticks only: six-digit microsecond labels run into each other otherwise.
+        ax.locator_params(axis="x", nbins=4)
+        ax.set_yticks(positions, labels=names)
+        ax.tick_params(labelsize=14)
+        ax.invert_yaxis()
+        ax.margins(x=margin)
+    fig.suptitle(heading, fontsize=15, y=1 - 0.1 / height, va="top")
+    handles = [Patch(color=baseline_colour, label=f"baseline ({cmp.baseline})")]
+    drawn = set(wall_colours) | set(self_colours)
+    if best_colour in drawn:
+        handles.append(Patch(color=best_colour, label="best"))
+    if other_colour in drawn:
+        handles.append(Patch(color=other_colour, label="other variants"))
     fig.legend(
-        handles=handles, loc="upper center", ncol=len(handles), frameon=False, fontsize=9, bbox_to_anchor=(0.5, 1.0)
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 1 - (top_in - 0.5) / height),
+        ncol=len(handles),
+        frameon=False,
+        fontsize=14,
     )
-    fig.subplots_adjust(top=1.0 - 0.55 / fig.get_figheight())
     return fig

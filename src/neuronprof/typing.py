@@ -81,7 +81,7 @@ Core = Union[str, int, None]
 """
 
 BackendName = Union[Literal["auto", "neuron", "tpu", "cuda", "cpu"], str]
-"""Which backend a session uses (``session(backend=...)``).
+"""Which backend a session uses (``session(backend=...)``, ``require_backend(name)``).
 
 * ``"auto"``: the first that can run here: a PrivateUse1 device already
   registered in this process, then neuron, tpu, cuda, any backend added with

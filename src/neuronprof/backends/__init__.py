@@ -49,6 +49,7 @@ __all__ = [
     "parse_core",
     "register_backend",
     "registered_backends",
+    "require_backend",
     "resolve_backend",
     "unregister_backend",
 ]
@@ -159,7 +160,9 @@ def resolve_backend(name: BackendName = "auto") -> tuple[Backend, list[str]]:
     if name != "auto":
         backend = get_backend(name)
         if not backend.is_available():
-            raise BackendUnavailableError(f"backend {name!r} is unavailable: {backend.unavailable_reason()}")
+            raise BackendUnavailableError(
+                f"backend {name!r} is unavailable: {backend.unavailable_reason()}. {_DOCTOR_HINT}"
+            )
         return backend, []
     notes: list[str] = []
     candidates: list[Backend] = []
@@ -176,6 +179,41 @@ def resolve_backend(name: BackendName = "auto") -> tuple[Backend, list[str]]:
             logging.getLogger("neuronprof").warning("auto: skipped %s: %s", backend.name, unusable)
         notes.append(f"auto: skipped {backend.name}: {unusable or backend.unavailable_reason()}")
     raise BackendUnavailableError("no backend is available, not even the CPU")  # pragma: no cover
+
+
+_DOCTOR_HINT = "Run `neuronprof doctor --probe` to see what this machine can profile."
+
+
+def require_backend(name: BackendName = "auto") -> str:
+    """Make sure a backend can run here before any model or tensor is moved to its device.
+
+    Imports the package that registers the device (``torch_neuronx`` for ``"neuron"``,
+    ``torch_tpu`` for ``"tpu"``), checks that torch sees the device, and returns the
+    device name to pass to ``.to(...)``. Call it first in a script for an accelerator:
+    on a machine without the device the user then gets this clear message instead of
+    a ``ModuleNotFoundError`` or torch's ``Expected one of cpu, cuda, ...`` at ``.to(device)``.
+
+    ```python
+    import neuronprof
+
+    device = neuronprof.require_backend("cpu")  # "neuron", "tpu", "cuda" on an accelerator
+    ```
+
+    Args:
+        name: A backend name (see [`BackendName`][neuronprof.typing.BackendName]); ``"auto"``
+            returns the backend a session with ``backend="auto"`` would pick.
+
+    Returns:
+        The backend's name, which is also its torch device type (``"neuron"``, ``"tpu"``,
+        ``"cuda"``, ``"cpu"`` or a PrivateUse1 device's name).
+
+    Raises:
+        BackendUnavailableError: The backend cannot run here (package missing, no device
+            visible, torch too old); the message says why and to run ``neuronprof doctor --probe``.
+        ValueError: The name is unknown.
+        TypeError: The name is not a string.
+    """
+    return resolve_backend(name)[0].name
 
 
 def installed_but_unusable(backend: Backend) -> Optional[str]:

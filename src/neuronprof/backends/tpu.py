@@ -37,7 +37,10 @@ if TYPE_CHECKING:
 
 __all__ = ["OUTPUT_DIR_ENV", "TPU_INSTALL_HINT", "TpuBackend"]
 
-TPU_INSTALL_HINT = "install TorchTPU (`pip install torch-tpu`) on a Cloud TPU VM"
+TPU_INSTALL_HINT = (
+    "install Google's TorchTPU (the torch_tpu package) on a Cloud TPU VM as its documentation or your TPU "
+    "image provides it (a `torch-tpu` package of another vendor is not it)"
+)
 
 OUTPUT_DIR_ENV = "TORCH_TPU_PROFILER_OUTPUT_DIR"
 """TorchTPU's environment override of ``run_dir``."""

@@ -36,9 +36,15 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
 
     What an event is (device work, a step, an op, a runtime call) and which processes
     and lanes are left out (derived views such as torch_npu's "Overlap Analysis", the
-    XLA viewer's "Steps"/"XLA Modules" lanes) is decided by the table loader's own
-    functions (``analysis/trace/``: ``event_kind``, ``process_roles``,
-    ``is_container_lane``), so the findings and the tables read the same events.
+    XLA viewer's "Steps"/"XLA Modules" lanes) is decided by the same rules as
+    [`load_trace`][neuronprof.analysis.load_trace] uses for the tables, so the findings
+    and the tables read the same events.
+
+    Args:
+        path: A Chrome/Perfetto trace (``.json`` or ``.json.gz``) or a folder of them.
+
+    Returns:
+        The host and device events of every trace file, with the backend and device label they name.
 
     Raises:
         TraceError: The path is missing, or a file is not a readable trace.
