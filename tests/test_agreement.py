@@ -186,3 +186,31 @@ def test_privateuse1_device_kernels_agree(tmp_path: Path, shapes: bool) -> None:
     assert (live["steps"], live["top"]) == (trace.steps, trace.top_level_calls)
     assert trace.device_label == live["label"] == "NEURON"
     assert live["device"] == pytest.approx(trace.table().self_device_us, abs=0.01)
+
+
+def test_empty_last_step_ended_by_the_schedule_counts_live_and_offline(tmp_path: Path) -> None:
+    # The schedule (not the block's exit) ends the cycle after a step in which nothing ran:
+    # that step ran, so both tables count it; the trace's neuronprof metadata says how it ended.
+    body = _workload()
+    with neuronprof.session(backend="cpu", output_dir=tmp_path, wait=0, warmup=1, active=3) as s:
+        for index in s.steps():
+            if index < 3:
+                body()
+    live = s.table(row_limit=None)
+    path = s.export()
+    offline = summarize(path)
+    assert live.steps == offline.steps == 3
+    assert_tables_agree(live, offline)
+    header = json.loads(path.read_text())
+    assert header["neuronprof"]["stopped_in_last_step"] is False
+
+
+def test_empty_last_step_opened_at_exit_is_marked_in_the_trace(tmp_path: Path) -> None:
+    body = _workload()
+    with neuronprof.session(backend="cpu", output_dir=tmp_path, wait=0, warmup=1, active=5) as s:
+        for _ in range(3):
+            body()
+            s.step()
+    path = s.export()
+    assert json.loads(path.read_text())["neuronprof"]["stopped_in_last_step"] is True
+    assert s.table().steps == summarize(path).steps == 2

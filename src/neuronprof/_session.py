@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, Union, overload
 
 from neuronprof import _collect
+from neuronprof import _vocabulary as vocab
 from neuronprof._config import DEFAULT_OUTPUT_DIR, PathLike, SessionConfig
 from neuronprof._io import atomic_write, ensure_writable_dir, text_writer, unique_path
 from neuronprof.backends import SessionContext, resolve_backend
@@ -328,7 +329,7 @@ class Session:
         prof = _tracked_profile_class()(**kwargs)
         # kineto writes these into every cycle's trace header itself, so an export is a plain copy.
         # (torch adds record_shapes and distributedInfo there on its own.)
-        prof.neuronprof_metadata = {"neuronprof": json.dumps(self._trace_metadata()["neuronprof"])}
+        prof.neuronprof_metadata = self._kineto_metadata(stopped_in_last_step=False)
         self._started = time.time()
         self._start_thread = threading.get_ident()
         self._profiler = prof
@@ -341,6 +342,11 @@ class Session:
                 self._profiler = None
                 raise
         self._state = "running"
+
+    def _kineto_metadata(self, *, stopped_in_last_step: bool) -> dict[str, str]:
+        """The ``neuronprof`` header kineto writes into a cycle's trace, with how the cycle ended."""
+        own = {**self._trace_metadata()["neuronprof"], vocab.STOPPED_IN_LAST_STEP: stopped_in_last_step}
+        return {"neuronprof": json.dumps(own)}
 
     def _experimental_config(self, backend_config: Any) -> Any:
         """Add the session's own kineto options to the backend's ``experimental_config``.
@@ -450,6 +456,8 @@ class Session:
                     failure = SessionStateError(foreign)
                 else:
                     self._exiting = True
+                    # A cycle the exit ends stops inside its last step; the trace says so.
+                    self._profiler.neuronprof_metadata = self._kineto_metadata(stopped_in_last_step=True)
                     try:
                         self._drive(self._profiler.__exit__, None, None, None)
                     except BaseException as error:
@@ -1163,6 +1171,7 @@ class Session:
 
     def _trace_writer(self, chosen: _collect.Cycle) -> Callable[[Path], None]:
         metadata = self._trace_metadata()
+        metadata["neuronprof"][vocab.STOPPED_IN_LAST_STEP] = chosen.closed_at_exit
 
         def write(dest: Path) -> None:
             _collect.write_chrome_trace(chosen, dest, metadata)
@@ -1311,6 +1320,10 @@ def _tracked_profile_class() -> Any:
                     self.add_metadata_json(key, value)
 
             def stop_trace(self) -> None:
+                # Again at the stop: the session's exit rewrites how the cycle ended (see Session.__exit__).
+                if self.kineto_state == "recording":
+                    for key, value in self.neuronprof_metadata.items():
+                        self.add_metadata_json(key, value)
                 super().stop_trace()
                 self.kineto_state = "stopped"
 

@@ -693,7 +693,7 @@ class _Aggregator:
         self.sums = _Sums()
         self.sums.files.append(path)
         # Whether the profiler stopped inside the last step (see ``_vocabulary.step_count``);
-        # a trace file does not say, so it is taken to.
+        # taken to unless the trace's ``neuronprof`` metadata says otherwise.
         self.stopped_in_last_step = True
 
     # -- per-file finish: device attribution, nesting, self time ---------------------------
@@ -702,6 +702,8 @@ class _Aggregator:
         keys = self.keys
         kind = keys.kind
         sums.grow(len(keys.keys))
+        # A session's trace says whether its profiler stopped inside the last step.
+        self.stopped_in_last_step = vocab.stopped_in_last_step(metadata, default=self.stopped_in_last_step)
         procs = self.procs
         analysis_pids, device_pids = process_roles(procs)
         for pid in device_pids:
