@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Cycle",
     "aggregate_cycle",
+    "aggregate_cycles",
     "CycleStats",
     "build_table",
     "build_timeline",
@@ -124,19 +125,44 @@ def aggregate_cycle(profile: Any, *, stopped_in_last_step: bool = True) -> Trace
     """Sum a cycle's events with the offline reader's aggregator: the table ``neuronprof summarize`` makes.
 
     Reads kineto's own event list (``profile.kineto_results.events()``): the
-    events, integer-ns times, threads and correlation ids kineto writes into the
-    cycle's Chrome trace, so the live table and the offline table of the export
-    agree by construction. Builds without kineto results fall back to
-    ``function_events`` (µs times, no device links).
+    events, integer-ns times, threads, correlation ids and recorded inputs kineto
+    writes into the cycle's Chrome trace, so the live table and the offline table
+    of the export agree by construction. Builds without kineto results fall back
+    to ``function_events`` (µs times, no device links).
 
     Args:
         profile: The cycle's ``torch.autograd.profiler.profile``.
         stopped_in_last_step: The profiler stopped while the last step was open
             (the session's exit ended the cycle).
     """
+    return aggregate_cycles([profile], stopped_in_last_step=stopped_in_last_step)
+
+
+def aggregate_cycles(profiles: list[Any], *, stopped_in_last_step: bool = True, source: str = "<session>") -> Trace:
+    """Sum several cycles' events (in order, disjoint in time) as one trace: ``aggregate_cycle`` of them all.
+
+    Args:
+        profiles: The cycles' ``torch.autograd.profiler.profile`` objects, oldest first.
+        stopped_in_last_step: The profiler stopped while the last cycle's last step was open
+            (only the last cycle can be ended by the session's exit).
+        source: What the events come from, as the trace's ``source``.
+    """
     from neuronprof.analysis.trace import EventAggregator
 
-    agg = EventAggregator("<session>", stopped_in_last_step=stopped_in_last_step)
+    agg = EventAggregator(source, stopped_in_last_step=stopped_in_last_step)
+    for profile in profiles:
+        _feed(agg, profile)
+    return agg.trace()
+
+
+def _text_list(values: Any) -> Optional[list[Any]]:
+    if not values:
+        return None
+    return [list(v) if isinstance(v, (list, tuple)) else v for v in values]
+
+
+def _feed(agg: Any, profile: Any) -> None:
+    """Hand one cycle's events to an ``EventAggregator`` as its trace would hold them."""
     events = _kineto_events(profile)
     if events is None:
         for evt in profile.function_events:
@@ -145,7 +171,7 @@ def aggregate_cycle(profile: Any, *, stopped_in_last_step: bool = True) -> Trace
             where = ("device", evt.device_index) if on_device else ("host", evt.thread)
             start = round(evt.time_range.start * 1000)
             agg.add(evt.name, cat, start, round(evt.time_range.end * 1000) - start, where)
-        return agg.trace()
+        return
     # A runtime call sits on the thread of the op that made it, as in the trace (kineto may
     # give it another thread id; torch's own table moves it the same way).
     op_thread = {
@@ -168,23 +194,25 @@ def aggregate_cycle(profile: Any, *, stopped_in_last_step: bool = True) -> Trace
         else:
             thread = ("host", int(evt.start_thread_id()))
         corr, linked = int(evt.correlation_id()), int(evt.linked_correlation_id())
-        shapes = evt.shapes() if kind == vocab.K_OP else None
-        dtypes = evt.dtypes() if kind == vocab.K_OP else None
+        is_op = kind == vocab.K_OP
+        dtypes = evt.dtypes() if is_op else None
+        concrete = evt.concrete_inputs() if is_op and dtypes else None
         agg.add(
             name,
             cat,
             int(evt.start_ns()),
             int(evt.duration_ns()),
             thread,
-            input_dims=[list(s) if isinstance(s, (list, tuple)) else s for s in shapes] if shapes else None,
+            input_dims=_text_list(evt.shapes()) if is_op else None,
             input_types=[str(t) for t in dtypes] if dtypes else None,
             # As kineto writes them: runtime calls and device work carry a "correlation" and
             # their op's id as "External id"; an op's "External id" is its own correlation id.
             correlation=corr if linked_kind else -1,
             external_id=(linked or -1) if linked_kind else corr,
             flops=int(evt.flops() or 0) or None,
+            # As kineto writes "Concrete Inputs": text, "" for a tensor or None.
+            concrete_inputs=[_concrete_text(v) for v in concrete] if concrete else None,
         )
-    return agg.trace()
 
 
 def _memory_by_row(profile: Any, *, record_shapes: bool) -> dict[tuple[str, Any], tuple[int, int]]:
@@ -499,14 +527,7 @@ def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
 # -- the trace the roofline reads (neuronprof.analysis.roofline) ---------------------------
 
 
-def _frozen(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return tuple(_frozen(v) for v in value)
-    return value
-
-
 def _concrete_text(value: Any) -> str:
-    # As kineto writes "Concrete Inputs" into a trace: text, "" for a tensor or None.
     if value is None:
         return ""
     if isinstance(value, (list, tuple)):
@@ -515,82 +536,24 @@ def _concrete_text(value: Any) -> str:
 
 
 def build_trace(cycles: list[Cycle], *, has_device: bool, device_label: Optional[str]) -> Trace:
-    """Turn the kept cycles' events into an offline [`Trace`][neuronprof.analysis.Trace], in memory.
+    """Sum the kept cycles' events into an offline [`Trace`][neuronprof.analysis.Trace], in memory.
 
-    What ``load_trace`` would read from an export of them, without writing one:
-    per operator and input signature (``Input Dims``, ``Input type``,
-    ``Concrete Inputs``, from kineto's event list), summed calls, self and total
-    times (µs) and recorded FLOPs. torch.profiler's and neuronprof's own frames
-    are left out; ``ProfilerStep#N`` is ``ProfilerStep*``.
+    What ``load_trace`` reads from exports of them, without writing one: the
+    table's own aggregation (``aggregate_cycles``), with the recorded inputs
+    (``Input Dims``, ``Input type``, ``Concrete Inputs``) and FLOPs the roofline
+    reads. Device columns are None when the session has no device time.
     """
-    from neuronprof.analysis import Trace, TraceOp
-
-    groups: dict[tuple[Any, ...], list[Any]] = {}
-    steps = 0
-    notes: list[str] = []
-    for cycle in cycles:
-        if cycle.profile is None:
-            notes.append("cycles beyond keep_cycles were dropped; this covers the cycles still kept")
-            continue
-        results = getattr(cycle.profile, "kineto_results", None)
-        inputs: dict[int, tuple[Any, Any]] = {}
-        if results is not None and hasattr(results, "events"):
-            for kevt in results.events():
-                dtypes = kevt.dtypes()
-                if dtypes:
-                    inputs[int(kevt.correlation_id())] = (tuple(str(t) for t in dtypes), kevt.concrete_inputs())
-        for evt in cycle.profile.function_events:
-            name = str(evt.name)
-            if is_own_frame(name):
-                continue
-            if name.startswith("ProfilerStep"):
-                name = "ProfilerStep*"
-                steps += 1
-            on_device = _is_device_event(evt)
-            dims = _frozen(evt.input_shapes) if evt.input_shapes else None
-            dtypes, concrete = inputs.get(int(evt.id), (None, None))
-            concrete_text = tuple(_concrete_text(v) for v in concrete) if concrete else None
-            key = (name, on_device, dims, dtypes, concrete_text)
-            flops = int(getattr(evt, "flops", 0) or 0) or None
-            values = [
-                1,
-                0.0 if on_device else float(evt.self_cpu_time_total),
-                0.0 if on_device else float(evt.cpu_time_total),
-                _device_attr(evt, "self_device_time_total"),
-                _device_attr(evt, "device_time_total"),
-                flops,
-            ]
-            prev = groups.get(key)
-            if prev is None:
-                groups[key] = values
-                continue
-            for i in range(5):
-                prev[i] += values[i]
-            if flops is not None:
-                prev[5] = flops + (prev[5] or 0)
-    ops = tuple(
-        TraceOp(
-            name=name,
-            on_device=dev,
-            calls=calls,
-            self_cpu_us=cpu_self,
-            cpu_total_us=cpu_total,
-            self_device_us=d_self if has_device else None,
-            device_total_us=d_total if has_device else None,
-            input_dims=dims,
-            input_dtypes=dtypes,
-            concrete_inputs=concrete,
-            flops=flops,
-        )
-        for (name, dev, dims, dtypes, concrete), (calls, cpu_self, cpu_total, d_self, d_total, flops) in groups.items()
-    )
-    return Trace(
-        ops=ops,
-        backend=device_label.lower() if device_label else "cpu",
-        device_label=device_label if has_device else None,
-        steps=steps,
-        notes=tuple(dict.fromkeys(notes)),
-    )
+    kept = [c for c in cycles if c.profile is not None]
+    last = cycles[-1] if cycles else None
+    stopped = last is not None and last.profile is not None and last.closed_at_exit
+    trace = aggregate_cycles([c.profile for c in kept], stopped_in_last_step=stopped, source="")
+    notes = list(trace.notes)
+    if len(kept) < len(cycles):
+        notes.append("cycles beyond keep_cycles were dropped; this covers the cycles still kept")
+    if not has_device:
+        ops = tuple(dataclasses.replace(o, self_device_us=None, device_total_us=None) for o in trace.ops)
+        trace = dataclasses.replace(trace, ops=ops, device_label=None)
+    return dataclasses.replace(trace, files=(), notes=tuple(dict.fromkeys(notes)))
 
 
 # -- the timeline the findings engine reads (neuronprof.analysis.insights) -------------------

@@ -1131,6 +1131,7 @@ class EventAggregator(_Aggregator):
         correlation: int = -1,
         external_id: int = -1,
         flops: Optional[int] = None,
+        concrete_inputs: Optional[list[str]] = None,
     ) -> None:
         """Add one event (a span: an op, an annotation, a runtime call, a kernel...).
 
@@ -1145,13 +1146,16 @@ class EventAggregator(_Aggregator):
             correlation: The trace's ``correlation`` (runtime calls and device work), -1 when none.
             external_id: The trace's ``External id``, -1 when none.
             flops: Estimated FLOPs (``with_flops=True``).
+            concrete_inputs: Recorded scalar inputs as text (``""`` for a tensor), as the
+                trace's ``Concrete Inputs``: the FLOP formulas of ops with scalar arguments read them.
         """
         if cat in _SKIP_CATS:  # as a trace file's reader does
             self.sums.skipped[cat] = self.sums.skipped.get(cat, 0) + 1
             return
         dims = None if input_dims is None else json.dumps(input_dims).encode()
         types = None if input_types is None else json.dumps(input_types).encode()
-        key = (name, cat, dims, types, None)
+        concrete = None if concrete_inputs is None else json.dumps(concrete_inputs).encode()
+        key = (name, cat, dims, types, concrete)
         keys = self.keys
         kid = keys.index.get(key)
         if kid is None:
