@@ -100,8 +100,10 @@ RENDERERS = (
     "neuronprof.analysis.neuron._render",
 )
 WRITERS = ("neuronprof.export", "neuronprof._io")
+# The live session: its lifecycle, what it recorded, and the guard of torch's one profiler.
+SESSION = ("neuronprof._session", "neuronprof._recording", "neuronprof._recording_export", "neuronprof._guard")
 FRONT_ENDS = (
-    "neuronprof._session",
+    *SESSION,
     "neuronprof._collect",
     "neuronprof._compare",
     "neuronprof.cli",
@@ -138,27 +140,27 @@ def test_the_model_imports_no_renderer_no_writer_and_no_torch() -> None:
 
 
 def test_renderers_import_no_writer_no_session_and_no_torch() -> None:
-    banned = (*WRITERS, "neuronprof._session", "neuronprof._collect", "neuronprof.backends", "torch")
+    banned = (*WRITERS, *SESSION, "neuronprof._collect", "neuronprof.backends", "torch")
     bad = _broken(_governed(RENDERERS), banned, anywhere=True)
     assert not bad, "\n".join(bad)
 
 
 def test_analysis_never_imports_torch_or_the_live_session() -> None:
-    banned = ("torch", "neuronprof._session", "neuronprof._collect", "neuronprof.backends", "neuronprof._compare")
+    banned = ("torch", *SESSION, "neuronprof._collect", "neuronprof.backends", "neuronprof._compare")
     bad = _broken(_governed(("neuronprof.analysis",)), banned, anywhere=True)
     assert not bad, "\n".join(bad)
 
 
 def test_backends_import_no_session_renderer_or_writer_and_torch_only_on_use() -> None:
     backends = _governed(("neuronprof.backends",))
-    banned = ("neuronprof._session", "neuronprof._collect", "neuronprof._compare", *RENDERERS, *WRITERS)
+    banned = (*SESSION, "neuronprof._collect", "neuronprof._compare", *RENDERERS, *WRITERS)
     bad = _broken(backends, banned, anywhere=True)
     bad += _broken(backends, ("torch",), anywhere=False)
     assert not bad, "\n".join(bad)
 
 
 def test_writers_and_plumbing_import_no_torch_session_or_backend() -> None:
-    banned = ("torch", "neuronprof._session", "neuronprof._collect", "neuronprof.backends", "neuronprof._compare")
+    banned = ("torch", *SESSION, "neuronprof._collect", "neuronprof.backends", "neuronprof._compare")
     bad = _broken(_governed(WRITERS), banned, anywhere=True)
     # The plumbing sits under everything: it imports nothing of neuronprof.
     bad += [f"neuronprof._io imports {n}" for n in MODULES["neuronprof._io"].top if n.startswith("neuronprof")]
@@ -241,3 +243,15 @@ def test_the_architecture_page_states_the_rules_checked_here() -> None:
     for module in ("_io.py", "export.py", "model.py", "render.py", "report.py", "backends/", "analysis/"):
         assert module in text
     assert "tests/test_architecture.py" in text
+
+
+def test_what_was_recorded_knows_nothing_of_the_lifecycle_or_the_backends() -> None:
+    # table(), export(), roofline(), insights() and report() are functions of a frozen Recording.
+    import dataclasses
+
+    from neuronprof._recording import Recording
+
+    assert dataclasses.is_dataclass(Recording) and Recording.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    mods = _governed(("neuronprof._recording", "neuronprof._recording_export"))
+    assert len(mods) == 2
+    assert _broken(mods, ("neuronprof._session", "neuronprof._guard", "neuronprof.backends"), anywhere=True) == []
