@@ -26,6 +26,9 @@ __all__ = [
     "local_rank",
     "profiler_running",
     "profiler_started",
+    "profiler_taken",
+    "schedule_phase",
+    "taken_message",
     "quiet_cycle_warning",
     "signals_deferred",
     "stop_abandoned",
@@ -282,3 +285,55 @@ def dist_backend() -> Optional[str]:
         return str(dist.get_backend())
     except Exception:  # not initialised, or a backend without a name
         return None
+
+
+def schedule_phase(config: Any, steps_taken: int) -> str:
+    """The schedule phase of the current step, as a phrase: ``"a warmup step"``, ``"an active step"``..."""
+    cycle = config.wait + config.warmup + config.active
+    position = steps_taken % cycle
+    if config.repeat and steps_taken >= cycle * config.repeat:
+        return "after the schedule"
+    if position < config.wait:
+        return "a wait step"
+    if position < config.wait + config.warmup:
+        return "a warmup step"
+    return "an active step"
+
+
+def profiler_taken(prof: Any, *, start_thread: Optional[int], all_threads: bool) -> Optional[str]:
+    """How another profiler took torch's one profiler from ``prof``: ``"running"``, ``"stopped"`` or None.
+
+    Profilers started through torch's Python API are refused when they start
+    (``guard_profiler_starts``); these checks catch those started beneath it.
+    """
+    import torch
+    from torch.autograd import profiler as autograd_profiler
+
+    recording = getattr(prof, "kineto_state", "idle") == "recording"
+    started = profiler_started()
+    # A profiler running while the session's is not: one was started and left running.
+    running = not recording and started
+    # torch's C++ state is per thread: trust it in the thread that started the session,
+    # and not with profile_all_threads (where the threads it records change it).
+    here = threading.get_ident() == start_thread and not all_threads
+    stopped = recording and (not started or (here and not torch._C._autograd._profiler_enabled()))
+    # torch.profiler.profile registers its step counter on creation and erases it
+    # on exit: a profile that ended inside the block erased this session's.
+    tracker = getattr(getattr(autograd_profiler, "KinetoStepTracker", None), "_step_dict", None)
+    erased = isinstance(tracker, dict) and "ProfilerStep" not in tracker
+    if running:
+        return "running"
+    return "stopped" if stopped or erased else None
+
+
+def taken_message(taken: str, *, steps_taken: int, cycle_count: int) -> str:
+    """Say what another profiler did to the session (``taken`` from ``profiler_taken``)."""
+    running = taken == "running"
+    what = "started and is still running" if running else "started and stopped"
+    consequence = "the session stopped recording" if running else "it ended this session's recording"
+    return (
+        f"another torch.profiler was {what} inside the session's block (noticed at step "
+        f"{steps_taken}); torch has one profiler per process, so {consequence}. "
+        f"{cycle_count} completed cycle(s) are kept. Profile one thing at a time: remove the inner "
+        "profiler, or end the session before it starts"
+    )

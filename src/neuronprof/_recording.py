@@ -9,6 +9,7 @@ are in ``_recording_export``.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -18,7 +19,7 @@ from neuronprof._config import PathLike, SessionConfig
 from neuronprof._io import atomic_write, ensure_writable_dir, text_writer, unique_path
 from neuronprof.errors import SessionStateError
 from neuronprof.export import default_trace_name
-from neuronprof.model import SortKey, Table
+from neuronprof.model import RankTable, SortKey, Table
 
 if TYPE_CHECKING:
     from neuronprof.analysis import DevicePeak, Roofline
@@ -29,6 +30,7 @@ __all__ = [
     "Recording",
     "cycle_stats",
     "data_notes",
+    "gather_rank_table",
     "insights",
     "local_table",
     "nothing_recorded",
@@ -209,3 +211,34 @@ def roofline(
     # From the events in memory, through the table's own aggregation: no trace is written or parsed back.
     trace = _collect.build_trace(list(rec.cycles), has_device=rec.has_device, device_label=rec.device_label)
     return _roofline(trace, device=device, peak_flops=peak_flops, peak_bw=peak_bw)
+
+
+def gather_rank_table(rec: Recording, timeout: float) -> RankTable:
+    """Every rank's table, gathered on every rank (a collective call); see ``Session.table(ranks="all")``."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        raise SessionStateError(
+            "table(ranks='all') gathers from every rank: call it after "
+            "torch.distributed.init_process_group(), on every rank"
+        )
+    local = local_table(rec)
+    gathered: list[Any] = [None] * dist.get_world_size()
+    hint = (
+        f"table(ranks='all') is a collective call and must be called on every rank: rank {dist.get_rank()} of "
+        f"{dist.get_world_size()} waited up to {timeout:g} s for the others. Call it on every rank (not inside "
+        "`if rank == 0:`), or use table() for this rank's own table"
+    )
+    try:
+        # A barrier with a deadline first: a rank that never calls would otherwise
+        # block this one until the process group's own timeout (30 min on gloo).
+        work = dist.barrier(async_op=True)
+        if work is not None and work.wait(timeout=datetime.timedelta(seconds=timeout)) is False:
+            raise SessionStateError(hint)
+        # Plain dicts travel well over every backend's object collectives (gloo, nccl, neuron).
+        dist.all_gather_object(gathered, local.to_dict())
+    except SessionStateError:
+        raise
+    except Exception as exc:  # gloo/nccl report a missing peer as RuntimeError or DistBackendError
+        raise SessionStateError(f"{hint} ({type(exc).__name__}: {str(exc)[:300]})") from exc
+    return RankTable.from_tables([Table.from_dict(d) for d in gathered])

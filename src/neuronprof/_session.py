@@ -1,14 +1,19 @@
 """The profiling session: validate, start, step with a device sync, stop.
 
 A [`Session`][neuronprof.Session] owns the torch.profiler lifecycle and nothing
-else. What it recorded is turned into the model by ``_collect`` and written by
-``export``; the session only orchestrates.
+else. When its block ends, what it recorded is a frozen ``_recording.Recording``;
+``table()``, ``export()``, ``roofline()``, ``insights()`` and ``report()`` are
+functions of it (``_recording``, ``_recording_export``), and the guard of torch's
+one profiler is ``_guard``.
+
+This file is over 500 lines because ``Session``'s public methods and ``session()``
+carry the API reference's docstrings (about half of it) next to the lifecycle
+they document; the work behind the read-outs is in the modules above.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import errno
 import json
 import logging
@@ -33,10 +38,12 @@ from neuronprof._guard import (
     guard_profiler_starts,
     local_rank,
     profiler_running,
-    profiler_started,
+    profiler_taken,
     quiet_cycle_warning,
+    schedule_phase,
     signals_deferred,
     stop_abandoned,
+    taken_message,
     tracked_profile_class,
 )
 from neuronprof._io import ensure_writable_dir, unique_path
@@ -495,9 +502,10 @@ class Session:
         # emit_nvtx / emit_itt raise torch's "profiler enabled" flag before they start.
         recording = getattr(self._profiler, "kineto_state", "idle") == "recording"
         autograd_profiler._set_is_profiler_enabled(recording)
+        phase = schedule_phase(self.config, self._steps_taken)
         message = (
             f"another torch.profiler was started inside the session's block: {foreign_starter()}, "
-            f"during step {self._steps_taken} ({self._phase()}). torch has one profiler per process, and a "
+            f"during step {self._steps_taken} ({phase}). torch has one profiler per process, and a "
             "second one would end this session's recording or crash the process, so neuronprof refused it; "
             "the session's recording is unharmed. Profile one thing at a time: remove the inner profiler, "
             "or end the session before it starts"
@@ -505,53 +513,16 @@ class Session:
         self._note(message)
         return SessionStateError(message)
 
-    def _phase(self) -> str:
-        """The schedule phase of the current step: ``"wait"``, ``"warmup"`` or ``"active"``."""
-        cycle = self.wait + self.warmup + self.active
-        position = self._steps_taken % cycle
-        if self.repeat and self._steps_taken >= cycle * self.repeat:
-            return "after the schedule"
-        if position < self.wait:
-            return "a wait step"
-        if position < self.wait + self.warmup:
-            return "a warmup step"
-        return "an active step"
-
     def _foreign_profiler(self) -> Optional[str]:
         """Say what happened if another profiler took torch's one profiler from this session."""
-        prof = self._profiler
-        if prof is None or self._abandoned:
+        if self._profiler is None or self._abandoned:
             return None
-        from torch.autograd import profiler as autograd_profiler
-
-        # Profilers started through torch's Python API are refused when they start
-        # (_guard_profiler_starts); these checks catch those started beneath it.
-        recording = getattr(prof, "kineto_state", "idle") == "recording"
-        started = profiler_started()
-        # A profiler running while the session's is not: one was started and left running.
-        running = not recording and started
-        # torch's C++ state is per thread: trust it in the thread that started the session,
-        # and not with profile_all_threads (where the threads it records change it).
-        import torch
-
-        here = threading.get_ident() == self._start_thread and not self.profile_all_threads
-        stopped = recording and (not started or (here and not torch._C._autograd._profiler_enabled()))
-        # torch.profiler.profile registers its step counter on creation and erases it
-        # on exit: a profile that ended inside the block erased this session's.
-        tracker = getattr(getattr(autograd_profiler, "KinetoStepTracker", None), "_step_dict", None)
-        erased = isinstance(tracker, dict) and "ProfilerStep" not in tracker
-        if not (running or stopped or erased):
+        taken = profiler_taken(self._profiler, start_thread=self._start_thread, all_threads=self.profile_all_threads)
+        if taken is None:
             return None
         # The session stops nothing it does not own: a profiler left running is its starter's to stop.
         self._abandon()
-        what = "started and is still running" if running else "started and stopped"
-        consequence = "the session stopped recording" if running else "it ended this session's recording"
-        return (
-            f"another torch.profiler was {what} inside the session's block (noticed at step "
-            f"{self._steps_taken}); torch has one profiler per process, so {consequence}. "
-            f"{self._cycle_count} completed cycle(s) are kept. Profile one thing at a time: remove the inner "
-            "profiler, or end the session before it starts"
-        )
+        return taken_message(taken, steps_taken=self._steps_taken, cycle_count=self._cycle_count)
 
     def _check_steps(self, *, interrupted: bool) -> None:
         needed = self.total_steps
@@ -775,7 +746,7 @@ class Session:
         if ranks == "all":
             if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
                 raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-            return self._gather_rank_table(float(timeout))
+            return _recording.gather_rank_table(self._record(), float(timeout))
         record = self._record()
         table = _recording.local_table(record)
         if self.backend == "neuron":
@@ -890,35 +861,6 @@ class Session:
             output_dir=self._output_dir,
             metadata=self._trace_metadata(),
         )
-
-    def _gather_rank_table(self, timeout: float) -> RankTable:
-        import torch.distributed as dist
-
-        if not (dist.is_available() and dist.is_initialized()):
-            raise SessionStateError(
-                "table(ranks='all') gathers from every rank: call it after "
-                "torch.distributed.init_process_group(), on every rank"
-            )
-        local = _recording.local_table(self._record())
-        gathered: list[Any] = [None] * dist.get_world_size()
-        hint = (
-            f"table(ranks='all') is a collective call and must be called on every rank: rank {dist.get_rank()} of "
-            f"{dist.get_world_size()} waited up to {timeout:g} s for the others. Call it on every rank (not inside "
-            "`if rank == 0:`), or use table() for this rank's own table"
-        )
-        try:
-            # A barrier with a deadline first: a rank that never calls would otherwise
-            # block this one until the process group's own timeout (30 min on gloo).
-            work = dist.barrier(async_op=True)
-            if work is not None and work.wait(timeout=datetime.timedelta(seconds=timeout)) is False:
-                raise SessionStateError(hint)
-            # Plain dicts travel well over every backend's object collectives (gloo, nccl, neuron).
-            dist.all_gather_object(gathered, local.to_dict())
-        except SessionStateError:
-            raise
-        except Exception as exc:  # gloo/nccl report a missing peer as RuntimeError or DistBackendError
-            raise SessionStateError(f"{hint} ({type(exc).__name__}: {str(exc)[:300]})") from exc
-        return RankTable.from_tables([Table.from_dict(d) for d in gathered])
 
     def _empty_device_message(self, table: Table) -> Optional[str]:
         """Say so when device time was asked for and expected but no row has any (warned once)."""
