@@ -102,9 +102,12 @@ RENDERERS = (
 WRITERS = ("neuronprof.export", "neuronprof._io")
 # The live session: its lifecycle, what it recorded, and the guard of torch's one profiler.
 SESSION = ("neuronprof._session", "neuronprof._recording", "neuronprof._recording_export", "neuronprof._guard")
+# What reads torch.profiler objects into the model, and writes a recorded cycle's files.
+LIVE = ("neuronprof._collect", "neuronprof._cycle_files")
 FRONT_ENDS = (
     *SESSION,
     "neuronprof._collect",
+    "neuronprof._cycle_files",
     "neuronprof._compare",
     "neuronprof.cli",
     "neuronprof.analysis.cli",
@@ -140,27 +143,27 @@ def test_the_model_imports_no_renderer_no_writer_and_no_torch() -> None:
 
 
 def test_renderers_import_no_writer_no_session_and_no_torch() -> None:
-    banned = (*WRITERS, *SESSION, "neuronprof._collect", "neuronprof.backends", "torch")
+    banned = (*WRITERS, *SESSION, *LIVE, "neuronprof.backends", "torch")
     bad = _broken(_governed(RENDERERS), banned, anywhere=True)
     assert not bad, "\n".join(bad)
 
 
 def test_analysis_never_imports_torch_or_the_live_session() -> None:
-    banned = ("torch", *SESSION, "neuronprof._collect", "neuronprof.backends", "neuronprof._compare")
+    banned = ("torch", *SESSION, *LIVE, "neuronprof.backends", "neuronprof._compare")
     bad = _broken(_governed(("neuronprof.analysis",)), banned, anywhere=True)
     assert not bad, "\n".join(bad)
 
 
 def test_backends_import_no_session_renderer_or_writer_and_torch_only_on_use() -> None:
     backends = _governed(("neuronprof.backends",))
-    banned = (*SESSION, "neuronprof._collect", "neuronprof._compare", *RENDERERS, *WRITERS)
+    banned = (*SESSION, *LIVE, "neuronprof._compare", *RENDERERS, *WRITERS)
     bad = _broken(backends, banned, anywhere=True)
     bad += _broken(backends, ("torch",), anywhere=False)
     assert not bad, "\n".join(bad)
 
 
 def test_writers_and_plumbing_import_no_torch_session_or_backend() -> None:
-    banned = ("torch", *SESSION, "neuronprof._collect", "neuronprof.backends", "neuronprof._compare")
+    banned = ("torch", *SESSION, *LIVE, "neuronprof.backends", "neuronprof._compare")
     bad = _broken(_governed(WRITERS), banned, anywhere=True)
     # The plumbing sits under everything: it imports nothing of neuronprof.
     bad += [f"neuronprof._io imports {n}" for n in MODULES["neuronprof._io"].top if n.startswith("neuronprof")]
@@ -192,8 +195,8 @@ _WRITE_MODES = ("'w", '"w', "'a", '"a', "'x", '"x', "mode='w", 'mode="w')
 ALLOWED_WRITES = {
     # torch's trace, kineto's cache hard-linked, and collapsed stacks: each writes the
     # temporary path _io.atomic_write hands to Session.export's writer.
-    ("neuronprof._collect", "_export_cache"),
-    ("neuronprof._collect", "write_stacks"),
+    ("neuronprof._cycle_files", "_export_cache"),
+    ("neuronprof._cycle_files", "write_stacks"),
     # neuron-explorer's stdout and stderr, redirected into its private scratch folder.
     ("neuronprof.analysis.neuron._tool", "_run"),
 }
