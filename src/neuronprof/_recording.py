@@ -1,7 +1,7 @@
 """What a session recorded, frozen, and what is read from it: table, findings, report, roofline.
 
 A [`Session`][neuronprof.Session] runs the profiler; when its block has ended it
-hands a [`Recording`][neuronprof._recording.Recording] to the functions here,
+hands a ``Recording`` to the functions here,
 which are pure functions of it (calling one twice gives equal results). Exports
 are in ``_recording_export``.
 """

@@ -1,6 +1,6 @@
 """Writing what a session recorded: Chrome traces, TensorBoard files and collapsed stacks.
 
-Pure functions of a [`Recording`][neuronprof._recording.Recording] (a fresh file
+Pure functions of a ``Recording`` (a fresh file
 per call); the Neuron bundle, which needs the backend's folders, stays with the
 [`Session`][neuronprof.Session].
 """
