@@ -186,3 +186,49 @@ def test_privateuse1_device_kernels_agree(tmp_path: Path, shapes: bool) -> None:
     assert (live["steps"], live["top"]) == (trace.steps, trace.top_level_calls)
     assert trace.device_label == live["label"] == "NEURON"
     assert live["device"] == pytest.approx(trace.table().self_device_us, abs=0.01)
+
+
+def test_empty_last_step_ended_by_the_schedule_counts_live_and_offline(tmp_path: Path) -> None:
+    # The schedule (not the block's exit) ends the cycle after a step in which nothing ran:
+    # that step ran, so both tables count it; the trace's neuronprof metadata says how it ended.
+    body = _workload()
+    with neuronprof.session(backend="cpu", output_dir=tmp_path, wait=0, warmup=1, active=3) as s:
+        for index in s.steps():
+            if index < 3:
+                body()
+    live = s.table(row_limit=None)
+    path = s.export()
+    offline = summarize(path)
+    assert live.steps == offline.steps == 3
+    assert_tables_agree(live, offline)
+    header = json.loads(path.read_text())
+    assert header["neuronprof"]["stopped_in_last_step"] is False
+
+
+def test_empty_last_step_opened_at_exit_is_marked_in_the_trace(tmp_path: Path) -> None:
+    body = _workload()
+    with neuronprof.session(backend="cpu", output_dir=tmp_path, wait=0, warmup=1, active=5) as s:
+        for _ in range(3):
+            body()
+            s.step()
+    path = s.export()
+    assert json.loads(path.read_text())["neuronprof"]["stopped_in_last_step"] is True
+    assert s.table().steps == summarize(path).steps == 2
+
+
+def test_roofline_from_memory_counts_the_table_rows(tmp_path: Path) -> None:
+    # roofline() reads the table's own aggregation of the events: each placed op's calls,
+    # summed over dtypes and scalar arguments, are its table row's, for every cycle kept.
+    lin = torch.nn.Linear(32, 32)
+    x = torch.randn(16, 32)
+    s = _run(tmp_path, lambda: torch.sum(lin(x).relu() @ x.T, dim=1), wait=0, warmup=1, active=2, record_shapes=True)
+    table = {(r.name, r.input_shapes): r.calls for r in s.table(row_limit=None).rows}
+    placed: dict[tuple[Any, ...], int] = {}
+    for r in s.roofline("trn2").rows:
+        key = (r.name, r.input_shapes)
+        placed[key] = placed.get(key, 0) + r.calls
+    assert {"aten::addmm", "aten::mm", "aten::sum"} <= {name for name, _ in placed}
+    for key, calls in placed.items():
+        assert calls <= table[key], key
+        if key[0] in ("aten::addmm", "aten::mm"):
+            assert calls == table[key] == 2, key

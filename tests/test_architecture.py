@@ -100,9 +100,14 @@ RENDERERS = (
     "neuronprof.analysis.neuron._render",
 )
 WRITERS = ("neuronprof.export", "neuronprof._io")
+# The live session: its lifecycle, what it recorded, and the guard of torch's one profiler.
+SESSION = ("neuronprof._session", "neuronprof._recording", "neuronprof._recording_export", "neuronprof._guard")
+# What reads torch.profiler objects into the model, and writes a recorded cycle's files.
+LIVE = ("neuronprof._collect", "neuronprof._cycle_files")
 FRONT_ENDS = (
-    "neuronprof._session",
+    *SESSION,
     "neuronprof._collect",
+    "neuronprof._cycle_files",
     "neuronprof._compare",
     "neuronprof.cli",
     "neuronprof.analysis.cli",
@@ -141,27 +146,27 @@ def test_the_model_imports_no_renderer_no_writer_and_no_torch() -> None:
 
 
 def test_renderers_import_no_writer_no_session_and_no_torch() -> None:
-    banned = (*WRITERS, "neuronprof._session", "neuronprof._collect", "neuronprof.backends", "torch")
+    banned = (*WRITERS, *SESSION, *LIVE, "neuronprof.backends", "torch")
     bad = _broken(_governed(RENDERERS), banned, anywhere=True)
     assert not bad, "\n".join(bad)
 
 
 def test_analysis_never_imports_torch_or_the_live_session() -> None:
-    banned = ("torch", "neuronprof._session", "neuronprof._collect", "neuronprof.backends", "neuronprof._compare")
+    banned = ("torch", *SESSION, *LIVE, "neuronprof.backends", "neuronprof._compare")
     bad = _broken(_governed(("neuronprof.analysis",)), banned, anywhere=True)
     assert not bad, "\n".join(bad)
 
 
 def test_backends_import_no_session_renderer_or_writer_and_torch_only_on_use() -> None:
     backends = _governed(("neuronprof.backends",))
-    banned = ("neuronprof._session", "neuronprof._collect", "neuronprof._compare", *RENDERERS, *WRITERS)
+    banned = (*SESSION, *LIVE, "neuronprof._compare", *RENDERERS, *WRITERS)
     bad = _broken(backends, banned, anywhere=True)
     bad += _broken(backends, ("torch",), anywhere=False)
     assert not bad, "\n".join(bad)
 
 
 def test_writers_and_plumbing_import_no_torch_session_or_backend() -> None:
-    banned = ("torch", "neuronprof._session", "neuronprof._collect", "neuronprof.backends", "neuronprof._compare")
+    banned = ("torch", *SESSION, *LIVE, "neuronprof.backends", "neuronprof._compare")
     bad = _broken(_governed(WRITERS), banned, anywhere=True)
     # The plumbing sits under everything: it imports nothing of neuronprof.
     bad += [f"neuronprof._io imports {n}" for n in MODULES["neuronprof._io"].top if n.startswith("neuronprof")]
@@ -193,8 +198,8 @@ _WRITE_MODES = ("'w", '"w', "'a", '"a', "'x", '"x', "mode='w", 'mode="w')
 ALLOWED_WRITES = {
     # torch's trace, kineto's cache hard-linked, and collapsed stacks: each writes the
     # temporary path _io.atomic_write hands to Session.export's writer.
-    ("neuronprof._collect", "_export_cache"),
-    ("neuronprof._collect", "write_stacks"),
+    ("neuronprof._cycle_files", "_export_cache"),
+    ("neuronprof._cycle_files", "write_stacks"),
     # neuron-explorer's stdout and stderr, redirected into its private scratch folder.
     ("neuronprof.analysis.neuron._tool", "_run"),
 }
@@ -250,9 +255,6 @@ def test_the_architecture_page_states_the_rules_checked_here() -> None:
 
 MAX_LINES = 500
 KEPT = "kept in one module"
-# Split into smaller modules by a separate change: still checked and reported (xfail, not strict),
-# every other file strictly.
-_BEING_SPLIT = {"neuronprof/_session.py", "neuronprof/_collect.py"}
 
 
 def _size_problem(text: str) -> str | None:
@@ -277,8 +279,7 @@ def _source_files() -> list[object]:
     cases: list[object] = []
     for path in sorted(SRC.rglob("*.py")):
         rel = path.relative_to(SRC).as_posix()
-        marks = [pytest.mark.xfail(strict=False, reason="split into smaller modules by a separate change")]
-        cases.append(pytest.param(rel, id=rel, marks=marks if rel in _BEING_SPLIT else ()))
+        cases.append(pytest.param(rel, id=rel))
     return cases
 
 
@@ -297,3 +298,13 @@ def test_the_size_rule_catches_a_long_module_and_accepts_a_stated_reason() -> No
     assert _size_problem(reason + body) is None
     # A comment is not the docstring.
     assert _size_problem(f"# {KEPT} on purpose: its two classes share one state.\n" + body) is not None
+def test_what_was_recorded_knows_nothing_of_the_lifecycle_or_the_backends() -> None:
+    # table(), export(), roofline(), insights() and report() are functions of a frozen Recording.
+    import dataclasses
+
+    from neuronprof._recording import Recording
+
+    assert dataclasses.is_dataclass(Recording) and Recording.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    mods = _governed(("neuronprof._recording", "neuronprof._recording_export"))
+    assert len(mods) == 2
+    assert _broken(mods, ("neuronprof._session", "neuronprof._guard", "neuronprof.backends"), anywhere=True) == []

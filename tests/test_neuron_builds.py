@@ -243,7 +243,7 @@ def test_export_works_whether_or_not_export_trace_consumed_kinetos_save(tmp_path
     r = _run(
         f"""
 import gzip
-import neuronprof._collect as collect
+import neuronprof._cycle_files as collect  # where the exporter check lives
 supported = collect._python_export_supported
 results = {{}}
 for exporter, trace_name in {cases!r}:

@@ -7,21 +7,13 @@ in torch's private API are absorbed here.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
-import inspect
-import json
-import os
-import warnings
-import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof import _vocabulary as vocab
-from neuronprof._io import clone_or_copy, copy_trace
+from neuronprof._cycle_files import save_native_trace, write_chrome_trace, write_stacks
 from neuronprof._vocabulary import is_own_frame
-from neuronprof.errors import NeuronProfWarning
 from neuronprof.model import OpRow, Table, merge_rows
 
 if TYPE_CHECKING:
@@ -31,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Cycle",
     "aggregate_cycle",
+    "aggregate_cycles",
     "CycleStats",
     "build_table",
     "build_timeline",
@@ -124,19 +117,44 @@ def aggregate_cycle(profile: Any, *, stopped_in_last_step: bool = True) -> Trace
     """Sum a cycle's events with the offline reader's aggregator: the table ``neuronprof summarize`` makes.
 
     Reads kineto's own event list (``profile.kineto_results.events()``): the
-    events, integer-ns times, threads and correlation ids kineto writes into the
-    cycle's Chrome trace, so the live table and the offline table of the export
-    agree by construction. Builds without kineto results fall back to
-    ``function_events`` (µs times, no device links).
+    events, integer-ns times, threads, correlation ids and recorded inputs kineto
+    writes into the cycle's Chrome trace, so the live table and the offline table
+    of the export agree by construction. Builds without kineto results fall back
+    to ``function_events`` (µs times, no device links).
 
     Args:
         profile: The cycle's ``torch.autograd.profiler.profile``.
         stopped_in_last_step: The profiler stopped while the last step was open
             (the session's exit ended the cycle).
     """
+    return aggregate_cycles([profile], stopped_in_last_step=stopped_in_last_step)
+
+
+def aggregate_cycles(profiles: list[Any], *, stopped_in_last_step: bool = True, source: str = "<session>") -> Trace:
+    """Sum several cycles' events (in order, disjoint in time) as one trace: ``aggregate_cycle`` of them all.
+
+    Args:
+        profiles: The cycles' ``torch.autograd.profiler.profile`` objects, oldest first.
+        stopped_in_last_step: The profiler stopped while the last cycle's last step was open
+            (only the last cycle can be ended by the session's exit).
+        source: What the events come from, as the trace's ``source``.
+    """
     from neuronprof.analysis.trace import EventAggregator
 
-    agg = EventAggregator("<session>", stopped_in_last_step=stopped_in_last_step)
+    agg = EventAggregator(source, stopped_in_last_step=stopped_in_last_step)
+    for profile in profiles:
+        _feed(agg, profile)
+    return agg.trace()
+
+
+def _text_list(values: Any) -> Optional[list[Any]]:
+    if not values:
+        return None
+    return [list(v) if isinstance(v, (list, tuple)) else v for v in values]
+
+
+def _feed(agg: Any, profile: Any) -> None:
+    """Hand one cycle's events to an ``EventAggregator`` as its trace would hold them."""
     events = _kineto_events(profile)
     if events is None:
         for evt in profile.function_events:
@@ -145,7 +163,7 @@ def aggregate_cycle(profile: Any, *, stopped_in_last_step: bool = True) -> Trace
             where = ("device", evt.device_index) if on_device else ("host", evt.thread)
             start = round(evt.time_range.start * 1000)
             agg.add(evt.name, cat, start, round(evt.time_range.end * 1000) - start, where)
-        return agg.trace()
+        return
     # A runtime call sits on the thread of the op that made it, as in the trace (kineto may
     # give it another thread id; torch's own table moves it the same way).
     op_thread = {
@@ -168,23 +186,25 @@ def aggregate_cycle(profile: Any, *, stopped_in_last_step: bool = True) -> Trace
         else:
             thread = ("host", int(evt.start_thread_id()))
         corr, linked = int(evt.correlation_id()), int(evt.linked_correlation_id())
-        shapes = evt.shapes() if kind == vocab.K_OP else None
-        dtypes = evt.dtypes() if kind == vocab.K_OP else None
+        is_op = kind == vocab.K_OP
+        dtypes = evt.dtypes() if is_op else None
+        concrete = evt.concrete_inputs() if is_op and dtypes else None
         agg.add(
             name,
             cat,
             int(evt.start_ns()),
             int(evt.duration_ns()),
             thread,
-            input_dims=[list(s) if isinstance(s, (list, tuple)) else s for s in shapes] if shapes else None,
+            input_dims=_text_list(evt.shapes()) if is_op else None,
             input_types=[str(t) for t in dtypes] if dtypes else None,
             # As kineto writes them: runtime calls and device work carry a "correlation" and
             # their op's id as "External id"; an op's "External id" is its own correlation id.
             correlation=corr if linked_kind else -1,
             external_id=(linked or -1) if linked_kind else corr,
             flops=int(evt.flops() or 0) or None,
+            # As kineto writes "Concrete Inputs": text, "" for a tensor or None.
+            concrete_inputs=[_concrete_text(v) for v in concrete] if concrete else None,
         )
-    return agg.trace()
 
 
 def _memory_by_row(profile: Any, *, record_shapes: bool) -> dict[tuple[str, Any], tuple[int, int]]:
@@ -280,233 +300,10 @@ def build_table(
     )
 
 
-def save_native_trace(cycle: Cycle, dest: Path) -> bool:
-    """Save the cycle with kineto's own writer (C++, streaming) into ``dest``, once.
-
-    kineto's save works once per cycle ("Trace is already saved" afterwards), so
-    the session takes it into a private cache when the cycle ends, before any
-    backend exporter can consume it, and copies the cache for every export. The
-    cycle's own ``export_chrome_trace`` (what ``s.profiler.export_chrome_trace``
-    and backend exporters call) copies the cache too, so torch's API keeps working.
-
-    Returns:
-        True when ``dest`` holds the trace; False when kineto could not save it
-        (already consumed, or no kineto results), so the caller falls back.
-    """
-    results = getattr(cycle.profile, "kineto_results", None)
-    save = getattr(results, "save", None)
-    if save is None:
-        return False
-    try:
-        save(str(dest))
-    except RuntimeError:
-        dest.unlink(missing_ok=True)
-        return False
-    if not _complete_json(dest):
-        # kineto logs a failed write (a full disk) instead of raising: never keep half a trace.
-        dest.unlink(missing_ok=True)
-        return False
-    # Read-only, and stamped: a change by anything else is noticed before the next export.
-    dest.chmod(0o444)
-    cycle.cache = dest
-    cycle.cache_stamp = _stamp(dest)
-    _route_torch_export(cycle)
-    return True
-
-
-def _route_torch_export(cycle: Cycle) -> None:
-    """Make the cycle's ``export_chrome_trace`` copy the cache instead of kineto's spent save."""
-    profile = cycle.profile
-    # Neither the profile nor the cycle is held strongly here: a reference cycle would keep
-    # every cycle's events alive until a full garbage collection (repeat=0 would grow).
-    own = weakref.ref(profile)
-    record = weakref.ref(cycle)
-    original = type(profile).export_chrome_trace
-
-    def export_chrome_trace(path: str, metadata: Any = None, use_python_export: bool = False) -> None:
-        kept = record()
-        cache = kept.cache if kept is not None else None
-        if not use_python_export and kept is not None and cache is not None and _cache_intact(kept, cache):
-            copy_trace(cache, Path(path))
-            return
-        if use_python_export:
-            original(own(), path, metadata, use_python_export=True)
-        else:
-            original(own(), path, metadata)
-
-    export_chrome_trace.__doc__ = original.__doc__
-    # An attribute of this one profile object (the session's own), not a change to torch.
-    profile.export_chrome_trace = export_chrome_trace
-
-
-def _complete_json(path: Path) -> bool:
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            f.seek(max(0, size - 64))
-            return size > 0 and f.read().rstrip().endswith(b"}")
-    except OSError:
-        return False
-
-
-def _python_export_supported(profile: Any) -> bool:
-    try:
-        return "use_python_export" in inspect.signature(profile.export_chrome_trace).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def _stamp(path: Path) -> tuple[int, ...]:
-    # ctime changes with any write, truncation or chmod, and cannot be set back by a program.
-    st = path.stat()
-    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
-
-
-def _cache_intact(cycle: Cycle, cache: Path) -> bool:
-    """True while the cache is the file kineto wrote; else it is dropped (with a warning)."""
-    try:
-        intact = _stamp(cache) == cycle.cache_stamp
-    except OSError:
-        intact = False
-    if not intact:
-        warnings.warn(
-            f"neuronprof's private copy of cycle {cycle.index}'s trace ({cache}) was changed or removed by "
-            "another program; exports of this cycle are now written by torch's Python exporter from the "
-            "recorded events, which differs from torch's own save (memory events as slices, fewer header keys)",
-            NeuronProfWarning,
-            stacklevel=4,
-        )
-        with contextlib.suppress(OSError):
-            cache.unlink(missing_ok=True)
-        cycle.cache = None
-        cycle.cache_stamp = None
-    return intact
-
-
-def _export_cache(cycle: Cycle, cache: Path, dest: Path) -> bool:
-    """Write the cached trace to ``dest``; False when the cache can no longer be trusted.
-
-    The cache is checked against its stamp before and after the copy, so a cache
-    changed by anything else is never exported as if it were kineto's save.
-    """
-    if not _cache_intact(cycle, cache):
-        return False
-    clone_or_copy(cache, dest)
-    if not _cache_intact(cycle, cache):
-        dest.unlink(missing_ok=True)
-        return False
-    return True
-
-
-def write_chrome_trace(cycle: Cycle, dest: Path, metadata: dict[str, Any]) -> None:
-    """Write ``cycle``'s Chrome trace to ``dest`` (gzipped when it ends in ``.gz``).
-
-    The trace is kineto's own save of the cycle (the cache, or the file the
-    backend's exporter wrote from it), so it holds exactly the events and header
-    torch.profiler writes, neuronprof's metadata included (the session hands it
-    to kineto while recording). Each export is a file of its own (a copy, or a
-    reflink where the file system has them), never a second name of the cache.
-    Without either (or when the cache was changed by another program), torch's
-    Python exporter writes the trace from the cycle's events, with ``metadata`` added.
-
-    Raises:
-        OSError: The write failed (disk full, file too large, permission denied).
-        RuntimeError: The cycle's events were dropped and no saved copy exists.
-    """
-    if cycle.cache is not None:
-        if _export_cache(cycle, cycle.cache, dest):
-            return
-    elif cycle.backend_trace is not None and cycle.backend_trace.exists():
-        copy_trace(cycle.backend_trace, dest)
-        return
-    profile = cycle.profile
-    if profile is None or not _python_export_supported(profile):
-        raise RuntimeError(
-            "no trace of this cycle is left to export: kineto's one-time save was used by another tool "
-            "(or neuronprof's copy of it was changed by another program) and its events are gone; "
-            "upgrade torch (>= 2.13) for repeatable exports"
-        )
-    encoded = {k: json.dumps(v) for k, v in metadata.items()}
-    profile.export_chrome_trace(str(dest), metadata=encoded, use_python_export=True)
-
-
-def _frame_file(name: str) -> str:
-    # torch writes a Python frame as "path/file.py(line): function".
-    return name.replace("\\", "/").split("(", 1)[0]
-
-
-def _is_library_frame(name: str) -> bool:
-    """A Python-frame event of a torch or neuronprof file: their Python overhead, not an operator."""
-    file = _frame_file(name)
-    return file.endswith(".py") and (file.startswith("torch/") or file.startswith("neuronprof/") or is_own_frame(name))
-
-
-@functools.lru_cache(maxsize=4096)
-def _stdlib_file(file: str) -> bool:
-    import sysconfig
-
-    return file.endswith(".py") and os.path.isfile(os.path.join(sysconfig.get_paths()["stdlib"], file))
-
-
-def _run_by_the_instrument(chain: list[str]) -> bool:
-    """True when the nearest caller that is neither torch, the standard library nor a builtin is the profiler.
-
-    ``chain`` is the event's stack, innermost first. Work that
-    torch.profiler or neuronprof does around each step (signal handling,
-    metadata, step counting) shows with the user's frame as its outermost caller,
-    once their own frames are left out; this tells it from the user's work.
-    """
-    for name in chain:
-        if is_own_frame(name):
-            return True
-        file = _frame_file(name)
-        if name.startswith("<") or file.startswith("torch/") or _stdlib_file(file):
-            continue
-        return False
-    return False
-
-
-def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
-    """Write the cycle's collapsed stacks for flame-graph tools: ``frame;frame;op value`` per line.
-
-    As torch's ``export_stacks`` (Python frames outermost first, blanks as ``_``,
-    the value the op's ``metric`` in µs), with the op itself as the innermost
-    frame; equal stacks are summed. Left out: the profiler's and neuronprof's
-    own frames, work they run around each step (whatever it calls), and leaf
-    frames of torch's or neuronprof's Python files (their Python overhead).
-
-    Raises:
-        RuntimeError: The cycle's events were dropped (``keep_cycles``).
-    """
-    if cycle.profile is None:
-        raise RuntimeError("this cycle's events were dropped; no stacks can be written for it")
-    clean = str.maketrans({" ": "_", ";": ":", "\n": "_", "\t": "_"})
-    totals: dict[str, int] = {}
-    for evt in cycle.profile.function_events:
-        stack = getattr(evt, "stack", None)
-        if not stack or is_own_frame(evt.name) or _is_library_frame(evt.name) or _run_by_the_instrument(stack):
-            continue
-        value = int(getattr(evt, metric, 0) or 0)
-        if value <= 0:
-            continue
-        frames = [f.translate(clean) for f in reversed(stack) if not is_own_frame(f)]
-        key = ";".join([*frames, evt.name.translate(clean)])
-        totals[key] = totals.get(key, 0) + value
-    with open(dest, "w", encoding="utf-8") as fout:
-        fout.writelines(f"{k} {v}\n" for k, v in totals.items())
-
-
 # -- the trace the roofline reads (neuronprof.analysis.roofline) ---------------------------
 
 
-def _frozen(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return tuple(_frozen(v) for v in value)
-    return value
-
-
 def _concrete_text(value: Any) -> str:
-    # As kineto writes "Concrete Inputs" into a trace: text, "" for a tensor or None.
     if value is None:
         return ""
     if isinstance(value, (list, tuple)):
@@ -515,82 +312,24 @@ def _concrete_text(value: Any) -> str:
 
 
 def build_trace(cycles: list[Cycle], *, has_device: bool, device_label: Optional[str]) -> Trace:
-    """Turn the kept cycles' events into an offline [`Trace`][neuronprof.analysis.Trace], in memory.
+    """Sum the kept cycles' events into an offline [`Trace`][neuronprof.analysis.Trace], in memory.
 
-    What ``load_trace`` would read from an export of them, without writing one:
-    per operator and input signature (``Input Dims``, ``Input type``,
-    ``Concrete Inputs``, from kineto's event list), summed calls, self and total
-    times (µs) and recorded FLOPs. torch.profiler's and neuronprof's own frames
-    are left out; ``ProfilerStep#N`` is ``ProfilerStep*``.
+    What ``load_trace`` reads from exports of them, without writing one: the
+    table's own aggregation (``aggregate_cycles``), with the recorded inputs
+    (``Input Dims``, ``Input type``, ``Concrete Inputs``) and FLOPs the roofline
+    reads. Device columns are None when the session has no device time.
     """
-    from neuronprof.analysis import Trace, TraceOp
-
-    groups: dict[tuple[Any, ...], list[Any]] = {}
-    steps = 0
-    notes: list[str] = []
-    for cycle in cycles:
-        if cycle.profile is None:
-            notes.append("cycles beyond keep_cycles were dropped; this covers the cycles still kept")
-            continue
-        results = getattr(cycle.profile, "kineto_results", None)
-        inputs: dict[int, tuple[Any, Any]] = {}
-        if results is not None and hasattr(results, "events"):
-            for kevt in results.events():
-                dtypes = kevt.dtypes()
-                if dtypes:
-                    inputs[int(kevt.correlation_id())] = (tuple(str(t) for t in dtypes), kevt.concrete_inputs())
-        for evt in cycle.profile.function_events:
-            name = str(evt.name)
-            if is_own_frame(name):
-                continue
-            if name.startswith("ProfilerStep"):
-                name = "ProfilerStep*"
-                steps += 1
-            on_device = _is_device_event(evt)
-            dims = _frozen(evt.input_shapes) if evt.input_shapes else None
-            dtypes, concrete = inputs.get(int(evt.id), (None, None))
-            concrete_text = tuple(_concrete_text(v) for v in concrete) if concrete else None
-            key = (name, on_device, dims, dtypes, concrete_text)
-            flops = int(getattr(evt, "flops", 0) or 0) or None
-            values = [
-                1,
-                0.0 if on_device else float(evt.self_cpu_time_total),
-                0.0 if on_device else float(evt.cpu_time_total),
-                _device_attr(evt, "self_device_time_total"),
-                _device_attr(evt, "device_time_total"),
-                flops,
-            ]
-            prev = groups.get(key)
-            if prev is None:
-                groups[key] = values
-                continue
-            for i in range(5):
-                prev[i] += values[i]
-            if flops is not None:
-                prev[5] = flops + (prev[5] or 0)
-    ops = tuple(
-        TraceOp(
-            name=name,
-            on_device=dev,
-            calls=calls,
-            self_cpu_us=cpu_self,
-            cpu_total_us=cpu_total,
-            self_device_us=d_self if has_device else None,
-            device_total_us=d_total if has_device else None,
-            input_dims=dims,
-            input_dtypes=dtypes,
-            concrete_inputs=concrete,
-            flops=flops,
-        )
-        for (name, dev, dims, dtypes, concrete), (calls, cpu_self, cpu_total, d_self, d_total, flops) in groups.items()
-    )
-    return Trace(
-        ops=ops,
-        backend=device_label.lower() if device_label else "cpu",
-        device_label=device_label if has_device else None,
-        steps=steps,
-        notes=tuple(dict.fromkeys(notes)),
-    )
+    kept = [c for c in cycles if c.profile is not None]
+    last = cycles[-1] if cycles else None
+    stopped = last is not None and last.profile is not None and last.closed_at_exit
+    trace = aggregate_cycles([c.profile for c in kept], stopped_in_last_step=stopped, source="")
+    notes = list(trace.notes)
+    if len(kept) < len(cycles):
+        notes.append("cycles beyond keep_cycles were dropped; this covers the cycles still kept")
+    if not has_device:
+        ops = tuple(dataclasses.replace(o, self_device_us=None, device_total_us=None) for o in trace.ops)
+        trace = dataclasses.replace(trace, ops=ops, device_label=None)
+    return dataclasses.replace(trace, files=(), notes=tuple(dict.fromkeys(notes)))
 
 
 # -- the timeline the findings engine reads (neuronprof.analysis.insights) -------------------

@@ -1,38 +1,56 @@
 """The profiling session: validate, start, step with a device sync, stop.
 
 A [`Session`][neuronprof.Session] owns the torch.profiler lifecycle and nothing
-else. What it recorded is turned into the model by ``_collect`` and written by
-``export``; the session only orchestrates.
+else. When its block ends, what it recorded is a frozen ``_recording.Recording``;
+``table()``, ``export()``, ``roofline()``, ``insights()`` and ``report()`` are
+functions of it (``_recording``, ``_recording_export``), and the guard of torch's
+one profiler is ``_guard``.
+
+This file is over 500 lines, kept in one module because ``Session``'s public methods and ``session()``
+carry the API reference's docstrings (about half of it) next to the lifecycle
+they document; the work behind the read-outs is in the modules above.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import datetime
 import errno
 import json
 import logging
-import os
 import shutil
-import signal
 import sys
 import tempfile
 import threading
 import time
-import types
 import warnings
 import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, Union, overload
 
-from neuronprof import _collect
+from neuronprof import _collect, _recording, _recording_export
+from neuronprof import _vocabulary as vocab
 from neuronprof._config import DEFAULT_OUTPUT_DIR, PathLike, SessionConfig
-from neuronprof._io import atomic_write, ensure_writable_dir, text_writer, unique_path
+from neuronprof._guard import (
+    dist_backend,
+    distributed_rank,
+    foreign_starter,
+    guard_profiler_starts,
+    local_rank,
+    profiler_running,
+    profiler_taken,
+    quiet_cycle_warning,
+    schedule_phase,
+    signals_deferred,
+    stop_abandoned,
+    taken_message,
+    tracked_profile_class,
+)
+from neuronprof._io import ensure_writable_dir, unique_path
+from neuronprof._recording import Recording
 from neuronprof.backends import SessionContext, resolve_backend
 from neuronprof.errors import NeuronProfWarning, SessionStateError
-from neuronprof.export import EXPORT_FORMATS, ExportFormat, default_trace_name, neuron_bundle, tensorboard_file_name
+from neuronprof.export import EXPORT_FORMATS, ExportFormat, default_trace_name, neuron_bundle
 from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
 from neuronprof.typing import RANKS, BackendName, Core, DevicePreset, Mode, Ranks
 
@@ -54,37 +72,8 @@ T = TypeVar("T")
 # session would silently corrupt the first. The lock is taken without blocking.
 _active_lock = threading.Lock()
 _active: Optional[Session] = None
-
-# Signals whose Python handlers are held back while torch.profiler changes state
-# (see _signals_deferred): Ctrl-C, termination requests, timers, user signals.
-_DEFERRED_SIGNALS = tuple(
-    getattr(signal, name)
-    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGALRM", "SIGVTALRM", "SIGUSR1", "SIGUSR2")
-    if hasattr(signal, name)
-)
-
-
-def _distributed_rank() -> tuple[Optional[int], Optional[int]]:
-    """Return (rank, world size) under an initialised torch.distributed, else (None, None)."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return None, None
-
-
-def _local_rank() -> Optional[int]:
-    value = os.environ.get("LOCAL_RANK")
-    return int(value) if value is not None and value.isdigit() else None
-
-
-def _profiler_running() -> bool:
-    import torch
-
-    probe = getattr(torch.autograd.profiler, "_is_profiler_enabled", None)
-    if isinstance(probe, bool):
-        return probe
-    return bool(torch._C._autograd._profiler_enabled())
+# What other modules of the package ask of the process's profiler state.
+_profiler_running = profiler_running
 
 
 class Session:
@@ -216,7 +205,8 @@ class Session:
     @property
     def notes(self) -> list[str]:
         """Remarks about this session: modes the backend cannot capture, short loops..."""
-        return [*self._notes, *self._data_notes(), *self._table_notes]
+        data = _recording.data_notes(self._record()) if self._state == "done" else ()
+        return [*self._notes, *data, *self._table_notes]
 
     @property
     def profiler(self) -> torch.profiler.profile:
@@ -264,7 +254,7 @@ class Session:
         try:
             # Python raises a signal's exception right after any C call, e.g. after the
             # lock was taken and before the code that would release it: hold signals back.
-            with _signals_deferred():
+            with signals_deferred():
                 self._enter()
         except BaseException:
             if self._state == "running":
@@ -284,13 +274,13 @@ class Session:
                 + "; torch.profiler is process-wide, so end that session first"
             )
         try:
-            if _profiler_running():
+            if profiler_running():
                 raise SessionStateError(
                     "a torch.profiler profile is already running in this process; "
                     "stop it before starting a neuronprof session"
                 )
             _active = self
-            self._unguard = _guard_profiler_starts()
+            self._unguard = guard_profiler_starts(self._refuse_foreign_start)
             self._start()
         except BaseException:
             self._unguard()
@@ -303,7 +293,7 @@ class Session:
     def _start(self) -> None:
         import torch.profiler
 
-        self._rank, self._world_size = _distributed_rank()
+        self._rank, self._world_size = distributed_rank()
         ctx = self._context()
         unsupported = [m for m in self.modes if m not in self._backend.supported_modes]
         for mode in unsupported:
@@ -325,22 +315,27 @@ class Session:
         }
         if experimental is not None:
             kwargs["experimental_config"] = experimental
-        prof = _tracked_profile_class()(**kwargs)
+        prof = tracked_profile_class()(**kwargs)
         # kineto writes these into every cycle's trace header itself, so an export is a plain copy.
         # (torch adds record_shapes and distributedInfo there on its own.)
-        prof.neuronprof_metadata = {"neuronprof": json.dumps(self._trace_metadata()["neuronprof"])}
+        prof.neuronprof_metadata = self._kineto_metadata(stopped_in_last_step=False)
         self._started = time.time()
         self._start_thread = threading.get_ident()
         self._profiler = prof
-        with _signals_deferred():
+        with signals_deferred():
             try:
                 prof.__enter__()
             except BaseException:
                 # A half-started profiler would block every later session in this process.
-                _stop_abandoned(prof)
+                stop_abandoned(prof)
                 self._profiler = None
                 raise
         self._state = "running"
+
+    def _kineto_metadata(self, *, stopped_in_last_step: bool) -> dict[str, str]:
+        """The ``neuronprof`` header kineto writes into a cycle's trace, with how the cycle ended."""
+        own = {**self._trace_metadata()["neuronprof"], vocab.STOPPED_IN_LAST_STEP: stopped_in_last_step}
+        return {"neuronprof": json.dumps(own)}
 
     def _experimental_config(self, backend_config: Any) -> Any:
         """Add the session's own kineto options to the backend's ``experimental_config``.
@@ -377,7 +372,7 @@ class Session:
         """Return what the backend needs to know, resolving the default core once."""
         if self._ctx is None:
             ctx = SessionContext(
-                modes=self.modes, core=self._core_arg, output_dir=self._output_dir, local_rank=_local_rank()
+                modes=self.modes, core=self._core_arg, output_dir=self._output_dir, local_rank=local_rank()
             )
             if ctx.core is None:
                 ctx = dataclasses.replace(ctx, core=self._backend.default_core(ctx))
@@ -450,6 +445,8 @@ class Session:
                     failure = SessionStateError(foreign)
                 else:
                     self._exiting = True
+                    # A cycle the exit ends stops inside its last step; the trace says so.
+                    setattr(self._profiler, "neuronprof_metadata", self._kineto_metadata(stopped_in_last_step=True))  # noqa: B010
                     try:
                         self._drive(self._profiler.__exit__, None, None, None)
                     except BaseException as error:
@@ -460,10 +457,17 @@ class Session:
             if not self._abandoned:
                 self._abandon()
         finally:
-            self._state = "done"
-            self._unguard()
-            _active = None
-            _active_lock.release()
+            # A signal's exception can surface between any two of these (this is not
+            # inside _signals_deferred): each step runs even when the one before raised,
+            # and the process-wide lock goes first, so a new session can always start.
+            try:
+                _active_lock.release()
+                _active = None
+            finally:
+                try:
+                    self._state = "done"
+                finally:
+                    self._unguard()
         if exc_type is not None or failure is not None:
             self._interrupted = (exc_type or type(failure)).__name__
         if failure is not None and exc_type is not None:
@@ -481,12 +485,12 @@ class Session:
         any exception that still escapes it stops the profiler without re-entering
         torch's schedule (which crashes on a half-made profiler) and is re-raised.
         """
-        with _signals_deferred():
+        with signals_deferred():
             try:
                 if self.repeat == 1:
                     transition(*args)
                 else:
-                    with _quiet_cycle_warning():
+                    with quiet_cycle_warning():
                         transition(*args)
             except BaseException:
                 self._abandon()
@@ -496,7 +500,7 @@ class Session:
         """Leave torch.profiler stopped after a failed state change; keep the finished cycles."""
         self._abandoned = True
         if self._profiler is not None:
-            _stop_abandoned(self._profiler)
+            stop_abandoned(self._profiler)
 
     def _refuse_foreign_start(self) -> SessionStateError:
         """The error for a profiler started inside the block; torch's flags are left as the session's."""
@@ -505,9 +509,10 @@ class Session:
         # emit_nvtx / emit_itt raise torch's "profiler enabled" flag before they start.
         recording = getattr(self._profiler, "kineto_state", "idle") == "recording"
         autograd_profiler._set_is_profiler_enabled(recording)
+        phase = schedule_phase(self.config, self._steps_taken)
         message = (
-            f"another torch.profiler was started inside the session's block: {_foreign_starter()}, "
-            f"during step {self._steps_taken} ({self._phase()}). torch has one profiler per process, and a "
+            f"another torch.profiler was started inside the session's block: {foreign_starter()}, "
+            f"during step {self._steps_taken} ({phase}). torch has one profiler per process, and a "
             "second one would end this session's recording or crash the process, so neuronprof refused it; "
             "the session's recording is unharmed. Profile one thing at a time: remove the inner profiler, "
             "or end the session before it starts"
@@ -515,64 +520,16 @@ class Session:
         self._note(message)
         return SessionStateError(message)
 
-    def _phase(self) -> str:
-        """The schedule phase of the current step: ``"wait"``, ``"warmup"`` or ``"active"``."""
-        cycle = self.wait + self.warmup + self.active
-        position = self._steps_taken % cycle
-        if self.repeat and self._steps_taken >= cycle * self.repeat:
-            return "after the schedule"
-        if position < self.wait:
-            return "a wait step"
-        if position < self.wait + self.warmup:
-            return "a warmup step"
-        return "an active step"
-
     def _foreign_profiler(self) -> Optional[str]:
         """Say what happened if another profiler took torch's one profiler from this session."""
-        prof = self._profiler
-        if prof is None or self._abandoned:
+        if self._profiler is None or self._abandoned:
             return None
-        from torch.autograd import profiler as autograd_profiler
-
-        # Profilers started through torch's Python API are refused when they start
-        # (_guard_profiler_starts); these checks catch those started beneath it.
-        recording = getattr(prof, "kineto_state", "idle") == "recording"
-        started = _profiler_started()
-        # A profiler running while the session's is not: one was started and left running.
-        running = not recording and started
-        # torch's C++ state is per thread: trust it in the thread that started the session,
-        # and not with profile_all_threads (where the threads it records change it).
-        import torch
-
-        here = threading.get_ident() == self._start_thread and not self.profile_all_threads
-        stopped = recording and (not started or (here and not torch._C._autograd._profiler_enabled()))
-        # torch.profiler.profile registers its step counter on creation and erases it
-        # on exit: a profile that ended inside the block erased this session's.
-        tracker = getattr(getattr(autograd_profiler, "KinetoStepTracker", None), "_step_dict", None)
-        erased = isinstance(tracker, dict) and "ProfilerStep" not in tracker
-        if not (running or stopped or erased):
+        taken = profiler_taken(self._profiler, start_thread=self._start_thread, all_threads=self.profile_all_threads)
+        if taken is None:
             return None
         # The session stops nothing it does not own: a profiler left running is its starter's to stop.
         self._abandon()
-        what = "started and is still running" if running else "started and stopped"
-        consequence = "the session stopped recording" if running else "it ended this session's recording"
-        return (
-            f"another torch.profiler was {what} inside the session's block (noticed at step "
-            f"{self._steps_taken}); torch has one profiler per process, so {consequence}. "
-            f"{self._cycle_count} completed cycle(s) are kept. Profile one thing at a time: remove the inner "
-            "profiler, or end the session before it starts"
-        )
-
-    def _nothing_recorded(self, what: str) -> str:
-        """Say why no cycle was recorded: the block was interrupted, or the loop was too short."""
-        if self._interrupted is not None:
-            return (
-                f"nothing was recorded, so {what}: the session was interrupted by {self._interrupted} during "
-                f"step {self._steps_taken}, before a profiling cycle completed (see s.notes)"
-            )
-        return (
-            f"nothing was recorded, so {what}: the loop ended before the schedule's active steps (see s.notes)"
-        )
+        return taken_message(taken, steps_taken=self._steps_taken, cycle_count=self._cycle_count)
 
     def _check_steps(self, *, interrupted: bool) -> None:
         needed = self.total_steps
@@ -796,30 +753,16 @@ class Session:
         if ranks == "all":
             if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
                 raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-            return self._gather_rank_table(float(timeout))
-        table = self._local_table()
+            return _recording.gather_rank_table(self._record(), float(timeout))
+        record = self._record()
+        table = _recording.local_table(record)
         if self.backend == "neuron":
             # No NeuronCore time from torch: take it from Neuron's own profile (see analysis.neuron).
             table = self._neuron_side().table(table, heuristic=neuron_heuristic)
         message = self._empty_device_message(table)
         if message is not None and message not in table.notes:
             table = dataclasses.replace(table, notes=(*table.notes, message))
-        table = table.sorted(sort_by)
-        if device_only:
-            kept = table.device_only()
-            if self.device_label is None:
-                # One note, the one that says why: Table.device_only()'s own cannot know the backend.
-                kept = dataclasses.replace(
-                    kept,
-                    notes=(
-                        *table.notes,
-                        f"device_only=True keeps rows with device time, and no row has device time: the "
-                        f"{self.backend} backend has no device, so every row was left out (totals are of the "
-                        "whole session)",
-                    ),
-                )
-            table = kept
-        return table.head(row_limit)
+        return _recording.shape_table(record, table, sort_by=sort_by, row_limit=row_limit, device_only=device_only)
 
     def insights(self) -> Insights:
         """Say what to fix first: findings read from the recorded steps, most costly first.
@@ -838,13 +781,8 @@ class Session:
         Raises:
             SessionStateError: Called before the with-block has ended, or nothing was recorded.
         """
-        from neuronprof.analysis.insights import analyze
-
         self._require_done("insights()")
-        if not self._cycles:
-            raise SessionStateError(self._nothing_recorded("there is nothing to advise on"))
-        timeline = _collect.build_timeline(self._cycles, backend=self.backend, device_label=self.device_label)
-        return analyze(timeline)
+        return _recording.insights(self._record())
 
     def neuron_profile(self, *, tool: ToolChoice = "auto") -> NeuronProfile:
         """Read Neuron's own profile of this session: engines, NEFF executions, busy time per step.
@@ -908,99 +846,28 @@ class Session:
             FileExistsError: The file exists and ``overwrite`` is False.
             OSError: The disk refused the write; no partial file is left.
         """
-        from neuronprof.analysis.insights import analyze
-        from neuronprof.report import environment, render_report
-
         self._require_done("report()")
-        if not self._cycles:
-            raise SessionStateError(self._nothing_recorded("there is nothing to report"))
-        timeline = _collect.build_timeline(self._cycles, backend=self.backend, device_label=self.device_label)
-        meta = self._trace_metadata()["neuronprof"]
-        settings: dict[str, Any] = {
-            "backend": self.backend,
-            "device": self.device_label or "none (CPU only)",
-            "core": self.core,
-            "modes": meta["modes"],
-            "schedule": meta["schedule"],
-            "torch": meta.get("torch"),
-            **environment(),
-            "rank": None if self._rank is None else f"{self._rank} of {self._world_size}",
-            "record_shapes": self.record_shapes,
-            "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self._started)),
-        }
-        text = render_report(
-            self._local_table().sorted("device"), insights=analyze(timeline), timeline=timeline, settings=settings
-        )
-        if path is None:
-            ensure_writable_dir(self._output_dir, create=True)
-            name = default_trace_name(self.backend, self._started, rank=self._rank, suffix=".html")
-            target = unique_path(self._output_dir / name)
-        else:
-            target = Path(path)
-            ensure_writable_dir(target.parent, create=True)
-        return atomic_write(target, text_writer(text), overwrite=overwrite)
+        return _recording.report(self._record(), path, overwrite=overwrite, world_size=self._world_size)
 
-    def _cycle_stats(self) -> list[_collect.CycleStats]:
-        has_device = self._has_device()
-        stats = [
-            _collect.summarize_cycle(c, has_device=has_device, record_shapes=self.record_shapes) for c in self._cycles
-        ]
-        return ([self._dropped] if self._dropped is not None else []) + stats
-
-    def _data_notes(self) -> tuple[str, ...]:
-        """Notes that follow from what was recorded: computed from it each time, never stored."""
-        if self._state != "done":
-            return ()
-        stats = self._cycle_stats()
-        if any(s.steps for s in stats) and not any(s.ops for s in stats):
-            hint = "" if self.profile_all_threads else "; pass profile_all_threads=True to record every thread"
-            return (
-                "the recorded steps hold nothing but ProfilerStep*: the work may have run in other threads, "
-                f"which torch.profiler records only in the thread that started it{hint}",
-            )
-        return ()
-
-    def _local_table(self) -> Table:
-        """Summarise every recorded cycle of this process (kept or dropped), unsorted and uncut.
-
-        A pure function of what was recorded: calling it twice gives equal tables.
-        """
-        return _collect.build_table(
-            self._cycle_stats(),
+    def _record(self) -> Recording:
+        """What this session recorded, frozen: what ``table()``, ``export()``, ``roofline()`` work from."""
+        return Recording(
+            config=self.config,
             backend=self.backend,
             device_label=self.device_label,
+            has_device=self._has_device(),
+            core=self.core,
+            cycles=tuple(self._cycles),
+            cycle_count=self._cycle_count,
+            dropped=self._dropped,
+            notes=tuple(self._notes),
+            interrupted=self._interrupted,
+            steps_taken=self._steps_taken,
             rank=self._rank,
-            notes=(*self._notes, *self._data_notes()),
+            started=self._started,
+            output_dir=self._output_dir,
+            metadata=self._trace_metadata(),
         )
-
-    def _gather_rank_table(self, timeout: float) -> RankTable:
-        import torch.distributed as dist
-
-        if not (dist.is_available() and dist.is_initialized()):
-            raise SessionStateError(
-                "table(ranks='all') gathers from every rank: call it after "
-                "torch.distributed.init_process_group(), on every rank"
-            )
-        local = self._local_table()
-        gathered: list[Any] = [None] * dist.get_world_size()
-        hint = (
-            f"table(ranks='all') is a collective call and must be called on every rank: rank {dist.get_rank()} of "
-            f"{dist.get_world_size()} waited up to {timeout:g} s for the others. Call it on every rank (not inside "
-            "`if rank == 0:`), or use table() for this rank's own table"
-        )
-        try:
-            # A barrier with a deadline first: a rank that never calls would otherwise
-            # block this one until the process group's own timeout (30 min on gloo).
-            work = dist.barrier(async_op=True)
-            if work is not None and work.wait(timeout=datetime.timedelta(seconds=timeout)) is False:
-                raise SessionStateError(hint)
-            # Plain dicts travel well over every backend's object collectives (gloo, nccl, neuron).
-            dist.all_gather_object(gathered, local.to_dict())
-        except SessionStateError:
-            raise
-        except Exception as exc:  # gloo/nccl report a missing peer as RuntimeError or DistBackendError
-            raise SessionStateError(f"{hint} ({type(exc).__name__}: {str(exc)[:300]})") from exc
-        return RankTable.from_tables([Table.from_dict(d) for d in gathered])
 
     def _empty_device_message(self, table: Table) -> Optional[str]:
         """Say so when device time was asked for and expected but no row has any (warned once)."""
@@ -1034,7 +901,7 @@ class Session:
         if self.record_shapes:
             meta["record_shapes"] = 1
         if self._rank is not None:
-            meta["distributedInfo"] = {"rank": self._rank, "world_size": self._world_size, "backend": _dist_backend()}
+            meta["distributedInfo"] = {"rank": self._rank, "world_size": self._world_size, "backend": dist_backend()}
         return meta
 
     def export(
@@ -1080,94 +947,7 @@ class Session:
         self._require_done("export()")
         if format == "neuron":
             return self._export_neuron(path, overwrite=overwrite)
-        if not self._cycles:
-            raise SessionStateError(self._nothing_recorded("there is no trace to export"))
-        chosen = self._default_cycle() if cycle is None else self._choose_cycle(cycle)
-        logger.info("exporting cycle %d of %d (%s)", chosen.index, self._cycle_count, format)
-        if format == "tensorboard":
-            folder = Path(path) if path is not None else self._output_dir / "tensorboard"
-            ensure_writable_dir(folder, create=True)
-            # One worker per process, one span per file, as tensorboard_trace_handler names them:
-            # the span number varies, the worker part never does.
-            span = time.time_ns()
-            while True:
-                target = folder / tensorboard_file_name(span, rank=self._rank)
-                if not target.exists():
-                    break
-                span += 1
-            atomic_write(target, self._trace_writer(chosen), overwrite=overwrite)
-            return folder
-        if format == "stacks":
-            target = self._target(path, suffix=".stacks.txt")
-            return atomic_write(target, self._stacks_writer(chosen), overwrite=overwrite)
-        if path is None:
-            ensure_writable_dir(self._output_dir, create=True)
-            target = unique_path(self._output_dir / default_trace_name(self.backend, self._started, rank=self._rank))
-        else:
-            target = Path(path)
-            ensure_writable_dir(target.parent, create=True)
-        return atomic_write(target, self._trace_writer(chosen), overwrite=overwrite)
-
-    def _target(self, path: Optional[PathLike], *, suffix: str) -> Path:
-        if path is None:
-            ensure_writable_dir(self._output_dir, create=True)
-            name = default_trace_name(self.backend, self._started, rank=self._rank, suffix=suffix)
-            return unique_path(self._output_dir / name)
-        target = Path(path)
-        ensure_writable_dir(target.parent, create=True)
-        return target
-
-    def _default_cycle(self) -> _collect.Cycle:
-        """The last cycle that recorded something: not one the exit cut short before its active steps ran."""
-        last = self._cycles[-1]
-        if not last.closed_at_exit or len(self._cycles) == 1:
-            return last
-        stats = _collect.summarize_cycle(last, has_device=self._has_device(), record_shapes=self.record_shapes)
-        if stats.steps:
-            return last
-        previous = self._cycles[-2]
-        warnings.warn(
-            f"exported cycle {previous.index} of cycles 0 to {last.index}: the last cycle ({last.index}) was cut "
-            f"short by the block's end before any of its active steps ran, so it recorded nothing "
-            f"(pass cycle={last.index} to export it anyway)",
-            NeuronProfWarning,
-            stacklevel=3,
-        )
-        return previous
-
-    def _choose_cycle(self, cycle: int) -> _collect.Cycle:
-        if isinstance(cycle, bool) or not isinstance(cycle, int):
-            raise ValueError(f"cycle must be an int (0 for the first, -1 for the last), got {cycle!r}")
-        index = cycle + self._cycle_count if cycle < 0 else cycle
-        if not 0 <= index < self._cycle_count:
-            raise ValueError(f"cycle {cycle!r} does not exist; this session recorded {self._cycle_count}")
-        for kept in self._cycles:
-            if kept.index == index:
-                return kept
-        first = self._cycles[0].index
-        raise ValueError(
-            f"cycle {cycle!r}'s events were dropped: keep_cycles={self.keep_cycles} keeps the last "
-            f"{self.keep_cycles} of the {self._cycle_count} cycles (cycles {first} to {self._cycle_count - 1}); "
-            "table() still counts every cycle. Raise keep_cycles to export older ones"
-        )
-
-    def _stacks_writer(self, chosen: _collect.Cycle) -> Callable[[Path], None]:
-        if not self.with_stack:
-            raise ValueError("format='stacks' needs stacks: start the session with with_stack=True")
-        metric = "self_device_time_total" if self.device_label is not None else "self_cpu_time_total"
-
-        def write(dest: Path) -> None:
-            _collect.write_stacks(chosen, dest, metric)
-
-        return write
-
-    def _trace_writer(self, chosen: _collect.Cycle) -> Callable[[Path], None]:
-        metadata = self._trace_metadata()
-
-        def write(dest: Path) -> None:
-            _collect.write_chrome_trace(chosen, dest, metadata)
-
-        return write
+        return _recording_export.export(self._record(), path, format=format, overwrite=overwrite, cycle=cycle)
 
     def _export_neuron(self, path: Optional[PathLike], *, overwrite: bool) -> Path:
         if self.backend != "neuron":
@@ -1196,9 +976,10 @@ class Session:
             # For session folders TorchNeuron left without a framework trace (legacy build).
             if index >= len(self._cycles):
                 return False
-            self._trace_writer(self._cycles[index])(dest)
+            _recording_export.trace_writer(record, self._cycles[index])(dest)
             return True
 
+        record = self._record()
         sessions = self._backend.neuron_session_dirs(self._ctx) if self._ctx is not None else None
         return neuron_bundle(source, target, sessions=sessions or None, framework_trace=framework_trace)
 
@@ -1228,227 +1009,8 @@ class Session:
         Raises:
             SessionStateError: Called before the with-block has ended, or nothing was recorded.
         """
-        from neuronprof.analysis import roofline as _roofline
-
         self._require_done("roofline()")
-        if not self._cycles:
-            raise SessionStateError(self._nothing_recorded("there is nothing to place on a roofline"))
-        # From the events in memory: no trace is written or parsed back.
-        trace = _collect.build_trace(self._cycles, has_device=self._has_device(), device_label=self.device_label)
-        return _roofline(trace, device=device, peak_flops=peak_flops, peak_bw=peak_bw)
-
-
-@contextlib.contextmanager
-def _quiet_cycle_warning() -> Iterator[None]:
-    # torch warns that each cycle clears the previous one's events; the session
-    # keeps every cycle itself, so the warning would only mislead.
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
-        yield
-
-
-@contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Hold back Python signal handlers (Ctrl-C, alarms) until the block is done, then run them.
-
-    torch.profiler's state changes are not interrupt-safe: a KeyboardInterrupt in
-    the middle of one leaves a half-made profiler that crashes the process when it
-    is stopped. Python runs signal handlers in the main thread only, so other
-    threads need nothing.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending: list[int] = []
-
-    def hold(signum: int, frame: Any) -> None:
-        pending.append(signum)
-
-    saved: dict[int, Callable[[int, Any], Any]] = {}
-    try:
-        for sig in _DEFERRED_SIGNALS:
-            handler = signal.getsignal(sig)
-            if callable(handler):
-                saved[sig] = handler
-                signal.signal(sig, hold)
-        yield
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
-        for sig in pending:
-            saved[sig](sig, None)
-
-
-_tracked_profile: Any = None
-
-
-def _tracked_profile_class() -> Any:
-    """Return a ``torch.profiler.profile`` that records how far kineto may have got.
-
-    ``kineto_state`` is set before each state change (a change that is cut short
-    may or may not have reached kineto) so that stopping an abandoned profiler
-    never disables a profiler that was not enabled: torch dereferences null there.
-    """
-    global _tracked_profile
-    if _tracked_profile is None:
-        import torch.profiler
-
-        class _TrackedProfile(torch.profiler.profile):
-            kineto_state = "idle"
-
-            def prepare_trace(self) -> None:
-                self.kineto_state = "prepared"
-                with _own_profiler_calls():
-                    super().prepare_trace()
-
-            neuronprof_metadata: dict[str, str] = {}
-
-            def start_trace(self) -> None:
-                self.kineto_state = "recording"
-                with _own_profiler_calls():
-                    super().start_trace()
-                for key, value in self.neuronprof_metadata.items():
-                    self.add_metadata_json(key, value)
-
-            def stop_trace(self) -> None:
-                super().stop_trace()
-                self.kineto_state = "stopped"
-
-        _tracked_profile = _TrackedProfile
-    return _tracked_profile
-
-
-# -- refusing a second profiler while a session is open -------------------------------------
-# torch has one profiler per process, and a profiler started inside the session's block either
-# ends the session's recording or, during a warmup step, leaves kineto in a state that crashes
-# the process at the session's next step (a segfault). No torch API tells a prepared profiler
-# that another one ran, so while a session is open the functions every Python-level profiler
-# starts through (torch.autograd.profiler.profile, torch.profiler.profile, emit_nvtx, emit_itt,
-# the legacy profiler) are replaced, in the torch modules that call them, by a guard that refuses
-# any start that is not the session's own. The originals are put back when the session ends.
-_GUARDED_STARTS = (
-    ("torch.autograd.profiler", "_prepare_profiler"),
-    ("torch.autograd.profiler", "_enable_profiler"),
-    ("torch.autograd.profiler_legacy", "_enable_profiler_legacy"),
-    ("torch.autograd", "_prepare_profiler"),
-    ("torch.autograd", "_enable_profiler"),
-    ("torch.autograd", "_enable_profiler_legacy"),
-)
-_own_calls = threading.local()
-
-
-@contextlib.contextmanager
-def _own_profiler_calls() -> Iterator[None]:
-    """Let the session's own profiler through the start guard (in this thread)."""
-    depth = _own_depth()
-    _own_calls.depth = depth + 1
-    try:
-        yield
-    finally:
-        _own_calls.depth = depth
-
-
-def _own_depth() -> int:
-    depth: int = getattr(_own_calls, "depth", 0)
-    return depth
-
-
-def _guard_profiler_starts() -> Callable[[], None]:
-    """Refuse other profiler starts until the returned function is called (it restores torch)."""
-    import importlib
-
-    installed: list[tuple[Any, str, Any, Any]] = []
-    for module_name, attr in _GUARDED_STARTS:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        original = getattr(module, attr, None)
-        if original is None:
-            continue
-
-        def guard(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            session = _active
-            if session is None or _own_depth():
-                return _original(*args, **kwargs)
-            raise session._refuse_foreign_start()
-
-        setattr(module, attr, guard)
-        installed.append((module, attr, original, guard))
-
-    def restore() -> None:
-        for module, attr, original, guard in reversed(installed):
-            # Someone who replaced it after us keeps theirs.
-            if getattr(module, attr, None) is guard:
-                setattr(module, attr, original)
-        installed.clear()
-
-    return restore
-
-
-def _foreign_starter() -> str:
-    """Name the profiler being started and where the user's code started it, from the call stack."""
-    frame: Optional[types.FrameType] = sys._getframe(2)
-    torch_dir = os.path.dirname(os.path.dirname(sys.modules["torch"].__file__ or ""))
-    own_dir = os.path.dirname(__file__)
-    what: Optional[str] = None
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if filename.startswith(torch_dir + os.sep + "torch") or filename.startswith(own_dir):
-            owner = frame.f_locals.get("self")
-            if owner is not None and type(owner).__module__.startswith("torch."):
-                name = f"{type(owner).__module__}.{type(owner).__qualname__}"
-                what = name.replace("torch.profiler.profiler.", "torch.profiler.")
-            frame = frame.f_back
-            continue
-        where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
-        return f"{what or 'a profiler'} at {where}"
-    return what or "a profiler"
-
-
-def _stop_abandoned(prof: Any) -> None:
-    """Stop a profiler whose state change failed, without re-entering torch's schedule."""
-    from torch.autograd import profiler as autograd_profiler
-
-    step = getattr(prof, "step_rec_fn", None)
-    if step is not None:
-        prof.step_rec_fn = None
-        with contextlib.suppress(Exception):
-            step.__exit__(None, None, None)
-    inner = getattr(prof, "profiler", None)
-    if getattr(prof, "kineto_state", "recording") == "recording" and _profiler_started():
-        with contextlib.suppress(Exception):
-            if inner is not None and getattr(inner, "enabled", False):
-                inner.__exit__(None, None, None)
-            else:
-                autograd_profiler._disable_profiler()
-    prof.kineto_state = "stopped"
-    tracker = getattr(autograd_profiler, "KinetoStepTracker", None)
-    if tracker is not None:
-        with contextlib.suppress(Exception):
-            tracker.erase_step_count("ProfilerStep")
-
-
-def _profiler_started() -> bool:
-    """True while a torch profiler is started: torch's own flag, set at start and cleared by any stop.
-
-    The C++ state is per thread unless profile_all_threads is on, so it alone
-    cannot tell; the flag is what any profile's exit clears.
-    """
-    import torch
-    from torch.autograd import profiler as autograd_profiler
-
-    flag = getattr(autograd_profiler, "_is_profiler_enabled", None)
-    return bool(flag) or bool(torch._C._autograd._profiler_enabled())
-
-
-def _dist_backend() -> Optional[str]:
-    import torch.distributed as dist
-
-    try:
-        return str(dist.get_backend())
-    except Exception:  # not initialised, or a backend without a name
-        return None
+        return _recording.roofline(self._record(), device, peak_flops=peak_flops, peak_bw=peak_bw)
 
 
 def session(

@@ -37,11 +37,14 @@ Nothing here imports torch or the rest of neuronprof: rows are duck-typed
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional, Protocol, TypeVar
 
 __all__ = [
+    "STOPPED_IN_LAST_STEP",
+    "stopped_in_last_step",
     "CACHE_LOOKUP",
     "COMPILED_REGION",
     "DEVICE_CATS",
@@ -161,6 +164,33 @@ def step_count(holds_work: Sequence[bool], *, stopped_in_last: bool = True) -> i
     if stopped_in_last and holds_work and not holds_work[-1]:
         return len(holds_work) - 1
     return len(holds_work)
+
+
+# The key of a trace's ``neuronprof`` metadata that says how its cycle ended.
+STOPPED_IN_LAST_STEP = "stopped_in_last_step"
+
+
+def stopped_in_last_step(metadata: Any, *, default: bool = True) -> bool:
+    """Whether a trace's profiler stopped while its last step was open, as its header says.
+
+    A session writes ``"stopped_in_last_step"`` into the ``neuronprof`` metadata of
+    every cycle's trace: true when the session's exit ended the cycle, false when
+    torch's schedule did (see ``step_count``). Traces without it (other tools,
+    older exports) get ``default``.
+
+    Args:
+        metadata: The trace's header keys (kineto's metadata), e.g. ``{"neuronprof": {...}}``;
+            the ``neuronprof`` value may be a JSON object or its text.
+        default: What a trace that does not say is taken to be.
+    """
+    own = metadata.get("neuronprof") if isinstance(metadata, Mapping) else None
+    if isinstance(own, str):
+        try:
+            own = json.loads(own)
+        except ValueError:
+            return default
+    value = own.get(STOPPED_IN_LAST_STEP) if isinstance(own, Mapping) else None
+    return value if isinstance(value, bool) else default
 
 
 # Python frames of the profiler itself and of neuronprof (with_stack=True): they

@@ -66,7 +66,7 @@ class _Aggregator:
         self.sums = _Sums()
         self.sums.files.append(path)
         # Whether the profiler stopped inside the last step (see ``_vocabulary.step_count``);
-        # a trace file does not say, so it is taken to.
+        # taken to unless the trace's ``neuronprof`` metadata says otherwise.
         self.stopped_in_last_step = True
 
     # -- per-file finish: device attribution, nesting, self time ---------------------------
@@ -75,6 +75,8 @@ class _Aggregator:
         keys = self.keys
         kind = keys.kind
         sums.grow(len(keys.keys))
+        # A session's trace says whether its profiler stopped inside the last step.
+        self.stopped_in_last_step = vocab.stopped_in_last_step(metadata, default=self.stopped_in_last_step)
         procs = self.procs
         analysis_pids, device_pids = process_roles(procs)
         for pid in device_pids:
@@ -332,6 +334,7 @@ class EventAggregator(_Aggregator):
         correlation: int = -1,
         external_id: int = -1,
         flops: Optional[int] = None,
+        concrete_inputs: Optional[list[str]] = None,
     ) -> None:
         """Add one event (a span: an op, an annotation, a runtime call, a kernel...).
 
@@ -346,13 +349,16 @@ class EventAggregator(_Aggregator):
             correlation: The trace's ``correlation`` (runtime calls and device work), -1 when none.
             external_id: The trace's ``External id``, -1 when none.
             flops: Estimated FLOPs (``with_flops=True``).
+            concrete_inputs: Recorded scalar inputs as text (``""`` for a tensor), as the
+                trace's ``Concrete Inputs``: the FLOP formulas of ops with scalar arguments read them.
         """
         if cat in _SKIP_CATS:  # as a trace file's reader does
             self.sums.skipped[cat] = self.sums.skipped.get(cat, 0) + 1
             return
         dims = None if input_dims is None else json.dumps(input_dims).encode()
         types = None if input_types is None else json.dumps(input_types).encode()
-        key = (name, cat, dims, types, None)
+        concrete = None if concrete_inputs is None else json.dumps(concrete_inputs).encode()
+        key = (name, cat, dims, types, concrete)
         keys = self.keys
         kid = keys.index.get(key)
         if kid is None:

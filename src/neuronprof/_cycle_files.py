@@ -1,0 +1,243 @@
+"""Files of a recorded cycle: kineto's one-time save kept as a cache, Chrome trace exports, collapsed stacks.
+
+Split from ``_collect`` (which re-exports these names and is what callers use):
+what reads a cycle's events into the model stays there; what writes a cycle's
+files is here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import json
+import os
+import warnings
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from neuronprof._io import clone_or_copy, copy_trace
+from neuronprof._vocabulary import is_own_frame
+from neuronprof.errors import NeuronProfWarning
+
+if TYPE_CHECKING:
+    from neuronprof._collect import Cycle
+
+__all__ = ["save_native_trace", "write_chrome_trace", "write_stacks"]
+
+
+def save_native_trace(cycle: Cycle, dest: Path) -> bool:
+    """Save the cycle with kineto's own writer (C++, streaming) into ``dest``, once.
+
+    kineto's save works once per cycle ("Trace is already saved" afterwards), so
+    the session takes it into a private cache when the cycle ends, before any
+    backend exporter can consume it, and copies the cache for every export. The
+    cycle's own ``export_chrome_trace`` (what ``s.profiler.export_chrome_trace``
+    and backend exporters call) copies the cache too, so torch's API keeps working.
+
+    Returns:
+        True when ``dest`` holds the trace; False when kineto could not save it
+        (already consumed, or no kineto results), so the caller falls back.
+    """
+    results = getattr(cycle.profile, "kineto_results", None)
+    save = getattr(results, "save", None)
+    if save is None:
+        return False
+    try:
+        save(str(dest))
+    except RuntimeError:
+        dest.unlink(missing_ok=True)
+        return False
+    if not _complete_json(dest):
+        # kineto logs a failed write (a full disk) instead of raising: never keep half a trace.
+        dest.unlink(missing_ok=True)
+        return False
+    # Read-only, and stamped: a change by anything else is noticed before the next export.
+    dest.chmod(0o444)
+    cycle.cache = dest
+    cycle.cache_stamp = _stamp(dest)
+    _route_torch_export(cycle)
+    return True
+
+
+def _route_torch_export(cycle: Cycle) -> None:
+    """Make the cycle's ``export_chrome_trace`` copy the cache instead of kineto's spent save."""
+    profile = cycle.profile
+    # Neither the profile nor the cycle is held strongly here: a reference cycle would keep
+    # every cycle's events alive until a full garbage collection (repeat=0 would grow).
+    own = weakref.ref(profile)
+    record = weakref.ref(cycle)
+    original = type(profile).export_chrome_trace
+
+    def export_chrome_trace(path: str, metadata: Any = None, use_python_export: bool = False) -> None:
+        kept = record()
+        cache = kept.cache if kept is not None else None
+        if not use_python_export and kept is not None and cache is not None and _cache_intact(kept, cache):
+            copy_trace(cache, Path(path))
+            return
+        if use_python_export:
+            original(own(), path, metadata, use_python_export=True)
+        else:
+            original(own(), path, metadata)
+
+    export_chrome_trace.__doc__ = original.__doc__
+    # An attribute of this one profile object (the session's own), not a change to torch.
+    profile.export_chrome_trace = export_chrome_trace
+
+
+def _complete_json(path: Path) -> bool:
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            f.seek(max(0, size - 64))
+            return size > 0 and f.read().rstrip().endswith(b"}")
+    except OSError:
+        return False
+
+
+def _python_export_supported(profile: Any) -> bool:
+    try:
+        return "use_python_export" in inspect.signature(profile.export_chrome_trace).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _stamp(path: Path) -> tuple[int, ...]:
+    # ctime changes with any write, truncation or chmod, and cannot be set back by a program.
+    st = path.stat()
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _cache_intact(cycle: Cycle, cache: Path) -> bool:
+    """True while the cache is the file kineto wrote; else it is dropped (with a warning)."""
+    try:
+        intact = _stamp(cache) == cycle.cache_stamp
+    except OSError:
+        intact = False
+    if not intact:
+        warnings.warn(
+            f"neuronprof's private copy of cycle {cycle.index}'s trace ({cache}) was changed or removed by "
+            "another program; exports of this cycle are now written by torch's Python exporter from the "
+            "recorded events, which differs from torch's own save (memory events as slices, fewer header keys)",
+            NeuronProfWarning,
+            stacklevel=4,
+        )
+        with contextlib.suppress(OSError):
+            cache.unlink(missing_ok=True)
+        cycle.cache = None
+        cycle.cache_stamp = None
+    return intact
+
+
+def _export_cache(cycle: Cycle, cache: Path, dest: Path) -> bool:
+    """Write the cached trace to ``dest``; False when the cache can no longer be trusted.
+
+    The cache is checked against its stamp before and after the copy, so a cache
+    changed by anything else is never exported as if it were kineto's save.
+    """
+    if not _cache_intact(cycle, cache):
+        return False
+    clone_or_copy(cache, dest)
+    if not _cache_intact(cycle, cache):
+        dest.unlink(missing_ok=True)
+        return False
+    return True
+
+
+def write_chrome_trace(cycle: Cycle, dest: Path, metadata: dict[str, Any]) -> None:
+    """Write ``cycle``'s Chrome trace to ``dest`` (gzipped when it ends in ``.gz``).
+
+    The trace is kineto's own save of the cycle (the cache, or the file the
+    backend's exporter wrote from it), so it holds exactly the events and header
+    torch.profiler writes, neuronprof's metadata included (the session hands it
+    to kineto while recording). Each export is a file of its own (a copy, or a
+    reflink where the file system has them), never a second name of the cache.
+    Without either (or when the cache was changed by another program), torch's
+    Python exporter writes the trace from the cycle's events, with ``metadata`` added.
+
+    Raises:
+        OSError: The write failed (disk full, file too large, permission denied).
+        RuntimeError: The cycle's events were dropped and no saved copy exists.
+    """
+    if cycle.cache is not None:
+        if _export_cache(cycle, cycle.cache, dest):
+            return
+    elif cycle.backend_trace is not None and cycle.backend_trace.exists():
+        copy_trace(cycle.backend_trace, dest)
+        return
+    profile = cycle.profile
+    if profile is None or not _python_export_supported(profile):
+        raise RuntimeError(
+            "no trace of this cycle is left to export: kineto's one-time save was used by another tool "
+            "(or neuronprof's copy of it was changed by another program) and its events are gone; "
+            "upgrade torch (>= 2.13) for repeatable exports"
+        )
+    encoded = {k: json.dumps(v) for k, v in metadata.items()}
+    profile.export_chrome_trace(str(dest), metadata=encoded, use_python_export=True)
+
+
+def _frame_file(name: str) -> str:
+    # torch writes a Python frame as "path/file.py(line): function".
+    return name.replace("\\", "/").split("(", 1)[0]
+
+
+def _is_library_frame(name: str) -> bool:
+    """A Python-frame event of a torch or neuronprof file: their Python overhead, not an operator."""
+    file = _frame_file(name)
+    return file.endswith(".py") and (file.startswith("torch/") or file.startswith("neuronprof/") or is_own_frame(name))
+
+
+@functools.lru_cache(maxsize=4096)
+def _stdlib_file(file: str) -> bool:
+    import sysconfig
+
+    return file.endswith(".py") and os.path.isfile(os.path.join(sysconfig.get_paths()["stdlib"], file))
+
+
+def _run_by_the_instrument(chain: list[str]) -> bool:
+    """True when the nearest caller that is neither torch, the standard library nor a builtin is the profiler.
+
+    ``chain`` is the event's stack, innermost first. Work that
+    torch.profiler or neuronprof does around each step (signal handling,
+    metadata, step counting) shows with the user's frame as its outermost caller,
+    once their own frames are left out; this tells it from the user's work.
+    """
+    for name in chain:
+        if is_own_frame(name):
+            return True
+        file = _frame_file(name)
+        if name.startswith("<") or file.startswith("torch/") or _stdlib_file(file):
+            continue
+        return False
+    return False
+
+
+def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
+    """Write the cycle's collapsed stacks for flame-graph tools: ``frame;frame;op value`` per line.
+
+    As torch's ``export_stacks`` (Python frames outermost first, blanks as ``_``,
+    the value the op's ``metric`` in µs), with the op itself as the innermost
+    frame; equal stacks are summed. Left out: the profiler's and neuronprof's
+    own frames, work they run around each step (whatever it calls), and leaf
+    frames of torch's or neuronprof's Python files (their Python overhead).
+
+    Raises:
+        RuntimeError: The cycle's events were dropped (``keep_cycles``).
+    """
+    if cycle.profile is None:
+        raise RuntimeError("this cycle's events were dropped; no stacks can be written for it")
+    clean = str.maketrans({" ": "_", ";": ":", "\n": "_", "\t": "_"})
+    totals: dict[str, int] = {}
+    for evt in cycle.profile.function_events:
+        stack = getattr(evt, "stack", None)
+        if not stack or is_own_frame(evt.name) or _is_library_frame(evt.name) or _run_by_the_instrument(stack):
+            continue
+        value = int(getattr(evt, metric, 0) or 0)
+        if value <= 0:
+            continue
+        frames = [f.translate(clean) for f in reversed(stack) if not is_own_frame(f)]
+        key = ";".join([*frames, evt.name.translate(clean)])
+        totals[key] = totals.get(key, 0) + value
+    with open(dest, "w", encoding="utf-8") as fout:
+        fout.writelines(f"{k} {v}\n" for k, v in totals.items())

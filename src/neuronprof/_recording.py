@@ -1,0 +1,244 @@
+"""What a session recorded, frozen, and what is read from it: table, findings, report, roofline.
+
+A [`Session`][neuronprof.Session] runs the profiler; when its block has ended it
+hands a ``Recording`` to the functions here,
+which are pure functions of it (calling one twice gives equal results). Exports
+are in ``_recording_export``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+from neuronprof import _collect
+from neuronprof._config import PathLike, SessionConfig
+from neuronprof._io import atomic_write, ensure_writable_dir, text_writer, unique_path
+from neuronprof.errors import SessionStateError
+from neuronprof.export import default_trace_name
+from neuronprof.model import RankTable, SortKey, Table
+
+if TYPE_CHECKING:
+    from neuronprof.analysis import DevicePeak, Roofline
+    from neuronprof.analysis.insights import Insights
+    from neuronprof.typing import DevicePreset
+
+__all__ = [
+    "Recording",
+    "cycle_stats",
+    "data_notes",
+    "gather_rank_table",
+    "insights",
+    "local_table",
+    "nothing_recorded",
+    "report",
+    "require_recorded",
+    "roofline",
+    "shape_table",
+    "target_path",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Recording:
+    """What a session recorded: everything ``table()``, ``export()``, ``roofline()``, ``insights()`` read.
+
+    Attributes:
+        config: The session's options.
+        backend: The backend's name (``"neuron"``, ``"cpu"``...).
+        device_label: Label of the device columns, or None without a device.
+        has_device: Whether device time reaches torch.profiler (device columns are numbers, not blank).
+        core: The captured cores.
+        cycles: The kept cycles (``keep_cycles``), oldest first: their events and trace caches.
+        cycle_count: How many cycles completed, kept or dropped.
+        dropped: The folded statistics of the cycles beyond ``keep_cycles``, if any.
+        notes: The session's own notes (modes, short loops, interrupts...).
+        interrupted: The exception type that interrupted the block, if one did.
+        steps_taken: How many steps ended.
+        rank: The ``torch.distributed`` rank, when the session ran under it.
+        started: When the session started (seconds since the epoch).
+        output_dir: Folder for files written by default.
+        metadata: The trace header keys neuronprof writes (``{"neuronprof": {...}, ...}``).
+    """
+
+    config: SessionConfig
+    backend: str
+    device_label: Optional[str]
+    has_device: bool
+    core: Optional[str]
+    cycles: tuple[_collect.Cycle, ...]
+    cycle_count: int
+    dropped: Optional[_collect.CycleStats]
+    notes: tuple[str, ...]
+    interrupted: Optional[str]
+    steps_taken: int
+    rank: Optional[int]
+    started: float
+    output_dir: Path
+    metadata: dict[str, Any]
+
+
+def nothing_recorded(rec: Recording, what: str) -> str:
+    """Say why no cycle was recorded: the block was interrupted, or the loop was too short."""
+    if rec.interrupted is not None:
+        return (
+            f"nothing was recorded, so {what}: the session was interrupted by {rec.interrupted} during "
+            f"step {rec.steps_taken}, before a profiling cycle completed (see s.notes)"
+        )
+    return f"nothing was recorded, so {what}: the loop ended before the schedule's active steps (see s.notes)"
+
+
+def require_recorded(rec: Recording, what: str) -> None:
+    """Raise ``SessionStateError`` (saying why) when no cycle was kept."""
+    if not rec.cycles:
+        raise SessionStateError(nothing_recorded(rec, what))
+
+
+def cycle_stats(rec: Recording) -> list[_collect.CycleStats]:
+    """The table contribution of every cycle, dropped ones folded first."""
+    stats = [
+        _collect.summarize_cycle(c, has_device=rec.has_device, record_shapes=rec.config.record_shapes)
+        for c in rec.cycles
+    ]
+    return ([rec.dropped] if rec.dropped is not None else []) + stats
+
+
+def data_notes(rec: Recording) -> tuple[str, ...]:
+    """Notes that follow from what was recorded: computed from it each time, never stored."""
+    stats = cycle_stats(rec)
+    if any(s.steps for s in stats) and not any(s.ops for s in stats):
+        hint = "" if rec.config.profile_all_threads else "; pass profile_all_threads=True to record every thread"
+        return (
+            "the recorded steps hold nothing but ProfilerStep*: the work may have run in other threads, "
+            f"which torch.profiler records only in the thread that started it{hint}",
+        )
+    return ()
+
+
+def local_table(rec: Recording) -> Table:
+    """Summarise every recorded cycle of this process (kept or dropped), unsorted and uncut."""
+    return _collect.build_table(
+        cycle_stats(rec),
+        backend=rec.backend,
+        device_label=rec.device_label,
+        rank=rec.rank,
+        notes=(*rec.notes, *data_notes(rec)),
+    )
+
+
+def shape_table(
+    rec: Recording, table: Table, *, sort_by: SortKey, row_limit: Optional[int], device_only: bool
+) -> Table:
+    """Sort, filter and cut a table as ``Session.table()`` is asked to."""
+    table = table.sorted(sort_by)
+    if device_only:
+        kept = table.device_only()
+        if rec.device_label is None:
+            # One note, the one that says why: Table.device_only()'s own cannot know the backend.
+            kept = dataclasses.replace(
+                kept,
+                notes=(
+                    *table.notes,
+                    f"device_only=True keeps rows with device time, and no row has device time: the "
+                    f"{rec.backend} backend has no device, so every row was left out (totals are of the "
+                    "whole session)",
+                ),
+            )
+        table = kept
+    return table.head(row_limit)
+
+
+def insights(rec: Recording) -> Insights:
+    """The findings engine's reading of the kept cycles (see ``Session.insights``)."""
+    from neuronprof.analysis.insights import analyze
+
+    require_recorded(rec, "there is nothing to advise on")
+    return analyze(_collect.build_timeline(list(rec.cycles), backend=rec.backend, device_label=rec.device_label))
+
+
+def target_path(rec: Recording, path: Optional[PathLike], *, suffix: str) -> Path:
+    """The file to write: ``path`` (its folder created), or a fresh timestamped name in ``output_dir``."""
+    if path is None:
+        ensure_writable_dir(rec.output_dir, create=True)
+        name = default_trace_name(rec.backend, rec.started, rank=rec.rank, suffix=suffix)
+        return unique_path(rec.output_dir / name)
+    target = Path(path)
+    ensure_writable_dir(target.parent, create=True)
+    return target
+
+
+def report(rec: Recording, path: Optional[PathLike], *, overwrite: bool, world_size: Optional[int]) -> Path:
+    """Write the HTML report of the recording (see ``Session.report``)."""
+    from neuronprof.analysis.insights import analyze
+    from neuronprof.report import environment, render_report
+
+    require_recorded(rec, "there is nothing to report")
+    timeline = _collect.build_timeline(list(rec.cycles), backend=rec.backend, device_label=rec.device_label)
+    meta = rec.metadata["neuronprof"]
+    settings: dict[str, Any] = {
+        "backend": rec.backend,
+        "device": rec.device_label or "none (CPU only)",
+        "core": rec.core,
+        "modes": meta["modes"],
+        "schedule": meta["schedule"],
+        "torch": meta.get("torch"),
+        **environment(),
+        "rank": None if rec.rank is None else f"{rec.rank} of {world_size}",
+        "record_shapes": rec.config.record_shapes,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rec.started)),
+    }
+    text = render_report(
+        local_table(rec).sorted("device"), insights=analyze(timeline), timeline=timeline, settings=settings
+    )
+    target = target_path(rec, path, suffix=".html")
+    return atomic_write(target, text_writer(text), overwrite=overwrite)
+
+
+def roofline(
+    rec: Recording,
+    device: Union[DevicePreset, DevicePeak],
+    *,
+    peak_flops: Optional[float],
+    peak_bw: Optional[float],
+) -> Roofline:
+    """Place the kept cycles' ops on a roofline, from the events in memory (see ``Session.roofline``)."""
+    from neuronprof.analysis import roofline as _roofline
+
+    require_recorded(rec, "there is nothing to place on a roofline")
+    # From the events in memory, through the table's own aggregation: no trace is written or parsed back.
+    trace = _collect.build_trace(list(rec.cycles), has_device=rec.has_device, device_label=rec.device_label)
+    return _roofline(trace, device=device, peak_flops=peak_flops, peak_bw=peak_bw)
+
+
+def gather_rank_table(rec: Recording, timeout: float) -> RankTable:
+    """Every rank's table, gathered on every rank (a collective call); see ``Session.table(ranks="all")``."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        raise SessionStateError(
+            "table(ranks='all') gathers from every rank: call it after "
+            "torch.distributed.init_process_group(), on every rank"
+        )
+    local = local_table(rec)
+    gathered: list[Any] = [None] * dist.get_world_size()
+    hint = (
+        f"table(ranks='all') is a collective call and must be called on every rank: rank {dist.get_rank()} of "
+        f"{dist.get_world_size()} waited up to {timeout:g} s for the others. Call it on every rank (not inside "
+        "`if rank == 0:`), or use table() for this rank's own table"
+    )
+    try:
+        # A barrier with a deadline first: a rank that never calls would otherwise
+        # block this one until the process group's own timeout (30 min on gloo).
+        work = dist.barrier(async_op=True)
+        if work is not None and work.wait(timeout=datetime.timedelta(seconds=timeout)) is False:
+            raise SessionStateError(hint)
+        # Plain dicts travel well over every backend's object collectives (gloo, nccl, neuron).
+        dist.all_gather_object(gathered, local.to_dict())
+    except SessionStateError:
+        raise
+    except Exception as exc:  # gloo/nccl report a missing peer as RuntimeError or DistBackendError
+        raise SessionStateError(f"{hint} ({type(exc).__name__}: {str(exc)[:300]})") from exc
+    return RankTable.from_tables([Table.from_dict(d) for d in gathered])

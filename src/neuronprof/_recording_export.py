@@ -1,0 +1,113 @@
+"""Writing what a session recorded: Chrome traces, TensorBoard files and collapsed stacks.
+
+Pure functions of a ``Recording`` (a fresh file
+per call); the Neuron bundle, which needs the backend's folders, stays with the
+[`Session`][neuronprof.Session].
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from neuronprof import _collect
+from neuronprof import _vocabulary as vocab
+from neuronprof._config import PathLike
+from neuronprof._io import atomic_write, ensure_writable_dir
+from neuronprof._recording import Recording, require_recorded, target_path
+from neuronprof.errors import NeuronProfWarning
+from neuronprof.export import ExportFormat, tensorboard_file_name
+
+__all__ = ["choose_cycle", "default_cycle", "export", "trace_writer"]
+
+logger = logging.getLogger("neuronprof")
+
+
+def export(
+    rec: Recording, path: Optional[PathLike], *, format: ExportFormat, overwrite: bool, cycle: Optional[int]
+) -> Path:
+    """Write one cycle as ``format`` (``"chrome"``, ``"tensorboard"`` or ``"stacks"``); see ``Session.export``."""
+    require_recorded(rec, "there is no trace to export")
+    chosen = default_cycle(rec) if cycle is None else choose_cycle(rec, cycle)
+    logger.info("exporting cycle %d of %d (%s)", chosen.index, rec.cycle_count, format)
+    if format == "tensorboard":
+        folder = Path(path) if path is not None else rec.output_dir / "tensorboard"
+        ensure_writable_dir(folder, create=True)
+        # One worker per process, one span per file, as tensorboard_trace_handler names them:
+        # the span number varies, the worker part never does.
+        span = time.time_ns()
+        while True:
+            target = folder / tensorboard_file_name(span, rank=rec.rank)
+            if not target.exists():
+                break
+            span += 1
+        atomic_write(target, trace_writer(rec, chosen), overwrite=overwrite)
+        return folder
+    if format == "stacks":
+        target = target_path(rec, path, suffix=".stacks.txt")
+        return atomic_write(target, _stacks_writer(rec, chosen), overwrite=overwrite)
+    return atomic_write(target_path(rec, path, suffix=".json"), trace_writer(rec, chosen), overwrite=overwrite)
+
+
+def default_cycle(rec: Recording) -> _collect.Cycle:
+    """The last cycle that recorded something: not one the exit cut short before its active steps ran."""
+    last = rec.cycles[-1]
+    if not last.closed_at_exit or len(rec.cycles) == 1:
+        return last
+    stats = _collect.summarize_cycle(last, has_device=rec.has_device, record_shapes=rec.config.record_shapes)
+    if stats.steps:
+        return last
+    previous = rec.cycles[-2]
+    warnings.warn(
+        f"exported cycle {previous.index} of cycles 0 to {last.index}: the last cycle ({last.index}) was cut "
+        f"short by the block's end before any of its active steps ran, so it recorded nothing "
+        f"(pass cycle={last.index} to export it anyway)",
+        NeuronProfWarning,
+        stacklevel=4,
+    )
+    return previous
+
+
+def choose_cycle(rec: Recording, cycle: int) -> _collect.Cycle:
+    """The kept cycle ``cycle`` (negative counts from the end), or ``ValueError`` saying why not."""
+    if isinstance(cycle, bool) or not isinstance(cycle, int):
+        raise ValueError(f"cycle must be an int (0 for the first, -1 for the last), got {cycle!r}")
+    index = cycle + rec.cycle_count if cycle < 0 else cycle
+    if not 0 <= index < rec.cycle_count:
+        raise ValueError(f"cycle {cycle!r} does not exist; this session recorded {rec.cycle_count}")
+    for kept in rec.cycles:
+        if kept.index == index:
+            return kept
+    first = rec.cycles[0].index
+    keep = rec.config.keep_cycles
+    raise ValueError(
+        f"cycle {cycle!r}'s events were dropped: keep_cycles={keep} keeps the last "
+        f"{keep} of the {rec.cycle_count} cycles (cycles {first} to {rec.cycle_count - 1}); "
+        "table() still counts every cycle. Raise keep_cycles to export older ones"
+    )
+
+
+def _stacks_writer(rec: Recording, chosen: _collect.Cycle) -> Callable[[Path], None]:
+    if not rec.config.with_stack:
+        raise ValueError("format='stacks' needs stacks: start the session with with_stack=True")
+    metric = "self_device_time_total" if rec.device_label is not None else "self_cpu_time_total"
+
+    def write(dest: Path) -> None:
+        _collect.write_stacks(chosen, dest, metric)
+
+    return write
+
+
+def trace_writer(rec: Recording, chosen: _collect.Cycle) -> Callable[[Path], None]:
+    """A writer of ``chosen``'s Chrome trace, with neuronprof's metadata (how the cycle ended included)."""
+    metadata: dict[str, Any] = copy.deepcopy(rec.metadata)
+    metadata["neuronprof"][vocab.STOPPED_IN_LAST_STEP] = chosen.closed_at_exit
+
+    def write(dest: Path) -> None:
+        _collect.write_chrome_trace(chosen, dest, metadata)
+
+    return write
