@@ -86,7 +86,7 @@ def test_eager_live_and_offline_tables_agree(tmp_path: Path) -> None:
     # Sorting and limiting are one rule too: the same values in the same order.
     for sort_by in ("cpu", "cpu_total", "calls"):
         a = s.table(sort_by=sort_by, row_limit=5)
-        b = summarize(s.export(), sort_by=sort_by, limit=5)
+        b = summarize(s.export(), sort_by=sort_by, row_limit=5)
         field = {"cpu": "self_cpu_us", "cpu_total": "cpu_total_us", "calls": "calls"}[sort_by]
         assert [getattr(r, field) for r in a.rows] == pytest.approx([getattr(r, field) for r in b.rows], abs=0.01)
         assert (a.total_rows, a.self_cpu_us) == pytest.approx((b.total_rows, b.self_cpu_us), abs=0.01)
@@ -125,6 +125,29 @@ def test_step_opened_at_exit_is_no_step_live_or_offline(tmp_path: Path) -> None:
     offline = summarize(s.export())
     assert live.steps == offline.steps == 3
     assert_tables_agree(live, offline)
+
+
+def test_ops_inside_a_label_are_the_steps_calls_live_offline_and_in_the_findings(tmp_path: Path) -> None:
+    # record_function labels group work without being a call: the ops under them are
+    # the step's top-level calls (compare()'s "Ops" column divides these by the steps).
+    from neuronprof.analysis.insights import timeline_from_trace
+    from neuronprof.analysis.insights._tree import _Profile
+
+    lin = torch.nn.Linear(8, 8)
+    x = torch.randn(4, 8)
+
+    def body() -> Any:
+        with torch.profiler.record_function("block"):
+            return lin(x).relu()
+
+    s = _run(tmp_path, body, wait=0, warmup=1, active=3)
+    live = s.table(row_limit=None)
+    offline = summarize(s.export())
+    assert live.steps == 3
+    assert live.top_level_calls == 3 * 2  # aten::linear and aten::relu, once a step
+    assert_tables_agree(live, offline)
+    found = _Profile(timeline_from_trace(s.export(tmp_path / "again.json"))).steps
+    assert [sorted(node.name for node in step.top) for step in found] == [["aten::linear", "aten::relu"]] * 3
 
 
 def test_compiled_function_counts_once_live_and_offline(tmp_path: Path) -> None:

@@ -132,6 +132,17 @@ def row_name(name: str, kind: int) -> str:
     return STEP_ROW if kind == K_STEP else name
 
 
+def is_transparent(kind: int) -> bool:
+    """Whether an event is see-through for "called directly by the step".
+
+    Python frames (``with_stack=True``) and annotations (``record_function``
+    labels, anything that is not an op, a runtime call, device work or a step)
+    group work without being a call of their own: the ops under them count as
+    the step's top-level calls, as the findings read them.
+    """
+    return kind in (K_PY, K_OTHER)
+
+
 def counts_as_call(kind: int, name: str) -> bool:
     """Whether an event directly under a step is a top-level call.
 

@@ -55,10 +55,10 @@ def _nodes(draw: st.DrawFn, depth: int = 0) -> _Node:
 
 
 def _top_level(children: list[_Node]) -> int:
-    """Calls directly under a step; Python frames are transparent."""
+    """Calls directly under a step; Python frames and annotations that are not calls are transparent."""
     n = 0
     for c in children:
-        if c.cat == "python_function":
+        if c.cat == "python_function" or (c.cat == "user_annotation" and not c.call):
             n += _top_level(c.children)
         elif c.call:
             n += 1
@@ -186,9 +186,8 @@ def test_event_feed_leaves_out_what_a_trace_reader_leaves_out(tmp_path: Path) ->
 
 # -- the findings' call tree asks the same vocabulary ------------------------------------
 
-# Without record_function blocks: the findings look inside them for the ops they hold,
-# the tables do not count what they hold as top-level calls.
-_CALL_LEAVES = tuple(leaf for leaf in _LEAVES if leaf[1] != "user_annotation" or leaf[0].startswith("Torch-Compiled"))
+# record_function blocks included: the findings and the tables both look inside them for the ops they hold.
+_CALL_LEAVES = _LEAVES
 
 
 @st.composite

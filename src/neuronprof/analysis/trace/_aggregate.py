@@ -278,10 +278,10 @@ class _Aggregator:
                 if parent[7] >= 0:
                     step_work[parent[7]] = True
                 if parent[6]:
-                    if kd == _K_PY:
-                        anchored = True  # Python frames are transparent for "called by the step"
-                    elif vocab.counts_as_call(kd, names[k]):
+                    if vocab.counts_as_call(kd, names[k]):
                         top_level += 1
+                    elif vocab.is_transparent(kd):
+                        anchored = True  # Python frames and annotations: the ops under them count
             if kd == _K_STEP:
                 anchored = True
                 step_work.append(False)
