@@ -86,14 +86,6 @@ class Cycle:
     stats: Optional[CycleStats] = None
 
 
-def _device_attr(evt: Any, name: str) -> float:
-    # torch >= 2.4 calls it "device"; older releases only had the "cuda" spelling.
-    value = getattr(evt, name, None)
-    if value is None:
-        value = getattr(evt, name.replace("device", "cuda"), 0.0)
-    return float(value or 0.0)
-
-
 def _is_device_event(evt: Any) -> bool:
     device_type = getattr(evt, "device_type", None)
     if callable(device_type):

@@ -83,3 +83,14 @@ def _opt_float(value: Any) -> Optional[float]:
 
 def _opt_int(value: Any) -> Optional[int]:
     return None if value is None else int(value)
+
+
+def _keep_totals(obj: object, **totals: Optional[float]) -> None:
+    """Set the totals of every row on a cut or read-back model (those given; None keeps its own).
+
+    For the private, non-``__init__`` total fields of a frozen model (``TraceDiff``,
+    ``Roofline``): ``head()`` and ``from_dict()`` carry the whole model's totals.
+    """
+    for name, value in totals.items():
+        if value is not None:
+            object.__setattr__(obj, name, value)

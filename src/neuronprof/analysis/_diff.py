@@ -11,6 +11,7 @@ from typing import Any, Optional, Union, get_args
 
 from neuronprof import _vocabulary as vocab
 from neuronprof._deprecation import renamed_keyword
+from neuronprof._model_rows import _keep_totals
 from neuronprof.analysis.trace import Trace, TraceSource, load_trace
 from neuronprof.model import OpRow, Shape, _opt_float, _opt_int, limit_rows, loads, row_from_dict, row_to_dict
 from neuronprof.typing import DiffMatch, DiffMetric, DiffStatus, GroupBy, MeasuredTime
@@ -435,9 +436,3 @@ def _pair(
         ratio=ratio,
     )
 
-
-def _keep_totals(obj: object, **totals: Optional[float]) -> None:
-    """Set the totals of every row on a cut or read-back model (those given; None keeps its own)."""
-    for name, value in totals.items():
-        if value is not None:
-            object.__setattr__(obj, name, value)

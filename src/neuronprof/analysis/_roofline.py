@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union, cast, get_args
 
 from neuronprof._deprecation import renamed_keyword
+from neuronprof._model_rows import _keep_totals
 from neuronprof.analysis._peaks import DEVICE_PEAKS, DevicePeak, device_peak
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.flops import op_cost
@@ -357,12 +358,6 @@ _TOTALS = {
     "_compute_time_us": "compute_bound_time_us",
 }
 
-
-def _keep_totals(obj: object, **totals: Optional[float]) -> None:
-    """Set the totals of every row on a cut or read-back roofline (those given; None keeps its own)."""
-    for name, value in totals.items():
-        if value is not None:
-            object.__setattr__(obj, name, value)
 
 
 def _set(value: Optional[float]) -> float:
