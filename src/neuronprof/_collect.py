@@ -47,12 +47,16 @@ class CycleStats:
             less the empty one torch opens just before it stops).
         top_level_calls: Ops directly under the recorded steps.
         ops: Calls of every row other than ``ProfilerStep*``.
+        communication_us: Time in async collective spans (µs); None when there are none.
+        notes: What the aggregation said of the cycle's events (spans cut at a step, ...).
     """
 
     rows: list[OpRow]
     steps: int
     top_level_calls: int
     ops: int
+    communication_us: Optional[float] = None
+    notes: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
@@ -255,7 +259,14 @@ def summarize_cycle(cycle: Cycle, *, has_device: bool, record_shapes: bool) -> C
             )
         )
     ops = sum(r.calls for r in rows if r.name != vocab.STEP_ROW)
-    cycle.stats = CycleStats(rows=out, steps=trace.steps, top_level_calls=trace.top_level_calls or 0, ops=ops)
+    cycle.stats = CycleStats(
+        rows=out,
+        steps=trace.steps,
+        top_level_calls=trace.top_level_calls or 0,
+        ops=ops,
+        communication_us=trace.communication_us,
+        notes=trace.notes,
+    )
     return cycle.stats
 
 
@@ -266,7 +277,13 @@ def fold_stats(a: CycleStats, b: CycleStats) -> CycleStats:
         steps=a.steps + b.steps,
         top_level_calls=a.top_level_calls + b.top_level_calls,
         ops=a.ops + b.ops,
+        communication_us=_add_opt(a.communication_us, b.communication_us),
+        notes=tuple(dict.fromkeys((*a.notes, *b.notes))),
     )
+
+
+def _add_opt(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return None if a is None and b is None else (a or 0.0) + (b or 0.0)
 
 
 def build_table(
@@ -280,6 +297,7 @@ def build_table(
     """Sum the statistics of every recorded cycle into one unsorted [`Table`][neuronprof.Table]."""
     steps = sum(s.steps for s in stats)
     top = sum(s.top_level_calls for s in stats)
+    comm = [s.communication_us for s in stats if s.communication_us is not None]
     return Table(
         rows=tuple(merge_rows(s.rows for s in stats)),
         backend=backend,
@@ -287,8 +305,9 @@ def build_table(
         sort_by="none",
         steps=steps,
         top_level_calls=top if steps else None,
-        notes=notes,
+        notes=tuple(dict.fromkeys((*notes, *(n for s in stats for n in s.notes)))),
         rank=rank,
+        communication_us=float(sum(comm)) if comm else None,
     )
 
 

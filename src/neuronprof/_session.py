@@ -440,6 +440,7 @@ class Session:
         failure: Optional[BaseException] = None
         try:
             if self._profiler is not None and self._state == "running" and not self._abandoned:
+                self._close_step_span()
                 foreign = self._foreign_profiler()
                 if foreign is not None:
                     failure = SessionStateError(foreign)
@@ -609,14 +610,49 @@ class Session:
         # Without this sync the device work of the step would be attributed to
         # the next one, or lost when the trace is cut: empty device columns.
         self.synchronize()
+        # The session's own work (checks, signal guard, schedule bookkeeping) runs
+        # between the recorded steps, not inside one: the step span closes here and
+        # the next one opens when that work is done (see ``_open_step_span``).
+        self._close_step_span()
         foreign = self._foreign_profiler()
         if foreign is not None:
             raise SessionStateError(foreign)
         self._drive(self._advance)
+        self._open_step_span()
+
+    def _close_step_span(self) -> None:
+        """End the open ``ProfilerStep#N`` span now, as torch's ``step()`` would at its start."""
+        prof = self._profiler
+        span = getattr(prof, "step_rec_fn", None)
+        if span is not None and getattr(prof, "record_steps", False):
+            prof.step_rec_fn = None  # type: ignore[union-attr]
+            span.__exit__(None, None, None)
+
+    def _open_step_span(self) -> None:
+        """Open ``ProfilerStep#N`` for the step that starts now, as torch's ``step()`` does at its end."""
+        prof = self._profiler
+        if prof is None or self._abandoned or not getattr(prof, "record_steps", False):
+            return
+        if getattr(prof, "step_rec_fn", None) is None:
+            from torch.autograd import profiler as autograd_profiler
+
+            span = autograd_profiler.record_function(f"{vocab.STEP_PREFIX}{prof.step_num}")
+            span.__enter__()
+            prof.step_rec_fn = span
 
     def _advance(self) -> None:
-        assert self._profiler is not None
-        self._profiler.step()
+        prof = self._profiler
+        assert prof is not None
+        # torch's step() would open the next step's span before this transition's own
+        # work is done (the signal guard is restored after it): ``step()`` opens it.
+        record = getattr(prof, "record_steps", None)
+        if record:
+            prof.record_steps = False
+        try:
+            prof.step()
+        finally:
+            if record:
+                prof.record_steps = True
         self._steps_taken += 1
 
     def steps(self) -> Iterator[int]:

@@ -20,22 +20,46 @@ The rules, in short:
   transparent); a compiled region (``Torch-Compiled Region: ...``) counts once,
   torch.compile's guard check (``TorchDynamo Cache Lookup``) never.
 * **An op row** sums every event of one name (and input shapes, when grouped by
-  shape) and host/device side; every event counts once, recursive same-name ops
-  included, as in the trace kineto writes. (``key_averages()`` instead folds an
-  op's only same-name child into it and keeps only the child's kernels.)
-  Profiler-internal events (torch.profiler's and neuronprof's own Python
-  frames, the record-function bookkeeping ops torch's own table leaves out) are
-  not rows.
+  shape) and host/device side. **Calls** are counted as ``key_averages()``
+  counts them: a host span whose only child has its name (a dispatcher
+  re-dispatch: ``aten::div_`` → ``aten::div_``) is one call, the child's self
+  time and kernels folded into it; a parent with other children too (genuine
+  recursion) counts each call (``folds_into_parent``). Profiler-internal events
+  (torch.profiler's and neuronprof's own Python frames, the record-function
+  bookkeeping ops torch's own table leaves out) are not rows.
+* **Self time** is a span's duration less the *union* of its children's (children
+  can overlap each other: with ``with_stack=True`` a Python frame and the span it
+  opens), so it is never negative.
+* **Async spans** (``is_async_span``: a process group's collective, ``gloo:*``,
+  ``nccl:*``..., which c10d records as async on its own threads) take no part in
+  nesting and add no self host time, as in ``key_averages()``; their duration is
+  their CPU total and the table's communication figure.
+* **Host spans** (ops, Python frames, runtime calls, steps) are host time whatever
+  process they are written on (``on_device``): kineto sometimes writes a thread's
+  Python frames under pid 0, the "GPU 0" process.
+* **A span crossing a step boundary** (a ``record_function`` label opened in one
+  step and closed in the next, a frame open when the profiler started) is cut at
+  the boundaries of the steps on its thread (``step_pieces``): each part inside a
+  step is nested there, the part between or outside the steps is left out (a note
+  says how much; the profiler's own frames keep theirs, which is no row), and the
+  span counts one call. Likewise a span that runs past the end of the span it
+  starts in (a Python frame and the ``record_function`` it opens) is cut there:
+  the rest nests beside it. So self times add up to the steps.
 * **Device total** is the sum over kernel rows only (``on_device``): the ops
   that launched them carry the same time again, as in torch.profiler's "Self
   DEVICE time total"; a table without kernel rows sums its ops.
 
 Nothing here imports torch or the rest of neuronprof: rows are duck-typed
 ([`OpRow`][neuronprof.OpRow]-like frozen dataclasses).
+
+A little over 500 lines, kept in one module on purpose: every rule of meaning the two
+tables and the findings read (events, steps, calls, nesting, rows) is in this one
+place, so that none of them can drift.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import sys
@@ -43,6 +67,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional, Protocol, TypeVar
 
 __all__ = [
+    "ASYNC_PREFIXES",
+    "HOST_KINDS",
     "STOPPED_IN_LAST_STEP",
     "stopped_in_last_step",
     "CACHE_LOOKUP",
@@ -64,16 +90,20 @@ __all__ = [
     "device_counted",
     "device_total",
     "event_kind",
+    "folds_into_parent",
     "has_device_time",
+    "is_async_span",
     "is_own_frame",
     "is_row",
     "is_step_row",
     "limit_rows",
     "merge_rows",
+    "on_device",
     "row_name",
     "sort_field",
     "sort_rows",
     "step_count",
+    "step_pieces",
 ]
 
 # -- events ------------------------------------------------------------------------------
@@ -116,6 +146,102 @@ def event_kind(name: str, cat: Any) -> int:
     if lcat.endswith(("runtime", "driver")):
         return K_RUNTIME
     return K_OTHER
+
+
+# Host kinds: time on the host whatever process a trace writes them under.
+HOST_KINDS = frozenset({K_OP, K_PY, K_RUNTIME, K_STEP})
+
+
+def on_device(kind: int, device_process: bool) -> bool:
+    """Whether an event is device work: a device category, or any non-host event of a device process.
+
+    Host spans (ops, Python frames, runtime calls, steps) stay host spans on a device
+    process: kineto writes some threads' Python frames under pid 0, which is also the
+    "GPU 0" process.
+
+    Args:
+        kind: The event's kind (``event_kind``).
+        device_process: Whether its process is a device timeline (by its name or labels).
+    """
+    return kind == K_DEVICE or (device_process and kind not in HOST_KINDS)
+
+
+# The profiling titles of c10d's process-group work (``gloo:all_reduce``,
+# ``nccl:broadcast``...) and of RPC's async calls: torch records these spans as async
+# (``RecordFunction::_setAsync``), on the process group's own threads for gloo. A
+# trace file does not carry the flag; the names do.
+ASYNC_PREFIXES = ("gloo:", "nccl:", "rccl:", "ucc:", "mpi:", "xccl:", "hccl:", "rpc_async#", "rpc_remote#")
+
+
+def is_async_span(name: str, kind: int) -> bool:
+    """Whether a host span is async (a collective's or an RPC's work): no self host time, no nesting.
+
+    ``key_averages()`` gives such spans ``is_async=True``: self CPU 0, CPU total their
+    duration, and leaves them out of every op's children. They are communication, not
+    host compute (see ``ASYNC_PREFIXES``).
+    """
+    return kind == K_OTHER and name.startswith(ASYNC_PREFIXES)
+
+
+def folds_into_parent(parent_name: str, child_name: str, child_kind: int, children: int) -> bool:
+    """Whether a host span's child is folded into it, as ``key_averages()`` does (one call, not two).
+
+    torch's ``EventList._remove_dup_nodes``: a span whose only child has its name
+    (a dispatcher re-dispatch, ``aten::div_`` → ``aten::div_``; autocast's
+    ``cross_entropy_loss``) is one call; the child's children and kernels become
+    the parent's. A parent with other children too is genuine recursion: each call
+    counts. Python frames (``with_stack=True``) are the program's own calls and
+    are never folded.
+
+    Args:
+        parent_name: The parent span's name, as the trace writes it.
+        child_name: The child's name.
+        child_kind: The child's kind (``event_kind``).
+        children: How many children the parent has.
+    """
+    return children == 1 and child_kind != K_PY and child_name == parent_name
+
+
+def step_pieces(
+    start: int, end: int, steps: Sequence[tuple[int, int]], step_starts: Sequence[int]
+) -> Optional[list[tuple[int, int, bool]]]:
+    """A host span cut at the edges of the steps of its thread, when it crosses one.
+
+    A span inside one step, or outside every step, needs no cut (``None``). A span
+    that runs across a step boundary (a ``record_function`` label opened in one
+    step and closed in the next) or around steps (a frame open when the profiler
+    started) is cut at the steps' edges into ``(start, end, inside a step)`` parts,
+    in order, covering the span. The parts inside steps nest there; the table
+    leaves the program's parts outside the steps out, and the span counts one call.
+
+    Args:
+        start: The span's start (integer ns).
+        end: Its end (integer ns).
+        steps: The thread's ``ProfilerStep#N`` spans as ``(start, end)``, in start order,
+            not overlapping.
+        step_starts: Their starts (for bisection).
+    """
+    i = bisect.bisect_right(step_starts, start) - 1
+    if i >= 0 and end <= steps[i][1]:
+        return None  # inside one step (or a point at its end)
+    parts: list[tuple[int, int, bool]] = []
+    cursor = start
+    for j in range(max(i, 0), len(steps)):
+        s0, s1 = steps[j]
+        if s0 >= end:
+            break
+        lo, hi = max(cursor, s0), min(end, s1)
+        if hi <= lo:
+            continue
+        if lo > cursor:
+            parts.append((cursor, lo, False))
+        parts.append((lo, hi, True))
+        cursor = hi
+    if not any(inside for _, _, inside in parts):
+        return None  # outside every step
+    if cursor < end:
+        parts.append((cursor, end, False))
+    return parts
 
 
 def is_step_row(name: str) -> bool:

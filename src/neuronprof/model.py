@@ -162,6 +162,10 @@ class Table:
         total_self_cpu_us: Self CPU total of all those rows (µs, a float), always present.
         total_self_device_us: Device total of all those rows (µs), counted as
             [`self_device_us`][neuronprof.Table.self_device_us] counts it; ``None`` without device time.
+        communication_us: Time in async collective spans (µs, summed over the steps):
+            a process group's work (``gloo:all_reduce``, ``nccl:broadcast``...), which
+            runs beside the host's own work and is in no self time, as in
+            ``key_averages()``; ``None`` when the profile has none.
     """
 
     rows: tuple[OpRow, ...]
@@ -175,6 +179,7 @@ class Table:
     total_rows: Optional[int] = None
     total_self_cpu_us: Optional[float] = None
     total_self_device_us: Optional[float] = None
+    communication_us: Optional[float] = None
 
     def __post_init__(self) -> None:
         # Accept any iterable of rows but store a tuple so the table stays immutable.
@@ -392,6 +397,7 @@ class Table:
             "total_rows": self.total_rows,
             "total_self_cpu_us": self.total_self_cpu_us,
             "total_self_device_us": self.total_self_device_us,
+            "communication_us": self.communication_us,
             "rows": [r.to_dict() for r in self.rows],
         }
 
@@ -438,6 +444,7 @@ class Table:
             total_rows=_opt_int(data.get("total_rows")),
             total_self_cpu_us=_opt_float(data.get("total_self_cpu_us")),
             total_self_device_us=_opt_float(data.get("total_self_device_us")),
+            communication_us=_opt_float(data.get("communication_us")),
         )
 
     @classmethod

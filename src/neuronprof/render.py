@@ -17,6 +17,7 @@ import io
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from neuronprof import _vocabulary as vocab
 from neuronprof.model import limit_rows
 
 if TYPE_CHECKING:
@@ -175,6 +176,20 @@ def align_columns(cells: Sequence[Sequence[str]], left: Sequence[bool]) -> list[
     return lines
 
 
+def communication_line(table: Table) -> str:
+    """The footer's line for the time in async collective spans, naming their rows."""
+    comm = table.communication_us or 0.0
+    names = [r.name for r in table.rows if vocab.is_async_span(r.name, vocab.K_OTHER)]
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    per_step = f" ({format_us(comm / table.steps)} µs per step)" if table.steps else ""
+    rank = f" on rank {table.rank}" if table.rank is not None else ""
+    return (
+        f"Communication{rank}: {format_us(comm)} µs{per_step} in async collective spans"
+        + (f" ({shown})" if shown else "")
+        + "; in their CPU total, not in self CPU (they run on the process group's threads)"
+    )
+
+
 def _footer(table: Table) -> list[str]:
     parts = [f"Self CPU total: {format_us(table.self_cpu_us)} µs"]
     if table.device_label and table.self_device_us is not None:
@@ -183,6 +198,8 @@ def _footer(table: Table) -> list[str]:
     parts.append(f"{table.steps} profiled step{'s' if table.steps != 1 else ''}")
     parts.append(f"sorted by {table.sort_by}")
     lines = ["; ".join(parts)]
+    if table.communication_us is not None:
+        lines.append(communication_line(table))
     if table.total_rows is not None and table.total_rows > len(table.rows):
         lines.append(f"showing {len(table.rows)} of {table.total_rows} rows")
     lines.extend(f"note: {one_line(n)}" for n in table.notes)
@@ -310,7 +327,9 @@ def rank_footer(table: RankTable) -> list[str]:
     for rank, t in enumerate(table.tables):
         total = t.self_device_us if unit == "device" else t.self_cpu_us
         steps = f"{t.steps} profiled step{'s' if t.steps != 1 else ''}"
-        lines.append(f"rank {rank}: self {unit} total {format_us(total) or '-'} µs, {steps}")
+        comm = t.communication_us
+        comm_text = f", communication {format_us(comm)} µs (async collectives)" if comm is not None else ""
+        lines.append(f"rank {rank}: self {unit} total {format_us(total) or '-'} µs, {steps}{comm_text}")
     lines.extend(f"note: {note}" for note in table.notes)
     return lines
 

@@ -204,3 +204,154 @@ def test_profiler_step_carries_device_time_launched_directly_under_it(tmp_path: 
     trace = load_trace(write_trace(tmp_path / "t.json", events))
     step = _host(trace, "ProfilerStep*")
     assert (step.self_device_us, step.device_total_us) == (30, 30)
+
+
+# -- every number agrees with torch.profiler and with the trace ----------------------------
+
+
+def test_python_frames_under_pid_0_are_host_time(reader: str) -> None:
+    # kineto writes some threads' Python frames with pid 0, also the "GPU 0" process.
+    trace = load_trace(CASES / "pid0_python_frames_as_device.json")
+    table = summarize(trace)
+    assert table.self_device_us == 10.0  # the gemm only, on aten::addmm
+    assert table.self_cpu_us == 1800.0
+    assert _host(trace, "aten::addmm").self_device_us == 10
+    assert _host(trace, "tqdm/_monitor.py(60): run").self_cpu_us == 998
+    assert not any("launch call is missing" in n for n in table.notes)
+    assert [r.name for r in trace.rows() if r.on_device] == ["gemm_kernel"]
+
+
+def test_python_frame_self_time_is_its_duration_less_the_union_of_its_children(reader: str) -> None:
+    trace = load_trace(CASES / "python_frame_overlapping_children.json")
+    step = _host(trace, "train.py(10): step")
+    assert (step.self_cpu_us, step.cpu_total_us) == (15.0, 100.0)
+    assert all(r.self_cpu_us >= 0 for r in trace.rows())
+
+
+def test_xla_lanes_derived_from_a_stream_are_not_time(reader: str) -> None:
+    trace = load_trace(CASES / "xla_gpu_derived_lanes.json")
+    assert [(r.name, r.self_device_us) for r in trace.rows() if r.on_device] == [("Cijk_gemm.kd", 50.0)]
+    table = summarize(trace)
+    assert table.self_device_us == 50.0
+    assert any("'XLA Ops - from #16'" in n and "left out" in n for n in table.notes)
+
+
+@pytest.mark.parametrize("lane", ["XLA Modules - from #3", "Steps - from #3", "Source code", "XLA Ops - from #3"])
+def test_derived_lanes_are_left_out_on_tpu_processes_too(tmp_path: Path, reader: str, lane: str) -> None:
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 3, "args": {"name": "/device:TPU:0"}},
+        {"ph": "M", "name": "thread_name", "pid": 3, "tid": 1, "args": {"name": "XLA Ops"}},
+        {"ph": "M", "name": "thread_name", "pid": 3, "tid": 2, "args": {"name": lane}},
+        op("fusion.2", 10, 40, cat="", pid=3, tid=1),
+        op("jit_step", 10, 40, cat="", pid=3, tid=2),
+    ]
+    trace = load_trace(write_trace(tmp_path / "t.json", events))
+    assert [(r.name, r.self_device_us) for r in trace.rows() if r.on_device] == [("fusion.2", 40.0)]
+
+
+def test_a_host_span_named_like_a_device_op_stays_its_own_row(reader: str) -> None:
+    trace = load_trace(CASES / "xla_host_event_named_like_device_op.json")
+    host, device = _host(trace, "fusion.1"), _device(trace, "fusion.1")
+    assert (host.calls, host.self_cpu_us) == (1, 5.0)
+    assert (device.calls, device.self_device_us, device.self_cpu_us) == (1, 50.0, 0.0)
+    table = summarize(trace)
+    assert table.self_cpu_us == 5.0
+    # Every format tells them apart.
+    lines = [line for line in table.to_csv().splitlines() if not line.startswith("#")]
+    assert sorted(row["on_device"] for row in csv.DictReader(lines) if row["name"] == "fusion.1") == ["False", "True"]
+    assert {(r["name"], r["on_device"]) for r in json.loads(table.to_json())["rows"]} == {
+        ("fusion.1", True),
+        ("fusion.1", False),
+    }
+    markdown = table.to_markdown()
+    assert "| On " in markdown and "device" in markdown and "host" in markdown
+
+
+def _hip_trace(tmp_path: Path) -> Path:
+    events = [
+        {"ph": "M", "name": "process_labels", "pid": 0, "args": {"labels": "GPU 0"}},
+        op("ProfilerStep#1", 0, 200, cat="user_annotation", pid=1, tid=1),
+        op("aten::mm", 10, 95, pid=1, tid=1, Input_Dims=[[64, 64], [64, 64]], Input_type=["float", "float"]),
+        op("hipExtModuleLaunchKernel", 40, 40, cat="cuda_runtime", pid=1, tid=1, correlation=35),
+        op("Cijk_Alik_Bljk", 90, 20, cat="kernel", pid=0, tid=1, correlation=35),
+    ]
+    return write_trace(tmp_path / "hip.json", events, deviceProperties=[{"id": 0, "name": "AMD Instinct MI300X"}])
+
+
+def test_every_command_labels_an_amd_trace_hip(tmp_path: Path, reader: str, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(_hip_trace(tmp_path))
+    for command in (["summarize"], ["diff", path], ["advise"], ["roofline"]):
+        code = analysis_main([command[0], path, *command[1:]])
+        out = capsys.readouterr().out
+        assert code == 0, command
+        assert "HIP" in out and "CUDA" not in out, (command, out)
+    html_path = tmp_path / "report.html"
+    assert analysis_main(["report", path, "-o", str(html_path)]) == 0
+    html = html_path.read_text()
+    assert "Self HIP" in html and "CUDA" not in html
+
+
+def test_an_only_child_of_the_same_name_is_one_call_as_key_averages_counts(tmp_path: Path, reader: str) -> None:
+    # mean -> div_ -> div_ (the inner one re-dispatched): one call of div_.
+    events = [
+        op("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        op("aten::mean", 10, 50),
+        op("aten::div_", 20, 30),
+        op("aten::div_", 22, 20),
+        op("aten::empty", 25, 5),
+        # genuine recursion: the parent has another child too, so each call counts
+        op("block", 62, 30),
+        op("block", 63, 10),
+        op("aten::add", 80, 5),
+    ]
+    trace = load_trace(write_trace(tmp_path / "t.json", events))
+    div = _host(trace, "aten::div_")
+    assert (div.calls, div.self_cpu_us, div.cpu_total_us) == (1, 25.0, 30.0)
+    assert _host(trace, "aten::mean").self_cpu_us == 20.0
+    block = _host(trace, "block")
+    assert (block.calls, block.self_cpu_us, block.cpu_total_us) == (2, 25.0, 40.0)
+
+
+def test_an_async_collective_adds_no_self_time_and_is_communication(tmp_path: Path, reader: str) -> None:
+    # gloo runs the collective on its own thread; c10d records it as an async span.
+    events = [
+        op("ProfilerStep#1", 0, 100, cat="user_annotation", tid=1),
+        op("c10d::allreduce_", 10, 20, tid=1),
+        op("aten::sum", 40, 30, tid=1),
+        op("gloo:all_reduce", 12, 70, cat="user_annotation", tid=2),
+    ]
+    trace = load_trace(write_trace(tmp_path / "t.json", events))
+    gloo = _host(trace, "gloo:all_reduce")
+    assert (gloo.calls, gloo.self_cpu_us, gloo.cpu_total_us) == (1, 0.0, 70.0)
+    table = summarize(trace)
+    assert table.self_cpu_us == 100.0  # the step, and nothing more
+    assert table.communication_us == 70.0
+    assert "Communication: 70.0 µs (70.0 µs per step) in async collective spans (gloo:all_reduce)" in str(table)
+    assert Table.from_json(table.to_json()).communication_us == 70.0
+
+
+def test_a_label_across_a_step_boundary_is_cut_at_it(tmp_path: Path, reader: str) -> None:
+    events = [
+        op("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        op("ProfilerStep#2", 110, 100, cat="user_annotation"),
+        op("prefetch", 80, 60, cat="user_annotation"),  # 20 µs in step 1, 10 between, 30 in step 2
+        op("aten::relu", 85, 5),
+        op("aten::sigmoid", 120, 10),
+    ]
+    trace = load_trace(write_trace(tmp_path / "t.json", events))
+    prefetch = _host(trace, "prefetch")
+    assert (prefetch.calls, prefetch.self_cpu_us, prefetch.cpu_total_us) == (1, 35.0, 50.0)
+    table = summarize(trace)
+    assert table.self_cpu_us == 200.0  # self times add up to the steps
+    (note,) = [n for n in table.notes if "'prefetch'" in n]
+    assert "step boundary" in note and "10.000 µs between steps left out" in note
+
+
+def test_findings_read_python_frames_under_pid_0_as_host_time(reader: str) -> None:
+    from neuronprof.analysis.insights import analyze, timeline_from_trace
+
+    timeline = timeline_from_trace(CASES / "pid0_python_frames_as_device.json")
+    assert [(e.name, e.end_ns - e.start_ns) for e in timeline.device] == [("gemm_kernel", 10_000)]
+    insights = analyze(timeline)
+    assert insights.device_label == "CUDA"
+    assert "device-bound" not in str(insights).lower()

@@ -52,17 +52,25 @@ def test_equal_start_times_nest_the_longer_event_outside(tmp_path: Path) -> None
     assert _row(trace, "inner").self_cpu_us == 5
 
 
-def test_recursive_same_name_ops_count_every_call(tmp_path: Path) -> None:
-    # aten::div_ (Scalar) redispatching to aten::div_ (Tensor): both events count,
-    # each with its own self time (torch's key_averages() folds the inner one away).
+def test_a_redispatched_op_is_one_call_and_recursion_counts_every_call(tmp_path: Path) -> None:
+    # aten::div_ (Scalar) redispatching to aten::div_ (Tensor), its only child: one call,
+    # as key_averages() counts it. A parent with another child too is recursion: each counts.
     path = write_trace(
         tmp_path / "t.json",
-        [op("aten::div_", 0, 30), op("aten::div_", 5, 20), op("aten::to", 10, 5), op("aten::div_", 100, 10)],
+        [
+            op("aten::div_", 0, 30),
+            op("aten::div_", 5, 20),
+            op("aten::to", 10, 5),
+            op("aten::div_", 100, 10),
+            op("aten::div_", 200, 40),
+            op("aten::div_", 205, 10),
+            op("aten::empty", 220, 5),
+        ],
     )
     div = _row(load_trace(path), "aten::div_")
-    assert div.calls == 3
-    assert div.self_cpu_us == pytest.approx(10 + 15 + 10)
-    assert div.cpu_total_us == pytest.approx(30 + 20 + 10)
+    assert div.calls == 1 + 1 + 2
+    assert div.self_cpu_us == pytest.approx(25 + 10 + 25 + 10)
+    assert div.cpu_total_us == pytest.approx(30 + 10 + 40 + 10)
 
 
 def test_top_level_calls_see_through_python_frames_and_annotations(tmp_path: Path) -> None:

@@ -120,6 +120,8 @@ class Roofline:
         notes: Remarks (ops skipped, time source, ...).
         total_rows: How many rows there were before any limit
             ([`head`][neuronprof.analysis.Roofline.head]); filled in from ``rows`` when not given.
+        device_label: The device the trace's time was measured on, as the trace
+            names it (``"CUDA"``, ``"HIP"``, ``"NEURON"``...); ``None`` without device events.
     """
 
     rows: tuple[RooflineRow, ...]
@@ -128,6 +130,7 @@ class Roofline:
     source: str = ""
     notes: tuple[str, ...] = field(default=())
     total_rows: Optional[int] = None
+    device_label: Optional[str] = None
     # The totals of every row, taken before any limit (see neuronprof.model.limit_rows):
     # FLOPs, bytes, time, and the time of the memory- and compute-bound rows. Not __init__
     # parameters: filled in from the rows, carried by head() and from_dict().
@@ -261,6 +264,7 @@ class Roofline:
             "device": self.device.to_dict(),
             "time_source": self.time_source,
             "source": self.source,
+            "device_label": self.device_label,
             "notes": list(self.notes),
             "bound": self.bound,
             "total_rows": self.total_rows,
@@ -313,6 +317,7 @@ class Roofline:
             source=str(data.get("source", "")),
             notes=tuple(data.get("notes", ())),
             total_rows=_opt_int(data.get("total_rows")),
+            device_label=data.get("device_label") if isinstance(data.get("device_label"), str) else None,
         )
         _keep_totals(out, **{name: _opt_float(data.get(key)) for name, key in _TOTALS.items()})
         return out
@@ -542,4 +547,11 @@ def roofline(
             notes.append("the trace has no input shapes; profile with record_shapes=True")
         else:
             notes.append("no op in the trace has a FLOPs/bytes estimate")
-    return Roofline(rows=tuple(rows), device=peak, time_source=use, source=trace.source, notes=tuple(notes))
+    return Roofline(
+        rows=tuple(rows),
+        device=peak,
+        time_source=use,
+        source=trace.source,
+        notes=tuple(notes),
+        device_label=trace.device_label,
+    )

@@ -221,7 +221,7 @@ def _num(v: Optional[float], scale: float, digits: int) -> str:
 
 
 def _roofline_cols(rl: Roofline) -> list[_Col[RooflineRow]]:
-    where = "device" if rl.time_source == "device" else "CPU"
+    where = (rl.device_label or "device") if rl.time_source == "device" else "CPU"
     cols: list[_Col[RooflineRow]] = [
         _Col("Name", lambda r: r.name, left=True),
         _Col("Calls", lambda r: str(r.calls)),

@@ -6,6 +6,7 @@ import contextlib
 import os
 from typing import Any, Optional, Union
 
+from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostCategory, HostEvent, Timeline
 from neuronprof.analysis.insights._tree import _MEMCPY
 
@@ -53,12 +54,12 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     from neuronprof.analysis.errors import TraceError
     from neuronprof.analysis.trace import event_kind, find_trace_files, is_container_lane, process_roles
     from neuronprof.analysis.trace._rules import (
-        _K_DEVICE,
         _K_OP,
         _K_PY,
         _K_RUNTIME,
         _K_STEP,
         _SKIP_CATS,
+        _device_label,
         _id,
         _ns,
         _time_error,
@@ -73,6 +74,7 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     device: list[DeviceEvent] = []
     notes: list[str] = []
     backend, label = "cpu", None
+    evidence: list[str] = []  # text the device label is read from, as the table reader reads it
     for fi, f in enumerate(files):
         stream = EventStream(f)
         skipped = 0
@@ -123,12 +125,15 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
                 if pid in device_pids and is_container_lane(lanes.get((pid, tid))):
                     continue
             kind = event_kind(name, cat)
-            on_device = kind == _K_DEVICE
+            device_process = False
             with _suppress_unhashable():
-                on_device = on_device or (pid in device_pids and kind != _K_STEP)
-            if kind == _K_STEP and pid in device_pids:
+                device_process = pid in device_pids
+            if kind == _K_STEP and device_process:
                 continue  # the device-side copy of a step annotation (as the table reader)
-            if on_device:
+            if kind == _K_RUNTIME:
+                evidence.append(f"{cat}\n{name}")
+            if vocab.on_device(kind, device_process):
+                evidence.append(cat)
                 dcat = _DEVICE_CATS.get(cat.lower()) or ("memcpy" if _MEMCPY.search(name) else "kernel")
                 device.append(
                     DeviceEvent(
@@ -174,11 +179,17 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
         if isinstance(meta, dict) and isinstance(meta.get("backend"), str):
             backend = meta["backend"]
             label = meta.get("device_label") if isinstance(meta.get("device_label"), str) else None
-        elif isinstance(stream.metadata.get("deviceProperties"), list) and stream.metadata["deviceProperties"]:
-            backend, label = "cuda", "CUDA"
+        for pid in device_pids:
+            evidence.extend(procs[pid])
+        props = stream.metadata.get("deviceProperties")
+        if isinstance(props, list):
+            for prop in props:
+                if isinstance(prop, dict):
+                    evidence.extend(f"{k}={v}" for k, v in prop.items() if isinstance(v, str))
     if label is None and device:
-        label = "DEVICE"
-        backend = "device" if backend == "cpu" else backend
+        # The table reader's rule: the label read from the trace itself, never a default.
+        label = _device_label(evidence)
+        backend = label.lower() if backend == "cpu" else backend
     return Timeline(tuple(host), tuple(device), backend, label, ", ".join(files), tuple(notes))
 
 

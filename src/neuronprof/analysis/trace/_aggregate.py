@@ -14,20 +14,21 @@ from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.trace._model import Trace
+from neuronprof.analysis.trace._nesting import _Nesting
 from neuronprof.analysis.trace._rules import (
     _K_DEVICE,
-    _K_PY,
     _K_RUNTIME,
     _K_STEP,
     _NEURON_LAYOUT,
     _SKIP_CATS,
     _add_flops,
-    _is_sorted,
     _rank_of,
     is_container_lane,
     process_roles,
 )
 from neuronprof.analysis.trace._sums import _build, _Keys, _Sums, _Thread
+
+_HOST_NOT_STEP = vocab.HOST_KINDS - {_K_STEP}
 
 # -- the aggregation ------------------------------------------------------------------
 #
@@ -48,7 +49,7 @@ from neuronprof.analysis.trace._sums import _build, _Keys, _Sums, _Thread
 # * Every event is counted once, recursive same-name ops included.
 
 
-class _Aggregator:
+class _Aggregator(_Nesting):
     """The one aggregation: per-timeline events in, per-key sums out (self/total times, device time, steps).
 
     A trace file's reader and the live session's kineto events
@@ -68,6 +69,12 @@ class _Aggregator:
         # Whether the profiler stopped inside the last step (see ``_vocabulary.step_count``);
         # taken to unless the trace's ``neuronprof`` metadata says otherwise.
         self.stopped_in_last_step = True
+        # Spans that started inside a step and ran past its end, per key: (count, ns left out).
+        self.crossed: dict[int, tuple[int, int]] = {}
+        # Self time on timelines without steps: (ns, the key with the most of it), per timeline.
+        self.off_steps: list[tuple[int, int]] = []
+        # Notes name the file they are about (a live session's events have none).
+        self.file_notes = True
 
     # -- per-file finish: device attribution, nesting, self time ---------------------------
     def _finish(self, metadata: Mapping[str, Any]) -> None:
@@ -118,8 +125,11 @@ class _Aggregator:
                 derived[what] = derived.get(what, 0) + len(th.kid)
                 continue
             if pid in device_pids:
-                device_rows = range(len(th.kid))
-                host_rows = []
+                # Host spans are host spans whatever their pid (kineto writes some threads'
+                # Python frames under pid 0, the "GPU 0" process); a step there is the
+                # device-side copy of a step annotation, neither.
+                device_rows = [i for i, k in enumerate(th.kid) if vocab.on_device(kind[k], True)]
+                host_rows = [i for i, k in enumerate(th.kid) if kind[k] in _HOST_NOT_STEP]
             elif any(map(is_device_kind.__getitem__, th.kid)):
                 device_rows = [i for i, k in enumerate(th.kid) if is_device_kind[k]]
                 host_rows = [i for i, k in enumerate(th.kid) if not is_device_kind[k]]
@@ -131,8 +141,11 @@ class _Aggregator:
             kids, durs, corrs, exts = th.kid, th.dur, th.corr, th.ext
             for i in device_rows:
                 k = kids[i]
-                if kind[k] == _K_STEP:
-                    continue  # the device-side copy of a step annotation
+                if kind[k] != _K_DEVICE:
+                    # An event of a device process with no device category (XLA's ops): a
+                    # device row of its own, apart from a host span of the same name.
+                    k = keys.device_twin(k)
+                    sums.grow(len(keys.keys))
                 d = durs[i]
                 calls[k] += 1
                 dev_self[k] += d
@@ -157,148 +170,39 @@ class _Aggregator:
         for th, only in host:
             self._walk(th, only, dev_by_corr, dev_by_ext)
         self.threads.clear()
-        base = os.path.basename(self.path)
+        where = f"{os.path.basename(self.path)}: " if self.file_notes else ""
+        for k, (count, left_out) in sorted(self.crossed.items(), key=lambda item: self.keys.raw_names[item[0]]):
+            sums.notes.append(
+                f"{where}{self.keys.raw_names[k]!r} ran across a step boundary {count:,} time(s); each is one "
+                "call, its time cut at the boundary into the steps it ran in"
+                + (f" ({left_out / 1000:,.3f} µs between steps left out)" if left_out else "")
+            )
+        self.crossed.clear()
+        if sums.steps and self.off_steps:
+            ns = sum(n for n, _ in self.off_steps)
+            biggest = max(self.off_steps)[1]
+            sums.notes.append(
+                f"{where}{ns / 1000:,.3f} µs of self CPU time is on {len(self.off_steps)} thread(s) without "
+                f"steps (most in {self.keys.raw_names[biggest]!r}): self times add up to the steps on the "
+                "steps' own thread, and these come on top"
+            )
+        self.off_steps.clear()
         views = sorted(n for (k, n) in derived if k == "analysis")
         if views:
             count = sum(v for (k, _n), v in derived.items() if k == "analysis")
             sums.notes.append(
-                f"{base}: {count:,} span(s) on {', '.join(map(repr, views))} are an analysis view derived from "
+                f"{where}{count:,} span(s) on {', '.join(map(repr, views))} are an analysis view derived from "
                 "other events, not events; left out"
             )
         lanes = sorted(n for (k, n) in derived if k == "lane")
         if lanes:
             count = sum(v for (k, _n), v in derived.items() if k == "lane")
             sums.notes.append(
-                f"{base}: {count:,} span(s) on the device lane(s) {', '.join(map(repr, lanes))} contain the ops of "
+                f"{where}{count:,} span(s) on the device lane(s) {', '.join(map(repr, lanes))} contain the ops of "
                 "another lane; left out (only ops are counted)"
             )
         if sums.linked:
             sums.unlinked_ns += unlinked + sum(dev_by_corr.values()) + sum(dev_by_ext.values())
-
-    def _walk(
-        self, th: _Thread, rows: Optional[list[int]], dev_by_corr: dict[int, int], dev_by_ext: dict[int, int]
-    ) -> None:
-        """Nest the host events of one timeline (torch's rule) and add up self/total and device times."""
-        ts, dur, kids, corrs, exts = th.ts, th.dur, th.kid, th.corr, th.ext
-        if rows is None:
-            n = len(ts)
-            if n == 0:
-                return
-            order: Iterable[int] = range(n)
-            if not _is_sorted(ts, dur):
-                # Parents before children: by start, then longest first (what torch sorts by).
-                idx = sorted(range(n), key=dur.__getitem__, reverse=True)
-                idx.sort(key=ts.__getitem__)
-                order = idx
-        else:
-            rows = sorted(rows, key=dur.__getitem__, reverse=True)
-            rows.sort(key=ts.__getitem__)
-            order = rows
-        sums = self.sums
-        kind, names = self.keys.kind, self.keys.names
-        calls, cpu_self, cpu_total = sums.calls, sums.cpu_self, sums.cpu_total
-        dev_self, dev_total = sums.dev_self, sums.dev_total
-        # A frame: [end, key, duration, children's duration, own device time,
-        #           device time incl. children, directly under a step (through Python frames),
-        #           index of the step span in ``step_work`` (-1 when not a step),
-        #           inside the profiler's or neuronprof's own frames, left out as such]
-        stack: list[list[Any]] = []
-        frame_flags: dict[int, tuple[bool, bool]] = {}  # per key: (own frame, support frame)
-        own_cut_end = -1  # end of the latest own frame that a crossing span cut off the stack
-        top_level = 0
-        step_work: list[bool] = []  # per step span, in start order: whether any event is nested in it
-        linked = False
-        pop = stack.pop
-
-        for i in order:
-            t = ts[i]
-            d = dur[i]
-            e = t + d
-            while stack:
-                top = stack[-1]
-                if t >= top[0] or e > top[0]:
-                    pop()
-                    if top[8] and t < top[0] and top[0] > own_cut_end:
-                        own_cut_end = top[0]
-                    k = top[1]
-                    if not top[9]:
-                        cpu_self[k] += top[2] - top[3]
-                        cpu_total[k] += top[2]
-                    dev_self[k] += top[4]
-                    dev_total[k] += top[5]
-                    if stack:
-                        stack[-1][5] += top[5]
-                else:
-                    break
-            k = kids[i]
-            kd = kind[k]
-            own = 0
-            if kd == _K_RUNTIME:
-                c = corrs[i]
-                if c >= 0 and dev_by_corr:
-                    found = dev_by_corr.pop(c, 0)
-                    if found:
-                        linked = True
-                        for frame in reversed(stack):
-                            if kind[frame[1]] not in (_K_RUNTIME, _K_PY):
-                                frame[4] += found
-                                frame[5] += found
-                                break
-                        else:  # no op around the call (e.g. a graph launch): the call carries it
-                            own = found
-            else:
-                x = exts[i]
-                if x >= 0 and dev_by_ext:
-                    own = dev_by_ext.pop(x, 0)
-                    if own:
-                        linked = True
-            # Python frames called by the profiler's or neuronprof's own frames (signal
-            # handling, metadata) are their work, not the program's: no row, as the
-            # profiler's own frames themselves (``vocab.is_row``).
-            # Under them means nested in one, or inside the span of one that a crossing
-            # span (a ProfilerStep opened inside the frame) cut off the stack. The
-            # program's own frames under them (``Session.run``, ``compare``) stay rows,
-            # and so does all they call.
-            parent_own = bool(stack) and stack[-1][8]
-            hidden = False
-            in_own = parent_own
-            if kd == _K_PY:
-                flags = frame_flags.get(k)
-                if flags is None:
-                    flags = frame_flags[k] = (vocab.is_own_frame(names[k]), vocab.is_support_frame(names[k]))
-                cut = e <= own_cut_end and not (stack and kind[stack[-1][1]] == _K_PY)
-                hidden = flags[1] and (parent_own or cut)
-                in_own = hidden or flags[0]
-            if not hidden:
-                calls[k] += 1
-            anchored = False
-            if stack:
-                parent = stack[-1]
-                parent[3] += d
-                if parent[7] >= 0:
-                    step_work[parent[7]] = True
-                if parent[6]:
-                    if vocab.counts_as_call(kd, names[k]):
-                        top_level += 1
-                    elif vocab.is_transparent(kd):
-                        anchored = True  # Python frames and annotations: the ops under them count
-            if kd == _K_STEP:
-                anchored = True
-                step_work.append(False)
-            stack.append([e, k, d, 0, own, own, anchored, len(step_work) - 1 if kd == _K_STEP else -1, in_own, hidden])
-        while stack:
-            top = pop()
-            k = top[1]
-            if not top[9]:
-                cpu_self[k] += top[2] - top[3]
-                cpu_total[k] += top[2]
-            dev_self[k] += top[4]
-            dev_total[k] += top[5]
-            if stack:
-                stack[-1][5] += top[5]
-        sums.top_level += top_level
-        sums.steps += vocab.step_count(step_work, stopped_in_last=self.stopped_in_last_step)
-        sums.linked |= linked
 
 
 class EventAggregator(_Aggregator):
@@ -320,6 +224,7 @@ class EventAggregator(_Aggregator):
     def __init__(self, source: str = "<events>", *, stopped_in_last_step: bool = True) -> None:
         super().__init__(source, _Keys())
         self.stopped_in_last_step = stopped_in_last_step
+        self.file_notes = False
 
     def add(
         self,

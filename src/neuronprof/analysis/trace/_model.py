@@ -83,6 +83,8 @@ class Trace:
             or a ``rank-N`` file name), when known.
         ranks: One ``Trace`` per rank, indexed by rank, when the source holds
             several ranks (an HTA-style folder); the fields above are then their sum.
+        communication_us: Time in async collective spans (µs), as
+            [`Table.communication_us`][neuronprof.Table.communication_us]; ``None`` when there are none.
     """
 
     ops: tuple[TraceOp, ...]
@@ -96,6 +98,7 @@ class Trace:
     notes: tuple[str, ...] = field(default=())
     rank: Optional[int] = None
     ranks: tuple[Trace, ...] = field(default=())
+    communication_us: Optional[float] = None
 
     @property
     def source(self) -> str:
@@ -134,6 +137,7 @@ class Trace:
             top_level_calls=self.top_level_calls,
             notes=self.notes,
             rank=self.rank,
+            communication_us=self.communication_us,
         )
         # The totals of the whole trace travel with the table (and its JSON),
         # whether or not rows are filtered or cut.

@@ -54,6 +54,10 @@ _CONTAINER_LANE = re.compile(
     r"^\s*(Steps|XLA Modules|Framework (Name Scope|Ops)|TensorFlow (Name Scope|Ops)|Source code|XLA TraceMe)\s*$",
     re.IGNORECASE,
 )
+# A lane derived from a stream's events (XProf / TensorBoard's trace viewer on GPU:
+# "XLA Ops - from #16", "Framework Name Scope - from #16"): a view of the stream's
+# time, never time of its own.
+_DERIVED_LANE = re.compile(r"\s-\s*from\s*#\d+\s*$", re.IGNORECASE)
 _NEURON_LAYOUT = re.compile(r"_pid_\d+")
 
 _MAX_ID = 1 << 62
@@ -75,12 +79,14 @@ def process_roles(procs: Mapping[Any, Sequence[str]]) -> tuple[set[Any], set[Any
 
 
 def is_container_lane(lane: Optional[str]) -> bool:
-    """Whether a device process's lane (thread name) holds spans that contain other lanes' ops.
+    """Whether a device process's lane (thread name) holds spans that contain or copy other lanes' ops.
 
-    The XLA/TPU trace viewer's "Steps" and "XLA Modules" (and the framework views):
-    left out, only the op lanes are device op time.
+    The XLA/TPU trace viewer's "Steps" and "XLA Modules" (and the framework views),
+    with or without a " - from #N" suffix, and any lane derived from stream N
+    (" - from #N", "XLA Ops - from #16" included): left out, only the op lanes
+    (a stream's kernels, or "XLA Ops" on a TPU) are device op time.
     """
-    return lane is not None and bool(_CONTAINER_LANE.match(lane))
+    return lane is not None and bool(_CONTAINER_LANE.match(lane) or _DERIVED_LANE.search(lane))
 
 
 def _ns(value: Any) -> Optional[int]:

@@ -33,7 +33,9 @@ class _Keys:
         self.index: dict[tuple[Any, ...], int] = {}
         self.keys: list[tuple[Any, ...]] = []
         self.names: list[str] = []  # display name (every ProfilerStep#N is "ProfilerStep*")
+        self.raw_names: list[str] = []  # the name as the trace writes it
         self.kind: list[int] = []
+        self.twins: dict[int, int] = {}  # host key -> its twin on a device process (``device_twin``)
 
     def add(self, key: tuple[Any, ...]) -> int:
         kid = len(self.keys)
@@ -42,8 +44,20 @@ class _Keys:
         name, cat = key[0], key[1]
         kind = event_kind(name, cat)
         self.names.append(vocab.row_name(name, kind))
+        self.raw_names.append(name)
         self.kind.append(kind)
         return kid
+
+    def device_twin(self, kid: int) -> int:
+        """The key of a key's events on a device process: the same key, a device row apart from the host's."""
+        twin = self.twins.get(kid)
+        if twin is None:
+            twin = self.twins[kid] = len(self.keys)
+            self.keys.append(self.keys[kid])
+            self.names.append(self.names[kid])
+            self.raw_names.append(self.raw_names[kid])
+            self.kind.append(vocab.K_DEVICE)
+        return twin
 
 
 class _Sums:
@@ -69,6 +83,8 @@ class _Sums:
         self.notes: list[str] = []
         self.files: list[str] = []
         self.rank: Optional[int] = None
+        self.async_ns = 0  # duration of async spans (collectives): communication, not self time
+        self.async_keys: set[int] = set()
 
     def grow(self, n: int) -> None:
         extra = n - len(self.calls)
@@ -97,6 +113,8 @@ class _Sums:
         self.has_device |= other.has_device
         self.linked |= other.linked
         self.unlinked_ns += other.unlinked_ns
+        self.async_ns += other.async_ns
+        self.async_keys |= other.async_keys
         self.evidence += other.evidence
         self.device_name = self.device_name or other.device_name
         for what, n in other.skipped.items():
@@ -181,4 +199,5 @@ def _build(sums: _Sums, keys: _Keys, files: Sequence[str], *, rank: Optional[int
         events=sums.events,
         notes=tuple(notes),
         rank=rank,
+        communication_us=sums.async_ns / 1000 if sums.async_keys else None,
     )

@@ -1,0 +1,293 @@
+"""How the host events of one timeline nest, and what each one's self time is: torch's rule, once.
+
+Used by ``_aggregate._Aggregator`` for trace files and the live session's events alike.
+The rules (``neuronprof._vocabulary``): host spans nest per timeline as torch nests
+them (by start, longest first); self time is the duration less the union of the
+children; an only child of the same name is folded into its parent, as
+``key_averages()`` does; async collective spans take no part; a span that crosses a
+step's edge, or the end of the span it started in, is cut there.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Iterable
+from typing import Any, Optional
+
+from neuronprof import _vocabulary as vocab
+from neuronprof.analysis.trace._rules import _K_PY, _K_RUNTIME, _K_STEP, _is_sorted
+from neuronprof.analysis.trace._sums import _Keys, _Sums, _Thread
+
+
+class _Nesting:
+    """The walk over one timeline's host events; state of the aggregation it adds up into."""
+
+    keys: _Keys
+    sums: _Sums
+    stopped_in_last_step: bool
+    # Spans that started inside a step and ran past its end, per key: (count, ns left out).
+    crossed: dict[int, tuple[int, int]]
+    # Self time on timelines without steps: (ns, the key with the most of it), per timeline.
+    off_steps: list[tuple[int, int]]
+
+    def _walk(
+        self, th: _Thread, rows: Optional[list[int]], dev_by_corr: dict[int, int], dev_by_ext: dict[int, int]
+    ) -> None:
+        """Nest the host events of one timeline (torch's rule) and add up self/total and device times."""
+        ts, dur, kids, corrs, exts = th.ts, th.dur, th.kid, th.corr, th.ext
+        kind, names = self.keys.kind, self.keys.names
+        raw_names = self.keys.raw_names
+        idx: list[int] = list(range(len(ts))) if rows is None else rows
+        if not idx:
+            return
+        # Spans that cross a step's edge are cut at it (the vocabulary's rule); a part
+        # is (start, end, index of the event, whether it counts the call).
+        parts = self._cut_at_steps(ts, dur, kids, idx)
+        sums = self.sums
+        calls, cpu_self, cpu_total = sums.calls, sums.cpu_self, sums.cpu_total
+        dev_self, dev_total = sums.dev_self, sums.dev_total
+        # A frame: [0 end, 1 key, 2 duration, 3 children's covered time (their union),
+        #           4 own device time, 5 device time incl. children, 6 directly under a step
+        #           (through Python frames), 7 index of the step span in ``step_work`` (-1 when
+        #           not a step), 8 inside the profiler's or neuronprof's own frames, 9 left out
+        #           as such, 10 end of the children's covered time, 11 children,
+        #           12 the only child's sums when it has the frame's name (for the fold),
+        #           13 counts a call (the first part of a cut span), 14 not a row (its self
+        #           time is its parent's)]
+        stack: list[list[Any]] = []
+        frame_flags: dict[int, tuple[bool, bool]] = {}  # per key: (own frame, support frame)
+        not_rows: dict[int, bool] = {}  # per key: not a row (``vocab.is_row``)
+        top_level = 0
+        step_work: list[bool] = []  # per step span, in start order: whether any event is nested in it
+        linked = False
+        pop = stack.pop
+
+        # Self time of the rows on this timeline, and per key (for a timeline without steps).
+        row_self: dict[int, int] = {}
+
+        def close(top: list[Any]) -> None:
+            k = top[1]
+            self_ns = top[2] - top[3]
+            only = top[12]
+            if only is not None and top[11] == 1:
+                # key_averages()' fold: the only same-name child is this call; its self
+                # time and kernels are the parent's.
+                ck, c_self, c_dur, c_own_dev, c_dev_total, c_counted = only
+                if c_counted:
+                    calls[ck] -= 1
+                cpu_self[ck] -= c_self
+                cpu_total[ck] -= c_dur
+                dev_self[ck] -= c_own_dev
+                dev_total[ck] -= c_dev_total
+                self_ns += c_self
+                row_self[ck] -= c_self
+                top[4] += c_own_dev
+            if not top[9]:
+                cpu_self[k] += self_ns
+                cpu_total[k] += top[2]
+                if not top[14]:
+                    row_self[k] = row_self.get(k, 0) + self_ns
+            dev_self[k] += top[4]
+            dev_total[k] += top[5]
+            if stack:
+                parent = stack[-1]
+                parent[5] += top[5]
+                if top[14]:
+                    # What is not a row (the profiler's own frames and bookkeeping ops)
+                    # hands its self time to its parent, as torch's table, which drops
+                    # such events: self times still add up to the step.
+                    parent[3] -= self_ns
+                if (
+                    parent[11] == 1
+                    and not top[9]
+                    and not parent[9]
+                    and vocab.folds_into_parent(raw_names[parent[1]], raw_names[k], kind[k], 1)
+                ):
+                    parent[12] = (k, self_ns, top[2], top[4], top[5], top[13])
+
+        # The rest of a span cut at the end of the span it started in, waiting its turn:
+        # (start, -duration, is a step, sequence, end, index).
+        rests: list[tuple[int, int, bool, int, int, int]] = []
+        seq = 0
+        ordered = iter(parts)
+        nxt = next(ordered, None)
+        while nxt is not None or rests:
+            if rests and (nxt is None or rests[0][:3] < (nxt[0], nxt[0] - nxt[1], kind[kids[nxt[2]]] == _K_STEP)):
+                t, _neg, _step, _seq, e, i = heapq.heappop(rests)
+                counted = False
+            else:
+                assert nxt is not None
+                t, e, i, counted = nxt
+                nxt = next(ordered, None)
+            k = kids[i]
+            kd = kind[k]
+            if vocab.is_async_span(raw_names[k], kd):
+                # Async (a collective's work): no self host time, no part in nesting.
+                if counted:
+                    calls[k] += 1
+                cpu_total[k] += e - t
+                sums.async_ns += e - t
+                sums.async_keys.add(k)
+                continue
+            while stack:
+                top = stack[-1]
+                if t >= top[0]:
+                    pop()
+                    close(top)
+                elif e > top[0]:
+                    if kd == _K_STEP or top[7] >= 0:
+                        pop()  # steps never cut nor are cut (spans were cut at their edges)
+                        close(top)
+                        continue
+                    # It runs past the end of the span it starts in: cut it there; the rest
+                    # nests beside that span, as one call.
+                    seq += 1
+                    heapq.heappush(rests, (top[0], top[0] - e, False, seq, e, i))
+                    e = top[0]
+                    break
+                else:
+                    break
+            d = e - t
+            own = 0
+            if kd == _K_RUNTIME:
+                c = corrs[i]
+                if c >= 0 and dev_by_corr:
+                    found = dev_by_corr.pop(c, 0)
+                    if found:
+                        linked = True
+                        for frame in reversed(stack):
+                            if kind[frame[1]] not in (_K_RUNTIME, _K_PY):
+                                frame[4] += found
+                                frame[5] += found
+                                break
+                        else:  # no op around the call (e.g. a graph launch): the call carries it
+                            own = found
+            else:
+                x = exts[i]
+                if x >= 0 and dev_by_ext and counted:
+                    own = dev_by_ext.pop(x, 0)
+                    if own:
+                        linked = True
+            # Python frames called by the profiler's or neuronprof's own frames (signal
+            # handling, metadata) are their work, not the program's: no row, as the
+            # profiler's own frames themselves (``vocab.is_row``).
+            # Under them means nested in one (own frames that cross a step's edge keep
+            # their parts outside the steps, see ``_cut_at_steps``). The program's own
+            # frames under them (``Session.run``, ``compare``) stay rows, and so does all
+            # they call.
+            parent_own = bool(stack) and stack[-1][8]
+            hidden = False
+            in_own = parent_own
+            if kd == _K_PY:
+                flags = frame_flags.get(k)
+                if flags is None:
+                    flags = frame_flags[k] = (vocab.is_own_frame(names[k]), vocab.is_support_frame(names[k]))
+                hidden = flags[1] and parent_own
+                in_own = hidden or flags[0]
+            if not hidden and counted:
+                calls[k] += 1
+            not_row = not_rows.get(k)
+            if not_row is None:
+                not_row = not_rows[k] = not vocab.is_row(raw_names[k])
+            anchored = False
+            if stack:
+                parent = stack[-1]
+                if not (hidden or not_row):
+                    parent[11] += 1  # torch's table drops what is not a row: no child of the fold
+                covered_to = parent[10]
+                if e > covered_to:  # self time is the duration less the union of the children
+                    parent[3] += e - (t if t > covered_to else covered_to)
+                    parent[10] = e
+                if parent[7] >= 0:
+                    step_work[parent[7]] = True
+                if parent[6] and counted:
+                    if vocab.counts_as_call(kd, names[k]):
+                        top_level += 1
+                    elif vocab.is_transparent(kd):
+                        anchored = True  # Python frames and annotations: the ops under them count
+                elif parent[6] and vocab.is_transparent(kd):
+                    anchored = True
+            if kd == _K_STEP:
+                anchored = True
+                step_work.append(False)
+            stack.append(
+                [
+                    e,
+                    k,
+                    d,
+                    0,
+                    own,
+                    own,
+                    anchored,
+                    len(step_work) - 1 if kd == _K_STEP else -1,
+                    in_own,
+                    hidden,
+                    t,
+                    0,
+                    None,
+                    counted,
+                    hidden or not_row,
+                ]
+            )
+        while stack:
+            close(pop())
+        if not step_work and row_self:
+            ns = sum(row_self.values())
+            if ns > 0:
+                self.off_steps.append((ns, max(row_self, key=row_self.__getitem__)))
+        sums.top_level += top_level
+        sums.steps += vocab.step_count(step_work, stopped_in_last=self.stopped_in_last_step)
+        sums.linked |= linked
+
+    def _cut_at_steps(self, ts: Any, dur: Any, kids: Any, idx: list[int]) -> Iterable[tuple[int, int, int, bool]]:
+        """The timeline's spans as ``(start, end, index, counts the call)``, parents first, cut at its steps' edges.
+
+        Sorted as torch nests: by start, longest first; of equal spans, a step last
+        (inside the others), so that a frame cut to a step's edges is its parent.
+        Spans that cross a step's edge are cut by ``vocab.step_pieces``: their parts
+        outside the steps are left out (a note says how much of a span that started
+        in a step), except for the profiler's own frames, which are no row and keep
+        the frames they call where they are.
+        """
+        kind, raw_names = self.keys.kind, self.keys.raw_names
+        steps = sorted((ts[i], ts[i] + dur[i]) for i in idx if kind[kids[i]] == _K_STEP)
+        if not steps:
+            if _is_sorted_idx(ts, dur, idx):
+                return ((ts[i], ts[i] + dur[i], i, True) for i in idx)
+            order = sorted(idx, key=dur.__getitem__, reverse=True)
+            order.sort(key=ts.__getitem__)
+            return [(ts[i], ts[i] + dur[i], i, True) for i in order]
+        starts = [s for s, _ in steps]
+        parts: list[tuple[int, int, int, bool]] = []
+        crossed = self.crossed
+        for i in idx:
+            t = ts[i]
+            e = t + dur[i]
+            k = kids[i]
+            kd = kind[k]
+            cut = kd != _K_STEP and not vocab.is_async_span(raw_names[k], kd)
+            pieces = vocab.step_pieces(t, e, steps, starts) if cut else None
+            if pieces is None:
+                parts.append((t, e, i, True))
+                continue
+            keep_all = kind[k] == _K_PY and vocab.is_own_frame(raw_names[k])
+            first = True
+            left_out = 0
+            for lo, hi, inside in pieces:
+                if inside or keep_all:
+                    parts.append((lo, hi, i, first))
+                    first = False
+                else:
+                    left_out += hi - lo
+            j = bisect.bisect_right(starts, t) - 1
+            if j >= 0 and t < steps[j][1]:  # it started inside a step: a span across a boundary
+                seen = crossed.get(k)
+                crossed[k] = (1, left_out) if seen is None else (seen[0] + 1, seen[1] + left_out)
+        parts.sort(key=lambda p: (p[0], p[0] - p[1], kind[kids[p[2]]] == _K_STEP))
+        return parts
+
+
+def _is_sorted_idx(ts: Any, dur: Any, idx: list[int]) -> bool:
+    """Whether a timeline's events (all of them, in file order) are already nested order."""
+    return len(idx) == len(ts) and _is_sorted(ts, dur)
