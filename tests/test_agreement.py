@@ -399,3 +399,32 @@ def test_the_sessions_own_per_step_work_is_outside_the_recorded_steps(tmp_path: 
     ]
     assert inside == []
     assert s.steps_taken == 4 and s.table().steps == 3  # warmup 1, active 3
+
+
+def test_a_llama_built_from_its_config_agrees_with_key_averages(tmp_path: Path) -> None:
+    # Real model code (Hugging Face's Llama, from a config: no download): its RMSNorm
+    # re-dispatches, its attention and MLP nest deeply. Live, offline and torch agree.
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=128,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    model = transformers.LlamaForCausalLM(config).eval()
+    ids = torch.randint(0, 128, (1, 16))
+
+    def forward() -> None:
+        with torch.no_grad():
+            model(ids)
+
+    forward()
+    s = _run(tmp_path, forward, wait=0, warmup=1, active=2)
+    live = s.table(row_limit=None)
+    assert_matches_key_averages(live, s)
+    assert_self_times_add_up_to_the_steps(live)
+    assert_tables_agree(live, summarize(s.export()))
