@@ -465,7 +465,13 @@ def test_variant_error_pickles() -> None:
 # -- the model, built by hand ----------------------------------------------------------------
 
 
-def _row(name: str, wall: float, speedup: float = 1.0, table: Table | None = None) -> ComparisonRow:
+def _row(
+    name: str,
+    wall: float,
+    speedup: float = 1.0,
+    table: Table | None = None,
+    interval: tuple[float, float] | None = None,
+) -> ComparisonRow:
     return ComparisonRow(
         name=name,
         op_calls=2.0,
@@ -478,13 +484,15 @@ def _row(name: str, wall: float, speedup: float = 1.0, table: Table | None = Non
         compile_s=0.5,
         table=table,
         wall_samples_us=[wall * 0.9, wall, wall * 1.1],  # type: ignore[arg-type]
+        speedup_low=None if interval is None else interval[0],
+        speedup_high=None if interval is None else interval[1],
     )
 
 
 def test_device_column_by_label() -> None:
     table = Table(rows=(OpRow("aten::mul", 1, 1.0, 1.0, 2.0, 2.0),), backend="neuron", device_label="NEURON", steps=1)
     cmp = Comparison(
-        rows=(_row("a", 100.0, table=table), _row("b", 50.0, 2.0)),
+        rows=(_row("a", 100.0, table=table), _row("b", 50.0, 2.0, interval=(1.8, 2.2))),
         baseline="a",
         backend="neuron",
         device_label="NEURON",
@@ -492,7 +500,7 @@ def test_device_column_by_label() -> None:
     )
     text = str(cmp)
     assert "Self NEURON (µs)" in text
-    assert "2.00× *" in text
+    assert "2.00× (1.80–2.20) *" in text
     assert cmp.row("b").wall_samples_us == pytest.approx((45.0, 50.0, 55.0))
     assert Comparison.from_json(cmp.to_json()) == cmp
     assert "Self NEURON (µs)" in cmp.to_markdown()
@@ -518,3 +526,29 @@ def test_public_api() -> None:
     assert neuronprof.Comparison is Comparison
     assert neuronprof.VariantError is VariantError
     assert {"compare", "Comparison", "ComparisonRow", "VariantError"} <= set(neuronprof.__all__)
+
+
+@pytest.mark.parametrize(("interval", "marked"), [((1.8, 2.2), True), ((0.9, 2.4), False), (None, False)])
+def test_the_best_speedup_is_marked_only_when_its_interval_excludes_1(
+    interval: tuple[float, float] | None, marked: bool
+) -> None:
+    cmp = Comparison(rows=(_row("a", 100.0), _row("b", 50.0, 2.0, interval=interval)), baseline="a", repeats=3)
+    cell = "2.00×" + ("" if interval is None else f" ({interval[0]:.2f}–{interval[1]:.2f})")
+    assert cell in str(cmp)
+    assert (f"{cell} *" in str(cmp)) is marked
+    assert (f"**{cell}**" in cmp.to_markdown()) is marked
+
+
+def test_compare_gives_each_speedup_its_interval(clock: FakeClock, opts: dict[str, Any]) -> None:
+    log: list[str] = []
+    slow = Recorder("slow", log, clock, first_s=0.02, steady_s=0.02)
+    fast = Recorder("fast", log, clock, first_s=0.01, steady_s=0.01)
+    same = Recorder("same", log, clock, first_s=0.02, steady_s=0.02)
+    cmp = compare({"slow": slow, "fast": fast, "same": same}, repeats=5, warmup=0, **opts)
+    assert cmp.row("slow").speedup_low is None  # the baseline
+    row = cmp.row("fast")
+    assert (row.speedup_low, row.speedup_high) == pytest.approx((2.0, 2.0)) and row.measurably_different
+    twin = cmp.row("same")
+    assert (twin.speedup_low, twin.speedup_high) == pytest.approx((1.0, 1.0)) and not twin.measurably_different
+    assert "2.00× (2.00–2.00) *" in str(cmp)
+    assert Comparison.from_json(cmp.to_json()) == cmp

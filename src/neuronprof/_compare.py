@@ -215,9 +215,7 @@ def _per_step(table: Table) -> tuple[Optional[float], Optional[float]]:
     return cpu, (_vocabulary.device_total(body) or 0.0) / table.steps
 
 
-def _profile(
-    name: str, fn: Callable[..., Any], args: Sequence[Any], config: SessionConfig
-) -> tuple[Table, Insights]:
+def _profile(name: str, fn: Callable[..., Any], args: Sequence[Any], config: SessionConfig) -> tuple[Table, Insights]:
     s = Session(config)
     # _blame is the inner context: the session is closed before the VariantError leaves.
     with s, _blame(name, "profiling"):
@@ -347,7 +345,10 @@ def compare(
     finally:
         progress.clear()
 
+    from neuronprof.analysis._verdict import shift as speedup_shift
+
     base_median = statistics.median(samples[baseline]) * 1e6
+    base_wall = [s * 1e6 for s in samples[baseline]]
     rows = []
     notes = []
     for label in labels:
@@ -355,6 +356,10 @@ def compare(
         wall = [s * 1e6 for s in samples[label]]
         median = statistics.median(wall)
         self_cpu, self_device = _per_step(table)
+        # The speedup's interval: the baseline's samples over this variant's (B/A with A the variant).
+        interval = (
+            speedup_shift(wall, base_wall) if label != baseline and min(wall) > 0 and min(base_wall) > 0 else None
+        )
         rows.append(
             ComparisonRow(
                 name=label,
@@ -370,6 +375,8 @@ def compare(
                 wall_samples_us=tuple(wall),
                 calls_per_sample=calls[label],
                 insights=found[label],
+                speedup_low=None if interval is None else interval.low,
+                speedup_high=None if interval is None else interval.high,
             )
         )
         if min(wall) > 0 and max(wall) / min(wall) > _NOISY_SPREAD:

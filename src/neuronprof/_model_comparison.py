@@ -58,6 +58,11 @@ class ComparisonRow:
             calls are timed well above the clock's resolution.
         insights: What to fix first in the variant's profile
             ([`Insights`][neuronprof.analysis.insights.Insights]), from the same session.
+        speedup_low: Lower end of the speedup's 95 % confidence interval (the
+            Hodges–Lehmann interval of the baseline's wall samples over this variant's,
+            as ``neuronprof diff``'s verdicts); ``None`` for the baseline, or with too
+            few samples for an interval.
+        speedup_high: Upper end of that interval.
     """
 
     name: str
@@ -73,6 +78,17 @@ class ComparisonRow:
     wall_samples_us: tuple[float, ...] = ()
     calls_per_sample: int = 1
     insights: Optional[Insights] = None
+    speedup_low: Optional[float] = None
+    speedup_high: Optional[float] = None
+
+    @property
+    def measurably_different(self) -> bool:
+        """Whether the speedup's interval excludes 1.0: faster or slower than the baseline beyond noise."""
+        return (
+            self.speedup_low is not None
+            and self.speedup_high is not None
+            and (self.speedup_low > 1 or self.speedup_high < 1)
+        )
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -130,6 +146,8 @@ class ComparisonRow:
                 wall_samples_us=tuple(float(v) for v in data.get("wall_samples_us", ())),
                 calls_per_sample=int(data.get("calls_per_sample", 1)),
                 insights=found,
+                speedup_low=_opt_float(data.get("speedup_low")),
+                speedup_high=_opt_float(data.get("speedup_high")),
             )
         except KeyError as exc:
             raise ValueError(f"invalid ComparisonRow: missing field {exc.args[0]!r}") from None

@@ -22,7 +22,7 @@ from neuronprof.export import default_trace_name
 from neuronprof.model import RankTable, SortKey, Table
 
 if TYPE_CHECKING:
-    from neuronprof.analysis import DevicePeak, Roofline
+    from neuronprof.analysis import DevicePeak, Roofline, Trace
     from neuronprof.analysis.insights import Insights
     from neuronprof.typing import DevicePreset
 
@@ -170,7 +170,9 @@ def target_path(rec: Recording, path: Optional[PathLike], *, suffix: str) -> Pat
     return target
 
 
-def report(rec: Recording, path: Optional[PathLike], *, overwrite: bool, world_size: Optional[int]) -> Path:
+def report(
+    rec: Recording, path: Optional[PathLike], *, overwrite: bool, world_size: Optional[int], baseline: Any = None
+) -> Path:
     """Write the HTML report of the recording (see ``Session.report``)."""
     from neuronprof.analysis.insights import analyze
     from neuronprof.report import environment, render_report
@@ -190,8 +192,17 @@ def report(rec: Recording, path: Optional[PathLike], *, overwrite: bool, world_s
         "record_shapes": rec.config.record_shapes,
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rec.started)),
     }
+    two_runs = None
+    if baseline is not None:
+        from neuronprof.analysis import diff
+
+        two_runs = diff(baseline, offline_trace(rec))
     text = render_report(
-        local_table(rec).sorted("device"), insights=analyze(timeline), timeline=timeline, settings=settings
+        local_table(rec).sorted("device"),
+        insights=analyze(timeline),
+        timeline=timeline,
+        settings=settings,
+        baseline=two_runs,
     )
     target = target_path(rec, path, suffix=".html")
     return atomic_write(target, text_writer(text), overwrite=overwrite)
@@ -208,9 +219,13 @@ def roofline(
     from neuronprof.analysis import roofline as _roofline
 
     require_recorded(rec, "there is nothing to place on a roofline")
+    return _roofline(offline_trace(rec), device=device, peak_flops=peak_flops, peak_bw=peak_bw)
+
+
+def offline_trace(rec: Recording) -> Trace:
+    """The kept cycles as the offline reader's [`Trace`][neuronprof.analysis.Trace] (see ``Session.trace``)."""
     # From the events in memory, through the table's own aggregation: no trace is written or parsed back.
-    trace = _collect.build_trace(list(rec.cycles), has_device=rec.has_device, device_label=rec.device_label)
-    return _roofline(trace, device=device, peak_flops=peak_flops, peak_bw=peak_bw)
+    return _collect.build_trace(list(rec.cycles), has_device=rec.has_device, device_label=rec.device_label)
 
 
 def gather_rank_table(rec: Recording, timeout: float) -> RankTable:

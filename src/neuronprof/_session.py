@@ -57,7 +57,7 @@ from neuronprof.typing import RANKS, BackendName, Core, DevicePreset, Mode, Rank
 if TYPE_CHECKING:
     import torch.profiler
 
-    from neuronprof.analysis import DevicePeak, NeuronProfile, Roofline
+    from neuronprof.analysis import DevicePeak, NeuronProfile, Roofline, Trace
     from neuronprof.analysis.insights import Insights
     from neuronprof.analysis.neuron import ToolChoice
     from neuronprof.analysis.neuron.session import SessionNeuronProfile
@@ -860,7 +860,7 @@ class Session:
             self._neuron = SessionNeuronProfile(root, sessions=sessions)
         return self._neuron
 
-    def report(self, path: Optional[PathLike] = None, *, overwrite: bool = False) -> Path:
+    def report(self, path: Optional[PathLike] = None, *, overwrite: bool = False, baseline: Any = None) -> Path:
         """Write one self-contained HTML report to look at and share: settings, op table, findings, timeline.
 
         The file opens offline in any browser (no network request): the session's
@@ -873,6 +873,9 @@ class Session:
         Args:
             path: The ``.html`` file to write. Default: a timestamped name in ``output_dir``.
             overwrite: Replace an existing file instead of raising ``FileExistsError``.
+            baseline: A baseline run to compare this one with (a trace file, a folder of
+                runs, a [`Trace`][neuronprof.analysis.Trace] or an earlier session): adds
+                the two-run pane with ``neuronprof diff``'s verdicts. ``None``: no pane.
 
         Returns:
             The file written.
@@ -883,7 +886,9 @@ class Session:
             OSError: The disk refused the write; no partial file is left.
         """
         self._require_done("report()")
-        return _recording.report(self._record(), path, overwrite=overwrite, world_size=self._world_size)
+        return _recording.report(
+            self._record(), path, overwrite=overwrite, world_size=self._world_size, baseline=baseline
+        )
 
     def _record(self) -> Recording:
         """What this session recorded, frozen: what ``table()``, ``export()``, ``roofline()`` work from."""
@@ -1047,6 +1052,23 @@ class Session:
         """
         self._require_done("roofline()")
         return _recording.roofline(self._record(), device, peak_flops=peak_flops, peak_bw=peak_bw)
+
+    def trace(self) -> Trace:
+        """The recording as an offline [`Trace`][neuronprof.analysis.Trace]: what ``load_trace`` reads from its export.
+
+        Per-op sums and one [`StepSample`][neuronprof.analysis.StepSample] per recorded
+        step, from the events in memory (no trace is written). What
+        [`diff`][neuronprof.analysis.diff] and [`check`][neuronprof.analysis.check] read
+        when given a session: ``diff(before, after)`` with two sessions says whether the
+        step got faster, with its confidence interval.
+
+        Raises:
+            SessionStateError: Called before the with-block has ended, or nothing was recorded.
+        """
+        self._require_done("trace()")
+        rec = self._record()
+        _recording.require_recorded(rec, "there is no trace")
+        return _recording.offline_trace(rec)
 
 
 def session(

@@ -1,4 +1,4 @@
-"""The ``neuronprof`` command line: doctor, demo, summarize, diff, roofline, neuron.
+"""The ``neuronprof`` command line: doctor, demo, summarize, diff, check, roofline, advise, report, neuron.
 
 Each sub-command lives with the code it drives; this module only builds the
 parser and dispatches, so that ``neuronprof summarize`` never imports torch.

@@ -403,6 +403,13 @@ def _format_speedup(value: float) -> str:
     return f"{value:.2f}×" if value >= 0.1 else f"{value:.2g}×"
 
 
+def _format_speedup_cell(r: ComparisonRow) -> str:
+    """The speedup with its 95 % interval: ``2.10× (1.95–2.30)``."""
+    if r.speedup_low is None or r.speedup_high is None:
+        return _format_speedup(r.speedup)
+    return f"{_format_speedup(r.speedup)} ({r.speedup_low:.2f}–{r.speedup_high:.2f})"
+
+
 def _cmp_columns(cmp: Comparison) -> list[_CmpColumn]:
     cols = [
         _CmpColumn(
@@ -427,7 +434,13 @@ def _cmp_columns(cmp: Comparison) -> list[_CmpColumn]:
         # the footer says what each one measures.
         _CmpColumn("Median (µs)", lambda r: format_us(r.wall_us), "low", lambda r: r.wall_us),
         _CmpColumn("Min–max (µs)", lambda r: f"{format_us(r.wall_us_min)}–{format_us(r.wall_us_max)}"),
-        _CmpColumn("Speedup", lambda r: _format_speedup(r.speedup), "high", lambda r: r.speedup),
+        # The best speedup is marked only where its interval excludes 1.0 (beyond noise).
+        _CmpColumn(
+            "Speedup (95% CI)",
+            _format_speedup_cell,
+            "high",
+            lambda r: r.speedup if r.measurably_different or r.name == cmp.baseline else None,
+        ),
         _CmpColumn("1st call (s)", lambda r: f"{r.compile_s:.3f}"),
     ]
     return cols
@@ -454,7 +467,8 @@ def _cmp_footer(cmp: Comparison) -> list[str]:
     rounds = f"{cmp.repeats} interleaved round{'s' if cmp.repeats != 1 else ''}"
     steps = f"{cmp.profiled_steps} step{'s' if cmp.profiled_steps != 1 else ''}"
     lines = [
-        f"Speedup: median wall time of {cmp.baseline!r} ÷ the variant's; * marks the best value in a column.",
+        f"Speedup: median wall time of {cmp.baseline!r} ÷ the variant's, with its 95% interval (Hodges–Lehmann "
+        "over the timed samples); * marks the best value in a column, a speedup only where its interval excludes 1.",
         f"Median, Min–max: wall time per call over {rounds}, timed outside the profiler after {cmp.warmup} "
         "warm-up call(s); 1st call: the first call (compilation), reported apart and left out.",
         f"Ops and self times: per step, from one profiled session per variant ({steps}; backend {cmp.backend}).",
@@ -606,7 +620,8 @@ def render_comparison_figure(cmp: Comparison, title: Optional[str] = None) -> Fi
     medians = [r.wall_us for r in cmp.rows]
     low = [max(r.wall_us - r.wall_us_min, 0.0) for r in cmp.rows]
     high = [max(r.wall_us_max - r.wall_us, 0.0) for r in cmp.rows]
-    wall_colours = colours(list(medians))
+    # The wall panel's green is a verdict: only for a variant measurably faster than the baseline.
+    wall_colours = colours([r.wall_us if r.name == cmp.baseline or r.measurably_different else None for r in cmp.rows])
     wall_ax.barh(positions, medians, xerr=[low, high], color=wall_colours, capsize=3)
     for y, r in zip(positions, cmp.rows):
         wall_ax.annotate(

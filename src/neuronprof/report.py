@@ -25,6 +25,7 @@ from neuronprof.model import Comparison, OpRow, Table
 from neuronprof.render import _best_cells, _cmp_columns, _cmp_footer, format_shapes, format_us
 
 if TYPE_CHECKING:
+    from neuronprof.analysis import TraceDiff
     from neuronprof.analysis.insights import Insights, Timeline
 
 __all__ = [
@@ -306,6 +307,7 @@ def render_report(
     timeline: Optional[Timeline] = None,
     settings: Optional[Mapping[str, Any]] = None,
     title: str = "neuronprof report",
+    baseline: Optional[TraceDiff] = None,
 ) -> str:
     """Return one self-contained HTML page for a profile.
 
@@ -316,6 +318,9 @@ def render_report(
         settings: Settings and environment shown at the top (backend, device,
             versions, schedule...), as label → value; values are shown as text.
         title: The page title.
+        baseline: The comparison of a baseline run (A) with this one (B), as
+            ``neuronprof diff`` makes it: the two-run pane, with its verdicts, shown
+            first; ``None`` leaves it out.
 
     Returns:
         The page as text (UTF-8 when written). It requests nothing from the network.
@@ -342,9 +347,23 @@ def render_report(
             findings=_findings_data(insights),
             has_timeline=timeline is not None,
             comparison=None,
+            two_runs=None if baseline is None else _two_runs_data(baseline),
             data_json=_json_for_script(data),
         )
     )
+
+
+def _two_runs_data(d: TraceDiff, rows: int = 15) -> dict[str, Any]:
+    """The two-run pane: the verdicts and the largest changes, as ``neuronprof diff`` prints them."""
+    from neuronprof.analysis.render import _diff_cols, _diff_footer, _diff_header
+
+    cols = _diff_cols(d)
+    return {
+        "header": _diff_header(d),
+        "headers": [{"text": c.header, "left": c.left} for c in cols],
+        "rows": [[{"text": c.cell(r), "left": c.left} for c in cols] for r in d.rows[:rows]],
+        "footer": ([f"showing {rows} of {len(d.rows)} rows"] if len(d.rows) > rows else []) + _diff_footer(d),
+    }
 
 
 def render_comparison_report(
@@ -409,6 +428,7 @@ def render_comparison_report(
                 "chart": _chart(cmp),
                 "variants": variants,
             },
+            two_runs=None,
             data_json=_json_for_script(data),
         )
     )
@@ -458,7 +478,7 @@ def _chart(cmp: Comparison) -> dict[str, Any]:
             lo=plot_w * r.wall_us_min / top,
             hi=plot_w * r.wall_us_max / top,
             label=f"{format_us(r.wall_us)} µs ({r.speedup:.2f}×)",
-            best=r.name == cmp.fastest,
+            best=r.name == cmp.fastest and r.measurably_different,
         )
         for i, r in enumerate(rows)
     ]

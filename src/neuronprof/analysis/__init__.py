@@ -7,7 +7,8 @@ with Python, torch or not:
 from neuronprof import analysis
 
 print(analysis.summarize("trace.json.gz", row_limit=20))   # the session.table() view
-print(analysis.diff("before.json", "after.json"))           # what changed, op by op
+print(analysis.diff("before.json", "after.json"))           # what changed, with verdicts
+print(analysis.check("base/", "new/", max_slowdown=0.05))    # a CI gate: exit_code 0, 1 or 2
 print(analysis.advise("trace.json"))                        # what to fix first
 rl = analysis.roofline("trace.json", device="trn2")         # compute- or memory-bound?
 print(rl)
@@ -16,12 +17,13 @@ print(analysis.neuron_profile("neuronprof_output/neuron_profile"))  # Neuron's o
 ```
 
 The same is on the command line: ``neuronprof summarize``, ``neuronprof diff``,
-``neuronprof roofline``, ``neuronprof advise``. Nothing in a trace is ever executed or unpickled: it is
-parsed as JSON, streamed in bounded memory.
+``neuronprof check``, ``neuronprof roofline``, ``neuronprof advise``. Nothing in a trace
+is ever executed or unpickled: it is parsed as JSON, streamed in bounded memory.
 """
 
 from __future__ import annotations
 
+from neuronprof.analysis._check import Check, CheckItem, check
 from neuronprof.analysis._diff import DiffMatch, DiffMetric, DiffRow, TraceDiff, diff
 from neuronprof.analysis._roofline import (
     DEVICE_PEAKS,
@@ -33,12 +35,14 @@ from neuronprof.analysis._roofline import (
     device_peak,
     roofline,
 )
+from neuronprof.analysis._verdict import Shift, Verdict, shift
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.flops import DTYPE_SIZES, OpCost, dtype_size, op_cost
 from neuronprof.analysis.insights import Evidence, Finding, FindingKind, Insights, advise
 from neuronprof.analysis.neuron import NeuronProfile, neuron_profile
 from neuronprof.analysis.trace import (
     GroupBy,
+    StepSample,
     Trace,
     TraceOp,
     TraceSource,
@@ -52,6 +56,8 @@ __all__ = [
     "DEVICE_PEAKS",
     "DTYPE_SIZES",
     "Bound",
+    "Check",
+    "CheckItem",
     "DevicePeak",
     "DiffMatch",
     "DiffMetric",
@@ -65,13 +71,17 @@ __all__ = [
     "OpCost",
     "Roofline",
     "RooflineRow",
+    "Shift",
+    "StepSample",
     "TimeSource",
     "Trace",
     "TraceDiff",
     "TraceError",
     "TraceOp",
     "TraceSource",
+    "Verdict",
     "advise",
+    "check",
     "device_peak",
     "diff",
     "dtype_size",
@@ -80,6 +90,7 @@ __all__ = [
     "neuron_profile",
     "op_cost",
     "roofline",
+    "shift",
     "summarize",
     "summarize_ranks",
 ]

@@ -5,20 +5,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import statistics
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union, get_args
+from typing import Any, Callable, Optional, Union, get_args
 
 from neuronprof import _vocabulary as vocab
 from neuronprof._deprecation import renamed_keyword
 from neuronprof._model_rows import _keep_totals
-from neuronprof.analysis.trace import Trace, TraceSource, load_trace
+from neuronprof.analysis._verdict import Shift, min_samples, shift
+from neuronprof.analysis.trace import StepSample, Trace, TraceSource, load_trace
 from neuronprof.model import OpRow, Shape, _opt_float, _opt_int, limit_rows, loads, row_from_dict, row_to_dict
 from neuronprof.typing import DiffMatch, DiffMetric, DiffStatus, GroupBy, MeasuredTime
 
 __all__ = ["DiffMatch", "DiffMetric", "DiffRow", "TraceDiff", "diff"]
 
 DIFF_SCHEMA = "neuronprof.diff/1"
+
 
 @dataclass(frozen=True)
 class DiffRow:
@@ -100,6 +103,12 @@ class TraceDiff:
         notes: Remarks about the comparison.
         total_rows: How many rows there were before any limit
             ([`head`][neuronprof.analysis.TraceDiff.head]); filled in from ``rows`` when not given.
+        step: The verdict on the step's host time (each ``ProfilerStep#N`` span a
+            sample): [`Shift`][neuronprof.analysis.Shift] of B against A; ``None``
+            when a trace has no steps.
+        step_device: The verdict on device time per step; ``None`` without device time in both.
+        op_shifts: ``(name, Shift)`` of the ops that matter (see ``diff``): each op's
+            compared self time per step, in the steps it ran.
     """
 
     rows: tuple[DiffRow, ...]
@@ -113,6 +122,9 @@ class TraceDiff:
     per_step: bool = False
     notes: tuple[str, ...] = field(default=())
     total_rows: Optional[int] = None
+    step: Optional[Shift] = None
+    step_device: Optional[Shift] = None
+    op_shifts: tuple[tuple[str, Shift], ...] = ()
     # The totals of every row, taken before any limit (see neuronprof.model.limit_rows).
     # Not __init__ parameters: filled in from the rows, carried by head() and from_dict().
     _total_a_us: Optional[float] = field(default=None, init=False, repr=False)
@@ -176,6 +188,10 @@ class TraceDiff:
         if self.metric == "device":
             return tuple(vocab.device_counted(self.rows))
         return self.rows
+
+    def op_shift(self, name: str) -> Optional[Shift]:
+        """The verdict on one op (``None`` when it is not among the ops judged)."""
+        return dict(self.op_shifts).get(name)
 
     def row(self, name: str) -> DiffRow:
         """Return the first row called ``name``.
@@ -241,6 +257,9 @@ class TraceDiff:
             "total_rows": self.total_rows,
             "total_a_us": self.total_a_us,
             "total_b_us": self.total_b_us,
+            "step": None if self.step is None else self.step.to_dict(),
+            "step_device": None if self.step_device is None else self.step_device.to_dict(),
+            "op_shifts": [{"name": name, **s.to_dict()} for name, s in self.op_shifts],
             "rows": [r.to_dict() for r in self.rows],
         }
 
@@ -287,6 +306,12 @@ class TraceDiff:
             per_step=bool(data.get("per_step", False)),
             notes=tuple(data.get("notes", ())),
             total_rows=_opt_int(data.get("total_rows")),
+            step=_shift_or_none(data.get("step")),
+            step_device=_shift_or_none(data.get("step_device")),
+            op_shifts=tuple(
+                (str(o["name"]), Shift.from_dict({k: v for k, v in o.items() if k != "name"}))
+                for o in data.get("op_shifts", ())
+            ),
         )
         totals = {"_total_a_us": data.get("total_a_us"), "_total_b_us": data.get("total_b_us")}
         _keep_totals(out, **{name: _opt_float(value) for name, value in totals.items()})
@@ -305,6 +330,10 @@ class TraceDiff:
         return cls.from_dict(loads(text))
 
 
+def _shift_or_none(data: Any) -> Optional[Shift]:
+    return None if data is None else Shift.from_dict(data)
+
+
 def _metric(row: DiffRow, metric: str, side: str) -> Optional[float]:
     value: Optional[float] = getattr(row, f"self_{metric}_us_{side}")
     return value
@@ -317,31 +346,45 @@ def diff(
     match: DiffMatch = "auto",
     metric: DiffMetric = "auto",
     per_step: bool = False,
+    confidence: float = 0.95,
 ) -> TraceDiff:
-    """Compare two traces op by op, largest absolute change of self time first.
+    """Compare two traces op by op, largest absolute change of self time first, with verdicts.
+
+    Every recorded step is a sample (a folder of runs adds the steps of each): the
+    step's host time, its device time and each op's self time in it. The verdicts
+    ([`Shift`][neuronprof.analysis.Shift]: faster, slower, no measurable change or
+    cannot tell, with the ratio's confidence interval) are for the step and for the
+    ops that matter: the ``OPS_JUDGED`` ops with the most compared time per step (on
+    either side, at least ``OPS_MIN_SHARE`` of the step), each judged on the steps it
+    ran in.
 
     Args:
-        a: The baseline: a trace file or folder, or a loaded [`Trace`][neuronprof.analysis.Trace].
+        a: The baseline: a trace file or folder, or a loaded [`Trace`][neuronprof.analysis.Trace];
+            or a session (``Session.trace()`` is read).
         b: The trace to compare with it.
         match: How to pair ops (see [`DiffMatch`][neuronprof.typing.DiffMatch]).
         metric: Which self time to compare (see [`DiffMetric`][neuronprof.typing.DiffMetric]).
         per_step: Divide each trace's times by its number of profiled steps, for
             traces that profiled different numbers of steps (calls stay totals).
+        confidence: Confidence level of the verdicts' intervals (0.95 for 95 %).
 
     Returns:
         One row per op (or op and shape), largest absolute change of self time first;
-        times in microseconds.
+        times in microseconds; the verdicts in ``step``, ``step_device`` and ``op_shifts``.
 
     Raises:
         TraceError: A trace cannot be read.
         ValueError: Unknown ``match`` or ``metric``; ``metric="device"`` when a
-            trace has no device time; ``per_step`` when a trace has no steps.
+            trace has no device time; ``per_step`` when a trace has no steps;
+            ``confidence`` out of range.
     """
+    if not 0.5 <= confidence < 1:
+        raise ValueError(f"confidence must be at least 0.5 and below 1, got {confidence!r}")
     if match not in get_args(DiffMatch):
         raise ValueError(f"unknown match {match!r}; use one of {', '.join(get_args(DiffMatch))}")
     if metric not in get_args(DiffMetric):
         raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(get_args(DiffMetric))}")
-    ta, tb = load_trace(a), load_trace(b)
+    ta, tb = load_trace(_trace_of(a)), load_trace(_trace_of(b))
     shapes_in_both = _has_shapes(ta) and _has_shapes(tb)
     if match == "shape" and not shapes_in_both:
         raise ValueError("match='shape' needs both traces recorded with record_shapes=True; use match='name'")
@@ -377,6 +420,9 @@ def diff(
             )
     if match == "auto" and group == "name" and (_has_shapes(ta) or _has_shapes(tb)):
         notes.append("matched by name: only one trace recorded input shapes")
+    step, step_device, op_shifts, unit = _verdicts(ta, tb, use, confidence)
+    if unit is not None:
+        notes.append(f"verdicts: {unit}")
     return TraceDiff(
         rows=tuple(rows),
         a=ta.source,
@@ -388,6 +434,111 @@ def diff(
         steps_b=tb.steps,
         per_step=per_step,
         notes=tuple(notes),
+        step=step,
+        step_device=step_device,
+        op_shifts=op_shifts,
+    )
+
+
+OPS_JUDGED = 10
+"""How many ops ``diff`` gives a verdict on: those with the most compared time per step."""
+OPS_MIN_SHARE = 0.01
+"""The least share of a step's time (on either side) for an op to be judged."""
+
+
+def _trace_of(source: Any) -> Any:
+    """A session stands for its recording (``Session.trace()``); anything else is read as given."""
+    trace = getattr(source, "trace", None)
+    return trace() if callable(trace) else source
+
+
+def _verdicts(
+    ta: Trace, tb: Trace, use: MeasuredTime, confidence: float
+) -> tuple[Optional[Shift], Optional[Shift], tuple[tuple[str, Shift], ...], Optional[str]]:
+    """The verdicts of B against A (the step's host time, its device time, the ops that matter) and what a sample is."""
+    if not ta.samples or not tb.samples:
+        return None, None, (), None
+    by_run = runs_are_samples(ta, tb, confidence)
+    step = judge(ta, tb, step_time, by_run=by_run, confidence=confidence)
+    has_device = any(s.device_us for s in ta.samples) and any(s.device_us for s in tb.samples)
+    step_device = judge(ta, tb, step_device_time, by_run=by_run, confidence=confidence) if has_device else None
+
+    def per_step_total(trace: Trace) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for s in trace.samples:
+            for name, cpu, dev in s.ops:
+                out[name] = out.get(name, 0.0) + ((cpu if use == "cpu" else dev) or 0.0)
+        return {n: v / len(trace.samples) for n, v in out.items() if n != vocab.STEP_ROW}
+
+    weight_a, weight_b = per_step_total(ta), per_step_total(tb)
+    wall = max(sum(s.wall_us for s in t.samples) / len(t.samples) for t in (ta, tb))
+    weight = {n: max(weight_a[n], weight_b[n]) for n in set(weight_a) & set(weight_b)}
+    judged = sorted((n for n, w in weight.items() if w >= OPS_MIN_SHARE * wall), key=lambda n: (-weight[n], n))
+    shifts = tuple(
+        (n, judge(ta, tb, op_time(n, use), by_run=by_run, confidence=confidence)) for n in judged[:OPS_JUDGED]
+    )
+    return step, step_device, shifts, sample_unit(ta, tb, by_run=by_run, confidence=confidence)
+
+
+SampleValue = Callable[[StepSample], Optional[float]]
+
+
+def step_time(s: StepSample) -> Optional[float]:
+    """A step's host time (µs): the figure a step verdict compares."""
+    return s.wall_us
+
+
+def step_device_time(s: StepSample) -> Optional[float]:
+    """A step's device time (µs)."""
+    return s.device_us
+
+
+def op_time(name: str, use: MeasuredTime) -> SampleValue:
+    """An op's self CPU (``use="cpu"``) or self device time in a step; ``None`` when it did not run there."""
+
+    def value(s: StepSample) -> Optional[float]:
+        found = s.op(name)
+        return None if found is None else found[0] if use == "cpu" else found[1]
+
+    return value
+
+
+def runs_are_samples(ta: Trace, tb: Trace, confidence: float) -> bool:
+    """Whether both sides hold enough runs (files) for each run's median step to be a sample.
+
+    Steps of one run share its machine's state (load, clocks): a difference between two
+    runs would read as a change. With enough runs on both sides, runs are the samples.
+    """
+    need = min_samples(confidence)
+    return min(len({s.run for s in t.samples}) for t in (ta, tb)) >= need
+
+
+def judge(ta: Trace, tb: Trace, value: SampleValue, *, by_run: bool, confidence: float) -> Shift:
+    """The [`Shift`][neuronprof.analysis.Shift] of one figure from A to B, steps or runs as samples."""
+
+    def samples(trace: Trace) -> list[float]:
+        if not by_run:
+            return [v for v in map(value, trace.samples) if v]
+        runs: dict[int, list[float]] = {}
+        for s in trace.samples:
+            v = value(s)
+            if v:
+                runs.setdefault(s.run, []).append(v)
+        return [statistics.median(v) for v in runs.values()]
+
+    return shift(samples(ta), samples(tb), confidence=confidence)
+
+
+def sample_unit(ta: Trace, tb: Trace, *, by_run: bool, confidence: float) -> str:
+    """What one sample of a verdict is, in words, with the caveat when it is a step."""
+    runs = (len({s.run for s in ta.samples}), len({s.run for s in tb.samples}))
+    if by_run:
+        return f"each run's median step is a sample ({runs[0]} and {runs[1]} runs)"
+    return (
+        f"each step is a sample ({len(ta.samples)} and {len(tb.samples)} steps, from {runs[0]} and {runs[1]} "
+        "run(s)): steps of one run share its machine's state, so a slower machine at the time of one run reads "
+        f"as a change; record at least {min_samples(confidence)} runs of each (a folder of traces) for verdicts "
+        "that hold across runs"
     )
 
 
@@ -408,9 +559,7 @@ def _scaled(value: Optional[float], scale: float) -> Optional[float]:
     return None if value is None else value * scale
 
 
-def _pair(
-    ra: Optional[OpRow], rb: Optional[OpRow], metric: MeasuredTime, scale_a: float, scale_b: float
-) -> DiffRow:
+def _pair(ra: Optional[OpRow], rb: Optional[OpRow], metric: MeasuredTime, scale_a: float, scale_b: float) -> DiffRow:
     ref = ra if ra is not None else rb
     assert ref is not None
     calls_a = None if ra is None else ra.calls
@@ -435,4 +584,3 @@ def _pair(
         delta_us=delta,
         ratio=ratio,
     )
-

@@ -23,7 +23,7 @@ _SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 
 
 def register(subparsers: Any) -> None:
-    """Add ``summarize``, ``diff``, ``roofline``, ``advise`` and ``report`` to the ``neuronprof`` sub-commands."""
+    """Add ``summarize``, ``diff``, ``check``, ``roofline``, ``advise`` and ``report`` to ``neuronprof``."""
     p = subparsers.add_parser(
         "summarize",
         help="per-operator table of a trace file or folder (no torch needed)",
@@ -62,7 +62,9 @@ def register(subparsers: Any) -> None:
         "diff",
         help="compare two traces op by op (no torch needed)",
         description="Compare two traces op by op: calls, self CPU and device time, change and ratio, "
-        "largest absolute change first.",
+        "largest absolute change first; with a verdict (faster, slower, no measurable change, cannot tell) "
+        "and its confidence interval for the step and the ops that matter, each recorded step (or, with "
+        "enough runs in a folder, each run) a sample.",
     )
     p.add_argument("a", help="baseline trace file or folder")
     p.add_argument("b", help="trace file or folder to compare with the baseline")
@@ -79,9 +81,33 @@ def register(subparsers: Any) -> None:
         help="time to compare (auto: device time when both traces have it)",
     )
     p.add_argument("--per-step", action="store_true", help="divide times by each trace's number of steps")
+    p.add_argument("--confidence", type=_confidence, default=0.95, metavar="C", help=_CONFIDENCE_HELP)
     p.add_argument("--limit", type=_non_negative, default=None, metavar="N", help="show at most N rows")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
     p.set_defaults(func=_guarded(_diff))
+
+    p = subparsers.add_parser(
+        "check",
+        help="a CI gate: exit 1 when CURRENT is slower than BASELINE beyond a threshold (no torch needed)",
+        description="Judge whether the current profile is slower than the baseline beyond --max-slowdown, with "
+        "the confidence interval of neuronprof diff's verdicts: exit 0 (no regression beyond the threshold at "
+        "this confidence), 1 (a regression, named, with its interval), 2 (cannot tell: too few samples, or bad "
+        "input). Each recorded step is a sample; a folder of runs makes each run's median step one.",
+    )
+    p.add_argument("baseline", help="baseline trace file or folder of runs")
+    p.add_argument("current", help="trace file or folder of runs to judge")
+    p.add_argument(
+        "--max-slowdown",
+        type=_percent,
+        default=0.05,
+        metavar="PCT",
+        help="slowdown allowed, e.g. 5%% or 0.05 (default 5%%)",
+    )
+    p.add_argument("--op", action="append", default=[], metavar="NAME", help="judge this op's self time (repeatable)")
+    p.add_argument("--device", action="store_true", help="judge device time instead of host time")
+    p.add_argument("--confidence", type=_confidence, default=0.95, metavar="C", help=_CONFIDENCE_HELP)
+    p.add_argument("--markdown", action="store_true", help="print a Markdown block for a CI job summary")
+    p.set_defaults(func=_guarded(_check))
 
     from neuronprof.analysis._roofline import DEVICE_PEAKS
 
@@ -129,6 +155,28 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_guarded(_advise))
 
     _register_report(subparsers)
+
+
+_CONFIDENCE_HELP = "confidence level of the verdicts' intervals, e.g. 0.95 or 95%% (default 95%%)"
+
+
+def _percent(text: str) -> float:
+    """``5%`` or ``0.05`` as the fraction 0.05."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage such as 5% or 0.05, got {text!r}") from None
+    if not 0 <= value < 10:
+        raise argparse.ArgumentTypeError(f"expected a percentage from 0% up to 1000%, got {text!r}")
+    return value
+
+
+def _confidence(text: str) -> float:
+    value = _percent(text)
+    if not 0.5 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a confidence from 50% up to (not including) 100%, got {text!r}")
+    return value
 
 
 def _non_negative(text: str) -> int:
@@ -230,10 +278,27 @@ def _notes_to_stderr(notes: Any) -> None:
 def _diff(args: argparse.Namespace) -> int:
     from neuronprof.analysis._diff import diff
 
-    result = diff(args.a, args.b, match=args.by, metric=args.metric, per_step=args.per_step)
+    result = diff(
+        args.a, args.b, match=args.by, metric=args.metric, per_step=args.per_step, confidence=args.confidence
+    )
     render = {"text": result.to_text, "markdown": result.to_markdown, "json": lambda n: result.to_json(row_limit=n)}
     _emit(render[args.format](args.limit))
     return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from neuronprof.analysis._check import check
+
+    result = check(
+        args.baseline,
+        args.current,
+        max_slowdown=args.max_slowdown,
+        ops=args.op,
+        device=args.device,
+        confidence=args.confidence,
+    )
+    _emit(result.to_markdown() if args.markdown else result.to_text())
+    return result.exit_code
 
 
 def _roofline(args: argparse.Namespace) -> int:
@@ -275,6 +340,12 @@ def _register_report(subparsers: Any) -> None:
         help="the .html file to write (default: the trace's name with .html, beside it)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.add_argument(
+        "--baseline",
+        default=None,
+        metavar="TRACE",
+        help="a baseline trace file or folder of runs: adds the two-run pane (neuronprof diff BASELINE TRACE)",
+    )
     p.set_defaults(func=_guarded(_report))
 
 
@@ -305,8 +376,18 @@ def _report(args: argparse.Namespace) -> int:
         "rank": trace.rank,
         "report made with neuronprof": environment()["neuronprof"],
     }
+    baseline = None
+    if args.baseline is not None:
+        from neuronprof.analysis._diff import diff
+
+        baseline = diff(args.baseline, trace)
     text = render_report(
-        trace.table("device"), insights=analyze(timeline), timeline=timeline, settings=settings, title=source.name
+        trace.table("device"),
+        insights=analyze(timeline),
+        timeline=timeline,
+        settings=settings,
+        title=source.name,
+        baseline=baseline,
     )
     write_text(target.resolve(), text, overwrite=args.overwrite)
     print(f"report written to {target}", file=sys.stderr)

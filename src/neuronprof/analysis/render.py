@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from neuronprof.analysis._diff import DiffRow, TraceDiff
     from neuronprof.analysis._roofline import Roofline, RooflineRow
+    from neuronprof.analysis._verdict import Shift
     from neuronprof.model import RankOpRow, RankTable
 
 __all__ = [
@@ -165,24 +166,50 @@ def _diff_cols(d: TraceDiff) -> list[_Col[DiffRow]]:
         _Col(f"Δ self {which} (µs)", lambda r: _delta(r.delta_us)),
         _Col("B/A", lambda r: _ratio(r.ratio)),
     ]
+    if d.op_shifts:
+        cols.append(
+            _Col("Verdict per step", lambda r: "" if r.on_device else short_verdict(d.op_shift(r.name)), left=True)
+        )
     if d.match == "shape":
         cols.append(_Col("Input shapes", lambda r: format_shapes(r.input_shapes), left=True))
     return cols
 
 
+def short_verdict(s: Optional[Shift]) -> str:
+    """A verdict in a table cell: ``slower 1.12× (1.05–1.20)``; blank when there is none."""
+    if s is None:
+        return ""
+    if s.verdict == "cannot tell" or s.ratio is None or s.low is None or s.high is None:
+        return "cannot tell"
+    word = {"no measurable change": "no change"}.get(s.verdict, s.verdict)
+    return f"{word} {s.ratio:.2f}× ({s.low:.2f}–{s.high:.2f})"
+
+
 def _diff_header(d: TraceDiff) -> list[str]:
     which = f"self {d.device_label} time" if d.metric == "device" and d.device_label else "self CPU time"
-    return [
+    lines = [
         f"A: {d.a}",
         f"B: {d.b}",
         f"compared: {which}{' per step' if d.per_step else ''}, ops matched by {d.match}, largest change first",
     ]
+    if d.step is not None:
+        lines.append(f"verdict, step time (host): {d.step.describe()}")
+    else:
+        lines.append("verdict: none (a trace has no ProfilerStep#N steps to take samples from)")
+    if d.step_device is not None:
+        lines.append(f"verdict, {d.device_label or 'device'} time per step: {d.step_device.describe()}")
+    return lines
 
 
 def _diff_footer(d: TraceDiff) -> list[str]:
     a, b = d.total_a_us, d.total_b_us
     ratio = f", B/A {b / a:.2f}x" if a > 0 else ""
     lines = [f"total: A {format_us(a)} µs, B {format_us(b)} µs, change {_delta(b - a)} µs{ratio}"]
+    for status, words in (("only_b", "appeared in B (not in A)"), ("only_a", "vanished (only in A)")):
+        names = [r.name for r in d.rows if r.status == status]
+        if names:
+            shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+            lines.append(f"{words}: {shown}")
     lines += [f"note: {n}" for n in d.notes]
     return lines
 

@@ -25,7 +25,7 @@ from neuronprof._deprecation import renamed_keyword
 from neuronprof._vocabulary import event_kind
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.trace._aggregate import EventAggregator
-from neuronprof.analysis.trace._model import Trace, TraceOp
+from neuronprof.analysis.trace._model import StepSample, Trace, TraceOp
 from neuronprof.analysis.trace._reader import _read_file
 from neuronprof.analysis.trace._rules import is_container_lane, process_roles
 from neuronprof.analysis.trace._sums import _build, _Keys, _Sums
@@ -35,6 +35,7 @@ from neuronprof.typing import GroupBy, SortKey
 __all__ = [
     "EventAggregator",
     "GroupBy",
+    "StepSample",
     "Trace",
     "TraceOp",
     "TraceSource",

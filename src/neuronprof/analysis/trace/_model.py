@@ -60,6 +60,30 @@ class TraceOp:
 
 
 @dataclass(frozen=True)
+class StepSample:
+    """One recorded step's figures: what a verdict between two runs compares.
+
+    Attributes:
+        wall_us: The step's host time: its ``ProfilerStep#N`` span (µs).
+        device_us: Device time of the kernels its ops launched (µs); ``None`` without a device.
+        ops: Per host op name, ``(name, self CPU µs, self device µs or None)`` in this step.
+        run: Which of the trace's files (runs) the step is from, from 0.
+    """
+
+    wall_us: float
+    device_us: Optional[float] = None
+    ops: tuple[tuple[str, float, Optional[float]], ...] = ()
+    run: int = 0
+
+    def op(self, name: str) -> Optional[tuple[float, Optional[float]]]:
+        """``(self CPU µs, self device µs)`` of an op in this step; ``None`` when it did not run."""
+        for found, cpu, dev in self.ops:
+            if found == name:
+                return cpu, dev
+        return None
+
+
+@dataclass(frozen=True)
 class Trace:
     """A loaded trace: per-operator aggregates plus what the trace says about its run.
 
@@ -85,6 +109,8 @@ class Trace:
             several ranks (an HTA-style folder); the fields above are then their sum.
         communication_us: Time in async collective spans (µs), as
             [`Table.communication_us`][neuronprof.Table.communication_us]; ``None`` when there are none.
+        samples: One [`StepSample`][neuronprof.analysis.StepSample] per recorded step,
+            in order (several files: one after another): the samples a verdict reads.
     """
 
     ops: tuple[TraceOp, ...]
@@ -99,6 +125,7 @@ class Trace:
     rank: Optional[int] = None
     ranks: tuple[Trace, ...] = field(default=())
     communication_us: Optional[float] = None
+    samples: tuple[StepSample, ...] = field(default=(), repr=False)
 
     @property
     def source(self) -> str:

@@ -54,7 +54,7 @@ class _Nesting:
         #           as such, 10 end of the children's covered time, 11 children,
         #           12 the only child's sums when it has the frame's name (for the fold),
         #           13 counts a call (the first part of a cut span), 14 not a row (its self
-        #           time is its parent's)]
+        #           time is its parent's), 15 index of its step's sample (-1 outside steps)]
         stack: list[list[Any]] = []
         frame_flags: dict[int, tuple[bool, bool]] = {}  # per key: (own frame, support frame)
         not_rows: dict[int, bool] = {}  # per key: not a row (``vocab.is_row``)
@@ -65,6 +65,9 @@ class _Nesting:
 
         # Self time of the rows on this timeline, and per key (for a timeline without steps).
         row_self: dict[int, int] = {}
+        # Per step of this timeline, its figures for a verdict (see ``_Sums.samples``).
+        samples = sums.samples
+        first_sample = len(samples)
 
         def close(top: list[Any]) -> None:
             k = top[1]
@@ -81,13 +84,25 @@ class _Nesting:
                 dev_self[ck] -= c_own_dev
                 dev_total[ck] -= c_dev_total
                 self_ns += c_self
-                row_self[ck] -= c_self
+                row_self[ck] = row_self.get(ck, 0) - c_self
                 top[4] += c_own_dev
+                if top[15] >= 0:
+                    sample = samples[top[15]]
+                    sample[1] -= c_own_dev
+                    sample[2][ck] -= c_self
+                    if c_own_dev:
+                        sample[3][ck] -= c_own_dev
             if not top[9]:
                 cpu_self[k] += self_ns
                 cpu_total[k] += top[2]
                 if not top[14]:
                     row_self[k] = row_self.get(k, 0) + self_ns
+                    if top[15] >= 0:
+                        sample = samples[top[15]]
+                        sample[2][k] = sample[2].get(k, 0) + self_ns
+                        if top[4]:
+                            sample[1] += top[4]
+                            sample[3][k] = sample[3].get(k, 0) + top[4]
             dev_self[k] += top[4]
             dev_total[k] += top[5]
             if stack:
@@ -100,7 +115,7 @@ class _Nesting:
                     parent[3] -= self_ns
                 if (
                     parent[11] == 1
-                    and not top[9]
+                    and not top[14]
                     and not parent[9]
                     and vocab.folds_into_parent(raw_names[parent[1]], raw_names[k], kind[k], 1)
                 ):
@@ -211,6 +226,10 @@ class _Nesting:
             if kd == _K_STEP:
                 anchored = True
                 step_work.append(False)
+                sample_at = len(samples)
+                samples.append([d, 0, {}, {}, 0])
+            else:
+                sample_at = stack[-1][15] if stack else -1
             stack.append(
                 [
                     e,
@@ -228,6 +247,7 @@ class _Nesting:
                     None,
                     counted,
                     hidden or not_row,
+                    sample_at,
                 ]
             )
         while stack:
@@ -237,7 +257,9 @@ class _Nesting:
             if ns > 0:
                 self.off_steps.append((ns, max(row_self, key=row_self.__getitem__)))
         sums.top_level += top_level
-        sums.steps += vocab.step_count(step_work, stopped_in_last=self.stopped_in_last_step)
+        steps = vocab.step_count(step_work, stopped_in_last=self.stopped_in_last_step)
+        del samples[first_sample + steps :]  # the empty step torch opened as it stopped
+        sums.steps += steps
         sums.linked |= linked
 
     def _cut_at_steps(self, ts: Any, dur: Any, kids: Any, idx: list[int]) -> Iterable[tuple[int, int, int, bool]]:

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
 from neuronprof._vocabulary import event_kind
-from neuronprof.analysis.trace._model import Trace, TraceOp
+from neuronprof.analysis.trace._model import StepSample, Trace, TraceOp
 from neuronprof.analysis.trace._rules import _all_str, _decode_input, _device_label, _left_out_note
 
 
@@ -85,6 +85,10 @@ class _Sums:
         self.rank: Optional[int] = None
         self.async_ns = 0  # duration of async spans (collectives): communication, not self time
         self.async_keys: set[int] = set()
+        # Per recorded step, in order: [duration ns, device ns linked from its ops,
+        # {key: self CPU ns}, {key: device ns}, index of its file (run)]: the samples a
+        # verdict compares.
+        self.samples: list[list[Any]] = []
 
     def grow(self, n: int) -> None:
         extra = n - len(self.calls)
@@ -115,6 +119,8 @@ class _Sums:
         self.unlinked_ns += other.unlinked_ns
         self.async_ns += other.async_ns
         self.async_keys |= other.async_keys
+        offset = len(self.files)  # the other's runs come after this one's
+        self.samples += [[*sample[:4], sample[4] + offset] for sample in other.samples]
         self.evidence += other.evidence
         self.device_name = self.device_name or other.device_name
         for what, n in other.skipped.items():
@@ -200,4 +206,21 @@ def _build(sums: _Sums, keys: _Keys, files: Sequence[str], *, rank: Optional[int
         notes=tuple(notes),
         rank=rank,
         communication_us=sums.async_ns / 1000 if sums.async_keys else None,
+        samples=tuple(_step_sample(s, keys, sums.has_device) for s in sums.samples),
+    )
+
+
+def _step_sample(sample: list[Any], keys: _Keys, has_device: bool) -> StepSample:
+    """One step's figures, per op name (keys of one name, e.g. of several shapes, summed)."""
+    wall, device, cpu_by_key, dev_by_key, run = sample
+    ops: dict[str, list[float]] = {}
+    for k, ns in cpu_by_key.items():
+        ops.setdefault(keys.names[k], [0.0, 0.0])[0] += ns / 1000
+    for k, ns in dev_by_key.items():
+        ops.setdefault(keys.names[k], [0.0, 0.0])[1] += ns / 1000
+    return StepSample(
+        wall_us=wall / 1000,
+        device_us=device / 1000 if has_device else None,
+        ops=tuple((name, cpu, dev if has_device else None) for name, (cpu, dev) in ops.items()),
+        run=run,
     )

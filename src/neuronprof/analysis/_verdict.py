@@ -1,0 +1,203 @@
+"""Did it get faster? The change between two sets of samples, with its confidence interval.
+
+The method (the guide's "Did it get faster?" page says why): the **Hodges–Lehmann
+estimate** of the change in log time between the two samples, with its
+distribution-free **confidence interval** from the Mann–Whitney null distribution
+(Lehmann 1963; Hollander, Wolfe & Chicken, *Nonparametric Statistical Methods*,
+3rd ed., §4.3), turned back into a ratio ``B / A`` of typical step times. On
+logarithms a change is a factor, so the estimate is the median of every pairwise
+ratio ``b_j / a_i``; the interval holds for small samples and for skewed or
+heavy-tailed noise (one slow step moves it little), and it assumes only that B is
+A's distribution scaled by one factor.
+
+The verdict reads the interval: *slower* when it lies above 1, *faster* when it
+lies below 1, *no measurable change* when it holds 1, and *cannot tell* when the
+samples are too few for any interval at this confidence (e.g. 3 steps against 3 at
+95 %: no arrangement of 6 values is rarer than 1 in 20). *Smallest detectable
+change* is half the interval's width: a change smaller than that cannot be told
+from these samples' noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal, Optional
+
+__all__ = ["Shift", "Verdict", "shift"]
+
+Verdict = Literal["faster", "slower", "no measurable change", "cannot tell"]
+"""What a [`Shift`][neuronprof.analysis.Shift] says of B against A."""
+
+
+@dataclass(frozen=True)
+class Shift:
+    """The change from samples A (the baseline) to samples B, as a ratio ``B / A`` with its interval.
+
+    Attributes:
+        ratio: Hodges–Lehmann estimate of ``B / A``: the median of every pairwise
+            ratio ``b / a``. 1.25 means B takes 25 % longer; ``None`` without samples.
+        low: Lower end of the confidence interval of ``ratio``; ``None`` when the
+            samples are too few for one.
+        high: Upper end of the interval; ``None`` when too few.
+        confidence: The interval's confidence level (0.95: 95 %).
+        n_a: Number of samples of A.
+        n_b: Number of samples of B.
+        p_value: Two-sided Mann–Whitney p-value of "A and B come from one
+            distribution" (exact, ties counted as halves); ``None`` without samples.
+        detectable: Smallest change these samples can tell from noise, as a
+            fraction (0.04: ±4 %): half the interval's width on the log scale;
+            ``None`` when too few.
+        verdict: ``"slower"`` (the interval lies above 1), ``"faster"`` (below 1),
+            ``"no measurable change"`` (it holds 1) or ``"cannot tell"`` (too few samples).
+    """
+
+    ratio: Optional[float]
+    low: Optional[float]
+    high: Optional[float]
+    confidence: float
+    n_a: int
+    n_b: int
+    p_value: Optional[float]
+    detectable: Optional[float]
+    verdict: Verdict
+
+    @property
+    def why_not(self) -> Optional[str]:
+        """Why there is no verdict (``"cannot tell"``), in words; ``None`` when there is one."""
+        if self.verdict != "cannot tell":
+            return None
+        need = min_samples(self.confidence)
+        return (
+            f"{self.n_a} and {self.n_b} sample(s) are too few for a {self.confidence:.0%} interval "
+            f"(at least {need} on each side, e.g. active={need} steps, or more runs)"
+        )
+
+    def describe(self) -> str:
+        """One line: the verdict, the ratio and its interval, the smallest detectable change."""
+        if self.verdict == "cannot tell":
+            ratio = f" (B/A {self.ratio:.3f}×)" if self.ratio is not None else ""
+            return f"cannot tell{ratio}: {self.why_not}"
+        assert self.ratio is not None and self.low is not None and self.high is not None
+        pct = f"{abs(self.ratio - 1):.1%}"
+        head = {"slower": f"slower by {pct}", "faster": f"faster by {pct}"}.get(self.verdict, self.verdict)
+        detect = f"; changes under ±{self.detectable:.1%} are not detectable" if self.detectable is not None else ""
+        return (
+            f"{head}: B/A {self.ratio:.3f}× ({self.confidence:.0%} CI {self.low:.3f}–{self.high:.3f}×, "
+            f"{self.n_a} vs {self.n_b} samples){detect}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the shift as a JSON-ready dict."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Shift:
+        """Build a shift from [`to_dict`][neuronprof.analysis.Shift.to_dict] output.
+
+        Raises:
+            ValueError: A field is missing or unknown.
+        """
+        fields = set(cls.__dataclass_fields__)
+        if set(data) != fields:
+            raise ValueError(f"a shift needs the fields {', '.join(sorted(fields))}")
+        return cls(**data)
+
+
+# -- the Mann-Whitney null distribution ------------------------------------------------------
+#
+# Written here because scipy.stats offers the Mann-Whitney test (mannwhitneyu) but not the
+# quantiles of its null distribution, which the Hodges-Lehmann interval needs, and because
+# scipy is no dependency of neuronprof's torch-free commands (the tests check these p-values
+# against scipy's). The counts are the coefficients of the Gaussian binomial [m+n choose m]_q.
+
+_EXACT_LIMIT = 2500  # m*n above which the normal approximation is used (error < 0.1 % there)
+
+
+@lru_cache(maxsize=64)
+def _u_counts(m: int, n: int) -> tuple[int, ...]:
+    """How many of the C(m+n, m) equally likely arrangements give each U = 0..m*n."""
+    coeffs = [1]
+    for i in range(1, m + 1):
+        # times (1 - q^(n+i)) ...
+        grown = coeffs + [0] * (n + i)
+        for k in range(len(coeffs)):
+            grown[k + n + i] -= coeffs[k]
+        # ... divided by (1 - q^i): a running sum with stride i
+        for k in range(i, len(grown)):
+            grown[k] += grown[k - i]
+        coeffs = grown[: m * n + 1] if i == m else grown
+    return tuple(coeffs[: m * n + 1])
+
+
+def _u_cdf(u: float, m: int, n: int) -> float:
+    """P(U <= u) under the null hypothesis (A and B from one distribution)."""
+    if m * n > _EXACT_LIMIT:
+        mean, sd = m * n / 2, math.sqrt(m * n * (m + n + 1) / 12)
+        return 0.5 * (1 + math.erf((u + 0.5 - mean) / (sd * math.sqrt(2))))
+    counts = _u_counts(m, n)
+    top = math.floor(u)
+    if top < 0:
+        return 0.0
+    return sum(counts[: top + 1]) / math.comb(m + n, m)
+
+
+def _lower_rank(m: int, n: int, alpha: float) -> int:
+    """The largest k with P(U <= k - 1) <= alpha / 2: the interval is the k-th smallest to k-th largest ratio.
+
+    0 when no interval exists at this confidence.
+    """
+    k = 0
+    while k < m * n and _u_cdf(k, m, n) <= alpha / 2:
+        k += 1
+    return k
+
+
+def min_samples(confidence: float = 0.95) -> int:
+    """The fewest samples on each side (the same number) that can give an interval at ``confidence``."""
+    n = 1
+    while _lower_rank(n, n, 1 - confidence) == 0:
+        n += 1
+    return n
+
+
+def shift(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95) -> Shift:
+    """Estimate how much B changed against A (``B / A``), with a confidence interval and a verdict.
+
+    Args:
+        a: The baseline's samples: positive times (e.g. µs per step), any unit shared with ``b``.
+        b: The samples to judge.
+        confidence: Confidence level of the interval, between 0.5 and 1 (0.95 for 95 %).
+
+    Returns:
+        The [`Shift`][neuronprof.analysis.Shift]: Hodges–Lehmann ratio, interval, p-value,
+        smallest detectable change and verdict (see this module's docstring for the method).
+
+    Raises:
+        ValueError: A sample is not a positive finite number, or ``confidence`` is out of range.
+    """
+    if not 0.5 <= confidence < 1:
+        raise ValueError(f"confidence must be at least 0.5 and below 1, got {confidence!r}")
+    for side, values in (("A", a), ("B", b)):
+        for v in values:
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise ValueError(f"samples of {side} must be positive times, got {v!r}")
+    m, n = len(a), len(b)
+    if not m or not n:
+        return Shift(None, None, None, confidence, m, n, None, None, "cannot tell")
+    la, lb = [math.log(v) for v in a], [math.log(v) for v in b]
+    diffs = sorted(y - x for x in la for y in lb)
+    mid = len(diffs) // 2
+    centre = diffs[mid] if len(diffs) % 2 else (diffs[mid - 1] + diffs[mid]) / 2
+    # U counts the pairs where B is the larger, ties as halves.
+    u = sum(1.0 if d > 0 else 0.5 if d == 0 else 0.0 for d in diffs)
+    p = min(1.0, 2 * min(_u_cdf(u, m, n), 1 - _u_cdf(math.ceil(u) - 1, m, n)))
+    k = _lower_rank(m, n, 1 - confidence)
+    if k == 0:
+        return Shift(math.exp(centre), None, None, confidence, m, n, p, None, "cannot tell")
+    lo, hi = diffs[k - 1], diffs[len(diffs) - k]
+    verdict: Verdict = "slower" if lo > 0 else "faster" if hi < 0 else "no measurable change"
+    detectable = math.exp((hi - lo) / 2) - 1
+    return Shift(math.exp(centre), math.exp(lo), math.exp(hi), confidence, m, n, p, detectable, verdict)

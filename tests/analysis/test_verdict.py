@@ -1,0 +1,287 @@
+"""Did it get faster? Verdicts between two runs, and the CI gate, proven on samples with known answers.
+
+Generated samples with a known change must be found (at the power printed), samples
+from one distribution must give false alarms at or below the interval's rate, skewed
+and heavy-tailed noise included; the gate's exit codes follow; ``diff`` prints the
+verdicts in every format.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from trace_builders import op, write_trace
+
+from neuronprof.analysis import TraceDiff, check, diff, load_trace, shift
+from neuronprof.analysis._verdict import min_samples
+from neuronprof.analysis.cli import main as analysis_main
+
+# -- the statistics ----------------------------------------------------------------------
+
+
+def test_p_values_are_scipys_exact_mann_whitney() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    rng = random.Random(7)
+    for _ in range(40):
+        a = [rng.lognormvariate(0, 0.3) for _ in range(rng.randint(2, 12))]
+        b = [rng.lognormvariate(rng.choice([0, 0.3]), 0.3) for _ in range(rng.randint(2, 12))]
+        expected = stats.mannwhitneyu(b, a, method="exact").pvalue
+        assert shift(a, b).p_value == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+def test_the_interval_holds_the_estimate_and_a_scale_change_moves_it_exactly() -> None:
+    rng = random.Random(3)
+    a = [rng.lognormvariate(0, 0.2) for _ in range(9)]
+    b = [v * 1.5 for v in a]
+    s = shift(a, b)
+    assert s.ratio == pytest.approx(1.5)  # every pairwise ratio's median: exact for a pure scale change
+    assert s.low is not None and s.high is not None and s.low <= s.ratio <= s.high
+    assert s.verdict == "slower" and "slower by 50.0%" in s.describe()
+    assert shift(b, a).verdict == "faster"
+
+
+def test_too_few_samples_cannot_tell_and_say_how_many_are_needed() -> None:
+    need = min_samples(0.95)
+    assert need == 4  # 3 against 3: no arrangement is rarer than 1 in 20
+    s = shift([1.0, 1.1, 1.2], [2.0, 2.1, 2.2])
+    assert s.verdict == "cannot tell" and s.low is None
+    assert s.why_not is not None and "at least 4 on each side" in s.why_not
+    assert shift([1.0, 1.1, 1.2, 1.05], [2.0, 2.1, 2.2, 2.05]).verdict == "slower"
+
+
+def test_bad_samples_are_refused() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        shift([1.0, 0.0], [1.0])
+    with pytest.raises(ValueError, match="confidence"):
+        shift([1.0], [1.0], confidence=1.0)
+
+
+def _noise(kind: str, rng: random.Random) -> float:
+    """One multiplicative noise draw around 1: log-normal, right-skewed, or heavy-tailed."""
+    if kind == "lognormal":
+        return rng.lognormvariate(0, 0.1)
+    if kind == "skewed":  # a step is now and then much slower, never much faster
+        return 1 + rng.expovariate(1 / 0.08)
+    return rng.paretovariate(2.5) ** 0.3  # heavy-tailed: rare steps several times the median
+
+
+@pytest.mark.parametrize("kind", ["lognormal", "skewed", "heavy-tailed"])
+def test_a_known_change_is_found_at_the_stated_power(kind: str) -> None:
+    rng = random.Random(11)
+    found = 0
+    trials = 200
+    for _ in range(trials):
+        a = [_noise(kind, rng) for _ in range(10)]
+        b = [1.25 * _noise(kind, rng) for _ in range(10)]
+        found += shift(a, b).verdict == "slower"
+    power = found / trials
+    print(f"{kind}: a 25% slowdown found in {power:.0%} of {trials} trials (10 vs 10 samples)")
+    assert power >= 0.8
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kind=st.sampled_from(["lognormal", "skewed", "heavy-tailed"]),
+    n_a=st.integers(4, 12),
+    n_b=st.integers(4, 12),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_one_distribution_gives_false_alarms_at_most_at_the_stated_rate(kind: str, n_a: int, n_b: int, seed: int) -> None:
+    rng = random.Random(seed)
+    trials = 400
+    alarms = sum(
+        shift([_noise(kind, rng) for _ in range(n_a)], [_noise(kind, rng) for _ in range(n_b)]).verdict
+        in ("slower", "faster")
+        for _ in range(trials)
+    )
+    # The interval's level is 95 %, so at most 5 % false alarms (the exact interval is
+    # conservative); 400 trials put 3 standard errors at ±3.3 %.
+    assert alarms / trials <= 0.05 + 0.033, (kind, n_a, n_b, alarms)
+
+
+# -- samples from traces ---------------------------------------------------------------------
+
+
+def _run_trace(path: Path, steps: list[float]) -> Path:
+    """A trace of steps with the given durations (µs); an aten::mm of 80 % of each, an add of 10 %."""
+    events = []
+    t = 0.0
+    for n, d in enumerate(steps):
+        events += [
+            op(f"ProfilerStep#{n + 1}", t, d, cat="user_annotation"),
+            op("aten::mm", t + 0.05 * d, 0.8 * d),
+            op("aten::add", t + 0.86 * d, 0.1 * d),
+        ]
+        t += d + 5
+    return write_trace(path, events)
+
+
+def _draw(rng: random.Random, n: int, scale: float) -> list[float]:
+    return [round(1000 * scale * rng.lognormvariate(0, 0.05), 3) for _ in range(n)]
+
+
+def test_each_step_is_a_sample_and_its_ops_add_up_to_it(tmp_path: Path) -> None:
+    trace = load_trace(_run_trace(tmp_path / "a.json", [1000, 1200, 900]))
+    assert [s.wall_us for s in trace.samples] == [1000, 1200, 900]
+    for s in trace.samples:
+        assert sum(cpu for _, cpu, _ in s.ops) == pytest.approx(s.wall_us)
+        mm = s.op("aten::mm")
+        assert mm is not None and mm[0] == pytest.approx(0.8 * s.wall_us)
+
+
+def test_diff_gives_verdicts_for_the_step_and_the_ops_in_every_format(tmp_path: Path) -> None:
+    rng = random.Random(5)
+    a = _run_trace(tmp_path / "a.json", _draw(rng, 10, 1.0))
+    b = _run_trace(tmp_path / "b.json", _draw(rng, 10, 1.3))
+    d = diff(a, b)
+    assert d.step is not None and d.step.verdict == "slower"
+    mm = d.op_shift("aten::mm")
+    assert mm is not None and mm.verdict == "slower" and mm.low is not None and mm.low > 1
+    text = d.to_text()
+    assert "verdict, step time (host): slower by" in text and "Verdict per step" in text
+    assert "each step is a sample (10 and 10 steps, from 1 and 1 run(s))" in text
+    assert "verdict, step time (host): slower by" in d.to_markdown()
+    back = TraceDiff.from_json(d.to_json())
+    assert back.step == d.step and back.op_shifts == d.op_shifts
+    same = diff(a, a)
+    assert same.step is not None and same.step.verdict == "no measurable change"
+
+
+def test_ops_that_appear_or_vanish_are_listed_apart(tmp_path: Path) -> None:
+    a = write_trace(tmp_path / "a.json", [op("ProfilerStep#1", 0, 100, cat="user_annotation"), op("aten::mm", 1, 50)])
+    b = write_trace(tmp_path / "b.json", [op("ProfilerStep#1", 0, 100, cat="user_annotation"), op("aten::bmm", 1, 50)])
+    text = diff(a, b).to_text()
+    assert "appeared in B (not in A): aten::bmm" in text
+    assert "vanished (only in A): aten::mm" in text
+
+
+def test_a_folder_of_runs_makes_each_run_a_sample(tmp_path: Path) -> None:
+    rng = random.Random(9)
+    for side, scale in (("a", 1.0), ("b", 1.0)):
+        for run in range(5):
+            # Each run has its own machine state: a run-wide factor, then step noise.
+            factor = rng.choice([0.8, 1.0, 1.25])
+            _run_trace(tmp_path / side / f"run{run}.pt.trace.json", _draw(rng, 6, scale * factor))
+    d = diff(tmp_path / "a", tmp_path / "b")
+    assert d.step is not None and (d.step.n_a, d.step.n_b) == (5, 5)
+    assert any("each run's median step is a sample (5 and 5 runs)" in n for n in d.notes)
+
+
+# -- the gate ---------------------------------------------------------------------------
+
+
+def _gate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = analysis_main(["check", *args])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_check_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rng = random.Random(13)
+    base = str(_run_trace(tmp_path / "base.json", _draw(rng, 10, 1.0)))
+    slower = str(_run_trace(tmp_path / "slower.json", _draw(rng, 10, 1.2)))
+    same = str(_run_trace(tmp_path / "same.json", _draw(rng, 10, 1.0)))
+    short = str(_run_trace(tmp_path / "short.json", _draw(rng, 1, 1.0)))
+
+    code, out = _gate(capsys, base, slower, "--max-slowdown", "5%")
+    assert code == 1 and out.startswith("REGRESSION, step time (host): slower beyond 5%")
+    code, out = _gate(capsys, base, slower, "--max-slowdown", "50%")
+    assert code == 0 and out.startswith("ok, step time (host)")
+    code, out = _gate(capsys, base, same, "--max-slowdown", "5%")
+    assert code == 0 and out.startswith("ok, step time (host)")
+    code, out = _gate(capsys, base, slower, "--op", "aten::mm", "--op", "aten::add")
+    assert code == 1 and "REGRESSION, aten::mm self CPU time" in out and "aten::add self CPU time" in out
+    code, out = _gate(capsys, base, short)
+    assert code == 2 and "cannot tell, step time (host): 10 and 1 sample(s) are too few" in out
+    code, out = _gate(capsys, base, slower, "--op", "aten::nothing")
+    assert code == 2 and "cannot tell, aten::nothing self CPU time" in out
+    code, out = _gate(capsys, base, str(tmp_path / "missing.json"))
+    assert code == 2 and "error" in out
+    code, out = _gate(capsys, base, slower, "--markdown")
+    assert code == 1 and out.startswith("### neuronprof check: ❌ regression") and "| step time (host) |" in out
+    with pytest.raises(SystemExit) as bad:
+        analysis_main(["check", base, slower, "--max-slowdown", "five"])
+    assert bad.value.code == 2
+
+
+def test_check_reads_device_time_when_asked(tmp_path: Path) -> None:
+    def device_run(path: Path, kernel_us: float) -> Path:
+        events = [{"ph": "M", "name": "process_labels", "pid": 0, "args": {"labels": "GPU 0"}}]
+        for n in range(6):
+            t = n * 1000.0
+            d = kernel_us * (1 + 0.01 * n)
+            events += [
+                op(f"ProfilerStep#{n + 1}", t, 900, cat="user_annotation", pid=1, tid=1),
+                op("aten::mm", t + 10, 50, pid=1, tid=1),
+                op("cudaLaunchKernel", t + 20, 10, cat="cuda_runtime", pid=1, tid=1, correlation=n + 1),
+                op("gemm", t + 40, d, cat="kernel", pid=0, tid=7, correlation=n + 1),
+            ]
+        return write_trace(path, events)
+
+    a, b = device_run(tmp_path / "a.json", 100), device_run(tmp_path / "b.json", 200)
+    result = check(a, b, device=True)
+    assert result.exit_code == 1 and result.items[0].what == "step time (device)"
+    assert result.items[0].shift is not None and result.items[0].shift.ratio == pytest.approx(2.0)
+    assert check(a, b).exit_code == 0  # the host's step time did not change
+
+
+def test_real_re_runs_of_one_workload_claim_no_regression(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    import neuronprof
+
+    x = torch.randn(64, 64)
+    need = min_samples(0.95)
+    # Interleaved, as the guide says to record them: a busy moment hits both sides.
+    for run in range(need):
+        for side in ("base", "new"):
+            with neuronprof.session(backend="cpu", output_dir=tmp_path / "out", wait=0, warmup=1, active=5) as s:
+                for _ in s.steps():
+                    torch.tanh(x @ x)
+            s.export(tmp_path / side / f"run{run}.pt.trace.json")
+    result = check(tmp_path / "base", tmp_path / "new", max_slowdown=0.5)
+    assert result.exit_code == 0, result.to_text()
+    assert "each run's median step is a sample" in result.unit
+    d = diff(tmp_path / "base", tmp_path / "new")
+    assert d.step is not None and d.step.n_a == d.step.n_b == need
+    payload = json.loads(d.to_json())
+    assert payload["step"]["verdict"] in ("no measurable change", "slower", "faster")
+    assert math.isfinite(payload["step"]["ratio"])
+
+
+def test_the_reports_two_run_pane_gives_the_verdicts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rng = random.Random(17)
+    a = str(_run_trace(tmp_path / "a.json", _draw(rng, 8, 1.0)))
+    b = str(_run_trace(tmp_path / "b.json", _draw(rng, 8, 1.4)))
+    out = tmp_path / "b.html"
+    assert analysis_main(["report", b, "--baseline", a, "-o", str(out)]) == 0
+    html = out.read_text()
+    assert "Compared with the baseline" in html
+    assert "verdict, step time (host): slower by" in html and "Verdict per step" in html
+    assert analysis_main(["report", b, "-o", str(tmp_path / "alone.html")]) == 0
+    assert "Compared with the baseline" not in (tmp_path / "alone.html").read_text()
+
+
+def test_sessions_are_compared_directly_and_in_their_report(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    import neuronprof
+
+    def run(size: int) -> neuronprof.Session:
+        x = torch.randn(size, size)
+        with neuronprof.session(backend="cpu", output_dir=tmp_path / "out", wait=0, warmup=1, active=4) as s:
+            for _ in s.steps():
+                torch.tanh(x @ x)
+        return s
+
+    before, after = run(16), run(16)
+    trace = after.trace()
+    assert len(trace.samples) == trace.steps == 4
+    d = diff(before, after)
+    assert d.step is not None and (d.step.n_a, d.step.n_b) == (4, 4)
+    page = after.report(tmp_path / "after.html", baseline=before).read_text()
+    assert "Compared with the baseline" in page and "verdict, step time (host)" in page
