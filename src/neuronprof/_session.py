@@ -26,7 +26,7 @@ import warnings
 import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Callable, Literal, NoReturn, Optional, TypeVar, Union, overload
 
 from neuronprof import _collect, _recording, _recording_export
 from neuronprof import _vocabulary as vocab
@@ -600,25 +600,33 @@ class Session:
                 took torch's profiler from the session (started beneath torch's Python
                 API, so it could not be refused when it started).
         """
-        self._require_running("step()")
-        assert self._profiler is not None
-        if self._abandoned:
-            raise SessionStateError(
-                "the profiler was stopped when an earlier step() was interrupted; "
-                f"the {self._cycle_count} completed cycle(s) are kept. Leave the with-block and read the results"
-            )
+        # Kept short while the step's span is open: what runs here is recorded in the step.
+        if self._state != "running" or self._abandoned:
+            self._step_refused()
         # Without this sync the device work of the step would be attributed to
         # the next one, or lost when the trace is cut: empty device columns.
-        self.synchronize()
+        self._backend.synchronize(self._ctx or self._context())
         # The session's own work (checks, signal guard, schedule bookkeeping) runs
         # between the recorded steps, not inside one: the step span closes here and
         # the next one opens when that work is done (see ``_open_step_span``).
-        self._close_step_span()
+        prof = self._profiler
+        span = getattr(prof, "step_rec_fn", None)
+        if span is not None and getattr(prof, "record_steps", False):
+            prof.step_rec_fn = None  # type: ignore[union-attr]
+            span.__exit__(None, None, None)
         foreign = self._foreign_profiler()
         if foreign is not None:
             raise SessionStateError(foreign)
         self._drive(self._advance)
         self._open_step_span()
+
+    def _step_refused(self) -> NoReturn:
+        """Raise why ``step()`` cannot run: outside the block, or after an interrupted step."""
+        self._require_running("step()")
+        raise SessionStateError(
+            "the profiler was stopped when an earlier step() was interrupted; "
+            f"the {self._cycle_count} completed cycle(s) are kept. Leave the with-block and read the results"
+        )
 
     def _close_step_span(self) -> None:
         """End the open ``ProfilerStep#N`` span now, as torch's ``step()`` would at its start."""

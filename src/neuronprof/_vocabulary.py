@@ -371,17 +371,20 @@ _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) or frozenset(
 def is_support_frame(name: str) -> bool:
     """Whether a Python-frame event is a built-in, frozen, standard-library or torch frame.
 
-    ``"signal.py(54): signal"``, ``"<built-in function isinstance>"``,
-    ``"<frozen os>(674): __getitem__"``, ``"torch/_ops.py(1089): __call__"``: under
-    the profiler's or neuronprof's own frames these are their work, not the
-    program's. The program's own files (and ``nn.Module`` frames) never are.
+    ``"signal.py(54): signal"``, ``"re/__init__.py(272): _compile"``,
+    ``"<built-in function isinstance>"``, ``"<frozen os>(674): __getitem__"``,
+    ``"torch/_ops.py(1089): __call__"``: under the profiler's or neuronprof's own
+    frames these are their work, not the program's. The program's own files (and
+    ``nn.Module`` frames) never are.
     """
     if name.startswith(("<built-in", "<frozen ", "torch/")):
         return True
     file = name.split("(", 1)[0].replace("\\", "/")
-    if "/" in file or not file.endswith(".py"):
+    if not file.endswith(".py"):
         return False
-    return file[:-3] in _STDLIB
+    # A module of the standard library (signal.py) or a file of one of its packages
+    # (re/__init__.py, json/encoder.py), as the profiler writes paths below sys.path.
+    return file.split("/", 1)[0].removesuffix(".py") in _STDLIB
 
 
 def is_row(name: str) -> bool:

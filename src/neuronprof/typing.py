@@ -49,6 +49,7 @@ __all__ = [
     "SortKey",
     "TimeSource",
     "ToolChoice",
+    "Verdict",
 ]
 
 # -- opening a session -----------------------------------------------------------
@@ -259,6 +260,15 @@ DiffStatus = Literal["both", "only_a", "only_b"]
 * ``"both"``: in both traces.
 * ``"only_a"``: only in the first (baseline) trace: it went away.
 * ``"only_b"``: only in the second trace: it is new.
+"""
+
+Verdict = Literal["faster", "slower", "no measurable change", "cannot tell"]
+"""What a comparison of two runs says of B against A (``Shift.verdict``, ``neuronprof diff``).
+
+* ``"faster"``: the confidence interval of the ratio B/A lies below 1.
+* ``"slower"``: it lies above 1.
+* ``"no measurable change"``: it holds 1.
+* ``"cannot tell"``: the samples are too few for an interval at that confidence.
 """
 
 TimeSource = Literal["auto", "device", "cpu"]

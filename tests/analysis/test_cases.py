@@ -236,6 +236,19 @@ def test_xla_lanes_derived_from_a_stream_are_not_time(reader: str) -> None:
     assert any("'XLA Ops - from #16'" in n and "left out" in n for n in table.notes)
 
 
+def test_xla_ops_beside_a_stream_is_a_view_of_it(tmp_path: Path, reader: str) -> None:
+    # On a GPU process the stream is the time; "XLA Ops" (no suffix) copies it.
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:GPU:0"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "Stream #16(Kernel)"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "XLA Ops"}},
+        op("sm80_gemm", 10, 50, cat="", pid=1, tid=1),
+        op("cudnn-conv.1", 10, 50, cat="", pid=1, tid=2),
+    ]
+    trace = load_trace(write_trace(tmp_path / "t.json", events))
+    assert [(r.name, r.self_device_us) for r in trace.rows() if r.on_device] == [("sm80_gemm", 50.0)]
+
+
 @pytest.mark.parametrize("lane", ["XLA Modules - from #3", "Steps - from #3", "Source code", "XLA Ops - from #3"])
 def test_derived_lanes_are_left_out_on_tpu_processes_too(tmp_path: Path, reader: str, lane: str) -> None:
     events = [
@@ -345,6 +358,26 @@ def test_a_label_across_a_step_boundary_is_cut_at_it(tmp_path: Path, reader: str
     assert table.self_cpu_us == 200.0  # self times add up to the steps
     (note,) = [n for n in table.notes if "'prefetch'" in n]
     assert "step boundary" in note and "10.000 µs between steps left out" in note
+
+
+def test_findings_count_a_redispatched_op_once_as_the_tables_do(tmp_path: Path, reader: str) -> None:
+    from neuronprof.analysis.insights import timeline_from_trace
+    from neuronprof.analysis.insights._tree import _Profile
+
+    events = [
+        op("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        op("aten::div_", 10, 50),
+        op("aten::div_", 12, 40),
+        op("aten::div_", 14, 30),  # a chain: one call
+        op("aten::empty", 20, 5),
+    ]
+    path = write_trace(tmp_path / "t.json", events)
+    (step,) = _Profile(timeline_from_trace(path)).steps
+    names = [n.name for top in step.top for n in top.walk()]
+    assert names == ["aten::div_", "aten::empty"]
+    (div,) = step.top
+    assert div.self_ns() == 45_000  # 50 µs less the empty's 5
+    assert _host(load_trace(path), "aten::div_").calls == 1
 
 
 def test_findings_read_python_frames_under_pid_0_as_host_time(reader: str) -> None:

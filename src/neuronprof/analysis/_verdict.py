@@ -24,12 +24,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal, Optional
+from typing import Any, Optional
+
+from neuronprof.typing import Verdict
 
 __all__ = ["Shift", "Verdict", "shift"]
-
-Verdict = Literal["faster", "slower", "no measurable change", "cannot tell"]
-"""What a [`Shift`][neuronprof.analysis.Shift] says of B against A."""
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     """
     from neuronprof.analysis._jsonstream import EventStream
     from neuronprof.analysis.errors import TraceError
-    from neuronprof.analysis.trace import event_kind, find_trace_files, is_container_lane, process_roles
+    from neuronprof.analysis.trace import event_kind, find_trace_files, process_roles
     from neuronprof.analysis.trace._rules import (
         _K_OP,
         _K_PY,
@@ -63,6 +63,7 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
         _id,
         _ns,
         _time_error,
+        derived_lanes,
     )
 
     def _int_or_none(value: Any) -> Optional[int]:
@@ -118,11 +119,12 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
             args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
             read.append((name, cat, start, start + length, ev.get("pid"), ev.get("tid"), args))
         analysis_pids, device_pids = process_roles(procs)
+        views = derived_lanes(lanes, device_pids)
         for name, cat, start, end, pid, tid, args in read:
             with _suppress_unhashable():
                 if pid in analysis_pids:
                     continue
-                if pid in device_pids and is_container_lane(lanes.get((pid, tid))):
+                if (pid, tid) in views:
                     continue
             kind = event_kind(name, cat)
             device_process = False

@@ -100,7 +100,8 @@ class _Node:
         return sum(e - s for s, e in _union((d.start_ns, d.end_ns) for n in self.walk() for d in n.device))
 
     def self_ns(self) -> int:
-        return self.dur - sum(c.dur for c in self.children)
+        # The duration less the union of the children (overlapping children count once).
+        return self.dur - sum(e - s for s, e in _union((c.ev.start_ns, c.ev.end_ns) for c in self.children))
 
 
 class _Step:
@@ -153,6 +154,33 @@ def _build_tree(host: Sequence[HostEvent]) -> list[_Node]:
             stack.append(node)
             nodes.append(node)
     return nodes
+
+
+def _fold_redispatches(nodes: list[_Node]) -> list[_Node]:
+    """Fold an only child of the same name into its parent: one call, as the tables count it.
+
+    The vocabulary's rule (``folds_into_parent``, torch's ``key_averages()``): a
+    dispatcher re-dispatch (``aten::div_`` → ``aten::div_``) is one call; the child's
+    children and device work become the parent's.
+    """
+    folded: set[int] = set()
+    for node in nodes:  # parents before children: a chain folds into its top
+        parent = node.parent
+        if (
+            parent is not None
+            and len(parent.children) == 1
+            and vocab.folds_into_parent(parent.name, node.name, _KIND.get(node.ev.category, vocab.K_OP), 1)
+        ):
+            parent.children = node.children
+            for child in node.children:
+                child.parent = parent
+            parent.device.extend(node.device)
+            folded.add(id(node))
+    return [n for n in nodes if id(n) not in folded] if folded else nodes
+
+
+# The vocabulary's kinds of the timeline's host categories (only Python frames matter to the fold).
+_KIND = {"python": vocab.K_PY, "step": vocab.K_STEP, "runtime": vocab.K_RUNTIME}
 
 
 def _link_device(nodes: Sequence[_Node], device: Sequence[DeviceEvent]) -> int:
@@ -220,6 +248,7 @@ class _Profile:
         self.notes: list[str] = list(tl.notes)
         self.nodes = _build_tree(tl.host)
         self.unlinked = _link_device(self.nodes, tl.device) if tl.device else 0
+        self.nodes = _fold_redispatches(self.nodes)
         self.steps: list[_Step] = []
         for n in self.nodes:
             if n.ev.category == "step":

@@ -23,7 +23,7 @@ from neuronprof.analysis.trace._rules import (
     _SKIP_CATS,
     _add_flops,
     _rank_of,
-    is_container_lane,
+    derived_lanes,
     process_roles,
 )
 from neuronprof.analysis.trace._sums import _build, _Keys, _Sums, _Thread
@@ -112,6 +112,7 @@ class _Aggregator(_Nesting):
         seen_kids: set[int] = set()
         # Derived views and container lanes: left out, counted for a note.
         derived: dict[tuple[str, str], int] = {}
+        views = derived_lanes(self.thread_names, device_pids)
         for (pid, tid), th in self.threads.items():
             device_rows: Iterable[int]
             host_rows: Optional[list[int]]
@@ -119,9 +120,8 @@ class _Aggregator(_Nesting):
                 what = ("analysis", procs[pid][0])
                 derived[what] = derived.get(what, 0) + len(th.kid)
                 continue
-            lane = self.thread_names.get((pid, tid)) if pid in device_pids else None
-            if lane is not None and is_container_lane(lane):
-                what = ("lane", lane.strip())
+            if (pid, tid) in views:
+                what = ("lane", self.thread_names[(pid, tid)].strip())
                 derived[what] = derived.get(what, 0) + len(th.kid)
                 continue
             if pid in device_pids:
@@ -187,19 +187,19 @@ class _Aggregator(_Nesting):
                 "steps' own thread, and these come on top"
             )
         self.off_steps.clear()
-        views = sorted(n for (k, n) in derived if k == "analysis")
-        if views:
+        analysis_views = sorted(n for (k, n) in derived if k == "analysis")
+        if analysis_views:
             count = sum(v for (k, _n), v in derived.items() if k == "analysis")
             sums.notes.append(
-                f"{where}{count:,} span(s) on {', '.join(map(repr, views))} are an analysis view derived from "
+                f"{where}{count:,} span(s) on {', '.join(map(repr, analysis_views))} are an analysis view derived from "
                 "other events, not events; left out"
             )
         lanes = sorted(n for (k, n) in derived if k == "lane")
         if lanes:
             count = sum(v for (k, _n), v in derived.items() if k == "lane")
             sums.notes.append(
-                f"{where}{count:,} span(s) on the device lane(s) {', '.join(map(repr, lanes))} contain the ops of "
-                "another lane; left out (only ops are counted)"
+                f"{where}{count:,} span(s) on the device lane(s) {', '.join(map(repr, lanes))} contain or copy "
+                "the ops of another lane; left out (only ops are counted)"
             )
         if sums.linked:
             sums.unlinked_ns += unlinked + sum(dev_by_corr.values()) + sum(dev_by_ext.values())

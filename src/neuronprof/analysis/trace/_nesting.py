@@ -10,7 +10,6 @@ step's edge, or the end of the span it started in, is cut there.
 
 from __future__ import annotations
 
-import bisect
 import heapq
 from collections.abc import Iterable
 from typing import Any, Optional
@@ -295,19 +294,26 @@ class _Nesting:
                 continue
             keep_all = kind[k] == _K_PY and vocab.is_own_frame(raw_names[k])
             first = True
-            left_out = 0
             for lo, hi, inside in pieces:
                 if inside or keep_all:
                     parts.append((lo, hi, i, first))
                     first = False
-                else:
-                    left_out += hi - lo
-            j = bisect.bisect_right(starts, t) - 1
-            if j >= 0 and t < steps[j][1]:  # it started inside a step: a span across a boundary
+            # A span across a boundary runs in two steps or more; the part of one that was
+            # still open when recording stopped (or already open when it started) is
+            # clipped as every span is, with no note.
+            inside_at = [n for n, piece in enumerate(pieces) if piece[2]]
+            if len(inside_at) >= 2 and _noted(raw_names[k], kd):
+                between = pieces[inside_at[0] : inside_at[-1]]
+                left_out = sum(hi - lo for lo, hi, inside in between if not inside)
                 seen = crossed.get(k)
                 crossed[k] = (1, left_out) if seen is None else (seen[0] + 1, seen[1] + left_out)
         parts.sort(key=lambda p: (p[0], p[0] - p[1], kind[kids[p[2]]] == _K_STEP))
         return parts
+
+
+def _noted(name: str, kind: int) -> bool:
+    """Whether a span cut at a step boundary is named in a note: a row of the program's, not the profiler's."""
+    return vocab.is_row(name) and not (kind == _K_PY and vocab.is_support_frame(name))
 
 
 def _is_sorted_idx(ts: Any, dur: Any, idx: list[int]) -> bool:

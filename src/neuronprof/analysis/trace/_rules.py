@@ -78,6 +78,30 @@ def process_roles(procs: Mapping[Any, Sequence[str]]) -> tuple[set[Any], set[Any
     return analysis, device
 
 
+_STREAM_LANE = re.compile(r"^\s*Stream #\d+", re.IGNORECASE)
+_XLA_OPS_LANE = re.compile(r"^\s*XLA Ops\s*$", re.IGNORECASE)
+
+
+def derived_lanes(lanes: Mapping[Any, str], device_pids: Iterable[Any]) -> set[Any]:
+    """The ``(pid, tid)`` lanes of device processes that hold views, not time (``is_container_lane``).
+
+    On a process with stream lanes (``Stream #16(Kernel)``: a GPU under XLA), the
+    stream is the time and "XLA Ops" a view of it; on a TPU process "XLA Ops" is the
+    op lane itself.
+
+    Args:
+        lanes: Thread names by ``(pid, tid)``.
+        device_pids: The device processes (``process_roles``).
+    """
+    device = set(device_pids)
+    with_streams = {pid for (pid, _tid), name in lanes.items() if pid in device and _STREAM_LANE.match(name)}
+    return {
+        (pid, tid)
+        for (pid, tid), name in lanes.items()
+        if pid in device and (is_container_lane(name) or (pid in with_streams and _XLA_OPS_LANE.match(name)))
+    }
+
+
 def is_container_lane(lane: Optional[str]) -> bool:
     """Whether a device process's lane (thread name) holds spans that contain or copy other lanes' ops.
 
