@@ -92,7 +92,9 @@ def test_a_known_change_is_found_at_the_stated_power(kind: str) -> None:
     n_b=st.integers(4, 12),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_one_distribution_gives_false_alarms_at_most_at_the_stated_rate(kind: str, n_a: int, n_b: int, seed: int) -> None:
+def test_one_distribution_gives_false_alarms_at_most_at_the_stated_rate(
+    kind: str, n_a: int, n_b: int, seed: int
+) -> None:
     rng = random.Random(seed)
     trials = 400
     alarms = sum(

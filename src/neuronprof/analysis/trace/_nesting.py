@@ -15,8 +15,10 @@ from collections.abc import Iterable
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
-from neuronprof.analysis.trace._rules import _K_PY, _K_RUNTIME, _K_STEP, _is_sorted
+from neuronprof.analysis.trace._rules import _K_OTHER, _K_PY, _K_RUNTIME, _K_STEP, _is_sorted
 from neuronprof.analysis.trace._sums import _Keys, _Sums, _Thread
+
+_END = 1 << 62  # later than any event (times are signed 64-bit ns)
 
 
 class _Nesting:
@@ -56,87 +58,38 @@ class _Nesting:
         #           time is its parent's), 15 index of its step's sample (-1 outside steps)]
         stack: list[list[Any]] = []
         frame_flags: dict[int, tuple[bool, bool]] = {}  # per key: (own frame, support frame)
-        not_rows: dict[int, bool] = {}  # per key: not a row (``vocab.is_row``)
+        asynchronous, not_rows = self.keys.asynchronous, self.keys.not_row
         top_level = 0
         step_work: list[bool] = []  # per step span, in start order: whether any event is nested in it
         linked = False
         pop = stack.pop
 
-        # Self time of the rows on this timeline, and per key (for a timeline without steps).
+        # Self time of the rows per key, on a timeline without steps (for the note on them).
         row_self: dict[int, int] = {}
+        track_off_steps = not any(kind[kids[x]] == _K_STEP for x in idx)
         # Per step of this timeline, its figures for a verdict (see ``_Sums.samples``).
         samples = sums.samples
         first_sample = len(samples)
-
-        def close(top: list[Any]) -> None:
-            k = top[1]
-            self_ns = top[2] - top[3]
-            only = top[12]
-            if only is not None and top[11] == 1:
-                # key_averages()' fold: the only same-name child is this call; its self
-                # time and kernels are the parent's.
-                ck, c_self, c_dur, c_own_dev, c_dev_total, c_counted = only
-                if c_counted:
-                    calls[ck] -= 1
-                cpu_self[ck] -= c_self
-                cpu_total[ck] -= c_dur
-                dev_self[ck] -= c_own_dev
-                dev_total[ck] -= c_dev_total
-                self_ns += c_self
-                row_self[ck] = row_self.get(ck, 0) - c_self
-                top[4] += c_own_dev
-                if top[15] >= 0:
-                    sample = samples[top[15]]
-                    sample[1] -= c_own_dev
-                    sample[2][ck] -= c_self
-                    if c_own_dev:
-                        sample[3][ck] -= c_own_dev
-            if not top[9]:
-                cpu_self[k] += self_ns
-                cpu_total[k] += top[2]
-                if not top[14]:
-                    row_self[k] = row_self.get(k, 0) + self_ns
-                    if top[15] >= 0:
-                        sample = samples[top[15]]
-                        sample[2][k] = sample[2].get(k, 0) + self_ns
-                        if top[4]:
-                            sample[1] += top[4]
-                            sample[3][k] = sample[3].get(k, 0) + top[4]
-            dev_self[k] += top[4]
-            dev_total[k] += top[5]
-            if stack:
-                parent = stack[-1]
-                parent[5] += top[5]
-                if top[14]:
-                    # What is not a row (the profiler's own frames and bookkeeping ops)
-                    # hands its self time to its parent, as torch's table, which drops
-                    # such events: self times still add up to the step.
-                    parent[3] -= self_ns
-                if (
-                    parent[11] == 1
-                    and not top[14]
-                    and not parent[9]
-                    and vocab.folds_into_parent(raw_names[parent[1]], raw_names[k], kind[k], 1)
-                ):
-                    parent[12] = (k, self_ns, top[2], top[4], top[5], top[13])
-
         # The rest of a span cut at the end of the span it started in, waiting its turn:
         # (start, -duration, is a step, sequence, end, index).
         rests: list[tuple[int, int, bool, int, int, int]] = []
         seq = 0
         ordered = iter(parts)
         nxt = next(ordered, None)
-        while nxt is not None or rests:
+        while True:
             if rests and (nxt is None or rests[0][:3] < (nxt[0], nxt[0] - nxt[1], kind[kids[nxt[2]]] == _K_STEP)):
                 t, _neg, _step, _seq, e, i = heapq.heappop(rests)
                 counted = False
-            else:
-                assert nxt is not None
+            elif nxt is not None:
                 t, e, i, counted = nxt
                 nxt = next(ordered, None)
-            k = kids[i]
-            kd = kind[k]
-            if vocab.is_async_span(raw_names[k], kd):
+            else:
+                t = e = _END  # past every event: closes what is still open, then ends
+                i = -1
+                counted = False
+            k = kids[i] if i >= 0 else -1
+            kd = kind[k] if i >= 0 else _K_OTHER
+            if i >= 0 and asynchronous[k]:
                 # Async (a collective's work): no self host time, no part in nesting.
                 if counted:
                     calls[k] += 1
@@ -146,22 +99,72 @@ class _Nesting:
                 continue
             while stack:
                 top = stack[-1]
-                if t >= top[0]:
-                    pop()
-                    close(top)
-                elif e > top[0]:
-                    if kd == _K_STEP or top[7] >= 0:
-                        pop()  # steps never cut nor are cut (spans were cut at their edges)
-                        close(top)
-                        continue
+                if e > top[0] and t < top[0] and kd != _K_STEP and top[7] < 0:
                     # It runs past the end of the span it starts in: cut it there; the rest
-                    # nests beside that span, as one call.
+                    # nests beside that span, as one call. (Steps never cut nor are cut:
+                    # spans were cut at their edges.)
                     seq += 1
                     heapq.heappush(rests, (top[0], top[0] - e, False, seq, e, i))
                     e = top[0]
                     break
-                else:
+                if t < top[0] and e <= top[0]:
                     break
+                # The frame ends here: add up its times.
+                pop()
+                fk = top[1]
+                self_ns = top[2] - top[3]
+                only = top[12]
+                if only is not None and top[11] == 1:
+                    # key_averages()' fold: the only same-name child is this call; its self
+                    # time and kernels are the parent's.
+                    ck, c_self, c_dur, c_own_dev, c_dev_total, c_counted = only
+                    if c_counted:
+                        calls[ck] -= 1
+                    cpu_self[ck] -= c_self
+                    cpu_total[ck] -= c_dur
+                    dev_self[ck] -= c_own_dev
+                    dev_total[ck] -= c_dev_total
+                    self_ns += c_self
+                    top[4] += c_own_dev
+                    if track_off_steps:
+                        row_self[ck] = row_self.get(ck, 0) - c_self
+                    if top[15] >= 0:
+                        sample = samples[top[15]]
+                        sample[1] -= c_own_dev
+                        sample[2][ck] -= c_self
+                        if c_own_dev:
+                            sample[3][ck] -= c_own_dev
+                if not top[9]:
+                    cpu_self[fk] += self_ns
+                    cpu_total[fk] += top[2]
+                    if not top[14]:
+                        if track_off_steps:
+                            row_self[fk] = row_self.get(fk, 0) + self_ns
+                        if top[15] >= 0:
+                            sample = samples[top[15]]
+                            by_key = sample[2]
+                            by_key[fk] = by_key.get(fk, 0) + self_ns
+                            if top[4]:
+                                sample[1] += top[4]
+                                sample[3][fk] = sample[3].get(fk, 0) + top[4]
+                dev_self[fk] += top[4]
+                dev_total[fk] += top[5]
+                if stack:
+                    parent = stack[-1]
+                    parent[5] += top[5]
+                    if top[14]:
+                        # What is not a row (the profiler's own frames and bookkeeping ops)
+                        # hands its self time to its parent, as torch's table, which drops
+                        # such events: self times still add up to the step.
+                        parent[3] -= self_ns
+                    elif (
+                        parent[11] == 1
+                        and not parent[9]
+                        and vocab.folds_into_parent(raw_names[parent[1]], raw_names[fk], kind[fk], 1)
+                    ):
+                        parent[12] = (fk, self_ns, top[2], top[4], top[5], top[13])
+            if i < 0:
+                break
             d = e - t
             own = 0
             if kd == _K_RUNTIME:
@@ -201,9 +204,7 @@ class _Nesting:
                 in_own = hidden or flags[0]
             if not hidden and counted:
                 calls[k] += 1
-            not_row = not_rows.get(k)
-            if not_row is None:
-                not_row = not_rows[k] = not vocab.is_row(raw_names[k])
+            not_row = not_rows[k]
             anchored = False
             if stack:
                 parent = stack[-1]
@@ -249,9 +250,7 @@ class _Nesting:
                     sample_at,
                 ]
             )
-        while stack:
-            close(pop())
-        if not step_work and row_self:
+        if row_self:
             ns = sum(row_self.values())
             if ns > 0:
                 self.off_steps.append((ns, max(row_self, key=row_self.__getitem__)))
@@ -267,28 +266,31 @@ class _Nesting:
         Sorted as torch nests: by start, longest first; of equal spans, a step last
         (inside the others), so that a frame cut to a step's edges is its parent.
         Spans that cross a step's edge are cut by ``vocab.step_pieces``: their parts
-        outside the steps are left out (a note says how much of a span that started
-        in a step), except for the profiler's own frames, which are no row and keep
-        the frames they call where they are.
+        outside the steps are left out (a note says how much of a span that ran in
+        two steps or more), except for the profiler's own frames, which are no row
+        and keep the frames they call where they are.
         """
-        kind, raw_names = self.keys.kind, self.keys.raw_names
-        steps = sorted((ts[i], ts[i] + dur[i]) for i in idx if kind[kids[i]] == _K_STEP)
-        if not steps:
-            if _is_sorted_idx(ts, dur, idx):
-                return ((ts[i], ts[i] + dur[i], i, True) for i in idx)
-            order = sorted(idx, key=dur.__getitem__, reverse=True)
-            order.sort(key=ts.__getitem__)
-            return [(ts[i], ts[i] + dur[i], i, True) for i in order]
+        keys = self.keys
+        kind, raw_names, asynchronous = keys.kind, keys.raw_names, keys.asynchronous
+        in_order = _is_sorted_idx(ts, dur, idx)
+        if not in_order:
+            idx = sorted(idx, key=dur.__getitem__, reverse=True)
+            idx.sort(key=ts.__getitem__)
+        steps = [(ts[i], ts[i] + dur[i]) for i in idx if kind[kids[i]] == _K_STEP]
+        crossing = _crossing(ts, dur, kids, idx, steps, kind, asynchronous) if steps else []
+        if not crossing:
+            # Nothing to cut (the common case): the events in nesting order, as they are.
+            return ((ts[i], ts[i] + dur[i], i, True) for i in idx)
+        steps.sort()
         starts = [s for s, _ in steps]
-        parts: list[tuple[int, int, int, bool]] = []
+        cut = set(crossing)
+        parts: list[tuple[int, int, int, bool]] = [(ts[i], ts[i] + dur[i], i, True) for i in idx if i not in cut]
         crossed = self.crossed
-        for i in idx:
+        for i in crossing:
             t = ts[i]
             e = t + dur[i]
             k = kids[i]
-            kd = kind[k]
-            cut = kd != _K_STEP and not vocab.is_async_span(raw_names[k], kd)
-            pieces = vocab.step_pieces(t, e, steps, starts) if cut else None
+            pieces = vocab.step_pieces(t, e, steps, starts)
             if pieces is None:
                 parts.append((t, e, i, True))
                 continue
@@ -302,13 +304,37 @@ class _Nesting:
             # still open when recording stopped (or already open when it started) is
             # clipped as every span is, with no note.
             inside_at = [n for n, piece in enumerate(pieces) if piece[2]]
-            if len(inside_at) >= 2 and _noted(raw_names[k], kd):
+            if len(inside_at) >= 2 and _noted(raw_names[k], kind[k]):
                 between = pieces[inside_at[0] : inside_at[-1]]
                 left_out = sum(hi - lo for lo, hi, inside in between if not inside)
                 seen = crossed.get(k)
                 crossed[k] = (1, left_out) if seen is None else (seen[0] + 1, seen[1] + left_out)
         parts.sort(key=lambda p: (p[0], p[0] - p[1], kind[kids[p[2]]] == _K_STEP))
         return parts
+
+
+def _crossing(
+    ts: Any, dur: Any, kids: Any, idx: list[int], steps: list[tuple[int, int]], kind: Any, asynchronous: Any
+) -> list[int]:
+    """The events (in nesting order) that cross an edge of a step: one sweep, steps and events both by start."""
+    ordered = sorted(steps)
+    out: list[int] = []
+    j, n = 0, len(ordered)
+    for i in idx:
+        k = kids[i]
+        if kind[k] == _K_STEP or asynchronous[k]:
+            continue
+        t = ts[i]
+        e = t + dur[i]
+        while j < n and ordered[j][1] <= t:
+            j += 1  # steps that ended before this event: no later event starts in them either
+        if j == n:
+            continue
+        s0, s1 = ordered[j]
+        # It starts before this step and runs into it, or starts in it and runs past its end.
+        if (t < s0 < e) or (s0 <= t and e > s1):
+            out.append(i)
+    return out
 
 
 def _noted(name: str, kind: int) -> bool:

@@ -35,6 +35,8 @@ class _Keys:
         self.names: list[str] = []  # display name (every ProfilerStep#N is "ProfilerStep*")
         self.raw_names: list[str] = []  # the name as the trace writes it
         self.kind: list[int] = []
+        self.asynchronous: list[bool] = []  # an async span (``vocab.is_async_span``)
+        self.not_row: list[bool] = []  # no row of its own (``vocab.is_row``)
         self.twins: dict[int, int] = {}  # host key -> its twin on a device process (``device_twin``)
 
     def add(self, key: tuple[Any, ...]) -> int:
@@ -46,6 +48,8 @@ class _Keys:
         self.names.append(vocab.row_name(name, kind))
         self.raw_names.append(name)
         self.kind.append(kind)
+        self.asynchronous.append(vocab.is_async_span(name, kind))
+        self.not_row.append(not vocab.is_row(name))
         return kid
 
     def device_twin(self, kid: int) -> int:
@@ -57,6 +61,8 @@ class _Keys:
             self.names.append(self.names[kid])
             self.raw_names.append(self.raw_names[kid])
             self.kind.append(vocab.K_DEVICE)
+            self.asynchronous.append(False)
+            self.not_row.append(self.not_row[kid])
         return twin
 
 
