@@ -552,3 +552,13 @@ def test_compare_gives_each_speedup_its_interval(clock: FakeClock, opts: dict[st
     assert (twin.speedup_low, twin.speedup_high) == pytest.approx((1.0, 1.0)) and not twin.measurably_different
     assert "2.00× (2.00–2.00) *" in str(cmp)
     assert Comparison.from_json(cmp.to_json()) == cmp
+
+
+def test_a_speedup_without_an_interval_says_why(clock: FakeClock, opts: dict[str, Any]) -> None:
+    log: list[str] = []
+    slow = Recorder("slow", log, clock, first_s=0.02, steady_s=0.02)
+    fast = Recorder("fast", log, clock, first_s=0.01, steady_s=0.01)
+    cmp = compare({"slow": slow, "fast": fast}, repeats=3, warmup=0, **opts)
+    assert cmp.row("fast").speedup_low is None
+    assert "2.00× *" not in str(cmp)  # no interval: no mark
+    assert "too few timed samples for one (at least 4 on each side: repeats=4 or more)" in str(cmp)

@@ -407,7 +407,8 @@ def _format_speedup_cell(r: ComparisonRow) -> str:
     """The speedup with its 95 % interval: ``2.10× (1.95–2.30)``."""
     if r.speedup_low is None or r.speedup_high is None:
         return _format_speedup(r.speedup)
-    return f"{_format_speedup(r.speedup)} ({r.speedup_low:.2f}–{r.speedup_high:.2f})"
+    low, high = (_format_speedup(v).rstrip("×") for v in (r.speedup_low, r.speedup_high))
+    return f"{_format_speedup(r.speedup)} ({low}–{high})"
 
 
 def _cmp_columns(cmp: Comparison) -> list[_CmpColumn]:
@@ -473,6 +474,13 @@ def _cmp_footer(cmp: Comparison) -> list[str]:
         "warm-up call(s); 1st call: the first call (compilation), reported apart and left out.",
         f"Ops and self times: per step, from one profiled session per variant ({steps}; backend {cmp.backend}).",
     ]
+    if any(r.speedup_low is None for r in cmp.rows if r.name != cmp.baseline):
+        from neuronprof.analysis._verdict import min_samples
+
+        lines.append(
+            f"note: a speedup without an interval has too few timed samples for one (at least {min_samples()} "
+            "on each side: repeats=4 or more)"
+        )
     lines.extend(f"note: {n}" for n in cmp.notes)
     lines.extend(_cmp_findings(cmp))
     return lines

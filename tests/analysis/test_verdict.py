@@ -286,5 +286,71 @@ def test_sessions_are_compared_directly_and_in_their_report(tmp_path: Path) -> N
     assert len(trace.samples) == trace.steps == 4
     d = diff(before, after)
     assert d.step is not None and (d.step.n_a, d.step.n_b) == (4, 4)
+    assert (d.a, d.b) == ("(a session)", "(a session)")
     page = after.report(tmp_path / "after.html", baseline=before).read_text()
     assert "Compared with the baseline" in page and "verdict, step time (host)" in page
+
+
+def test_check_cannot_tell_says_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rng = random.Random(23)
+    base = str(_run_trace(tmp_path / "base.json", _draw(rng, 10, 1.0)))
+    # Noisy and few: the interval holds both no change and a slowdown beyond 5%.
+    noisy = [round(1000 * rng.lognormvariate(0, 0.4), 3) for _ in range(5)]
+    wide = str(_run_trace(tmp_path / "wide.json", noisy))
+    code, out = _gate(capsys, base, wide, "--max-slowdown", "5%")
+    assert code == 2 and "the interval holds both no change and a slowdown beyond 5%: more samples" in out
+    # A profile without steps; device time on a CPU-only profile.
+    steps_free = str(write_trace(tmp_path / "nosteps.json", [op("aten::mm", 0, 50)]))
+    code, out = _gate(capsys, base, steps_free)
+    assert code == 2 and "B has no recorded steps (ProfilerStep#N spans)" in out
+    code, out = _gate(capsys, base, base, "--device")
+    assert code == 2 and "A has none of it in any recorded step" in out
+    assert out.rstrip().splitlines()[-1].startswith("note: each step is a sample")
+
+
+def test_an_op_not_in_every_step_gets_no_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def trace(path: Path, every: int, us: float) -> Path:
+        events = []
+        for n in range(10):
+            t = n * 1000.0
+            events.append(op(f"ProfilerStep#{n + 1}", t, 900, cat="user_annotation"))
+            if n % every == 0:
+                events.append(op("aten::foo", t + 10, us))
+        return write_trace(path, events)
+
+    a, b = trace(tmp_path / "a.json", 1, 100), trace(tmp_path / "b.json", 3, 300)
+    d = diff(a, b)
+    assert d.op_shift("aten::foo") is None
+    assert any("no verdict per step for aten::foo: not in every recorded step" in n for n in d.notes)
+    code, out = _gate(capsys, str(a), str(b), "--op", "aten::foo")
+    assert code == 2 and "B lacks it in 6 of its 10 recorded steps" in out
+
+
+def test_a_folder_of_ranks_gets_no_verdict(tmp_path: Path) -> None:
+    rng = random.Random(29)
+    for side in ("a", "b"):
+        for rank in range(4):
+            _run_trace(tmp_path / side / f"rank-{rank}.json", _draw(rng, 6, 1.0))
+    d = diff(tmp_path / "a", tmp_path / "b")
+    assert d.step is None
+    assert any("A is a folder of 4 ranks of one job" in n for n in d.notes)
+    assert check(tmp_path / "a", tmp_path / "b").exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--max-slowdown", "5", "'5' is ambiguous"),
+        ("--max-slowdown", "nan", "expected a slowdown such as 5% or 0.05"),
+        ("--max-slowdown", "2000%", "expected a slowdown from 0% to 1000%"),
+        ("--confidence", "95", "'95' is ambiguous"),
+        ("--confidence", "40%", "expected a confidence from 50% up to (not including) 100%"),
+    ],
+)
+def test_check_refuses_ambiguous_thresholds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str, message: str
+) -> None:
+    a = str(_run_trace(tmp_path / "a.json", [1000.0] * 4))
+    with pytest.raises(SystemExit) as refused:
+        analysis_main(["check", a, a, f"{flag}={value}"])
+    assert refused.value.code == 2 and message in capsys.readouterr().err

@@ -4,9 +4,10 @@
 files, or folders of runs) and judges the step's host time (``--device``: its device
 time; ``--op NAME``: named ops) with the method of ``neuronprof diff``'s verdicts
 ([`shift`][neuronprof.analysis.shift]). Exit status: 0 when no figure is slower beyond
-the threshold with the stated confidence (the interval's lower end is at most
-``1 + max_slowdown``), 1 when one is (named, with its interval), 2 when it cannot tell
-(too few samples, a figure missing) or the input is bad.
+the threshold with the stated confidence (the whole interval at or below
+``1 + max_slowdown``), 1 when one is (the whole interval above it; named, with its
+interval), 2 when it cannot tell (the interval holds both, too few samples, a figure
+missing: the line says what) or the input is bad. A regression wins over "cannot tell".
 """
 
 from __future__ import annotations
@@ -15,15 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from neuronprof.analysis._diff import (
-    _trace_of,
-    judge,
-    op_time,
-    runs_are_samples,
-    sample_unit,
-    step_device_time,
-    step_time,
-)
+from neuronprof.analysis._diff import _trace_of, judge, op_time, sample_unit, step_device_time, step_time
 from neuronprof.analysis._verdict import Shift
 from neuronprof.analysis.trace import TraceSource, load_trace
 from neuronprof.typing import MeasuredTime
@@ -38,33 +31,29 @@ class CheckItem:
     """One judged figure of a [`Check`][neuronprof.analysis.Check].
 
     Attributes:
-        what: The figure, e.g. ``"step time (host)"`` or ``"aten::mm self CPU"``.
-        shift: Its change from the baseline; ``None`` when a side has no sample of it.
-        status: 0 (no regression beyond the threshold), 1 (a regression) or 2 (cannot tell).
+        what: The figure, e.g. ``"step time (host)"`` or ``"aten::mm self CPU time"``.
+        shift: Its change from the baseline; ``None`` when there is no verdict (see ``reason``).
+        status: 0 (no slowdown beyond the threshold at this confidence), 1 (a slowdown
+            beyond it) or 2 (cannot tell).
+        reason: Why it cannot tell, in words (what is missing); ``None`` otherwise.
     """
 
     what: str
     shift: Optional[Shift]
     status: int
+    reason: Optional[str] = None
 
     def line(self, max_slowdown: float) -> str:
         """The figure's line for a CI log."""
         s = self.shift
-        if s is None:
-            return f"cannot tell, {self.what}: no sample of it in one of the profiles"
-        if self.status == CANNOT_TELL:
-            return f"cannot tell, {self.what}: {s.why_not}"
-        assert s.ratio is not None and s.low is not None and s.high is not None
+        if s is None or s.ratio is None or s.low is None or s.high is None:
+            return f"cannot tell, {self.what}: {self.reason}"
         interval = f"B/A {s.ratio:.3f}× ({s.confidence:.0%} CI {s.low:.3f}–{s.high:.3f}×, {s.n_a} vs {s.n_b} samples)"
-        limit = 1 + max_slowdown
         if self.status == REGRESSION:
             return f"REGRESSION, {self.what}: slower beyond {max_slowdown:.0%}: {interval}"
-        tail = (
-            f"; a slowdown beyond {max_slowdown:.0%} is not ruled out (more samples would tell)"
-            if s.high > limit
-            else ""
-        )
-        return f"ok, {self.what}: {interval}{tail}"
+        if self.status == CANNOT_TELL:
+            return f"cannot tell, {self.what}: {interval}; {self.reason}"
+        return f"ok, {self.what}: not slower beyond {max_slowdown:.0%}: {interval}"
 
 
 @dataclass(frozen=True)
@@ -85,13 +74,13 @@ class Check:
 
     @property
     def exit_code(self) -> int:
-        """1 when any figure regressed, else 2 when any cannot be told, else 0."""
+        """1 when any figure regressed (a regression is never hidden), else 2 when any cannot be told, else 0."""
         statuses = {i.status for i in self.items}
         return REGRESSION if REGRESSION in statuses else CANNOT_TELL if CANNOT_TELL in statuses else OK
 
     def to_text(self) -> str:
-        """One line per figure, for a CI log."""
-        return "\n".join(i.line(self.max_slowdown) for i in self.items)
+        """One line per figure for a CI log, and what a sample was."""
+        return "\n".join([*(i.line(self.max_slowdown) for i in self.items), f"note: {self.unit}"])
 
     def to_markdown(self) -> str:
         """A block for a CI job summary (e.g. ``$GITHUB_STEP_SUMMARY``)."""
@@ -99,8 +88,8 @@ class Check:
         lines = [
             f"### neuronprof check: {head} (threshold {self.max_slowdown:.0%}, {self.confidence:.0%} confidence)",
             "",
-            "| Figure | Result | B/A | Interval | Samples |",
-            "| :--- | :--- | ---: | :--- | :--- |",
+            "| Figure | Result | B/A | Interval | Samples | Why |",
+            "| :--- | :--- | ---: | :--- | :--- | :--- |",
         ]
         for i in self.items:
             s = i.shift
@@ -108,7 +97,7 @@ class Check:
             ratio = f"{s.ratio:.3f}×" if s is not None and s.ratio is not None else ""
             interval = f"{s.low:.3f}–{s.high:.3f}×" if s is not None and s.low is not None and s.high else ""
             samples = f"{s.n_a} vs {s.n_b}" if s is not None else ""
-            lines.append(f"| {i.what} | {result} | {ratio} | {interval} | {samples} |")
+            lines.append(f"| {i.what} | {result} | {ratio} | {interval} | {samples} | {i.reason or ''} |")
         lines += ["", f"Samples: {self.unit}."]
         return "\n".join(lines) + "\n"
 
@@ -123,6 +112,12 @@ def check(
     confidence: float = 0.95,
 ) -> Check:
     """Judge whether ``current`` is slower than ``baseline`` beyond ``max_slowdown``.
+
+    A figure is *ok* when its whole confidence interval lies at or below
+    ``1 + max_slowdown`` (no slowdown beyond the threshold, at this confidence), a
+    *regression* when the whole interval lies above it, and *cannot tell* when the
+    interval holds both, or there is no interval (too few samples, the figure missing
+    from a profile): the reason says what is missing.
 
     Args:
         baseline: The baseline profile: a trace file, a folder of runs, a loaded
@@ -145,7 +140,6 @@ def check(
     if not 0.5 <= confidence < 1:
         raise ValueError(f"confidence must be at least 0.5 and below 1, got {confidence!r}")
     ta, tb = load_trace(_trace_of(baseline)), load_trace(_trace_of(current))
-    by_run = runs_are_samples(ta, tb, confidence)
     use: MeasuredTime = "device" if device else "cpu"
     targets = (
         [(f"{name} self {'device' if device else 'CPU'} time", op_time(name, use)) for name in ops]
@@ -154,20 +148,26 @@ def check(
         if device
         else [("step time (host)", step_time)]
     )
+    limit = 1 + max_slowdown
     items = []
     for what, value in targets:
-        has_a = any(value(s) for s in ta.samples)
-        has_b = any(value(s) for s in tb.samples)
-        if not (has_a and has_b):
-            items.append(CheckItem(what, None, CANNOT_TELL))
-            continue
-        s = judge(ta, tb, value, by_run=by_run, confidence=confidence)
-        if s.low is None:
-            status = CANNOT_TELL
-        elif s.low > 1 + max_slowdown:
-            status = REGRESSION
+        s, why = judge(ta, tb, value, confidence=confidence)
+        if s is None or s.low is None or s.high is None:
+            items.append(CheckItem(what, s, CANNOT_TELL, why or s.why_not if s is not None else why))
+        elif s.low > limit:
+            items.append(CheckItem(what, s, REGRESSION))
+        elif s.high <= limit:
+            items.append(CheckItem(what, s, OK))
         else:
-            status = OK
-        items.append(CheckItem(what, s, status))
-    unit = sample_unit(ta, tb, by_run=by_run, confidence=confidence) if ta.samples and tb.samples else "none"
+            more = f"±{s.detectable:.1%}" if s.detectable is not None else "too wide"
+            items.append(
+                CheckItem(
+                    what,
+                    s,
+                    CANNOT_TELL,
+                    f"the interval holds both no change and a slowdown beyond {max_slowdown:.0%}: more samples "
+                    f"would tell (the smallest change these samples can detect is {more})",
+                )
+            )
+    unit = sample_unit(ta, tb, confidence=confidence) if ta.samples and tb.samples else "no samples"
     return Check(tuple(items), max_slowdown, confidence, unit)

@@ -420,13 +420,12 @@ def diff(
             )
     if match == "auto" and group == "name" and (_has_shapes(ta) or _has_shapes(tb)):
         notes.append("matched by name: only one trace recorded input shapes")
-    step, step_device, op_shifts, unit = _verdicts(ta, tb, use, confidence)
-    if unit is not None:
-        notes.append(f"verdicts: {unit}")
+    step, step_device, op_shifts, verdict_notes = _verdicts(ta, tb, use, confidence)
+    notes += verdict_notes
     return TraceDiff(
         rows=tuple(rows),
-        a=ta.source,
-        b=tb.source,
+        a=ta.source or "(a session)",
+        b=tb.source or "(a session)",
         metric=use,
         match=group,
         device_label=ta.device_label or tb.device_label,
@@ -454,14 +453,17 @@ def _trace_of(source: Any) -> Any:
 
 def _verdicts(
     ta: Trace, tb: Trace, use: MeasuredTime, confidence: float
-) -> tuple[Optional[Shift], Optional[Shift], tuple[tuple[str, Shift], ...], Optional[str]]:
-    """The verdicts of B against A (the step's host time, its device time, the ops that matter) and what a sample is."""
-    if not ta.samples or not tb.samples:
-        return None, None, (), None
-    by_run = runs_are_samples(ta, tb, confidence)
-    step = judge(ta, tb, step_time, by_run=by_run, confidence=confidence)
-    has_device = any(s.device_us for s in ta.samples) and any(s.device_us for s in tb.samples)
-    step_device = judge(ta, tb, step_device_time, by_run=by_run, confidence=confidence) if has_device else None
+) -> tuple[Optional[Shift], Optional[Shift], tuple[tuple[str, Shift], ...], list[str]]:
+    """The verdicts of B against A (the step's host time, its device time, the ops that matter) and notes on them."""
+    step, why = judge(ta, tb, step_time, confidence=confidence)
+    if step is None:
+        return None, None, (), [f"no verdict: {why}"]
+    notes = [f"verdicts: {sample_unit(ta, tb, confidence=confidence)}"]
+    step_device = None
+    if any(s.device_us for s in ta.samples) or any(s.device_us for s in tb.samples):
+        step_device, why = judge(ta, tb, step_device_time, confidence=confidence)
+        if step_device is None:
+            notes.append(f"no verdict on device time per step: {why}")
 
     def per_step_total(trace: Trace) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -474,10 +476,20 @@ def _verdicts(
     wall = max(sum(s.wall_us for s in t.samples) / len(t.samples) for t in (ta, tb))
     weight = {n: max(weight_a[n], weight_b[n]) for n in set(weight_a) & set(weight_b)}
     judged = sorted((n for n, w in weight.items() if w >= OPS_MIN_SHARE * wall), key=lambda n: (-weight[n], n))
-    shifts = tuple(
-        (n, judge(ta, tb, op_time(n, use), by_run=by_run, confidence=confidence)) for n in judged[:OPS_JUDGED]
-    )
-    return step, step_device, shifts, sample_unit(ta, tb, by_run=by_run, confidence=confidence)
+    shifts = []
+    skipped = []
+    for name in judged[:OPS_JUDGED]:
+        found, _why = judge(ta, tb, op_time(name, use), confidence=confidence)
+        if found is None:
+            skipped.append(name)
+        else:
+            shifts.append((name, found))
+    if skipped:
+        notes.append(
+            f"no verdict per step for {', '.join(skipped)}: not in every recorded step (an op that runs every "
+            "few steps has no time per step to compare)"
+        )
+    return step, step_device, tuple(shifts), notes
 
 
 SampleValue = Callable[[StepSample], Optional[float]]
@@ -503,36 +515,59 @@ def op_time(name: str, use: MeasuredTime) -> SampleValue:
     return value
 
 
+def _runs(trace: Trace) -> int:
+    return len({s.run for s in trace.samples})
+
+
 def runs_are_samples(ta: Trace, tb: Trace, confidence: float) -> bool:
     """Whether both sides hold enough runs (files) for each run's median step to be a sample.
 
     Steps of one run share its machine's state (load, clocks): a difference between two
     runs would read as a change. With enough runs on both sides, runs are the samples.
     """
-    need = min_samples(confidence)
-    return min(len({s.run for s in t.samples}) for t in (ta, tb)) >= need
+    return min(_runs(ta), _runs(tb)) >= min_samples(confidence)
 
 
-def judge(ta: Trace, tb: Trace, value: SampleValue, *, by_run: bool, confidence: float) -> Shift:
-    """The [`Shift`][neuronprof.analysis.Shift] of one figure from A to B, steps or runs as samples."""
+def judge(
+    ta: Trace, tb: Trace, value: SampleValue, *, confidence: float
+) -> tuple[Optional[Shift], Optional[str]]:
+    """The [`Shift`][neuronprof.analysis.Shift] of one figure from A to B, or why there is none.
 
-    def samples(trace: Trace) -> list[float]:
-        if not by_run:
-            return [v for v in map(value, trace.samples) if v]
-        runs: dict[int, list[float]] = {}
-        for s in trace.samples:
-            v = value(s)
-            if v:
-                runs.setdefault(s.run, []).append(v)
-        return [statistics.median(v) for v in runs.values()]
+    Steps are the samples, or each run's median step when both sides hold enough runs
+    (``runs_are_samples``). No verdict for a folder of ranks (the ranks of one job are
+    not independent samples), a profile without steps, or a figure missing from some
+    of a profile's steps (an op that runs every few steps, a step without device work).
+    """
+    by_run = runs_are_samples(ta, tb, confidence)
+    per_side = []
+    for side, trace in (("A", ta), ("B", tb)):
+        if trace.ranks:
+            return None, (
+                f"{side} is a folder of {len(trace.ranks)} ranks of one job, whose steps are not independent "
+                "samples; compare one rank's trace with the same rank's"
+            )
+        if not trace.samples:
+            return None, f"{side} has no recorded steps (ProfilerStep#N spans) to take samples from"
+        values = [value(s) for s in trace.samples]
+        missing = sum(1 for v in values if not v)
+        if missing == len(values):
+            return None, f"{side} has none of it in any recorded step"
+        if missing:
+            return None, f"{side} lacks it in {missing} of its {len(values)} recorded steps"
+        if by_run:
+            runs: dict[int, list[float]] = {}
+            for sample, v in zip(trace.samples, values):
+                runs.setdefault(sample.run, []).append(v or 0.0)
+            per_side.append([statistics.median(v) for v in runs.values()])
+        else:
+            per_side.append([v or 0.0 for v in values])
+    return shift(per_side[0], per_side[1], confidence=confidence), None
 
-    return shift(samples(ta), samples(tb), confidence=confidence)
 
-
-def sample_unit(ta: Trace, tb: Trace, *, by_run: bool, confidence: float) -> str:
+def sample_unit(ta: Trace, tb: Trace, *, confidence: float) -> str:
     """What one sample of a verdict is, in words, with the caveat when it is a step."""
-    runs = (len({s.run for s in ta.samples}), len({s.run for s in tb.samples}))
-    if by_run:
+    runs = (_runs(ta), _runs(tb))
+    if runs_are_samples(ta, tb, confidence):
         return f"each run's median step is a sample ({runs[0]} and {runs[1]} runs)"
     return (
         f"each step is a sample ({len(ta.samples)} and {len(tb.samples)} steps, from {runs[0]} and {runs[1]} "

@@ -82,7 +82,14 @@ class Shift:
         assert self.ratio is not None and self.low is not None and self.high is not None
         pct = f"{abs(self.ratio - 1):.1%}"
         head = {"slower": f"slower by {pct}", "faster": f"faster by {pct}"}.get(self.verdict, self.verdict)
-        detect = f"; changes under ±{self.detectable:.1%} are not detectable" if self.detectable is not None else ""
+        detect = ""
+        if self.detectable:  # None without an interval; 0 when every pairwise ratio is the same
+            factor = 1 + self.detectable
+            detect = (
+                f"; changes under ±{self.detectable:.1%} are not detectable"
+                if factor < 2
+                else f"; changes within {factor:.1f}× either way are not detectable"
+            )
         return (
             f"{head}: B/A {self.ratio:.3f}× ({self.confidence:.0%} CI {self.low:.3f}–{self.high:.3f}×, "
             f"{self.n_a} vs {self.n_b} samples){detect}"

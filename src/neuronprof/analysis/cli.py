@@ -7,6 +7,7 @@ with Python. Bad input is reported on one line, with exit status 2.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import sys
@@ -160,20 +161,31 @@ def register(subparsers: Any) -> None:
 _CONFIDENCE_HELP = "confidence level of the verdicts' intervals, e.g. 0.95 or 95%% (default 95%%)"
 
 
-def _percent(text: str) -> float:
-    """``5%`` or ``0.05`` as the fraction 0.05."""
+def _fraction(text: str, what: str, example: str) -> float:
+    """``5%`` or ``0.05`` as the fraction 0.05; a bare number of 1 or more is ambiguous and refused."""
     raw = text.strip()
     try:
         value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a percentage such as 5% or 0.05, got {text!r}") from None
-    if not 0 <= value < 10:
-        raise argparse.ArgumentTypeError(f"expected a percentage from 0% up to 1000%, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {what} such as {example}, got {text!r}") from None
+    if not raw.endswith("%") and value >= 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is ambiguous: write {what} with a % sign, or as a fraction (e.g. {example})"
+        )
+    if math.isnan(value):
+        raise argparse.ArgumentTypeError(f"expected {what} such as {example}, got {text!r}")
+    return value
+
+
+def _percent(text: str) -> float:
+    value = _fraction(text, "a slowdown", "5% or 0.05")
+    if not 0 <= value <= 10:
+        raise argparse.ArgumentTypeError(f"expected a slowdown from 0% to 1000%, got {text!r}")
     return value
 
 
 def _confidence(text: str) -> float:
-    value = _percent(text)
+    value = _fraction(text, "a confidence level", "95% or 0.95")
     if not 0.5 <= value < 1:
         raise argparse.ArgumentTypeError(f"expected a confidence from 50% up to (not including) 100%, got {text!r}")
     return value

@@ -195,7 +195,7 @@ def _diff_header(d: TraceDiff) -> list[str]:
     if d.step is not None:
         lines.append(f"verdict, step time (host): {d.step.describe()}")
     else:
-        lines.append("verdict: none (a trace has no ProfilerStep#N steps to take samples from)")
+        lines.append("verdict: none (a note below says why)")
     if d.step_device is not None:
         lines.append(f"verdict, {d.device_label or 'device'} time per step: {d.step_device.describe()}")
     return lines
