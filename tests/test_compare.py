@@ -195,7 +195,13 @@ def test_figure_has_a_legend_and_a_title_naming_the_variants(rms: Comparison) ->
     assert all(row.name in title for row in rms)
     assert f"backend {rms.backend}" in title
     labels = [text.get_text() for legend in figure.legends for text in legend.get_texts()]
-    assert f"baseline ({rms.baseline})" in labels and "best" in labels
+    assert f"baseline ({rms.baseline})" in labels
+    # "best" is listed exactly when a bar is drawn green: which variant is faster is the
+    # machine's to say (and the wall panel's green needs an interval that excludes 1).
+    from matplotlib.colors import to_hex
+
+    green = any(to_hex(p.get_facecolor()) == "#2ca02c" for ax in figure.axes for p in ax.patches)
+    assert ("best" in labels) is green
 
 
 @pytest.mark.parametrize("baseline_fastest", [True, False])

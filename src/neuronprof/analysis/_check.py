@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from neuronprof.analysis._diff import _trace_of, judge, op_time, sample_unit, step_device_time, step_time
+from neuronprof.analysis._samples import _trace_of, judge, op_time, sample_unit, step_device_time, step_time
 from neuronprof.analysis._verdict import Shift
 from neuronprof.analysis.trace import TraceSource, load_trace
 from neuronprof.typing import MeasuredTime
@@ -44,7 +44,11 @@ class CheckItem:
     reason: Optional[str] = None
 
     def line(self, max_slowdown: float) -> str:
-        """The figure's line for a CI log."""
+        """The figure's line for a CI log.
+
+        Args:
+            max_slowdown: The threshold it was judged against, as a fraction (0.05 for 5 %).
+        """
         s = self.shift
         if s is None or s.ratio is None or s.low is None or s.high is None:
             return f"cannot tell, {self.what}: {self.reason}"

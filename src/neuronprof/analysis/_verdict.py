@@ -103,6 +103,9 @@ class Shift:
     def from_dict(cls, data: Mapping[str, Any]) -> Shift:
         """Build a shift from [`to_dict`][neuronprof.analysis.Shift.to_dict] output.
 
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
+
         Raises:
             ValueError: A field is missing or unknown.
         """
@@ -178,8 +181,9 @@ def shift(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95) -
         confidence: Confidence level of the interval, between 0.5 and 1 (0.95 for 95 %).
 
     Returns:
-        The [`Shift`][neuronprof.analysis.Shift]: Hodges–Lehmann ratio, interval, p-value,
-        smallest detectable change and verdict (see this module's docstring for the method).
+        A [`Shift`][neuronprof.analysis.Shift] with the Hodges–Lehmann ratio, its interval,
+        the p-value, the smallest detectable change and the verdict (the method is in
+        this module's docstring).
 
     Raises:
         ValueError: A sample is not a positive finite number, or ``confidence`` is out of range.

@@ -76,7 +76,11 @@ class StepSample:
     run: int = 0
 
     def op(self, name: str) -> Optional[tuple[float, Optional[float]]]:
-        """``(self CPU µs, self device µs)`` of an op in this step; ``None`` when it did not run."""
+        """``(self CPU µs, self device µs)`` of an op in this step; ``None`` when it did not run.
+
+        Args:
+            name: The op's name, e.g. ``"aten::mm"``.
+        """
         for found, cpu, dev in self.ops:
             if found == name:
                 return cpu, dev
