@@ -247,8 +247,11 @@ def test_real_re_runs_of_one_workload_claim_no_regression(tmp_path: Path) -> Non
                 for _ in s.steps():
                     torch.tanh(x @ x)
             s.export(tmp_path / side / f"run{run}.pt.trace.json")
+    # No regression claimed: not slower beyond the threshold (0), or, on a machine busy
+    # enough to widen the interval past it, cannot tell (2); never a regression (1).
     result = check(tmp_path / "base", tmp_path / "new", max_slowdown=0.5)
-    assert result.exit_code == 0, result.to_text()
+    assert result.exit_code in (0, 2), result.to_text()
+    assert "REGRESSION" not in result.to_text()
     assert "each run's median step is a sample" in result.unit
     d = diff(tmp_path / "base", tmp_path / "new")
     assert d.step is not None and d.step.n_a == d.step.n_b == need
