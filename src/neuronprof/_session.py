@@ -49,6 +49,7 @@ from neuronprof._guard import (
 from neuronprof._io import ensure_writable_dir, unique_path
 from neuronprof._recording import Recording
 from neuronprof.backends import SessionContext, resolve_backend
+from neuronprof.backends.base import Backend
 from neuronprof.errors import NeuronProfWarning, SessionStateError
 from neuronprof.export import EXPORT_FORMATS, ExportFormat, default_trace_name, neuron_bundle
 from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
@@ -604,8 +605,10 @@ class Session:
         if self._state != "running" or self._abandoned:
             self._step_refused()
         # Without this sync the device work of the step would be attributed to
-        # the next one, or lost when the trace is cut: empty device columns.
-        self._backend.synchronize(self._ctx or self._context())
+        # the next one, or lost when the trace is cut: empty device columns. (A backend
+        # with nothing to wait for is not called: with_stack would record the call.)
+        if type(self._backend).synchronize is not Backend.synchronize:
+            self._backend.synchronize(self._ctx or self._context())
         # The session's own work (checks, signal guard, schedule bookkeeping) runs
         # between the recorded steps, not inside one: the step span closes here and
         # the next one opens when that work is done (see ``_open_step_span``).
