@@ -412,7 +412,9 @@ def diff(
 
     notes: list[str] = []
     if not per_step and ta.steps and tb.steps and ta.steps != tb.steps:
-        notes.append(f"the traces profiled {ta.steps} and {tb.steps} steps; per_step=True (--per-step) compares per step")
+        notes.append(
+            f"the traces profiled {ta.steps} and {tb.steps} steps; per_step=True (--per-step) compares per step"
+        )
     if per_step:
         notes.append("times are per profiled step; calls are totals")
     for side, t in (("a", ta), ("b", tb)):
