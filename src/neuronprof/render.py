@@ -407,7 +407,10 @@ def _format_speedup_cell(r: ComparisonRow) -> str:
     """The speedup with its 95 % interval: ``2.10× (1.95–2.30)``."""
     if r.speedup_low is None or r.speedup_high is None:
         return _format_speedup(r.speedup)
-    low, high = (_format_speedup(v).rstrip("×") for v in (r.speedup_low, r.speedup_high))
+    # A bound that rounds to 1.00 gets a third decimal: the interval excludes 1 or holds it.
+    low, high = (
+        f"{v:.3f}" if f"{v:.2f}" == "1.00" else _format_speedup(v).rstrip("×") for v in (r.speedup_low, r.speedup_high)
+    )
     return f"{_format_speedup(r.speedup)} ({low}–{high})"
 
 
