@@ -612,11 +612,7 @@ class Session:
         # The session's own work (checks, signal guard, schedule bookkeeping) runs
         # between the recorded steps, not inside one: the step span closes here and
         # the next one opens when that work is done (see ``_open_step_span``).
-        prof = self._profiler
-        span = getattr(prof, "step_rec_fn", None)
-        if span is not None and getattr(prof, "record_steps", False):
-            prof.step_rec_fn = None  # type: ignore[union-attr]
-            span.__exit__(None, None, None)
+        self._close_step_span()
         foreign = self._foreign_profiler()
         if foreign is not None:
             raise SessionStateError(foreign)

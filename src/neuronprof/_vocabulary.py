@@ -183,23 +183,22 @@ def is_async_span(name: str, kind: int) -> bool:
     return kind == K_OTHER and name.startswith(ASYNC_PREFIXES)
 
 
-def folds_into_parent(parent_name: str, child_name: str, child_kind: int, children: int) -> bool:
-    """Whether a host span's child is folded into it, as ``key_averages()`` does (one call, not two).
+def folds_into_parent(parent_name: str, child_name: str, child_kind: int) -> bool:
+    """Whether a host span's only child is folded into it, as ``key_averages()`` does (one call, not two).
 
     torch's ``EventList._remove_dup_nodes``: a span whose only child has its name
     (a dispatcher re-dispatch, ``aten::div_`` → ``aten::div_``; autocast's
     ``cross_entropy_loss``) is one call; the child's children and kernels become
     the parent's. A parent with other children too is genuine recursion: each call
-    counts. Python frames (``with_stack=True``) are the program's own calls and
-    are never folded.
+    counts, so callers ask this only of an only child. Python frames
+    (``with_stack=True``) are the program's own calls and are never folded.
 
     Args:
         parent_name: The parent span's name, as the trace writes it.
-        child_name: The child's name.
+        child_name: The name of its only child.
         child_kind: The child's kind (``event_kind``).
-        children: How many children the parent has.
     """
-    return children == 1 and child_kind != K_PY and child_name == parent_name
+    return child_kind != K_PY and child_name == parent_name
 
 
 def step_pieces(

@@ -357,3 +357,15 @@ def test_check_refuses_ambiguous_thresholds(
     with pytest.raises(SystemExit) as refused:
         analysis_main(["check", a, a, f"{flag}={value}"])
     assert refused.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_long_run_is_judged_on_at_most_max_samples_blocks(tmp_path: Path) -> None:
+    from neuronprof.analysis._samples import MAX_SAMPLES
+
+    rng = random.Random(31)
+    a = _run_trace(tmp_path / "a.json", _draw(rng, 1200, 1.0))
+    b = _run_trace(tmp_path / "b.json", _draw(rng, 1200, 1.2))
+    d = diff(a, b)
+    assert d.step is not None and d.step.verdict == "slower"
+    assert (d.step.n_a, d.step.n_b) == (MAX_SAMPLES, MAX_SAMPLES)
+    assert any(f"each of at most {MAX_SAMPLES} blocks of consecutive steps" in n for n in d.notes)

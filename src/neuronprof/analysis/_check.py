@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from neuronprof.analysis._samples import _trace_of, judge, op_time, sample_unit, step_device_time, step_time
+from neuronprof.analysis._samples import judge, op_time, sample_unit, step_device_time, step_time, trace_of
 from neuronprof.analysis._verdict import Shift
 from neuronprof.analysis.trace import TraceSource, load_trace
 from neuronprof.typing import MeasuredTime
@@ -143,7 +143,7 @@ def check(
         raise ValueError(f"max_slowdown must be zero or more, got {max_slowdown!r}")
     if not 0.5 <= confidence < 1:
         raise ValueError(f"confidence must be at least 0.5 and below 1, got {confidence!r}")
-    ta, tb = load_trace(_trace_of(baseline)), load_trace(_trace_of(current))
+    ta, tb = load_trace(trace_of(baseline)), load_trace(trace_of(current))
     use: MeasuredTime = "device" if device else "cpu"
     targets = (
         [(f"{name} self {'device' if device else 'CPU'} time", op_time(name, use)) for name in ops]

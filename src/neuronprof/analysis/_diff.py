@@ -12,7 +12,7 @@ from typing import Any, Optional, Union, get_args
 from neuronprof import _vocabulary as vocab
 from neuronprof._deprecation import renamed_keyword
 from neuronprof._model_rows import _keep_totals
-from neuronprof.analysis._samples import _trace_of, _verdicts
+from neuronprof.analysis._samples import trace_of, verdicts
 from neuronprof.analysis._verdict import Shift
 from neuronprof.analysis.trace import Trace, TraceSource, load_trace
 from neuronprof.model import OpRow, Shape, _opt_float, _opt_int, limit_rows, loads, row_from_dict, row_to_dict
@@ -388,7 +388,7 @@ def diff(
         raise ValueError(f"unknown match {match!r}; use one of {', '.join(get_args(DiffMatch))}")
     if metric not in get_args(DiffMetric):
         raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(get_args(DiffMetric))}")
-    ta, tb = load_trace(_trace_of(a)), load_trace(_trace_of(b))
+    ta, tb = load_trace(trace_of(a)), load_trace(trace_of(b))
     shapes_in_both = _has_shapes(ta) and _has_shapes(tb)
     if match == "shape" and not shapes_in_both:
         raise ValueError("match='shape' needs both traces recorded with record_shapes=True; use match='name'")
@@ -426,7 +426,7 @@ def diff(
             )
     if match == "auto" and group == "name" and (_has_shapes(ta) or _has_shapes(tb)):
         notes.append("matched by name: only one trace recorded input shapes")
-    step, step_device, op_shifts, verdict_notes = _verdicts(ta, tb, use, confidence)
+    step, step_device, op_shifts, verdict_notes = verdicts(ta, tb, use, confidence)
     notes += verdict_notes
     return TraceDiff(
         rows=tuple(rows),

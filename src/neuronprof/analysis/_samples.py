@@ -15,21 +15,36 @@ from neuronprof.analysis._verdict import Shift, min_samples, shift
 from neuronprof.analysis.trace import StepSample, Trace
 from neuronprof.typing import MeasuredTime
 
-__all__ = ["OPS_JUDGED", "OPS_MIN_SHARE", "judge", "op_time", "sample_unit", "step_device_time", "step_time"]
+__all__ = [
+    "MAX_SAMPLES",
+    "OPS_JUDGED",
+    "OPS_MIN_SHARE",
+    "judge",
+    "op_time",
+    "sample_unit",
+    "step_device_time",
+    "step_time",
+    "trace_of",
+    "verdicts",
+]
 
 OPS_JUDGED = 10
 """How many ops ``diff`` gives a verdict on: those with the most compared time per step."""
 OPS_MIN_SHARE = 0.01
 """The least share of a step's time (on either side) for an op to be judged."""
+MAX_SAMPLES = 500
+"""The most samples a side keeps: more (a long run's steps) are grouped into this many
+blocks of consecutive ones, each block's median one sample. It bounds the verdict's
+pairwise ratios (at most 250,000) whatever the number of steps."""
 
 
-def _trace_of(source: Any) -> Any:
+def trace_of(source: Any) -> Any:
     """A session stands for its recording (``Session.trace()``); anything else is read as given."""
     trace = getattr(source, "trace", None)
     return trace() if callable(trace) else source
 
 
-def _verdicts(
+def verdicts(
     ta: Trace, tb: Trace, use: MeasuredTime, confidence: float
 ) -> tuple[Optional[Shift], Optional[Shift], tuple[tuple[str, Shift], ...], list[str]]:
     """The verdicts of B against A (the step's host time, its device time, the ops that matter) and notes on them."""
@@ -136,10 +151,18 @@ def judge(
             runs: dict[int, list[float]] = {}
             for sample, v in zip(trace.samples, values):
                 runs.setdefault(sample.run, []).append(v or 0.0)
-            per_side.append([statistics.median(v) for v in runs.values()])
+            per_side.append(_at_most(MAX_SAMPLES, [statistics.median(v) for v in runs.values()]))
         else:
-            per_side.append([v or 0.0 for v in values])
+            per_side.append(_at_most(MAX_SAMPLES, [v or 0.0 for v in values]))
     return shift(per_side[0], per_side[1], confidence=confidence), None
+
+
+def _at_most(n: int, values: list[float]) -> list[float]:
+    """``values``, or the medians of ``n`` blocks of consecutive ones when there are more."""
+    if len(values) <= n:
+        return values
+    edges = [len(values) * i // n for i in range(n + 1)]
+    return [statistics.median(values[lo:hi]) for lo, hi in zip(edges, edges[1:])]
 
 
 def sample_unit(ta: Trace, tb: Trace, *, confidence: float) -> str:
@@ -147,8 +170,16 @@ def sample_unit(ta: Trace, tb: Trace, *, confidence: float) -> str:
     runs = (_runs(ta), _runs(tb))
     if runs_are_samples(ta, tb, confidence):
         return f"each run's median step is a sample ({runs[0]} and {runs[1]} runs)"
+    steps = (len(ta.samples), len(tb.samples))
+    if max(steps) > MAX_SAMPLES:
+        return (
+            f"each of at most {MAX_SAMPLES} blocks of consecutive steps (its median step) is a sample "
+            f"({steps[0]} and {steps[1]} steps, from {runs[0]} and {runs[1]} run(s)): steps of one run share its "
+            f"machine's state; record at least {min_samples(confidence)} runs of each for verdicts that hold "
+            "across runs"
+        )
     return (
-        f"each step is a sample ({len(ta.samples)} and {len(tb.samples)} steps, from {runs[0]} and {runs[1]} "
+        f"each step is a sample ({steps[0]} and {steps[1]} steps, from {runs[0]} and {runs[1]} "
         "run(s)): steps of one run share its machine's state, so a slower machine at the time of one run reads "
         f"as a change; record at least {min_samples(confidence)} runs of each (a folder of traces) for verdicts "
         "that hold across runs"

@@ -92,8 +92,9 @@ def register(subparsers: Any) -> None:
         help="a CI gate: exit 1 when CURRENT is slower than BASELINE beyond a threshold (no torch needed)",
         description="Judge whether the current profile is slower than the baseline beyond --max-slowdown, with "
         "the confidence interval of neuronprof diff's verdicts: exit 0 (no regression beyond the threshold at "
-        "this confidence), 1 (a regression, named, with its interval), 2 (cannot tell: too few samples, or bad "
-        "input). Each recorded step is a sample; a folder of runs makes each run's median step one.",
+        "this confidence), 1 (a regression, named, with its interval), 2 (cannot tell, and why: the interval "
+        "holds both, too few samples, a figure missing; or bad input). Each recorded step is a sample; a folder "
+        "of runs makes each run's median step one.",
     )
     p.add_argument("baseline", help="baseline trace file or folder of runs")
     p.add_argument("current", help="trace file or folder of runs to judge")

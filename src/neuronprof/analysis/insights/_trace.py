@@ -64,6 +64,7 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
         _ns,
         _time_error,
         derived_lanes,
+        process_evidence,
     )
 
     def _int_or_none(value: Any) -> Optional[int]:
@@ -75,7 +76,7 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     device: list[DeviceEvent] = []
     notes: list[str] = []
     backend, label = "cpu", None
-    evidence: list[str] = []  # text the device label is read from, as the table reader reads it
+    evidence: set[str] = set()  # text the device label is read from, as the table reader reads it
     for fi, f in enumerate(files):
         stream = EventStream(f)
         skipped = 0
@@ -133,9 +134,9 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
             if kind == _K_STEP and device_process:
                 continue  # the device-side copy of a step annotation (as the table reader)
             if kind == _K_RUNTIME:
-                evidence.append(f"{cat}\n{name}")
+                evidence.add(f"{cat}\n{name}")
             if vocab.on_device(kind, device_process):
-                evidence.append(cat)
+                evidence.add(cat)
                 dcat = _DEVICE_CATS.get(cat.lower()) or ("memcpy" if _MEMCPY.search(name) else "kernel")
                 device.append(
                     DeviceEvent(
@@ -181,13 +182,7 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
         if isinstance(meta, dict) and isinstance(meta.get("backend"), str):
             backend = meta["backend"]
             label = meta.get("device_label") if isinstance(meta.get("device_label"), str) else None
-        for pid in device_pids:
-            evidence.extend(procs[pid])
-        props = stream.metadata.get("deviceProperties")
-        if isinstance(props, list):
-            for prop in props:
-                if isinstance(prop, dict):
-                    evidence.extend(f"{k}={v}" for k, v in prop.items() if isinstance(v, str))
+        evidence.update(process_evidence(procs, device_pids, stream.metadata))
     if label is None and device:
         # The table reader's rule: the label read from the trace itself, never a default.
         label = _device_label(evidence)

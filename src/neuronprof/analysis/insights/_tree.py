@@ -169,7 +169,7 @@ def _fold_redispatches(nodes: list[_Node]) -> list[_Node]:
         if (
             parent is not None
             and len(parent.children) == 1
-            and vocab.folds_into_parent(parent.name, node.name, _KIND.get(node.ev.category, vocab.K_OP), 1)
+            and vocab.folds_into_parent(parent.name, node.name, _KIND.get(node.ev.category, vocab.K_OP))
         ):
             parent.children = node.children
             for child in node.children:

@@ -24,6 +24,7 @@ from neuronprof.analysis.trace._rules import (
     _add_flops,
     _rank_of,
     derived_lanes,
+    process_evidence,
     process_roles,
 )
 from neuronprof.analysis.trace._sums import _build, _Keys, _Sums, _Thread
@@ -37,16 +38,17 @@ _HOST_NOT_STEP = vocab.HOST_KINDS - {_K_STEP}
 #
 # * Times are integer nanoseconds, read from the text of the numbers (never
 #   through a binary float: 1.7e15 µs has a float resolution of 0.25 µs).
-# * Device events (device categories, or any event on a device process) never
-#   nest: each is its own row with self time = duration, on every stream.
-# * Host events nest per (pid, tid) as torch builds its tree: sorted by start,
-#   longest first; an event is a child of the innermost open event it fits in.
+# * Device events (device categories, or any non-host event on a device process)
+#   never nest: each is its own row with self time = duration, on every stream.
+# * Host events nest per (pid, tid) as torch builds its tree (``_nesting``): sorted by
+#   start, longest first; an event is a child of the innermost open event it fits in.
 # * A device event belongs to the runtime/driver call with the same
 #   ``correlation``, and its time to the innermost host op around that call
 #   (a ProfilerStep or record_function span included; the call itself when no
 #   op encloses it). Only a device event whose correlation matches no runtime
 #   call is tied to a host op through its ``External id``.
-# * Every event is counted once, recursive same-name ops included.
+# * Calls count as ``key_averages()`` counts them: an only child with its parent's
+#   name is folded into it; genuine recursion counts every call (``_vocabulary``).
 
 
 class _Aggregator(_Nesting):
@@ -69,7 +71,7 @@ class _Aggregator(_Nesting):
         # Whether the profiler stopped inside the last step (see ``_vocabulary.step_count``);
         # taken to unless the trace's ``neuronprof`` metadata says otherwise.
         self.stopped_in_last_step = True
-        # Spans that started inside a step and ran past its end, per key: (count, ns left out).
+        # The program's spans that ran in two steps or more, per key: (count, ns left out between steps).
         self.crossed: dict[int, tuple[int, int]] = {}
         # Self time on timelines without steps: (ns, the key with the most of it), per timeline.
         self.off_steps: list[tuple[int, int]] = []
@@ -86,13 +88,9 @@ class _Aggregator(_Nesting):
         self.stopped_in_last_step = vocab.stopped_in_last_step(metadata, default=self.stopped_in_last_step)
         procs = self.procs
         analysis_pids, device_pids = process_roles(procs)
-        for pid in device_pids:
-            sums.evidence.extend(procs[pid])
+        sums.evidence.extend(process_evidence(procs, device_pids, metadata))
         props = metadata.get("deviceProperties")
         if isinstance(props, list):
-            for p in props:
-                if isinstance(p, dict):
-                    sums.evidence.extend(f"{k}={v}" for k, v in p.items() if isinstance(v, str))
             first = props[0] if props else None
             if isinstance(first, dict) and isinstance(first.get("name"), str):
                 sums.device_name = first["name"]
@@ -145,7 +143,8 @@ class _Aggregator(_Nesting):
                     # An event of a device process with no device category (XLA's ops): a
                     # device row of its own, apart from a host span of the same name.
                     k = keys.device_twin(k)
-                    sums.grow(len(keys.keys))
+                    if k >= len(calls):
+                        sums.grow(len(keys.keys))
                 d = durs[i]
                 calls[k] += 1
                 dev_self[k] += d

@@ -27,7 +27,7 @@ class _Nesting:
     keys: _Keys
     sums: _Sums
     stopped_in_last_step: bool
-    # Spans that started inside a step and ran past its end, per key: (count, ns left out).
+    # The program's spans that ran in two steps or more, per key: (count, ns left out between steps).
     crossed: dict[int, tuple[int, int]]
     # Self time on timelines without steps: (ns, the key with the most of it), per timeline.
     off_steps: list[tuple[int, int]]
@@ -160,7 +160,7 @@ class _Nesting:
                     elif (
                         parent[11] == 1
                         and not parent[9]
-                        and vocab.folds_into_parent(raw_names[parent[1]], raw_names[fk], kind[fk], 1)
+                        and vocab.folds_into_parent(raw_names[parent[1]], raw_names[fk], kind[fk])
                     ):
                         parent[12] = (fk, self_ns, top[2], top[4], top[5], top[13])
             if i < 0:
@@ -216,13 +216,11 @@ class _Nesting:
                     parent[10] = e
                 if parent[7] >= 0:
                     step_work[parent[7]] = True
-                if parent[6] and counted:
-                    if vocab.counts_as_call(kd, names[k]):
-                        top_level += 1
+                if parent[6]:
+                    if counted and vocab.counts_as_call(kd, names[k]):
+                        top_level += 1  # the first part of a cut span is the call
                     elif vocab.is_transparent(kd):
                         anchored = True  # Python frames and annotations: the ops under them count
-                elif parent[6] and vocab.is_transparent(kd):
-                    anchored = True
             if kd == _K_STEP:
                 anchored = True
                 step_work.append(False)

@@ -308,6 +308,21 @@ _LABELS = (
 )
 
 
+def process_evidence(procs: Mapping[Any, Sequence[str]], device_pids: Iterable[Any], metadata: Any) -> list[str]:
+    """What a file's header says of its device, for ``_device_label``: device process names, ``deviceProperties``.
+
+    Shared by the table reader and the findings' trace adapter, with the categories and
+    runtime call names each adds, so both label a trace alike.
+    """
+    out = [name for pid in device_pids for name in procs[pid]]
+    props = metadata.get("deviceProperties") if isinstance(metadata, Mapping) else None
+    if isinstance(props, list):
+        for prop in props:
+            if isinstance(prop, dict):
+                out.extend(f"{k}={v}" for k, v in prop.items() if isinstance(v, str))
+    return out
+
+
 def _device_label(evidence: Iterable[str]) -> str:
     text = "\n".join(evidence)
     for pattern, label in _LABELS:
