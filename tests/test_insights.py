@@ -19,7 +19,7 @@ import textwrap
 import time
 from contextlib import redirect_stdout
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 import torch
@@ -371,9 +371,14 @@ def test_autocast_cast_on_the_device_is_a_conversion_not_a_copy(shapes: bool) ->
     device = (DeviceEvent("cast_kernel", 10_000, 30_000, ext_id=4), DeviceEvent("gemm", 81_000, 99_000, ext_id=5))
     ins = analyze(Timeline(host, device, "cuda", "CUDA"))
     assert "host_device_copy" not in ins.kinds()
+    if not shapes:
+        # Without dtypes a cast, a move and a number's promotion look alike: no claim, and a note says what tells.
+        assert "dtype_conversion" not in ins.kinds()
+        assert any("aten::linear" in n and "record_shapes=True would tell" in n for n in ins.notes)
+        return
     conv = only(ins, "dtype_conversion")
     assert conv.evidence.ops[0] == "aten::linear"
-    assert ("torch.float32 → torch.float16" in conv.evidence.detail) == shapes
+    assert "torch.float32 → torch.float16" in conv.evidence.detail
 
 
 def test_copy_to_the_host_is_a_copy_and_a_sync() -> None:
@@ -417,7 +422,14 @@ def test_device_backend_without_device_time_skips_device_findings_with_a_note() 
 
 def test_attention_and_bias_add_chains_name_their_fused_op() -> None:
     names = ["aten::bmm", "aten::div", "aten::softmax", "aten::bmm", "aten::mm", "aten::add"]
-    host = _step(*(HostEvent(n, 1_000 + i * 10_000, 9_000 + i * 10_000) for i, n in enumerate(names)))
+    shapes = [((8, 4, 16), (8, 16, 4)), ((8, 4, 4), ()), ((8, 4, 4), ()), ((8, 4, 4), (8, 4, 16))]
+    shapes += [((32, 16), (16, 64)), ((32, 64), (64,))]  # mm (32, 64), then a bias vector of its last dim
+    host = _step(
+        *(
+            HostEvent(n, 1_000 + i * 10_000, 9_000 + i * 10_000, input_shapes=shape)
+            for i, (n, shape) in enumerate(zip(names, shapes))
+        )
+    )
     chains = analyze(Timeline(host)).of_kind("unfused_chain")
     suggestions = {f.evidence.ops: f.suggestion for f in chains}
     assert len(chains) == 2
@@ -431,6 +443,27 @@ def test_attention_and_bias_add_chains_name_their_fused_op() -> None:
     )
     (attn,) = analyze(Timeline(host)).of_kind("unfused_chain")
     assert "scaled_dot_product_attention" in attn.suggestion
+
+
+@pytest.mark.parametrize(
+    ("matmul", "add", "why"),
+    [
+        (HostEvent("aten::mm", 1_000, 9_000, input_shapes=((32, 16), (16, 64))), ((32, 64), (32, 64)), "residual"),
+        (HostEvent("aten::mm", 1_000, 9_000), None, "no shapes: a bias and a residual look alike"),
+        (
+            HostEvent("aten::linear", 1_000, 9_000, input_shapes=((32, 16), (64, 16), (64,))),
+            ((32, 64), (64,)),
+            "the linear has a bias of its own",
+        ),
+    ],
+)
+def test_an_add_after_a_matmul_is_a_bias_add_only_when_the_shapes_say_so(
+    matmul: HostEvent, add: Optional[tuple[tuple[int, ...], ...]], why: str
+) -> None:
+    # Llama's `hidden_states = residual + hidden_states` after a bias-less o_proj was called a bias add.
+    host = _step(matmul, HostEvent("aten::add", 11_000, 19_000, input_shapes=add))
+    chains = analyze(Timeline(host)).of_kind("unfused_chain")
+    assert not chains, why
 
 
 def test_a_trace_without_steps_is_read_as_one_step() -> None:

@@ -354,7 +354,37 @@ _HOST_CATEGORY: dict[int, HostCategory] = {
 }
 
 
-def build_timeline(cycles: list[Cycle], *, backend: str, device_label: Optional[str]) -> Timeline:
+def native_dtypes() -> tuple[str, ...]:
+    """The low-precision dtypes this machine's CPU computes natively, as torch's oneDNN reports them.
+
+    ``torch.bfloat16`` needs AVX512-BF16 or AMX (x86) or the BF16 extension (Arm);
+    ``torch.float16`` needs AVX512-FP16 or AMX-FP16. Without them, CPU kernels in
+    those dtypes convert through float32. ``()`` when torch cannot tell.
+    """
+    import torch
+
+    checks = (
+        ("torch.bfloat16", "_is_mkldnn_bf16_supported"),
+        ("torch.float16", "_is_mkldnn_fp16_supported"),
+    )
+    out = []
+    for dtype, name in checks:
+        try:
+            if bool(getattr(torch.ops.mkldnn, name)()):
+                out.append(dtype)
+        except (AttributeError, RuntimeError):  # an older torch or a build without oneDNN: not known
+            continue
+    return tuple(out)
+
+
+def build_timeline(
+    cycles: list[Cycle],
+    *,
+    backend: str,
+    device_label: Optional[str],
+    record_shapes: Optional[bool] = None,
+    native_dtypes: Optional[tuple[str, ...]] = None,
+) -> Timeline:
     """Turn the recorded cycles' events into the findings engine's ``Timeline``.
 
     Reads kineto's own event list (``profile.kineto_results.events()``): integer
@@ -428,4 +458,13 @@ def build_timeline(cycles: list[Cycle], *, backend: str, device_label: Optional[
                     input_dtypes=tuple(str(t) for t in dtypes) if dtypes else None,
                 )
             )
-    return Timeline(tuple(host), tuple(device), backend, device_label, "session", tuple(dict.fromkeys(notes)))
+    return Timeline(
+        tuple(host),
+        tuple(device),
+        backend,
+        device_label,
+        "session",
+        tuple(dict.fromkeys(notes)),
+        record_shapes=record_shapes,
+        native_dtypes=native_dtypes,
+    )

@@ -23,7 +23,7 @@ from neuronprof.model import RankTable, SortKey, Table
 
 if TYPE_CHECKING:
     from neuronprof.analysis import DevicePeak, Roofline, Trace
-    from neuronprof.analysis.insights import Insights
+    from neuronprof.analysis.insights import Insights, Timeline
     from neuronprof.typing import DevicePreset
 
 __all__ = [
@@ -156,7 +156,20 @@ def insights(rec: Recording) -> Insights:
     from neuronprof.analysis.insights import analyze
 
     require_recorded(rec, "there is nothing to advise on")
-    return analyze(_collect.build_timeline(list(rec.cycles), backend=rec.backend, device_label=rec.device_label))
+    return analyze(timeline(rec))
+
+
+def timeline(rec: Recording) -> Timeline:
+    """The findings engine's input from the kept cycles, with the settings the rules need to word their advice."""
+    meta = rec.metadata["neuronprof"]
+    native = meta.get("native_dtypes")
+    return _collect.build_timeline(
+        list(rec.cycles),
+        backend=rec.backend,
+        device_label=rec.device_label,
+        record_shapes=rec.config.record_shapes,
+        native_dtypes=tuple(native) if isinstance(native, list) else None,
+    )
 
 
 def target_path(rec: Recording, path: Optional[PathLike], *, suffix: str) -> Path:
@@ -178,7 +191,7 @@ def report(
     from neuronprof.report import environment, render_report
 
     require_recorded(rec, "there is nothing to report")
-    timeline = _collect.build_timeline(list(rec.cycles), backend=rec.backend, device_label=rec.device_label)
+    events = timeline(rec)
     meta = rec.metadata["neuronprof"]
     settings: dict[str, Any] = {
         "backend": rec.backend,
@@ -199,8 +212,8 @@ def report(
         two_runs = diff(baseline, offline_trace(rec))
     text = render_report(
         local_table(rec).sorted("device"),
-        insights=analyze(timeline),
-        timeline=timeline,
+        insights=analyze(events),
+        timeline=events,
         settings=settings,
         baseline=two_runs,
     )

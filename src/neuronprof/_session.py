@@ -944,6 +944,8 @@ class Session:
                 "modes": list(self.modes),
                 "core": self.core,
                 "schedule": {"wait": self.wait, "warmup": self.warmup, "active": self.active, "repeat": self.repeat},
+                # What the findings need to judge low-precision work on the host's CPU.
+                "native_dtypes": list(_collect.native_dtypes()),
             }
         }
         if self.record_shapes:

@@ -51,6 +51,7 @@ from neuronprof.analysis.insights._findings import PIPELINE_SHARE as PIPELINE_SH
 from neuronprof.analysis.insights._findings import SECTIONS as SECTIONS
 from neuronprof.analysis.insights._findings import _evidence_text as _evidence_text
 from neuronprof.analysis.insights._op_rules import _chains, _compiled, _conversions, _dominant, _pipeline
+from neuronprof.analysis.insights._step_rules import _fallbacks, _low_precision, _step_time
 from neuronprof.analysis.insights._timeline import DeviceCategory as DeviceCategory
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
 from neuronprof.analysis.insights._timeline import HostCategory as HostCategory
@@ -114,6 +115,9 @@ def analyze(timeline: Timeline) -> Insights:
         *_conversions(p, claimed),
         *_compiled(p),
         *_pipeline(p),
+        *_step_time(p),
+        *_low_precision(p),
+        *_fallbacks(p),
         *_dominant(p),
     ]
     if timeline.device_label is None and not p.has_device_time:
@@ -122,9 +126,14 @@ def analyze(timeline: Timeline) -> Insights:
             "synchronisations, idle device, CPU-bound loop) do not apply"
         )
     elif not p.has_device_time:
+        why = (
+            "run `neuronprof doctor` to see what this build can record"
+            if timeline.source == "session"
+            else "the trace holds no device events"
+        )
         notes.append(
             f"no {timeline.device_label or 'device'} time in this profile: the idle-device and CPU-bound findings "
-            "were skipped, not guessed (run `neuronprof doctor` to see what this build can record)"
+            f"were skipped, not guessed ({why})"
         )
     if p.unlinked and p.has_device_time:
         notes.append(f"{p.unlinked} device event(s) carry no link to a host op; they count as device time only")

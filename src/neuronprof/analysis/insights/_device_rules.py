@@ -10,11 +10,13 @@ from typing import Optional
 
 from neuronprof.analysis.insights._findings import CPU_BOUND_SHARE, GAPS_SHOWN, IDLE_SHARE, Evidence, Finding
 from neuronprof.analysis.insights._tree import (
-    _DTOD,
     _MEMCPY,
     _SYNC_RUNTIME,
     COPY_OPS,
+    DEVICE_TO_DEVICE,
+    DEVICE_TO_HOST,
     ELEMENTWISE_OPS,
+    HOST_TO_DEVICE,
     SYNC_OPS,
     _cause,
     _claimed_ancestor,
@@ -37,9 +39,12 @@ def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
 
     Rule: a copy op (``aten::copy_``, ``aten::_copy_from``...) counts when
 
-    1. a device memcpy (``Memcpy HtoD``/``DtoH``, category ``gpu_memcpy``) or a
-       runtime call named ``*Memcpy*`` (``cudaMemcpyAsync``) belongs to it, anywhere
-       in the step (device-to-device copies excepted); or
+    1. a device memcpy or a runtime copy call that belongs to it names a
+       host↔device direction (``Memcpy HtoD``/``DtoH``, ``cuMemcpyHtoDAsync``),
+       anywhere in the step. The direction is the trace's own words: a copy named
+       device-to-device (``Memcpy DtoD``, ``PtoP``) is never host↔device, and a bare
+       ``cudaMemcpyAsync`` with no device event names no direction, so it is not
+       reported; or
     2. on a profile with device time, the copy is *implicit*, made inside a
        compute op the step calls directly (``aten::add`` → ``aten::to`` →
        ``aten::_to_copy`` → ``aten::copy_``), it launched device work, and its
@@ -48,7 +53,7 @@ def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
        scalars meet device tensors). Reported as host→device. Other implicit copies
        (autocast's casts for a matmul) are dtype conversions.
 
-    Device memcpys not under any copy op (e.g. inside ``aten::nonzero``) count under
+    Host↔device memcpys not under any copy op (e.g. inside ``aten::nonzero``) count under
     rule 1 too, with the op that launched them as the cause. Copies inside the
     hidden-synchronisation ops are left to ``hidden_sync``. Threshold: any
     occurrence in the recorded steps. Time at stake: the copies' device time per
@@ -64,6 +69,8 @@ def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
             if _in_sync_op(node):
                 continue
             certain, device_work, direction = _copy_evidence(node)
+            if direction == DEVICE_TO_DEVICE:
+                continue  # the trace names it device-side: no host↔device claim
             cause = _cause(node)
             implicit = cause is not None and id(cause) in top_ids and _host_source(node, cause)
             if not (certain or (p.has_device_time and device_work and implicit)):
@@ -73,25 +80,24 @@ def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
             cost = dev if dev else node.dur
             cause_name = cause.name if cause is not None else _outer_wrapper(node).name
             scalar = _is_scalar_source(node)
-            if direction is None and not certain:
-                direction = "host→device"  # rule 2: a host value brought to the device for its op
+            if direction is None:
+                direction = HOST_TO_DEVICE  # rule 2: a host value brought to the device for its op
             tally.add((cause_name, direction), cost, (_dtype_pair(node), scalar, bool(dev)))
         # Memcpys the host ops above did not claim (launched by other ops).
         for node in step.node.walk():
             if node.name in COPY_OPS or _in_sync_op(node):
                 continue
             for d in node.device:
-                if (d.category == "memcpy" or _MEMCPY.search(d.name)) and not _DTOD.search(d.name):
-                    if _claimed_ancestor(node, claimed):
-                        continue
-                    tally.add((node.name, _direction([d.name])), d.end_ns - d.start_ns, (None, None, True))
+                way = _direction([d.name]) if d.category == "memcpy" or _MEMCPY.search(d.name) else None
+                if way in (HOST_TO_DEVICE, DEVICE_TO_HOST) and not _claimed_ancestor(node, claimed):
+                    tally.add((node.name, way), d.end_ns - d.start_ns, (None, None, True))
     findings = []
     step_us = p.mean_step_ns / 1000
     for key, calls in tally.calls.items():
         cause_name, direction = key
         dtypes, scalar, on_device = tally.extra.get(key, (None, None, False))
         us = _per_step(tally.ns[key], p.n)
-        what = direction or "host↔device"
+        what = direction
         detail = f"{cause_name} copies data {what} on every call"
         if scalar:
             detail += "; the source is a 0-dim tensor: a Python scalar or CPU scalar meeting a device tensor"
@@ -113,7 +119,7 @@ def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
 
 
 def _copy_suggestion(cause_name: str, direction: Optional[str], scalar: Optional[bool]) -> str:
-    if direction == "device→host":
+    if direction == DEVICE_TO_HOST:
         return "keep results on the device and read them on the host once, after the loop (or every N steps)"
     if scalar or cause_name not in ("aten::to", "aten::_to_copy"):
         return (
@@ -164,7 +170,7 @@ def _syncs(p: _Profile) -> list[Finding]:
                 certain, _, direction = _copy_evidence(node)
                 waits = any(n.ev.category == "runtime" and _SYNC_RUNTIME.search(n.name) for n in node.walk())
                 # A synchronise call inside the copy is counted below, by its own name.
-                if certain and direction == "device→host" and not waits and not _in_sync_op(node):
+                if certain and direction == DEVICE_TO_HOST and not waits and not _in_sync_op(node):
                     made_for = _cause(node)
                     source = made_for.name if made_for is not None else _outer_wrapper(node).name
                     tally.add(f"{source} → aten::copy_", node.dur, "a device→host copy")

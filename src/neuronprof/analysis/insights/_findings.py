@@ -22,6 +22,10 @@ FindingKind = Literal[
     "recompilation",
     "graph_break",
     "input_pipeline",
+    "host_overhead",
+    "communication_wait",
+    "emulated_low_precision",
+    "cpu_fallback",
     "dominant_op",
 ]
 """What a finding is about; stable names, used as anchors of the guide page.
@@ -36,6 +40,11 @@ FindingKind = Literal[
 * ``"recompilation"``: ``torch.compile`` runs a recompiled version of a function.
 * ``"graph_break"``: several compiled regions per step: the graph was split.
 * ``"input_pipeline"``: the DataLoader takes a large share of each step.
+* ``"host_overhead"``: the host spends much of each step between ops (Python).
+* ``"communication_wait"``: collectives take much of each step with no compute beside them.
+* ``"emulated_low_precision"``: bfloat16/float16 work on a CPU that has no native
+  instructions for it.
+* ``"cpu_fallback"``: ops of a device step that fell back to the CPU.
 * ``"dominant_op"``: one op takes most of the step: start there.
 """
 
@@ -64,6 +73,10 @@ SECTIONS: dict[str, str] = {
     "recompilation": "Recompilations",
     "graph_break": "Graph breaks",
     "input_pipeline": "Input pipeline",
+    "host_overhead": "Host time between ops",
+    "communication_wait": "Waiting in collectives",
+    "emulated_low_precision": "Low precision without hardware support",
+    "cpu_fallback": "CPU fallbacks",
     "dominant_op": "One dominant op",
 }
 """The guide's section title of each kind (the page's headings)."""
@@ -78,6 +91,15 @@ CHAIN_MIN_OPS = 3
 """``unfused_chain`` fires for at least this many elementwise ops in a row (2 for matmul + add)."""
 PIPELINE_SHARE = 0.1
 """``input_pipeline`` fires when ``DataLoader.__next__`` takes at least this share of the step."""
+HOST_OVERHEAD_SHARE = 0.6
+"""``host_overhead`` fires when the host is between ops for at least this share of the step..."""
+HOST_OVERHEAD_MIN_OPS = 10
+"""... and the step calls at least this many ops: with fewer, the gaps are the loop's and the profiler's own
+per-step cost, not the model's Python."""
+COMMUNICATION_SHARE = 0.1
+"""``communication_wait`` fires when collectives with no compute beside them take at least this share of the step."""
+LOW_PRECISION_SHARE = 0.1
+"""``emulated_low_precision`` fires when such ops take at least this share of the step."""
 DOMINANT_SHARE = 0.5
 """``dominant_op`` fires when one op name takes more than this share of the op time."""
 GAPS_SHOWN = 3

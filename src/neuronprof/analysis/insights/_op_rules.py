@@ -31,6 +31,7 @@ from neuronprof.analysis.insights._tree import (
     _Profile,
     _share,
     _Tally,
+    _torch_dtype,
     _union,
 )
 
@@ -107,12 +108,30 @@ def _feeds(prev: _Node, cur: _Node) -> bool:
     return False
 
 
-def _tensor_operand(add: _Node) -> bool:
-    """Whether an ``add`` adds a tensor (a bias), not a Python number; unknown without shapes."""
-    shapes = add.ev.input_shapes
-    if not shapes:
+def _has_own_bias(matmul: _Node) -> bool:
+    """Whether a matmul already adds a bias: ``aten::linear`` given a bias, or one that runs ``aten::addmm``."""
+    shapes = matmul.ev.input_shapes
+    if matmul.name == "aten::linear" and shapes and len(shapes) >= 3 and shapes[2]:
         return True
-    return sum(1 for s in shapes[:2] if s) >= 2
+    return any(n.name in ("aten::addmm", "aten::baddbmm") for n in matmul.walk() if n is not matmul)
+
+
+def _bias_add(matmul: _Node, add: _Node) -> bool:
+    """Whether ``add`` adds a bias to ``matmul``'s output: what ``addmm`` would fuse.
+
+    Only with recorded shapes: the add takes the matmul's output and a vector of its
+    last dimension (``(n, out) + (out,)``, or ``(1, ..., 1, out)``). Two operands of the
+    same shape are a residual connection, not a bias, and a matmul with a bias of its
+    own (``nn.Linear(bias=True)`` runs ``addmm``) has nothing left to fuse. Without
+    shapes a bias and a residual look the same, so no claim is made.
+    """
+    shapes = add.ev.input_shapes
+    if not shapes or len(shapes) < 2 or not shapes[0] or not shapes[1] or _has_own_bias(matmul):
+        return False
+    big, small = sorted(shapes[:2], key=len, reverse=True)
+    if len(big) == len(small) and big == small:
+        return False  # x + residual
+    return small[-1] == big[-1] and all(d == 1 for d in small[:-1])
 
 
 def _chains(p: _Profile) -> list[Finding]:
@@ -124,8 +143,9 @@ def _chains(p: _Profile) -> list[Finding]:
     each one consuming the previous one's output as far as the trace can tell (see
     ``_feeds``: a shared input shape when shapes are recorded; independent ops on
     tensors of other shapes break the chain);
-    also a matmul followed by a bias ``add`` of a tensor (which ``addmm`` fuses; adding
-    a Python number is not a bias), and any run
+    also a matmul without a bias of its own followed by an ``add`` of a bias-shaped
+    vector, when shapes are recorded (``addmm`` fuses it; see ``_bias_add``: a residual
+    add of two same-shaped tensors or a Python number is not a bias), and any run
     holding a softmax between two matmuls (attention). Ops inside a
     library op (``aten::rms_norm``'s own decomposition), a compiled region or an
     optimizer's step (``Optimizer.step#...``: its per-parameter ``add_``, ``sqrt``,
@@ -158,7 +178,7 @@ def _chains(p: _Profile) -> list[Finding]:
                 and before in MATMUL_OPS
                 and run[0].name in ("aten::add", "aten::add_")
                 and _feeds(tops[i - 1], run[0])
-                and _tensor_operand(run[0])
+                and _bias_add(tops[i - 1], run[0])
             )
             attention = _is_attention([n.name for n in run], before, after)
             if len(run) >= CHAIN_MIN_OPS or addmm or attention:
@@ -229,13 +249,19 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
     ``host_device_copy`` are not reported twice. A 0-dim source (a Python scalar:
     ``x * 3``, ``.add_(1.0)``) converted to a dtype of its own family or a wider one
     (bool → int → float → complex; ``torch.float64`` → ``torch.float32``) is torch's
-    type promotion of a number, not the caller's conversion, and is not reported.
+    type promotion of a number, not the caller's conversion, and is not reported;
+    nor is a copy whose source and target dtypes are the same (a move or a layout
+    change). Without recorded dtypes (``record_shapes=False``) a number's promotion,
+    a device move and a conversion look the same: only an explicit ``.to()`` on a
+    CPU-only run is reported, and the rest are named in one note that says
+    ``record_shapes=True`` would tell.
     Time at stake: the time the conversions keep the host or the device busy (the
     union of their host calls and their device work, which overlap), per step.
     Threshold: any occurrence. Time at stake: the conversions' host time plus their
     device time per step.
     """
     tally = _Tally()
+    unseen: Counter[str] = Counter()
     for tally.step, step in enumerate(p.steps):
         top_ids = {id(t) for t in step.top}
         for node in step.node.walk():
@@ -251,6 +277,13 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
             if not (explicit or implicit) or _in_optimizer(node):
                 continue
             pair, scalar = _dtype_pair(node), _is_scalar_source(node)
+            if pair is None and (not explicit or p.has_device):
+                # Without dtypes a Python number's promotion, a device move and a real conversion
+                # look the same: no claim (said once, below).
+                unseen[cause.name if implicit and cause is not None else wrapper.name] += 1
+                continue
+            if pair is not None and pair[0] == pair[1]:
+                continue  # a copy in the same dtype (a move or a layout change): no conversion
             if not explicit and scalar and pair and _promotes(*pair):
                 continue  # a Python number meeting a tensor: torch's own type promotion
             key = cause.name if implicit and cause is not None else wrapper.name
@@ -258,6 +291,15 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
             spans = [(node.ev.start_ns, node.ev.end_ns)]
             spans += [(d.start_ns, d.end_ns) for m in node.walk() for d in m.device]
             tally.add(key, sum(e - s for s, e in _union(spans)), (pair, scalar, explicit))
+    if unseen:
+        names = ", ".join(sorted(unseen))
+        alike = "a Python number's promotion, a device move and a conversion" if p.has_device else (
+            "a Python number's promotion and a conversion"
+        )
+        p.notes.append(
+            f"{sum(unseen.values()) / max(p.n, 1):g} copies per step made by {names} may be dtype conversions or not "
+            f"({alike} look the same without dtypes); record_shapes=True would tell"
+        )
     findings = []
     step_us = p.mean_step_ns / 1000
     for key, calls in tally.calls.items():
@@ -266,6 +308,11 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
         conv = f" ({dtypes[0]} → {dtypes[1]})" if dtypes else ""  # dtypes need record_shapes=True
         if explicit:
             detail = f"an explicit conversion{conv} in the step"
+            if not dtypes:
+                detail += (
+                    " (on a CPU-only run a copy by .to() changes the dtype or the layout; "
+                    "record_shapes=True names the dtypes)"
+                )
             suggestion = "convert once before the loop (weights and constants), or create the tensor in the dtype used"
         else:
             detail = f"{key} converts one of its inputs to another dtype{conv} on every call"
@@ -402,15 +449,37 @@ def _pipeline(p: _Profile) -> list[Finding]:
             kind="input_pipeline",
             title=f"Loading the next batch takes {us / step_us:.0%} of each step",
             evidence=Evidence(
-                (name,), calls / p.n, us, _share(us, step_us), "the device waits while the host loads data"
+                (name,),
+                calls / p.n,
+                us,
+                _share(us, step_us),
+                ("the device waits" if p.has_device else "the step waits")
+                + " while the next batch is loaded"
+                + ("; the loader already has worker processes" if _WORKERS in name else ""),
             ),
             estimated_us=us,
-            suggestion=(
-                "load in the background: DataLoader(num_workers=4, pin_memory=True, persistent_workers=True), "
-                "and move preprocessing into the workers or onto the device"
-            ),
+            suggestion=_pipeline_suggestion(name, p.has_device),
         )
     ]
+
+
+_WORKERS = "_MultiProcessingDataLoaderIter"
+"""The iterator torch's DataLoader uses when ``num_workers > 0`` (``_SingleProcessDataLoaderIter`` without)."""
+
+
+def _pipeline_suggestion(name: str, has_device: bool) -> str:
+    """Advice that fits the loader the trace names: workers or none, a device to pin memory for or not."""
+    pin = ", pin_memory=True" if has_device else ""
+    if _WORKERS in name:
+        return (
+            "the workers do not keep up: raise num_workers above its current value (and prefetch_factor), "
+            f"keep them alive (persistent_workers=True{pin}) and make each sample's work lighter"
+            + (" or move it onto the device" if has_device else "")
+        )
+    return (
+        f"load in the background: DataLoader(num_workers=4{pin}, persistent_workers=True), and move "
+        "preprocessing into the workers" + (" or onto the device" if has_device else "")
+    )
 
 
 def _dominant(p: _Profile) -> list[Finding]:
@@ -426,6 +495,7 @@ def _dominant(p: _Profile) -> list[Finding]:
     """
     totals: Counter[str] = Counter()
     calls: Counter[str] = Counter()
+    dtypes: defaultdict[str, set[str]] = defaultdict(set)
     for st in p.steps:
         for node in st.node.walk():
             if node.ev.category != "op" and not _is_region(node.name) and not _MACHINERY.search(node.name):
@@ -445,6 +515,7 @@ def _dominant(p: _Profile) -> list[Finding]:
             totals[name] += value
             if name == node.name:
                 calls[name] += 1
+                dtypes[name].update(_torch_dtype(t) for t in node.ev.input_dtypes or ())
     total = sum(totals.values())
     if not total:
         return []
@@ -466,10 +537,25 @@ def _dominant(p: _Profile) -> list[Finding]:
                 f"{share:.0%} of the self {label} time",
             ),
             estimated_us=None,
-            suggestion=(
-                f"look at {name}'s input shapes (record_shapes=True) and its place on the roofline "
-                "(s.roofline()): a smaller dtype, a better layout or a fused form may speed it up"
-            ),
+            suggestion=_dominant_suggestion(p, name, dtypes[name]),
         )
     ]
+
+
+def _dominant_suggestion(p: _Profile, name: str, dtypes: set[str]) -> str:
+    """What to look at for the dominant op, in words true for this run (what it recorded, where it ran)."""
+    look = (
+        f"compare {name}'s input shapes (each shape is a row of its own in the table)"
+        if p.record_shapes
+        else f"record shapes (record_shapes=True) to see {name}'s input shapes"
+    )
+    if p.has_device_time:
+        look += " and its place on the roofline (s.roofline())"
+    ways = ["a better layout", "a fused form"]
+    wide = dtypes & {"torch.float32", "torch.float64"}
+    low = dtypes & {"torch.bfloat16", "torch.float16"}
+    # A smaller dtype helps where the hardware computes it natively: a device, or a CPU known to.
+    if wide and not low and (p.has_device_time or (p.tl.native_dtypes or ())):
+        ways.insert(0, "a smaller dtype")
+    return f"{look}: {', '.join(ways[:-1])} or {ways[-1]} may speed it up"
 

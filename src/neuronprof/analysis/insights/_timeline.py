@@ -78,6 +78,12 @@ class Timeline:
         device_label: ``"NEURON"``, ``"CUDA"``...; ``None`` for a CPU-only profile.
         source: Where the events came from (a file name, or ``"session"``).
         notes: Remarks from the feeder (events it could not read...).
+        record_shapes: Whether input shapes and dtypes were recorded
+            (``record_shapes=True``); ``None`` when the trace does not say.
+        native_dtypes: The low-precision dtypes the host's CPU computes natively
+            (``("torch.bfloat16",)``), as torch's oneDNN reported them on the machine
+            that recorded the run; ``()`` for none, ``None`` when unknown (a trace
+            from another producer).
     """
 
     host: tuple[HostEvent, ...]
@@ -86,4 +92,6 @@ class Timeline:
     device_label: Optional[str] = None
     source: str = ""
     notes: tuple[str, ...] = ()
+    record_shapes: Optional[bool] = None
+    native_dtypes: Optional[tuple[str, ...]] = None
 

@@ -76,6 +76,8 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     device: list[DeviceEvent] = []
     notes: list[str] = []
     backend, label = "cpu", None
+    record_shapes: Optional[bool] = None
+    native: Optional[tuple[str, ...]] = None
     evidence: set[str] = set()  # text the device label is read from, as the table reader reads it
     for fi, f in enumerate(files):
         stream = EventStream(f)
@@ -182,12 +184,27 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
         if isinstance(meta, dict) and isinstance(meta.get("backend"), str):
             backend = meta["backend"]
             label = meta.get("device_label") if isinstance(meta.get("device_label"), str) else None
+            # neuronprof writes the "record_shapes" key only when shapes were recorded.
+            record_shapes = bool(stream.metadata.get("record_shapes")) or record_shapes
+            dtypes = meta.get("native_dtypes")
+            if isinstance(dtypes, list) and all(isinstance(d, str) for d in dtypes):
+                native = tuple(dtypes)
         evidence.update(process_evidence(procs, device_pids, stream.metadata))
-    if label is None and device:
-        # The table reader's rule: the label read from the trace itself, never a default.
+    if label is None and evidence:
+        # The table reader's rule: the label read from the trace itself (device processes,
+        # deviceProperties, device and runtime events), never a default; no such evidence: CPU only.
         label = _device_label(evidence)
         backend = label.lower() if backend == "cpu" else backend
-    return Timeline(tuple(host), tuple(device), backend, label, ", ".join(files), tuple(notes))
+    return Timeline(
+        tuple(host),
+        tuple(device),
+        backend,
+        label,
+        ", ".join(files),
+        tuple(notes),
+        record_shapes=record_shapes,
+        native_dtypes=native,
+    )
 
 
 def _suppress_unhashable() -> contextlib.AbstractContextManager[None]:

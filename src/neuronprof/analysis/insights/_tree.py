@@ -64,6 +64,10 @@ _OPTIMIZER = re.compile(r"^Optimizer\.(step|zero_grad)#")
 """The ranges torch.optim records around ``step()`` and ``zero_grad()``."""
 
 
+WHOLE_RECORDING = "(whole recording)"
+"""The step a profile without ``ProfilerStep`` spans is read as."""
+
+
 def _bookkeeping(name: str) -> bool:
     """torch.compile's own work (guard checks, compiling): not an op of the user's code."""
     return name.startswith(vocab.CACHE_LOOKUP) or bool(_COMPILE_WORK.search(name))
@@ -261,7 +265,7 @@ class _Profile:
             roots = [n for n in self.nodes if n.parent is None]
             start = min(n.ev.start_ns for n in roots)
             end = max(n.ev.end_ns for n in roots)
-            fake = _Node(HostEvent("(whole recording)", start, end, category="step"))
+            fake = _Node(HostEvent(WHOLE_RECORDING, start, end, category="step"))
             fake.children = sorted(roots, key=lambda n: n.ev.start_ns)
             step = _Step(fake)
             step.top = _top_level(fake)
@@ -276,6 +280,8 @@ class _Profile:
         self._busy_ends = [e for _, e in self.device_busy]
         self.has_device_time = bool(self.device_busy)
         self.has_device = tl.device_label is not None or self.has_device_time
+        # Shapes seen on any event are proof enough; otherwise what the feeder was told, if anything.
+        self.record_shapes = True if any(ev.input_shapes is not None for ev in tl.host) else tl.record_shapes
         self.n = len(self.steps)
 
     def step_ns(self, s: _Step) -> int:
@@ -325,27 +331,47 @@ def _in_sync_op(node: _Node) -> bool:
     return False
 
 
+HOST_TO_DEVICE = "host→device"
+DEVICE_TO_HOST = "device→host"
+DEVICE_TO_DEVICE = "device→device"
+
+
 def _direction(names: Iterable[str]) -> Optional[str]:
+    """A copy's direction in the trace's own words (``Memcpy HtoD``, ``cuMemcpyDtoHAsync``...); ``None``: unknown.
+
+    A device-to-device word (``DtoD``, ``PtoP``) wins over the others: one such copy
+    makes the whole copy device-side. ``cudaMemcpyAsync`` names no direction.
+    """
+    found = None
     for name in names:
-        if _HTOD.search(name):
-            return "host→device"
-        if _DTOH.search(name):
-            return "device→host"
-    return None
+        if _DTOD.search(name):
+            return DEVICE_TO_DEVICE
+        if found is None and _HTOD.search(name):
+            found = HOST_TO_DEVICE
+        elif found is None and _DTOH.search(name):
+            found = DEVICE_TO_HOST
+    return found
 
 
 def _copy_evidence(node: _Node) -> tuple[bool, bool, Optional[str]]:
-    """Return (certain memcpy evidence, launched device work, direction) for a copy op's subtree."""
+    """Return (a host↔device copy named by the trace, launched device work, direction) for a copy op's subtree.
+
+    The direction comes from the names of the device memcpys and runtime copy calls
+    under the op; a copy is host↔device only when one of them says so. A copy whose
+    words name no direction (a bare ``cudaMemcpyAsync`` with no device event) or a
+    device-to-device one is no host↔device evidence.
+    """
     memcpy_names: list[str] = []
     device_work = False
     for n in node.walk():
         for d in n.device:
             device_work = True
-            if (d.category == "memcpy" or _MEMCPY.search(d.name)) and not _DTOD.search(d.name):
+            if d.category == "memcpy" or _MEMCPY.search(d.name):
                 memcpy_names.append(d.name)
         if n.ev.category == "runtime" and _MEMCPY.search(n.name):
             memcpy_names.append(n.name)
-    return bool(memcpy_names), device_work, _direction(memcpy_names)
+    direction = _direction(memcpy_names)
+    return direction in (HOST_TO_DEVICE, DEVICE_TO_HOST), device_work, direction
 
 
 def _dtype_pair(copy: _Node) -> Optional[tuple[str, str]]:

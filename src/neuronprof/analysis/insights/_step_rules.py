@@ -1,0 +1,346 @@
+"""The rules about where a step's time goes besides the ops' own work.
+
+Host time between ops, waiting in collectives, low-precision work on a CPU that
+emulates it, and ops that fell back to the CPU inside a device step.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Optional
+
+from neuronprof import _vocabulary as vocab
+from neuronprof.analysis.insights._findings import (
+    COMMUNICATION_SHARE,
+    GAPS_SHOWN,
+    HOST_OVERHEAD_MIN_OPS,
+    HOST_OVERHEAD_SHARE,
+    LOW_PRECISION_SHARE,
+    Evidence,
+    Finding,
+)
+from neuronprof.analysis.insights._tree import (
+    _DATALOADER,
+    WHOLE_RECORDING,
+    _clip,
+    _Node,
+    _per_step,
+    _Profile,
+    _share,
+    _Step,
+    _Tally,
+    _torch_dtype,
+    _union,
+)
+
+Spans = list[tuple[int, int]]
+
+_COLLECTIVE_KERNEL = re.compile(r"nccl|rccl|hccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all", re.IGNORECASE)
+"""Device kernels that are collectives (``ncclDevKernel_AllReduce_Sum_f32_RING_LL``...)."""
+_WAITING_OPS = re.compile(r"^c10d::|^aten::wait|^record_param_comms$")
+"""Host ops that launch or wait for a collective: time in them is communication, not compute."""
+LOW_PRECISION = ("torch.bfloat16", "torch.float16")
+
+
+def _length(spans: Iterable[tuple[int, int]]) -> int:
+    return sum(e - s for s, e in spans)
+
+
+def _subtract(spans: Sequence[tuple[int, int]], cut: Sequence[tuple[int, int]]) -> Spans:
+    """The parts of sorted, disjoint ``spans`` outside sorted, disjoint ``cut``."""
+    out: Spans = []
+    j = 0
+    for s, e in spans:
+        while j < len(cut) and cut[j][1] <= s:
+            j += 1
+        k = j
+        while k < len(cut) and cut[k][0] < e:
+            if cut[k][0] > s:
+                out.append((s, cut[k][0]))
+            s = max(s, cut[k][1])
+            k += 1
+        if s < e:
+            out.append((s, e))
+    return out
+
+
+def _recording(node: _Node) -> str:
+    """Which recording (trace file or profiling cycle) an event belongs to: the feeders' thread prefix."""
+    return node.ev.thread.split(":", 1)[0]
+
+
+class _StepTime:
+    """Per step: the collectives' time, the part with no compute beside it, and the host's gaps between ops."""
+
+    def __init__(self, p: _Profile) -> None:
+        collectives: defaultdict[str, Spans] = defaultdict(list)
+        for n in p.nodes:
+            if n.name.startswith(vocab.ASYNC_PREFIXES) and n.ev.category != "step":
+                collectives[_recording(n)].append((n.ev.start_ns, n.ev.end_ns))
+        self._host_collectives = {k: _union(v) for k, v in collectives.items()}
+        self._device_collectives = _union(
+            (d.start_ns, d.end_ns) for d in p.tl.device if _COLLECTIVE_KERNEL.search(d.name)
+        )
+        self._device_compute = _union(
+            (d.start_ns, d.end_ns) for d in p.tl.device if not _COLLECTIVE_KERNEL.search(d.name)
+        )
+
+    def communication(self, st: _Step) -> tuple[Spans, Spans, Spans]:
+        """(all collective time, the part with no compute beside it, host waits) in the step, as spans."""
+        host_end = st.node.ev.end_ns
+        host = _clip(self._host_collectives.get(_recording(st.node), []), st.start, host_end)
+        compute = _union((t.ev.start_ns, t.ev.end_ns) for t in st.top if not _WAITING_OPS.search(t.name))
+        host_exposed = _subtract(host, compute)
+        device = _clip(self._device_collectives, st.start, st.end)
+        device_exposed = _subtract(device, _clip(self._device_compute, st.start, st.end))
+        return _union([*host, *device]), _union([*host_exposed, *device_exposed]), host_exposed
+
+    def host_gaps(self, st: _Step, waits: Spans) -> Spans:
+        """The step's host time outside every op, the DataLoader, runtime calls and collective waits."""
+        covered = [(t.ev.start_ns, t.ev.end_ns) for t in st.top if not _WAITING_OPS.search(t.name)]
+        for node in st.node.walk():
+            if node.ev.category == "runtime" or _DATALOADER.search(node.name):
+                covered.append((node.ev.start_ns, node.ev.end_ns))
+        covered.extend(waits)
+        if not st.top:
+            return []  # no op: nothing to be between
+        if st.node.name == WHOLE_RECORDING:
+            # No step marks where the loop starts and ends: only the time between the first and last op.
+            window = (min(t.ev.start_ns for t in st.top), max(t.ev.end_ns for t in st.top))
+        else:
+            window = (st.start, st.node.ev.end_ns)
+        return _subtract([window], _union(covered))
+
+
+def _neighbours(st: _Step, gap: tuple[int, int]) -> tuple[str, str]:
+    """The ops on either side of a gap (``"the step's start"``/``"the step's end"`` at its edges)."""
+    before = [t for t in st.top if t.ev.end_ns <= gap[0]]
+    after = [t for t in st.top if t.ev.start_ns >= gap[1]]
+    return (
+        max(before, key=lambda t: t.ev.end_ns).name if before else "the step's start",
+        min(after, key=lambda t: t.ev.start_ns).name if after else "the step's end",
+    )
+
+
+def _step_time(p: _Profile) -> list[Finding]:
+    """``communication_wait`` and ``host_overhead``: step time outside the ops' own work.
+
+    * ``communication_wait``: the collectives' time in each step (c10d's async spans,
+      ``gloo:*``/``nccl:*`` on their own threads, and collective device kernels,
+      ``nccl*``), less the part that runs beside compute (the step's top-level ops on
+      the host, other kernels on the device): the time the rank waits for the
+      others. Fires when that exposed time is at least ``COMMUNICATION_SHARE`` (10 %)
+      of the mean step. Time at stake: the exposed time per step.
+    * ``host_overhead``: the host time of each step (``ProfilerStep#N``'s span) spent
+      outside every top-level op, DataLoader range, runtime call and collective wait:
+      Python code between ops (the model's own code, ``generate()``'s loop, logging).
+      Fires when it is at least ``HOST_OVERHEAD_SHARE`` (60 %) of the mean step and
+      the step calls at least ``HOST_OVERHEAD_MIN_OPS`` (10) ops (with fewer, the
+      gaps are the loop's and the profiler's own cost per step); the
+      evidence lists the ``GAPS_SHOWN`` largest gaps with the ops on either side. Time
+      at stake: the gaps per step, an upper bound (compiling removes most of it, not
+      all).
+    """
+    if not p.n:
+        return []
+    times = _StepTime(p)
+    comm_ns = exposed_ns = gap_ns = 0
+    names: Counter[str] = Counter()
+    gaps: list[tuple[int, str, str, str]] = []
+    for st in p.steps:
+        comm, exposed, waits = times.communication(st)
+        comm_ns += _length(comm)
+        exposed_ns += _length(exposed)
+        host_gaps = times.host_gaps(st, waits)
+        gap_ns += _length(host_gaps)
+        for gap in host_gaps:
+            gaps.append((gap[1] - gap[0], *_neighbours(st, gap), st.node.name))
+    for n in p.nodes:
+        if n.name.startswith(vocab.ASYNC_PREFIXES):
+            names[n.name] += 1
+    for d in p.tl.device:
+        if _COLLECTIVE_KERNEL.search(d.name):
+            names[d.name] += 1
+    findings = []
+    step_us = p.mean_step_ns / 1000
+    exposed_us = _per_step(exposed_ns, p.n)
+    if step_us > 0 and exposed_us / step_us >= COMMUNICATION_SHARE:
+        comm_us = _per_step(comm_ns, p.n)
+        findings.append(
+            Finding(
+                kind="communication_wait",
+                title=f"Waiting in collectives takes {exposed_us / step_us:.0%} of each step",
+                evidence=Evidence(
+                    tuple(n for n, _ in names.most_common(EVIDENCE_NAMES)),
+                    None,
+                    exposed_us,
+                    _share(exposed_us, step_us),
+                    f"collectives run {comm_us:.1f} µs per step, {exposed_us:.1f} µs of it with no compute beside "
+                    "it; a rank waits there for the slowest rank to arrive",
+                ),
+                estimated_us=exposed_us,
+                suggestion=(
+                    "compare the ranks (s.table(ranks='all'), or neuronprof summarize on the folder of rank traces) "
+                    "to find the rank the others wait for and even out its work; overlap communication with "
+                    "compute (DDP overlaps gradient buckets with backward; fewer, larger collectives cost less)"
+                ),
+            )
+        )
+    gap_us = _per_step(gap_ns, p.n)
+    ops_per_step = sum(len(st.top) for st in p.steps) / p.n
+    if step_us > 0 and gap_us / step_us >= HOST_OVERHEAD_SHARE and ops_per_step >= HOST_OVERHEAD_MIN_OPS:
+        largest: dict[tuple[str, str], tuple[int, str, str, str]] = {}
+        for g in sorted(gaps, key=lambda g: -g[0]):
+            largest.setdefault((g[1], g[2]), g)
+        shown = list(largest.values())[:GAPS_SHOWN]
+        findings.append(
+            Finding(
+                kind="host_overhead",
+                title=f"{gap_us / step_us:.0%} of each step is host time between ops (Python)",
+                evidence=Evidence(
+                    tuple(dict.fromkeys(n for g in shown for n in g[1:3])),
+                    None,
+                    gap_us,
+                    _share(gap_us, step_us),
+                    f"the host runs code outside torch's ops (Python, and the profiler's own bookkeeping between "
+                    f"ops) for {gap_us:.1f} of {step_us:.1f} µs per step; "
+                    "largest gaps: "
+                    + "; ".join(f"{g[0] / 1000:.1f} µs between {g[1]} and {g[2]} (in {g[3]})" for g in shown),
+                ),
+                estimated_us=gap_us,
+                suggestion=(
+                    "run fewer Python lines per op: torch.compile the model or the step (it removes the Python "
+                    "between ops), and move per-step Python work (logging, metrics, data handling) out of the step"
+                ),
+            )
+        )
+    return findings
+
+
+EVIDENCE_NAMES = 4
+"""How many collective names ``communication_wait`` lists (the most frequent)."""
+
+
+def _low_precision(p: _Profile) -> list[Finding]:
+    """``emulated_low_precision``: bfloat16/float16 work on a CPU without native instructions for it.
+
+    Rule: the self host time of ops with a ``torch.bfloat16`` or ``torch.float16``
+    input (dtypes need ``record_shapes=True``) that launched no device work, per step.
+    It fires when the run's CPU is known not to compute that dtype natively (the
+    session records what torch's oneDNN reports: AVX512-BF16 or AMX for bfloat16 on
+    x86, AVX512-FP16 or AMX-FP16 for float16) and those ops take at least
+    ``LOW_PRECISION_SHARE`` (10 %) of the mean step. Without that knowledge (a trace
+    from another producer) a note gives the share instead. Time at stake: those ops'
+    time per step, an upper bound (in float32 they still take some time).
+    """
+    by_dtype: Counter[str] = Counter()
+    ops: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    for st in p.steps:
+        for node in st.node.walk():
+            if node.ev.category != "op" or not node.ev.input_dtypes:
+                continue
+            low = sorted({_torch_dtype(t) for t in node.ev.input_dtypes} & set(LOW_PRECISION))
+            if not low or node.device:
+                continue  # device work is done in the device's own precision
+            ns = node.self_ns()
+            by_dtype[low[0]] += ns
+            ops[low[0]][node.name] += ns
+    findings = []
+    step_us = p.mean_step_ns / 1000
+    native = p.tl.native_dtypes
+    for dtype, ns in by_dtype.items():
+        us = _per_step(ns, p.n)
+        if step_us <= 0 or us / step_us < LOW_PRECISION_SHARE:
+            continue
+        short = dtype.removeprefix("torch.")
+        if native is None:
+            p.notes.append(
+                f"{short} ops take {us / step_us:.0%} of each step on the host; whether the CPU that recorded it "
+                f"computes {short} natively is not in the trace (a neuronprof session records it)"
+            )
+            continue
+        if dtype in native:
+            continue
+        top = [name for name, _ in ops[dtype].most_common(EVIDENCE_NAMES)]
+        findings.append(
+            Finding(
+                kind="emulated_low_precision",
+                title=f"{short} work takes {us / step_us:.0%} of each step on a CPU without native {short}",
+                evidence=Evidence(
+                    tuple(top),
+                    None,
+                    us,
+                    _share(us, step_us),
+                    f"this CPU has no {short} instructions (torch's oneDNN reports none), so these ops convert "
+                    "through float32; they can be slower than float32 itself",
+                ),
+                estimated_us=us,
+                suggestion=(
+                    f"on this machine run the step in float32 (no torch.autocast(dtype=torch.{short}) and no "
+                    f".to(torch.{short})); keep {short} for hardware that computes it (a GPU, Trainium, a CPU with "
+                    + ("AVX512-BF16 or AMX)" if short == "bfloat16" else "AVX512-FP16 or AMX-FP16)")
+                ),
+            )
+        )
+    return findings
+
+
+_TO_CPU = "aten::_to_cpu"
+"""What torch's boxed CPU fallback (``at::native::cpu_fallback``) calls to bring an op's inputs to the host."""
+
+
+def _fallbacks(p: _Profile) -> list[Finding]:
+    """``cpu_fallback``: an op of a device step that ran on the CPU.
+
+    Rule: on a profile with a device, an op that calls ``aten::_to_cpu`` itself: the
+    mark of torch's CPU fallback for backends without a kernel for the op (its
+    inputs go to the host, the op runs there, its outputs are copied back). The
+    outermost such op is counted once per call. Threshold: any occurrence. Time at
+    stake: the op's host time per step (the copies included).
+    """
+    if not p.has_device:
+        return []
+    tally = _Tally()
+    for tally.step, st in enumerate(p.steps):
+        for node in st.node.walk():
+            if node.name == _TO_CPU or not any(c.name == _TO_CPU for c in node.children):
+                continue
+            if _inside_fallback(node):
+                continue
+            tally.add(node.name, node.dur)
+    step_us = p.mean_step_ns / 1000
+    findings = []
+    for name, calls in tally.calls.items():
+        us = _per_step(tally.ns[name], p.n)
+        findings.append(
+            Finding(
+                kind="cpu_fallback",
+                title=f"{name} fell back to the CPU {tally.when(name, p.n)}",
+                evidence=Evidence(
+                    (name, _TO_CPU),
+                    calls / p.n,
+                    us,
+                    _share(us, step_us),
+                    f"{name} has no {p.tl.device_label or 'device'} kernel here: its inputs are copied to the host, "
+                    "it runs on the CPU and its results are copied back",
+                ),
+                estimated_us=us,
+                suggestion=(
+                    f"replace {name} with ops the device supports (the backend's supported-operator list; for "
+                    "TorchNeuron, the torch-neuronx operator compatibility table marks CPU_FALLBACK ops), or move "
+                    "it out of the step"
+                ),
+            )
+        )
+    return findings
+
+
+def _inside_fallback(node: _Node) -> bool:
+    parent: Optional[_Node] = node.parent
+    while parent is not None:
+        if any(c.name == _TO_CPU for c in parent.children):
+            return True
+        parent = parent.parent
+    return False

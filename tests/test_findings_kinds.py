@@ -1,0 +1,229 @@
+"""Findings that are true for the run: the kinds real users hit, each planted and clean, and words that fit the run.
+
+Hand-built timelines pin each rule's edges; live sessions check what torch really records.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import pytest
+import torch
+
+import neuronprof
+from neuronprof.analysis.insights import (
+    DeviceEvent,
+    Finding,
+    HostEvent,
+    Insights,
+    Timeline,
+    advise,
+    analyze,
+)
+
+CASES = Path(__file__).parent / "analysis" / "cases"
+
+
+def _step(*events: HostEvent, end: int = 100_000, name: str = "ProfilerStep#1") -> tuple[HostEvent, ...]:
+    return (HostEvent(name, 0, end, category="step"), *events)
+
+
+def _ops(n: int, start: int, length: int, every: int, name: str = "aten::relu") -> list[HostEvent]:
+    return [HostEvent(name, start + i * every, start + i * every + length) for i in range(n)]
+
+
+def only(insights: Insights, kind: str) -> Finding:
+    found = insights.of_kind(kind)
+    assert len(found) == 1, insights
+    return found[0]
+
+
+# -- host time between ops ---------------------------------------------------------------------
+
+
+def test_python_between_many_ops_is_host_overhead() -> None:
+    # 20 ops of 1 µs, one every 5 µs: 80 % of the step is between them.
+    found = only(analyze(Timeline(_step(*_ops(20, 0, 1_000, 5_000)))), "host_overhead")
+    assert found.evidence.share_of_step == pytest.approx(0.8)
+    assert "aten::relu" in found.evidence.ops and "largest gaps" in found.evidence.detail
+
+
+@pytest.mark.parametrize(
+    ("events", "why"),
+    [
+        (_ops(20, 0, 4_500, 5_000), "ops back to back"),
+        (_ops(5, 0, 1_000, 20_000), "too few ops: the gaps are the loop's own cost"),
+        (
+            [
+                HostEvent(
+                    "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 80_000, category="annotation"
+                ),
+                *_ops(20, 80_000, 900, 1_000),
+            ],
+            "loading data is the input pipeline's finding, not Python between ops",
+        ),
+    ],
+)
+def test_host_overhead_is_not_raised_where_the_time_is_elsewhere(events: list[HostEvent], why: str) -> None:
+    assert "host_overhead" not in analyze(Timeline(_step(*events))).kinds(), why
+
+
+def test_host_overhead_on_a_live_session_names_the_gaps() -> None:
+    def python_between_ops(t: torch.Tensor) -> torch.Tensor:
+        for _ in range(12):
+            time.sleep(0.0005)  # Python work far longer than the op
+            t = t.relu()
+        return t
+
+    x = torch.randn(8, 8)
+    with neuronprof.session() as s:
+        for _ in s.steps():
+            python_between_ops(x)
+    found = only(s.insights(), "host_overhead")
+    assert "aten::relu" in found.evidence.ops and (found.evidence.share_of_step or 0) >= 0.6
+
+
+# -- waiting in collectives --------------------------------------------------------------------
+
+
+def _ranked(collective: tuple[int, int]) -> Timeline:
+    compute = [HostEvent("aten::mm", i * 3_000, i * 3_000 + 3_000) for i in range(10)]  # 0–30 µs, no gap
+    gloo = HostEvent("gloo:all_reduce", *collective, thread="0:77", category="annotation")
+    return Timeline((*_step(*compute), gloo))
+
+
+def test_a_collective_with_no_compute_beside_it_is_communication_wait() -> None:
+    ins = analyze(_ranked((20_000, 90_000)))  # 60 µs of it after the compute ends
+    found = only(ins, "communication_wait")
+    assert found.evidence.us_per_step == pytest.approx(60.0)
+    assert found.evidence.ops == ("gloo:all_reduce",) and "70.0 µs per step" in found.evidence.detail
+    assert "host_overhead" not in ins.kinds()  # the wait is not Python
+
+
+def test_a_collective_overlapped_by_compute_is_not_a_wait() -> None:
+    assert "communication_wait" not in analyze(_ranked((5_000, 28_000))).kinds()
+
+
+def test_collective_kernels_on_the_device_count_less_the_compute_beside_them() -> None:
+    host = _step(HostEvent("aten::mm", 0, 2_000, ext_id=1), HostEvent("c10d::allreduce_", 2_000, 4_000, ext_id=2))
+    device = (
+        DeviceEvent("sgemm", 2_000, 30_000, ext_id=1),
+        DeviceEvent("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 10_000, 60_000, ext_id=2),
+    )
+    found = only(analyze(Timeline(host, device, "cuda", "CUDA")), "communication_wait")
+    assert found.evidence.us_per_step == pytest.approx(30.0)
+
+
+# -- low precision on a CPU without it ---------------------------------------------------------
+
+
+def _bf16(native: Optional[tuple[str, ...]]) -> Insights:
+    ops = [
+        HostEvent("aten::addmm", i * 10_000, i * 10_000 + 8_000, input_dtypes=("c10::BFloat16", "c10::BFloat16"))
+        for i in range(5)
+    ]
+    return analyze(Timeline(_step(*ops), record_shapes=True, native_dtypes=native))
+
+
+def test_bf16_on_a_cpu_without_it_is_emulated_low_precision() -> None:
+    found = only(_bf16(()), "emulated_low_precision")
+    assert found.evidence.ops == ("aten::addmm",) and found.evidence.share_of_step == pytest.approx(0.4)
+    assert "float32" in found.suggestion
+
+
+def test_bf16_on_a_cpu_with_it_or_an_unknown_cpu_is_no_finding() -> None:
+    assert "emulated_low_precision" not in _bf16(("torch.bfloat16",)).kinds()
+    unknown = _bf16(None)
+    assert "emulated_low_precision" not in unknown.kinds()
+    assert any("bfloat16 ops take 40%" in n and "not in the trace" in n for n in unknown.notes)
+
+
+def test_autocast_bf16_on_this_cpu_is_judged_by_what_the_cpu_has(tmp_path: Path) -> None:
+    from neuronprof._collect import native_dtypes
+
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256))
+    x = torch.randn(64, 256)
+    with neuronprof.session(record_shapes=True, output_dir=tmp_path) as s:
+        for _ in s.steps():
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+                model(x)
+    live = s.insights()
+    expected = "torch.bfloat16" not in native_dtypes()
+    assert ("emulated_low_precision" in live.kinds()) == expected
+    # The trace carries what the CPU has: the offline reading says the same.
+    assert ("emulated_low_precision" in advise(s.export(tmp_path / "t.json")).kinds()) == expected
+
+
+# -- CPU fallbacks -----------------------------------------------------------------------------
+
+
+def _fallback(label: Optional[str], to_cpu: bool = True) -> Insights:
+    host = _step(
+        HostEvent("aten::linalg_eigh", 10_000, 50_000),
+        *([HostEvent("aten::_to_cpu", 11_000, 20_000)] if to_cpu else []),
+        HostEvent("aten::copy_", 40_000, 49_000),
+    )
+    return analyze(Timeline(host, (), label.lower() if label else "cpu", label))
+
+
+def test_an_op_that_moves_its_inputs_to_the_cpu_fell_back() -> None:
+    found = only(_fallback("NEURON"), "cpu_fallback")
+    assert found.title == "aten::linalg_eigh fell back to the CPU in every step"
+    assert "no NEURON kernel" in found.evidence.detail and found.evidence.us_per_step == pytest.approx(40.0)
+
+
+@pytest.mark.parametrize(("label", "to_cpu"), [("NEURON", False), (None, True)])
+def test_no_fallback_without_the_mark_or_without_a_device(label: Optional[str], to_cpu: bool) -> None:
+    assert "cpu_fallback" not in _fallback(label, to_cpu).kinds()
+
+
+# -- copies: the direction in the trace's own words --------------------------------------------
+
+
+def test_a_device_to_device_copy_is_no_host_device_copy() -> None:
+    ins = advise(CASES / "advise_dtod_memcpy_called_host_device.json")
+    assert "host_device_copy" not in ins.kinds()
+    assert ins.device_label == "HIP"
+
+
+def test_a_bare_memcpy_call_names_no_direction() -> None:
+    ins = advise(CASES / "advise_clone_without_device_events.json")
+    assert "host_device_copy" not in ins.kinds()
+    assert not any("host↔device" in f.title or "host→device" in f.title for f in ins)
+    # The trace names an A100 and a GPU process: not a CPU-only profile, though no kernel was recorded.
+    assert ins.device_label == "CUDA" and not any("CPU-only" in n for n in ins.notes)
+    assert any("the trace holds no device events" in n for n in ins.notes)
+
+
+# -- words that fit the run --------------------------------------------------------------------
+
+
+def _loader(name: str, label: Optional[str]) -> Finding:
+    host = _step(HostEvent(f"enumerate(DataLoader)#{name}.__next__", 0, 50_000, category="annotation"))
+    return only(analyze(Timeline(host, (), label.lower() if label else "cpu", label)), "input_pipeline")
+
+
+def test_the_input_pipeline_finding_fits_the_loader_and_the_machine() -> None:
+    cpu = _loader("_SingleProcessDataLoaderIter", None)
+    assert "device" not in cpu.evidence.detail and "pin_memory" not in cpu.suggestion
+    assert "num_workers=4" in cpu.suggestion
+    workers = _loader("_MultiProcessingDataLoaderIter", "CUDA")
+    assert "num_workers=4" not in workers.suggestion and "above its current value" in workers.suggestion
+    assert "already has worker processes" in workers.evidence.detail and "the device waits" in workers.evidence.detail
+
+
+@pytest.mark.parametrize("shapes", [True, False])
+def test_the_dominant_op_advice_fits_what_was_recorded(shapes: bool) -> None:
+    dtypes = {"input_shapes": ((64, 64), (64, 64)), "input_dtypes": ("float", "float")} if shapes else {}
+    host = _step(HostEvent("aten::mm", 1_000, 90_000, **dtypes), HostEvent("aten::relu", 91_000, 95_000))
+    cpu = only(analyze(Timeline(host, native_dtypes=())), "dominant_op")
+    assert ("record_shapes=True" in cpu.suggestion) == (not shapes)
+    # On a CPU-only run with no native low precision: no roofline of a device, no smaller dtype.
+    assert "roofline" not in cpu.suggestion and "smaller dtype" not in cpu.suggestion
+    device = (DeviceEvent("gemm", 2_000, 80_000, correlation=None, ext_id=7),)
+    host = _step(HostEvent("aten::mm", 1_000, 90_000, ext_id=7, **dtypes), HostEvent("aten::relu", 91_000, 95_000))
+    gpu = analyze(Timeline(host, device, "cuda", "CUDA")).of_kind("dominant_op")
+    assert gpu and "s.roofline()" in gpu[0].suggestion
+    assert ("smaller dtype" in gpu[0].suggestion) == shapes
