@@ -83,7 +83,8 @@ def test_rmsnorm_example(compiled: list[dict[str, Any]], in_tmp: Path, capsys: p
     # What to fix first, per variant: the naive chain of six ops, and its fused form.
     naive = out.split("== naive: what to fix first ==")[1].split("==")[0]
     assert "[unfused_chain] 6 elementwise ops" in naive and "torch.rms_norm" in naive
-    assert "[dtype_conversion] aten::add" in naive
+    # `+ EPS` is a Python number's promotion; without recorded dtypes it looks like a conversion, so no claim.
+    assert "[dtype_conversion]" not in naive and "record_shapes=True would tell" in naive
     assert plot.read_bytes().startswith(b"\x89PNG")
     assert compiled == [{"fullgraph": True, "backend": "inductor"}]
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 import os
 from typing import Union
 
+from neuronprof.analysis.insights._compile_rules import _compiled
+
 # Constants and helpers are imported as ``X as X`` so that ``from neuronprof.analysis.insights import X``
 # keeps working for every name this module held before the engine was split into modules.
 from neuronprof.analysis.insights._device_rules import _copies, _idle_and_bound, _syncs
@@ -50,8 +52,8 @@ from neuronprof.analysis.insights._findings import MIN_SHARE as MIN_SHARE
 from neuronprof.analysis.insights._findings import PIPELINE_SHARE as PIPELINE_SHARE
 from neuronprof.analysis.insights._findings import SECTIONS as SECTIONS
 from neuronprof.analysis.insights._findings import _evidence_text as _evidence_text
-from neuronprof.analysis.insights._op_rules import _chains, _compiled, _conversions, _dominant, _pipeline
-from neuronprof.analysis.insights._step_rules import _fallbacks, _low_precision, _step_time
+from neuronprof.analysis.insights._op_rules import _chains, _conversions, _dominant
+from neuronprof.analysis.insights._step_rules import _fallbacks, _low_precision, _pipeline, _step_time
 from neuronprof.analysis.insights._timeline import DeviceCategory as DeviceCategory
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
 from neuronprof.analysis.insights._timeline import HostCategory as HostCategory

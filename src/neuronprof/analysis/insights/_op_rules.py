@@ -1,5 +1,4 @@
-"""The rules about the ops themselves: unfused chains, dtype conversions, torch.compile's regions, the input
-pipeline and one dominant op."""
+"""The rules about the ops themselves: unfused chains, dtype conversions and one dominant op."""
 
 from __future__ import annotations
 
@@ -7,19 +6,14 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from neuronprof import _vocabulary as vocab
-from neuronprof.analysis.insights._findings import CHAIN_MIN_OPS, DOMINANT_SHARE, PIPELINE_SHARE, Evidence, Finding
+from neuronprof.analysis.insights._findings import CHAIN_MIN_OPS, DOMINANT_SHARE, Evidence, Finding
 from neuronprof.analysis.insights._tree import (
-    _COMPILE_WORK,
-    _DATALOADER,
     _MACHINERY,
-    _REGION,
     COPY_OPS,
     ELEMENTWISE_OPS,
     MATMUL_OPS,
     _bookkeeping,
     _cause,
-    _clip,
     _dtype_pair,
     _family,
     _in_optimizer,
@@ -334,154 +328,6 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
     return findings
 
 
-def _compiled(p: _Profile) -> list[Finding]:
-    """``recompilation`` and ``graph_break``: what ``Torch-Compiled Region: k/n`` says.
-
-    * ``recompilation``: a region ``k/n`` with ``n > 0`` ran: frame ``k`` was compiled
-      ``n + 1`` times (guards failed: new shapes, dtypes or Python values). Threshold:
-      any. Time at stake: torch.compile's own work (``... (dynamo_timed)`` ranges,
-      guard building, compiling) recorded inside the steps, per step, as the *union*
-      of those ranges in each step (they nest, and are never added up), so it can
-      never exceed the step; no estimate when the recompilation happened before the
-      recorded steps (no compile work inside them).
-    * ``graph_break``: more than one distinct compiled frame per step (on average):
-      the function was split into several graphs with eager Python between them.
-      Threshold: more than one frame per step. Time at stake: the host time of the
-      ops run between the regions, per step; not estimated when no op runs between them.
-    """
-    findings = []
-    versions: dict[int, set[int]] = defaultdict(set)
-    frames_per_step: list[int] = []
-    between_ns = 0
-    compile_ns = 0
-    for st in p.steps:
-        frames: set[int] = set()
-        compile_spans: list[tuple[int, int]] = []
-        for node in st.node.walk():
-            m = _REGION.match(node.name)
-            if m:
-                k, n = int(m.group(1)), int(m.group(2))
-                frames.add(k)
-                versions[k].add(n)
-            elif _COMPILE_WORK.search(node.name) and not node.name.startswith(vocab.CACHE_LOOKUP):
-                # (the cache lookup is the guard check of every call, not compiling)
-                compile_spans.append((node.ev.start_ns, node.ev.end_ns))
-        # The union of the compile ranges inside the step: the ranges nest ("compile_attempt_0
-        # (dynamo_timed)" inside "compile_attempt_0") and must not be added up.
-        compile_ns += sum(e - s for s, e in _clip(_union(compile_spans), st.start, st.end))
-        frames_per_step.append(len(frames))
-        if len(frames) > 1:
-            regions = [t for t in st.top if _is_region(t.name)]
-            if regions:
-                lo, hi = regions[0].ev.start_ns, regions[-1].ev.end_ns
-                between_ns += sum(t.dur for t in st.top if not _is_region(t.name) and lo <= t.ev.start_ns <= hi)
-    step_us = p.mean_step_ns / 1000
-    recompiled = {k: sorted(v) for k, v in versions.items() if any(n > 0 for n in v)}
-    if recompiled:
-        names = tuple(f"{vocab.COMPILED_REGION}: {k}/{max(v)}" for k, v in sorted(recompiled.items()))
-        stake = _per_step(compile_ns, p.n) if compile_ns else None
-        findings.append(
-            Finding(
-                kind="recompilation",
-                title="torch.compile recompiled: "
-                + ", ".join(f"frame {k} has {max(v) + 1} versions" for k, v in sorted(recompiled.items())),
-                evidence=Evidence(
-                    names,
-                    None,
-                    stake,
-                    _share(stake, step_us),
-                    "a compiled function's guards failed (new shapes, dtypes or Python values) and it was compiled "
-                    "again",
-                ),
-                estimated_us=stake,
-                suggestion=(
-                    "keep shapes and dtypes stable (pad to fixed sizes), mark varying sizes dynamic "
-                    "(torch._dynamo.mark_dynamic) and see why with TORCH_LOGS=recompiles"
-                ),
-            )
-        )
-    if frames_per_step and p.n and sum(frames_per_step) / p.n > 1:
-        per = sum(frames_per_step) / p.n
-        us = _per_step(between_ns, p.n) if between_ns else None  # nothing between: not estimated
-        findings.append(
-            Finding(
-                kind="graph_break",
-                title=f"{per:g} compiled regions per step: graph breaks split the compiled function",
-                evidence=Evidence(
-                    tuple(sorted({f"{vocab.COMPILED_REGION}: {k}/*" for k in versions})),
-                    per,
-                    us,
-                    _share(us, step_us),
-                    "eager Python and ops run between the compiled graphs, and each graph is launched separately",
-                ),
-                estimated_us=us,
-                suggestion=(
-                    "find the breaks with TORCH_LOGS=graph_breaks (or torch._dynamo.explain) and remove them; "
-                    "fullgraph=True makes any break an error"
-                ),
-            )
-        )
-    return findings
-
-
-def _pipeline(p: _Profile) -> list[Finding]:
-    """``input_pipeline``: the DataLoader's ``__next__`` takes a large share of the step.
-
-    Rule: the ``enumerate(DataLoader)#...__next__`` ranges torch.profiler records
-    inside the steps take at least ``PIPELINE_SHARE`` (10 %) of the mean step. Time
-    at stake: their time per step.
-    """
-    ns = 0
-    calls = 0
-    name = ""
-    for st in p.steps:
-        for node in st.node.walk():
-            if _DATALOADER.search(node.name) and not (node.parent is not None and _DATALOADER.search(node.parent.name)):
-                ns += node.dur
-                calls += 1
-                name = node.name
-    step_us = p.mean_step_ns / 1000
-    us = _per_step(ns, p.n) if p.n else 0.0
-    if not calls or step_us <= 0 or us / step_us < PIPELINE_SHARE:
-        return []
-    return [
-        Finding(
-            kind="input_pipeline",
-            title=f"Loading the next batch takes {us / step_us:.0%} of each step",
-            evidence=Evidence(
-                (name,),
-                calls / p.n,
-                us,
-                _share(us, step_us),
-                ("the device waits" if p.has_device else "the step waits")
-                + " while the next batch is loaded"
-                + ("; the loader already has worker processes" if _WORKERS in name else ""),
-            ),
-            estimated_us=us,
-            suggestion=_pipeline_suggestion(name, p.has_device),
-        )
-    ]
-
-
-_WORKERS = "_MultiProcessingDataLoaderIter"
-"""The iterator torch's DataLoader uses when ``num_workers > 0`` (``_SingleProcessDataLoaderIter`` without)."""
-
-
-def _pipeline_suggestion(name: str, has_device: bool) -> str:
-    """Advice that fits the loader the trace names: workers or none, a device to pin memory for or not."""
-    pin = ", pin_memory=True" if has_device else ""
-    if _WORKERS in name:
-        return (
-            "the workers do not keep up: raise num_workers above its current value (and prefetch_factor), "
-            f"keep them alive (persistent_workers=True{pin}) and make each sample's work lighter"
-            + (" or move it onto the device" if has_device else "")
-        )
-    return (
-        f"load in the background: DataLoader(num_workers=4{pin}, persistent_workers=True), and move "
-        "preprocessing into the workers" + (" or onto the device" if has_device else "")
-    )
-
-
 def _dominant(p: _Profile) -> list[Finding]:
     """``dominant_op``: one op takes most of the time: start there.
 
@@ -545,7 +391,8 @@ def _dominant(p: _Profile) -> list[Finding]:
 def _dominant_suggestion(p: _Profile, name: str, dtypes: set[str]) -> str:
     """What to look at for the dominant op, in words true for this run (what it recorded, where it ran)."""
     look = (
-        f"compare {name}'s input shapes (each shape is a row of its own in the table)"
+        f"compare {name}'s input shapes (s.table() gives each shape its own row; offline: "
+        "neuronprof summarize --by shape)"
         if p.record_shapes
         else f"record shapes (record_shapes=True) to see {name}'s input shapes"
     )

@@ -1,7 +1,7 @@
 """The rules about where a step's time goes besides the ops' own work.
 
-Host time between ops, waiting in collectives, low-precision work on a CPU that
-emulates it, and ops that fell back to the CPU inside a device step.
+The input pipeline, host time between ops, waiting in collectives, low-precision
+work on a CPU that emulates it, and ops that fell back to the CPU inside a device step.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from neuronprof.analysis.insights._findings import (
     HOST_OVERHEAD_MIN_OPS,
     HOST_OVERHEAD_SHARE,
     LOW_PRECISION_SHARE,
+    PIPELINE_SHARE,
     Evidence,
     Finding,
 )
@@ -344,3 +345,61 @@ def _inside_fallback(node: _Node) -> bool:
             return True
         parent = parent.parent
     return False
+
+
+def _pipeline(p: _Profile) -> list[Finding]:
+    """``input_pipeline``: the DataLoader's ``__next__`` takes a large share of the step.
+
+    Rule: the ``enumerate(DataLoader)#...__next__`` ranges torch.profiler records
+    inside the steps take at least ``PIPELINE_SHARE`` (10 %) of the mean step. Time
+    at stake: their time per step.
+    """
+    ns = 0
+    calls = 0
+    name = ""
+    for st in p.steps:
+        for node in st.node.walk():
+            if _DATALOADER.search(node.name) and not (node.parent is not None and _DATALOADER.search(node.parent.name)):
+                ns += node.dur
+                calls += 1
+                name = node.name
+    step_us = p.mean_step_ns / 1000
+    us = _per_step(ns, p.n) if p.n else 0.0
+    if not calls or step_us <= 0 or us / step_us < PIPELINE_SHARE:
+        return []
+    return [
+        Finding(
+            kind="input_pipeline",
+            title=f"Loading the next batch takes {us / step_us:.0%} of each step",
+            evidence=Evidence(
+                (name,),
+                calls / p.n,
+                us,
+                _share(us, step_us),
+                ("the device waits" if p.has_device else "the step waits")
+                + " while the next batch is loaded"
+                + ("; the loader already has worker processes" if _WORKERS in name else ""),
+            ),
+            estimated_us=us,
+            suggestion=_pipeline_suggestion(name, p.has_device),
+        )
+    ]
+
+
+_WORKERS = "_MultiProcessingDataLoaderIter"
+"""The iterator torch's DataLoader uses when ``num_workers > 0`` (``_SingleProcessDataLoaderIter`` without)."""
+
+
+def _pipeline_suggestion(name: str, has_device: bool) -> str:
+    """Advice that fits the loader the trace names: workers or none, a device to pin memory for or not."""
+    pin = ", pin_memory=True" if has_device else ""
+    if _WORKERS in name:
+        return (
+            "the workers do not keep up: raise num_workers above its current value (and prefetch_factor), "
+            f"keep them alive (persistent_workers=True{pin}) and make each sample's work lighter"
+            + (" or move it onto the device" if has_device else "")
+        )
+    return (
+        f"load in the background: DataLoader(num_workers=4{pin}, persistent_workers=True), and move "
+        "preprocessing into the workers" + (" or onto the device" if has_device else "")
+    )
