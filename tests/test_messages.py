@@ -221,6 +221,57 @@ def test_roofline_works_from_the_recorded_events_without_writing_a_trace(tmp_pat
     assert {"aten::mm", "aten::addmm", "aten::sum"} <= {r.name for r in ours.rows}
 
 
+def test_roofline_of_a_cpu_session_is_refused_before_any_work_unless_a_preset_is_named(tmp_path, monkeypatch):
+    from neuronprof import _collect
+    from neuronprof.analysis import DEVICE_PEAKS, UnknownDeviceError
+
+    x = torch.randn(32, 32)
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, record_shapes=True, output_dir=tmp_path) as s:
+        for _ in s.steps():
+            x @ x
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the refusal comes before the ops are read")
+
+    with monkeypatch.context() as m:
+        m.setattr(_collect, "build_trace", no_work)
+        with pytest.raises(UnknownDeviceError) as err:
+            s.roofline()
+    message = str(err.value)
+    assert "this session (backend 'cpu') records no device work" in message and "a CPU has no peak preset" in message
+    assert "device=NAME" in message
+    named = s.roofline("trn2")
+    assert (named.device, named.peak_source) == (DEVICE_PEAKS["trn2"], "preset")
+    assert "device: preset trn2, as asked, not the machine the run was on, which was the CPU only" in str(named)
+
+
+def test_roofline_of_a_session_takes_the_peaks_of_the_device_its_backend_names(tmp_path):
+    from neuronprof.analysis import DEVICE_PEAKS
+    from neuronprof.backends import CpuBackend, register_backend, unregister_backend
+
+    class NamedDevice(CpuBackend):
+        # Runs on the CPU but reports a device and its model, as the CUDA backend does.
+        name = "named-device"
+        device_label = "CUDA"
+
+        def device_name(self, ctx):
+            return "NVIDIA H200"
+
+    x = torch.randn(32, 32)
+    register_backend(NamedDevice())
+    try:
+        with neuronprof.session(backend="named-device", wait=0, warmup=1, active=1, record_shapes=True,
+                                output_dir=tmp_path) as s:
+            for _ in s.steps():
+                x @ x
+    finally:
+        unregister_backend("named-device")
+    rl = s.roofline()
+    assert (rl.device, rl.peak_source, rl.device_name) == (DEVICE_PEAKS["h200"], "run", "NVIDIA H200")
+    assert "device: the run's own, NVIDIA H200 (CUDA), with preset h200's published peaks" in str(rl)
+    assert s.roofline("h100").peak_source == "preset"
+
+
 def test_an_interrupted_session_says_so_when_nothing_was_recorded(tmp_path):
     model = torch.nn.Linear(16, 16)
     with pytest.raises(KeyboardInterrupt):

@@ -50,6 +50,8 @@ class Recording:
         config: The session's options.
         backend: The backend's name (``"neuron"``, ``"cpu"``...).
         device_label: Label of the device columns, or None without a device.
+        device_name: The device's model as the backend names it (``"NVIDIA H200"``), or
+            None when it names none.
         has_device: Whether device time reaches torch.profiler (device columns are numbers, not blank).
         core: The captured cores.
         cycles: The kept cycles (``keep_cycles``), oldest first: their events and trace caches.
@@ -79,6 +81,7 @@ class Recording:
     started: float
     output_dir: Path
     metadata: dict[str, Any]
+    device_name: Optional[str] = None
 
 
 def nothing_recorded(rec: Recording, what: str) -> str:
@@ -223,22 +226,41 @@ def report(
 
 def roofline(
     rec: Recording,
-    device: Union[DevicePreset, DevicePeak],
+    device: Optional[Union[DevicePreset, DevicePeak]],
     *,
     peak_flops: Optional[float],
     peak_bw: Optional[float],
 ) -> Roofline:
     """Place the kept cycles' ops on a roofline, from the events in memory (see ``Session.roofline``)."""
-    from neuronprof.analysis import roofline as _roofline
+    from neuronprof.analysis._peaks import resolve_peaks
+    from neuronprof.analysis._roofline import place_trace
 
     require_recorded(rec, "there is nothing to place on a roofline")
-    return _roofline(offline_trace(rec), device=device, peak_flops=peak_flops, peak_bw=peak_bw)
+    # The session's backend says what the run was on, even when no device time reached
+    # torch.profiler (its trace then has no device label); a refusal comes before any work.
+    peak, origin = resolve_peaks(
+        device,
+        peak_flops=peak_flops,
+        peak_bw=peak_bw,
+        device_label=rec.device_label,
+        device_name=rec.device_name,
+        subject=f"this session (backend {rec.backend!r})",
+    )
+    return place_trace(
+        offline_trace(rec),
+        peak,
+        peak_source=origin,
+        time_source="auto",
+        device_label=rec.device_label,
+        device_name=rec.device_name,
+    )
 
 
 def offline_trace(rec: Recording) -> Trace:
     """The kept cycles as the offline reader's [`Trace`][neuronprof.analysis.Trace] (see ``Session.trace``)."""
     # From the events in memory, through the table's own aggregation: no trace is written or parsed back.
-    return _collect.build_trace(list(rec.cycles), has_device=rec.has_device, device_label=rec.device_label)
+    trace = _collect.build_trace(list(rec.cycles), has_device=rec.has_device, device_label=rec.device_label)
+    return dataclasses.replace(trace, device_name=rec.device_name) if rec.device_name else trace
 
 
 def gather_rank_table(rec: Recording, timeout: float) -> RankTable:

@@ -181,6 +181,7 @@ class Session:
         self._unguard: Callable[[], None] = lambda: None
         self._start_thread: Optional[int] = None
         self._interrupted: Optional[str] = None
+        self._device_name: Optional[str] = None
 
     # -- read-only facts -------------------------------------------------------
     @property
@@ -296,6 +297,7 @@ class Session:
 
         self._rank, self._world_size = distributed_rank()
         ctx = self._context()
+        self._device_name = self._backend.device_name(ctx)
         unsupported = [m for m in self.modes if m not in self._backend.supported_modes]
         for mode in unsupported:
             self._note(f"mode {mode!r} is not captured by the {self.backend} backend; ignored")
@@ -915,6 +917,7 @@ class Session:
             started=self._started,
             output_dir=self._output_dir,
             metadata=self._trace_metadata(),
+            device_name=self._device_name,
         )
 
     def _empty_device_message(self, table: Table) -> Optional[str]:
@@ -1035,7 +1038,7 @@ class Session:
 
     def roofline(
         self,
-        device: Union[DevicePreset, DevicePeak] = "trn2",
+        device: Optional[Union[DevicePreset, DevicePeak]] = None,
         *,
         peak_flops: Optional[float] = None,
         peak_bw: Optional[float] = None,
@@ -1047,17 +1050,29 @@ class Session:
         from the recorded events of the kept cycles (``keep_cycles``) in memory:
         no trace is written or parsed back.
 
+        Without ``device``, the roofs are those of the device the session ran on, as
+        its backend names it (a CUDA GPU by ``torch.cuda.get_device_name()``:
+        ``"NVIDIA H200"`` is ``"h200"``). A session on the CPU, on a device without a
+        preset, or on one whose model the backend does not name (TorchNeuron does not
+        say which Trainium generation it runs on) is refused; name a preset then, and
+        the result says that its peaks are a preset's.
+
         Args:
             device: A preset (``"trn2"``, ``"trn1"``, ``"h100"``, ``"h200"``, ``"a100"``)
-                or a [`DevicePeak`][neuronprof.analysis.DevicePeak].
+                or a [`DevicePeak`][neuronprof.analysis.DevicePeak]; ``None`` (the
+                default) for the session's own device.
             peak_flops: Peak FLOP/s overriding the preset's.
-            peak_bw: Peak memory bandwidth in bytes/s overriding the preset's.
+            peak_bw: Peak memory bandwidth in bytes/s overriding the preset's. Given with
+                ``peak_flops`` and no ``device``, the two are the peaks.
 
         Returns:
             A [`Roofline`][neuronprof.analysis.Roofline]; print it or ``plot()`` it.
 
         Raises:
             SessionStateError: Called before the with-block has ended, or nothing was recorded.
+            UnknownDeviceError: No ``device`` was given and the session's device has no
+                known peaks (the message says what it ran on); raised before any work.
+            ValueError: Unknown preset, or a peak that is not positive.
         """
         self._require_done("roofline()")
         return _recording.roofline(self._record(), device, peak_flops=peak_flops, peak_bw=peak_bw)

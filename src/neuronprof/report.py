@@ -20,6 +20,7 @@ import os
 import platform
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Union
+from urllib.parse import urlsplit
 
 from neuronprof.model import Comparison, OpRow, Table
 from neuronprof.render import _best_cells, _cmp_columns, _cmp_footer, format_shapes, format_us
@@ -273,6 +274,19 @@ def _timeline_data(timeline: Timeline) -> dict[str, Any]:
 # -- findings -------------------------------------------------------------------------
 
 
+def _guide_link(kind: str, docs: str) -> dict[str, Any]:
+    """A finding's guide section as a link: ``docs`` on the published guide, or the page in the sources (said so)."""
+    from neuronprof.analysis.insights import GUIDE_TITLE, GUIDE_URL, SECTIONS
+
+    parts = urlsplit(docs)
+    published = parts.scheme in ("http", "https") and bool(parts.netloc)
+    in_sources = docs.split("#")[0] == GUIDE_URL
+    note = f"{docs}, a page in neuronprof's sources" if in_sources else (None if published else docs)
+    # An address of any other scheme (from a JSON file, say) is shown, never linked.
+    href = docs if published or not (parts.scheme or parts.netloc) else None
+    return {"href": href, "text": f"{GUIDE_TITLE} → {SECTIONS.get(kind, kind)}", "note": note}
+
+
 def _findings_data(insights: Optional[Insights]) -> Optional[dict[str, Any]]:
     if insights is None:
         return None
@@ -289,7 +303,7 @@ def _findings_data(insights: Optional[Insights]) -> Optional[dict[str, Any]]:
                 else "no estimate",
                 "evidence": _evidence_text(f.evidence),
                 "suggestion": f.suggestion,
-                "docs": f.docs,
+                "guide": _guide_link(f.kind, f.docs),
             }
             for f in insights.findings
         ],

@@ -41,6 +41,7 @@ __all__ = [
     "MeasuredTime",
     "Mode",
     "NeuronBuild",
+    "PeakSource",
     "Phase",
     "ProfileKind",
     "RankMetric",
@@ -318,6 +319,16 @@ DevicePreset = Literal["trn1", "trn1-chip", "trn2", "trn2-core", "trn2-chip", "h
 
 The figures and their sources are in
 [`DEVICE_PEAKS`][neuronprof.analysis.DEVICE_PEAKS]; names are matched without regard to case.
+"""
+
+PeakSource = Literal["run", "preset", "custom"]
+"""Where the peaks of a roofline come from (``Roofline.peak_source``).
+
+* ``"run"``: the published figures of the device the run was on, the preset its
+  model name maps to (``device=None``, the default).
+* ``"preset"``: a preset, or a ``DevicePeak``, named with ``device=``; it may
+  describe another machine than the one the run was on.
+* ``"custom"``: peaks given by hand with ``peak_flops=``/``peak_bw=``.
 """
 
 ToolChoice = Union[Literal["auto", "never"], str, "os.PathLike[str]"]

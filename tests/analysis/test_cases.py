@@ -293,11 +293,14 @@ def _hip_trace(tmp_path: Path) -> Path:
 
 def test_every_command_labels_an_amd_trace_hip(tmp_path: Path, reader: str, capsys: pytest.CaptureFixture[str]) -> None:
     path = str(_hip_trace(tmp_path))
-    for command in (["summarize"], ["diff", path], ["advise"], ["roofline"]):
+    for command in (["summarize"], ["diff", path], ["advise"], ["roofline", "--device", "h100"]):
         code = analysis_main([command[0], path, *command[1:]])
         out = capsys.readouterr().out
         assert code == 0, command
         assert "HIP" in out and "CUDA" not in out, (command, out)
+    # No preset holds an MI300X's peaks: without --device the roofline is refused, naming it.
+    assert analysis_main(["roofline", path]) == 2
+    assert "AMD Instinct MI300X (HIP), which has no peak preset" in capsys.readouterr().err
     html_path = tmp_path / "report.html"
     assert analysis_main(["report", path, "-o", str(html_path)]) == 0
     html = html_path.read_text()

@@ -98,11 +98,14 @@ def test_bad_options_are_one_line_errors_too(tmp_path: Path, capsys) -> None:
     path = write_trace(tmp_path / "t.json", [op("a", 0, 1)])
     assert analysis_main(["roofline", str(path), "--device", "tpu-v9"]) == 2
     assert "unknown device 'tpu-v9'" in capsys.readouterr().err
-    assert analysis_main(["roofline", str(path), "--time", "device"]) == 2
+    assert analysis_main(["roofline", str(path)]) == 2  # a CPU trace, and no preset named
+    assert "a CPU has no peak preset" in capsys.readouterr().err
+    assert analysis_main(["roofline", str(path), "--device", "trn2", "--time", "device"]) == 2
     assert "no device time" in capsys.readouterr().err
-    assert analysis_main(["roofline", str(path), "--plot", str(tmp_path / "plot.pdf")]) == 2
+    assert analysis_main(["roofline", str(path), "--device", "trn2", "--plot", str(tmp_path / "plot.pdf")]) == 2
     assert ".png or .svg" in capsys.readouterr().err
-    assert analysis_main(["roofline", str(path), "--plot", str(tmp_path / "no" / "such" / "dir.png")]) == 2
+    plot = str(tmp_path / "no" / "such" / "dir.png")
+    assert analysis_main(["roofline", str(path), "--device", "trn2", "--plot", plot]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
     with pytest.raises(SystemExit) as exit_info:  # argparse: usage plus one error line, status 2
         analysis_main(["roofline", str(path), "--peak-flops", "fast"])

@@ -16,12 +16,15 @@ from neuronprof.analysis import (
     DevicePeak,
     NeuronProfile,
     Roofline,
+    UnknownDeviceError,
     device_peak,
     dtype_size,
     op_cost,
     roofline,
 )
+from neuronprof.analysis.cli import main as analysis_main
 from neuronprof.analysis.neuron import DeviceSummary
+from neuronprof.errors import NeuronProfError
 
 F32, BF16 = "float", "c10::BFloat16"
 
@@ -199,7 +202,7 @@ def test_wrappers_are_left_out_and_said_so(tmp_path: Path) -> None:
 
 
 def test_trace_without_shapes_says_how_to_fix_it(tmp_path: Path) -> None:
-    rl = roofline(write_trace(tmp_path / "t.json", [op("aten::mm", 0, 10)]))
+    rl = roofline(write_trace(tmp_path / "t.json", [op("aten::mm", 0, 10)]), "trn2")
     assert rl.rows == () and rl.bound is None
     assert any("record_shapes=True" in n for n in rl.notes)
     assert "record_shapes=True" in rl.to_text()
@@ -270,3 +273,119 @@ def test_trace_ops_and_neuron_counters_are_placed_by_one_formula(
     # The formula itself: attainable under the roof; compute-bound exactly right of the ridge point.
     assert row.attainable_flops_per_s <= row.peak_flops_per_s
     assert (row.bound == "compute") == (row.intensity >= DEVICE_PEAKS["trn2"].ridge)
+
+
+# -- whose peaks: the machine the run was on, or a preset named, never a silent default ------
+
+
+def _gpu_trace(tmp_path: Path, name: str) -> Path:
+    """A bf16 matmul with its kernel's device time, on a GPU the header names as torch does."""
+    return write_trace(
+        tmp_path / "gpu.json",
+        [
+            op("aten::mm", 0, 100, pid=1, tid=1, External_id=5, Input_Dims=[[512, 512]] * 2, Input_type=[BF16] * 2),
+            op("gemm", 10, 50, cat="kernel", pid=0, tid=7, External_id=5),
+        ],
+        deviceProperties=[{"id": 0, "name": name}],
+    )
+
+
+def _cpu_trace(tmp_path: Path) -> Path:
+    return write_trace(tmp_path / "cpu.json", [op("aten::mm", 0, 10, Input_Dims=[[64, 64]] * 2, Input_type=[F32] * 2)])
+
+
+def test_a_cpu_trace_is_refused_with_what_it_ran_on_and_how_to_name_a_preset(tmp_path: Path, capsys) -> None:
+    path = _cpu_trace(tmp_path)
+    with pytest.raises(UnknownDeviceError) as info:
+        roofline(path)
+    message = str(info.value)
+    assert isinstance(info.value, NeuronProfError) and isinstance(info.value, ValueError)
+    assert str(path) in message and "no device work, only CPU ops" in message and "a CPU has no peak preset" in message
+    assert "device=NAME" in message and "--device NAME" in message and "peak_flops=" in message
+    assert all(name in message for name in DEVICE_PEAKS)
+    # The command line says the same on one line, exit status 2, and prints no table.
+    assert analysis_main(["roofline", str(path), "--plot", str(tmp_path / "r.png")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and "a CPU has no peak preset" in err
+    assert not (tmp_path / "r.png").exists()
+
+
+@pytest.mark.parametrize(
+    "name, preset",
+    [
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("NVIDIA H200", "h200"),
+        ("nvidia  a100-sxm4-80gb", "a100"),
+        ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+        ("NVIDIA A100-PCIE-40GB", "a100-40gb"),
+    ],
+)
+def test_a_trace_naming_a_known_device_is_compared_with_that_device(tmp_path: Path, name: str, preset: str) -> None:
+    rl = roofline(_gpu_trace(tmp_path, name))
+    assert rl.device == DEVICE_PEAKS[preset]
+    assert (rl.peak_source, rl.device_label, rl.device_name) == ("run", "CUDA", name)
+    assert f"device: the run's own, {name} (CUDA), with preset {preset}'s published peaks" in rl.to_text()
+    assert Roofline.from_json(rl.to_json()) == rl
+
+
+@pytest.mark.parametrize("name", ["NVIDIA H100 PCIe", "NVIDIA H200 NVL", "NVIDIA A100 80GB PCIe", "NVIDIA L4"])
+def test_a_device_without_a_preset_is_refused_by_name(tmp_path: Path, name: str) -> None:
+    # Siblings of the presets' parts have other clocks and bandwidth: no neighbour's figures.
+    with pytest.raises(UnknownDeviceError, match=f"recorded on {name} \\(CUDA\\), which has no peak preset"):
+        roofline(_gpu_trace(tmp_path, name))
+
+
+def test_an_explicit_preset_is_honoured_and_said_to_be_a_preset(tmp_path: Path) -> None:
+    on_cpu = roofline(_cpu_trace(tmp_path), device="h100")
+    assert (on_cpu.device, on_cpu.peak_source) == (DEVICE_PEAKS["h100"], "preset")
+    assert "device: preset h100, as asked, not the machine the run was on, which was the CPU only" in on_cpu.to_text()
+    h100 = _gpu_trace(tmp_path, "NVIDIA H100 80GB HBM3")
+    other = roofline(h100, device="h200")
+    assert other.device == DEVICE_PEAKS["h200"] and other.peak_source == "preset"
+    assert "not the machine the run was on, which was NVIDIA H100 80GB HBM3 (CUDA)" in other.to_markdown()
+    same = roofline(h100, device="h100")
+    assert "device: preset h100, as asked, which is the machine the run was on" in same.to_text()
+    # A Neuron trace does not say which Trainium generation it ran on: no claim either way.
+    neuron = write_trace(
+        tmp_path / "neuron.json",
+        [
+            op("aten::mm", 0, 100, pid=1, tid=1, External_id=5, Input_Dims=[[64, 64]] * 2, Input_type=[BF16] * 2),
+            op("nc_exec_running", 10, 50, cat="kernel", pid=0, tid=7, External_id=5),
+            {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "NeuronCore 0"}},
+        ],
+    )
+    with pytest.raises(UnknownDeviceError, match="which Trainium generation and logical-core size"):
+        roofline(neuron)
+    trn2 = roofline(neuron, device="trn2")
+    assert "so whether these peaks are its own is not known" in trn2.to_text()
+
+
+def test_peaks_given_by_hand_need_no_preset(tmp_path: Path) -> None:
+    rl = roofline(_cpu_trace(tmp_path), peak_flops=1e12, peak_bw=1e11)
+    assert (rl.device.flops_per_s, rl.device.bytes_per_s, rl.peak_source) == (1e12, 1e11, "custom")
+    assert "custom peaks (peak_flops/peak_bw given); the run was on the CPU only" in rl.to_text()
+    with pytest.raises(UnknownDeviceError):
+        roofline(_cpu_trace(tmp_path), peak_bw=1e11)  # one peak alone still needs a device's other
+    with pytest.raises(ValueError, match="positive"):
+        roofline(_cpu_trace(tmp_path), peak_flops=-1.0)
+    bw = roofline(_gpu_trace(tmp_path, "NVIDIA H200"), peak_bw=1e12)
+    assert bw.device.flops_per_s == DEVICE_PEAKS["h200"].flops_per_s and bw.peak_source == "custom"
+
+
+def test_the_command_line_takes_the_traces_own_device_and_honours_device(cuda_trace: Path, capsys) -> None:
+    assert analysis_main(["roofline", str(cuda_trace)]) == 0
+    assert "device: the run's own, NVIDIA H100 80GB HBM3 (CUDA)" in capsys.readouterr().out
+    assert analysis_main(["roofline", str(cuda_trace), "--device", "trn2", "--format", "json"]) == 0
+    data = Roofline.from_json(capsys.readouterr().out)
+    assert (data.device.name, data.peak_source, data.device_name) == ("trn2", "preset", "NVIDIA H100 80GB HBM3")
+
+
+def test_a_neuron_profile_needs_a_preset_named() -> None:
+    summary = DeviceSummary(key="n_1", label="neff", total_us=10.0, hbm_read_bytes=10, hbm_write_bytes=10,
+                            hardware_flops=100.0)
+    profile = NeuronProfile(summaries=(summary,))
+    with pytest.raises(UnknownDeviceError, match="Neuron profile was recorded on a NEURON device"):
+        profile.roofline()
+    rl = profile.roofline("trn2")
+    assert (rl.peak_source, rl.device_label) == ("preset", "NEURON")
+    assert "device: preset trn2, as asked; the run was on a NEURON device whose model is not recorded" in rl.to_text()

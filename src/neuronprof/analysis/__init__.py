@@ -36,7 +36,7 @@ from neuronprof.analysis._roofline import (
     roofline,
 )
 from neuronprof.analysis._verdict import Shift, Verdict, shift
-from neuronprof.analysis.errors import TraceError
+from neuronprof.analysis.errors import TraceError, UnknownDeviceError
 from neuronprof.analysis.flops import DTYPE_SIZES, OpCost, dtype_size, op_cost
 from neuronprof.analysis.insights import Evidence, Finding, FindingKind, Insights, advise
 from neuronprof.analysis.neuron import NeuronProfile, neuron_profile
@@ -79,6 +79,7 @@ __all__ = [
     "TraceError",
     "TraceOp",
     "TraceSource",
+    "UnknownDeviceError",
     "Verdict",
     "advise",
     "check",

@@ -1,4 +1,6 @@
-"""The two roofs of a device (peak compute, peak memory bandwidth) and the published presets."""
+"""The two roofs of a device (peak compute, peak memory bandwidth), the published presets,
+and which preset a run's own device is.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +8,10 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Optional, Union
 
-from neuronprof.typing import DevicePreset
+from neuronprof.analysis.errors import UnknownDeviceError
+from neuronprof.typing import DevicePreset, PeakSource
 
-__all__ = ["DEVICE_PEAKS", "DevicePeak", "device_peak"]
+__all__ = ["DEVICE_PEAKS", "DevicePeak", "device_peak", "describe_run_device", "preset_of_run", "resolve_peaks"]
 
 
 @dataclass(frozen=True)
@@ -38,8 +41,7 @@ class DevicePeak:
             value = getattr(self, attr)
             if value is None and attr == "fp32_flops_per_s":
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"DevicePeak.{attr} must be a positive number, got {value!r}")
+            _check_positive(f"DevicePeak.{attr}", value)
 
     @property
     def ridge(self) -> float:
@@ -59,6 +61,11 @@ class DevicePeak:
     def to_dict(self) -> dict[str, Any]:
         """Return the peak as a JSON-ready dict."""
         return asdict(self)
+
+
+def _check_positive(what: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{what} must be a positive number, got {value!r}")
 
 
 _WIDE_FLOATS = frozenset({"float", "double", "float32", "float64", "c10::complex<float>", "c10::complex<double>"})
@@ -173,4 +180,114 @@ def device_peak(
         bytes_per_s=base.bytes_per_s if peak_bw is None else peak_bw,
         fp32_flops_per_s=base.fp32_flops_per_s if peak_flops is None else None,
         description="custom peaks" + (f" over {base.name}" if base.description else ""),
+    )
+
+
+# The device models a run names, mapped to the preset holding that part's published
+# figures. The names are torch's (torch.cuda.get_device_name(), which kineto writes
+# into a trace as deviceProperties[].name), matched whole, without regard to case or
+# repeated spaces. Only parts whose datasheet figures are the preset's: the H100 PCIe
+# and NVL, the H200 NVL and the A100 80GB PCIe (1,935 GB/s) have other peaks and no
+# preset, so a run on one of them is refused rather than compared with a sibling's figures.
+_MODEL_PRESETS: dict[str, DevicePreset] = {
+    "nvidia h100 80gb hbm3": "h100",  # the SXM5 part (the PCIe card is "NVIDIA H100 PCIe")
+    "nvidia h200": "h200",  # the SXM part (the NVL card is "NVIDIA H200 NVL")
+    "nvidia a100-sxm4-80gb": "a100",
+    "nvidia a100-sxm4-40gb": "a100-40gb",
+    "nvidia a100-pcie-40gb": "a100-40gb",  # the same 312 / 19.5 TFLOP/s and 1,555 GB/s as the SXM4 40GB
+}
+
+
+def preset_of_run(device_label: Optional[str], device_name: Optional[str]) -> Optional[DevicePreset]:
+    """Return the preset of the device a run was on, or ``None`` when it has none.
+
+    A run has one only when its work was on a device (``device_label`` set) and its
+    model is named and known: a CUDA trace names its GPU (``"NVIDIA H100 80GB HBM3"``
+    is ``"h100"``); a Neuron trace does not say which Trainium generation ran it, and a
+    CPU has no preset.
+
+    Args:
+        device_label: The run's device label (``"CUDA"``, ``"NEURON"``...); ``None`` for the CPU only.
+        device_name: The device's model as the trace or session names it, or ``None``.
+    """
+    if device_label is None or not device_name:
+        return None
+    return _MODEL_PRESETS.get(" ".join(device_name.split()).casefold())
+
+
+def describe_run_device(device_label: Optional[str], device_name: Optional[str]) -> str:
+    """Say in words what a run was on: ``"NVIDIA H200 (CUDA)"``, ``"the CPU only"``...
+
+    Args:
+        device_label: The run's device label; ``None`` for the CPU only.
+        device_name: The device's model, or ``None`` when not recorded.
+    """
+    if device_label is None:
+        return "the CPU only"
+    if device_name:
+        return f"{device_name} ({device_label})"
+    return f"a {device_label} device whose model is not recorded"
+
+
+def resolve_peaks(
+    device: Optional[Union[DevicePreset, DevicePeak]],
+    *,
+    peak_flops: Optional[float],
+    peak_bw: Optional[float],
+    device_label: Optional[str],
+    device_name: Optional[str],
+    subject: str,
+) -> tuple[DevicePeak, PeakSource]:
+    """Choose a roofline's peaks: the ones asked for, else those of the run's own device.
+
+    ``device`` is always honoured. Without it, ``peak_flops`` and ``peak_bw`` together
+    are peaks of their own; otherwise the run's device must have a preset
+    (``preset_of_run``), which either override then adjusts.
+
+    Args:
+        device: A preset name or a ``DevicePeak``; ``None`` for the run's own device.
+        peak_flops: Peak FLOP/s overriding the chosen peaks' (for every dtype).
+        peak_bw: Peak memory bandwidth in bytes/s overriding the chosen peaks'.
+        device_label: The run's device label; ``None`` for the CPU only.
+        device_name: The device's model, or ``None`` when not recorded.
+        subject: Who ran, for the error (``"the trace"``, ``"this session"``).
+
+    Returns:
+        The peaks, and where they come from (see [`PeakSource`][neuronprof.typing.PeakSource]).
+
+    Raises:
+        UnknownDeviceError: No ``device`` was given and the run's device has no preset.
+        ValueError: Unknown preset, or a peak that is not a positive number.
+    """
+    custom = peak_flops is not None or peak_bw is not None
+    if device is not None:
+        return device_peak(device, peak_flops=peak_flops, peak_bw=peak_bw), "custom" if custom else "preset"
+    if peak_flops is not None and peak_bw is not None:
+        return DevicePeak("custom", peak_flops, peak_bw, description="custom peaks"), "custom"
+    for what, value in (("peak_flops", peak_flops), ("peak_bw", peak_bw)):
+        if value is not None:
+            _check_positive(what, value)
+    preset = preset_of_run(device_label, device_name)
+    if preset is None:
+        raise UnknownDeviceError(_refusal(subject, device_label, device_name))
+    return device_peak(preset, peak_flops=peak_flops, peak_bw=peak_bw), "custom" if custom else "run"
+
+
+def _refusal(subject: str, device_label: Optional[str], device_name: Optional[str]) -> str:
+    if device_label is None:
+        named = f" (its header names {device_name}, but no work on it)" if device_name else ""
+        why = f"{subject} records no device work, only CPU ops{named}, and a CPU has no peak preset"
+    elif device_name:
+        why = f"{subject} was recorded on {device_name} ({device_label}), which has no peak preset"
+    elif device_label == "NEURON":
+        why = (
+            f"{subject} was recorded on a NEURON device, and which Trainium generation and logical-core "
+            "size (LNC) it was, which set its peaks, is not recorded"
+        )
+    else:
+        why = f"{subject} was recorded on a {device_label} device whose model is not recorded, so no preset fits it"
+    return (
+        f"no roofline of the run's own device: {why}. Name the peaks to compare with: device=NAME "
+        f"(command line: --device NAME), NAME one of {', '.join(DEVICE_PEAKS)}; or peaks of your own "
+        "with peak_flops= and peak_bw= (--peak-flops and --peak-bw)"
     )

@@ -8,10 +8,10 @@ arithmetic intensity, places the op left (memory-bound) or right
 Dividing by the measured time gives the achieved FLOP/s and bytes/s, shown as
 a percentage of the roof at that intensity.
 
-A little over 500 lines, kept in one module on purpose: the model (``Roofline``,
+About 600 lines, kept in one module on purpose: the model (``Roofline``,
 ``RooflineRow``), its JSON form and the one function that places ops on the roof
-are one formula's input, output and arithmetic; the peaks and FLOP estimates live
-in their own modules.
+are one formula's input, output and arithmetic; the peaks (and which preset a run's
+own device is) and the FLOP estimates live in their own modules.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from typing import Any, Optional, Union, cast, get_args
 
 from neuronprof._deprecation import renamed_keyword
 from neuronprof._model_rows import _keep_totals
-from neuronprof.analysis._peaks import DEVICE_PEAKS, DevicePeak, device_peak
-from neuronprof.analysis.errors import TraceError
+from neuronprof.analysis._peaks import DEVICE_PEAKS, DevicePeak, device_peak, resolve_peaks
+from neuronprof.analysis.errors import TraceError, UnknownDeviceError
 from neuronprof.analysis.flops import op_cost
-from neuronprof.analysis.trace import TraceSource, load_trace
+from neuronprof.analysis.trace import Trace, TraceSource, load_trace
 from neuronprof.model import Shape, _opt_float, _opt_int, limit_rows, loads, row_from_dict, row_to_dict
-from neuronprof.typing import Bound, DevicePreset, FlopsSource, MeasuredTime, TimeSource
+from neuronprof.typing import Bound, DevicePreset, FlopsSource, MeasuredTime, PeakSource, TimeSource
 
 __all__ = [
     "DEVICE_PEAKS",
@@ -39,6 +39,7 @@ __all__ = [
     "Roofline",
     "RooflineRow",
     "TimeSource",
+    "UnknownDeviceError",
     "device_peak",
     "roofline",
 ]
@@ -120,8 +121,14 @@ class Roofline:
         notes: Remarks (ops skipped, time source, ...).
         total_rows: How many rows there were before any limit
             ([`head`][neuronprof.analysis.Roofline.head]); filled in from ``rows`` when not given.
-        device_label: The device the trace's time was measured on, as the trace
-            names it (``"CUDA"``, ``"HIP"``, ``"NEURON"``...); ``None`` without device events.
+        device_label: The device the run was on, as its trace or session names it
+            (``"CUDA"``, ``"HIP"``, ``"NEURON"``...); ``None`` for the CPU only (a trace
+            without device events).
+        device_name: That device's model, when the trace or session records it
+            (``"NVIDIA H200"``); ``None`` otherwise.
+        peak_source: Where ``device``'s peaks come from: ``"run"`` (the preset of the
+            device the run was on), ``"preset"`` (named with ``device=``, maybe another
+            machine's) or ``"custom"`` (see [`PeakSource`][neuronprof.typing.PeakSource]).
     """
 
     rows: tuple[RooflineRow, ...]
@@ -131,6 +138,8 @@ class Roofline:
     notes: tuple[str, ...] = field(default=())
     total_rows: Optional[int] = None
     device_label: Optional[str] = None
+    device_name: Optional[str] = None
+    peak_source: PeakSource = "preset"
     # The totals of every row, taken before any limit (see neuronprof.model.limit_rows):
     # FLOPs, bytes, time, and the time of the memory- and compute-bound rows. Not __init__
     # parameters: filled in from the rows, carried by head() and from_dict().
@@ -265,6 +274,8 @@ class Roofline:
             "time_source": self.time_source,
             "source": self.source,
             "device_label": self.device_label,
+            "device_name": self.device_name,
+            "peak_source": self.peak_source,
             "notes": list(self.notes),
             "bound": self.bound,
             "total_rows": self.total_rows,
@@ -306,6 +317,9 @@ class Roofline:
         time_source = data.get("time_source", "device")
         if time_source not in ("device", "cpu"):
             raise ValueError(f"invalid time_source {time_source!r}")
+        peak_source = data.get("peak_source", "preset")
+        if peak_source not in get_args(PeakSource):
+            raise ValueError(f"invalid peak_source {peak_source!r}")
         try:
             device = DevicePeak(**data["device"])
         except (KeyError, TypeError) as exc:
@@ -318,6 +332,8 @@ class Roofline:
             notes=tuple(data.get("notes", ())),
             total_rows=_opt_int(data.get("total_rows")),
             device_label=data.get("device_label") if isinstance(data.get("device_label"), str) else None,
+            device_name=data.get("device_name") if isinstance(data.get("device_name"), str) else None,
+            peak_source=peak_source,
         )
         _keep_totals(out, **{name: _opt_float(data.get(key)) for name, key in _TOTALS.items()})
         return out
@@ -446,7 +462,7 @@ def place_on_roof(
 @renamed_keyword("time", "time_source")
 def roofline(
     source: TraceSource,
-    device: Union[DevicePreset, DevicePeak] = "trn2",
+    device: Optional[Union[DevicePreset, DevicePeak]] = None,
     *,
     peak_flops: Optional[float] = None,
     peak_bw: Optional[float] = None,
@@ -459,23 +475,76 @@ def roofline(
     is mostly spent in ops it calls (``aten::linear`` calling ``aten::addmm``,
     say) is left out, since its children are on the roofline themselves.
 
+    Without ``device``, the roofs are those of the device the trace was recorded on:
+    its model, as the trace's ``deviceProperties`` name it, chooses the preset
+    (``"NVIDIA H100 80GB HBM3"`` is ``"h100"``). A trace of the CPU only, of a device
+    without a preset, or of one whose model it does not record (a Neuron trace does
+    not say which Trainium generation ran it) is refused; name a preset then, and the
+    result says that its peaks are a preset's (``Roofline.peak_source``).
+
     Args:
         source: A trace file or folder, or a loaded [`Trace`][neuronprof.analysis.Trace].
         device: A preset name from [`DEVICE_PEAKS`][neuronprof.analysis.DEVICE_PEAKS]
             (``"trn2"``, ``"trn1"``, ``"h100"``, ``"h200"``, ``"a100"``, ...) or a
-            [`DevicePeak`][neuronprof.analysis.DevicePeak].
+            [`DevicePeak`][neuronprof.analysis.DevicePeak]; ``None`` (the default) for
+            the trace's own device.
         peak_flops: Peak FLOP/s overriding the device's.
-        peak_bw: Peak memory bandwidth (bytes/s) overriding the device's.
+        peak_bw: Peak memory bandwidth (bytes/s) overriding the device's. Given with
+            ``peak_flops`` and no ``device``, the two are the peaks.
         time_source: Which measured time to use (see [`TimeSource`][neuronprof.typing.TimeSource]).
 
     Raises:
+        UnknownDeviceError: No ``device`` was given and the trace's device has no known
+            peaks; raised before any op is placed, naming what the trace was recorded on.
         TraceError: The trace cannot be read.
         ValueError: Unknown device or time source, or a peak that is not positive.
     """
     if time_source not in get_args(TimeSource):
         raise ValueError(f"unknown time_source {time_source!r}; use one of {', '.join(get_args(TimeSource))}")
-    peak = device_peak(device, peak_flops=peak_flops, peak_bw=peak_bw)
+    if device is not None:
+        device_peak(device, peak_flops=peak_flops, peak_bw=peak_bw)  # a bad preset fails before the trace is read
     trace = load_trace(source)
+    peak, origin = resolve_peaks(
+        device,
+        peak_flops=peak_flops,
+        peak_bw=peak_bw,
+        device_label=trace.device_label,
+        device_name=trace.device_name,
+        subject=f"the trace {trace.source}" if trace.source else "the trace",
+    )
+    return place_trace(
+        trace,
+        peak,
+        peak_source=origin,
+        time_source=time_source,
+        device_label=trace.device_label,
+        device_name=trace.device_name,
+    )
+
+
+def place_trace(
+    trace: Trace,
+    peak: DevicePeak,
+    *,
+    peak_source: PeakSource,
+    time_source: TimeSource,
+    device_label: Optional[str],
+    device_name: Optional[str],
+) -> Roofline:
+    """Place the ops of a loaded trace on ``peak``'s roofline (see ``roofline``; peaks already chosen).
+
+    Args:
+        trace: The loaded trace.
+        peak: The roofs to compare with.
+        peak_source: Where ``peak`` comes from.
+        time_source: Which measured time to use.
+        device_label: The device the run was on (``None``: the CPU only); a session's
+            may differ from its trace's, which has no label without device events.
+        device_name: That device's model, when recorded.
+
+    Raises:
+        TraceError: ``time_source="device"`` and no device time is attributed to host ops.
+    """
     has_attributed = any(not o.on_device and o.self_device_us is not None for o in trace.ops) and any(
         (o.self_device_us or 0) > 0 for o in trace.ops if not o.on_device
     )
@@ -553,5 +622,7 @@ def roofline(
         time_source=use,
         source=trace.source,
         notes=tuple(notes),
-        device_label=trace.device_label,
+        device_label=device_label,
+        device_name=device_name,
+        peak_source=peak_source,
     )

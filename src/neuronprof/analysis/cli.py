@@ -117,11 +117,16 @@ def register(subparsers: Any) -> None:
         "roofline",
         help="compute- or memory-bound? each op against a device's roofline (no torch needed)",
         description="Estimate FLOPs and bytes of every op with recorded shapes and place it on a "
-        "device's roofline: arithmetic intensity, achieved vs attainable FLOP/s and GB/s, bound.",
+        "device's roofline: arithmetic intensity, achieved vs attainable FLOP/s and GB/s, bound. "
+        "Without --device, the peaks are those of the device the trace was recorded on; a trace of the CPU, "
+        "or of a device without a preset, is refused.",
     )
     p.add_argument("trace", help="trace file or folder (profiled with record_shapes=True)")
     p.add_argument(
-        "--device", default="trn2", metavar="NAME", help=f"peak preset: {', '.join(DEVICE_PEAKS)} (default: trn2)"
+        "--device",
+        default=None,
+        metavar="NAME",
+        help=f"peak preset: {', '.join(DEVICE_PEAKS)} (default: the preset of the device the trace names)",
     )
     p.add_argument(
         "--peak-flops", type=_rate, default=None, metavar="FLOP/S", help="custom peak FLOP/s, e.g. 989e12 or 989T"

@@ -282,9 +282,34 @@ def _roofline_header(rl: Roofline) -> list[str]:
         ridge += f" (16-bit), {p.fp32_flops_per_s / p.bytes_per_s:.1f} (FP32)"
     lines = [f"roofline on {p.name}" + (f": {p.description}" if p.description else "")]
     lines.append(f"peaks: {peaks}, {p.bytes_per_s / 1e9:g} GB/s; ridge point {ridge}")
+    lines.append(_whose_peaks(rl))
     if rl.source:
         lines.append(f"trace: {rl.source}")
     return lines
+
+
+def _whose_peaks(rl: Roofline) -> str:
+    """Say whose peaks these are: the run's own device's, or a preset or peaks asked for, and what the run was on."""
+    from neuronprof.analysis._peaks import DEVICE_PEAKS, describe_run_device, preset_of_run
+
+    p = rl.device
+    ran_on = describe_run_device(rl.device_label, rl.device_name)
+    if rl.peak_source == "run":
+        return f"device: the run's own, {ran_on}, with preset {p.name}'s published peaks"
+    if rl.peak_source == "custom" or DEVICE_PEAKS.get(p.name) != p:
+        # Peaks of the user's own may well be the run's device's: nothing is claimed either way.
+        what = "custom peaks (peak_flops/peak_bw given)" if rl.peak_source == "custom" else f"peaks {p.name!r} as given"
+        return f"device: {what}; the run was on {ran_on}"
+    own = preset_of_run(rl.device_label, rl.device_name)
+    if own == p.name:
+        return f"device: preset {p.name}, as asked, which is the machine the run was on: {ran_on}"
+    if own is None and rl.device_label is not None and not rl.device_name:
+        return (
+            f"device: preset {p.name}, as asked; the run was on {ran_on}, "
+            "so whether these peaks are its own is not known"
+        )
+    # The CPU, a named model without a preset, or another preset's model: not this preset's machine.
+    return f"device: preset {p.name}, as asked, not the machine the run was on, which was {ran_on}"
 
 
 def _roofline_footer(rl: Roofline) -> list[str]:

@@ -235,6 +235,18 @@ class Backend:
         """
         return None
 
+    def device_name(self, ctx: SessionContext) -> Optional[str]:
+        """Return the model of the device the session runs on, as its runtime names it, or None.
+
+        A roofline without ``device=`` takes its peaks from the preset of this name
+        (``"NVIDIA H200"`` is ``"h200"``); None, the default, makes it ask for a preset.
+        Called once, as the session starts.
+
+        Args:
+            ctx: The session's request: modes, cores, output folder and local rank.
+        """
+        return None
+
     def device_time(self, ctx: SessionContext) -> DeviceTime:
         """Return what device time this session delivers to torch.profiler.
 

@@ -48,6 +48,14 @@ class CudaBackend(Backend):
 
         return str(torch.cuda.current_device())
 
+    def device_name(self, ctx: SessionContext) -> Optional[str]:
+        """The model of the selected GPUs (``torch.cuda.get_device_name``); None when they differ."""
+        import torch
+
+        # One roofline for several GPUs holds only when they are one model.
+        names = {torch.cuda.get_device_name(i) for i in core_indices(ctx.core, torch.cuda.device_count())}
+        return names.pop() if len(names) == 1 else None
+
     def synchronize(self, ctx: SessionContext) -> None:
         import torch
 

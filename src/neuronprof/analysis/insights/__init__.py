@@ -35,17 +35,21 @@ from neuronprof.analysis.insights._findings import CHAIN_MIN_OPS as CHAIN_MIN_OP
 from neuronprof.analysis.insights._findings import CPU_BOUND_SHARE as CPU_BOUND_SHARE
 from neuronprof.analysis.insights._findings import (
     DEVICE_KINDS,
+    DOCS_URL_ENV,
     FINDING_KINDS,
     INSIGHTS_SCHEMA,
     Evidence,
     Finding,
     FindingKind,
     Insights,
+    docs_base_url,
+    guide_url,
 )
 from neuronprof.analysis.insights._findings import DOMINANT_SHARE as DOMINANT_SHARE
 from neuronprof.analysis.insights._findings import EVIDENCE_OPS_SHOWN as EVIDENCE_OPS_SHOWN
 from neuronprof.analysis.insights._findings import GAPS_SHOWN as GAPS_SHOWN
 from neuronprof.analysis.insights._findings import GUIDE_PAGE as GUIDE_PAGE
+from neuronprof.analysis.insights._findings import GUIDE_TITLE as GUIDE_TITLE
 from neuronprof.analysis.insights._findings import GUIDE_URL as GUIDE_URL
 from neuronprof.analysis.insights._findings import IDLE_SHARE as IDLE_SHARE
 from neuronprof.analysis.insights._findings import MIN_SHARE as MIN_SHARE
@@ -67,6 +71,7 @@ from neuronprof.analysis.insights._tree import _Profile
 
 __all__ = [
     "DEVICE_KINDS",
+    "DOCS_URL_ENV",
     "FINDING_KINDS",
     "INSIGHTS_SCHEMA",
     "DeviceEvent",
@@ -78,6 +83,8 @@ __all__ = [
     "Timeline",
     "advise",
     "analyze",
+    "docs_base_url",
+    "guide_url",
     "timeline_from_trace",
 ]
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union, get_args
+from urllib.parse import urlsplit, urlunsplit
 
 from neuronprof.model import loads, row_from_dict, row_to_dict
 
@@ -55,14 +57,51 @@ DEVICE_KINDS: frozenset[str] = frozenset({"idle_device", "cpu_bound"})
 
 GUIDE_PAGE = "insights.md"
 """The guide page (in the documentation sources) that explains every kind."""
+GUIDE_TITLE = "Reading the findings"
+"""The guide page's title: its first heading, and its name in the site's navigation."""
 GUIDE_URL = "docs/insights.md"
-"""The guide page "Reading the findings", as a path in the project's sources (``make docs-serve``
-serves it at ``/insights/``); each finding links to ``GUIDE_URL#<kind>``.
+"""The guide page "Reading the findings" as a path in the project's sources (``make docs-serve``
+serves it at ``/insights/``): where findings point while the guide has no published address."""
+DOCS_URL_ENV = "NEURONPROF_DOCS_URL"
+"""The environment variable holding the published guide's base address (``https://<host>/<path>/``).
 
-The project declares no published documentation address yet (``mkdocs.yml`` has no
-``site_url``), so no web address is made up here: once the guide is published, this
-one constant becomes its address.
+The one place that address is set: ``mkdocs.yml`` builds the site for it (``site_url: !ENV``)
+and [`guide_url`][neuronprof.analysis.insights.guide_url] links each finding into it. The
+project declares no published address, so it is empty by default and findings point to
+``GUIDE_URL``, the page in the sources.
 """
+
+
+def docs_base_url() -> Optional[str]:
+    """Return the published guide's base address, ending in ``/``; ``None`` while it has none.
+
+    Read from ``NEURONPROF_DOCS_URL`` (see ``DOCS_URL_ENV``) each time, as ``mkdocs.yml`` reads
+    it for ``site_url``, and written as mkdocs writes ``site_url``. Only an ``http``/``https``
+    address with a host is one; any other value is not used.
+    """
+    parts = urlsplit(os.environ.get(DOCS_URL_ENV, "").strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return None
+    path = parts.path if parts.path.endswith("/") else parts.path + "/"
+    return urlunsplit(parts._replace(path=path))
+
+
+def guide_url(kind: str) -> str:
+    """Return the address of ``kind``'s section of the guide "Reading the findings".
+
+    ``<base>insights/#<kind>`` on the published guide (mkdocs publishes ``insights.md``
+    at ``insights/``) when ``NEURONPROF_DOCS_URL`` is set, else ``docs/insights.md#<kind>``,
+    the page in the project's sources. Each section's heading carries the kind as its id.
+
+    Args:
+        kind: A finding kind (see [`FindingKind`][neuronprof.analysis.insights.FindingKind]).
+    """
+    base = docs_base_url()
+    if base is None:
+        return f"{GUIDE_URL}#{kind}"
+    return f"{base}{GUIDE_PAGE.rsplit('.', 1)[0]}/#{kind}"
+
+
 SECTIONS: dict[str, str] = {
     "host_device_copy": "Host↔device copies",
     "hidden_sync": "Hidden synchronisations",
@@ -149,8 +188,10 @@ class Finding:
         estimated_us: Time per step it could save, in microseconds, as estimated by the
             rule (see the guide page); ``None`` where no estimate is possible.
         suggestion: One concrete thing to try.
-        docs: The full address of the guide section that explains it
-            (``GUIDE_URL#<kind>``: "Reading the findings", the kind's section).
+        docs: The address of the guide section that explains it ("Reading the findings",
+            the kind's section): on the published guide when ``NEURONPROF_DOCS_URL`` sets
+            its address, else the page in the sources (see
+            [`guide_url`][neuronprof.analysis.insights.guide_url]).
     """
 
     kind: FindingKind
@@ -164,7 +205,7 @@ class Finding:
         if self.kind not in FINDING_KINDS:
             raise ValueError(f"unknown finding kind {self.kind!r}; kinds: {', '.join(FINDING_KINDS)}")
         if not self.docs:
-            object.__setattr__(self, "docs", f"{GUIDE_URL}#{self.kind}")
+            object.__setattr__(self, "docs", guide_url(self.kind))
 
     def to_dict(self) -> dict[str, Any]:
         """Return the finding as a JSON-ready dict."""

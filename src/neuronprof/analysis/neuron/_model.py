@@ -517,7 +517,7 @@ class NeuronProfile:
 
     def roofline(
         self,
-        device: Union[DevicePreset, DevicePeak] = "trn2",
+        device: Optional[Union[DevicePreset, DevicePeak]] = None,
         *,
         peak_flops: Optional[float] = None,
         peak_bw: Optional[float] = None,
@@ -530,9 +530,14 @@ class NeuronProfile:
         since the counters do not say the dtype) says compute- or memory-bound.
         Profiles without FLOPs, bytes or time are left out, and the notes say so.
 
+        A profile does not record which Trainium generation, nor which logical-core
+        size (LNC), it ran on, and those set the peaks: name the preset.
+
         Args:
             device: A preset of [`DEVICE_PEAKS`][neuronprof.analysis.DEVICE_PEAKS]
                 (``"trn1"``, ``"trn2"``, ...) or a [`DevicePeak`][neuronprof.analysis.DevicePeak].
+                ``None`` (the default) raises ``UnknownDeviceError``, unless both
+                ``peak_flops`` and ``peak_bw`` are given.
             peak_flops: Peak FLOP/s overriding the preset's.
             peak_bw: Peak memory bandwidth in bytes/s overriding the preset's.
 
@@ -540,6 +545,7 @@ class NeuronProfile:
             A [`Roofline`][neuronprof.analysis.Roofline] with one row per device profile.
 
         Raises:
+            UnknownDeviceError: No ``device`` was given (and not both peaks).
             ValueError: Unknown preset, or a peak that is not positive.
         """
         from neuronprof.analysis.neuron._roofline import profile_roofline

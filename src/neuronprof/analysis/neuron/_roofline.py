@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional, Union
 
-from neuronprof.analysis._roofline import DevicePeak, Roofline, device_peak, place_on_roof
+from neuronprof.analysis._peaks import resolve_peaks
+from neuronprof.analysis._roofline import DevicePeak, Roofline, place_on_roof
 from neuronprof.typing import DevicePreset
 
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ __all__ = ["profile_roofline"]
 
 def profile_roofline(
     profile: NeuronProfile,
-    device: Union[DevicePreset, DevicePeak] = "trn2",
+    device: Optional[Union[DevicePreset, DevicePeak]] = None,
     *,
     peak_flops: Optional[float] = None,
     peak_bw: Optional[float] = None,
@@ -28,9 +29,19 @@ def profile_roofline(
     ``peak FLOP/s / peak bytes/s`` of the 16-bit roof (the counters carry no dtype).
 
     Raises:
+        UnknownDeviceError: No ``device`` was given: a Neuron profile does not record
+            which Trainium generation, nor which logical-core size (LNC), it ran on.
         ValueError: Unknown preset, or a peak that is not positive.
     """
-    peak = device_peak(device, peak_flops=peak_flops, peak_bw=peak_bw)
+    # The profiles are a NeuronCore's, of a generation they do not name: a preset must be named.
+    peak, origin = resolve_peaks(
+        device,
+        peak_flops=peak_flops,
+        peak_bw=peak_bw,
+        device_label="NEURON",
+        device_name=None,
+        subject=f"the Neuron profile {profile.source}" if profile.source else "the Neuron profile",
+    )
     rows = []
     skipped = []
     for s in profile.summaries:
@@ -75,4 +86,12 @@ def profile_roofline(
         notes.append(f"left out {len(skipped)} profile(s) without FLOPs, HBM bytes or total time: {'; '.join(skipped)}")
     if not rows and not skipped:
         notes.append("no device profile: capture with modes including 'device' and read it with neuron-explorer")
-    return Roofline(rows=tuple(rows), device=peak, time_source="device", source=profile.source, notes=tuple(notes))
+    return Roofline(
+        rows=tuple(rows),
+        device=peak,
+        time_source="device",
+        source=profile.source,
+        notes=tuple(notes),
+        device_label="NEURON",
+        peak_source=origin,
+    )
