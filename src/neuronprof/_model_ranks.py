@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
+from neuronprof import _vocabulary as vocab
 from neuronprof._deprecation import renamed_keyword
 from neuronprof._model_rows import (
     _DEVICE_FIELDS,
@@ -45,7 +46,13 @@ class RankOpRow:
         min_us: Smallest value across the ranks that ran the op.
         median_us: Median across those ranks.
         max_us: Largest value.
-        slowest_rank: Rank with the largest value: the straggler.
+        slowest_rank: The rank the others wait for at this op. For an op of the ranks' own
+            work, the rank with the largest value. For a collective (``c10d::*``,
+            ``gloo:*``, ``nccl:*``, a communication kernel...: its time is mostly waiting
+            for the others) never the largest, which is the rank that waited most: the
+            view's [`straggler`][neuronprof.model.RankTable.straggler], or, when the
+            traces hold no steps to tell it, the rank with the least time in it (the
+            last to arrive waits least).
         on_device: True for a device kernel, False for a host op: a host op and a
             kernel of the same name are two rows.
         input_shapes: Input shapes when the ranks' tables are grouped by shape, else ``None``.
@@ -112,6 +119,12 @@ class RankTable:
     keyed by name, host/device (``on_device``) and, when grouped by shape, input
     shapes: a host op and a kernel of the same name are never merged.
 
+    The [`straggler`][neuronprof.model.RankTable.straggler] is the rank the others
+    wait for: the one with the most compute per step, a rank's compute being its
+    step time less the time it spends in collectives
+    ([`Table.compute_us`][neuronprof.Table.compute_us]). The rank with the longest
+    collective is never it: that rank waited most.
+
     Attributes:
         rows: One [`RankOpRow`][neuronprof.model.RankOpRow] per operator.
         world_size: Number of ranks.
@@ -168,6 +181,37 @@ class RankTable:
         if self.sort_by == "calls":
             return "sorted by calls (the most on any rank)"
         return f"sorted by the slowest rank's {_METRIC_WORDS.get(self.metric, self.metric)} time"
+
+    @property
+    def compute_per_step_us(self) -> tuple[Optional[float], ...]:
+        """Per rank (indexed by rank), its mean compute per step (µs): step time less time in collectives.
+
+        ``None`` for a rank whose table has no steps (or was made before the figure was
+        recorded). See [`Table.compute_us`][neuronprof.Table.compute_us].
+        """
+        return tuple(
+            None if t.compute_us is None or t.steps <= 0 else t.compute_us / t.steps for t in self.tables
+        )
+
+    @property
+    def collective_wait_per_step_us(self) -> tuple[Optional[float], ...]:
+        """Per rank (indexed by rank), its mean time in collectives per step (µs); ``None`` without steps."""
+        return tuple(
+            None if t.collective_wait_us is None or t.steps <= 0 else t.collective_wait_us / t.steps
+            for t in self.tables
+        )
+
+    @property
+    def straggler(self) -> Optional[int]:
+        """The rank the others wait for: the most compute per step.
+
+        Compute is step time less the time in collectives
+        ([`compute_per_step_us`][neuronprof.model.RankTable.compute_per_step_us]).
+        ``None`` when fewer than two ranks recorded steps, or when two ranks share the
+        largest figure. The rank with the longest collective is never it: that one
+        waited most.
+        """
+        return vocab.straggler(self.compute_per_step_us)
 
     @property
     def total_self_cpu_us(self) -> float:
@@ -255,6 +299,9 @@ class RankTable:
                 value = getattr(r, metric)
                 values[rank] = (values[rank] or 0.0) + (value or 0.0)
                 counts[rank] += r.calls
+        straggler = vocab.straggler(
+            [None if t.compute_us is None or t.steps <= 0 else t.compute_us / t.steps for t in tables]
+        )
         rows = []
         for key, values in per_key.items():
             present = sorted(v for v in values if v is not None)
@@ -262,7 +309,7 @@ class RankTable:
                 continue
             mid = len(present) // 2
             median = present[mid] if len(present) % 2 else (present[mid - 1] + present[mid]) / 2
-            slowest = max(range(len(values)), key=lambda i: _or_minus_one(values[i]))
+            slowest = _slowest_rank(values, key[0], key[1], straggler)
             rows.append(
                 RankOpRow(
                     name=key[0],
@@ -314,6 +361,9 @@ class RankTable:
             "total_rows": self.total_rows,
             "total_self_cpu_us": self.total_self_cpu_us,
             "total_self_device_us": self.total_self_device_us,
+            # Derived from the tables (read back from them, not from here).
+            "straggler": self.straggler,
+            "compute_per_step_us": list(self.compute_per_step_us),
             "rows": [r.to_dict() for r in self.rows],
             "tables": [t.to_dict() for t in self.tables],
         }
@@ -374,5 +424,12 @@ class RankTable:
         return cls.from_dict(loads(text))
 
 
-def _or_minus_one(value: Optional[float]) -> float:
-    return -1.0 if value is None else value
+def _slowest_rank(values: Sequence[Optional[float]], name: str, on_device: bool, straggler: Optional[int]) -> int:
+    """The rank the others wait for at one op (see ``RankOpRow.slowest_rank``)."""
+    ran = [i for i, v in enumerate(values) if v is not None]
+    if vocab.is_collective(name, vocab.K_DEVICE if on_device else vocab.K_OP):
+        # A collective's time is waiting: its largest value is the rank that waited most.
+        if straggler is not None and straggler in ran:
+            return straggler
+        return min(ran, key=lambda i: values[i] or 0.0)
+    return max(ran, key=lambda i: values[i] or 0.0)
