@@ -114,16 +114,17 @@ _METRIC_WORDS = {
 class RankTable:
     """Per-op statistics of every rank side by side: what ``s.table(ranks="all")`` returns.
 
-    By default rows are sorted by ``max_us``, largest first, so the op that holds
-    the job back comes first; ``slowest_rank`` names the rank to look at. Rows are
+    By default rows are sorted by ``max_us``, largest first, so the op with the most
+    time on any rank comes first (for a collective that time is mostly waiting);
+    ``slowest_rank`` names the rank to look at. Rows are
     keyed by name, host/device (``on_device``) and, when grouped by shape, input
     shapes: a host op and a kernel of the same name are never merged.
 
     The [`straggler`][neuronprof.model.RankTable.straggler] is the rank the others
     wait for: the one with the most compute per step, a rank's compute being its
     step time less the time it spends in collectives
-    ([`Table.compute_us`][neuronprof.Table.compute_us]). The rank with the longest
-    collective is never it: that rank waited most.
+    ([`Table.compute_us`][neuronprof.Table.compute_us]). The time in a collective does
+    not decide it: the rank with the longest is most often the one that waited most.
 
     Attributes:
         rows: One [`RankOpRow`][neuronprof.model.RankOpRow] per operator.
@@ -131,8 +132,8 @@ class RankTable:
         metric: The time compared across ranks: ``"self_device_us"`` (default when
             any rank has device time), ``"self_cpu_us"``, ``"device_total_us"`` or ``"cpu_total_us"``.
         tables: Each rank's own [`Table`][neuronprof.Table], indexed by rank.
-        sort_by: How rows are ordered: ``"max"`` (the slowest rank's value of
-            ``metric``, largest first), ``"calls"`` (most calls on any rank) or ``"name"``.
+        sort_by: How rows are ordered: ``"max"`` (the largest value of ``metric`` on
+            any rank, largest first), ``"calls"`` (most calls on any rank) or ``"name"``.
         notes: Remarks about the view (e.g. a rank without a trace).
         total_rows: How many rows there were before any limit
             ([`head`][neuronprof.model.RankTable.head]); filled in from ``rows`` when not given.
@@ -180,7 +181,8 @@ class RankTable:
             return "sorted by name"
         if self.sort_by == "calls":
             return "sorted by calls (the most on any rank)"
-        return f"sorted by the slowest rank's {_METRIC_WORDS.get(self.metric, self.metric)} time"
+        # A collective's largest value is the rank that waited most, not its slowest rank.
+        return f"sorted by the largest {_METRIC_WORDS.get(self.metric, self.metric)} time on any rank"
 
     @property
     def compute_per_step_us(self) -> tuple[Optional[float], ...]:
@@ -189,9 +191,7 @@ class RankTable:
         ``None`` for a rank whose table has no steps (or was made before the figure was
         recorded). See [`Table.compute_us`][neuronprof.Table.compute_us].
         """
-        return tuple(
-            None if t.compute_us is None or t.steps <= 0 else t.compute_us / t.steps for t in self.tables
-        )
+        return _compute_per_step(self.tables)
 
     @property
     def collective_wait_per_step_us(self) -> tuple[Optional[float], ...]:
@@ -208,8 +208,8 @@ class RankTable:
         Compute is step time less the time in collectives
         ([`compute_per_step_us`][neuronprof.model.RankTable.compute_per_step_us]).
         ``None`` when fewer than two ranks recorded steps, or when two ranks share the
-        largest figure. The rank with the longest collective is never it: that one
-        waited most.
+        largest figure. The time in a collective does not decide it: the rank with the
+        longest is most often the one that waited most.
         """
         return vocab.straggler(self.compute_per_step_us)
 
@@ -258,7 +258,7 @@ class RankTable:
             tables: One table per rank, indexed by rank.
             sort_by: A [`SortKey`][neuronprof.typing.SortKey]. Time keys (``"device"``,
                 ``"device_total"``, ``"cpu"``, ``"cpu_total"`` and torch's names for them)
-                choose the time compared across ranks, sorted by the slowest rank's value;
+                choose the time compared across ranks, sorted by its largest value on any rank;
                 a device key falls back to CPU time when no rank has device time.
                 ``"calls"`` sorts by the most calls on any rank, ``"name"`` by name.
             device_only: Keep only rows with device time on some rank.
@@ -299,9 +299,7 @@ class RankTable:
                 value = getattr(r, metric)
                 values[rank] = (values[rank] or 0.0) + (value or 0.0)
                 counts[rank] += r.calls
-        straggler = vocab.straggler(
-            [None if t.compute_us is None or t.steps <= 0 else t.compute_us / t.steps for t in tables]
-        )
+        straggler = vocab.straggler(_compute_per_step(tables))
         rows = []
         for key, values in per_key.items():
             present = sorted(v for v in values if v is not None)
@@ -422,6 +420,11 @@ class RankTable:
             ValueError: The text is not JSON, or not a neuronprof cross-rank table.
         """
         return cls.from_dict(loads(text))
+
+
+def _compute_per_step(tables: Sequence[Table]) -> tuple[Optional[float], ...]:
+    """Per rank, its compute per step (µs); ``None`` without steps (see ``RankTable.compute_per_step_us``)."""
+    return tuple(None if t.compute_us is None or t.steps <= 0 else t.compute_us / t.steps for t in tables)
 
 
 def _slowest_rank(values: Sequence[Optional[float]], name: str, on_device: bool, straggler: Optional[int]) -> int:

@@ -38,8 +38,8 @@ The rules, in short:
   the most compute per step, a rank's compute being its steps' time less the time
   inside them when one of its collectives is in flight (``is_collective``: process
   group spans, the c10d ops that issue or wait for them, communication kernels;
-  ``collective_wait_ns``, ``straggler``). Never the rank with the longest collective:
-  that one waited most.
+  ``collective_wait_ns``, ``straggler``). Not the rank with the longest collective:
+  that one is most often the rank that waited most.
 * **Host spans** (ops, Python frames, runtime calls, steps) are host time whatever
   process they are written on (``on_device``): kineto sometimes writes a thread's
   Python frames under pid 0, the "GPU 0" process.
@@ -58,9 +58,9 @@ The rules, in short:
 Nothing here imports torch or the rest of neuronprof: rows are duck-typed
 ([`OpRow`][neuronprof.OpRow]-like frozen dataclasses).
 
-A little over 500 lines, kept in one module on purpose: every rule of meaning the two
-tables and the findings read (events, steps, calls, nesting, rows) is in this one
-place, so that none of them can drift.
+Some 700 lines, kept in one module on purpose: every rule of meaning the two tables,
+the cross-rank view and the findings read (events, steps, calls, nesting, rows,
+collectives) is in this one place, so that none of them can drift.
 """
 
 from __future__ import annotations
@@ -269,10 +269,11 @@ def collective_wait_ns(steps: Sequence[tuple[int, int]], collectives: Iterable[t
     out = []
     for start, end in steps:
         total = 0
-        for lo, hi in merged[bisect.bisect_right(ends, start) :]:
-            if lo >= end:
-                break
+        i = bisect.bisect_right(ends, start)
+        while i < len(merged) and merged[i][0] < end:
+            lo, hi = merged[i]
             total += min(hi, end) - max(lo, start)
+            i += 1
         out.append(total)
     return out
 
@@ -282,9 +283,10 @@ def straggler(compute_per_step: Sequence[Optional[float]]) -> Optional[int]:
 
     A rank's compute is its step time less the time it spends in collectives
     (``collective_wait_ns``): the rank that computes longest arrives last at every
-    collective, and the others wait for it there. The rank with the longest collective
-    is the opposite: the one that waited most. This is the one rule of the cross-rank
-    view ([`RankTable.straggler`][neuronprof.model.RankTable.straggler], ``neuronprof
+    collective, and the others wait for it there. The time in a collective does not
+    decide it: the rank with the longest is most often the one that waited most. This
+    is the one rule of the cross-rank view
+    ([`RankTable.straggler`][neuronprof.model.RankTable.straggler], ``neuronprof
     summarize``, ``neuronprof advise`` and ``neuronprof report`` on a folder of ranks).
 
     Args:

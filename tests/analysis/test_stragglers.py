@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from trace_builders import op, write_trace
 
-from neuronprof.analysis import load_trace, summarize_ranks
+from neuronprof.analysis import load_trace, summarize, summarize_ranks
 from neuronprof.analysis.cli import main as analysis_main
 from neuronprof.analysis.insights import (
     Insights,
@@ -26,6 +28,7 @@ from neuronprof.analysis.insights import (
     analyze_ranks,
     timeline_from_trace,
 )
+from neuronprof.analysis.trace import EventAggregator
 from neuronprof.model import RankTable, Table
 
 # Per rank: (its own compute before the collective, µs). Each step lasts 1000 µs.
@@ -155,6 +158,9 @@ def test_advise_on_a_rank_folder_reads_each_rank_over_its_own_steps(
     mm = [result.rank(r).of_kind("dominant_op")[0].evidence.us_per_step for r in (0, 1)]
     assert mm == [pytest.approx(100), pytest.approx(840)]
     assert result.order() == [1, 0]
+    # Like Insights, it lists findings and kinds: every rank's, the straggler's first.
+    assert result.findings == (*result.rank(1).findings, *result.rank(0).findings)
+    assert result.kinds() == ["dominant_op", "dominant_op"]
 
     assert analysis_main(["advise", str(cpu_run)]) == 0
     out = capsys.readouterr().out
@@ -248,3 +254,44 @@ def test_report_lanes_of_a_device_rank_folder_are_per_rank(tmp_path: Path) -> No
     device = [lane["name"] for lane in data["timeline"]["lanes"] if lane["kind"] == "device"]
     # On each rank the NCCL kernel starts after the GEMM: one device lane per rank.
     assert device == ["rank 0 · CUDA · lane 0", "rank 1 · CUDA · lane 0"]
+
+
+# -- 4. one rule: the table, the live aggregation and advise measure the same time ------------
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(st.tuples(st.integers(0, 30), st.integers(1, 40)), min_size=1, max_size=4),
+    st.lists(st.tuples(st.integers(0, 250), st.integers(1, 80), st.sampled_from([2, 3])), max_size=8),
+)
+def test_time_in_collectives_is_each_instant_once_inside_the_steps(
+    tmp_path: Path, gaps_and_lengths: list[tuple[int, int]], spans: list[tuple[int, int, int]]
+) -> None:
+    steps, t = [], 0
+    for gap, length in gaps_and_lengths:
+        steps.append((t + gap, t + gap + length))
+        t += gap + length
+    events = []
+    for i, (s, e) in enumerate(steps):
+        events += [
+            op(f"ProfilerStep#{i + 1}", s, e - s, cat="user_annotation", pid=7, tid=1),
+            op("aten::add", s, 1, pid=7, tid=1),
+        ]
+    for start, dur, tid in spans:
+        # Async spans on the process group's thread; the ops that wait, on another.
+        name, cat = ("gloo:all_reduce", "user_annotation") if tid == 2 else ("c10d::allreduce_", "cpu_op")
+        events.append(op(name, start, dur, cat=cat, pid=7, tid=tid))
+    # Counted by hand, one microsecond at a time.
+    covered = [sum(any(lo <= u < lo + d for lo, d, _ in spans) for u in range(s, e)) for s, e in steps]
+    path = write_trace(tmp_path / "one-rank.json", events)  # each example rewrites it
+
+    table = summarize(path)
+    assert table.steps == len(steps)
+    assert table.collective_wait_us == pytest.approx(sum(covered))
+    assert table.compute_us == pytest.approx(sum(e - s for s, e in steps) - sum(covered))
+    live = EventAggregator()
+    for ev in events:
+        live.add(ev["name"], ev["cat"], int(ev["ts"] * 1000), int(ev["dur"] * 1000), (ev["pid"], ev["tid"]))
+    assert live.trace().table().collective_wait_us == pytest.approx(sum(covered))
+    found = analyze_ranks(timeline_from_trace(path))
+    assert found.collective_wait_per_step_us == (pytest.approx(sum(covered) / len(steps)),)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from neuronprof import _vocabulary as vocab
-from neuronprof.analysis.insights._findings import Insights, _us
+from neuronprof.analysis.insights._findings import Finding, Insights, _us
 from neuronprof.analysis.insights._timeline import Timeline
 from neuronprof.model import loads
 
@@ -91,6 +91,19 @@ class RankInsights:
         """The ranks in the order they are shown: the straggler first, then the others by rank."""
         rest = [r for r in range(len(self.ranks)) if r != self.straggler]
         return rest if self.straggler is None else [self.straggler, *rest]
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """Every rank's findings, rank by rank in [`order`][neuronprof.analysis.insights.RankInsights.order].
+
+        The straggler's come first. A finding does not say its rank: read one rank's
+        with ``rank(r).findings``.
+        """
+        return tuple(f for r in self.order() for f in self.ranks[r].findings)
+
+    def kinds(self) -> list[str]:
+        """Return the kinds of [`findings`][neuronprof.analysis.insights.RankInsights.findings], in that order."""
+        return [f.kind for f in self.findings]
 
     # -- renderers ------------------------------------------------------------------
     def _header(self) -> str:
