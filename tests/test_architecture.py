@@ -96,6 +96,7 @@ def _broken(mods: list[Module], banned: tuple[str, ...], *, anywhere: bool) -> l
 RENDERERS = (
     "neuronprof.render",
     "neuronprof.report",
+    "neuronprof._report_timeline",
     "neuronprof.analysis.render",
     "neuronprof.analysis.neuron._render",
 )

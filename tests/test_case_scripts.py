@@ -31,6 +31,9 @@ _ELSEWHERE = {
     "rank0_only_table_all.py": (
         "tests/test_distributed.py::test_ranks_all_on_one_rank_fails_fast_and_says_it_is_collective"
     ),
+    # Two gloo ranks, rank 1 doing more work before an all-reduce each step; advise and report
+    # on the folder of their exports: per rank, the straggler named, each rank on its own lanes.
+    "advise_rank_folder.py": "tests/test_distributed.py::test_two_ranks_write_own_traces_and_gather_statistics",
     # It prints timings (medians of ProfilerStep* self time); the test holds the structure
     # behind them and benchmarks/overhead.py the ratio, so no test depends on timing.
     "own_work_inside_the_step.py": (

@@ -29,15 +29,20 @@ def _worker(rank: int, port: int, out: str) -> None:
     try:
         torch.set_num_threads(1)
         x = torch.randn(64, 64)
-        # Rank 1 is the straggler: its matmul is 4x larger.
+        # Rank 1 is the straggler: its matmul is 4x larger and it makes 20 of them (tens of
+        # ms) before the step's all-reduce, which rank 0 reaches first and waits in.
         big = torch.randn(256, 256) if rank == 1 else torch.randn(64, 64)
         with neuronprof.session(backend="cpu", output_dir=out) as s:
             for _ in s.steps():
                 torch.relu(x)
-                big @ big
+                for _ in range(20 if rank == 1 else 1):
+                    big @ big
+                dist.all_reduce(torch.ones(4))
         local = s.table(row_limit=None)
         summary = s.table(ranks="all")
         path = s.export()
+        s.export(Path(out, "ranks", f"rank-{rank}.json"))
+        gloo = summary.row("gloo:all_reduce")
         result = {
             "rank_attr": s.rank,
             "local_rank": local.rank,
@@ -45,6 +50,8 @@ def _worker(rank: int, port: int, out: str) -> None:
             "world": summary.world_size,
             "mm_slowest": summary.row("aten::mm").slowest_rank,
             "mm_calls": list(summary.row("aten::mm").calls),
+            "straggler": summary.straggler,
+            "gloo_slowest": gloo.slowest_rank,
             "text": str(summary),
         }
         Path(out, f"result{rank}.json").write_text(json.dumps(result))
@@ -61,8 +68,12 @@ def test_two_ranks_write_own_traces_and_gather_statistics(tmp_path):
     for rank, res in enumerate(results):
         assert res["rank_attr"] == res["local_rank"] == rank
         assert res["world"] == WORLD
-        assert res["mm_calls"] == [1, 1]
+        assert res["mm_calls"] == [1, 20]
         assert res["mm_slowest"] == 1, res["text"]
+        # The straggler is the rank the others wait for, not the one with the longest collective;
+        # the collective's row names it too.
+        assert res["straggler"] == res["gloo_slowest"] == 1, res["text"]
+        assert "straggler: rank 1, the rank the others wait for" in res["text"]
         name = Path(res["trace"]).name
         assert f"_rank{rank}" in name and f"_pid{os.getpid()}" not in name
         trace = json.loads(Path(res["trace"]).read_text())
@@ -72,6 +83,22 @@ def test_two_ranks_write_own_traces_and_gather_statistics(tmp_path):
         traces.add(name)
     assert len(traces) == WORLD
     assert "Slowest rank" in results[0]["text"]
+
+    # Offline, the folder of both ranks' exports: each rank read on its own, the same straggler.
+    from neuronprof.analysis import summarize_ranks
+    from neuronprof.analysis.insights import RankInsights, advise, timeline_from_trace
+    from neuronprof.model import Table
+    from neuronprof.report import render_report
+
+    folder = out / "ranks"
+    found = advise(folder)
+    assert isinstance(found, RankInsights)
+    assert [r.steps for r in found.ranks] == [1, 1]
+    assert found.straggler == summarize_ranks(folder).straggler == 1
+    page = render_report(Table(()), insights=found, timeline=timeline_from_trace(folder))
+    lanes = json.loads(page.split('id="neuronprof-data">', 1)[1].split("</script>", 1)[0])["timeline"]["lanes"]
+    assert {lane["rank"] for lane in lanes} == {0, 1}
+    assert [lane["name"] for lane in lanes if lane["kind"] == "step"] == ["rank 0 · steps", "rank 1 · steps"]
 
 
 def test_ranks_all_without_process_group_is_refused(tmp_path):

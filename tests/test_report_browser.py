@@ -11,6 +11,7 @@ The device report comes from a session on the PrivateUse1 test backend (the
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
@@ -249,3 +250,41 @@ def test_report_settings_fit_a_phone_screen(browser: Browser, tmp_path: Path) ->
         assert box[0] <= box[1] and box[2] <= 390, box
     finally:
         page.set_viewport_size({"width": 1280, "height": 900})
+
+
+def _rank_trace(path: Path, rank: int, busy: int) -> None:
+    """One rank of a gloo run: its own work, then the all-reduce it waits in until the last rank joins."""
+
+    def span(name: str, ts: int, dur: int, cat: str = "cpu_op", tid: int = 1) -> dict[str, Any]:
+        return {"ph": "X", "cat": cat, "name": name, "pid": 7, "tid": tid, "ts": ts, "dur": dur}
+
+    events = [
+        span("ProfilerStep#1", 0, 1000, "user_annotation"),
+        span("aten::mm", 10, busy),
+        span("c10d::allreduce_", busy + 20, 10),
+        span("gloo:all_reduce", busy + 25, 965 - busy, "user_annotation", tid=2),
+    ]
+    data = {"schemaVersion": 1, "distributedInfo": {"rank": rank, "world_size": 2}, "traceEvents": events}
+    path.write_text(json.dumps(data))
+
+
+def test_rank_folder_report_draws_each_rank_on_its_own_labelled_lanes(browser: Browser, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    for rank, busy in ((0, 100), (1, 840)):
+        _rank_trace(run / f"rank-{rank}.json", rank, busy)
+    path = tmp_path / "ranks.html"
+    assert analysis_main(["report", str(run), "-o", str(path)]) == 0
+    page = browser.open(path)
+    assert browser.errors == [] and browser.requests == [path.resolve().as_uri()]
+    labels = page.evaluate(
+        """() => [...document.querySelectorAll('#timeline > g > text')]
+                  .filter(t => t.textContent.startsWith('rank '))
+                  .map(t => [t.textContent, t.getComputedTextLength()])"""
+    )
+    names = [name for name, _ in labels]
+    assert "rank 0 · steps" in names and "rank 1 · host thread 0 · depth 0" in names
+    # Every lane's name fits left of the plot, and one rule parts rank 0's lanes from rank 1's.
+    plot_x = float(page.get_attribute("#timeline > svg", "x") or 0)
+    assert all(4 + width <= plot_x for _, width in labels), (plot_x, labels)
+    assert page.locator("#timeline > g > line[stroke='#9aa3b5']").count() == 1

@@ -49,6 +49,9 @@ class CycleStats:
         ops: Calls of every row other than ``ProfilerStep*``.
         communication_us: Time in async collective spans (µs); None when there are none.
         notes: What the aggregation said of the cycle's events (spans cut at a step, ...).
+        step_us: Wall time of the recorded steps (µs, summed); None without steps.
+        collective_wait_us: Time in them during which a collective was in flight (µs, summed);
+            None without steps.
     """
 
     rows: list[OpRow]
@@ -57,6 +60,8 @@ class CycleStats:
     ops: int
     communication_us: Optional[float] = None
     notes: tuple[str, ...] = ()
+    step_us: Optional[float] = None
+    collective_wait_us: Optional[float] = None
 
 
 @dataclasses.dataclass
@@ -266,6 +271,8 @@ def summarize_cycle(cycle: Cycle, *, has_device: bool, record_shapes: bool) -> C
         ops=ops,
         communication_us=trace.communication_us,
         notes=trace.notes,
+        step_us=sum(x.wall_us for x in trace.samples) if trace.samples else None,
+        collective_wait_us=sum(x.collective_wait_us for x in trace.samples) if trace.samples else None,
     )
     return cycle.stats
 
@@ -279,6 +286,8 @@ def fold_stats(a: CycleStats, b: CycleStats) -> CycleStats:
         ops=a.ops + b.ops,
         communication_us=_add_opt(a.communication_us, b.communication_us),
         notes=tuple(dict.fromkeys((*a.notes, *b.notes))),
+        step_us=_add_opt(a.step_us, b.step_us),
+        collective_wait_us=_add_opt(a.collective_wait_us, b.collective_wait_us),
     )
 
 
@@ -298,6 +307,8 @@ def build_table(
     steps = sum(s.steps for s in stats)
     top = sum(s.top_level_calls for s in stats)
     comm = [s.communication_us for s in stats if s.communication_us is not None]
+    step_us = [s.step_us for s in stats if s.step_us is not None]
+    waited = [s.collective_wait_us for s in stats if s.collective_wait_us is not None]
     return Table(
         rows=tuple(merge_rows(s.rows for s in stats)),
         backend=backend,
@@ -308,6 +319,8 @@ def build_table(
         notes=tuple(dict.fromkeys((*notes, *(n for s in stats for n in s.notes)))),
         rank=rank,
         communication_us=float(sum(comm)) if comm else None,
+        step_us=float(sum(step_us)) if step_us else None,
+        collective_wait_us=float(sum(waited)) if waited else None,
     )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
+from neuronprof import _vocabulary as vocab
 from neuronprof._deprecation import renamed_keyword
 from neuronprof._model_rows import (
     _DEVICE_FIELDS,
@@ -45,7 +46,13 @@ class RankOpRow:
         min_us: Smallest value across the ranks that ran the op.
         median_us: Median across those ranks.
         max_us: Largest value.
-        slowest_rank: Rank with the largest value: the straggler.
+        slowest_rank: The rank the others wait for at this op. For an op of the ranks' own
+            work, the rank with the largest value. For a collective (``c10d::*``,
+            ``gloo:*``, ``nccl:*``, a communication kernel...: its time is mostly waiting
+            for the others) never the largest, which is the rank that waited most: the
+            view's [`straggler`][neuronprof.model.RankTable.straggler], or, when the
+            traces hold no steps to tell it, the rank with the least time in it (the
+            last to arrive waits least).
         on_device: True for a device kernel, False for a host op: a host op and a
             kernel of the same name are two rows.
         input_shapes: Input shapes when the ranks' tables are grouped by shape, else ``None``.
@@ -107,10 +114,17 @@ _METRIC_WORDS = {
 class RankTable:
     """Per-op statistics of every rank side by side: what ``s.table(ranks="all")`` returns.
 
-    By default rows are sorted by ``max_us``, largest first, so the op that holds
-    the job back comes first; ``slowest_rank`` names the rank to look at. Rows are
+    By default rows are sorted by ``max_us``, largest first, so the op with the most
+    time on any rank comes first (for a collective that time is mostly waiting);
+    ``slowest_rank`` names the rank to look at. Rows are
     keyed by name, host/device (``on_device``) and, when grouped by shape, input
     shapes: a host op and a kernel of the same name are never merged.
+
+    The [`straggler`][neuronprof.model.RankTable.straggler] is the rank the others
+    wait for: the one with the most compute per step, a rank's compute being its
+    step time less the time it spends in collectives
+    ([`Table.compute_us`][neuronprof.Table.compute_us]). The time in a collective does
+    not decide it: the rank with the longest is most often the one that waited most.
 
     Attributes:
         rows: One [`RankOpRow`][neuronprof.model.RankOpRow] per operator.
@@ -118,8 +132,8 @@ class RankTable:
         metric: The time compared across ranks: ``"self_device_us"`` (default when
             any rank has device time), ``"self_cpu_us"``, ``"device_total_us"`` or ``"cpu_total_us"``.
         tables: Each rank's own [`Table`][neuronprof.Table], indexed by rank.
-        sort_by: How rows are ordered: ``"max"`` (the slowest rank's value of
-            ``metric``, largest first), ``"calls"`` (most calls on any rank) or ``"name"``.
+        sort_by: How rows are ordered: ``"max"`` (the largest value of ``metric`` on
+            any rank, largest first), ``"calls"`` (most calls on any rank) or ``"name"``.
         notes: Remarks about the view (e.g. a rank without a trace).
         total_rows: How many rows there were before any limit
             ([`head`][neuronprof.model.RankTable.head]); filled in from ``rows`` when not given.
@@ -167,7 +181,37 @@ class RankTable:
             return "sorted by name"
         if self.sort_by == "calls":
             return "sorted by calls (the most on any rank)"
-        return f"sorted by the slowest rank's {_METRIC_WORDS.get(self.metric, self.metric)} time"
+        # A collective's largest value is the rank that waited most, not its slowest rank.
+        return f"sorted by the largest {_METRIC_WORDS.get(self.metric, self.metric)} time on any rank"
+
+    @property
+    def compute_per_step_us(self) -> tuple[Optional[float], ...]:
+        """Per rank (indexed by rank), its mean compute per step (µs): step time less time in collectives.
+
+        ``None`` for a rank whose table has no steps (or was made before the figure was
+        recorded). See [`Table.compute_us`][neuronprof.Table.compute_us].
+        """
+        return _compute_per_step(self.tables)
+
+    @property
+    def collective_wait_per_step_us(self) -> tuple[Optional[float], ...]:
+        """Per rank (indexed by rank), its mean time in collectives per step (µs); ``None`` without steps."""
+        return tuple(
+            None if t.collective_wait_us is None or t.steps <= 0 else t.collective_wait_us / t.steps
+            for t in self.tables
+        )
+
+    @property
+    def straggler(self) -> Optional[int]:
+        """The rank the others wait for: the most compute per step.
+
+        Compute is step time less the time in collectives
+        ([`compute_per_step_us`][neuronprof.model.RankTable.compute_per_step_us]).
+        ``None`` when fewer than two ranks recorded steps, or when two ranks share the
+        largest figure. The time in a collective does not decide it: the rank with the
+        longest is most often the one that waited most.
+        """
+        return vocab.straggler(self.compute_per_step_us)
 
     @property
     def total_self_cpu_us(self) -> float:
@@ -214,7 +258,7 @@ class RankTable:
             tables: One table per rank, indexed by rank.
             sort_by: A [`SortKey`][neuronprof.typing.SortKey]. Time keys (``"device"``,
                 ``"device_total"``, ``"cpu"``, ``"cpu_total"`` and torch's names for them)
-                choose the time compared across ranks, sorted by the slowest rank's value;
+                choose the time compared across ranks, sorted by its largest value on any rank;
                 a device key falls back to CPU time when no rank has device time.
                 ``"calls"`` sorts by the most calls on any rank, ``"name"`` by name.
             device_only: Keep only rows with device time on some rank.
@@ -255,6 +299,7 @@ class RankTable:
                 value = getattr(r, metric)
                 values[rank] = (values[rank] or 0.0) + (value or 0.0)
                 counts[rank] += r.calls
+        straggler = vocab.straggler(_compute_per_step(tables))
         rows = []
         for key, values in per_key.items():
             present = sorted(v for v in values if v is not None)
@@ -262,7 +307,7 @@ class RankTable:
                 continue
             mid = len(present) // 2
             median = present[mid] if len(present) % 2 else (present[mid - 1] + present[mid]) / 2
-            slowest = max(range(len(values)), key=lambda i: _or_minus_one(values[i]))
+            slowest = _slowest_rank(values, key[0], key[1], straggler)
             rows.append(
                 RankOpRow(
                     name=key[0],
@@ -314,6 +359,9 @@ class RankTable:
             "total_rows": self.total_rows,
             "total_self_cpu_us": self.total_self_cpu_us,
             "total_self_device_us": self.total_self_device_us,
+            # Derived from the tables (read back from them, not from here).
+            "straggler": self.straggler,
+            "compute_per_step_us": list(self.compute_per_step_us),
             "rows": [r.to_dict() for r in self.rows],
             "tables": [t.to_dict() for t in self.tables],
         }
@@ -374,5 +422,17 @@ class RankTable:
         return cls.from_dict(loads(text))
 
 
-def _or_minus_one(value: Optional[float]) -> float:
-    return -1.0 if value is None else value
+def _compute_per_step(tables: Sequence[Table]) -> tuple[Optional[float], ...]:
+    """Per rank, its compute per step (µs); ``None`` without steps (see ``RankTable.compute_per_step_us``)."""
+    return tuple(None if t.compute_us is None or t.steps <= 0 else t.compute_us / t.steps for t in tables)
+
+
+def _slowest_rank(values: Sequence[Optional[float]], name: str, on_device: bool, straggler: Optional[int]) -> int:
+    """The rank the others wait for at one op (see ``RankOpRow.slowest_rank``)."""
+    ran = [i for i, v in enumerate(values) if v is not None]
+    if vocab.is_collective(name, vocab.K_DEVICE if on_device else vocab.K_OP):
+        # A collective's time is waiting: its largest value is the rank that waited most.
+        if straggler is not None and straggler in ran:
+            return straggler
+        return min(ran, key=lambda i: values[i] or 0.0)
+    return max(ran, key=lambda i: values[i] or 0.0)

@@ -772,7 +772,9 @@ class Session:
             A [`Table`][neuronprof.Table]; ``print()`` it, or render it as Markdown,
             CSV, JSON or a DataFrame. With ``ranks="all"``, a
             [`RankTable`][neuronprof.model.RankTable] with min / median / max per op
-            across ranks and the slowest rank, on every rank.
+            across ranks and the slowest rank, on every rank; its
+            [`straggler`][neuronprof.model.RankTable.straggler] is the rank the others
+            wait for: the most compute per step (step time less the time in collectives).
 
         Raises:
             SessionStateError: Called before the with-block has ended;

@@ -34,6 +34,12 @@ The rules, in short:
   ``nccl:*``..., which c10d records as async on its own threads) take no part in
   nesting and add no self host time, as in ``key_averages()``; their duration is
   their CPU total and the table's communication figure.
+* **The straggler** of several ranks is the rank the others wait for: the one with
+  the most compute per step, a rank's compute being its steps' time less the time
+  inside them when one of its collectives is in flight (``is_collective``: process
+  group spans, the c10d ops that issue or wait for them, communication kernels;
+  ``collective_wait_ns``, ``straggler``). Not the rank with the longest collective:
+  that one is most often the rank that waited most.
 * **Host spans** (ops, Python frames, runtime calls, steps) are host time whatever
   process they are written on (``on_device``): kineto sometimes writes a thread's
   Python frames under pid 0, the "GPU 0" process.
@@ -52,9 +58,9 @@ The rules, in short:
 Nothing here imports torch or the rest of neuronprof: rows are duck-typed
 ([`OpRow`][neuronprof.OpRow]-like frozen dataclasses).
 
-A little over 500 lines, kept in one module on purpose: every rule of meaning the two
-tables and the findings read (events, steps, calls, nesting, rows) is in this one
-place, so that none of them can drift.
+Some 700 lines, kept in one module on purpose: every rule of meaning the two tables,
+the cross-rank view and the findings read (events, steps, calls, nesting, rows,
+collectives) is in this one place, so that none of them can drift.
 """
 
 from __future__ import annotations
@@ -68,6 +74,10 @@ from typing import Any, Optional, Protocol, TypeVar
 
 __all__ = [
     "ASYNC_PREFIXES",
+    "COLLECTIVE_KERNEL_PREFIXES",
+    "COLLECTIVE_OPS",
+    "COLLECTIVE_OP_PREFIXES",
+    "PROCESS_GROUP_PREFIXES",
     "HOST_KINDS",
     "STOPPED_IN_LAST_STEP",
     "stopped_in_last_step",
@@ -86,6 +96,7 @@ __all__ = [
     "STEP_PREFIX",
     "STEP_ROW",
     "add_rows",
+    "collective_wait_ns",
     "counts_as_call",
     "device_counted",
     "device_total",
@@ -93,17 +104,20 @@ __all__ = [
     "folds_into_parent",
     "has_device_time",
     "is_async_span",
+    "is_collective",
     "is_own_frame",
     "is_row",
     "is_step_row",
     "limit_rows",
     "merge_rows",
+    "merged_intervals",
     "on_device",
     "row_name",
     "sort_field",
     "sort_rows",
     "step_count",
     "step_pieces",
+    "straggler",
 ]
 
 # -- events ------------------------------------------------------------------------------
@@ -170,7 +184,8 @@ def on_device(kind: int, device_process: bool) -> bool:
 # ``nccl:broadcast``...) and of RPC's async calls: torch records these spans as async
 # (``RecordFunction::_setAsync``), on the process group's own threads for gloo. A
 # trace file does not carry the flag; the names do.
-ASYNC_PREFIXES = ("gloo:", "nccl:", "rccl:", "ucc:", "mpi:", "xccl:", "hccl:", "rpc_async#", "rpc_remote#")
+PROCESS_GROUP_PREFIXES = ("gloo:", "nccl:", "rccl:", "ucc:", "mpi:", "xccl:", "hccl:")
+ASYNC_PREFIXES = (*PROCESS_GROUP_PREFIXES, "rpc_async#", "rpc_remote#")
 
 
 def is_async_span(name: str, kind: int) -> bool:
@@ -181,6 +196,114 @@ def is_async_span(name: str, kind: int) -> bool:
     host compute (see ``ASYNC_PREFIXES``).
     """
     return kind == K_OTHER and name.startswith(ASYNC_PREFIXES)
+
+
+# -- collectives and the straggler ---------------------------------------------------------
+
+# What a rank does while it takes part in a collective, besides the process group's own
+# span (``PROCESS_GROUP_PREFIXES``): the c10d ops that issue a collective or wait for one
+# (``c10d::allreduce_``, ``c10d::wait``, the functional collectives'
+# ``_c10d_functional::wait_tensor``), the future wait (``aten::wait``), ProcessGroupNCCL's
+# annotation around each collective (``record_param_comms``) and the device's
+# communication kernels (NCCL/RCCL's ``ncclDevKernel_*``/``ncclKernel_*``, HCCL's
+# ``hcom_*``, XLA's collective ops).
+COLLECTIVE_OP_PREFIXES = ("c10d::", "c10d_functional::", "_c10d_functional::")
+COLLECTIVE_OPS = frozenset({"aten::wait", "record_param_comms"})
+COLLECTIVE_KERNEL_PREFIXES = (
+    "ncclDevKernel",
+    "ncclKernel",
+    "hcom_",
+    "all-reduce",
+    "all-gather",
+    "reduce-scatter",
+    "all-to-all",
+    "collective-permute",
+)
+
+
+def is_collective(name: str, kind: int) -> bool:
+    """Whether an event is part of a collective: its time is communication or waiting for the other ranks.
+
+    A process group's span (``gloo:all_reduce``, ``nccl:all_reduce``...), an op that
+    issues or waits for a collective (``c10d::*``, ``_c10d_functional::*``,
+    ``aten::wait``, ``record_param_comms``) or a communication kernel on the device
+    (``ncclDevKernel_*``, ``ncclKernel_*``, ``hcom_*``, XLA's ``all-reduce``...).
+    RPC's async spans are not collectives.
+
+    Args:
+        name: The event's name, as the trace writes it.
+        kind: Its kind (``event_kind``).
+    """
+    if kind == K_DEVICE:
+        return name.startswith(COLLECTIVE_KERNEL_PREFIXES)
+    return name.startswith(PROCESS_GROUP_PREFIXES + COLLECTIVE_OP_PREFIXES) or name in COLLECTIVE_OPS
+
+
+def merged_intervals(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, disjoint intervals covering exactly what ``spans`` cover (empty spans dropped)."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(s for s in spans if s[1] > s[0]):
+        if out and start <= out[-1][1]:
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return out
+
+
+def collective_wait_ns(steps: Sequence[tuple[int, int]], collectives: Iterable[tuple[int, int]]) -> list[int]:
+    """Per step, the time inside it during which one of the rank's collectives was in flight (ns).
+
+    The straggler's rule (see ``straggler``): time in a collective, overlapped by other
+    work or not, is time the rank may spend waiting for the others, so it is taken out of
+    the rank's compute. Spans on every thread and stream count (a gloo span runs on the
+    process group's thread while the step's thread waits), each instant once.
+
+    Args:
+        steps: The steps' ``(start, end)`` (integer ns), any order.
+        collectives: The ``(start, end)`` of every collective event (``is_collective``) of the rank.
+    """
+    merged = merged_intervals(collectives)
+    # The merged intervals are sorted and disjoint: their ends are sorted too.
+    ends = [e for _, e in merged]
+    out = []
+    for start, end in steps:
+        total = 0
+        i = bisect.bisect_right(ends, start)
+        while i < len(merged) and merged[i][0] < end:
+            lo, hi = merged[i]
+            total += min(hi, end) - max(lo, start)
+            i += 1
+        out.append(total)
+    return out
+
+
+def straggler(compute_per_step: Sequence[Optional[float]]) -> Optional[int]:
+    """The rank the others wait for: the one with the most compute per step.
+
+    A rank's compute is its step time less the time it spends in collectives
+    (``collective_wait_ns``): the rank that computes longest arrives last at every
+    collective, and the others wait for it there. The time in a collective does not
+    decide it: the rank with the longest is most often the one that waited most. This
+    is the one rule of the cross-rank view
+    ([`RankTable.straggler`][neuronprof.model.RankTable.straggler], ``neuronprof
+    summarize``, ``neuronprof advise`` and ``neuronprof report`` on a folder of ranks).
+
+    Args:
+        compute_per_step: Per rank (indexed by rank), its mean compute per step (any unit);
+            ``None`` for a rank without steps.
+
+    Returns:
+        The rank, or ``None`` when fewer than two ranks have a figure or the largest is
+        shared by two ranks (no one rank holds the others back).
+    """
+    known = [(v, r) for r, v in enumerate(compute_per_step) if v is not None]
+    if len(known) < 2:
+        return None
+    known.sort(reverse=True)
+    if known[0][0] == known[1][0]:
+        return None
+    return known[0][1]
 
 
 def folds_into_parent(parent_name: str, child_name: str, child_kind: int) -> bool:

@@ -19,7 +19,7 @@ from neuronprof import _vocabulary
 # The model's parts, each ≤ ~500 lines; this module is their one public face and
 # re-exports every name (documented and importable as ``neuronprof.model.X``).
 from neuronprof._model_comparison import Comparison, ComparisonRow
-from neuronprof._model_ranks import _METRIC_WORDS, _RANK_METRICS, RankOpRow, RankTable, _or_minus_one  # noqa: F401
+from neuronprof._model_ranks import _METRIC_WORDS, _RANK_METRICS, RankOpRow, RankTable  # noqa: F401
 from neuronprof._model_rows import (  # noqa: F401
     _DEVICE_FIELDS,
     _SORT_FIELD,
@@ -166,6 +166,9 @@ class Table:
             a process group's work (``gloo:all_reduce``, ``nccl:broadcast``...), which
             runs beside the host's own work and is in no self time, as in
             ``key_averages()``; ``None`` when the profile has none.
+        step_us: Wall time of the steps (``ProfilerStep#N`` spans), summed (µs); ``None`` without steps.
+        collective_wait_us: Time in those steps with a collective of this process in flight (a process
+            group's span, a ``c10d::*`` op, a communication kernel..., any thread), µs summed; or ``None``.
     """
 
     rows: tuple[OpRow, ...]
@@ -180,6 +183,8 @@ class Table:
     total_self_cpu_us: Optional[float] = None
     total_self_device_us: Optional[float] = None
     communication_us: Optional[float] = None
+    step_us: Optional[float] = None
+    collective_wait_us: Optional[float] = None
 
     def __post_init__(self) -> None:
         # Accept any iterable of rows but store a tuple so the table stays immutable.
@@ -231,6 +236,12 @@ class Table:
         if self.total_self_device_us is not None:
             return self.total_self_device_us
         return _vocabulary.device_total(self.rows)
+
+    @property
+    def compute_us(self) -> Optional[float]:
+        """Step time less time in collectives (µs, summed): what
+        [`RankTable.straggler`][neuronprof.model.RankTable.straggler] compares, per step."""
+        return None if self.step_us is None else max(self.step_us - (self.collective_wait_us or 0.0), 0.0)
 
     def row(self, name: str) -> OpRow:
         """Return the first row called ``name``.
@@ -398,6 +409,8 @@ class Table:
             "total_self_cpu_us": self.total_self_cpu_us,
             "total_self_device_us": self.total_self_device_us,
             "communication_us": self.communication_us,
+            "step_us": self.step_us,
+            "collective_wait_us": self.collective_wait_us,
             "rows": [r.to_dict() for r in self.rows],
         }
 
@@ -445,6 +458,8 @@ class Table:
             total_self_cpu_us=_opt_float(data.get("total_self_cpu_us")),
             total_self_device_us=_opt_float(data.get("total_self_device_us")),
             communication_us=_opt_float(data.get("communication_us")),
+            step_us=_opt_float(data.get("step_us")),
+            collective_wait_us=_opt_float(data.get("collective_wait_us")),
         )
 
     @classmethod

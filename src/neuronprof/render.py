@@ -324,14 +324,44 @@ def rank_footer(table: RankTable) -> list[str]:
     n = table.world_size
     unit = "device" if table.metric in ("self_device_us", "device_total_us") else "CPU"
     lines = [f"{n} rank{'s' if n != 1 else ''}; {table.sort_description}"]
+    compute = table.compute_per_step_us
+    waited = table.collective_wait_per_step_us
     for rank, t in enumerate(table.tables):
         total = t.self_device_us if unit == "device" else t.self_cpu_us
         steps = f"{t.steps} profiled step{'s' if t.steps != 1 else ''}"
         comm = t.communication_us
         comm_text = f", communication {format_us(comm)} µs (async collectives)" if comm is not None else ""
-        lines.append(f"rank {rank}: self {unit} total {format_us(total) or '-'} µs, {steps}{comm_text}")
+        work = compute[rank]
+        work_text = (
+            f", compute {format_us(work)} µs/step (its step less {format_us(waited[rank])} µs/step in collectives)"
+            if work is not None
+            else ""
+        )
+        lines.append(f"rank {rank}: self {unit} total {format_us(total) or '-'} µs, {steps}{work_text}{comm_text}")
+    if n > 1:
+        lines.append(straggler_line(table.straggler, compute))
     lines.extend(f"note: {note}" for note in table.notes)
     return lines
+
+
+def straggler_line(straggler: Optional[int], compute_per_step_us: Sequence[Optional[float]]) -> str:
+    """The line that names the straggler of several ranks, or says why none is named.
+
+    Args:
+        straggler: The rank the others wait for (``neuronprof._vocabulary.straggler``), or ``None``.
+        compute_per_step_us: Per rank, its compute per step (µs), ``None`` without steps.
+    """
+    if straggler is not None:
+        others = [v for r, v in enumerate(compute_per_step_us) if r != straggler and v is not None]
+        return (
+            f"straggler: rank {straggler}, the rank the others wait for: {format_us(compute_per_step_us[straggler])} "
+            f"µs of compute per step, the most of {len(others) + 1} ranks (next: {format_us(max(others))} µs); "
+            "compute is step time less time in collectives"
+        )
+    known = [v for v in compute_per_step_us if v is not None]
+    if len(known) < 2:
+        return "straggler: not known (fewer than two ranks recorded steps)"
+    return "straggler: none (the ranks with the most compute per step compute as long)"
 
 
 def render_rank_table(table: RankTable, row_limit: Optional[int] = 20) -> str:

@@ -19,15 +19,16 @@ import json
 import os
 import platform
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
 from urllib.parse import urlsplit
 
+from neuronprof._report_timeline import MAX_TIMELINE_EVENTS, timeline_data
 from neuronprof.model import Comparison, OpRow, Table
 from neuronprof.render import _best_cells, _cmp_columns, _cmp_footer, format_shapes, format_us
 
 if TYPE_CHECKING:
     from neuronprof.analysis import TraceDiff
-    from neuronprof.analysis.insights import Insights, Timeline
+    from neuronprof.analysis.insights import Insights, RankInsights, Timeline
 
 __all__ = [
     "MAX_TIMELINE_EVENTS",
@@ -40,16 +41,6 @@ __all__ = [
 
 REPORT_SCHEMA = "neuronprof.report/1"
 """Tag of the data embedded in the page (``<script id="neuronprof-data">``)."""
-
-MAX_TIMELINE_EVENTS = 20_000
-"""Events drawn on the timeline at most; beyond it the deepest host events are left out
-(with a note on the page), which keeps a report of a long step at a few hundred KB."""
-
-MAX_HOST_DEPTH = 6
-"""Nesting levels drawn per host thread; deeper calls are summarised by their parents."""
-
-_HOST_CATEGORIES = ("step", "op", "annotation", "runtime", "other")
-
 
 def _jinja_env() -> Any:
     try:
@@ -173,104 +164,6 @@ def _table_data(table: Table) -> dict[str, Any]:
     return {"columns": cols, "rows": [row(r) for r in table.rows], "sort_by": table.sort_by}
 
 
-# -- the timeline ---------------------------------------------------------------------
-
-
-def _timeline_data(timeline: Timeline) -> dict[str, Any]:
-    """Lanes and events for the step timeline, in microseconds from the first event.
-
-    Host events are laid out per thread and nesting depth (rebuilt from their
-    times); device events get as many lanes as they overlap. Python frames are
-    left out (``with_stack`` can make them the bulk of a trace).
-
-    Returns:
-        ``{"lanes": [{"name", "kind"}], "names": [str], "events": [[lane, start_us,
-        dur_us, name_index, kind]], "steps": [[label, start_us, end_us]], "dropped": int}``
-        where kind is 0 host op, 1 step, 2 runtime/annotation/other, 3 device.
-    """
-    host = [e for e in timeline.host if e.category in _HOST_CATEGORIES]
-    device = list(timeline.device)
-    starts = [e.start_ns for e in host] + [e.start_ns for e in device]
-    origin = min(starts) if starts else 0
-    names: dict[str, int] = {}
-
-    def name_index(name: str) -> int:
-        return names.setdefault(name, len(names))
-
-    def us(ns: int) -> float:
-        return round((ns - origin) / 1000, 3)
-
-    # Host: nesting depth per thread from a stack of open intervals.
-    placed: list[tuple[int, str, int, Any]] = []  # (depth, thread, order, event)
-    threads: dict[str, list[Any]] = {}
-    for e in host:
-        if e.category != "step":
-            threads.setdefault(e.thread, []).append(e)
-    for thread, per_thread in threads.items():
-        per_thread.sort(key=lambda e: (e.start_ns, -e.end_ns))
-        stack: list[int] = []
-        for e in per_thread:
-            while stack and stack[-1] <= e.start_ns:
-                stack.pop()
-            placed.append((len(stack), thread, len(placed), e))
-            stack.append(e.end_ns)
-    too_deep = sum(1 for p in placed if p[0] >= MAX_HOST_DEPTH)
-    placed = [p for p in placed if p[0] < MAX_HOST_DEPTH]
-    steps_ev = sorted((e for e in host if e.category == "step"), key=lambda e: e.start_ns)
-    budget = MAX_TIMELINE_EVENTS - len(steps_ev) - min(len(device), MAX_TIMELINE_EVENTS // 2)
-    placed.sort(key=lambda p: (p[0], p[2]))
-    dropped = too_deep + max(0, len(placed) - max(budget, 0))
-    placed = placed[: max(budget, 0)]
-
-    lanes: list[dict[str, str]] = []
-    lane_of: dict[tuple[str, int], int] = {}
-    events: list[list[Any]] = []
-    if steps_ev:
-        lanes.append({"name": "steps", "kind": "step"})
-        for e in steps_ev:
-            events.append([0, us(e.start_ns), round((e.end_ns - e.start_ns) / 1000, 3), name_index(e.name), 1])
-    thread_names = {t: f"host thread {i}" for i, t in enumerate(sorted(threads, key=str))}
-    for depth, thread, _, e in sorted(placed, key=lambda p: (thread_names[p[1]], p[0])):
-        key = (thread, depth)
-        if key not in lane_of:
-            lane_of[key] = len(lanes)
-            lanes.append({"name": f"{thread_names[thread]} · depth {depth}", "kind": "host"})
-        kind = 0 if e.category == "op" else 2
-        events.append(
-            [lane_of[key], us(e.start_ns), round((e.end_ns - e.start_ns) / 1000, 3), name_index(e.name), kind]
-        )
-    # Device: greedy lanes, so that overlapping work (several streams) stays visible.
-    device.sort(key=lambda e: e.start_ns)
-    device = device[: MAX_TIMELINE_EVENTS // 2]
-    dropped += max(0, len(timeline.device) - len(device))
-    ends: list[int] = []
-    label = timeline.device_label or "device"
-    for d in device:
-        for i, end in enumerate(ends):
-            if end <= d.start_ns:
-                ends[i] = d.end_ns
-                lane = i
-                break
-        else:
-            ends.append(d.end_ns)
-            lane = len(ends) - 1
-            lanes.append({"name": f"{label} · lane {lane}", "kind": "device"})
-        first_device_lane = len(lanes) - len(ends)
-        events.append(
-            [first_device_lane + lane, us(d.start_ns), round((d.end_ns - d.start_ns) / 1000, 3), name_index(d.name), 3]
-        )
-    steps = [[e.name, us(e.start_ns), us(e.end_ns)] for e in steps_ev]
-    end_us = max((ev[1] + ev[2] for ev in events), default=0.0)
-    return {
-        "lanes": lanes,
-        "names": list(names),
-        "events": events,
-        "steps": steps,
-        "end_us": end_us,
-        "dropped": dropped,
-    }
-
-
 # -- findings -------------------------------------------------------------------------
 
 
@@ -287,9 +180,13 @@ def _guide_link(kind: str, docs: str) -> dict[str, Any]:
     return {"href": href, "text": f"{GUIDE_TITLE} → {SECTIONS.get(kind, kind)}", "note": note}
 
 
-def _findings_data(insights: Optional[Insights]) -> Optional[dict[str, Any]]:
+def _findings_data(insights: Union[Insights, RankInsights, None]) -> Optional[dict[str, Any]]:
     if insights is None:
         return None
+    from neuronprof.analysis.insights import RankInsights
+
+    if isinstance(insights, RankInsights):
+        return _rank_findings_data(insights)
     from neuronprof.analysis.insights import _evidence_text
 
     return {
@@ -311,13 +208,25 @@ def _findings_data(insights: Optional[Insights]) -> Optional[dict[str, Any]]:
     }
 
 
+def _rank_findings_data(insights: RankInsights) -> dict[str, Any]:
+    """Every rank's findings in one list, the straggler's first, each titled with its rank."""
+    findings: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for rank in insights.order():
+        one = cast(dict[str, Any], _findings_data(insights.ranks[rank]))
+        notes.append(f"{insights._rank_title(rank)}; {one['header']}")
+        findings += [{**f, "title": f"rank {rank}: {f['title']}"} for f in one["findings"]]
+        notes += [f"rank {rank}: {n}" for n in one["notes"]]
+    return {"header": insights._header(), "findings": findings, "notes": [*notes, *insights.notes]}
+
+
 # -- pages ----------------------------------------------------------------------------
 
 
 def render_report(
     table: Table,
     *,
-    insights: Optional[Insights] = None,
+    insights: Union[Insights, RankInsights, None] = None,
     timeline: Optional[Timeline] = None,
     settings: Optional[Mapping[str, Any]] = None,
     title: str = "neuronprof report",
@@ -327,8 +236,11 @@ def render_report(
 
     Args:
         table: The op table (rows in display order; the page sorts and filters them).
-        insights: The findings to list; ``None`` leaves the section out.
+        insights: The findings to list; ``None`` leaves the section out. Findings of
+            several ranks ([`RankInsights`][neuronprof.analysis.insights.RankInsights])
+            are listed rank by rank, the straggler's first, each titled with its rank.
         timeline: The recorded steps' events for the step timeline; ``None`` leaves it out.
+            A timeline of several ranks is drawn with each rank on its own lanes.
         settings: Settings and environment shown at the top (backend, device,
             versions, schedule...), as label → value; values are shown as text.
         title: The page title.
@@ -345,7 +257,7 @@ def render_report(
     data = {
         "schema": REPORT_SCHEMA,
         "table": _table_data(table),
-        "timeline": _timeline_data(timeline) if timeline is not None else None,
+        "timeline": timeline_data(timeline) if timeline is not None else None,
     }
     notes = list(table.notes)
     if timeline is not None:

@@ -168,7 +168,7 @@ RankMetric = Literal["self_device_us", "self_cpu_us", "device_total_us", "cpu_to
 RankSort = Literal["max", "calls", "name"]
 """How a [`RankTable`][neuronprof.model.RankTable]'s rows are ordered (``RankTable.sort_by``).
 
-* ``"max"``: the slowest rank's value of ``metric``, largest first.
+* ``"max"``: the largest value of ``metric`` on any rank, largest first.
 * ``"calls"``: the most calls on any rank first.
 * ``"name"``: alphabetical.
 """

@@ -38,7 +38,7 @@ from neuronprof.analysis._roofline import (
 from neuronprof.analysis._verdict import Shift, Verdict, shift
 from neuronprof.analysis.errors import TraceError, UnknownDeviceError
 from neuronprof.analysis.flops import DTYPE_SIZES, OpCost, dtype_size, op_cost
-from neuronprof.analysis.insights import Evidence, Finding, FindingKind, Insights, advise
+from neuronprof.analysis.insights import Evidence, Finding, FindingKind, Insights, RankInsights, advise
 from neuronprof.analysis.neuron import NeuronProfile, neuron_profile
 from neuronprof.analysis.trace import (
     GroupBy,
@@ -68,6 +68,7 @@ __all__ = [
     "GroupBy",
     "Insights",
     "NeuronProfile",
+    "RankInsights",
     "OpCost",
     "Roofline",
     "RooflineRow",

@@ -371,7 +371,7 @@ def _report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from neuronprof._io import write_text
-    from neuronprof.analysis.insights import analyze, timeline_from_trace
+    from neuronprof.analysis.insights import analyze, analyze_ranks, timeline_from_trace
     from neuronprof.analysis.trace import load_trace
     from neuronprof.report import environment, render_report, trace_settings
 
@@ -385,13 +385,21 @@ def _report(args: argparse.Namespace) -> int:
         raise ValueError(f"{target} exists; pass --overwrite to replace it")
     trace = load_trace(source)
     timeline = timeline_from_trace(source)
+    # Several ranks ran their steps side by side: each is read, and drawn, on its own.
+    insights = analyze_ranks(timeline) if timeline.ranks else analyze(timeline)
+    ranks: dict[str, Any] = {"steps": trace.steps, "rank": trace.rank}
+    if trace.ranks:
+        straggler = getattr(insights, "straggler", None)
+        ranks = {
+            "ranks": f"{len(trace.ranks)}" + ("" if straggler is None else f"; straggler: rank {straggler}"),
+            "steps": ", ".join(f"rank {t.rank}: {t.steps}" for t in trace.ranks),
+        }
     settings = {
         "trace": trace.source,
         "backend": trace.backend,
         "device": trace.device_name or trace.device_label or "none (CPU only)",
         **trace_settings(source),
-        "steps": trace.steps,
-        "rank": trace.rank,
+        **ranks,
         "report made with neuronprof": environment()["neuronprof"],
     }
     baseline = None
@@ -401,7 +409,7 @@ def _report(args: argparse.Namespace) -> int:
         baseline = diff(args.baseline, trace)
     text = render_report(
         trace.table("device"),
-        insights=analyze(timeline),
+        insights=insights,
         timeline=timeline,
         settings=settings,
         title=source.name,

@@ -57,6 +57,7 @@ from neuronprof.analysis.insights._findings import PIPELINE_SHARE as PIPELINE_SH
 from neuronprof.analysis.insights._findings import SECTIONS as SECTIONS
 from neuronprof.analysis.insights._findings import _evidence_text as _evidence_text
 from neuronprof.analysis.insights._op_rules import _chains, _conversions, _dominant
+from neuronprof.analysis.insights._ranks import RANK_INSIGHTS_SCHEMA, RankInsights, analyze_ranks
 from neuronprof.analysis.insights._step_rules import _fallbacks, _low_precision, _pipeline, _step_time
 from neuronprof.analysis.insights._timeline import DeviceCategory as DeviceCategory
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
@@ -74,15 +75,18 @@ __all__ = [
     "DOCS_URL_ENV",
     "FINDING_KINDS",
     "INSIGHTS_SCHEMA",
+    "RANK_INSIGHTS_SCHEMA",
     "DeviceEvent",
     "Evidence",
     "Finding",
     "FindingKind",
     "HostEvent",
     "Insights",
+    "RankInsights",
     "Timeline",
     "advise",
     "analyze",
+    "analyze_ranks",
     "docs_base_url",
     "guide_url",
     "timeline_from_trace",
@@ -106,9 +110,17 @@ def analyze(timeline: Timeline) -> Insights:
 
     Raises:
         TypeError: ``timeline`` is not a [`Timeline`][neuronprof.analysis.insights.Timeline].
+        ValueError: The timeline holds several ranks (``timeline.ranks``): their steps
+            ran side by side, so read each rank on its own with
+            [`analyze_ranks`][neuronprof.analysis.insights.analyze_ranks].
     """
     if not isinstance(timeline, Timeline):
         raise TypeError(f"analyze() takes a Timeline, got {type(timeline).__name__}")
+    if timeline.ranks:
+        raise ValueError(
+            f"this timeline holds {len(timeline.ranks)} ranks, whose steps ran side by side: read each rank on its "
+            "own with analyze_ranks(timeline)"
+        )
     p = _Profile(timeline)
     notes = p.notes
     if not p.steps:
@@ -161,13 +173,21 @@ def analyze(timeline: Timeline) -> Insights:
 
 
 
-def advise(source: Union[str, os.PathLike[str]]) -> Insights:
+def advise(source: Union[str, os.PathLike[str]]) -> Union[Insights, RankInsights]:
     """Return the findings of a trace file or folder (what ``neuronprof advise`` prints).
 
     Args:
         source: A Chrome/Perfetto trace (``.json``, ``.json.gz``) or a folder of them.
 
+    Returns:
+        [`Insights`][neuronprof.analysis.insights.Insights] for one profile (a file, or
+        a folder of one rank's traces); for a folder of several ranks' traces,
+        [`RankInsights`][neuronprof.analysis.insights.RankInsights]: each rank's
+        findings over its own steps, and the straggler named. Both print, and render
+        with ``to_markdown()`` and ``to_json()``.
+
     Raises:
         TraceError: The trace cannot be read.
     """
-    return analyze(timeline_from_trace(source))
+    timeline = timeline_from_trace(source)
+    return analyze_ranks(timeline) if timeline.ranks else analyze(timeline)

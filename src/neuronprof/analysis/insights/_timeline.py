@@ -84,6 +84,11 @@ class Timeline:
             (``("torch.bfloat16",)``), as torch's oneDNN reported them on the machine
             that recorded the run; ``()`` for none, ``None`` when unknown (a trace
             from another producer).
+        rank: The distributed rank the events are of, when known.
+        ranks: One timeline per rank, indexed by rank, when the source holds several
+            ranks (a folder of ``rank-N`` traces); ``host`` and ``device`` then hold
+            every rank's events together, which only a per-rank reading makes sense of
+            ([`analyze_ranks`][neuronprof.analysis.insights.analyze_ranks]).
     """
 
     host: tuple[HostEvent, ...]
@@ -94,4 +99,6 @@ class Timeline:
     notes: tuple[str, ...] = ()
     record_shapes: Optional[bool] = None
     native_dtypes: Optional[tuple[str, ...]] = None
+    rank: Optional[int] = None
+    ranks: tuple[Timeline, ...] = ()
 

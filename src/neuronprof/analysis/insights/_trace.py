@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from typing import Any, Optional, Union
 
@@ -62,6 +63,7 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
         _device_label,
         _id,
         _ns,
+        _rank_of,
         _time_error,
         derived_lanes,
         process_evidence,
@@ -79,7 +81,10 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     record_shapes: Optional[bool] = None
     native: Optional[tuple[str, ...]] = None
     evidence: set[str] = set()  # text the device label is read from, as the table reader reads it
+    # Per file: its rank, and where its events start and end in ``host``, ``device`` and ``notes``.
+    parts: list[tuple[Optional[int], tuple[int, ...]]] = []
     for fi, f in enumerate(files):
+        first = (len(host), len(device), len(notes))
         stream = EventStream(f)
         skipped = 0
         procs: dict[Any, list[str]] = {}
@@ -190,12 +195,13 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
             if isinstance(dtypes, list) and all(isinstance(d, str) for d in dtypes):
                 native = tuple(dtypes)
         evidence.update(process_evidence(procs, device_pids, stream.metadata))
+        parts.append((_rank_of(f, stream.metadata), (*first, len(host), len(device), len(notes))))
     if label is None and evidence:
         # The table reader's rule: the label read from the trace itself (device processes,
         # deviceProperties, device and runtime events), never a default; no such evidence: CPU only.
         label = _device_label(evidence)
         backend = label.lower() if backend == "cpu" else backend
-    return Timeline(
+    merged = Timeline(
         tuple(host),
         tuple(device),
         backend,
@@ -205,6 +211,46 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
         record_shapes=record_shapes,
         native_dtypes=native,
     )
+    return _by_rank(merged, files, parts)
+
+
+def _by_rank(merged: Timeline, files: list[str], parts: list[tuple[Optional[int], tuple[int, ...]]]) -> Timeline:
+    """The timeline of one rank with its rank, or of several with one timeline per rank (as ``load_trace`` splits).
+
+    Files of one rank (several cycles) make one timeline; a rank between the lowest and
+    the highest without a file gets an empty one, with a note; files that name no rank
+    are in the merged timeline only.
+    """
+    ranks = {r for r, *_ in parts if r is not None}
+    if len(ranks) == 1 and all(r is not None for r, *_ in parts):
+        return dataclasses.replace(merged, rank=next(iter(ranks)))
+    if len(ranks) < 2:
+        return merged
+    per_rank = []
+    for rank in range(max(ranks) + 1):
+        host: list[HostEvent] = []
+        device: list[DeviceEvent] = []
+        notes: list[str] = []
+        mine = [i for i, p in enumerate(parts) if p[0] == rank]
+        for i in mine:
+            h0, d0, n0, h1, d1, n1 = parts[i][1]
+            host += merged.host[h0:h1]
+            device += merged.device[d0:d1]
+            notes += merged.notes[n0:n1]
+        if not mine:
+            notes.append(f"rank {rank} has no trace")
+        source = ", ".join(files[i] for i in mine)
+        # Everything else (backend, device label, what the files say of the run) is the folder's.
+        per_rank.append(
+            dataclasses.replace(
+                merged, host=tuple(host), device=tuple(device), source=source, notes=tuple(notes), rank=rank
+            )
+        )
+    notes = list(merged.notes)
+    no_rank = sum(1 for r, *_ in parts if r is None)
+    if no_rank:
+        notes.append(f"{no_rank} trace file(s) name no rank: their events are in no rank's findings")
+    return dataclasses.replace(merged, notes=tuple(notes), ranks=tuple(per_rank))
 
 
 def _suppress_unhashable() -> contextlib.AbstractContextManager[None]:

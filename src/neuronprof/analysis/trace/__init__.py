@@ -244,7 +244,8 @@ def summarize_ranks(
 
     Returns:
         A [`RankTable`][neuronprof.model.RankTable] with, per op, each rank's self times (µs)
-        and calls, and the slowest rank.
+        and calls, and the slowest rank; and the straggler, the rank the others wait for:
+        the most compute per step (step time less the time in collectives).
 
     Raises:
         TraceError: The trace cannot be read.

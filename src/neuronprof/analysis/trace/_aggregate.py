@@ -166,8 +166,15 @@ class _Aggregator(_Nesting):
         runtime_names = {keys.names[k] for k in range(len(kind)) if kind[k] == _K_RUNTIME}
         sums.evidence.extend(sorted(runtime_names)[:16])
         sums.evidence.extend({str(keys.keys[k][1]) for k in range(len(kind)) if kind[k] == _K_RUNTIME})
+        first_step = len(sums.samples)
         for th, only in host:
             self._walk(th, only, dev_by_corr, dev_by_ext)
+        steps = sums.samples[first_step:]
+        if steps:
+            spans = self._collective_spans(analysis_pids, views, device_pids)
+            waits = vocab.collective_wait_ns([(s[5], s[5] + s[0]) for s in steps], spans)
+            for sample, waited in zip(steps, waits):
+                sample[6] = waited
         self.threads.clear()
         where = f"{os.path.basename(self.path)}: " if self.file_notes else ""
         for k, (count, left_out) in sorted(self.crossed.items(), key=lambda item: self.keys.raw_names[item[0]]):
@@ -202,6 +209,31 @@ class _Aggregator(_Nesting):
             )
         if sums.linked:
             sums.unlinked_ns += unlinked + sum(dev_by_corr.values()) + sum(dev_by_ext.values())
+
+
+    def _collective_spans(self, left_out: set[Any], views: set[Any], device_pids: set[Any]) -> list[tuple[int, int]]:
+        """``(start, end)`` of the file's collectives (``vocab.is_collective``) on every timeline it counts."""
+        keys = self.keys
+        kind, raw_names = keys.kind, keys.raw_names
+        # Per key, whether it is a collective by its own kind, and as an event of a device
+        # process (device work there, whatever its category: XLA's ``all-reduce.3``).
+        by_kind = {k for k in range(len(kind)) if vocab.is_collective(raw_names[k], kind[k])}
+        on_device_process = by_kind | {
+            k
+            for k in range(len(kind))
+            if vocab.on_device(kind[k], True) and vocab.is_collective(raw_names[k], _K_DEVICE)
+        }
+        if not on_device_process:
+            return []
+        spans: list[tuple[int, int]] = []
+        for (pid, tid), th in self.threads.items():
+            if pid in left_out or (pid, tid) in views:
+                continue
+            wanted = on_device_process if pid in device_pids else by_kind
+            if wanted.isdisjoint(th.kid):
+                continue
+            spans.extend((t, t + d) for t, d, k in zip(th.ts, th.dur, th.kid) if k in wanted)
+        return spans
 
 
 class EventAggregator(_Aggregator):

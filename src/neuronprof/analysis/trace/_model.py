@@ -68,12 +68,16 @@ class StepSample:
         device_us: Device time of the kernels its ops launched (µs); ``None`` without a device.
         ops: Per host op name, ``(name, self CPU µs, self device µs or None)`` in this step.
         run: Which of the trace's files (runs) the step is from, from 0.
+        collective_wait_us: Time inside the step during which one of the rank's collectives
+            was in flight (µs), on any thread or stream, each instant once: what the
+            straggler's rule takes out of the step (``neuronprof._vocabulary.straggler``).
     """
 
     wall_us: float
     device_us: Optional[float] = None
     ops: tuple[tuple[str, float, Optional[float]], ...] = ()
     run: int = 0
+    collective_wait_us: float = 0.0
 
     def op(self, name: str) -> Optional[tuple[float, Optional[float]]]:
         """``(self CPU µs, self device µs)`` of an op in this step; ``None`` when it did not run.
@@ -169,6 +173,8 @@ class Trace:
             notes=self.notes,
             rank=self.rank,
             communication_us=self.communication_us,
+            step_us=sum(s.wall_us for s in self.samples) if self.samples else None,
+            collective_wait_us=sum(s.collective_wait_us for s in self.samples) if self.samples else None,
         )
         # The totals of the whole trace travel with the table (and its JSON),
         # whether or not rows are filtered or cut.

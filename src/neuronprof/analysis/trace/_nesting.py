@@ -225,7 +225,7 @@ class _Nesting:
                 anchored = True
                 step_work.append(False)
                 sample_at = len(samples)
-                samples.append([d, 0, {}, {}, 0])
+                samples.append([d, 0, {}, {}, 0, t, 0])
             else:
                 sample_at = stack[-1][15] if stack else -1
             stack.append(

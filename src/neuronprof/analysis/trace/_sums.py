@@ -92,8 +92,8 @@ class _Sums:
         self.async_ns = 0  # duration of async spans (collectives): communication, not self time
         self.async_keys: set[int] = set()
         # Per recorded step, in order: [duration ns, device ns linked from its ops,
-        # {key: self CPU ns}, {key: device ns}, index of its file (run)]: the samples a
-        # verdict compares.
+        # {key: self CPU ns}, {key: device ns}, index of its file (run), start ns, ns in
+        # collectives (``vocab.collective_wait_ns``)]: the samples a verdict compares.
         self.samples: list[list[Any]] = []
 
     def grow(self, n: int) -> None:
@@ -126,7 +126,7 @@ class _Sums:
         self.async_ns += other.async_ns
         self.async_keys |= other.async_keys
         offset = len(self.files)  # the other's runs come after this one's
-        self.samples += [[*sample[:4], sample[4] + offset] for sample in other.samples]
+        self.samples += [[*sample[:4], sample[4] + offset, *sample[5:]] for sample in other.samples]
         self.evidence += other.evidence
         self.device_name = self.device_name or other.device_name
         for what, n in other.skipped.items():
@@ -218,7 +218,7 @@ def _build(sums: _Sums, keys: _Keys, files: Sequence[str], *, rank: Optional[int
 
 def _step_sample(sample: list[Any], keys: _Keys, has_device: bool) -> StepSample:
     """One step's figures, per op name (keys of one name, e.g. of several shapes, summed)."""
-    wall, device, cpu_by_key, dev_by_key, run = sample
+    wall, device, cpu_by_key, dev_by_key, run, _start, waited = sample
     ops: dict[str, list[float]] = {}
     for k, ns in cpu_by_key.items():
         ops.setdefault(keys.names[k], [0.0, 0.0])[0] += ns / 1000
@@ -229,4 +229,5 @@ def _step_sample(sample: list[Any], keys: _Keys, has_device: bool) -> StepSample
         device_us=device / 1000 if has_device else None,
         ops=tuple((name, cpu, dev if has_device else None) for name, (cpu, dev) in ops.items()),
         run=run,
+        collective_wait_us=waited / 1000,
     )

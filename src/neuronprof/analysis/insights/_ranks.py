@@ -1,0 +1,311 @@
+"""Findings of several ranks: each rank read on its own, and the rank the others wait for.
+
+A folder of per-rank traces is not one profile: its ranks' steps ran side by side,
+not one after another, so reading them as one timeline would average the ranks as
+if they were steps. [`analyze_ranks`][neuronprof.analysis.insights.analyze_ranks]
+reads each rank's own timeline with [`analyze`][neuronprof.analysis.insights.analyze]
+and names the straggler by the cross-rank view's one rule
+(``neuronprof._vocabulary.straggler``): the rank with the most compute per step, a
+rank's compute being its step time less the time inside its steps during which one
+of its collectives was in flight.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+from neuronprof import _vocabulary as vocab
+from neuronprof.analysis.insights._findings import Finding, Insights, _us
+from neuronprof.analysis.insights._timeline import Timeline
+from neuronprof.model import loads
+
+RANK_INSIGHTS_SCHEMA = "neuronprof.rank_insights/1"
+
+
+@dataclass(frozen=True)
+class RankInsights:
+    """Findings of a job's ranks, rank by rank: what ``neuronprof advise`` returns for a folder of ranks.
+
+    Each rank is read on its own, over its own steps (never averaged with the other
+    ranks as if they were steps), and the straggler is named: the rank the others
+    wait for, whose findings are the ones to fix first. ``print()`` it for every
+    rank's findings, the straggler's first; save it with
+    [`to_json`][neuronprof.analysis.insights.RankInsights.to_json] (read back with
+    [`from_json`][neuronprof.analysis.insights.RankInsights.from_json]).
+
+    Attributes:
+        ranks: One [`Insights`][neuronprof.analysis.insights.Insights] per rank, indexed
+            by rank: that rank's findings, steps and step time.
+        straggler: The rank the others wait for: the most compute per step (step time
+            less the time in collectives); ``None`` when fewer than two ranks recorded
+            steps or two share the largest figure.
+        compute_per_step_us: Per rank, its mean compute per step (µs): the mean of its
+            ``ProfilerStep#N`` spans less the time inside them during which one of its
+            collectives (a process group's span, a ``c10d::*`` op, ``aten::wait``,
+            ``record_param_comms``, a communication kernel) was in flight; ``None``
+            without steps.
+        collective_wait_per_step_us: Per rank, that time in collectives per step (µs);
+            ``None`` without steps.
+        notes: Remarks about the folder (a rank without a trace, files that name no rank).
+        source: The trace files read.
+    """
+
+    ranks: tuple[Insights, ...]
+    straggler: Optional[int] = None
+    compute_per_step_us: tuple[Optional[float], ...] = ()
+    collective_wait_per_step_us: tuple[Optional[float], ...] = ()
+    notes: tuple[str, ...] = field(default=())
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("ranks", "compute_per_step_us", "collective_wait_per_step_us", "notes"):
+            if not isinstance(getattr(self, name), tuple):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+        for r in self.ranks:
+            if not isinstance(r, Insights):
+                raise TypeError(f"RankInsights.ranks must hold Insights objects, got {type(r).__name__}")
+
+    @property
+    def world_size(self) -> int:
+        """Number of ranks."""
+        return len(self.ranks)
+
+    def rank(self, rank: int) -> Insights:
+        """Return one rank's findings.
+
+        Args:
+            rank: The rank, from 0.
+
+        Raises:
+            IndexError: No such rank.
+        """
+        if not 0 <= rank < len(self.ranks):
+            raise IndexError(f"no rank {rank}: ranks 0 to {len(self.ranks) - 1}")
+        return self.ranks[rank]
+
+    def order(self) -> list[int]:
+        """The ranks in the order they are shown: the straggler first, then the others by rank."""
+        rest = [r for r in range(len(self.ranks)) if r != self.straggler]
+        return rest if self.straggler is None else [self.straggler, *rest]
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """Every rank's findings, rank by rank in [`order`][neuronprof.analysis.insights.RankInsights.order].
+
+        The straggler's come first. A finding does not say its rank: read one rank's
+        with ``rank(r).findings``.
+        """
+        return tuple(f for r in self.order() for f in self.ranks[r].findings)
+
+    def kinds(self) -> list[str]:
+        """Return the kinds of [`findings`][neuronprof.analysis.insights.RankInsights.findings], in that order."""
+        return [f.kind for f in self.findings]
+
+    # -- renderers ------------------------------------------------------------------
+    def _header(self) -> str:
+        n = len(self.ranks)
+        first = self.ranks[0] if self.ranks else None
+        where = ""
+        if first is not None:
+            where = f" ({first.backend}" + (f", {first.device_label})" if first.device_label else ")")
+        head = f"{n} rank{'s' if n != 1 else ''}{where}, each read on its own"
+        s = self.straggler
+        if s is not None:
+            others = [v for r, v in enumerate(self.compute_per_step_us) if r != s and v is not None]
+            return (
+                f"{head}: rank {s} is the straggler, the rank the others wait for: {_us(self.compute_per_step_us[s])} "
+                f"of compute per step, the most of {len(others) + 1} ranks (next: {_us(max(others))}); compute is "
+                "step time less time in collectives"
+            )
+        known = [v for v in self.compute_per_step_us if v is not None]
+        if len(known) < 2:
+            return f"{head}: no straggler named (fewer than two ranks recorded steps)"
+        return f"{head}: no straggler (the ranks with the most compute per step compute as long)"
+
+    def _rank_title(self, rank: int) -> str:
+        mark = " (the straggler)" if rank == self.straggler else ""
+        compute = self.compute_per_step_us[rank] if rank < len(self.compute_per_step_us) else None
+        waited = self.collective_wait_per_step_us[rank] if rank < len(self.collective_wait_per_step_us) else None
+        if compute is None:
+            return f"rank {rank}{mark}: no steps recorded"
+        return f"rank {rank}{mark}: compute {_us(compute)}/step, {_us(waited)}/step in collectives"
+
+    def __str__(self) -> str:
+        lines = [self._header()]
+        for r in self.order():
+            lines.append("")
+            lines.append(f"== {self._rank_title(r)} ==")
+            lines.append(str(self.ranks[r]))
+        if self.notes:
+            lines.append("")
+            lines.extend(f"note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+    def to_text(self) -> str:
+        """Return every rank's findings as plain text (what ``print()`` shows), the straggler's first."""
+        return str(self)
+
+    def to_markdown(self) -> str:
+        """Return every rank's findings as GitHub-flavoured Markdown: one section per rank, the straggler's first."""
+        lines = [f"**{self._header()}**", ""]
+        for r in self.order():
+            title = self._rank_title(r)
+            lines.append(f"### {title[0].upper()}{title[1:]}")
+            lines.append("")
+            lines.append(self.ranks[r].to_markdown())
+        if self.notes:
+            lines.extend(f"- note: {n}" for n in self.notes)
+        return "\n".join(lines).rstrip("\n") + "\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the findings as a JSON-ready dict with a ``schema`` tag: one entry per rank, in rank order."""
+        return {
+            "schema": RANK_INSIGHTS_SCHEMA,
+            "world_size": len(self.ranks),
+            "straggler": self.straggler,
+            "source": self.source,
+            "notes": list(self.notes),
+            "ranks": [
+                {
+                    "rank": r,
+                    "compute_per_step_us": _at(self.compute_per_step_us, r),
+                    "collective_wait_per_step_us": _at(self.collective_wait_per_step_us, r),
+                    "insights": ins.to_dict(),
+                }
+                for r, ins in enumerate(self.ranks)
+            ],
+        }
+
+    def to_json(self, indent: Optional[int] = 2) -> str:
+        """Return the findings as JSON, which [`from_json`][neuronprof.analysis.insights.RankInsights.from_json] reads.
+
+        Args:
+            indent: Spaces per indentation level; None for one line.
+        """
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RankInsights:
+        """Build the findings from [`to_dict`][neuronprof.analysis.insights.RankInsights.to_dict] output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
+
+        Raises:
+            ValueError: The data is not neuronprof's findings of several ranks.
+        """
+        if not isinstance(data, Mapping) or data.get("schema") != RANK_INSIGHTS_SCHEMA:
+            raise ValueError(f"not neuronprof findings of several ranks (expected schema {RANK_INSIGHTS_SCHEMA!r})")
+        ranks = data.get("ranks")
+        if not isinstance(ranks, list) or not all(isinstance(r, Mapping) for r in ranks):
+            raise ValueError("neuronprof findings of several ranks need a 'ranks' list")
+        try:
+            by_rank = sorted(ranks, key=lambda r: int(r["rank"]))
+            straggler = data.get("straggler")
+            return cls(
+                ranks=tuple(Insights.from_dict(r["insights"]) for r in by_rank),
+                straggler=None if straggler is None else int(straggler),
+                compute_per_step_us=tuple(_opt_float(r.get("compute_per_step_us")) for r in by_rank),
+                collective_wait_per_step_us=tuple(_opt_float(r.get("collective_wait_per_step_us")) for r in by_rank),
+                notes=tuple(str(n) for n in data.get("notes", ())),
+                source=str(data.get("source", "")),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"invalid findings of several ranks: {exc}") from None
+
+    @classmethod
+    def from_json(cls, text: Union[str, bytes]) -> RankInsights:
+        """Read findings written by [`to_json`][neuronprof.analysis.insights.RankInsights.to_json].
+
+        Args:
+            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
+
+        Raises:
+            ValueError: The text is not JSON, or not neuronprof's findings of several ranks.
+        """
+        return cls.from_dict(loads(text))
+
+
+def analyze_ranks(timeline: Timeline) -> RankInsights:
+    """Return the findings of every rank of a timeline, each rank read on its own, and the straggler.
+
+    Args:
+        timeline: A timeline with one timeline per rank (``timeline.ranks``, as
+            [`timeline_from_trace`][neuronprof.analysis.insights.timeline_from_trace]
+            reads a folder of ranks); a timeline of one rank gives one entry.
+
+    Returns:
+        [`RankInsights`][neuronprof.analysis.insights.RankInsights]: per rank, its
+        findings over its own steps and its compute per step; the straggler named.
+
+    Raises:
+        TypeError: ``timeline`` is not a [`Timeline`][neuronprof.analysis.insights.Timeline].
+    """
+    from neuronprof.analysis.insights import analyze
+
+    if not isinstance(timeline, Timeline):
+        raise TypeError(f"analyze_ranks() takes a Timeline, got {type(timeline).__name__}")
+    per_rank = timeline.ranks or (timeline,)
+    figures = [rank_figures(t) for t in per_rank]
+    compute = tuple(c for c, _ in figures)
+    own = {n for t in per_rank for n in t.notes}
+    return RankInsights(
+        ranks=tuple(analyze(t) for t in per_rank),
+        straggler=vocab.straggler(compute),
+        compute_per_step_us=compute,
+        collective_wait_per_step_us=tuple(w for _, w in figures),
+        notes=tuple(n for n in timeline.notes if n not in own) if timeline.ranks else (),
+        source=timeline.source,
+    )
+
+
+def rank_figures(timeline: Timeline) -> tuple[Optional[float], Optional[float]]:
+    """One rank's ``(compute per step, time in collectives per step)`` in µs; ``(None, None)`` without steps.
+
+    The steps are the rank's ``ProfilerStep#N`` spans as the table counts them (an empty
+    last step of a thread, opened as the profiler stopped, is none:
+    ``neuronprof._vocabulary.step_count``); the time in collectives is
+    ``neuronprof._vocabulary.collective_wait_ns`` of its collective events, host and device.
+
+    Args:
+        timeline: The events of one rank.
+    """
+    steps = _steps(timeline)
+    if not steps:
+        return None, None
+    spans = [(e.start_ns, e.end_ns) for e in timeline.host if vocab.is_collective(e.name, vocab.K_OTHER)]
+    spans += [(d.start_ns, d.end_ns) for d in timeline.device if vocab.is_collective(d.name, vocab.K_DEVICE)]
+    waited = sum(vocab.collective_wait_ns(steps, spans))
+    total = sum(e - s for s, e in steps)
+    n = len(steps)
+    return (total - waited) / n / 1000, waited / n / 1000
+
+
+def _steps(timeline: Timeline) -> list[tuple[int, int]]:
+    """The rank's steps as ``(start, end)`` ns, thread by thread, as the table counts them."""
+    by_thread: dict[str, list[tuple[int, int]]] = {}
+    starts: dict[str, list[int]] = {}
+    for e in timeline.host:
+        if e.category == "step":
+            by_thread.setdefault(e.thread, []).append((e.start_ns, e.end_ns))
+        else:
+            starts.setdefault(e.thread, []).append(e.start_ns)
+    out: list[tuple[int, int]] = []
+    for thread, steps in by_thread.items():
+        steps.sort()
+        within = sorted(starts.get(thread, ()))
+        holds_work = [bisect.bisect_left(within, s) < bisect.bisect_left(within, e) for s, e in steps]
+        out += steps[: vocab.step_count(holds_work)]
+    return out
+
+
+def _at(values: Sequence[Optional[float]], i: int) -> Optional[float]:
+    return values[i] if i < len(values) else None
+
+
+def _opt_float(value: Any) -> Optional[float]:
+    return None if value is None else float(value)
