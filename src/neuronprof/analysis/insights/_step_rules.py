@@ -6,7 +6,6 @@ work on a CPU that emulates it, and ops that fell back to the CPU inside a devic
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Optional
@@ -38,10 +37,18 @@ from neuronprof.analysis.insights._tree import (
 
 Spans = list[tuple[int, int]]
 
-_COLLECTIVE_KERNEL = re.compile(r"nccl|rccl|hccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all", re.IGNORECASE)
-"""Device kernels that are collectives (``ncclDevKernel_AllReduce_Sum_f32_RING_LL``...)."""
-_WAITING_OPS = re.compile(r"^c10d::|^aten::wait|^record_param_comms$")
-"""Host ops that launch or wait for a collective: time in them is communication, not compute."""
+# The timeline's host categories as the vocabulary's kinds, for its collective rule (``is_collective``).
+_KIND = {"op": vocab.K_OP, "runtime": vocab.K_RUNTIME, "step": vocab.K_STEP, "python": vocab.K_PY}
+
+
+def _collective(node: _Node) -> bool:
+    return vocab.is_collective(node.name, _KIND.get(node.ev.category, vocab.K_OTHER))
+
+
+def _collective_kernel(name: str) -> bool:
+    return vocab.is_collective(name, vocab.K_DEVICE)
+
+
 LOW_PRECISION = ("torch.bfloat16", "torch.float16")
 
 
@@ -78,29 +85,30 @@ class _StepTime:
     def __init__(self, p: _Profile) -> None:
         collectives: defaultdict[str, Spans] = defaultdict(list)
         for n in p.nodes:
-            if n.name.startswith(vocab.ASYNC_PREFIXES) and n.ev.category != "step":
+            if _collective(n):
                 collectives[_recording(n)].append((n.ev.start_ns, n.ev.end_ns))
         self._host_collectives = {k: _union(v) for k, v in collectives.items()}
         self._device_collectives = _union(
-            (d.start_ns, d.end_ns) for d in p.tl.device if _COLLECTIVE_KERNEL.search(d.name)
+            (d.start_ns, d.end_ns) for d in p.tl.device if _collective_kernel(d.name)
         )
         self._device_compute = _union(
-            (d.start_ns, d.end_ns) for d in p.tl.device if not _COLLECTIVE_KERNEL.search(d.name)
+            (d.start_ns, d.end_ns) for d in p.tl.device if not _collective_kernel(d.name)
         )
 
     def communication(self, st: _Step) -> tuple[Spans, Spans, Spans]:
         """(all collective time, the part with no compute beside it, host waits) in the step, as spans."""
         host_end = st.node.ev.end_ns
         host = _clip(self._host_collectives.get(_recording(st.node), []), st.start, host_end)
-        compute = _union((t.ev.start_ns, t.ev.end_ns) for t in st.top if not _WAITING_OPS.search(t.name))
-        host_exposed = _subtract(host, compute)
+        compute = _union((t.ev.start_ns, t.ev.end_ns) for t in st.top if not _collective(t))
+        device_compute = _clip(self._device_compute, st.start, st.end)
+        host_exposed = _subtract(_subtract(host, compute), device_compute)
         device = _clip(self._device_collectives, st.start, st.end)
-        device_exposed = _subtract(device, _clip(self._device_compute, st.start, st.end))
+        device_exposed = _subtract(device, device_compute)
         return _union([*host, *device]), _union([*host_exposed, *device_exposed]), host_exposed
 
     def host_gaps(self, st: _Step, waits: Spans) -> Spans:
         """The step's host time outside every op, the DataLoader, runtime calls and collective waits."""
-        covered = [(t.ev.start_ns, t.ev.end_ns) for t in st.top if not _WAITING_OPS.search(t.name)]
+        covered = [(t.ev.start_ns, t.ev.end_ns) for t in st.top if not _collective(t)]
         for node in st.node.walk():
             if node.ev.category == "runtime" or _DATALOADER.search(node.name):
                 covered.append((node.ev.start_ns, node.ev.end_ns))
@@ -128,12 +136,15 @@ def _neighbours(st: _Step, gap: tuple[int, int]) -> tuple[str, str]:
 def _step_time(p: _Profile) -> list[Finding]:
     """``communication_wait`` and ``host_overhead``: step time outside the ops' own work.
 
-    * ``communication_wait``: the collectives' time in each step (c10d's async spans,
-      ``gloo:*``/``nccl:*`` on their own threads, and collective device kernels,
-      ``nccl*``), less the part that runs beside compute (the step's top-level ops on
-      the host, other kernels on the device): the time the rank waits for the
-      others. Fires when that exposed time is at least ``COMMUNICATION_SHARE`` (10 %)
-      of the mean step. Time at stake: the exposed time per step.
+    * ``communication_wait``: the collectives' time in each step (the vocabulary's
+      ``is_collective``, as the straggler's rule counts it: c10d's async spans
+      ``gloo:*``/``nccl:*`` on their own threads, the ``c10d::*`` ops issuing and
+      waiting for them, collective device kernels ``ncclDevKernel*``), less the part
+      that runs beside compute (the step's other top-level ops on the host, other
+      kernels on the device; a host collective beside device compute is not a wait
+      either): the time the rank waits for the others. Fires when that exposed time
+      is at least ``COMMUNICATION_SHARE`` (10 %) of the mean step. Time at stake: the
+      exposed time per step.
     * ``host_overhead``: the host time of each step (``ProfilerStep#N``'s span) spent
       outside every top-level op, DataLoader range, runtime call and collective wait:
       Python code between ops (the model's own code, ``generate()``'s loop, logging).
@@ -159,10 +170,10 @@ def _step_time(p: _Profile) -> list[Finding]:
         for gap in host_gaps:
             gaps.append((gap[1] - gap[0], *_neighbours(st, gap), st.node.name))
     for n in p.nodes:
-        if n.name.startswith(vocab.ASYNC_PREFIXES):
+        if _collective(n) and n.ev.category != "op":  # the spans and kernels, not the ops issuing them
             names[n.name] += 1
     for d in p.tl.device:
-        if _COLLECTIVE_KERNEL.search(d.name):
+        if _collective_kernel(d.name):
             names[d.name] += 1
     findings = []
     step_us = p.mean_step_ns / 1000
