@@ -227,3 +227,27 @@ def test_the_dominant_op_advice_fits_what_was_recorded(shapes: bool) -> None:
     gpu = analyze(Timeline(host, device, "cuda", "CUDA")).of_kind("dominant_op")
     assert gpu and "s.roofline()" in gpu[0].suggestion
     assert ("smaller dtype" in gpu[0].suggestion) == shapes
+
+
+# -- autocast's casts are its own --------------------------------------------------------------
+
+
+def _cast(src: str, dst: str, start: int, cause: str = "aten::linear") -> list[HostEvent]:
+    return [
+        HostEvent(cause, start, start + 9_000),
+        HostEvent("aten::_to_copy", start + 1_000, start + 8_000),
+        HostEvent("aten::copy_", start + 2_000, start + 7_000, input_shapes=((8, 8), (8, 8)), input_dtypes=(dst, src)),
+    ]
+
+
+def test_autocast_casts_are_named_in_a_note_not_reported() -> None:
+    host = _step(*_cast("float", "c10::BFloat16", 0), *_cast("c10::BFloat16", "float", 20_000, "aten::mul"))
+    ins = analyze(Timeline(host))
+    assert "dtype_conversion" not in ins.kinds()
+    assert any("autocast's own casts" in n for n in ins.notes)
+
+
+def test_a_widening_to_float32_without_autocast_is_still_a_conversion() -> None:
+    # bf16 weights meeting float32 activations, no narrowing cast anywhere: a real mixed-dtype op.
+    found = only(analyze(Timeline(_step(*_cast("c10::BFloat16", "float", 0, "aten::mul")))), "dtype_conversion")
+    assert "torch.bfloat16 → torch.float32" in found.evidence.detail

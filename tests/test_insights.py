@@ -359,7 +359,7 @@ def test_cuda_memcpy_names_direction_and_cause() -> None:
 
 
 @pytest.mark.parametrize("shapes", [True, False])
-def test_autocast_cast_on_the_device_is_a_conversion_not_a_copy(shapes: bool) -> None:
+def test_autocast_cast_on_the_device_is_autocasts_not_a_copy(shapes: bool) -> None:
     recorded = {"input_shapes": ((4096, 4096), (4096, 4096)), "input_dtypes": ("c10::Half", "float")}
     host = _step(
         HostEvent("aten::linear", 1_000, 90_000, ext_id=1),
@@ -376,9 +376,9 @@ def test_autocast_cast_on_the_device_is_a_conversion_not_a_copy(shapes: bool) ->
         assert "dtype_conversion" not in ins.kinds()
         assert any("aten::linear" in n and "record_shapes=True would tell" in n for n in ins.notes)
         return
-    conv = only(ins, "dtype_conversion")
-    assert conv.evidence.ops[0] == "aten::linear"
-    assert "torch.float32 → torch.float16" in conv.evidence.detail
+    # float32 → float16 inside a matmul: autocast's own cast, named in a note, not a finding.
+    assert "dtype_conversion" not in ins.kinds()
+    assert any("autocast's own casts" in n for n in ins.notes)
 
 
 def test_copy_to_the_host_is_a_copy_and_a_sync() -> None:

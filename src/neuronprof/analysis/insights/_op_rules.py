@@ -225,6 +225,10 @@ def _chains(p: _Profile) -> list[Finding]:
     return findings
 
 
+_LOW = frozenset({"torch.bfloat16", "torch.float16"})
+_WIDE = frozenset({"torch.float32", "torch.float64"})
+
+
 def _promotes(src: str, dst: str) -> bool:
     """Whether a 0-dim ``src`` converted to ``dst`` is a Python number's promotion: same family or wider."""
     a, b = _family(src), _family(dst)
@@ -245,17 +249,21 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
     (bool → int → float → complex; ``torch.float64`` → ``torch.float32``) is torch's
     type promotion of a number, not the caller's conversion, and is not reported;
     nor is a copy whose source and target dtypes are the same (a move or a layout
-    change). Without recorded dtypes (``record_shapes=False``) a number's promotion,
-    a device move and a conversion look the same: only an explicit ``.to()`` on a
-    CPU-only run is reported, and the rest are named in one note that says
-    ``record_shapes=True`` would tell.
-    Time at stake: the time the conversions keep the host or the device busy (the
-    union of their host calls and their device work, which overlap), per step.
-    Threshold: any occurrence. Time at stake: the conversions' host time plus their
-    device time per step.
+    change). An op that converts its float32 input to bfloat16 or float16 by itself
+    is autocast (type promotion never narrows): when a run shows one, its implicit
+    conversions between float32 and that dtype (autocast's casts and their backward)
+    are named in a note, not reported; explicit ``.to()`` calls still are. Without
+    recorded dtypes (``record_shapes=False``) a number's promotion, a device move and
+    a conversion look the same: only an explicit ``.to()`` on a CPU-only run is
+    reported, and the rest are named in one note that says ``record_shapes=True``
+    would tell. Threshold: any occurrence. Time at stake: the time the conversions
+    keep the host or the device busy (the union of their host calls and their device
+    work, which overlap), per step.
     """
     tally = _Tally()
     unseen: Counter[str] = Counter()
+    autocast: list[tuple[int, str, int, Any]] = []  # implicit conversions between float32 and bf16/fp16
+    narrowed = False
     for tally.step, step in enumerate(p.steps):
         top_ids = {id(t) for t in step.top}
         for node in step.node.walk():
@@ -284,7 +292,23 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
             # The host call and its device work overlap in time: their union, not their sum.
             spans = [(node.ev.start_ns, node.ev.end_ns)]
             spans += [(d.start_ns, d.end_ns) for m in node.walk() for d in m.device]
-            tally.add(key, sum(e - s for s, e in _union(spans)), (pair, scalar, explicit))
+            entry = (tally.step, key, sum(e - s for s, e in _union(spans)), (pair, scalar, explicit))
+            if not explicit and pair is not None and set(pair) & _LOW and set(pair) & _WIDE:
+                autocast.append(entry)
+                narrowed = narrowed or pair[1] in _LOW
+            else:
+                tally.add(*entry[1:])
+    if narrowed:
+        # Type promotion never narrows: an op converting its float32 input to bfloat16 is autocast's cast,
+        # and the casts back in its backward are autocast's too. They are the cost of the user's choice.
+        p.notes.append(
+            f"{len(autocast) / max(p.n, 1):g} conversions per step between float32 and a low-precision dtype are "
+            "autocast's own casts (inside its ops and their backward), not reported as dtype conversions"
+        )
+    else:
+        for entry in autocast:
+            tally.step = entry[0]
+            tally.add(*entry[1:])
     if unseen:
         names = ", ".join(sorted(unseen))
         alike = "a Python number's promotion, a device move and a conversion" if p.has_device else (
