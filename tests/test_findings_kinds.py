@@ -251,3 +251,8 @@ def test_a_widening_to_float32_without_autocast_is_still_a_conversion() -> None:
     # bf16 weights meeting float32 activations, no narrowing cast anywhere: a real mixed-dtype op.
     found = only(analyze(Timeline(_step(*_cast("c10::BFloat16", "float", 0, "aten::mul")))), "dtype_conversion")
     assert "torch.bfloat16 → torch.float32" in found.evidence.detail
+
+
+def test_a_collective_is_never_the_dominant_op() -> None:
+    host = _step(HostEvent("c10d::allreduce_", 0, 80_000), HostEvent("aten::mm", 81_000, 90_000))
+    assert "dominant_op" not in analyze(Timeline(host)).kinds()

@@ -6,6 +6,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._findings import CHAIN_MIN_OPS, DOMINANT_SHARE, Evidence, Finding
 from neuronprof.analysis.insights._tree import (
     _MACHINERY,
@@ -361,6 +362,7 @@ def _dominant(p: _Profile) -> list[Finding]:
     CompiledFxGraph <hash> ##``, ``PythonDispatchMode``, the AOT runtime wrappers;
     ``_MACHINERY``) is never named: its time counts for the compiled region around it
     (``Torch-Compiled Region: k/n``), which is named instead when it dominates.
+    Collectives (``c10d::allreduce_``...) are never named: their time is communication.
     No time-at-stake estimate: how much of it can be saved depends on the op.
     """
     totals: Counter[str] = Counter()
@@ -372,6 +374,8 @@ def _dominant(p: _Profile) -> list[Finding]:
                 continue
             if _bookkeeping(node.name) or (node.parent is not None and _bookkeeping(node.parent.name)):
                 continue
+            if vocab.is_collective(node.name, vocab.K_OP):
+                continue  # time in a collective is communication (communication_wait's), not an op to speed up
             name = node.name
             if _MACHINERY.search(name):
                 # A compiled graph's wrapper: its time is the compiled region's, else nobody's.
