@@ -20,21 +20,17 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import pytest
 
 from neuronprof.analysis import Insights, advise
-from neuronprof.analysis.insights import FINDING_KINDS, Finding
+from neuronprof.analysis.insights import FINDING_KINDS, Finding, RankInsights
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 TRACES = CORPUS / "traces"
 LABELS: dict[str, Any] = json.loads((CORPUS / "labels.json").read_text(encoding="utf-8"))
 CASES = sorted(LABELS["cases"])
-
-PLANNED_KINDS = frozenset({"host_overhead", "emulated_low_precision", "communication_wait", "cpu_fallback"})
-"""Kinds the labels may name before the engine has them (issue 23): until it does, a case that
-must find one of them fails, as it should."""
 
 FILE_BUDGET = 400 * 1024
 """Largest trace file, gzipped: the corpus lives in the repository."""
@@ -48,7 +44,7 @@ def trace_of(case: str) -> Path:
 
 
 @cache
-def findings_of(case: str) -> Insights:
+def findings_of(case: str) -> Union[Insights, RankInsights]:
     return advise(trace_of(case))
 
 
@@ -107,7 +103,7 @@ def test_every_case_has_its_trace_and_the_corpus_stays_small() -> None:
 @pytest.mark.parametrize("case", CASES)
 def test_labels_are_complete(case: str) -> None:
     label = LABELS["cases"][case]
-    known = set(FINDING_KINDS) | PLANNED_KINDS
+    known = set(FINDING_KINDS)
     assert label["workload"].strip() and "\n" not in label["workload"]
     for group in ("must", "may"):
         assert set(label[group]) <= known, f"{case}: unknown kinds in {group}: {set(label[group]) - known}"
@@ -172,3 +168,11 @@ def test_corpus_summary(capsys: pytest.CaptureFixture[str]) -> None:
     with capsys.disabled():
         print("\n" + "\n".join(lines))
     assert false == 0 and planted_found == planted, lines[0]
+
+
+def test_the_planted_straggler_is_named_and_ranks_are_read_apart() -> None:
+    # Rank 1 does extra matmuls each step; rank 0 waits for it in gloo's all-reduce.
+    ranks = findings_of("ddp_straggler")
+    assert isinstance(ranks, RankInsights) and ranks.straggler == 1
+    assert "communication_wait" in ranks.rank(0).kinds()
+    assert all(ranks.rank(r).steps == 3 for r in (0, 1)), "steps are counted per rank, never across ranks"

@@ -255,11 +255,11 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
     conversions between float32 and that dtype (autocast's casts and their backward)
     are named in a note, not reported; explicit ``.to()`` calls still are. Without
     recorded dtypes (``record_shapes=False``) a number's promotion, a device move and
-    a conversion look the same: only an explicit ``.to()`` on a CPU-only run is
-    reported, and the rest are named in one note that says ``record_shapes=True``
-    would tell. Threshold: any occurrence. Time at stake: the time the conversions
-    keep the host or the device busy (the union of their host calls and their device
-    work, which overlap), per step.
+    a conversion look the same (so does ``.to(copy=True)`` in the same dtype): none
+    is reported, and one note names them and says ``record_shapes=True`` would
+    tell. Threshold: any occurrence. Time at stake: the time the conversions keep the
+    host or the device busy (the union of their host calls and their device work,
+    which overlap), per step.
     """
     tally = _Tally()
     unseen: Counter[str] = Counter()
@@ -280,9 +280,9 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
             if not (explicit or implicit) or _in_optimizer(node):
                 continue
             pair, scalar = _dtype_pair(node), _is_scalar_source(node)
-            if pair is None and (not explicit or p.has_device):
-                # Without dtypes a Python number's promotion, a device move and a real conversion
-                # look the same: no claim (said once, below).
+            if pair is None:
+                # Without dtypes a Python number's promotion, a same-dtype copy (.to(copy=True)), a device
+                # move and a real conversion look the same: no claim (said once, below).
                 unseen[cause.name if implicit and cause is not None else wrapper.name] += 1
                 continue
             if pair is not None and pair[0] == pair[1]:
@@ -312,8 +312,10 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
             tally.add(*entry[1:])
     if unseen:
         names = ", ".join(sorted(unseen))
-        alike = "a Python number's promotion, a device move and a conversion" if p.has_device else (
-            "a Python number's promotion and a conversion"
+        alike = (
+            "a Python number's promotion, a same-dtype copy, a device move and a conversion"
+            if p.has_device
+            else "a Python number's promotion, a same-dtype copy and a conversion"
         )
         p.notes.append(
             f"{sum(unseen.values()) / max(p.n, 1):g} copies per step made by {names} may be dtype conversions or not "
@@ -327,11 +329,6 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
         conv = f" ({dtypes[0]} → {dtypes[1]})" if dtypes else ""  # dtypes need record_shapes=True
         if explicit:
             detail = f"an explicit conversion{conv} in the step"
-            if not dtypes:
-                detail += (
-                    " (on a CPU-only run a copy by .to() changes the dtype or the layout; "
-                    "record_shapes=True names the dtypes)"
-                )
             suggestion = "convert once before the loop (weights and constants), or create the tensor in the dtype used"
         else:
             detail = f"{key} converts one of its inputs to another dtype{conv} on every call"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
@@ -104,6 +104,13 @@ class RankInsights:
     def kinds(self) -> list[str]:
         """Return the kinds of [`findings`][neuronprof.analysis.insights.RankInsights.findings], in that order."""
         return [f.kind for f in self.findings]
+
+    def __iter__(self) -> Iterator[Finding]:
+        """Iterate over [`findings`][neuronprof.analysis.insights.RankInsights.findings], as ``Insights`` does."""
+        return iter(self.findings)
+
+    def __len__(self) -> int:
+        return len(self.findings)
 
     # -- renderers ------------------------------------------------------------------
     def _header(self) -> str:
