@@ -176,3 +176,14 @@ def test_the_planted_straggler_is_named_and_ranks_are_read_apart() -> None:
     assert isinstance(ranks, RankInsights) and ranks.straggler == 1
     assert "communication_wait" in ranks.rank(0).kinds()
     assert all(ranks.rank(r).steps == 3 for r in (0, 1)), "steps are counted per rank, never across ranks"
+
+
+def test_the_guide_states_the_figure_this_corpus_gives() -> None:
+    verdicts = [verdict(case) for case in CASES]
+    raised = sum(len(v.found) for v in verdicts)
+    false = sum(len(v.false) for v in verdicts)
+    planted = sum(v.planted for v in verdicts)
+    found = sum(v.planted_found for v in verdicts)
+    guide = (CORPUS.parents[1] / "docs" / "insights.md").read_text(encoding="utf-8")
+    row = f"| {len(CASES)} | {raised} | {raised - false} | {false} | {found} of {planted} |"
+    assert row in guide, f"docs/insights.md should state the corpus figure: {row}"

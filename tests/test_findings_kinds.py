@@ -256,3 +256,8 @@ def test_a_widening_to_float32_without_autocast_is_still_a_conversion() -> None:
 def test_a_collective_is_never_the_dominant_op() -> None:
     host = _step(HostEvent("c10d::allreduce_", 0, 80_000), HostEvent("aten::mm", 81_000, 90_000))
     assert "dominant_op" not in analyze(Timeline(host)).kinds()
+
+
+def test_dynamos_own_bytecode_is_never_the_dominant_op() -> None:
+    host = _step(HostEvent("Pregraph bytecode", 0, 80_000), HostEvent("aten::mm", 81_000, 90_000))
+    assert "dominant_op" not in analyze(Timeline(host)).kinds()

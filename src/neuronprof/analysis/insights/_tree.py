@@ -57,9 +57,12 @@ _DATALOADER = re.compile(r"DataLoader.*__next__|__next__.*DataLoader")
 _COMPILE_WORK = re.compile(r"\(dynamo_timed\)$|^TorchDynamo|^_compile|^compile_fx|^dynamo$")
 
 
-_MACHINERY = re.compile(r"^## .*##$|^##|PythonDispatchMode|^AOTDispatcher|Runtime Wrapper|^CompiledFunction")
+_MACHINERY = re.compile(
+    r"^## .*##$|^##|PythonDispatchMode|^AOTDispatcher|Runtime Wrapper|^CompiledFunction|^Pregraph bytecode$"
+)
 """torch.compile's runtime wrappers and dispatcher bookkeeping (``## Call CompiledFxGraph <hash> ##``,
-``PythonDispatchMode``, ``AOTDispatcher Runtime Wrapper Prologue``): never named as an op of the user's."""
+``PythonDispatchMode``, ``AOTDispatcher Runtime Wrapper Prologue``, dynamo's ``Pregraph bytecode``):
+never named as an op of the user's."""
 _OPTIMIZER = re.compile(r"^Optimizer\.(step|zero_grad)#")
 """The ranges torch.optim records around ``step()`` and ``zero_grad()``."""
 
