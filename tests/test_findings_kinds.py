@@ -241,7 +241,8 @@ def _cast(src: str, dst: str, start: int, cause: str = "aten::linear") -> list[H
 
 
 def test_autocast_casts_are_named_in_a_note_not_reported() -> None:
-    host = _step(*_cast("float", "c10::BFloat16", 0), *_cast("c10::BFloat16", "float", 20_000, "aten::mul"))
+    back = "autograd::engine::evaluate_function: MmBackward0"
+    host = _step(*_cast("float", "c10::BFloat16", 0), *_cast("c10::BFloat16", "float", 20_000, back))
     ins = analyze(Timeline(host))
     assert "dtype_conversion" not in ins.kinds()
     assert any("autocast's own casts" in n for n in ins.notes)
@@ -261,3 +262,94 @@ def test_a_collective_is_never_the_dominant_op() -> None:
 def test_dynamos_own_bytecode_is_never_the_dominant_op() -> None:
     host = _step(HostEvent("Pregraph bytecode", 0, 80_000), HostEvent("aten::mm", 81_000, 90_000))
     assert "dominant_op" not in analyze(Timeline(host)).kinds()
+
+
+# -- one slow step is not a pattern ------------------------------------------------------------
+
+
+def _steps(gaps: list[int]) -> Timeline:
+    """Steps of 20 back-to-back 1 µs ops, each followed by a gap (µs) of Python."""
+    events: list[HostEvent] = []
+    t = 0
+    for i, gap in enumerate(gaps):
+        end = t + 20_000 + gap * 1_000
+        events.append(HostEvent(f"ProfilerStep#{i}", t, end, category="step"))
+        events += _ops(20, t, 1_000, 1_000)
+        t = end
+    return Timeline(tuple(events))
+
+
+def test_one_slow_step_does_not_raise_a_step_share_finding() -> None:
+    # One 500 µs pause in the first of four steps: the mean is high, no other step is.
+    assert "host_overhead" not in analyze(_steps([500, 0, 0, 0])).kinds()
+
+
+def test_a_share_held_in_most_steps_says_so() -> None:
+    every = only(analyze(_steps([100, 100, 100])), "host_overhead")
+    assert every.title.endswith("of each step")
+    most = only(analyze(_steps([100, 100, 0])), "host_overhead")
+    assert "on average (2 of 3 steps at 60% or more)" in most.title
+    assert "the step's start" not in most.evidence.ops and "the step's end" not in most.evidence.ops
+
+
+# -- conversions told apart, and autocast's kept to its own ------------------------------------
+
+
+def test_two_conversions_of_one_op_are_two_findings() -> None:
+    host = _step(*_cast("bool", "long int", 0, "aten::to"), *_cast("long int", "float", 20_000, "aten::to"))
+    titles = sorted(f.title for f in analyze(Timeline(host)).of_kind("dtype_conversion"))
+    assert titles == [
+        "aten::to converts torch.bool to torch.int64 in every step",
+        "aten::to converts torch.int64 to torch.float32 in every step",
+    ]
+
+
+def test_a_float64_weight_under_autocast_is_still_reported() -> None:
+    host = _step(*_cast("float", "c10::BFloat16", 0), *_cast("c10::BFloat16", "double", 20_000, "aten::mul"))
+    ins = analyze(Timeline(host))
+    (found,) = ins.of_kind("dtype_conversion")
+    assert found.title.startswith("aten::mul converts torch.bfloat16 to torch.float64")
+    assert "torch.tensor(eps" not in found.suggestion  # a weight, not a Python scalar
+    assert any("autocast's own casts" in n for n in ins.notes)
+
+
+# -- the dominant op is where to start only when it matters ------------------------------------
+
+
+def test_an_op_dominating_a_sliver_of_the_step_is_not_where_to_start() -> None:
+    # aten::mm holds 80 % of the time in ops, but the ops are 5 % of the step.
+    host = _step(HostEvent("aten::mm", 0, 4_000), HostEvent("aten::relu", 4_000, 5_000))
+    assert "dominant_op" not in analyze(Timeline(host)).kinds()
+
+
+def test_a_dominant_compiled_region_is_not_told_to_fuse() -> None:
+    host = _step(
+        HostEvent("Torch-Compiled Region: 0/0", 0, 80_000), HostEvent("aten::relu", 81_000, 90_000)
+    )
+    found = only(analyze(Timeline(host)), "dominant_op")
+    assert "input shapes" not in found.suggestion and "compiled code already" in found.suggestion
+    assert "(80% of the step)" in found.title
+
+
+# -- attention as Hugging Face writes it eagerly -----------------------------------------------
+
+
+def test_eager_attention_with_dropout_is_attention() -> None:
+    shapes = [((2, 2, 32, 8), (2, 2, 8, 32)), ((2, 2, 32, 32), ()), ((2, 2, 32, 32),), ((2, 2, 32, 32),)]
+    shapes += [((2, 2, 32, 32), (2, 2, 32, 8))]
+    names = ["aten::matmul", "aten::mul", "aten::softmax", "aten::dropout", "aten::matmul"]
+    host = _step(
+        *(HostEvent(n, i * 10_000, i * 10_000 + 9_000, input_shapes=sh) for i, (n, sh) in enumerate(zip(names, shapes)))
+    )
+    (attention,) = analyze(Timeline(host)).of_kind("unfused_chain")
+    assert "scaled_dot_product_attention" in attention.suggestion
+
+
+# -- a hint where low precision cannot be checked ----------------------------------------------
+
+
+def test_without_dtypes_a_cpu_without_bf16_says_what_is_not_checked() -> None:
+    ins = analyze(Timeline(_step(*_ops(3, 0, 1_000, 2_000)), native_dtypes=()))
+    assert any("low-precision work is not checked" in n and "record_shapes=True" in n for n in ins.notes)
+    shapes = analyze(Timeline(_step(*_ops(3, 0, 1_000, 2_000)), record_shapes=True, native_dtypes=()))
+    assert not any("low-precision work is not checked" in n for n in shapes.notes)

@@ -144,7 +144,7 @@ def test_dominant_op(tmp_path: Path) -> None:
     b = torch.randn(4)
     for ins in live_and_offline(tmp_path, lambda: (torch.mm(a, a), b + 1)):
         top = only(ins, "dominant_op")
-        assert top.evidence.ops == ("aten::mm",) and "start here" in top.title
+        assert top.evidence.ops == ("aten::mm",) and "start there" in top.title
         assert top.estimated_us is None and ins.findings[-1] is top  # a pointer, listed after the problems
 
 

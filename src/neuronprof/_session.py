@@ -816,7 +816,9 @@ class Session:
 
         Host↔device copies, hidden synchronisations, an idle device, a CPU-bound
         loop, unfused elementwise chains, dtype conversions, recompilations and graph
-        breaks, a slow input pipeline and one dominant op, each with its evidence, the
+        breaks, a slow input pipeline, host time between ops, waiting in collectives,
+        low precision without hardware support, CPU fallbacks and one dominant op, each
+        with its evidence, the
         time at stake, one suggestion and a link to the guide. The same engine reads
         exported traces (``neuronprof advise TRACE``). Record shapes
         (``record_shapes=True``) for dtype and scalar details.

@@ -361,7 +361,7 @@ def straggler_line(straggler: Optional[int], compute_per_step_us: Sequence[Optio
     known = [v for v in compute_per_step_us if v is not None]
     if len(known) < 2:
         return "straggler: not known (fewer than two ranks recorded steps)"
-    return "straggler: none (the ranks with the most compute per step compute as long)"
+    return "straggler: none (no rank computes 25 % longer per step than every other: within a shared machine's noise)"
 
 
 def render_rank_table(table: RankTable, row_limit: Optional[int] = 20) -> str:

@@ -175,8 +175,9 @@ def _guide_link(kind: str, docs: str) -> dict[str, Any]:
     published = parts.scheme in ("http", "https") and bool(parts.netloc)
     in_sources = docs.split("#")[0] == GUIDE_URL
     note = f"{docs}, a page in neuronprof's sources" if in_sources else (None if published else docs)
-    # An address of any other scheme (from a JSON file, say) is shown, never linked.
-    href = docs if published or not (parts.scheme or parts.netloc) else None
+    # Only a published address is linked: a path in the sources would resolve against the report's own
+    # folder (where no guide is), and an address of any other scheme (from a JSON file, say) is shown as text.
+    href = docs if published else None
     return {"href": href, "text": f"{GUIDE_TITLE} → {SECTIONS.get(kind, kind)}", "note": note}
 
 
@@ -188,6 +189,7 @@ def _findings_data(insights: Union[Insights, RankInsights, None]) -> Optional[di
     if isinstance(insights, RankInsights):
         return _rank_findings_data(insights)
     from neuronprof.analysis.insights import _evidence_text
+    from neuronprof.analysis.insights._findings import _stake
 
     return {
         "header": insights._header(),
@@ -195,9 +197,7 @@ def _findings_data(insights: Union[Insights, RankInsights, None]) -> Optional[di
             {
                 "kind": f.kind,
                 "title": f.title,
-                "stake": f"~{format_us(f.estimated_us)} µs/step at stake"
-                if f.estimated_us is not None
-                else "no estimate",
+                "stake": _stake(f),
                 "evidence": _evidence_text(f.evidence),
                 "suggestion": f.suggestion,
                 "guide": _guide_link(f.kind, f.docs),

@@ -154,10 +154,12 @@ def register(subparsers: Any) -> None:
         help="what to fix first: findings with their evidence (no torch needed)",
         description="Read a trace and list what to fix first, most costly first: host-device copies, hidden "
         "synchronisations, an idle device, a CPU-bound loop, unfused elementwise chains, dtype conversions, "
-        "recompilations, graph breaks, a slow input pipeline, one dominant op. Each finding gives its evidence, "
-        "the time at stake, one suggestion and the guide section that explains it.",
+        "recompilations, graph breaks, a slow input pipeline, host time between ops, waiting in collectives, "
+        "low precision without hardware support, CPU fallbacks, one dominant op. Each finding gives its evidence, "
+        "the time at stake, one suggestion and the guide section that explains it. A folder of ranks' traces is "
+        "read rank by rank, the straggler named.",
     )
-    p.add_argument("trace", help="trace file or folder")
+    p.add_argument("trace", help="trace file or folder (a folder of ranks' traces: findings per rank)")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
     p.set_defaults(func=_guarded(_advise))
 

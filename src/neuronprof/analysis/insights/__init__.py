@@ -4,7 +4,8 @@ A table sorted by device time says where the time went; this module says what to
 do about it. It looks for the patterns experienced engineers look for in every
 trace (host↔device copies, hidden synchronisations, an idle device, a CPU-bound
 loop, unfused elementwise chains, dtype conversions, recompilations and graph
-breaks, a slow input pipeline, one dominant op) and returns them as
+breaks, a slow input pipeline, host time between ops, waiting in collectives, low
+precision without hardware support, CPU fallbacks, one dominant op) and returns them as
 [`Finding`][neuronprof.analysis.insights.Finding]s, most costly first.
 
 The engine, [`analyze`][neuronprof.analysis.insights.analyze], is torch-free and
@@ -181,9 +182,9 @@ def advise(source: Union[str, os.PathLike[str]]) -> Union[Insights, RankInsights
 
     Returns:
         [`Insights`][neuronprof.analysis.insights.Insights] for one profile (a file, or
-        a folder of one rank's traces); for a folder of several ranks' traces,
-        [`RankInsights`][neuronprof.analysis.insights.RankInsights]: each rank's
-        findings over its own steps, and the straggler named. Both print, and render
+        a folder of one rank's traces); for a folder of several ranks' traces, a
+        [`RankInsights`][neuronprof.analysis.insights.RankInsights] with each rank's
+        findings over its own steps and the straggler named. Both print, and render
         with ``to_markdown()`` and ``to_json()``.
 
     Raises:

@@ -30,6 +30,7 @@ from neuronprof.analysis.insights._tree import (
     _per_step,
     _Profile,
     _share,
+    _steady,
     _Tally,
 )
 
@@ -235,6 +236,7 @@ def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Option
         return [], host_us, None, "unknown"
     step_us = p.mean_step_ns / 1000
     busy_ns = 0
+    idle_ns: list[int] = []
     gaps: list[tuple[int, str, str, str]] = []
     owner: dict[tuple[int, int], str] = {}
     for node in p.nodes:
@@ -246,6 +248,7 @@ def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Option
     for st in p.steps:
         busy = p.busy_in(st)
         busy_ns += sum(e - s for s, e in busy)
+        idle_ns.append(p.step_ns(st) - sum(e - s for s, e in busy))
         # Only events starting within one longest duration before the window can overlap it.
         lo, hi = bisect_left(starts, st.start - longest), bisect_left(starts, st.end)
         events = [d for d in dev_sorted[lo:hi] if d.end_ns > st.start]
@@ -259,7 +262,8 @@ def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Option
     busy_us = _per_step(busy_ns, p.n)
     idle_us = max(step_us - busy_us, 0.0)
     findings = []
-    if step_us > 0 and idle_us / step_us >= IDLE_SHARE:
+    words = _steady(p, idle_ns, IDLE_SHARE)
+    if words:
         gaps.sort(key=lambda g: -g[0])
         # The largest gap of each pair of ops only: a loop repeats the same gap every step.
         largest: dict[tuple[str, str], tuple[int, str, str, str]] = {}
@@ -273,7 +277,7 @@ def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Option
         findings.append(
             Finding(
                 kind="idle_device",
-                title=f"The device is idle {idle_us / step_us:.0%} of each step",
+                title=f"The device is idle {words}",
                 evidence=Evidence(
                     tuple(dict.fromkeys(n for g in gaps for n in g[1:3])),
                     None,

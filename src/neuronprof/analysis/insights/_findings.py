@@ -140,7 +140,9 @@ COMMUNICATION_SHARE = 0.1
 LOW_PRECISION_SHARE = 0.1
 """``emulated_low_precision`` fires when such ops take at least this share of the step."""
 DOMINANT_SHARE = 0.5
-"""``dominant_op`` fires when one op name takes more than this share of the op time."""
+"""``dominant_op`` fires when one op name takes more than this share of the op time..."""
+DOMINANT_MIN_STEP_SHARE = 0.1
+"""... and at least this share of the step: an op that dominates 2 % of the step is not where to start."""
 GAPS_SHOWN = 3
 """How many of the largest gaps between device executions ``idle_device`` lists."""
 MIN_SHARE = 0.01

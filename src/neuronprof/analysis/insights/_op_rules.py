@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
-from neuronprof.analysis.insights._findings import CHAIN_MIN_OPS, DOMINANT_SHARE, Evidence, Finding
+from neuronprof.analysis.insights._findings import (
+    CHAIN_MIN_OPS,
+    DOMINANT_MIN_STEP_SHARE,
+    DOMINANT_SHARE,
+    Evidence,
+    Finding,
+)
 from neuronprof.analysis.insights._tree import (
     _MACHINERY,
     COPY_OPS,
@@ -59,7 +65,10 @@ def _chain_suggestion(names: Sequence[str], before: Optional[str], after: Option
     if _is_attention(names, before, after):
         return "torch.nn.functional.scaled_dot_product_attention: one fused attention op"
     if len(names) == 1 and before in MATMUL_OPS and names[0] in ("aten::add", "aten::add_"):
-        return "torch.addmm(bias, x, w) or nn.Linear: the bias add fused into the matmul"
+        return (
+            "nn.Linear or torch.nn.functional.linear(x, weight, bias) (torch.addmm for 2-D inputs): the bias add "
+            "fused into the matmul"
+        )
     for _form, needed, text in _FUSED_FORMS:
         if needed <= present:
             return text
@@ -206,7 +215,7 @@ def _chains(p: _Profile) -> list[Finding]:
         if len(names) == 1:
             title = f"{before} then {names[0]}: an unfused bias add"
             ops = (str(before), *names)
-            detail = f"the bias is added in a second pass over the matmul's output; {label} time shown"
+            detail = f"the bias is added in a second pass over the matmul's output; the add's own {label} time shown"
         elif _is_attention(names, before, after):
             title = "Attention written as matmul, softmax, matmul: one fused op exists"
             ops = (str(before), *names, str(after))
@@ -226,6 +235,8 @@ def _chains(p: _Profile) -> list[Finding]:
     return findings
 
 
+_BACKWARD = "autograd::engine::evaluate_function:"
+"""The range autograd records around each backward function."""
 _LOW = frozenset({"torch.bfloat16", "torch.float16"})
 _WIDE = frozenset({"torch.float32", "torch.float64"})
 
@@ -251,9 +262,11 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
     type promotion of a number, not the caller's conversion, and is not reported;
     nor is a copy whose source and target dtypes are the same (a move or a layout
     change). An op that converts its float32 input to bfloat16 or float16 by itself
-    is autocast (type promotion never narrows): when a run shows one, its implicit
-    conversions between float32 and that dtype (autocast's casts and their backward)
-    are named in a note, not reported; explicit ``.to()`` calls still are. Without
+    is autocast (type promotion never narrows): when a run shows one, those casts and
+    the casts back to float32 inside backward functions or in ops with no float32
+    input to promote to (autocast's float32 list: ``cross_entropy``, ``softmax``...)
+    are named in a note, not reported; explicit ``.to()`` calls and every other
+    conversion still are. Without
     recorded dtypes (``record_shapes=False``) a number's promotion, a device move and
     a conversion look the same (so does ``.to(copy=True)`` in the same dtype): none
     is reported, and one note names them and says ``record_shapes=True`` would
@@ -263,7 +276,7 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
     """
     tally = _Tally()
     unseen: Counter[str] = Counter()
-    autocast: list[tuple[int, str, int, Any]] = []  # implicit conversions between float32 and bf16/fp16
+    autocast: list[tuple[int, Any, int, Any]] = []  # autocast's casts: float32 → bf16/fp16, and back in backward
     narrowed = False
     for tally.step, step in enumerate(p.steps):
         top_ids = {id(t) for t in step.top}
@@ -289,22 +302,35 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
                 continue  # a copy in the same dtype (a move or a layout change): no conversion
             if not explicit and scalar and pair and _promotes(*pair):
                 continue  # a Python number meeting a tensor: torch's own type promotion
-            key = cause.name if implicit and cause is not None else wrapper.name
+            # One finding per op and dtype pair: several conversions of one op are told apart.
+            key = (cause.name if implicit and cause is not None else wrapper.name, pair)
             # The host call and its device work overlap in time: their union, not their sum.
             spans = [(node.ev.start_ns, node.ev.end_ns)]
             spans += [(d.start_ns, d.end_ns) for m in node.walk() for d in m.device]
             entry = (tally.step, key, sum(e - s for s, e in _union(spans)), (pair, scalar, explicit))
-            if not explicit and pair is not None and set(pair) & _LOW and set(pair) & _WIDE:
+            narrowing = pair[0] in _WIDE and pair[1] in _LOW
+            # A cast back to float32 is autocast's in a backward function, or in an op on autocast's
+            # float32 list (cross_entropy, softmax...): one with no float32 input to promote to.
+            back = (
+                pair[0] in _LOW
+                and pair[1] == "torch.float32"
+                and cause is not None
+                and (
+                    cause.name.startswith(_BACKWARD)
+                    or not _WIDE & {_torch_dtype(t) for t in cause.ev.input_dtypes or ()}
+                )
+            )
+            if not explicit and (narrowing or back):
                 autocast.append(entry)
-                narrowed = narrowed or pair[1] in _LOW
+                narrowed = narrowed or narrowing
             else:
                 tally.add(*entry[1:])
     if narrowed:
         # Type promotion never narrows: an op converting its float32 input to bfloat16 is autocast's cast,
         # and the casts back in its backward are autocast's too. They are the cost of the user's choice.
         p.notes.append(
-            f"{len(autocast) / max(p.n, 1):g} conversions per step between float32 and a low-precision dtype are "
-            "autocast's own casts (inside its ops and their backward), not reported as dtype conversions"
+            f"{len(autocast) / max(p.n, 1):g} conversion(s) per step are autocast's own casts (float32 to a "
+            "low-precision dtype inside its ops, and back in their backward), not reported as dtype conversions"
         )
     else:
         for entry in autocast:
@@ -318,31 +344,34 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
             else "a Python number's promotion, a same-dtype copy and a conversion"
         )
         p.notes.append(
-            f"{sum(unseen.values()) / max(p.n, 1):g} copies per step made by {names} may be dtype conversions or not "
-            f"({alike} look the same without dtypes); record_shapes=True would tell"
+            f"{sum(unseen.values()) / max(p.n, 1):g} copy(ies) per step made by {names} may be dtype conversions "
+            f"or not ({alike} look the same without dtypes); record_shapes=True would tell"
         )
     findings = []
     step_us = p.mean_step_ns / 1000
     for key, calls in tally.calls.items():
-        dtypes, scalar, explicit = tally.extra[key]
+        name, dtypes = key
+        _, scalar, explicit = tally.extra[key]
         us = _per_step(tally.ns[key], p.n)
-        conv = f" ({dtypes[0]} → {dtypes[1]})" if dtypes else ""  # dtypes need record_shapes=True
+        conv = f" ({dtypes[0]} → {dtypes[1]})"
         if explicit:
             detail = f"an explicit conversion{conv} in the step"
             suggestion = "convert once before the loop (weights and constants), or create the tensor in the dtype used"
         else:
-            detail = f"{key} converts one of its inputs to another dtype{conv} on every call"
+            detail = f"{name} converts one of its inputs to another dtype{conv} on every call"
             if scalar:
                 detail += "; the input is a 0-dim tensor: a Python scalar or a constant of another dtype"
-            suggestion = (
-                "give constants the tensor's dtype (torch.tensor(eps, dtype=x.dtype)), or use a fused op that "
-                "takes the scalar as a parameter (torch.rms_norm takes eps)"
-            )
+                suggestion = (
+                    "give constants the tensor's dtype (torch.tensor(eps, dtype=x.dtype)), or use a fused op that "
+                    "takes the scalar as a parameter (torch.rms_norm takes eps)"
+                )
+            else:
+                suggestion = f"create the tensor in the dtype of the others ({dtypes[1]}), once, before the loop"
         findings.append(
             Finding(
                 kind="dtype_conversion",
-                title=f"{key} converts a tensor's dtype {tally.when(key, p.n)}",
-                evidence=Evidence((key, "aten::_to_copy"), calls / p.n, us, _share(us, step_us), detail),
+                title=f"{name} converts {dtypes[0]} to {dtypes[1]} {tally.when(key, p.n)}",
+                evidence=Evidence((name, "aten::_to_copy"), calls / p.n, us, _share(us, step_us), detail),
                 estimated_us=us,
                 suggestion=suggestion,
             )
@@ -355,7 +384,8 @@ def _dominant(p: _Profile) -> list[Finding]:
 
     Rule: self time per op name (device time where the profile has it, else host
     time), summed over the steps; the top name fires when it holds more than
-    ``DOMINANT_SHARE`` (50 %) of the total. torch.compile's machinery (``## Call
+    ``DOMINANT_SHARE`` (50 %) of the total and at least ``DOMINANT_MIN_STEP_SHARE``
+    (10 %) of the step. torch.compile's machinery (``## Call
     CompiledFxGraph <hash> ##``, ``PythonDispatchMode``, the AOT runtime wrappers;
     ``_MACHINERY``) is never named: its time counts for the compiled region around it
     (``Torch-Compiled Region: k/n``), which is named instead when it dominates.
@@ -392,20 +422,21 @@ def _dominant(p: _Profile) -> list[Finding]:
         return []
     name, value = totals.most_common(1)[0]
     share = value / total
-    if share <= DOMINANT_SHARE or len(totals) < 2:
-        return []
     label = "device" if p.has_device_time else "host"
     us = _per_step(value, p.n)
+    of_step = _share(us, p.mean_step_ns / 1000) or 0.0
+    if share <= DOMINANT_SHARE or len(totals) < 2 or of_step < DOMINANT_MIN_STEP_SHARE:
+        return []
     return [
         Finding(
             kind="dominant_op",
-            title=f"{name} takes {share:.0%} of the {label} time: start here",
+            title=f"{name} takes {share:.0%} of the {label} time in ops ({of_step:.0%} of the step): start there",
             evidence=Evidence(
                 (name,),
                 calls[name] / p.n,
                 us,
-                _share(us, p.mean_step_ns / 1000),
-                f"{share:.0%} of the self {label} time",
+                of_step,
+                f"{share:.0%} of the self {label} time of all ops",
             ),
             estimated_us=None,
             suggestion=_dominant_suggestion(p, name, dtypes[name]),
@@ -415,6 +446,11 @@ def _dominant(p: _Profile) -> list[Finding]:
 
 def _dominant_suggestion(p: _Profile, name: str, dtypes: set[str]) -> str:
     """What to look at for the dominant op, in words true for this run (what it recorded, where it ran)."""
+    if _is_region(name):
+        return (
+            "it is compiled code already: try torch.compile(mode='max-autotune') or a larger batch, and see "
+            "what it runs with TORCH_COMPILE_DEBUG=1"
+        )
     look = (
         f"compare {name}'s input shapes (s.table() gives each shape its own row; offline: "
         "neuronprof summarize --by shape)"
@@ -430,4 +466,3 @@ def _dominant_suggestion(p: _Profile, name: str, dtypes: set[str]) -> str:
     if wide and not low and (p.has_device_time or (p.tl.native_dtypes or ())):
         ways.insert(0, "a smaller dtype")
     return f"{look}: {', '.join(ways[:-1])} or {ways[-1]} may speed it up"
-

@@ -131,7 +131,7 @@ class RankInsights:
         known = [v for v in self.compute_per_step_us if v is not None]
         if len(known) < 2:
             return f"{head}: no straggler named (fewer than two ranks recorded steps)"
-        return f"{head}: no straggler (the ranks with the most compute per step compute as long)"
+        return f"{head}: no straggler (no rank computes 25 % longer per step than every other)"
 
     def _rank_title(self, rank: int) -> str:
         mark = " (the straggler)" if rank == self.straggler else ""
@@ -246,8 +246,8 @@ def analyze_ranks(timeline: Timeline) -> RankInsights:
             reads a folder of ranks); a timeline of one rank gives one entry.
 
     Returns:
-        [`RankInsights`][neuronprof.analysis.insights.RankInsights]: per rank, its
-        findings over its own steps and its compute per step; the straggler named.
+        Per rank, its findings over its own steps and its compute per step, and the
+        straggler named, as a [`RankInsights`][neuronprof.analysis.insights.RankInsights].
 
     Raises:
         TypeError: ``timeline`` is not a [`Timeline`][neuronprof.analysis.insights.Timeline].

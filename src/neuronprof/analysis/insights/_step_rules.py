@@ -29,6 +29,7 @@ from neuronprof.analysis.insights._tree import (
     _per_step,
     _Profile,
     _share,
+    _steady,
     _Step,
     _Tally,
     _torch_dtype,
@@ -123,13 +124,16 @@ class _StepTime:
         return _subtract([window], _union(covered))
 
 
+_EDGES = ("the step's start", "the step's end")
+
+
 def _neighbours(st: _Step, gap: tuple[int, int]) -> tuple[str, str]:
-    """The ops on either side of a gap (``"the step's start"``/``"the step's end"`` at its edges)."""
+    """The ops on either side of a gap (the step's start or end at its edges: ``_EDGES``, not ops)."""
     before = [t for t in st.top if t.ev.end_ns <= gap[0]]
     after = [t for t in st.top if t.ev.start_ns >= gap[1]]
     return (
-        max(before, key=lambda t: t.ev.end_ns).name if before else "the step's start",
-        min(after, key=lambda t: t.ev.start_ns).name if after else "the step's end",
+        max(before, key=lambda t: t.ev.end_ns).name if before else _EDGES[0],
+        min(after, key=lambda t: t.ev.start_ns).name if after else _EDGES[1],
     )
 
 
@@ -158,15 +162,17 @@ def _step_time(p: _Profile) -> list[Finding]:
     if not p.n:
         return []
     times = _StepTime(p)
-    comm_ns = exposed_ns = gap_ns = 0
+    comm_ns = 0
+    exposed_ns: list[int] = []
+    gap_ns: list[int] = []
     names: Counter[str] = Counter()
     gaps: list[tuple[int, str, str, str]] = []
     for st in p.steps:
         comm, exposed, waits = times.communication(st)
         comm_ns += _length(comm)
-        exposed_ns += _length(exposed)
+        exposed_ns.append(_length(exposed))
         host_gaps = times.host_gaps(st, waits)
-        gap_ns += _length(host_gaps)
+        gap_ns.append(_length(host_gaps))
         for gap in host_gaps:
             gaps.append((gap[1] - gap[0], *_neighbours(st, gap), st.node.name))
     for n in p.nodes:
@@ -177,13 +183,14 @@ def _step_time(p: _Profile) -> list[Finding]:
             names[d.name] += 1
     findings = []
     step_us = p.mean_step_ns / 1000
-    exposed_us = _per_step(exposed_ns, p.n)
-    if step_us > 0 and exposed_us / step_us >= COMMUNICATION_SHARE:
+    exposed_us = _per_step(sum(exposed_ns), p.n)
+    words = _steady(p, exposed_ns, COMMUNICATION_SHARE)
+    if words:
         comm_us = _per_step(comm_ns, p.n)
         findings.append(
             Finding(
                 kind="communication_wait",
-                title=f"Waiting in collectives takes {exposed_us / step_us:.0%} of each step",
+                title=f"Waiting in collectives takes {words}",
                 evidence=Evidence(
                     tuple(n for n, _ in names.most_common(EVIDENCE_NAMES)),
                     None,
@@ -200,9 +207,10 @@ def _step_time(p: _Profile) -> list[Finding]:
                 ),
             )
         )
-    gap_us = _per_step(gap_ns, p.n)
+    gap_us = _per_step(sum(gap_ns), p.n)
     ops_per_step = sum(len(st.top) for st in p.steps) / p.n
-    if step_us > 0 and gap_us / step_us >= HOST_OVERHEAD_SHARE and ops_per_step >= HOST_OVERHEAD_MIN_OPS:
+    words = _steady(p, gap_ns, HOST_OVERHEAD_SHARE) if ops_per_step >= HOST_OVERHEAD_MIN_OPS else None
+    if words:
         largest: dict[tuple[str, str], tuple[int, str, str, str]] = {}
         for g in sorted(gaps, key=lambda g: -g[0]):
             largest.setdefault((g[1], g[2]), g)
@@ -210,9 +218,9 @@ def _step_time(p: _Profile) -> list[Finding]:
         findings.append(
             Finding(
                 kind="host_overhead",
-                title=f"{gap_us / step_us:.0%} of each step is host time between ops (Python)",
+                title=f"Host time between ops (Python) takes {words}",
                 evidence=Evidence(
-                    tuple(dict.fromkeys(n for g in shown for n in g[1:3])),
+                    tuple(dict.fromkeys(n for g in shown for n in g[1:3] if n not in _EDGES)),
                     None,
                     gap_us,
                     _share(gap_us, step_us),
@@ -248,8 +256,9 @@ def _low_precision(p: _Profile) -> list[Finding]:
     time per step, an upper bound (in float32 they still take some time).
     """
     by_dtype: Counter[str] = Counter()
+    per_step: defaultdict[str, list[int]] = defaultdict(lambda: [0] * p.n)
     ops: defaultdict[str, Counter[str]] = defaultdict(Counter)
-    for st in p.steps:
+    for i, st in enumerate(p.steps):
         for node in st.node.walk():
             if node.ev.category != "op" or not node.ev.input_dtypes:
                 continue
@@ -258,18 +267,26 @@ def _low_precision(p: _Profile) -> list[Finding]:
                 continue  # device work is done in the device's own precision
             ns = node.self_ns()
             by_dtype[low[0]] += ns
+            per_step[low[0]][i] += ns
             ops[low[0]][node.name] += ns
     findings = []
     step_us = p.mean_step_ns / 1000
     native = p.tl.native_dtypes
+    if not p.record_shapes and not p.has_device and native is not None and len(native) < len(LOW_PRECISION):
+        lacking = " or ".join(d.removeprefix("torch.") for d in LOW_PRECISION if d not in native)
+        p.notes.append(
+            f"dtypes were not recorded, so low-precision work is not checked; this CPU computes no {lacking} "
+            "natively (record_shapes=True would tell whether the step runs in it)"
+        )
     for dtype, ns in by_dtype.items():
         us = _per_step(ns, p.n)
-        if step_us <= 0 or us / step_us < LOW_PRECISION_SHARE:
+        words = _steady(p, per_step[dtype], LOW_PRECISION_SHARE)
+        if not words:
             continue
         short = dtype.removeprefix("torch.")
         if native is None:
             p.notes.append(
-                f"{short} ops take {us / step_us:.0%} of each step on the host; whether the CPU that recorded it "
+                f"{short} ops take {words} on the host; whether the CPU that recorded it "
                 f"computes {short} natively is not in the trace (a neuronprof session records it)"
             )
             continue
@@ -279,7 +296,7 @@ def _low_precision(p: _Profile) -> list[Finding]:
         findings.append(
             Finding(
                 kind="emulated_low_precision",
-                title=f"{short} work takes {us / step_us:.0%} of each step on a CPU without native {short}",
+                title=f"{short} work takes {words} on a CPU without native {short}",
                 evidence=Evidence(
                     tuple(top),
                     None,
@@ -365,23 +382,24 @@ def _pipeline(p: _Profile) -> list[Finding]:
     inside the steps take at least ``PIPELINE_SHARE`` (10 %) of the mean step. Time
     at stake: their time per step.
     """
-    ns = 0
+    per_step = [0] * p.n
     calls = 0
     name = ""
-    for st in p.steps:
+    for i, st in enumerate(p.steps):
         for node in st.node.walk():
             if _DATALOADER.search(node.name) and not (node.parent is not None and _DATALOADER.search(node.parent.name)):
-                ns += node.dur
+                per_step[i] += node.dur
                 calls += 1
                 name = node.name
     step_us = p.mean_step_ns / 1000
-    us = _per_step(ns, p.n) if p.n else 0.0
-    if not calls or step_us <= 0 or us / step_us < PIPELINE_SHARE:
+    us = _per_step(sum(per_step), p.n) if p.n else 0.0
+    words = _steady(p, per_step, PIPELINE_SHARE) if calls else None
+    if not words:
         return []
     return [
         Finding(
             kind="input_pipeline",
-            title=f"Loading the next batch takes {us / step_us:.0%} of each step",
+            title=f"Loading the next batch takes {words}",
             evidence=Evidence(
                 (name,),
                 calls / p.n,
@@ -407,7 +425,8 @@ def _pipeline_suggestion(name: str, has_device: bool) -> str:
     if _WORKERS in name:
         return (
             "the workers do not keep up: raise num_workers above its current value (and prefetch_factor), "
-            f"keep them alive (persistent_workers=True{pin}) and make each sample's work lighter"
+            f"keep them alive between epochs (persistent_workers=True{pin}, if not set already) and make each "
+            "sample's work lighter"
             + (" or move it onto the device" if has_device else "")
         )
     return (

@@ -225,6 +225,10 @@ def _by_rank(merged: Timeline, files: list[str], parts: list[tuple[Optional[int]
     if len(ranks) == 1 and all(r is not None for r, *_ in parts):
         return dataclasses.replace(merged, rank=next(iter(ranks)))
     if len(ranks) < 2:
+        if len(files) > 1:
+            # Several recordings of one process (or of unrelated runs): their steps are read together.
+            note = f"{len(files)} trace files read as one recording: their steps are counted together"
+            return dataclasses.replace(merged, notes=(*merged.notes, note))
         return merged
     per_rank = []
     for rank in range(max(ranks) + 1):

@@ -46,7 +46,7 @@ _ELEMENTWISE_NAMES = (
     "reciprocal reciprocal_ square abs abs_ relu relu_ gelu gelu_ silu silu_ sigmoid sigmoid_ tanh tanh_ "
     "softmax _softmax log_softmax _log_softmax clamp clamp_ clamp_min clamp_max where erf erf_ "
     "mean sum var var_mean std amax maximum minimum masked_fill masked_fill_ hardtanh leaky_relu "
-    "addcmul addcdiv lerp rsub"
+    "addcmul addcdiv lerp rsub dropout"
 )
 ELEMENTWISE_OPS = frozenset("aten::" + n for n in _ELEMENTWISE_NAMES.split(" "))
 """Pointwise ops and the small reductions of normalisations: what fused kernels combine."""
@@ -302,6 +302,25 @@ class _Profile:
     def host_busy_in(self, s: _Step) -> list[tuple[int, int]]:
         # A synchronising op's time is spent waiting for the device, not launching work.
         return _union((n.ev.start_ns, n.ev.end_ns) for n in s.top if n.name not in SYNC_OPS)
+
+
+def _steady(p: _Profile, per_step_ns: Sequence[float], threshold: float) -> Optional[str]:
+    """How a share of the step is said when it holds, or ``None`` when it does not fire.
+
+    A rule on a share of the step fires when the mean share is at least ``threshold``
+    *and* at least half of the steps reach it on their own, so one slow step (a
+    pause of the machine) cannot raise it. Its words say "of each step" only when
+    every step reaches it.
+    """
+    if not p.n or p.mean_step_ns <= 0:
+        return None
+    mean = sum(per_step_ns) / p.n / p.mean_step_ns
+    over = sum(1 for v, st in zip(per_step_ns, p.steps) if v / p.step_ns(st) >= threshold)
+    if mean < threshold or 2 * over < p.n:
+        return None
+    if over == p.n:
+        return f"{mean:.0%} of each step"
+    return f"{mean:.0%} of the step on average ({over} of {p.n} steps at {threshold:.0%} or more)"
 
 
 def _per_step(total_ns: float, n: int) -> float:
