@@ -353,3 +353,11 @@ def test_without_dtypes_a_cpu_without_bf16_says_what_is_not_checked() -> None:
     assert any("low-precision work is not checked" in n and "record_shapes=True" in n for n in ins.notes)
     shapes = analyze(Timeline(_step(*_ops(3, 0, 1_000, 2_000)), record_shapes=True, native_dtypes=()))
     assert not any("low-precision work is not checked" in n for n in shapes.notes)
+
+
+def test_a_minor_share_never_reads_as_the_minor_threshold() -> None:
+    from neuronprof.analysis.insights import Evidence
+
+    minor = Finding("dtype_conversion", "t", Evidence(("aten::to",), 1.0, 0.9, 0.0096), 0.9, "s")
+    text = str(Insights((minor,), steps=1, step_us=100.0))
+    assert "<1% of the step" in text and " 1% of the step" not in text

@@ -449,7 +449,9 @@ def _evidence_text(ev: Evidence, kind: str = "unfused_chain") -> str:
     if ev.us_per_step is not None:
         parts.append(f"{_us(ev.us_per_step)}/step")
     if ev.share_of_step is not None:
-        parts.append(f"{ev.share_of_step:.0%} of the step")
+        # Under MIN_SHARE never rounds up to it: a minor finding does not read "1% of the step".
+        share = ev.share_of_step
+        parts.append(f"<{MIN_SHARE:.0%} of the step" if share < MIN_SHARE else f"{share:.0%} of the step")
     text = ", ".join(parts)
     return f"{text}; {ev.detail}" if ev.detail else text
 
