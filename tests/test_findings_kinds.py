@@ -360,4 +360,4 @@ def test_a_minor_share_never_reads_as_the_minor_threshold() -> None:
 
     minor = Finding("dtype_conversion", "t", Evidence(("aten::to",), 1.0, 0.9, 0.0096), 0.9, "s")
     text = str(Insights((minor,), steps=1, step_us=100.0))
-    assert "<1% of the step" in text and " 1% of the step" not in text
+    assert "<1% of the step" in text and ", 1% of the step" not in text
