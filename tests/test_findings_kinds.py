@@ -5,6 +5,7 @@ Hand-built timelines pin each rule's edges; live sessions check what torch reall
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Optional
@@ -245,7 +246,7 @@ def test_autocast_casts_are_named_in_a_note_not_reported() -> None:
     host = _step(*_cast("float", "c10::BFloat16", 0), *_cast("c10::BFloat16", "float", 20_000, back))
     ins = analyze(Timeline(host))
     assert "dtype_conversion" not in ins.kinds()
-    assert any("autocast's own casts" in n for n in ins.notes)
+    assert any("come from autocast" in n for n in ins.notes)
 
 
 def test_a_widening_to_float32_without_autocast_is_still_a_conversion() -> None:
@@ -310,7 +311,7 @@ def test_a_float64_weight_under_autocast_is_still_reported() -> None:
     (found,) = ins.of_kind("dtype_conversion")
     assert found.title.startswith("aten::mul converts torch.bfloat16 to torch.float64")
     assert "torch.tensor(eps" not in found.suggestion  # a weight, not a Python scalar
-    assert any("autocast's own casts" in n for n in ins.notes)
+    assert any("come from autocast" in n for n in ins.notes)
 
 
 # -- the dominant op is where to start only when it matters ------------------------------------
@@ -361,3 +362,47 @@ def test_a_minor_share_never_reads_as_the_minor_threshold() -> None:
     minor = Finding("dtype_conversion", "t", Evidence(("aten::to",), 1.0, 0.9, 0.0096), 0.9, "s")
     text = str(Insights((minor,), steps=1, step_us=100.0))
     assert "<1% of the step" in text and ", 1% of the step" not in text
+
+
+def test_attention_time_counts_its_matmuls() -> None:
+    names = ["aten::matmul", "aten::softmax", "aten::matmul"]
+    shapes = [((2, 32, 8), (2, 8, 32)), ((2, 32, 32),), ((2, 32, 32), (2, 32, 8))]
+    host = _step(
+        *(HostEvent(n, i * 10_000, i * 10_000 + 9_000, input_shapes=sh) for i, (n, sh) in enumerate(zip(names, shapes)))
+    )
+    (attention,) = analyze(Timeline(host)).of_kind("unfused_chain")
+    assert attention.evidence.us_per_step == pytest.approx(27.0)  # both matmuls and the softmax
+
+
+def test_a_bias_add_before_an_activation_is_found() -> None:
+    host = _step(
+        HostEvent("aten::linear", 0, 9_000, input_shapes=((32, 16), (64, 16), ())),
+        HostEvent("aten::add", 10_000, 12_000, input_shapes=((32, 64), (64,))),
+        HostEvent("aten::gelu", 13_000, 15_000, input_shapes=((32, 64),)),
+    )
+    (bias,) = analyze(Timeline(host)).of_kind("unfused_chain")
+    assert bias.title == "aten::linear then aten::add: an unfused bias add"
+    assert "torch.nn.functional.linear" in bias.suggestion
+
+
+def test_under_autocast_a_residual_add_promoting_to_float32_is_autocasts() -> None:
+    host = _step(*_cast("float", "c10::BFloat16", 0), *_cast("c10::BFloat16", "float", 20_000, "aten::add"))
+    assert "dtype_conversion" not in analyze(Timeline(host)).kinds()
+
+
+def test_the_stragglers_collective_time_is_not_called_waiting() -> None:
+    from neuronprof.analysis.insights import analyze_ranks
+
+    def rank(compute_us: int, gloo: tuple[int, int]) -> Timeline:
+        ops = [HostEvent("aten::mm", i * compute_us * 100, (i + 1) * compute_us * 100) for i in range(10)]
+        step = HostEvent("ProfilerStep#1", 0, 100_000, category="step")
+        return Timeline((step, *ops, HostEvent("gloo:all_reduce", *gloo, thread="0:9", category="annotation")))
+
+    slow, fast = rank(90, (90_000, 100_000)), rank(10, (10_000, 100_000))
+    ranks = analyze_ranks(Timeline((), ranks=(dataclasses.replace(fast, rank=0), dataclasses.replace(slow, rank=1))))
+    assert ranks.straggler == 1
+    waited = only(ranks.rank(0), "communication_wait")
+    assert waited.title.startswith("Waiting in collectives") and "find the rank" in waited.suggestion
+    own = only(ranks.rank(1), "communication_wait")
+    assert own.title.startswith("Collectives take") and "this rank is the straggler" in own.evidence.detail
+    assert "find the rank" not in own.suggestion

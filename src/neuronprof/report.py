@@ -198,7 +198,7 @@ def _findings_data(insights: Union[Insights, RankInsights, None]) -> Optional[di
                 "kind": f.kind,
                 "title": f.title,
                 "stake": _stake(f),
-                "evidence": _evidence_text(f.evidence),
+                "evidence": _evidence_text(f.evidence, f.kind),
                 "suggestion": f.suggestion,
                 "guide": _guide_link(f.kind, f.docs),
             }

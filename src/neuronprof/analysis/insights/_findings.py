@@ -456,7 +456,18 @@ def _evidence_text(ev: Evidence, kind: str = "unfused_chain") -> str:
     return f"{text}; {ev.detail}" if ev.detail else text
 
 
-_LISTED_KINDS = frozenset({"idle_device", "recompilation", "graph_break", "dominant_op", "input_pipeline"})
+_LISTED_KINDS = frozenset(
+    {
+        "idle_device",
+        "recompilation",
+        "graph_break",
+        "dominant_op",
+        "input_pipeline",
+        "host_overhead",
+        "communication_wait",
+        "emulated_low_precision",
+    }
+)
 
 
 def _md(text: str) -> str:

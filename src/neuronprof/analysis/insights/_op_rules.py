@@ -156,9 +156,11 @@ def _chains(p: _Profile) -> list[Finding]:
     ``div``; ``foreach=True``/``fused=True`` is the optimizer's own fix) are not the
     caller's to fuse and never count. The suggestion names the fused op when the
     chain matches one (``rms_norm``, ``layer_norm``, ``scaled_dot_product_attention``,
-    ``addmm``), else ``torch.compile``. Time at stake: the chain's device time minus
-    its longest op's (one fused pass remains; for a bias add, the add's whole time),
-    or the same on host time without device time.
+    ``addmm``), else ``torch.compile``. A bias add is reported on its own, and the ops
+    after it (an activation) are read as a run of their own. Time at stake: the
+    chain's device time minus its longest op's (one fused pass remains; for
+    attention the two matmuls count in the chain; for a bias add, the add's whole
+    time), or the same on host time without device time.
     """
     tally = _Tally()
     totals: defaultdict[Any, int] = defaultdict(int)  # the chains' own time
@@ -174,25 +176,28 @@ def _chains(p: _Profile) -> list[Finding]:
             j = i + 1
             while j < len(tops) and link[j] and _feeds(tops[j - 1], tops[j]):
                 j += 1
-            run = tops[i:j]
             before = tops[i - 1].name if i > 0 else None
-            after = tops[j].name if j < len(tops) else None
             addmm = (
-                len(run) == 1
-                and before in MATMUL_OPS
-                and run[0].name in ("aten::add", "aten::add_")
-                and _feeds(tops[i - 1], run[0])
-                and _bias_add(tops[i - 1], run[0])
+                before in MATMUL_OPS
+                and tops[i].name in ("aten::add", "aten::add_")
+                and _feeds(tops[i - 1], tops[i])
+                and _bias_add(tops[i - 1], tops[i])
             )
+            if addmm:
+                j = i + 1  # the bias add alone; what follows it (an activation...) is read as a run of its own
+            run = tops[i:j]
+            after = tops[j].name if j < len(tops) else None
             attention = _is_attention([n.name for n in run], before, after)
             if len(run) >= CHAIN_MIN_OPS or addmm or attention:
                 names = tuple(n.name for n in run)
-                costs = [n.device_ns() for n in run] if p.has_device_time else [n.dur for n in run]
+                # Attention's matmuls are part of what the fused op replaces: their time counts too.
+                timed = [tops[i - 1], *run, tops[j]] if attention else run
+                costs = [n.device_ns() for n in timed] if p.has_device_time else [n.dur for n in timed]
                 # One fused pass remains; a fused bias add costs nothing extra.
                 stake = sum(costs) if addmm else sum(costs) - max(costs)
                 gap_ns = 0
                 if p.has_device_time:
-                    merged = _union((d.start_ns, d.end_ns) for n in run for m in n.walk() for d in m.device)
+                    merged = _union((d.start_ns, d.end_ns) for n in timed for m in n.walk() for d in m.device)
                     gap_ns = sum(b[0] - a[1] for a, b in zip(merged, merged[1:]))
                 # Plain chains are told apart by their ops; the fused forms also by their neighbours.
                 key = (names, before, after) if addmm or attention else (names, None, None)
@@ -235,8 +240,6 @@ def _chains(p: _Profile) -> list[Finding]:
     return findings
 
 
-_BACKWARD = "autograd::engine::evaluate_function:"
-"""The range autograd records around each backward function."""
 _LOW = frozenset({"torch.bfloat16", "torch.float16"})
 _WIDE = frozenset({"torch.float32", "torch.float64"})
 
@@ -263,10 +266,10 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
     nor is a copy whose source and target dtypes are the same (a move or a layout
     change). An op that converts its float32 input to bfloat16 or float16 by itself
     is autocast (type promotion never narrows): when a run shows one, those casts and
-    the casts back to float32 inside backward functions or in ops with no float32
-    input to promote to (autocast's float32 list: ``cross_entropy``, ``softmax``...)
+    the implicit conversions of its low-precision results back to float32 (in ops on
+    autocast's float32 list, in backward functions, where they meet float32 tensors)
     are named in a note, not reported; explicit ``.to()`` calls and every other
-    conversion still are. Without
+    conversion (a float64 weight meeting them) still are. Without
     recorded dtypes (``record_shapes=False``) a number's promotion, a device move and
     a conversion look the same (so does ``.to(copy=True)`` in the same dtype): none
     is reported, and one note names them and says ``record_shapes=True`` would
@@ -309,17 +312,10 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
             spans += [(d.start_ns, d.end_ns) for m in node.walk() for d in m.device]
             entry = (tally.step, key, sum(e - s for s, e in _union(spans)), (pair, scalar, explicit))
             narrowing = pair[0] in _WIDE and pair[1] in _LOW
-            # A cast back to float32 is autocast's in a backward function, or in an op on autocast's
-            # float32 list (cross_entropy, softmax...): one with no float32 input to promote to.
-            back = (
-                pair[0] in _LOW
-                and pair[1] == "torch.float32"
-                and cause is not None
-                and (
-                    cause.name.startswith(_BACKWARD)
-                    or not _WIDE & {_torch_dtype(t) for t in cause.ev.input_dtypes or ()}
-                )
-            )
+            # Under autocast, its low-precision results come back to float32 on their own: in ops on its
+            # float32 list (cross_entropy, softmax), in backward functions, and where they meet float32
+            # tensors (a residual add). They follow from autocast, not from a tensor made in a wrong dtype.
+            back = pair[0] in _LOW and pair[1] == "torch.float32"
             if not explicit and (narrowing or back):
                 autocast.append(entry)
                 narrowed = narrowed or narrowing
@@ -329,8 +325,8 @@ def _conversions(p: _Profile, claimed: set[int]) -> list[Finding]:
         # Type promotion never narrows: an op converting its float32 input to bfloat16 is autocast's cast,
         # and the casts back in its backward are autocast's too. They are the cost of the user's choice.
         p.notes.append(
-            f"{len(autocast) / max(p.n, 1):g} conversion(s) per step are autocast's own casts (float32 to a "
-            "low-precision dtype inside its ops, and back in their backward), not reported as dtype conversions"
+            f"{len(autocast) / max(p.n, 1):g} conversion(s) per step come from autocast (its casts from float32 to "
+            "a low-precision dtype, and its results promoted back to float32), not reported as dtype conversions"
         )
     else:
         for entry in autocast:

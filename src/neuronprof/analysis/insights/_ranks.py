@@ -13,6 +13,7 @@ of its collectives was in flight.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -260,14 +261,45 @@ def analyze_ranks(timeline: Timeline) -> RankInsights:
     figures = [rank_figures(t) for t in per_rank]
     compute = tuple(c for c, _ in figures)
     own = {n for t in per_rank for n in t.notes}
+    straggler = vocab.straggler(compute)
+    found = [analyze(t) for t in per_rank]
+    if straggler is not None:
+        found[straggler] = _as_straggler(found[straggler])
     return RankInsights(
-        ranks=tuple(analyze(t) for t in per_rank),
-        straggler=vocab.straggler(compute),
+        ranks=tuple(found),
+        straggler=straggler,
         compute_per_step_us=compute,
         collective_wait_per_step_us=tuple(w for _, w in figures),
         notes=tuple(n for n in timeline.notes if n not in own) if timeline.ranks else (),
         source=timeline.source,
     )
+
+
+def _as_straggler(insights: Insights) -> Insights:
+    """The straggler's findings, in its words: its time in collectives is not waiting for a slower rank.
+
+    The others wait for the straggler; what it spends in a collective is the
+    collective's own cost (moving the data, the last rank's share of the sync).
+    """
+    out = []
+    for f in insights.findings:
+        if f.kind == "communication_wait":
+            f = dataclasses.replace(
+                f,
+                title=f.title.replace("Waiting in collectives", "Collectives"),
+                evidence=dataclasses.replace(
+                    f.evidence,
+                    detail=f.evidence.detail.split("; a rank waits")[0]
+                    + "; this rank is the straggler, the one the others wait for: the time is the collectives' "
+                    "own cost, not waiting",
+                ),
+                suggestion=(
+                    "speed up this rank's own work first (its other findings): the other ranks wait for it; then "
+                    "overlap communication with compute (DDP overlaps gradient buckets with backward)"
+                ),
+            )
+        out.append(f)
+    return dataclasses.replace(insights, findings=tuple(out))
 
 
 def rank_figures(timeline: Timeline) -> tuple[Optional[float], Optional[float]]:

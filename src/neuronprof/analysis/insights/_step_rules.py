@@ -50,6 +50,32 @@ def _collective_kernel(name: str) -> bool:
     return vocab.is_collective(name, vocab.K_DEVICE)
 
 
+_VIEWS = frozenset(
+    "aten::" + n
+    for n in [
+        "view",
+        "_unsafe_view",
+        "as_strided",
+        "select",
+        "slice",
+        "narrow",
+        "transpose",
+        "t",
+        "permute",
+        "expand",
+        "reshape",
+        "unsqueeze",
+        "squeeze",
+        "alias",
+        "detach",
+        "flatten",
+        "unflatten",
+        "split",
+        "chunk",
+        "unbind",
+    ]
+)
+"""Ops that make a view and compute nothing: no low-precision work in them."""
 LOW_PRECISION = ("torch.bfloat16", "torch.float16")
 
 
@@ -89,12 +115,8 @@ class _StepTime:
             if _collective(n):
                 collectives[_recording(n)].append((n.ev.start_ns, n.ev.end_ns))
         self._host_collectives = {k: _union(v) for k, v in collectives.items()}
-        self._device_collectives = _union(
-            (d.start_ns, d.end_ns) for d in p.tl.device if _collective_kernel(d.name)
-        )
-        self._device_compute = _union(
-            (d.start_ns, d.end_ns) for d in p.tl.device if not _collective_kernel(d.name)
-        )
+        self._device_collectives = _union((d.start_ns, d.end_ns) for d in p.tl.device if _collective_kernel(d.name))
+        self._device_compute = _union((d.start_ns, d.end_ns) for d in p.tl.device if not _collective_kernel(d.name))
 
     def communication(self, st: _Step) -> tuple[Spans, Spans, Spans]:
         """(all collective time, the part with no compute beside it, host waits) in the step, as spans."""
@@ -263,7 +285,7 @@ def _low_precision(p: _Profile) -> list[Finding]:
             if node.ev.category != "op" or not node.ev.input_dtypes:
                 continue
             low = sorted({_torch_dtype(t) for t in node.ev.input_dtypes} & set(LOW_PRECISION))
-            if not low or node.device:
+            if not low or node.device or node.name in _VIEWS:
                 continue  # device work is done in the device's own precision
             ns = node.self_ns()
             by_dtype[low[0]] += ns
@@ -426,8 +448,7 @@ def _pipeline_suggestion(name: str, has_device: bool) -> str:
         return (
             "the workers do not keep up: raise num_workers above its current value (and prefetch_factor), "
             f"keep them alive between epochs (persistent_workers=True{pin}, if not set already) and make each "
-            "sample's work lighter"
-            + (" or move it onto the device" if has_device else "")
+            "sample's work lighter" + (" or move it onto the device" if has_device else "")
         )
     return (
         f"load in the background: DataLoader(num_workers=4{pin}, persistent_workers=True), and move "
