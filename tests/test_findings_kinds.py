@@ -406,3 +406,20 @@ def test_the_stragglers_collective_time_is_not_called_waiting() -> None:
     own = only(ranks.rank(1), "communication_wait")
     assert own.title.startswith("Collectives take") and "this rank is the straggler" in own.evidence.detail
     assert "find the rank" not in own.suggestion
+
+
+def test_one_launch_heavy_step_does_not_make_the_loop_cpu_bound() -> None:
+    # The first step is long and all launches (390 of 400 µs); the other three are 5 of 100 µs. The mean
+    # host share is 58 % (over the 50 % threshold) but one step carries it.
+    host: list[HostEvent] = []
+    device: list[DeviceEvent] = []
+    t = 0
+    for i, (length, launching) in enumerate([(400_000, 390_000), (100_000, 5_000), (100_000, 5_000), (100_000, 5_000)]):
+        host.append(HostEvent(f"ProfilerStep#{i}", t, t + length, category="step"))
+        host.append(HostEvent("aten::mm", t, t + launching, ext_id=i + 1))
+        device.append(DeviceEvent("gemm", t + launching, t + launching + 1_000, ext_id=i + 1))
+        t += length
+    timeline = Timeline(tuple(host), tuple(device), "cuda", "CUDA")
+    ins = analyze(timeline)
+    assert (ins.host_op_us or 0) >= 0.5 * (ins.step_us or 0)
+    assert "cpu_bound" not in ins.kinds() and ins.bound != "cpu"

@@ -8,6 +8,7 @@ in torch's private API are absorbed here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -367,6 +368,7 @@ _HOST_CATEGORY: dict[int, HostCategory] = {
 }
 
 
+@functools.cache  # a property of the machine: asked once per process
 def native_dtypes() -> tuple[str, ...]:
     """The low-precision dtypes this machine's CPU computes natively, as torch's oneDNN reports them.
 

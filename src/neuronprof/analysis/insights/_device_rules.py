@@ -228,10 +228,12 @@ def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Option
       (50 %) of the step and longer than the device is busy: the device waits for
       launches. Time at stake: host-in-ops minus device-busy per step.
 
-    Both need device time; without it they are skipped with a note.
+    Both need device time; without it they are skipped with a note. Both are shares
+    of the step: they fire only when at least half of the steps reach the threshold
+    on their own as well (``_steady``), so one slow step cannot raise them.
     """
-    host_ns = sum(sum(e - s for s, e in p.host_busy_in(st)) for st in p.steps)
-    host_us = _per_step(host_ns, p.n) if p.n else None
+    host_per_step = [sum(e - s for s, e in p.host_busy_in(st)) for st in p.steps]
+    host_us = _per_step(sum(host_per_step), p.n) if p.n else None
     if not p.has_device_time:
         return [], host_us, None, "unknown"
     step_us = p.mean_step_ns / 1000
@@ -295,7 +297,7 @@ def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Option
     bound = "neither"
     if busy_us >= CPU_BOUND_SHARE * step_us and busy_us >= (host_us or 0):
         bound = "device"
-    elif host_us is not None and host_us >= CPU_BOUND_SHARE * step_us and host_us > busy_us:
+    elif host_us is not None and host_us > busy_us and _steady(p, host_per_step, CPU_BOUND_SHARE):
         bound = "cpu"
         stake = host_us - busy_us
         findings.append(

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
+from neuronprof.analysis.insights._dtypes import _family, _torch_dtype
 from neuronprof.analysis.insights._findings import (
     CHAIN_MIN_OPS,
     DOMINANT_MIN_STEP_SHARE,
@@ -22,7 +23,6 @@ from neuronprof.analysis.insights._tree import (
     _bookkeeping,
     _cause,
     _dtype_pair,
-    _family,
     _in_optimizer,
     _is_region,
     _is_scalar_source,
@@ -32,7 +32,6 @@ from neuronprof.analysis.insights._tree import (
     _Profile,
     _share,
     _Tally,
-    _torch_dtype,
     _union,
 )
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Optional
 
 from neuronprof import _vocabulary as vocab
+from neuronprof.analysis.insights._dtypes import _torch_dtype
 from neuronprof.analysis.insights._findings import (
     COMMUNICATION_SHARE,
     GAPS_SHOWN,
@@ -25,6 +26,7 @@ from neuronprof.analysis.insights._tree import (
     _DATALOADER,
     WHOLE_RECORDING,
     _clip,
+    _kind,
     _Node,
     _per_step,
     _Profile,
@@ -32,18 +34,13 @@ from neuronprof.analysis.insights._tree import (
     _steady,
     _Step,
     _Tally,
-    _torch_dtype,
     _union,
 )
 
 Spans = list[tuple[int, int]]
 
-# The timeline's host categories as the vocabulary's kinds, for its collective rule (``is_collective``).
-_KIND = {"op": vocab.K_OP, "runtime": vocab.K_RUNTIME, "step": vocab.K_STEP, "python": vocab.K_PY}
-
-
 def _collective(node: _Node) -> bool:
-    return vocab.is_collective(node.name, _KIND.get(node.ev.category, vocab.K_OTHER))
+    return vocab.is_collective(node.name, _kind(node))
 
 
 def _collective_kernel(name: str) -> bool:

@@ -190,7 +190,7 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
             backend = meta["backend"]
             label = meta.get("device_label") if isinstance(meta.get("device_label"), str) else None
             # neuronprof writes the "record_shapes" key only when shapes were recorded.
-            record_shapes = bool(stream.metadata.get("record_shapes")) or record_shapes
+            record_shapes = bool(stream.metadata.get("record_shapes")) or bool(record_shapes)
             dtypes = meta.get("native_dtypes")
             if isinstance(dtypes, list) and all(isinstance(d, str) for d in dtypes):
                 native = tuple(dtypes)

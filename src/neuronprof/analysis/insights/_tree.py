@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
+from neuronprof.analysis.insights._dtypes import _torch_dtype
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
 
 # Op names the rules look for. They are torch's own (aten) names; backends that
@@ -134,8 +135,7 @@ def _top_level(step: _Node) -> list[_Node]:
         cat = node.ev.category
         # The vocabulary's top-level call (a compiled region once, the guard check never),
         # less torch.compile's own compiling, which runs on the first call only.
-        kind = vocab.K_OP if cat == "op" else vocab.K_OTHER
-        if vocab.counts_as_call(kind, node.name) and not _COMPILE_WORK.search(node.name):
+        if vocab.counts_as_call(_kind(node), node.name) and not _COMPILE_WORK.search(node.name):
             out.append(node)
         elif cat in ("python", "annotation", "other") and not _DATALOADER.search(node.name):
             stack.extend(reversed(node.children))
@@ -176,7 +176,7 @@ def _fold_redispatches(nodes: list[_Node]) -> list[_Node]:
         if (
             parent is not None
             and len(parent.children) == 1
-            and vocab.folds_into_parent(parent.name, node.name, _KIND.get(node.ev.category, vocab.K_OP))
+            and vocab.folds_into_parent(parent.name, node.name, _kind(node))
         ):
             parent.children = node.children
             for child in node.children:
@@ -186,8 +186,13 @@ def _fold_redispatches(nodes: list[_Node]) -> list[_Node]:
     return [n for n in nodes if id(n) not in folded] if folded else nodes
 
 
-# The vocabulary's kinds of the timeline's host categories (only Python frames matter to the fold).
-_KIND = {"python": vocab.K_PY, "step": vocab.K_STEP, "runtime": vocab.K_RUNTIME}
+# The vocabulary's kinds of the timeline's host categories; annotations and the rest are K_OTHER.
+_KINDS = {"op": vocab.K_OP, "python": vocab.K_PY, "step": vocab.K_STEP, "runtime": vocab.K_RUNTIME}
+
+
+def _kind(node: _Node) -> int:
+    """A host event's kind in the vocabulary's terms, for its rules (``counts_as_call``, ``is_collective``...)."""
+    return _KINDS.get(node.ev.category, vocab.K_OTHER)
 
 
 def _link_device(nodes: Sequence[_Node], device: Sequence[DeviceEvent]) -> int:
@@ -404,37 +409,6 @@ def _dtype_pair(copy: _Node) -> Optional[tuple[str, str]]:
             if dst and src:
                 return _torch_dtype(src), _torch_dtype(dst)
     return None
-
-
-# The C++ type names the profiler records ("Input type"), as torch dtypes.
-_TORCH_DTYPES = {
-    "float": "torch.float32",
-    "double": "torch.float64",
-    "c10::Half": "torch.float16",
-    "c10::BFloat16": "torch.bfloat16",
-    "c10::Float8_e4m3fn": "torch.float8_e4m3fn",
-    "c10::Float8_e5m2": "torch.float8_e5m2",
-    "c10::complex<float>": "torch.complex64",
-    "c10::complex<double>": "torch.complex128",
-    "long int": "torch.int64",
-    "int64_t": "torch.int64",
-    "int": "torch.int32",
-    "short int": "torch.int16",
-    "signed char": "torch.int8",
-    "unsigned char": "torch.uint8",
-    "bool": "torch.bool",
-}
-_FAMILY = {"bool": 0, "int": 1, "uint": 1, "float": 2, "bfloat": 2, "complex": 3}
-
-
-def _torch_dtype(name: str) -> str:
-    """``c10::Half`` → ``torch.float16``; names already torch's, or unknown, unchanged."""
-    return _TORCH_DTYPES.get(name.strip(), name)
-
-
-def _family(dtype: str) -> Optional[int]:
-    m = re.match(r"torch\.([a-z]+)", _torch_dtype(dtype))
-    return _FAMILY.get(m.group(1)) if m else None
 
 
 def _in_optimizer(node: _Node) -> bool:
