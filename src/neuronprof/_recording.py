@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from neuronprof import _collect
 from neuronprof._config import PathLike, SessionConfig
-from neuronprof._io import atomic_write, ensure_writable_dir, text_writer, unique_path
+from neuronprof._io import atomic_write, ensure_writable_dir, into_folder, text_writer, unique_path
 from neuronprof.errors import SessionStateError
 from neuronprof.export import default_trace_name
 from neuronprof.model import RankTable, SortKey, Table
@@ -176,12 +176,17 @@ def timeline(rec: Recording) -> Timeline:
 
 
 def target_path(rec: Recording, path: Optional[PathLike], *, suffix: str) -> Path:
-    """The file to write: ``path`` (its folder created), or a fresh timestamped name in ``output_dir``."""
-    if path is None:
-        ensure_writable_dir(rec.output_dir, create=True)
+    """The file to write: ``path`` (its folder created), or a fresh timestamped name in a folder.
+
+    The folder is ``output_dir`` when ``path`` is None, or ``path`` itself when it
+    names a folder (see [`into_folder`][neuronprof._io.into_folder]).
+    """
+    folder = rec.output_dir if path is None else into_folder(path)
+    if folder is not None:
+        ensure_writable_dir(folder, create=True)
         name = default_trace_name(rec.backend, rec.started, rank=rec.rank, suffix=suffix)
-        return unique_path(rec.output_dir / name)
-    target = Path(path)
+        return unique_path(folder / name)
+    target = Path(path)  # type: ignore[arg-type]
     ensure_writable_dir(target.parent, create=True)
     return target
 
