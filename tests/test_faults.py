@@ -698,3 +698,54 @@ def test_a_forked_child_can_profile_with_raw_torch_and_the_parent_is_unaffected(
     result = json.loads(line[0][len("RESULT") :])
     assert "aten::tanh" in result["child"], result
     assert "aten::relu" in result["parent"] and "aten::tanh" not in result["parent"]
+
+
+def test_forks_at_random_moments_can_profile_and_leave_the_parent_whole(tmp_path):
+    """Seeded SIGALRMs fork the process at random moments of a repeating schedule; each child profiles."""
+    code = """
+        import json, os, random, signal, sys
+        import torch, neuronprof
+        rng = random.Random(int(sys.argv[1]))
+        x = torch.randn(16, 16)
+        children = []
+
+        def fork_here(*_):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                try:
+                    with neuronprof.session(backend="cpu", output_dir="child", wait=0, warmup=1, active=1) as c:
+                        for _ in c.steps():
+                            torch.tanh(x)
+                    answer = c.table(row_limit=None).row("aten::tanh").calls
+                except BaseException as e:
+                    answer = f"{type(e).__name__}: {e}"
+                os.write(w, json.dumps(answer).encode())
+                os._exit(0)
+            os.close(w)
+            children.append((pid, r))
+
+        signal.signal(signal.SIGALRM, fork_here)
+        for _ in range(3):
+            signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0005, 0.05))
+            with neuronprof.session(backend="cpu", output_dir="parent", wait=1, warmup=1, active=1, repeat=2) as s:
+                for _ in s.steps():
+                    for _ in range(10):
+                        torch.relu(x @ x)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            parent_calls = s.table(row_limit=None).row("aten::relu").calls
+        answers = []
+        for pid, r in children:
+            answers.append(json.loads(os.read(r, 100000)))
+            os.waitpid(pid, 0)
+        print("RESULT" + json.dumps({"answers": answers, "parent": parent_calls}))
+    """
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    command = [sys.executable, "-c", textwrap.dedent(code), os.environ.get("NEURONPROF_FAULT_SEED", "3")]
+    proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
+    assert line, proc.stderr[-3000:]
+    result = json.loads(line[0][len("RESULT") :])
+    assert result["answers"] and all(a == 1 for a in result["answers"]), result
+    assert result["parent"] == 2 * 10, "the parent's two cycles are whole"

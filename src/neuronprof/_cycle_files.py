@@ -19,7 +19,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from neuronprof._io import clone_or_copy, copy_trace
+from neuronprof._io import atomic_write, clone_or_copy, copy_trace
 from neuronprof._vocabulary import is_own_frame, is_step_row
 from neuronprof.errors import NeuronProfWarning
 
@@ -95,35 +95,43 @@ def _next_bad_name(view: Any, pos: int) -> Optional[re.Match[bytes]]:
 def escape_names(path: Path) -> bool:
     """Make the event names of kineto's save in ``path`` valid JSON strings, in place.
 
-    Names kineto wrote unescaped (a ``"`` in a source path under ``with_stack``,
-    a control character, bytes that are not UTF-8) are escaped, the bytes that
-    are not UTF-8 replaced by U+FFFD; every other byte of the file is kept.
+    Names kineto wrote unescaped (a ``"`` in a source path under ``with_stack``
+    or in a ``record_function`` label, a control character) are escaped; in those
+    names, bytes that are not UTF-8 are replaced by U+FFFD. Every other byte of
+    the file is kept. (Names that are only not UTF-8 are not looked for: Python
+    labels are UTF-8, and code from a path that is not is recorded without stacks.)
 
     Returns:
         True when a name had to be escaped (the file was rewritten).
     """
-    fixed = path.with_name(path.name + ".escaped")
     with open(path, "rb") as fin:
         if os.fstat(fin.fileno()).st_size == 0:
             return False
-        with mmap.mmap(fin.fileno(), 0, access=mmap.ACCESS_READ) as view:
-            bad = _next_bad_name(view, 0)
-            if bad is None:
+        with _mapped(fin) as view:
+            if _next_bad_name(view, 0) is None:
                 return False
-            # Copy the file as it is between the bad lines; rewrite only those.
-            with open(fixed, "wb") as fout:
-                done = 0
-                while bad is not None:
-                    start = view.rfind(b"\n", 0, bad.start()) + 1
-                    end = view.find(b"\n", start)
-                    end = len(view) if end < 0 else end
-                    fout.write(view[done:start])
-                    fout.write(_escaped_name_line(view[start:end]))
-                    done = end
-                    bad = _next_bad_name(view, end)
-                fout.write(view[done:])
-    os.replace(fixed, path)
+    atomic_write(path, functools.partial(_write_escaped, path), overwrite=True)
     return True
+
+
+def _write_escaped(source: Path, dest: Path) -> None:
+    """Copy ``source`` into ``dest`` as it is between the bad name lines; rewrite only those."""
+    with open(source, "rb") as fin, _mapped(fin) as view, open(dest, "wb") as fout:
+        done = 0
+        bad = _next_bad_name(view, 0)
+        while bad is not None:
+            start = view.rfind(b"\n", 0, bad.start()) + 1
+            end = view.find(b"\n", start)
+            end = len(view) if end < 0 else end
+            fout.write(view[done:start])
+            fout.write(_escaped_name_line(view[start:end]))
+            done = end
+            bad = _next_bad_name(view, end)
+        fout.write(view[done:])
+
+
+def _mapped(f: Any) -> mmap.mmap:
+    return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 def _escaped_name_line(line: bytes) -> bytes:
