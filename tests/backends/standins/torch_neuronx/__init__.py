@@ -5,7 +5,7 @@ PyPI gets a placeholder whose import raises ``ImportError("WRONG PACKAGE ...")``
 (mirrored in ``tests/backends/placeholder``), the real wheels live in the
 Neuron repository, and they need a Trainium/Inferentia instance anyway.
 
-Three builds of TorchNeuron exist in the public record; the environment
+Four builds of TorchNeuron exist in the public record; the environment
 variable ``NEURONPROF_STANDIN_NEURON_BUILD`` (read once, at import) picks one:
 
 * ``documented`` (default): the profiling API of the Neuron 2.30-2.32 docs
@@ -17,6 +17,10 @@ variable ``NEURONPROF_STANDIN_NEURON_BUILD`` (read once, at import) picks one:
   accepts ``correlate_device_time``, and only with it set does the plugin emit
   NeuronCore executions as device kernels linked to their ops (the ``Self
   NEURON`` column). ``NEURONPROF_STANDIN_CORRELATE=1`` is an older spelling.
+* ``beta``: the public beta (Neuron 2.33): ``torch-neuronx`` 2.13.3.0 with torch
+  2.13.0, 2.14.3.0 with torch 2.14.0. Its documented profiling surface is the
+  ``documented`` one; ``__version__`` is ``<torch major.minor>.3.0`` (or
+  ``NEURONPROF_STANDIN_NEURON_VERSION``, to play a release paired with another torch).
 * ``legacy``: the Feb-Apr 2026 source: ``torch_neuronx.profiling`` has no
   ``NeuronConfig`` and no ``ProfileMode``, only the self-contained
   ``NeuronProfiler`` context manager; torch.profiler takes a plain
@@ -56,15 +60,25 @@ if _BACKENDS_DIR not in sys.path:
 
 import testbackend as _testbackend  # noqa: E402
 
-__version__ = "0.0.0+standin"
 STANDIN = True
 
-BUILDS = ("documented", "correlating", "legacy")
+BUILDS = ("documented", "correlating", "legacy", "beta")
 BUILD = os.environ.get("NEURONPROF_STANDIN_NEURON_BUILD") or (
     "correlating" if os.environ.get("NEURONPROF_STANDIN_CORRELATE") == "1" else "documented"
 )
 if BUILD not in BUILDS:
     raise ValueError(f"NEURONPROF_STANDIN_NEURON_BUILD must be one of {', '.join(BUILDS)}, got {BUILD!r}")
+
+# The public beta is numbered after the torch it pairs with (2.13.3.0 with torch 2.13.0,
+# 2.14.3.0 with torch 2.14.0); NEURONPROF_STANDIN_NEURON_VERSION plays another release.
+# The earlier builds' release numbers are not in the record.
+if BUILD == "beta":
+    import torch as _torch
+
+    _line = ".".join(_torch.__version__.split("+")[0].split(".")[:2])
+    __version__ = os.environ.get("NEURONPROF_STANDIN_NEURON_VERSION") or f"{_line}.3.0"
+else:
+    __version__ = os.environ.get("NEURONPROF_STANDIN_NEURON_VERSION") or "0.0.0+standin"
 
 from torch_neuronx import _runtime  # noqa: E402
 
@@ -103,4 +117,4 @@ def synchronize(device: Any = None) -> None:
 
 from torch_neuronx import profiling  # noqa: E402
 
-__all__ = ["BUILD", "BUILDS", "STANDIN", "NeuronDeviceModule", "device_module", "profiling", "synchronize"]
+__all__ = ["BUILD", "BUILDS", "__version__", "STANDIN", "NeuronDeviceModule", "device_module", "profiling", "synchronize"]
