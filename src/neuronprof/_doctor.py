@@ -224,7 +224,10 @@ def _print_report(facts: dict[str, Any]) -> None:
         print(f"auto picks:  {facts['auto']}")
         if facts.get("neuron_build"):
             version = facts.get("neuron_version")
-            print(f"TorchNeuron: {facts['neuron_build']} profiling API" + (f" (torch-neuronx {version})" if version else ""))
+            print(
+                f"TorchNeuron: {facts['neuron_build']} profiling API"
+                + (f" (torch-neuronx {version})" if version else "")
+            )
     if facts["problems"]:
         print("hints:")
         for line in facts["problems"]:

@@ -226,7 +226,7 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         return (
             f"{', '.join(inspect_vars)} {'is' if len(inspect_vars) == 1 else 'are'} set: Neuron Runtime's "
             "environment-variable capture conflicts with torch.profiler (Neuron 2.33.1: \"Don't combine it with "
-            "torch.profiler or jax.profiler.trace. The two mechanisms conflict.\"), so this session does not start. "
+            'torch.profiler or jax.profiler.trace. The two mechanisms conflict."), so this session does not start. '
             f"Unset {' and '.join(inspect_vars)} before starting Python (e.g. `env -u {inspect_vars[0]} python "
             "train.py`) and choose what to capture with the session's modes and core instead"
         )
@@ -454,4 +454,3 @@ def _accepts_keyword(cls: Any, name: str) -> bool:
         return False
     # **kwargs does not count: a binding that forwards them may still reject the name.
     return name in params
-

@@ -117,4 +117,13 @@ def synchronize(device: Any = None) -> None:
 
 from torch_neuronx import profiling  # noqa: E402
 
-__all__ = ["BUILD", "BUILDS", "__version__", "STANDIN", "NeuronDeviceModule", "device_module", "profiling", "synchronize"]
+__all__ = [
+    "BUILD",
+    "BUILDS",
+    "STANDIN",
+    "NeuronDeviceModule",
+    "__version__",
+    "device_module",
+    "profiling",
+    "synchronize",
+]
