@@ -136,7 +136,8 @@ def _check_device_time(work: Workload, table: Any, dry_run: bool) -> dict[str, A
     ok = True
     for name in COMPUTE:
         row = next((r for r in table.rows if r.name == name and not r.on_device), None)
-        table_us = None if row is None or not row.calls or row.device_total_us is None else row.device_total_us / row.calls
+        total = None if row is None or not row.calls else row.device_total_us
+        table_us = None if row is None or total is None else total / row.calls
         events_us = _cuda_event_us(work, name)
         allowed = max(TOLERANCE * events_us, TOLERANCE_US)
         agrees = table_us is not None and abs(table_us - events_us) <= allowed

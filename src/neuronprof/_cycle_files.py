@@ -77,7 +77,8 @@ def _route_torch_export(cycle: Cycle) -> None:
         rewrites = bool(more.get("cuda_graph_annotations")) or more.get("graph_lanes", "none") != "none"
         kept = record()
         cache = kept.cache if kept is not None else None
-        if not (use_python_export or rewrites) and kept is not None and cache is not None and _cache_intact(kept, cache):
+        plain_copy = not (use_python_export or rewrites)
+        if plain_copy and kept is not None and cache is not None and _cache_intact(kept, cache):
             copy_trace(cache, Path(path))
             return
         if use_python_export or more:
