@@ -52,7 +52,7 @@ COMPAT_PIP := $(COMPAT_VENV)/bin/python -m pip
 compat:
 	test -x $(COMPAT_VENV)/bin/python || $(PYTHON) -m venv $(COMPAT_VENV)
 	$(COMPAT_PIP) install -q --disable-pip-version-check $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
-	$(COMPAT_PIP) install -q --disable-pip-version-check -e . "$(TORCH_SPEC)" "pytest>=7" "hypothesis>=6"
+	$(COMPAT_PIP) install -q --disable-pip-version-check -e . "$(TORCH_SPEC)" "pytest>=7" "hypothesis>=6" pandas
 	$(COMPAT_VENV)/bin/python -c "import torch; print('compat: torch', torch.__version__)"
 	$(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider $(COMPAT_TESTS)
 

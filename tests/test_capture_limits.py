@@ -177,3 +177,57 @@ report(dict(cut=cut, whole=s2.notes, kernels=[r.name for r in t.rows if "kernel"
     assert f"note: {note}" in r["cut"]["text"] and "the capture was cut" in r["cut"]["page"]
     assert not any("capture was cut" in n for n in r["whole"])
     assert len(r["kernels"]) < len(r["kernels2"]), "the cut capture lost kernels"
+
+
+def test_device_memory_per_step_is_read_after_each_sync(tmp_path: Path) -> None:
+    r = _neuron(
+        f"""
+s, t, caught = profile_linear({str(tmp_path / "mem")!r}, "neuron", wait=1, warmup=1, active=2)
+report(dict(notes=s.notes, text=str(t)))
+""",
+        {"NEURONPROF_STANDIN_NEURON_BUILD": "beta", "NEURONPROF_STANDIN_NEURON_MEMORY": "1"},
+    )
+    [note] = [n for n in r["notes"] if n.startswith("device memory")]
+    # Two NeuronCores synchronised per step, each settling 1 MiB per sync: 2, 4, 6, 8 MiB after
+    # steps 1-4. Read before each sync, the statistic would lag one step behind.
+    assert note == (
+        "device memory in profiling cycle 0, read after each step's sync (torch_neuronx.memory_allocated, summed "
+        "over the synchronised NeuronCores; wait and warmup steps included): 2.0, 4.0, 6.0, 8.0 MiB; peak 8.0 MiB"
+    )
+    assert f"note: {note}" in r["text"]
+
+
+def test_without_memory_statistics_nothing_is_said(tmp_path: Path) -> None:
+    r = _neuron(
+        f"""
+s, t, caught = profile_linear({str(tmp_path / "nomem")!r}, "neuron")
+report(dict(notes=s.notes))
+""",
+        {"NEURONPROF_STANDIN_NEURON_BUILD": "beta"},
+    )
+    assert not any(n.startswith("device memory") for n in r["notes"])
+
+
+def test_an_op_that_falls_back_to_the_cpu_in_a_device_step_is_a_finding(tmp_path: Path) -> None:
+    r = _neuron(
+        f"""
+@torch.library.custom_op("standin::eigh_like", mutates_args=())
+def eigh_like(x: torch.Tensor) -> torch.Tensor:
+    # What torch's boxed CPU fallback does for an op the device has no kernel for.
+    (host,) = torch.ops.aten._to_cpu([x])
+    return host * 2
+
+lin = torch.nn.Linear(16, 16)
+x = torch.randn(8, 16)
+with neuronprof.session(backend="neuron", output_dir={str(tmp_path / "fb")!r}) as s:
+    for _ in s.steps():
+        with torch.no_grad():
+            eigh_like(lin(x)).sum()
+ins = s.insights()
+found = [f for f in ins if f.kind == "cpu_fallback"]
+report(dict(kinds=list(ins.kinds()), titles=[f.title for f in found], details=[f.evidence.detail for f in found]))
+""",
+        {"NEURONPROF_STANDIN_NEURON_BUILD": "correlating"},
+    )
+    assert r["titles"] == ["standin::eigh_like fell back to the CPU in every step"]
+    assert "no NEURON kernel here" in r["details"][0]

@@ -99,6 +99,9 @@ _MODE_NAMES: dict[Mode, str] = {
     "host_memory": "HOST_MEMORY",
 }
 _PROFILE_SUBDIR = "neuron_profile"
+# The Neuron 2.33 memory guide names torch_neuronx.memory_* statistics without listing
+# them here; memory_allocated(device) is torch.cuda's name, looked up and used only if present.
+_MEMORY_STAT = "memory_allocated"
 _CORRELATE = "correlate_device_time"
 
 
@@ -383,11 +386,40 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         indices = core_indices(ctx.core, count) or list(range(count))
         for index in dict.fromkeys(indices):
             module.synchronize(index)
+        self._read_memory(ctx, list(dict.fromkeys(indices)))
+
+    def _read_memory(self, ctx: SessionContext, indices: list[int]) -> None:
+        # TorchNeuron's allocator is asynchronous: its statistics are right only after a sync
+        # (Neuron 2.33 memory guide), which is why they are read here and nowhere else.
+        import torch_neuronx
+
+        allocated = getattr(torch_neuronx, _MEMORY_STAT, None)
+        if not callable(allocated):
+            return
+        try:
+            total = sum(int(allocated(i)) for i in indices)
+        except Exception:  # a statistic this build does not back: stay silent, as without it
+            return
+        ctx.extras.setdefault("memory_bytes", []).append(total)
+
+    def _memory_note(self, ctx: SessionContext, cycle: int) -> None:
+        readings: list[int] = ctx.extras.pop("memory_bytes", [])
+        if readings:
+            mib = ", ".join(f"{b / 2**20:.1f}" for b in readings)
+            add_note(
+                ctx,
+                f"device memory in profiling cycle {cycle}, read after each step's sync (torch_neuronx."
+                f"{_MEMORY_STAT}, summed over the synchronised NeuronCores; wait and warmup steps included): "
+                f"{mib} MiB; peak {max(readings) / 2**20:.1f} MiB",
+            )
 
     def on_trace_ready(self, prof: torch.profiler.profile, ctx: SessionContext) -> Optional[Path]:
         folder = self._claim_cycle_dir(ctx)
+        cycle = ctx.extras.get("cycles_seen", 0)
+        ctx.extras["cycles_seen"] = cycle + 1
+        self._memory_note(ctx, cycle)
         if ctx.extras.get("correlated"):
-            self._check_event_cap(prof, ctx)
+            self._check_event_cap(prof, ctx, cycle)
         if ctx.extras.get("build") == "legacy":
             return None  # the legacy NeuronProfiler is a context manager of its own: nothing to run here
         from torch_neuronx.profiling import NeuronProfiler
@@ -409,12 +441,10 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         new = [p for p in self._framework_traces(folder) if p not in before]
         return max(new, key=lambda p: p.stat().st_mtime) if new else None
 
-    def _check_event_cap(self, prof: torch.profiler.profile, ctx: SessionContext) -> None:
+    def _check_event_cap(self, prof: torch.profiler.profile, ctx: SessionContext, cycle: int) -> None:
         # Neuron Runtime stops capturing a NeuronCore's events at max_events_per_nc and says
         # nothing; only where NeuronCore executions reach torch (correlated) can they be counted.
         cap = ctx.max_events_per_nc or DEFAULT_MAX_EVENTS_PER_NC
-        cycle = ctx.extras.get("cycles_seen", 0)
-        ctx.extras["cycles_seen"] = cycle + 1
         full = sorted(i for i, n in device_event_counts(prof).items() if n >= cap)
         if full:
             add_note(

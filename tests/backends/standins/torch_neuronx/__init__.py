@@ -99,7 +99,10 @@ class NeuronDeviceModule(_testbackend.DeviceModule):
         if index is not None and not 0 <= int(index) < self.device_count():
             raise RuntimeError(f"neuron:{index} is not visible to this process ({self.device_count()} NeuronCores)")
         # With no argument only the current device is waited for.
-        super().synchronize(self.current_device() if index is None else int(index))
+        index = self.current_device() if index is None else int(index)
+        super().synchronize(index)
+        _allocate(index, 1 << 20)  # the step's allocation, settled by this sync
+        _committed[index] = _committed.get(index, 0) + _pending.pop(index, 0)
 
 
 _EMIT = os.environ.get("NEURONPROF_STANDIN_EMIT", "1") != "0"
@@ -108,6 +111,30 @@ _testbackend.register("neuron", emit=_EMIT, device_module=device_module)
 # What reaches torch is decided per profile, from the config: see _runtime.
 _testbackend.set_kernel_mode("none")
 _testbackend.set_session_hook(_runtime.hook(correlating_build=BUILD == "correlating"))
+
+
+_committed: dict[int, int] = {}
+_pending: dict[int, int] = {}
+
+
+def _allocate(index: int, nbytes: int) -> None:
+    # An asynchronous allocator: what a step allocates is counted only once the device is synchronised.
+    _pending[index] = _pending.get(index, 0) + nbytes
+
+
+def memory_allocated(device: Any = None) -> int:
+    """Bytes allocated on one NeuronCore as the (asynchronous) allocator last settled them.
+
+    Only ``NEURONPROF_STANDIN_NEURON_MEMORY=1`` provides it (the real function's name is
+    not confirmed in the public record). Each profiled step allocates 1 MiB per core, which
+    this statistic shows only after ``synchronize`` of that core.
+    """
+    index = getattr(device, "index", device)
+    return _committed.get(0 if index is None else int(index), 0)
+
+
+if os.environ.get("NEURONPROF_STANDIN_NEURON_MEMORY") != "1":
+    del memory_allocated
 
 
 def synchronize(device: Any = None) -> None:
