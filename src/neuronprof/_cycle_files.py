@@ -152,14 +152,19 @@ def _route_torch_export(cycle: Cycle) -> None:
     record = weakref.ref(cycle)
     original = type(profile).export_chrome_trace
 
-    def export_chrome_trace(path: str, metadata: Any = None, use_python_export: bool = False) -> None:
+    def export_chrome_trace(path: str, metadata: Any = None, use_python_export: bool = False, **more: Any) -> None:
+        # torch 2.15 adds cuda_graph_annotations, graph_lanes and default_stream (and its
+        # torch.profiler.profile passes them on every export); any but their defaults asks
+        # for torch's Python exporter, which rewrites the events, so the cache cannot serve it.
+        rewrites = bool(more.get("cuda_graph_annotations")) or more.get("graph_lanes", "none") != "none"
         kept = record()
         cache = kept.cache if kept is not None else None
-        if not use_python_export and kept is not None and cache is not None and _cache_intact(kept, cache):
+        plain_copy = not (use_python_export or rewrites)
+        if plain_copy and kept is not None and cache is not None and _cache_intact(kept, cache):
             copy_trace(cache, Path(path))
             return
-        if use_python_export:
-            original(own(), path, metadata, use_python_export=True)
+        if use_python_export or more:
+            original(own(), path, metadata, use_python_export=use_python_export, **more)
         else:
             original(own(), path, metadata)
 

@@ -51,7 +51,7 @@ from neuronprof._io import ensure_writable_dir, unique_path
 from neuronprof._recording import Recording
 from neuronprof.backends import SessionContext, resolve_backend
 from neuronprof.backends.base import Backend
-from neuronprof.errors import NeuronProfWarning, SessionStateError
+from neuronprof.errors import BackendUnavailableError, NeuronProfWarning, SessionStateError
 from neuronprof.export import EXPORT_FORMATS, ExportFormat, default_trace_name, neuron_bundle
 from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
 from neuronprof.typing import RANKS, BackendName, Core, DevicePreset, Mode, Ranks
@@ -126,7 +126,8 @@ class Session:
         Raises:
             TypeError: ``config`` is not a ``SessionConfig`` (pass options to
                 ``neuronprof.session(...)`` instead).
-            BackendUnavailableError: The configured backend cannot run here.
+            BackendUnavailableError: The configured backend cannot run here, or not now
+                (TorchNeuron with a ``NEURON_RT_INSPECT_*`` variable set); the message says the fix.
             PermissionError: ``output_dir`` cannot be written.
             NotADirectoryError: ``output_dir`` is (inside) a file.
         """
@@ -156,6 +157,7 @@ class Session:
         self._backend, skipped = resolve_backend(backend)
         for line in skipped:
             logger.debug(line)
+        self._refuse_if_conflicting()
         self._explicit_output_dir = output_dir is not None
         raw_dir = Path(output_dir) if output_dir is not None else Path(DEFAULT_OUTPUT_DIR)
         # An explicit folder is created now, so that an impossible one fails here;
@@ -304,8 +306,12 @@ class Session:
     def _start(self) -> None:
         import torch.profiler
 
+        # Checked again: the environment may have changed since the session was made.
+        self._refuse_if_conflicting()
         self._rank, self._world_size = distributed_rank()
         ctx = self._context()
+        if self.config.max_events_per_nc is not None and self.backend != "neuron":
+            self._note(f"max_events_per_nc is a Neuron Runtime setting; the {self.backend} backend ignores it")
         self._device_name = self._backend.device_name(ctx)
         if self.with_stack:
             self._check_source_files()
@@ -399,7 +405,11 @@ class Session:
         """Return what the backend needs to know, resolving the default core once."""
         if self._ctx is None:
             ctx = SessionContext(
-                modes=self.modes, core=self._core_arg, output_dir=self._output_dir, local_rank=local_rank()
+                modes=self.modes,
+                core=self._core_arg,
+                output_dir=self._output_dir,
+                local_rank=local_rank(),
+                max_events_per_nc=self.config.max_events_per_nc,
             )
             if ctx.core is None:
                 ctx = dataclasses.replace(ctx, core=self._backend.default_core(ctx))
@@ -443,6 +453,11 @@ class Session:
             "save: memory events as slices (TensorBoard's memory view is empty), and no host_name or trace_id "
             "in the header. Free space in $TMPDIR or output_dir to keep torch's save"
         )
+
+    def _refuse_if_conflicting(self) -> None:
+        reason = self._backend.refusal()
+        if reason:
+            raise BackendUnavailableError(reason)
 
     def _private_dir(self) -> Path:
         if self._cache_dir is None:
@@ -1188,6 +1203,7 @@ def session(
     with_flops: bool = False,
     keep_cycles: int = 4,
     profile_all_threads: bool = False,
+    max_events_per_nc: Optional[int] = None,
 ) -> Session:
     """Open a profiling session: one ``with`` statement instead of a page of torch.profiler setup.
 
@@ -1235,14 +1251,20 @@ def session(
         profile_all_threads: Record ops of every thread, not only the one that
             started the session (kineto's ``profile_all_threads``; needs a torch
             that has it, else ``ValueError``).
+        max_events_per_nc: Neuron only: Neuron Runtime's cap on the events it captures
+            per NeuronCore (``NeuronConfig(max_events_per_nc=...)``); None keeps Neuron's
+            default, 1,000,000. The runtime drops events past it without a word; a
+            correlated capture that reaches it says so in ``s.notes`` and the table.
+            Other backends ignore it (a note says so).
 
     Returns:
         A [`Session`][neuronprof.Session] to use in a ``with`` statement.
 
     Raises:
         ValueError: A mode, core or schedule number is invalid.
-        BackendUnavailableError: The named backend cannot run here; the message
-            says what to install.
+        BackendUnavailableError: The named backend cannot run here (TorchNeuron: also while a
+            ``NEURON_RT_INSPECT_*`` variable is set, which conflicts with torch.profiler); the message
+            says what to install or change.
         PermissionError: ``output_dir`` cannot be written.
         NotADirectoryError: ``output_dir`` is (inside) a file.
     """
@@ -1263,6 +1285,7 @@ def session(
             with_flops=with_flops,
             keep_cycles=keep_cycles,
             profile_all_threads=profile_all_threads,
+            max_events_per_nc=max_events_per_nc,
         )
     )
 

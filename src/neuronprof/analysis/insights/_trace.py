@@ -121,7 +121,7 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
             if length < 0:
                 raise TraceError(f"{f}: event #{index} ({name!r}) has a negative duration ({dur})")
             cat = cat if isinstance(cat, str) else ""
-            if cat in _SKIP_CATS:
+            if cat in _SKIP_CATS and vocab.skipped(name, cat):
                 continue
             raw_args = ev.get("args")
             args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}

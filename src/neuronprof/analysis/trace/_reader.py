@@ -7,6 +7,7 @@ import gc
 import os
 from typing import Any, Optional
 
+from neuronprof import _vocabulary as vocab
 from neuronprof.analysis._jsonstream import FastPathFailed, PyEvent, TraceReader
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.trace._aggregate import _Aggregator
@@ -77,10 +78,10 @@ class _FileReader(_Aggregator):
                         if ev is None:
                             continue
                     cat = ev.cat
-                    if cat in _SKIP_CATS:
+                    name = ev.name
+                    if cat in _SKIP_CATS and vocab.skipped(name, cat):
                         skipped[cat] = skipped.get(cat, 0) + 1
                         continue
-                    name = ev.name
                     if type(name) is not str:
                         raise TraceError(f"{path}: event #{index} (ph 'X') has no 'name' string")
                     ts = ev.ts
