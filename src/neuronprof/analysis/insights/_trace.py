@@ -183,6 +183,7 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
                     input_dtypes=tuple(str(t) for t in dtypes) if isinstance(dtypes, list) else None,
                 )
             )
+        notes.extend(stream.repair_notes())
         if skipped:
             notes.append(f"{os.path.basename(f)}: {skipped} begin/end or async event(s) not read")
         meta = stream.metadata.get("neuronprof")

@@ -168,6 +168,7 @@ class _FileReader(_Aggregator):
             if gc_was_enabled:
                 gc.enable()
         self.sums.events = self.reader.events
+        self.sums.notes.extend(self.reader.repair_notes)
         open_b = sum(map(len, self.open_b.values()))
         if open_b:
             self.sums.notes.append(f"{os.path.basename(path)}: {open_b} 'B' event(s) never ended")
