@@ -15,6 +15,7 @@ error-reporting state; apart, each would need the other's internals.
 from __future__ import annotations
 
 import codecs
+import errno
 import gzip
 import json
 import os
@@ -39,6 +40,22 @@ _MARGIN = 64
 _MAX_VALUE = 64 << 20
 
 
+def missing_reason(path: str) -> str:
+    """Why ``path``, which does not exist, is not there: a link loop, a link to nowhere, or no such file."""
+    if os.path.islink(path):
+        try:
+            os.stat(path)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return "symbolic link loop (the link points back to itself)"
+        try:
+            target = os.readlink(path)
+        except OSError:  # pragma: no cover - removed in between
+            target = "?"
+        return f"broken symbolic link (to {target}, which does not exist)"
+    return "no such file or folder"
+
+
 def open_trace_text(path: str) -> Union[IO[bytes], gzip.GzipFile]:
     """Open ``path`` for reading bytes, transparently un-gzipping it by its magic number.
 
@@ -48,10 +65,12 @@ def open_trace_text(path: str) -> Union[IO[bytes], gzip.GzipFile]:
     try:
         raw = open(path, "rb")  # noqa: SIM115 - the stream owns it and closes it
     except FileNotFoundError:
-        raise TraceError(f"{path}: no such file") from None
+        raise TraceError(f"{path}: {missing_reason(path)}") from None
     except IsADirectoryError:
         raise TraceError(f"{path}: is a folder, not a trace file") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise TraceError(f"{path}: {missing_reason(path)}") from None
         raise TraceError(f"{path}: cannot open: {exc.strerror or exc}") from None
     try:
         magic = raw.read(2)

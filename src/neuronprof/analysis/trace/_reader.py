@@ -10,6 +10,7 @@ from typing import Any, Optional
 from neuronprof.analysis._jsonstream import FastPathFailed, PyEvent, TraceReader
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.trace._aggregate import _Aggregator
+from neuronprof.analysis.trace._files import empty_trace
 from neuronprof.analysis.trace._rules import (
     _K_DEVICE,
     _K_RUNTIME,
@@ -29,9 +30,12 @@ from neuronprof.analysis.trace._sums import _Keys, _Sums, _Thread
 def _read_file(path: str, keys: _Keys) -> _Sums:
     """Read one trace file into per-key sums; the fast reader first, the stdlib reader when it cannot."""
     try:
-        return _FileReader(path, keys, fast=None).read()
+        sums = _FileReader(path, keys, fast=None).read()
     except FastPathFailed:
-        return _FileReader(path, keys, fast=False).read()
+        sums = _FileReader(path, keys, fast=False).read()
+    if not sums.events:
+        raise empty_trace(path)
+    return sums
 
 
 class _FileReader(_Aggregator):
