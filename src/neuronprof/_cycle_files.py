@@ -15,7 +15,7 @@ import os
 import warnings
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof._io import clone_or_copy, copy_trace
 from neuronprof._vocabulary import is_own_frame
@@ -213,6 +213,9 @@ def _run_by_the_instrument(chain: list[str]) -> bool:
     return False
 
 
+_UNSEEN: Any = object()
+
+
 def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
     """Write the cycle's collapsed stacks for flame-graph tools: ``frame;frame;op value`` per line.
 
@@ -229,15 +232,34 @@ def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
         raise RuntimeError("this cycle's events were dropped; no stacks can be written for it")
     clean = str.maketrans({" ": "_", ";": ":", "\n": "_", "\t": "_"})
     totals: dict[str, int] = {}
+    # A step holds few distinct op names and stacks, repeated by every call: each is judged and
+    # cleaned once (None: left out), which keeps this within torch's own export_stacks time.
+    names: dict[str, Optional[str]] = {}
+    prefixes: dict[tuple[str, ...], Optional[str]] = {}
     for evt in cycle.profile.function_events:
         stack = getattr(evt, "stack", None)
-        if not stack or is_own_frame(evt.name) or _is_library_frame(evt.name) or _run_by_the_instrument(stack):
+        if not stack:
+            continue
+        name = evt.name
+        shown = names.get(name, _UNSEEN)
+        if shown is _UNSEEN:
+            shown = names[name] = None if is_own_frame(name) or _is_library_frame(name) else name.translate(clean)
+        if shown is None:
+            continue
+        seen = tuple(stack)
+        prefix = prefixes.get(seen, _UNSEEN)
+        if prefix is _UNSEEN:
+            prefix = prefixes[seen] = (
+                None
+                if _run_by_the_instrument(stack)
+                else "".join(f.translate(clean) + ";" for f in reversed(stack) if not is_own_frame(f))
+            )
+        if prefix is None:
             continue
         value = int(getattr(evt, metric, 0) or 0)
         if value <= 0:
             continue
-        frames = [f.translate(clean) for f in reversed(stack) if not is_own_frame(f)]
-        key = ";".join([*frames, evt.name.translate(clean)])
+        key = prefix + shown
         totals[key] = totals.get(key, 0) + value
     with open(dest, "w", encoding="utf-8") as fout:
         fout.writelines(f"{k} {v}\n" for k, v in totals.items())
