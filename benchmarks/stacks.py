@@ -100,10 +100,14 @@ def main() -> None:
     t_torch, t_np = med("torch", "seconds"), med("neuronprof", "seconds")
     a_torch, a_np = med("torch", "again_seconds"), med("neuronprof", "again_seconds")
     print(f"{args.ops} ops in one step (with_stack=True), {args.rounds} rounds")
-    print(f"torch export_stacks:                    {t_torch:7.2f} s, again {a_torch:6.2f} s "
-          f"({med('torch', 'lines'):.0f} lines: one per event)")
-    print(f"neuronprof export(format='stacks'):     {t_np:7.2f} s, again {a_np:6.2f} s "
-          f"({med('neuronprof', 'lines'):.0f} lines: equal stacks summed)")
+    print(
+        f"torch export_stacks:                    {t_torch:7.2f} s, again {a_torch:6.2f} s "
+        f"({med('torch', 'lines'):.0f} lines: one per event)"
+    )
+    print(
+        f"neuronprof export(format='stacks'):     {t_np:7.2f} s, again {a_np:6.2f} s "
+        f"({med('neuronprof', 'lines'):.0f} lines: equal stacks summed)"
+    )
     print(f"stacks export time ratio (neuronprof / torch), first call:   {t_np / t_torch:.2f}  (target <= 1.2)")
     print(f"stacks export time ratio (neuronprof / torch), second call:  {a_np / a_torch:.2f}  (target <= 1.2)")
 

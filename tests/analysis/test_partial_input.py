@@ -125,14 +125,18 @@ def test_symlink_loop_and_empty_trace_each_get_their_own_message(
     loop = tmp_path / "loop.json"
     loop.symlink_to(loop)
     assert analysis_main(["summarize", str(loop)]) == EXIT_BAD_INPUT
-    assert capsys.readouterr().err == f"neuronprof summarize: error: {loop}: symbolic link loop (the link points back to itself)\n"
+    assert (
+        capsys.readouterr().err
+        == f"neuronprof summarize: error: {loop}: symbolic link loop (the link points back to itself)\n"
+    )
     empty = tmp_path / "empty.json"
     empty.write_text('{"traceEvents": []}')
     for command in ("summarize", "advise", "roofline"):
         assert analysis_main([command, str(empty)]) == EXIT_BAD_INPUT
         out, err = capsys.readouterr()
         assert out == ""
-        assert err == f"neuronprof {command}: error: {empty}: empty trace: it holds no events (the profiler recorded nothing)\n"
+        message = f"{empty}: empty trace: it holds no events (the profiler recorded nothing)"
+        assert err == f"neuronprof {command}: error: {message}\n"
 
 
 def _cli(args: list[str], **kw: object) -> subprocess.CompletedProcess[str]:

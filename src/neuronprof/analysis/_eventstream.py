@@ -156,7 +156,7 @@ class EventStream:
                 self._first = data.lstrip()[:1]
             try:
                 text = self._decoder.decode(data, final=not data)
-            except UnicodeDecodeError as exc:
+            except UnicodeDecodeError:
                 # torch writes names as it finds them: a byte that is not UTF-8 in a
                 # trace that began as JSON is shown as U+FFFD, not a reason to refuse it.
                 if self._first not in (b"{", b"["):

@@ -224,7 +224,7 @@ def _rate(text: str) -> float:
 
 
 def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Run a command on its inputs (a pipe read first), turning expected failures into one line on stderr and exit status 2.
+    """Run a command (a piped input read first); expected failures are one line on stderr and exit status 2.
 
     Files of a folder left out as unreadable are named on stderr, one per line, and a
     command that otherwise succeeded exits with ``EXIT_PARTIAL``.
