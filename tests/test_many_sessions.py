@@ -1,4 +1,4 @@
-"""Session after session in one process: nothing of the sessions that ended is kept (benchmarks/sessions.py measures it)."""
+"""Session after session in one process: nothing of the ended sessions is kept (benchmarks/sessions.py measures it)."""
 
 from __future__ import annotations
 
