@@ -11,7 +11,10 @@ alternating sides for several rounds.
 Both calls are timed from the call to the file on disk; the first call on each
 side includes torch's first reading of the recorded events (``function_events``)
 that the stacks are made from, the second call (to another file) only the
-writing. Prints medians and both ratios neuronprof / torch. Target: <= 1.2.
+writing. The first call is mostly torch's reading of the events (the same code on
+both sides), so on a busy machine its ratio moves with the load; the second shows
+what each side's own writing costs. Prints medians and both ratios neuronprof /
+torch. Target: <= 1.2.
 
     python benchmarks/stacks.py [--rounds 3] [--ops 40000]
 """
