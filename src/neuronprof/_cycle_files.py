@@ -309,6 +309,9 @@ def _run_by_the_instrument(chain: list[str]) -> bool:
     return False
 
 
+_UNSEEN: Any = object()
+
+
 def _is_python_function(evt: Any) -> bool:
     flag = getattr(evt, "is_python_function", None)
     if isinstance(flag, bool):
@@ -335,8 +338,11 @@ def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
     # An op's stack is the chain of Python-frame events around it (torch's Python tracer),
     # innermost first, as kineto's verbose mode would list it: read from the events
     # themselves, so that with_stack needs no verbose mode (whose "Call stack" field kineto
-    # writes unescaped) and a stack is built once per enclosing frame.
+    # writes unescaped). A step holds few distinct op names and enclosing frames, repeated
+    # by every call: each is judged and cleaned once (None: left out).
     chains: dict[int, list[str]] = {}
+    names: dict[str, Optional[str]] = {}
+    prefixes: dict[int, Optional[str]] = {}
 
     def chain_of(parent: Any) -> list[str]:
         # Up to the first enclosing event whose chain is known, then down again (no recursion:
@@ -353,16 +359,29 @@ def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
         return found
 
     for evt in cycle.profile.function_events:
-        if _is_python_function(evt) or is_step_row(evt.name):
+        name = evt.name
+        if _is_python_function(evt) or is_step_row(name):
             continue
-        stack = chain_of(evt.cpu_parent)
-        if not stack or is_own_frame(evt.name) or _is_library_frame(evt.name) or _run_by_the_instrument(stack):
+        shown = names.get(name, _UNSEEN)
+        if shown is _UNSEEN:
+            shown = names[name] = None if is_own_frame(name) or _is_library_frame(name) else name.translate(clean)
+        if shown is None:
+            continue
+        parent = evt.cpu_parent
+        prefix = prefixes.get(id(parent), _UNSEEN)
+        if prefix is _UNSEEN:
+            stack = chain_of(parent)
+            prefix = prefixes[id(parent)] = (
+                None
+                if not stack or _run_by_the_instrument(stack)
+                else "".join(f.translate(clean) + ";" for f in reversed(stack) if not is_own_frame(f))
+            )
+        if prefix is None:
             continue
         value = int(getattr(evt, metric, 0) or 0)
         if value <= 0:
             continue
-        frames = [f.translate(clean) for f in reversed(stack) if not is_own_frame(f)]
-        key = ";".join([*frames, evt.name.translate(clean)])
+        key = prefix + shown
         totals[key] = totals.get(key, 0) + value
     with open(dest, "w", encoding="utf-8") as fout:
         fout.writelines(f"{k} {v}\n" for k, v in totals.items())

@@ -118,6 +118,20 @@ def data_notes(rec: Recording) -> tuple[str, ...]:
             "the recorded steps hold nothing but ProfilerStep*: the work may have run in other threads, "
             f"which torch.profiler records only in the thread that started it{hint}",
         )
+    config = rec.config
+    if (
+        config.profile_memory
+        and config.profile_all_threads
+        and any(s.ops for s in stats)
+        and not any(r.self_cpu_memory_bytes or r.self_device_memory_bytes for s in stats for r in s.rows)
+    ):
+        # A known torch limitation (pytorch#192290): with profile_all_threads, torch attributes no
+        # allocation to any op, so the memory columns are blank rather than zero.
+        return (
+            "no memory per op: with profile_all_threads=True torch attributes no allocation to any op although "
+            "profile_memory=True (pytorch#192290), so the memory columns are empty; profile memory in a session "
+            "without profile_all_threads",
+        )
     return ()
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import gc
 import json
 import logging
 import os
@@ -547,6 +548,9 @@ class Session:
             self._note(f"stopping the profiler after the block's {exc_type.__name__} failed too: {failure!r}")
             failure = None
         self._check_steps(interrupted=exc_type is not None or failure is not None)
+        # torch leaves each profile's objects in reference cycles (pytorch#193348): collected
+        # here, as raw torch.profiler users are told to, so that session after session does not grow.
+        gc.collect()
         if failure is not None:
             raise failure
 
