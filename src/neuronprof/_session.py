@@ -495,6 +495,12 @@ class Session:
         return self.device_label is not None and self._backend.device_time(self._context()) != "none"
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        # The block's end saves the last cycle: a termination request until it is done
+        # removes the private copies (and what else is in progress) before it ends the process.
+        with _io.cleaned_up_on_termination():
+            self._exit(exc_type, exc)
+
+    def _exit(self, exc_type: Any, exc: Any) -> None:
         global _active
         if self._forked:
             # A forked child leaving the parent's block: nothing of it is this process's.
