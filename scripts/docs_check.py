@@ -67,7 +67,7 @@ WIDTHS = (1280, 390)
 # The layout check runs in the page (Chromium has no other way to measure a layout
 # without a driver library). The served copy of a checked page gets this script; it
 # writes its findings, as JSON, into an element that `--dump-dom` prints.
-LAYOUT_PROBE = """
+LAYOUT_PROBE = r"""
 <script>
 window.addEventListener("load", function () {
   var out = {window: window.innerWidth, page: document.documentElement.scrollWidth,
@@ -106,8 +106,9 @@ window.addEventListener("load", function () {
       });
       return range.getBoundingClientRect();
     }
+    // The block's visible box: the code element where it scrolls (mkdocs-material), else the pre.
     var box = code.getBoundingClientRect(), style = getComputedStyle(code);
-    var right = box.right - parseFloat(style.paddingRight || "0");
+    var right = Math.min(box.right, code.parentElement.getBoundingClientRect().right) - parseFloat(style.paddingRight || "0");
     var offset = 0;
     code.textContent.split("\n").forEach(function (line) {
       var header = /^\s*Name {2,}\S/.test(line);
