@@ -108,7 +108,8 @@ window.addEventListener("load", function () {
     }
     // The block's visible box: the code element where it scrolls (mkdocs-material), else the pre.
     var box = code.getBoundingClientRect(), style = getComputedStyle(code);
-    var right = Math.min(box.right, code.parentElement.getBoundingClientRect().right) - parseFloat(style.paddingRight || "0");
+    var right = Math.min(box.right, code.parentElement.getBoundingClientRect().right)
+      - parseFloat(style.paddingRight || "0");
     var offset = 0;
     code.textContent.split("\n").forEach(function (line) {
       var header = /^\s*Name {2,}\S/.test(line);
@@ -118,7 +119,10 @@ window.addEventListener("load", function () {
         var start = offset + m.index + m[0].length - name.length;
         if (name === "Name" || prose.indexOf(topic) < 0) continue;
         var r = rect(start, start + name.length);
-        if (r.right > right + 1) out.offscreen.push(name + " (right edge " + Math.round(r.right - box.left) + " px in " + Math.round(right - box.left) + " px)");
+        if (r.right > right + 1) {
+          out.offscreen.push(name + " (right edge " + Math.round(r.right - box.left) + " px in "
+                             + Math.round(right - box.left) + " px)");
+        }
       }
       offset += line.length + 1;
     });
@@ -419,7 +423,9 @@ def probe_layout(chromium: str, url: str, profile: Path, width: int) -> tuple[li
     problems = [f"{url} at {width} px: broken image {src}" for src in found["broken"]]
     if found["page"] > found["window"] + 1:
         problems.append(f"{url} at {width} px: the page is {found['page']} px wide (a table or block does not scroll)")
-    problems += [f"{url} at {width} px: a table scrolls without its name column in view: {what}" for what in found["unsticky"]]
+    problems += [
+        f"{url} at {width} px: a table scrolls without its name column in view: {what}" for what in found["unsticky"]
+    ]
     if width >= 1280:
         problems += [f"{url} at {width} px: table wider than its container: {what}" for what in found["wide"]]
         # On a phone a printed table scrolls sideways; at 1280 px what the text discusses is in view.

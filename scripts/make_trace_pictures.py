@@ -50,7 +50,7 @@ _REPORT_SPOTS = """
   const last = ops.filter(r => r.getBoundingClientRect().right <= stepEnd + 1).pop() || ops[0];
   const lr = last.getBoundingClientRect();
   return {step: at(named('ProfilerStep#3') || step), data: at(named('data')),
-          lanes: at(named('host thread 0 · depth 2')), end: [lr.right - base.left - 4, lr.top - base.top + lr.height / 2],
+          end: [lr.right - base.left - 4, lr.top - base.top + lr.height / 2],
           ruler: at(texts[1])};
 }
 """
@@ -82,7 +82,6 @@ def annotate(
     matplotlib.use("Agg")
     import matplotlib.image as mpimg
     import matplotlib.pyplot as plt
-
     import numpy as np
 
     img = mpimg.imread(png)
@@ -165,6 +164,7 @@ def speedscope_picture(browser: Any, app: Path, trace: Path, tmp: Path) -> None:
         e for e in data["traceEvents"] if isinstance(e.get("pid"), int) and e.get("ph") in ("X", "M")
     ]
     (site / "trace.json").write_text(json.dumps(data), encoding="utf-8")
+
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
             pass

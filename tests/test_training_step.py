@@ -1,4 +1,4 @@
-"""The "Profile your training step" page: its script, copied alone into a project, prints the page's table and findings."""
+"""The "Profile your training step" page: its script, copied alone into a project, prints the page's story."""
 
 from __future__ import annotations
 

@@ -26,7 +26,8 @@ __all__ = ["DEFAULT_MODES", "DEFAULT_OUTPUT_DIR", "PathLike", "SessionConfig", "
 PathLike = Union[str, "os.PathLike[str]"]
 """A file or folder path: a ``str`` or a ``pathlib.Path`` (any ``os.PathLike[str]``)."""
 
-class _DefaultModes(tuple):  # type: ignore[type-arg]
+
+class _DefaultModes(tuple):
     """The default modes, told apart from the same modes passed by the user (by type, not value)."""
 
     __slots__ = ()
@@ -102,7 +103,8 @@ class SessionConfig:
     """
 
     modes: Sequence[Mode] = DEFAULT_MODES
-    """What to capture (default ``("device", "runtime")``); see [`Mode`][neuronprof.typing.Mode]. Stored as a tuple without repeats."""
+    """What to capture (default ``("device", "runtime")``); see [`Mode`][neuronprof.typing.Mode].
+    Stored as a tuple without repeats."""
     core: Core = None
     """Device cores to capture and synchronise; see [`Core`][neuronprof.typing.Core]. Stored in
     canonical form (``"0,2-3"``, ``"all"``) or None."""

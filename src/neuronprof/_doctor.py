@@ -116,9 +116,9 @@ def diagnose(backend: str = "auto") -> dict[str, Any]:
             info["reason"] = _reason_for(str(info["name"]), info["reason"], backend)
     facts["auto"] = auto_choice()
     if pu1 is not None:
-        backend = get_backend(pu1)
+        pu1_backend = get_backend(pu1)
         # Each backend states its own torch requirement (TorchNeuron has none; TorchTPU needs 2.12).
-        problem = backend.torch_problem() if isinstance(backend, PrivateUse1Backend) else None
+        problem = pu1_backend.torch_problem() if isinstance(pu1_backend, PrivateUse1Backend) else None
         if problem:
             problems.append(problem)
         # Whether the plugin delivers anything cannot be told from the activity list
