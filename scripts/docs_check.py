@@ -12,16 +12,16 @@ step: it needs a headless Chromium (Debian: ``apt-get install chromium``).
    or a plumbing helper (``atomic_write`` and the other file helpers), and no
    parameter or attribute list shows an empty or missing type;
 3. serves the site on 127.0.0.1 (a free port) and fetches every page;
-4. loads Home, Getting started, the training-step and device-table pages, the recipes, the
-   glossary, the RMSNorm and MLP case studies and the API reference in headless Chromium at
-   1280 px and at 390 px (a phone) and fails on a table wider than its container at 1280 px,
-   a page wider than the window at either width (tables must scroll inside the page on a
-   phone), a table that scrolls sideways without its first (name) column sticky, an image
+4. loads every page in headless Chromium at 1280 px and at 390 px (a phone) and fails on
+   a table wider than its container at 1280 px, a page wider than the window at either
+   width (tables must scroll inside the page on a phone), a table that scrolls sideways without its first (name) column sticky, an image
    that does not load, or, at 1280 px, a column of a printed table (a ``Name  Calls ...``
    header in a code block) that the page's text names but that is off-screen until the
-   block is scrolled; saves a full-page screenshot of each (up to 16,000 px tall, so the
-   case study's tables and plots are in it) into ``<out>`` (default ``.cache/docs-check/``),
-   named ``<page>-<width>.png``, to look at before merging.
+   block is scrolled; saves a full-page screenshot of Home, Getting started, the
+   training-step and device-table pages, the recipes, the glossary, the RMSNorm and MLP
+   case studies and the API reference (up to 16,000 px tall, so the case study's tables
+   and plots are in it) into ``<out>`` (default ``.cache/docs-check/``), named
+   ``<page>-<width>.png``, to look at before merging.
 
 Exit status 0 when every check passed, 1 when one failed, 2 when a tool is missing.
 """
@@ -88,7 +88,9 @@ window.addEventListener("load", function () {
     }
   });
   // Printed tables (a "Name  Calls  Self CPU (µs) ..." header in a code block): a column
-  // that the page's text discusses must be in view without scrolling the block.
+  // that the page's text discusses must be in view without scrolling the block, also in
+  // a collapsed block once the reader opens it (a tab not shown is not measured).
+  document.querySelectorAll("article details").forEach(function (d) { d.open = true; });
   var prose = "";
   article.querySelectorAll("p, li, td, th, h1, h2, h3, h4, dt, dd, figcaption").forEach(function (el) {
     if (!el.closest("pre")) prose += " " + el.textContent;
@@ -108,6 +110,7 @@ window.addEventListener("load", function () {
     }
     // The block's visible box: the code element where it scrolls (mkdocs-material), else the pre.
     var box = code.getBoundingClientRect(), style = getComputedStyle(code);
+    if (box.width === 0) return;  // not shown: a tab other than the open one
     var right = Math.min(box.right, code.parentElement.getBoundingClientRect().right)
       - parseFloat(style.paddingRight || "0");
     var offset = 0;
@@ -342,6 +345,13 @@ def serve(site: Path) -> Iterator[str]:
         server.server_close()
 
 
+def site_paths(site: Path) -> list[str]:
+    """The served path of every page of the built site (``""`` for Home, ``"install/"``...)."""
+    pages = sorted(p for p in site.rglob("index.html") if "assets" not in p.relative_to(site).parts)
+    paths = [p.parent.relative_to(site).as_posix() for p in pages]
+    return ["" if rel == "." else rel + "/" for rel in paths]
+
+
 def fetch_all(base: str, site: Path) -> list[str]:
     problems = []
     for page in sorted(site.rglob("index.html")):
@@ -467,6 +477,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         problems += fetch_all(base, site)
         if chromium is not None:
             with tempfile.TemporaryDirectory(prefix="docs-check-chromium-") as profile:
+                # Every other page: the same layout checks, without screenshots.
+                shot = set(SCREENSHOTS.values())
+                for path in site_paths(site):
+                    if path not in shot:
+                        for width in WIDTHS:
+                            problems += check_layout(chromium, base + path, Path(profile), width)
                 for name, path in SCREENSHOTS.items():
                     for width in WIDTHS:
                         target = out / f"{name}-{width}.png"
