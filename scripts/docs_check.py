@@ -120,7 +120,7 @@ window.addEventListener("load", function () {
       while (header && (m = column.exec(line))) {
         var name = m[1], topic = name.replace(/ \((µs|%)\)$/, "");
         var start = offset + m.index + m[0].length - name.length;
-        if (name === "Name" || prose.indexOf(topic) < 0) continue;
+        if (name === "Name" || !/[A-Za-z]/.test(topic) || prose.indexOf(topic) < 0) continue;  // "..." is no column
         var r = rect(start, start + name.length);
         if (r.right > right + 1) {
           out.offscreen.push(name + " (right edge " + Math.round(r.right - box.left) + " px in "
