@@ -14,8 +14,8 @@ step: it needs a headless Chromium (Debian: ``apt-get install chromium``).
 3. serves the site on 127.0.0.1 (a free port) and fetches every page;
 4. loads every page in headless Chromium at 1280 px and at 390 px (a phone) and fails on
    a table wider than its container at 1280 px, a page wider than the window at either
-   width (tables must scroll inside the page on a phone), a table that scrolls sideways without its first (name) column sticky, an image
-   that does not load, or, at 1280 px, a column of a printed table (a ``Name  Calls ...``
+   width (tables must scroll inside the page on a phone), a table that scrolls sideways
+   without its first (name) column sticky, an image that does not load, or, at 1280 px, a column of a printed table (a ``Name  Calls ...``
    header in a code block) that the page's text names but that is off-screen until the
    block is scrolled; saves a full-page screenshot of Home, Getting started, the
    training-step and device-table pages, the recipes, the glossary, the RMSNorm and MLP
