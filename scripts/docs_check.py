@@ -17,11 +17,12 @@ step: it needs a headless Chromium (Debian: ``apt-get install chromium``).
    width (tables must scroll inside the page on a phone), a table that scrolls sideways
    without its first (name) column sticky, an image that does not load, or, at 1280 px,
    a column of a printed table (a ``Name  Calls ...`` header in a code block) that the
-   page's text names but that is off-screen until the block is scrolled; saves a full-page screenshot of Home, Getting started, the
-   training-step and device-table pages, the recipes, the glossary, the RMSNorm and MLP
-   case studies and the API reference (up to 16,000 px tall, so the case study's tables
-   and plots are in it) into ``<out>`` (default ``.cache/docs-check/``), named
-   ``<page>-<width>.png``, to look at before merging.
+   page's text names but that is off-screen until the block is scrolled;
+5. saves a full-page screenshot of Home, Getting started, the training-step and
+   device-table pages, the recipes, the glossary, the RMSNorm and MLP case studies and
+   the API reference (up to 16,000 px tall, so the case study's tables and plots are in
+   it) into ``<out>`` (default ``.cache/docs-check/``), named ``<page>-<width>.png``, to
+   look at before merging.
 
 Exit status 0 when every check passed, 1 when one failed, 2 when a tool is missing.
 """
