@@ -14,7 +14,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 PIP := $(BIN)/python -m pip
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: demo test install install-dev lint typecheck docs docs-serve docs-check bench clean
+.PHONY: demo test compat install install-dev lint typecheck docs docs-serve docs-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,20 @@ test: install-dev
 	$(BIN)/python -m pytest -q
 	$(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
 
+# `TORCH_SPEC=torch==2.15.0 make compat`: the core tests (session, tables, export,
+# agreement) against another torch, in a virtual environment of its own (COMPAT_VENV,
+# one per torch release by default), so .venv and `make test` are left as they are.
+COMPAT_VENV ?= .venv-compat-$(subst *,x,$(subst =,,$(subst <,,$(subst >,,$(TORCH_SPEC)))))
+COMPAT_TESTS := tests/test_session.py tests/test_table_totals.py tests/test_exports.py tests/test_agreement.py
+COMPAT_PIP := $(COMPAT_VENV)/bin/python -m pip
+
+compat:
+	test -x $(COMPAT_VENV)/bin/python || $(PYTHON) -m venv $(COMPAT_VENV)
+	$(COMPAT_PIP) install -q --disable-pip-version-check $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
+	$(COMPAT_PIP) install -q --disable-pip-version-check -e . "$(TORCH_SPEC)" "pytest>=7" "hypothesis>=6" pandas
+	$(COMPAT_VENV)/bin/python -c "import torch; print('compat: torch', torch.__version__)"
+	$(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider $(COMPAT_TESTS)
+
 lint: install-dev
 	$(BIN)/ruff check src tests examples benchmarks
 	$(BIN)/mypy
@@ -58,4 +72,4 @@ bench: install-dev
 	$(BIN)/python benchmarks/overhead.py
 
 clean:
-	rm -rf $(VENV) .cache site build dist
+	rm -rf $(VENV) .venv-compat-* .cache site build dist

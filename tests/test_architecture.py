@@ -214,6 +214,11 @@ ALLOWED_WRITES = {
     # temporary path _io.atomic_write hands to Session.export's writer.
     ("neuronprof._cycle_files", "_export_cache"),
     ("neuronprof._cycle_files", "write_stacks"),
+    # kineto's save with its unescaped names escaped, into the temporary path of _io.atomic_write.
+    ("neuronprof._cycle_files", "_write_escaped"),
+    # A piped trace's bytes (stdin, a FIFO), copied into the command's private temporary
+    # folder, which is removed when the command ends.
+    ("neuronprof.analysis._pipes", "_copy"),
     # neuron-explorer's stdout and stderr, redirected into its private scratch folder.
     ("neuronprof.analysis.neuron._tool", "_run"),
 }

@@ -3,8 +3,8 @@
 The scripts are copies of the reports, unchanged except where a test must be
 shorter than the report (fewer ops or steps, a shorter collective timeout):
 those substitutions are listed in ``_SHORTER`` and change sizes only, never
-what is checked. Each runs in its own interpreter, so a crash fails its test
-instead of killing pytest.
+what is checked; and the folder they write to is the test's own. Each runs
+in its own interpreter, so a crash fails its test instead of killing pytest.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ SCRIPTS = ROOT / "tests" / "cases" / "scripts"
 
 _SHORTER: dict[str, list[tuple[str, str]]] = {
     "big_export_slow.py": [("range(200_000)", "range(20_000)")],
+    "sigterm_leftovers.py": [("range(60000)", "range(20000)")],
     "repeat0_memory_growth.py": [("range(1, 3001)", "range(1, 241)"), ("step % 600 == 0", "step % 60 == 0")],
 }
 # Scripts whose right answer another test already holds, the same way (a slow multi-process run).
@@ -43,7 +44,8 @@ _ELSEWHERE = {
 
 
 def run_script(name: str, *args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    source = (SCRIPTS / name).read_text()
+    # The reports write under one shared folder; each test writes under its own.
+    source = (SCRIPTS / name).read_text().replace("/tmp/neuronprof-cases/", "cases-out/")
     for old, new in _SHORTER.get(name, []):
         assert old in source, (name, old)
         source = source.replace(old, new)
@@ -184,3 +186,56 @@ def test_label_across_step_boundary(tmp_path):
     assert total == pytest.approx(steps, abs=0.2), "self times add up to the steps"
     live, offline = map(float, re.search(r"prefetch self CPU: live ([\d.]+) us, offline ([\d.]+) us", out).groups())
     assert live == pytest.approx(offline, abs=0.01)
+
+
+def test_export_to_folder(tmp_path):
+    (tmp_path / "cases-out" / "f07" / "traces").mkdir(parents=True)
+    out = ok(run_script("export_to_folder.py", tmp_path=tmp_path))
+    results = [line for line in out.splitlines() if line.startswith("RESULT s.")]
+    assert len(results) == 6 and all(": ok -> " in line for line in results), out
+    # An existing folder, with or without a trailing separator, is a folder to write into.
+    for line in results[:3]:
+        assert re.search(r"f07/traces/neuronprof_cpu_[\w-]+\.json$", line), line
+    assert re.search(r"f07/traces/neuronprof_cpu_[\w-]+\.html$", results[3]), results[3]
+    assert re.search(r"f07/newdir/neuronprof_cpu_[\w-]+\.json$", results[4]), results[4]
+    assert "tmp" not in out.replace("cases-out", ""), "no internal file is named"
+    left = sorted(p.name for p in (tmp_path / "cases-out" / "f07").iterdir())
+    assert left == ["newdir", "o", "traces"], "nothing hidden is left beside the targets"
+    assert not [p for p in (tmp_path / "cases-out" / "f07").rglob(".*")], "no temporary file is left"
+
+
+def test_fork_during_session(tmp_path):
+    out = ok(run_script("fork_during_session.py", tmp_path=tmp_path))
+    assert "RESULT child: ('ok', ['ProfilerStep*', 'aten::tanh'])" in out, out
+    assert "RESULT child exit code: 0" in out
+    assert "RESULT parent rows: ['ProfilerStep*', 'aten::clamp_min', 'aten::relu']" in out
+
+
+@pytest.mark.parametrize("phase", ["exit", "export"])
+def test_sigterm_leftovers(tmp_path, phase):
+    out = ok(run_script("sigterm_leftovers.py", phase, tmp_path=tmp_path))
+    rc = int(re.search(r"child rc=(-?\d+)", out).group(1))
+    assert rc in (-15, 0), out  # ended by the signal as it would have been (or done before it came)
+    left = ast.literal_eval(re.search(r"RESULT files left: (\{.*\})", out).group(1))
+    # Only a finished export may be there: no temporary file, no private cycle copy.
+    assert set(left) <= {f"f04_{phase}/big.json.gz"}, left
+
+
+def test_with_stack_non_utf8_path(tmp_path):
+    out = ok(run_script("with_stack_non_utf8_path.py", "np", tmp_path=tmp_path))
+    assert "RESULT np raised" not in out, out
+    assert "RESULT np export: utf-8 ok, json ok" in out
+    assert "RESULT summarize rc 0" in out
+    rows = int(re.search(r"AFTER table rows (\d+)", out).group(1))
+    assert rows > 0, "what was recorded is kept"
+    notes = out.split("notes", 1)[1]
+    assert "with_stack is off" in notes and "not valid UTF-8" in notes and "badmod.py" in notes
+    assert "folder whose name is UTF-8" in notes, "says how to avoid it"
+
+
+def test_with_stack_quote_in_path(tmp_path):
+    out = ok(run_script("with_stack_quote_in_path.py", tmp_path=tmp_path))
+    assert "RESULT np export: valid JSON" in out, out
+    assert "RESULT summarize rc 0" in out
+    for what in ("s.report()", "s.insights()", "s.export(tensorboard)", "s.export(.json.gz)"):
+        assert f"RESULT {what}: ok" in out

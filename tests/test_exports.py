@@ -136,6 +136,26 @@ def test_torchs_own_export_of_the_session_profiler_works_any_number_of_times(tor
     assert load(s.export(tmp_path / "ours.json")) == own
 
 
+def test_torchs_python_exporter_and_its_newer_arguments_reach_torch(tmp_path):
+    """torch 2.15's profile.export_chrome_trace passes cuda_graph_annotations, graph_lanes and
+    default_stream on to the cycle's exporter; the session's trace cache must let them through."""
+    import inspect
+
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, output_dir=tmp_path) as s:
+        for _ in s.steps():
+            torch.nn.functional.linear(torch.randn(4, 8), torch.randn(8, 8))
+    s.profiler.export_chrome_trace(str(tmp_path / "python.json"), use_python_export=True)
+    names = {e.get("name") for e in load(tmp_path / "python.json")["traceEvents"]}
+    assert "aten::linear" in names
+    if "graph_lanes" in inspect.signature(torch.profiler.profile.export_chrome_trace).parameters:
+        # Anything but graph_lanes="none" is for torch's Python exporter, which rejects a bad value.
+        with pytest.raises(Exception, match="graph_lanes"):
+            s.profiler.export_chrome_trace(str(tmp_path / "bad.json"), graph_lanes="not-a-mode")
+    # The cache still serves the plain export afterwards.
+    s.profiler.export_chrome_trace(str(tmp_path / "plain.json"))
+    assert "aten::linear" in {e.get("name") for e in load(tmp_path / "plain.json")["traceEvents"]}
+
+
 def test_export_falls_back_when_kinetos_save_is_not_available(monkeypatch, tmp_path):
     monkeypatch.setattr(_collect, "save_native_trace", lambda cycle, dest: False)
     with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, output_dir=tmp_path) as s:

@@ -466,3 +466,286 @@ def test_a_profiler_started_beneath_torchs_python_api_is_named_at_the_next_step_
         assert "another torch.profiler was started and is still running" in outcome["error"][1]
         assert outcome["still_running"], "the session stops nothing it does not own"
         assert outcome["again"] == 1
+
+
+# -- termination requests, forks, private folders -------------------------------------------
+
+_TERMINATED = """
+    import json, os, signal, sys, tempfile
+    import torch, neuronprof
+    where, out = sys.argv[1], sys.argv[2]
+    x = torch.randn(8, 8)
+
+    def terminate_now(*_):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    if where == "save":
+        # At the second cycle's stop: the first cycle's private copy exists, the second's save is due.
+        stops = []
+        original = torch.profiler.profile.stop_trace
+
+        def stop_trace(self):
+            stops.append(1)
+            if len(stops) == 2:
+                terminate_now()
+            original(self)
+
+        torch.profiler.profile.stop_trace = stop_trace
+    with neuronprof.session(backend="cpu", output_dir=out, wait=0, warmup=1, active=1, repeat=2) as s:
+        for _ in s.steps():
+            for _ in range(200):
+                torch.tanh(x)
+    if where == "export":
+        import gzip
+        write = gzip.GzipFile.write
+
+        def write_then_terminate(self, data):
+            n = write(self, data)
+            terminate_now()
+            return n
+
+        gzip.GzipFile.write = write_then_terminate
+        s.export(os.path.join(out, "trace.json.gz"))
+    print("not terminated")
+"""
+
+
+@pytest.mark.parametrize("where", ["save", "export"])
+def test_sigterm_during_a_save_or_an_export_leaves_nothing_behind(tmp_path, where):
+    """The default SIGTERM still ends the process, as the signal; what neuronprof was writing goes first."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    script = tmp_path / "terminated.py"
+    script.write_text(textwrap.dedent(_TERMINATED))
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), TMPDIR=str(temp))
+    proc = subprocess.run(
+        [sys.executable, str(script), where, "out"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == -15, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    assert "not terminated" not in proc.stdout
+    assert list(temp.iterdir()) == [], "no private copy of a cycle is left in $TMPDIR"
+    assert list((tmp_path / "out").iterdir()) == [], "no temporary (or half-written) file is left"
+
+
+def test_sigterm_at_random_moments_leaves_nothing_behind(tmp_path):
+    """Seeded random SIGTERMs around the block's end and an export: nothing is ever left but whole exports."""
+    code = """
+        import gzip, json, os, random, signal, sys, tempfile, time
+        import torch, neuronprof
+        out = os.path.abspath("out")
+        os.makedirs(out)
+        rng = random.Random(int(sys.argv[1]))
+        x = torch.randn(8, 8)
+        outcomes = []
+        for i in range(4):
+            ready_r, ready_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(ready_r)
+                with neuronprof.session(backend="cpu", output_dir=out) as s:
+                    for step in s.steps():
+                        if step == 3:
+                            for _ in range(2000):
+                                torch.tanh(x)
+                            os.write(ready_w, b"1")
+                s.export(os.path.join(out, f"trace{i}.json.gz"))
+                sys.exit(0)  # (os._exit would skip the clean-up of a normal exit)
+            os.close(ready_w)
+            os.read(ready_r, 1)
+            time.sleep(rng.uniform(0.0, 0.3))
+            os.kill(pid, signal.SIGTERM)
+            _, status = os.waitpid(pid, 0)
+            outcomes.append(-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+        whole = []
+        for name in os.listdir(out):
+            with gzip.open(os.path.join(out, name)) as f:
+                whole.append(bool(json.load(f)["traceEvents"]))
+        print("RESULT" + json.dumps({"outcomes": outcomes, "files": sorted(os.listdir(out)), "whole": whole,
+                                     "tmp": sorted(os.listdir(tempfile.gettempdir()))}))
+    """
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), TMPDIR=str(temp))
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), os.environ.get("NEURONPROF_FAULT_SEED", "7")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
+    assert line, proc.stderr[-3000:]
+    result = json.loads(line[0][len("RESULT") :])
+    assert set(result["outcomes"]) <= {-15, 0}, result
+    assert all(name.startswith("trace") and name.endswith(".json.gz") for name in result["files"]), result
+    assert all(result["whole"]), "an export is whole or absent"
+    assert result["tmp"] == [], "no private copy of a cycle is left in $TMPDIR"
+
+
+def test_a_session_removes_private_folders_of_processes_that_died(tmp_path):
+    """A process killed outright (SIGKILL) cannot clean up: the next session does."""
+    code = """
+        import os, signal, sys, tempfile
+        import torch, neuronprof
+        with neuronprof.session(backend="cpu", output_dir="out", wait=0, warmup=1, active=1, repeat=2) as s:
+            for _ in s.steps():
+                torch.relu(torch.randn(4, 4))
+                if s.steps_taken == 2:  # the first cycle is saved into the private folder by now
+                    print(sorted(os.listdir(tempfile.gettempdir())), flush=True)
+                    os.kill(os.getpid(), signal.SIGKILL)
+    """
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), TMPDIR=str(temp))
+    command = [sys.executable, "-c", textwrap.dedent(code)]
+    killed = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    left = list(temp.iterdir())
+    assert len(left) == 1 and left[0].name.startswith("neuronprof-cycles-"), left
+    # Someone else's folder of the same look, and a live process's, are left alone.
+    alive = temp / left[0].name.replace(left[0].name.split("-")[2], str(os.getpid()))
+    alive.mkdir()
+    other = temp / "neuronprof-cycles-notapid-x"
+    other.mkdir()
+    again = run_python(
+        f"""
+        import os, torch, neuronprof
+        os.environ["TMPDIR"] = {str(temp)!r}
+        import tempfile; tempfile.tempdir = None
+        with neuronprof.session(backend="cpu", output_dir="out") as s:
+            s.run(lambda: torch.relu(torch.randn(4, 4)))
+        """,
+        tmp_path,
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    names = sorted(p.name for p in temp.iterdir())
+    assert left[0].name not in names, "the dead process's folder is removed"
+    assert alive.name in names and other.name in names
+
+
+def test_a_temporary_folder_that_cannot_be_written_keeps_torchs_own_save(tmp_path):
+    """$TMPDIR unusable: the private copy goes into output_dir (hidden, removed with the session)."""
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    code = f"""
+        import json, os, tempfile
+        import torch, neuronprof
+        tempfile.tempdir = {str(blocked)!r}
+        with neuronprof.session(backend="cpu", output_dir="out", profile_memory=True) as s:
+            s.run(lambda: torch.relu(torch.randn(64, 64)))
+        path = s.export("out/t.json")
+        header = json.load(open(path))
+        during = sorted(os.listdir("out"))
+        del s
+        import gc; gc.collect()
+        print("RESULT" + json.dumps({{"notes": [], "host_name": "host_name" in header.get("deviceProperties", [{{}}])[0]
+              if False else "trace_id" in header, "during": during, "after": sorted(os.listdir("out"))}}))
+    """
+    proc = run_python(code, tmp_path)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
+    assert line, proc.stderr[-3000:]
+    result = json.loads(line[0][len("RESULT") :])
+    assert result["host_name"], "torch's own save, with its header (trace_id), not the Python exporter's"
+    assert any(name.startswith(".neuronprof-cycles-") for name in result["during"]), result
+    assert result["after"] == ["t.json"], "the hidden copy goes with the session"
+
+
+def test_a_failed_save_says_what_exports_lose(tmp_path):
+    """kineto cannot write its save (a file-size limit): the note says what the exports lose and why."""
+    code = """
+        import json, resource, signal
+        import torch, neuronprof
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, hard))
+        with neuronprof.session(backend="cpu", output_dir="out") as s:
+            s.run(lambda: torch.relu(torch.randn(64, 64)))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+        print("RESULT" + json.dumps(s.notes))
+    """
+    proc = run_python(code, tmp_path)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
+    assert line, proc.stderr[-3000:]
+    notes = json.loads(line[0][len("RESULT") :])
+    said = [n for n in notes if "could not keep torch's own save" in n]
+    assert said and "Python exporter" in said[0] and "memory events" in said[0], notes
+
+
+def test_a_forked_child_can_profile_with_raw_torch_and_the_parent_is_unaffected(tmp_path):
+    code = """
+        import json, os, torch, neuronprof
+        x = torch.randn(16, 16)
+        with neuronprof.session(backend="cpu", output_dir="out") as s:
+            for i in s.steps():
+                torch.relu(x)
+                if i == 3:
+                    r, w = os.pipe()
+                    pid = os.fork()
+                    if pid == 0:
+                        try:
+                            with torch.profiler.profile() as p:
+                                torch.tanh(x)
+                            answer = sorted({e.key for e in p.key_averages()})
+                        except Exception as e:
+                            answer = [type(e).__name__, str(e)]
+                        os.write(w, json.dumps(answer).encode())
+                        os._exit(0)
+                    os.close(w)
+                    child = json.loads(os.read(r, 100000))
+                    os.waitpid(pid, 0)
+        print("RESULT" + json.dumps({"child": child, "parent": s.table(row_limit=None).names()}))
+    """
+    proc = run_python(code, tmp_path)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
+    assert line, proc.stderr[-3000:]
+    result = json.loads(line[0][len("RESULT") :])
+    assert "aten::tanh" in result["child"], result
+    assert "aten::relu" in result["parent"] and "aten::tanh" not in result["parent"]
+
+
+def test_forks_at_random_moments_can_profile_and_leave_the_parent_whole(tmp_path):
+    """Seeded SIGALRMs fork the process at random moments of a repeating schedule; each child profiles."""
+    code = """
+        import json, os, random, signal, sys
+        import torch, neuronprof
+        rng = random.Random(int(sys.argv[1]))
+        x = torch.randn(16, 16)
+        children = []
+
+        def fork_here(*_):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                try:
+                    with neuronprof.session(backend="cpu", output_dir="child", wait=0, warmup=1, active=1) as c:
+                        for _ in c.steps():
+                            torch.tanh(x)
+                    answer = c.table(row_limit=None).row("aten::tanh").calls
+                except BaseException as e:
+                    answer = f"{type(e).__name__}: {e}"
+                os.write(w, json.dumps(answer).encode())
+                os._exit(0)
+            os.close(w)
+            children.append((pid, r))
+
+        signal.signal(signal.SIGALRM, fork_here)
+        for _ in range(3):
+            signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0005, 0.05))
+            with neuronprof.session(backend="cpu", output_dir="parent", wait=1, warmup=1, active=1, repeat=2) as s:
+                for _ in s.steps():
+                    for _ in range(10):
+                        torch.relu(x @ x)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            parent_calls = s.table(row_limit=None).row("aten::relu").calls
+        answers = []
+        for pid, r in children:
+            answers.append(json.loads(os.read(r, 100000)))
+            os.waitpid(pid, 0)
+        print("RESULT" + json.dumps({"answers": answers, "parent": parent_calls}))
+    """
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    command = [sys.executable, "-c", textwrap.dedent(code), os.environ.get("NEURONPROF_FAULT_SEED", "3")]
+    proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
+    assert line, proc.stderr[-3000:]
+    result = json.loads(line[0][len("RESULT") :])
+    assert result["answers"] and all(a == 1 for a in result["answers"]), result
+    assert result["parent"] == 2 * 10, "the parent's two cycles are whole"

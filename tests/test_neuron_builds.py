@@ -2,8 +2,9 @@
 
 Builds (tests/backends/standins/torch_neuronx): ``correlating`` (NeuronConfig takes
 ``correlate_device_time``; only then do NeuronCore executions reach torch linked to
-ops), ``documented`` (no such keyword: runtime events only), ``legacy`` (no
-NeuronConfig at all). Device times are the test plugin's, never a Trainium's.
+ops), ``beta`` (the public beta, torch-neuronx 2.13.3.0/2.14.3.0: the documented
+surface, told apart by its version), ``documented`` (no such keyword: runtime events
+only), ``legacy`` (no NeuronConfig at all). Device times are the test plugin's, never a Trainium's.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "backends"))
 
 from run_in_subprocess import check, result, run_script  # noqa: E402
 
-BUILDS = ("correlating", "documented", "legacy")
+BUILDS = ("correlating", "beta", "documented", "legacy")
 
 _SESSION = """
 import json, os, warnings

@@ -132,6 +132,9 @@ class SessionConfig:
     """How many of the last cycles keep their raw events for ``export()`` (>= 1)."""
     profile_all_threads: bool = False
     """Record ops of every thread, not only the one that started the session."""
+    max_events_per_nc: Optional[int] = None
+    """Neuron only: Neuron Runtime's cap on the events it captures per NeuronCore (>= 1); None keeps
+    Neuron's default (1,000,000). Events past the cap are dropped by the runtime; other backends ignore it."""
 
     def __post_init__(self) -> None:
         # Frozen: normalised values are written once, here, through object.__setattr__.
@@ -149,6 +152,8 @@ class SessionConfig:
             value = getattr(self, flag)
             if not isinstance(value, bool):
                 raise ValueError(f"{flag} must be True or False, got {value!r}")
+        if self.max_events_per_nc is not None:
+            _check_count("max_events_per_nc", self.max_events_per_nc, minimum=1)
         if self.output_dir is not None:
             if not isinstance(self.output_dir, (str, os.PathLike)):
                 raise ValueError(f"output_dir must be a path or None, got {type(self.output_dir).__name__}")
@@ -190,3 +195,4 @@ class SessionOptions(TypedDict, total=False):
     with_flops: bool
     keep_cycles: int
     profile_all_threads: bool
+    max_events_per_nc: Optional[int]

@@ -11,20 +11,22 @@ import contextlib
 import functools
 import inspect
 import json
+import mmap
 import os
+import re
 import warnings
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
-from neuronprof._io import clone_or_copy, copy_trace
-from neuronprof._vocabulary import is_own_frame
+from neuronprof._io import atomic_write, clone_or_copy, copy_trace
+from neuronprof._vocabulary import is_own_frame, is_step_row
 from neuronprof.errors import NeuronProfWarning
 
 if TYPE_CHECKING:
     from neuronprof._collect import Cycle
 
-__all__ = ["save_native_trace", "write_chrome_trace", "write_stacks"]
+__all__ = ["escape_names", "save_native_trace", "write_chrome_trace", "write_stacks"]
 
 
 def save_native_trace(cycle: Cycle, dest: Path) -> bool:
@@ -53,12 +55,92 @@ def save_native_trace(cycle: Cycle, dest: Path) -> bool:
         # kineto logs a failed write (a full disk) instead of raising: never keep half a trace.
         dest.unlink(missing_ok=True)
         return False
+    escape_names(dest)
     # Read-only, and stamped: a change by anything else is noticed before the next export.
     dest.chmod(0o444)
     cycle.cache = dest
     cycle.cache_stamp = _stamp(dest)
     _route_torch_export(cycle)
     return True
+
+
+# kineto writes an event's name as it is, one ``"name": "…",`` line per event: a Python frame's
+# file path with a double quote (or a control character) in it makes the trace invalid JSON, for
+# every JSON reader (torch's own exporter writes the same). A name line whose value is not a
+# valid JSON string is found in one pass of the regex engine over the mapped file, without
+# reading the file into Python; only then is the file rewritten, with those names escaped.
+_NAME_LINE = re.compile(rb'^([ \t]*"name": ")(.*)(",?)(\r?)$', re.S)
+# A name value that is a valid JSON string, then the end of the line, the next key or the end
+# of the object (kineto's one-line metadata events). The
+# patterns start with a literal, so the engine skips from one "name" key to the next; the
+# first (atomic, no backtracking) finds names with anything but plain characters, the
+# second, run only on those, tells a valid escape from an invalid name.
+# ((?=(x*))\1 is an atomic x*, which Python's re spells x*+ only from 3.11.)
+_AFTER_NAME = rb'(?:,?\r?$|, "[A-Za-z _]+": |\s*\})'
+_PLAIN_NAME = re.compile(rb'"name": "(?=([^"\\\x00-\x1f]*))\1(?!"' + _AFTER_NAME + rb")", re.M)
+_VALID_NAME = rb'(?:[^"\\\x00-\x1f]|\\["\\/bfnrtu])*"' + _AFTER_NAME
+_BAD_NAME_LINE = re.compile(rb'"name": "(?!' + _VALID_NAME + rb")", re.M)
+
+
+def _next_bad_name(view: Any, pos: int) -> Optional[re.Match[bytes]]:
+    candidate = _PLAIN_NAME.search(view, pos)
+    while candidate is not None:
+        bad = _BAD_NAME_LINE.match(view, candidate.start())
+        if bad is not None:
+            return bad
+        candidate = _PLAIN_NAME.search(view, candidate.end())
+    return None
+
+
+def escape_names(path: Path) -> bool:
+    """Make the event names of kineto's save in ``path`` valid JSON strings, in place.
+
+    Names kineto wrote unescaped (a ``"`` in a source path under ``with_stack``
+    or in a ``record_function`` label, a control character) are escaped; in those
+    names, bytes that are not UTF-8 are replaced by U+FFFD. Every other byte of
+    the file is kept. (Names that are only not UTF-8 are not looked for: Python
+    labels are UTF-8, and code from a path that is not is recorded without stacks.)
+
+    Returns:
+        True when a name had to be escaped (the file was rewritten).
+    """
+    with open(path, "rb") as fin:
+        if os.fstat(fin.fileno()).st_size == 0:
+            return False
+        with _mapped(fin) as view:
+            if _next_bad_name(view, 0) is None:
+                return False
+    atomic_write(path, functools.partial(_write_escaped, path), overwrite=True)
+    return True
+
+
+def _write_escaped(source: Path, dest: Path) -> None:
+    """Copy ``source`` into ``dest`` as it is between the bad name lines; rewrite only those."""
+    with open(source, "rb") as fin, _mapped(fin) as view, open(dest, "wb") as fout:
+        done = 0
+        bad = _next_bad_name(view, 0)
+        while bad is not None:
+            start = view.rfind(b"\n", 0, bad.start()) + 1
+            end = view.find(b"\n", start)
+            end = len(view) if end < 0 else end
+            fout.write(view[done:start])
+            fout.write(_escaped_name_line(view[start:end]))
+            done = end
+            bad = _next_bad_name(view, end)
+        fout.write(view[done:])
+
+
+def _mapped(f: Any) -> mmap.mmap:
+    return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _escaped_name_line(line: bytes) -> bytes:
+    match = _NAME_LINE.match(line)
+    if match is None:  # pragma: no cover - _BAD_NAME_LINE only finds lines of this shape
+        return line
+    text = match.group(2).decode("utf-8", "replace")
+    escaped = json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8")
+    return match.group(1) + escaped + match.group(3) + match.group(4)
 
 
 def _route_torch_export(cycle: Cycle) -> None:
@@ -70,20 +152,34 @@ def _route_torch_export(cycle: Cycle) -> None:
     record = weakref.ref(cycle)
     original = type(profile).export_chrome_trace
 
-    def export_chrome_trace(path: str, metadata: Any = None, use_python_export: bool = False) -> None:
+    def export_chrome_trace(path: str, metadata: Any = None, use_python_export: bool = False, **more: Any) -> None:
+        # torch 2.15 adds cuda_graph_annotations, graph_lanes and default_stream (and its
+        # torch.profiler.profile passes them on every export); any but their defaults asks
+        # for torch's Python exporter, which rewrites the events, so the cache cannot serve it.
+        rewrites = bool(more.get("cuda_graph_annotations")) or more.get("graph_lanes", "none") != "none"
         kept = record()
         cache = kept.cache if kept is not None else None
-        if not use_python_export and kept is not None and cache is not None and _cache_intact(kept, cache):
+        plain_copy = not (use_python_export or rewrites)
+        if plain_copy and kept is not None and cache is not None and _cache_intact(kept, cache):
             copy_trace(cache, Path(path))
             return
-        if use_python_export:
-            original(own(), path, metadata, use_python_export=True)
+        if use_python_export or more:
+            original(own(), path, metadata, use_python_export=use_python_export, **more)
         else:
             original(own(), path, metadata)
 
+    def export_stacks(path: str, metric: str = "self_cpu_time_total") -> None:
+        # torch's export_stacks reads stacks that only kineto's verbose mode records; the
+        # session reads them from the Python-frame events instead (see write_stacks).
+        kept = record()
+        if kept is not None:
+            write_stacks(kept, Path(path), metric)
+
     export_chrome_trace.__doc__ = original.__doc__
-    # An attribute of this one profile object (the session's own), not a change to torch.
+    export_stacks.__doc__ = type(profile).export_stacks.__doc__
+    # Attributes of this one profile object (the session's own), not a change to torch.
     profile.export_chrome_trace = export_chrome_trace
+    profile.export_stacks = export_stacks
 
 
 def _complete_json(path: Path) -> bool:
@@ -213,6 +309,16 @@ def _run_by_the_instrument(chain: list[str]) -> bool:
     return False
 
 
+_UNSEEN: Any = object()
+
+
+def _is_python_function(evt: Any) -> bool:
+    flag = getattr(evt, "is_python_function", None)
+    if isinstance(flag, bool):
+        return flag
+    return getattr(evt, "activity_type", None) == "python_function"
+
+
 def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
     """Write the cycle's collapsed stacks for flame-graph tools: ``frame;frame;op value`` per line.
 
@@ -229,15 +335,53 @@ def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
         raise RuntimeError("this cycle's events were dropped; no stacks can be written for it")
     clean = str.maketrans({" ": "_", ";": ":", "\n": "_", "\t": "_"})
     totals: dict[str, int] = {}
+    # An op's stack is the chain of Python-frame events around it (torch's Python tracer),
+    # innermost first, as kineto's verbose mode would list it: read from the events
+    # themselves, so that with_stack needs no verbose mode (whose "Call stack" field kineto
+    # writes unescaped). A step holds few distinct op names and enclosing frames, repeated
+    # by every call: each is judged and cleaned once (None: left out).
+    chains: dict[int, list[str]] = {}
+    names: dict[str, Optional[str]] = {}
+    prefixes: dict[int, Optional[str]] = {}
+
+    def chain_of(parent: Any) -> list[str]:
+        # Up to the first enclosing event whose chain is known, then down again (no recursion:
+        # Python stacks can be deeper than the interpreter's recursion limit).
+        pending = []
+        while parent is not None and id(parent) not in chains:
+            pending.append(parent)
+            parent = parent.cpu_parent
+        found = chains[id(parent)] if parent is not None else []
+        for event in reversed(pending):
+            if _is_python_function(event):
+                found = [event.name, *found]
+            chains[id(event)] = found
+        return found
+
     for evt in cycle.profile.function_events:
-        stack = getattr(evt, "stack", None)
-        if not stack or is_own_frame(evt.name) or _is_library_frame(evt.name) or _run_by_the_instrument(stack):
+        name = evt.name
+        if _is_python_function(evt) or is_step_row(name):
+            continue
+        shown = names.get(name, _UNSEEN)
+        if shown is _UNSEEN:
+            shown = names[name] = None if is_own_frame(name) or _is_library_frame(name) else name.translate(clean)
+        if shown is None:
+            continue
+        parent = evt.cpu_parent
+        prefix = prefixes.get(id(parent), _UNSEEN)
+        if prefix is _UNSEEN:
+            stack = chain_of(parent)
+            prefix = prefixes[id(parent)] = (
+                None
+                if not stack or _run_by_the_instrument(stack)
+                else "".join(f.translate(clean) + ";" for f in reversed(stack) if not is_own_frame(f))
+            )
+        if prefix is None:
             continue
         value = int(getattr(evt, metric, 0) or 0)
         if value <= 0:
             continue
-        frames = [f.translate(clean) for f in reversed(stack) if not is_own_frame(f)]
-        key = ";".join([*frames, evt.name.translate(clean)])
+        key = prefix + shown
         totals[key] = totals.get(key, 0) + value
     with open(dest, "w", encoding="utf-8") as fout:
         fout.writelines(f"{k} {v}\n" for k, v in totals.items())

@@ -77,7 +77,8 @@ def diagnose(backend: str = "auto") -> dict[str, Any]:
     Returns:
         Keys ``python``, ``torch``, ``kineto``, ``privateuse1``, ``activities``,
         ``backends`` (each with ``available`` and a ``reason`` when not), ``auto``,
-        ``neuron_build`` (``"correlating"``, ``"documented"`` or ``"legacy"``, when
+        ``neuron_build`` (``"correlating"``, ``"beta"``, ``"documented"`` or ``"legacy"``, and
+        ``neuron_version``, ``torch_neuronx.__version__``, when
         TorchNeuron is available) and ``problems`` (a list of one-line hints).
     """
     from neuronprof import __version__
@@ -141,10 +142,15 @@ def diagnose(backend: str = "auto") -> dict[str, Any]:
                         "which correlates NeuronCore time with ops"
                     )
                 elif build != "correlating":
+                    which = f"(the public beta, torch-neuronx {neuron.version()}) " if build == "beta" else ""
                     problems.append(
-                        "neuron: this TorchNeuron build's NeuronConfig has no correlate_device_time, so the NEURON "
-                        "column stays empty by design; NeuronCore time is in s.export(format='neuron')"
+                        f"neuron: this TorchNeuron build {which}has a NeuronConfig without correlate_device_time, so "
+                        "the NEURON column stays empty by design; NeuronCore time is in s.export(format='neuron')"
                     )
+                facts["neuron_version"] = neuron.version()
+                pairing = neuron.torch_pairing_problem()
+                if pairing:
+                    problems.append(f"neuron: {pairing}")
     if facts["auto"] == "cpu":
         from neuronprof.backends import installed_but_unusable
 
@@ -258,7 +264,11 @@ def _print_report(facts: dict[str, Any]) -> None:
             print(f"  [{mark}] {info['name']}{reason}")
         print(f"auto picks:  {facts['auto']}")
         if facts.get("neuron_build"):
-            print(f"TorchNeuron: {facts['neuron_build']} profiling API")
+            version = facts.get("neuron_version")
+            print(
+                f"TorchNeuron: {facts['neuron_build']} profiling API"
+                + (f" (torch-neuronx {version})" if version else "")
+            )
     if facts["problems"]:
         print("hints:")
         for line in facts["problems"]:

@@ -19,6 +19,8 @@ import warnings
 from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
+from neuronprof._io import default_termination, terminate
+
 __all__ = [
     "distributed_rank",
     "dist_backend",
@@ -33,6 +35,7 @@ __all__ = [
     "signals_deferred",
     "stop_abandoned",
     "tracked_profile_class",
+    "unreadable_source_files",
 ]
 
 # Signals whose Python handlers are held back while torch.profiler changes state
@@ -80,6 +83,10 @@ def quiet_cycle_warning() -> Iterator[None]:
 def signals_deferred() -> Iterator[None]:
     """Hold back Python signal handlers (Ctrl-C, alarms) until the block is done, then run them.
 
+    SIGTERM and SIGHUP left at their default action wait too; when one came, what
+    neuronprof was writing or keeps privately is removed and the process then ends
+    as the signal's default action would have ended it.
+
     torch.profiler's state changes are not interrupt-safe: a KeyboardInterrupt in
     the middle of one leaves a half-made profiler that crashes the process when it
     is stopped. Python runs signal handlers in the main thread only, so other
@@ -94,18 +101,50 @@ def signals_deferred() -> Iterator[None]:
         pending.append(signum)
 
     saved: dict[int, Callable[[int, Any], Any]] = {}
+    default: set[int] = set()
     try:
         for sig in _DEFERRED_SIGNALS:
             handler = signal.getsignal(sig)
             if callable(handler):
                 saved[sig] = handler
-                signal.signal(sig, hold)
+            elif default_termination(sig):
+                # A termination request would end the process at once, mid-change and
+                # leaving its files: it waits too, then removes them and ends the process.
+                saved[sig] = terminate
+                default.add(sig)
+            else:
+                continue
+            signal.signal(sig, hold)
         yield
     finally:
         for sig, handler in saved.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_DFL if sig in default else handler)
         for sig in pending:
             saved[sig](sig, None)
+
+
+def unreadable_source_files() -> list[str]:
+    """Source files of loaded modules whose path is not valid UTF-8, as Python shows them.
+
+    torch's Python tracer (``with_stack=True``) converts each frame's file name to
+    UTF-8 and raises ``RuntimeError: error unpacking string as utf-8`` inside the
+    profiled code when it cannot, then loses the whole cycle at the stop
+    (pytorch#121219). A file name Python decoded with surrogate escapes (a folder
+    name in another encoding) is such a name.
+    """
+    found = []
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str):
+            try:
+                file.encode("utf-8")
+            except UnicodeEncodeError:
+                found.append(file)
+    return found
+
+
+UTF8_ERROR = "error unpacking string as utf-8"
+"""What torch's Python tracer raises for a frame whose file name is not valid UTF-8."""
 
 
 _tracked_profile: Any = None

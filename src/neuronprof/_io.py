@@ -16,12 +16,17 @@ import errno
 import gzip
 import os
 import shutil
+import signal
+import socket
 import sys
+import tempfile
+import threading
 import uuid
+import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -33,6 +38,163 @@ PLOT_FORMATS: tuple[str, ...] = ("png", "svg")
 """Image formats every ``plot()`` writes, chosen by the path's suffix."""
 
 _EXISTS = "export target exists; pass overwrite=True to replace it"
+
+# -- nothing left behind ---------------------------------------------------------------------
+# A termination request (SIGTERM from SLURM, Kubernetes or torchrun; SIGHUP when the terminal
+# goes) whose action is the default ends the process at once: no ``finally`` runs, so a file
+# half-written under a temporary name, or the session's private copy of its cycles, would stay
+# on disk for ever. While neuronprof writes, such a signal first removes what this process has
+# in progress or keeps privately, then ends the process as it would have. A handler the program
+# installed itself is left alone (it raises or returns, and the usual clean-up runs).
+_TERMINATING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+_LEFTOVERS: dict[str, None] = {}  # paths to remove if the process is terminated (ordered set)
+_PRIVATE_PREFIX = "neuronprof-"
+
+
+def remove_on_termination(path: Path) -> None:
+    """Remove ``path`` (a file or a folder) if a termination request ends the process."""
+    _LEFTOVERS[os.fspath(path)] = None
+
+
+def keep_on_termination(path: Path) -> None:
+    """Undo [`remove_on_termination`][neuronprof._io.remove_on_termination] (the path is finished or gone)."""
+    _LEFTOVERS.pop(os.fspath(path), None)
+
+
+def remove_leftovers() -> None:
+    """Remove every path registered with ``remove_on_termination``."""
+    for path in list(_LEFTOVERS):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with suppress(OSError):
+                os.unlink(path)
+        _LEFTOVERS.pop(path, None)
+
+
+def terminate(signum: int, frame: Any = None) -> None:
+    """Remove what this process leaves behind, then let ``signum`` end it with its default action."""
+    remove_leftovers()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def default_termination(signum: int) -> bool:
+    """True when ``signum`` is a termination request whose action is the default (it ends the process)."""
+    return signum in _TERMINATING and signal.getsignal(signum) == signal.SIG_DFL
+
+
+@contextmanager
+def cleaned_up_on_termination() -> Iterator[None]:
+    """While the block runs, a default-action SIGTERM or SIGHUP removes leftovers before it ends the process.
+
+    Python runs signal handlers in the main thread, between bytecodes: a request
+    that arrives during a long C call (kineto's save) acts once the call returns.
+    Elsewhere (another thread), the block runs unchanged.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    installed = [sig for sig in _TERMINATING if default_termination(sig)]
+    for sig in installed:
+        signal.signal(sig, terminate)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            if signal.getsignal(sig) is terminate:
+                signal.signal(sig, signal.SIG_DFL)
+
+
+def _host_tag() -> str:
+    # Process ids are only unique on one host and in one pid namespace: a private folder names
+    # both, so that a folder is judged stale only by a process that can see its owner.
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    return f"{zlib.crc32((socket.gethostname() + namespace).encode()):08x}"
+
+
+def private_dir(purpose: str, *, parent: Optional[Path] = None) -> Path:
+    """Make a private temporary folder, removed if the process is terminated.
+
+    Its name carries the process id, so that a later process can remove it
+    (``remove_stale_private_dirs``) when this one died without cleaning up (SIGKILL).
+
+    Args:
+        purpose: A word in the folder's name (``"cycles"``, ``"neuron-explorer"``).
+        parent: Where to make it; default the system's temporary folder (``$TMPDIR``).
+            Elsewhere the folder is hidden (its name starts with a dot).
+
+    Returns:
+        The new folder.
+
+    Raises:
+        OSError: The folder cannot be made (no room, not writable).
+    """
+    dot = "" if parent is None else "."
+    prefix = f"{dot}{_PRIVATE_PREFIX}{purpose}-{os.getpid()}-{_host_tag()}-"
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=None if parent is None else os.fspath(parent)))
+    remove_on_termination(path)
+    return path
+
+
+def remove_private_dir(path: Path) -> None:
+    """Remove a folder made by ``private_dir`` (for ``weakref.finalize`` and ``finally`` blocks)."""
+    shutil.rmtree(path, ignore_errors=True)
+    keep_on_termination(path)
+
+
+def remove_stale_private_dirs(parent: Optional[Path] = None) -> list[Path]:
+    """Remove private folders left by processes of this host that no longer exist.
+
+    Only folders this user owns, named by ``private_dir`` on this host and pid
+    namespace, whose process is gone; anything else is left alone.
+
+    Args:
+        parent: The folder to look in; default the system's temporary folder.
+
+    Returns:
+        The folders removed.
+    """
+    removed: list[Path] = []
+    tag = _host_tag()
+    uid = getattr(os, "getuid", lambda: None)()
+    try:
+        entries = list(os.scandir(tempfile.gettempdir() if parent is None else parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        name = entry.name if parent is None else entry.name[1:]
+        if not name.startswith(_PRIVATE_PREFIX):
+            continue
+        parts = name[len(_PRIVATE_PREFIX) :].rsplit("-", 3)
+        if len(parts) != 4 or parts[2] != tag or not parts[1].isdigit():
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not entry.is_dir(follow_symlinks=False) or (uid is not None and st.st_uid != uid):
+            continue
+        if _process_exists(int(parts[1])):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(Path(entry.path))
+    return removed
+
+
+def _process_exists(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process (EPERM): it exists
+    return True
 
 
 def ensure_writable_dir(path: Path, *, create: bool) -> Path:
@@ -71,6 +233,19 @@ def ensure_writable_dir(path: Path, *, create: bool) -> Path:
     return path
 
 
+def into_folder(path: Union[str, os.PathLike[str]]) -> Optional[Path]:
+    """The folder ``path`` names as a place to write into, or None when it names a file.
+
+    A path that ends in a separator (``"traces/"``) or is an existing folder means
+    "write into this folder" under the default file name, as ``cp`` and ``mv`` read it.
+    """
+    text = os.fspath(path)
+    separators = (os.sep, os.altsep) if os.altsep else (os.sep,)
+    if text.endswith(separators) or Path(text).expanduser().is_dir():
+        return Path(text).expanduser()
+    return None
+
+
 def unique_path(path: Path) -> Path:
     """Return ``path``, or ``path`` with ``-1``, ``-2``... before its suffixes if it exists."""
     if not path.exists():
@@ -103,24 +278,31 @@ def atomic_write(target: Path, write: Writer, *, overwrite: bool = False) -> Pat
 
     Raises:
         FileExistsError: ``target`` exists and ``overwrite`` is False.
+        IsADirectoryError: ``target`` is a folder.
         OSError: The write failed (``ENOSPC``, ``EFBIG``, ``EACCES``...), raised as
             itself; the temporary file is removed first.
     """
     target = Path(target)
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "the target is a folder, not a file: name a file inside it", str(target))
     if not overwrite and target.exists():
         raise FileExistsError(errno.EEXIST, _EXISTS, str(target))
     tmp = _temp_name(target)
+    remove_on_termination(tmp)
     try:
-        write(tmp)
-        if not tmp.exists():
-            raise FileNotFoundError(errno.ENOENT, "the trace writer produced no file", str(tmp))
-        if overwrite:
-            os.replace(tmp, target)
-        else:
-            _link_no_clobber(tmp, target)
+        with cleaned_up_on_termination():
+            write(tmp)
+            if not tmp.exists():
+                raise FileNotFoundError(errno.ENOENT, "the trace writer produced no file", str(tmp))
+            if overwrite:
+                os.replace(tmp, target)
+            else:
+                _link_no_clobber(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    finally:
+        keep_on_termination(tmp)
     return target
 
 
@@ -156,12 +338,16 @@ def atomic_folder(target: Path) -> Iterator[Path]:
     if target.exists():
         raise FileExistsError(errno.EEXIST, _EXISTS, str(target))
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
+    remove_on_termination(tmp)
     try:
-        yield tmp
-        os.rename(tmp, target)
+        with cleaned_up_on_termination():
+            yield tmp
+            os.rename(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        keep_on_termination(tmp)
 
 
 def copy_tree(source: Path, dest: Path) -> None:

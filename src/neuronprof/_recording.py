@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from neuronprof import _collect
 from neuronprof._config import PathLike, SessionConfig
-from neuronprof._io import atomic_write, ensure_writable_dir, text_writer, unique_path
+from neuronprof._io import atomic_write, ensure_writable_dir, into_folder, text_writer, unique_path
 from neuronprof.errors import SessionStateError
 from neuronprof.export import default_trace_name
 from neuronprof.model import RankTable, SortKey, Table
@@ -118,6 +118,20 @@ def data_notes(rec: Recording) -> tuple[str, ...]:
             "the recorded steps hold nothing but ProfilerStep*: the work may have run in other threads, "
             f"which torch.profiler records only in the thread that started it{hint}",
         )
+    config = rec.config
+    if (
+        config.profile_memory
+        and config.profile_all_threads
+        and any(s.ops for s in stats)
+        and not any(r.self_cpu_memory_bytes or r.self_device_memory_bytes for s in stats for r in s.rows)
+    ):
+        # A known torch limitation (pytorch#192290): with profile_all_threads, torch attributes no
+        # allocation to any op, so the memory columns are blank rather than zero.
+        return (
+            "no memory per op: with profile_all_threads=True torch attributes no allocation to any op although "
+            "profile_memory=True (pytorch#192290), so the memory columns are empty; profile memory in a session "
+            "without profile_all_threads",
+        )
     return ()
 
 
@@ -176,12 +190,17 @@ def timeline(rec: Recording) -> Timeline:
 
 
 def target_path(rec: Recording, path: Optional[PathLike], *, suffix: str) -> Path:
-    """The file to write: ``path`` (its folder created), or a fresh timestamped name in ``output_dir``."""
-    if path is None:
-        ensure_writable_dir(rec.output_dir, create=True)
+    """The file to write: ``path`` (its folder created), or a fresh timestamped name in a folder.
+
+    The folder is ``output_dir`` when ``path`` is None, or ``path`` itself when it
+    names a folder (see [`into_folder`][neuronprof._io.into_folder]).
+    """
+    folder = rec.output_dir if path is None else into_folder(path)
+    if folder is not None:
+        ensure_writable_dir(folder, create=True)
         name = default_trace_name(rec.backend, rec.started, rank=rec.rank, suffix=suffix)
-        return unique_path(rec.output_dir / name)
-    target = Path(path)
+        return unique_path(folder / name)
+    target = Path(path)  # type: ignore[arg-type]
     ensure_writable_dir(target.parent, create=True)
     return target
 

@@ -93,7 +93,10 @@ def choose_cycle(rec: Recording, cycle: int) -> _collect.Cycle:
 
 def _stacks_writer(rec: Recording, chosen: _collect.Cycle) -> Callable[[Path], None]:
     if not rec.config.with_stack:
-        raise ValueError("format='stacks' needs stacks: start the session with with_stack=True")
+        raise ValueError(
+            "format='stacks' needs Python stacks, which this session did not record: start it with "
+            "with_stack=True (s.notes says why, where the session turned them off)"
+        )
     metric = "self_device_time_total" if rec.device_label is not None else "self_cpu_time_total"
 
     def write(dest: Path) -> None:

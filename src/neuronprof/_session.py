@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import gc
 import json
 import logging
-import shutil
+import os
 import sys
-import tempfile
 import threading
 import time
 import warnings
@@ -28,10 +28,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, NoReturn, Optional, TypeVar, Union, overload
 
-from neuronprof import _collect, _recording, _recording_export
+from neuronprof import _collect, _io, _recording, _recording_export
 from neuronprof import _vocabulary as vocab
 from neuronprof._config import DEFAULT_MODES, DEFAULT_OUTPUT_DIR, PathLike, SessionConfig, modes_given
 from neuronprof._guard import (
+    UTF8_ERROR,
     dist_backend,
     distributed_rank,
     foreign_starter,
@@ -45,12 +46,13 @@ from neuronprof._guard import (
     stop_abandoned,
     taken_message,
     tracked_profile_class,
+    unreadable_source_files,
 )
 from neuronprof._io import ensure_writable_dir, unique_path
 from neuronprof._recording import Recording
 from neuronprof.backends import SessionContext, resolve_backend
 from neuronprof.backends.base import Backend
-from neuronprof.errors import NeuronProfWarning, SessionStateError
+from neuronprof.errors import BackendUnavailableError, NeuronProfWarning, SessionStateError
 from neuronprof.export import EXPORT_FORMATS, ExportFormat, default_trace_name, neuron_bundle
 from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
 from neuronprof.typing import RANKS, BackendName, Core, DevicePreset, Mode, Ranks
@@ -125,7 +127,8 @@ class Session:
         Raises:
             TypeError: ``config`` is not a ``SessionConfig`` (pass options to
                 ``neuronprof.session(...)`` instead).
-            BackendUnavailableError: The configured backend cannot run here.
+            BackendUnavailableError: The configured backend cannot run here, or not now
+                (TorchNeuron with a ``NEURON_RT_INSPECT_*`` variable set); the message says the fix.
             PermissionError: ``output_dir`` cannot be written.
             NotADirectoryError: ``output_dir`` is (inside) a file.
         """
@@ -155,6 +158,7 @@ class Session:
         self._backend, skipped = resolve_backend(backend)
         for line in skipped:
             logger.debug(line)
+        self._refuse_if_conflicting()
         self._explicit_output_dir = output_dir is not None
         raw_dir = Path(output_dir) if output_dir is not None else Path(DEFAULT_OUTPUT_DIR)
         # An explicit folder is created now, so that an impossible one fails here;
@@ -182,6 +186,8 @@ class Session:
         self._start_thread: Optional[int] = None
         self._interrupted: Optional[str] = None
         self._device_name: Optional[str] = None
+        self._forked = False
+        self._inherited_flags = False
 
     # -- read-only facts -------------------------------------------------------
     @property
@@ -267,7 +273,7 @@ class Session:
         return self
 
     def _enter(self) -> None:
-        global _active
+        global _active, _forked_from_a_session
         if not _active_lock.acquire(blocking=False):
             other = _active
             raise SessionStateError(
@@ -276,12 +282,18 @@ class Session:
                 + "; torch.profiler is process-wide, so end that session first"
             )
         try:
-            if profiler_running():
+            # A child forked from an open session inherits torch's "profiler running" flags,
+            # not a profiler: torch starts a new one there, and so does a session.
+            if profiler_running() and not _forked_from_a_session:
                 raise SessionStateError(
                     "a torch.profiler profile is already running in this process; "
                     "stop it before starting a neuronprof session"
                 )
             _active = self
+            _remove_stale_once()
+            if self._output_dir.is_dir():
+                _io.remove_stale_private_dirs(self._output_dir)
+            self._inherited_flags, _forked_from_a_session = _forked_from_a_session, False
             self._unguard = guard_profiler_starts(self._refuse_foreign_start)
             self._start()
         except BaseException:
@@ -295,9 +307,15 @@ class Session:
     def _start(self) -> None:
         import torch.profiler
 
+        # Checked again: the environment may have changed since the session was made.
+        self._refuse_if_conflicting()
         self._rank, self._world_size = distributed_rank()
         ctx = self._context()
+        if self.config.max_events_per_nc is not None and self.backend != "neuron":
+            self._note(f"max_events_per_nc is a Neuron Runtime setting; the {self.backend} backend ignores it")
         self._device_name = self._backend.device_name(ctx)
+        if self.with_stack:
+            self._check_source_files()
         # Only modes the user asked for: the default ones are for the device backends and
         # mean nothing to a CPU run.
         unsupported = [m for m in self.modes if m not in self._backend.supported_modes]
@@ -337,6 +355,21 @@ class Session:
                 raise
         self._state = "running"
 
+    def _check_source_files(self) -> None:
+        """Turn Python stacks off, saying why, where torch's tracer would fail on a file name."""
+        unreadable = unreadable_source_files()
+        if not unreadable:
+            return
+        self.with_stack = False
+        self.config = dataclasses.replace(self.config, with_stack=False)
+        more = f" and {len(unreadable) - 1} more" if len(unreadable) > 1 else ""
+        self._note(
+            f"with_stack is off in this session: code was loaded from a path that is not valid UTF-8 "
+            f"({ascii(unreadable[0])}{more}), whose frames torch's Python tracer cannot read: it would raise "
+            "'error unpacking string as utf-8' inside your code and lose the cycle (pytorch#121219). Operators "
+            "are recorded as usual. For Python stacks, load that code from a folder whose name is UTF-8"
+        )
+
     def _kineto_metadata(self, *, stopped_in_last_step: bool) -> dict[str, str]:
         """The ``neuronprof`` header kineto writes into a cycle's trace, with how the cycle ended."""
         own = {**self._trace_metadata()["neuronprof"], vocab.STOPPED_IN_LAST_STEP: stopped_in_last_step}
@@ -345,10 +378,11 @@ class Session:
     def _experimental_config(self, backend_config: Any) -> Any:
         """Add the session's own kineto options to the backend's ``experimental_config``.
 
-        ``with_stack`` needs kineto's ``verbose`` (else ``export_stacks`` writes
-        nothing); ``profile_all_threads`` records ops of every thread.
+        ``profile_all_threads`` records ops of every thread. (kineto's ``verbose``
+        mode is never asked for: the collapsed stacks are read from the Python-frame
+        events, and verbose adds a "Call stack" field that kineto writes unescaped.)
         """
-        wanted: dict[str, Any] = {"verbose": True} if self.with_stack else {}
+        wanted: dict[str, Any] = {}
         if self.profile_all_threads:
             wanted["profile_all_threads"] = True
         if not wanted:
@@ -364,12 +398,9 @@ class Session:
                 trace_only=backend_config.trace_only,
                 **wanted,
             )
-        names = " and ".join(
-            n for n, on in (("stack export", self.with_stack), ("profile_all_threads", self.profile_all_threads)) if on
-        )
         self._note(
             f"the {self.backend} backend configures torch.profiler with its own {type(backend_config).__name__}, "
-            f"which cannot carry {names}; they are off in this session"
+            "which cannot carry profile_all_threads; it is off in this session"
         )
         return backend_config
 
@@ -377,7 +408,11 @@ class Session:
         """Return what the backend needs to know, resolving the default core once."""
         if self._ctx is None:
             ctx = SessionContext(
-                modes=self.modes, core=self._core_arg, output_dir=self._output_dir, local_rank=local_rank()
+                modes=self.modes,
+                core=self._core_arg,
+                output_dir=self._output_dir,
+                local_rank=local_rank(),
+                max_events_per_nc=self.config.max_events_per_nc,
             )
             if ctx.core is None:
                 ctx = dataclasses.replace(ctx, core=self._backend.default_core(ctx))
@@ -399,11 +434,7 @@ class Session:
         self._cycles.append(cycle)
         # kineto's save works once; take it before the backend's exporter (TorchNeuron's
         # may consume it), into a private cache that every export() copies.
-        try:
-            _collect.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json")
-        except OSError as exc:
-            # No room for the private copy: exports fall back to torch's Python exporter.
-            self._note(f"could not keep a copy of cycle {cycle.index}'s trace ({exc}); exports are written from events")
+        self._keep_native_trace(cycle)
         assert self._ctx is not None
         # Once saved, the cycle's export_chrome_trace copies the cache, so the backend's
         # exporter (TorchNeuron's writes trace.json for Neuron Explorer) gets the same trace.
@@ -411,11 +442,36 @@ class Session:
         self._take_backend_notes()
         self._drop_old_cycles()
 
+    def _keep_native_trace(self, cycle: _collect.Cycle) -> None:
+        """Take kineto's one-time save of ``cycle`` into the private cache, or say what exports lose."""
+        reason = "kineto could not write it (see its log above)"
+        try:
+            if _collect.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json"):
+                return
+        except OSError as exc:
+            reason = f"{exc.strerror or exc} ({exc.filename or 'the temporary folder'})"
+        self._note(
+            f"could not keep torch's own save of cycle {cycle.index}'s trace: {reason}. Exports of it are "
+            "written by torch's Python exporter from the recorded events instead, which differs from torch's "
+            "save: memory events as slices (TensorBoard's memory view is empty), and no host_name or trace_id "
+            "in the header. Free space in $TMPDIR or output_dir to keep torch's save"
+        )
+
+    def _refuse_if_conflicting(self) -> None:
+        reason = self._backend.refusal()
+        if reason:
+            raise BackendUnavailableError(reason)
+
     def _private_dir(self) -> Path:
         if self._cache_dir is None:
-            self._cache_dir = Path(tempfile.mkdtemp(prefix="neuronprof-"))
-            # The cache lives as long as the session object.
-            weakref.finalize(self, shutil.rmtree, str(self._cache_dir), True)
+            try:
+                self._cache_dir = _io.private_dir("cycles")
+            except OSError:
+                # No room in $TMPDIR (or not writable): a hidden folder in output_dir instead.
+                ensure_writable_dir(self._output_dir, create=True)
+                self._cache_dir = _io.private_dir("cycles", parent=self._output_dir)
+            # The cache lives as long as the session object (and is removed if the process is terminated).
+            weakref.finalize(self, _io.remove_private_dir, self._cache_dir)
         return self._cache_dir
 
     def _drop_old_cycles(self) -> None:
@@ -442,6 +498,11 @@ class Session:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         global _active
+        if self._forked:
+            # A forked child leaving the parent's block: nothing of it is this process's.
+            self._state = "done"
+            self._note("this process was forked from the one that opened the session; its cycles are the parent's")
+            return
         failure: Optional[BaseException] = None
         try:
             if self._profiler is not None and self._state == "running" and not self._abandoned:
@@ -476,11 +537,22 @@ class Session:
                     self._unguard()
         if exc_type is not None or failure is not None:
             self._interrupted = (exc_type or type(failure)).__name__
+        if self.with_stack and UTF8_ERROR in str(exc if exc is not None else failure or ""):
+            unreadable = unreadable_source_files()
+            self._note(
+                f"torch's Python tracer raised '{UTF8_ERROR}' inside the block: a frame's file name is not valid "
+                f"UTF-8 ({', '.join(map(ascii, unreadable)) or 'code compiled from such a name'}); torch loses "
+                "the cycle then (pytorch#121219). Import that code before the session starts (the session then "
+                "records without Python stacks and says so), or load it from a folder whose name is UTF-8"
+            )
         if failure is not None and exc_type is not None:
             # The block's own exception reaches the user unchanged; the failed stop is noted.
             self._note(f"stopping the profiler after the block's {exc_type.__name__} failed too: {failure!r}")
             failure = None
         self._check_steps(interrupted=exc_type is not None or failure is not None)
+        # torch leaves each profile's objects in reference cycles (pytorch#193348): collected
+        # here, as raw torch.profiler users are told to, so that session after session does not grow.
+        gc.collect()
         if failure is not None:
             raise failure
 
@@ -501,6 +573,18 @@ class Session:
             except BaseException:
                 self._abandon()
                 raise
+
+    def _left_in_fork(self) -> None:
+        """In a child forked while this session was open: give torch back and record nothing here.
+
+        The child's copy of the session is inert: ``step()`` only counts, the end of
+        the block stops nothing, and it keeps no cycles (the parent has them).
+        """
+        self._forked = True
+        self._unguard()
+        self._unguard = lambda: None
+        self._profiler = None
+        self._cycles = []
 
     def _abandon(self) -> None:
         """Leave torch.profiler stopped after a failed state change; keep the finished cycles."""
@@ -530,6 +614,11 @@ class Session:
         """Say what happened if another profiler took torch's one profiler from this session."""
         if self._profiler is None or self._abandoned:
             return None
+        if self._inherited_flags:
+            # Forked from an open session: torch's flags say "running" until this profiler records.
+            if getattr(self._profiler, "kineto_state", "idle") != "recording":
+                return None
+            self._inherited_flags = False
         taken = profiler_taken(self._profiler, start_thread=self._start_thread, all_threads=self.profile_all_threads)
         if taken is None:
             return None
@@ -606,6 +695,9 @@ class Session:
                 API, so it could not be refused when it started).
         """
         # Kept short while the step's span is open: what runs here is recorded in the step.
+        if self._forked and self._state == "running":
+            self._steps_taken += 1
+            return
         if self._state != "running" or self._abandoned:
             self._step_refused()
         # Without this sync the device work of the step would be attributed to
@@ -1117,6 +1209,7 @@ def session(
     with_flops: bool = False,
     keep_cycles: int = 4,
     profile_all_threads: bool = False,
+    max_events_per_nc: Optional[int] = None,
 ) -> Session:
     """Open a profiling session: one ``with`` statement instead of a page of torch.profiler setup.
 
@@ -1166,14 +1259,20 @@ def session(
         profile_all_threads: Record ops of every thread, not only the one that
             started the session (kineto's ``profile_all_threads``; needs a torch
             that has it, else ``ValueError``).
+        max_events_per_nc: Neuron only: Neuron Runtime's cap on the events it captures
+            per NeuronCore (``NeuronConfig(max_events_per_nc=...)``); None keeps Neuron's
+            default, 1,000,000. The runtime drops events past it without a word; a
+            correlated capture that reaches it says so in ``s.notes`` and the table.
+            Other backends ignore it (a note says so).
 
     Returns:
         A [`Session`][neuronprof.Session] to use in a ``with`` statement.
 
     Raises:
         ValueError: A mode, core or schedule number is invalid.
-        BackendUnavailableError: The named backend cannot run here; the message
-            says what to install.
+        BackendUnavailableError: The named backend cannot run here (TorchNeuron: also while a
+            ``NEURON_RT_INSPECT_*`` variable is set, which conflicts with torch.profiler); the message
+            says what to install or change.
         PermissionError: ``output_dir`` cannot be written.
         NotADirectoryError: ``output_dir`` is (inside) a file.
     """
@@ -1194,6 +1293,7 @@ def session(
             with_flops=with_flops,
             keep_cycles=keep_cycles,
             profile_all_threads=profile_all_threads,
+            max_events_per_nc=max_events_per_nc,
         )
     )
 
@@ -1201,3 +1301,35 @@ def session(
 def _active_session() -> Optional[Session]:
     """Return the session currently profiling in this process, if any."""
     return _active
+
+
+_stale_removed = False
+# Set in a child forked while a session was open, until the child's own first session starts.
+_forked_from_a_session = False
+
+
+def _remove_stale_once() -> None:
+    # Private folders of processes that died without cleaning up (SIGKILL, a crash): once a process.
+    global _stale_removed
+    if not _stale_removed:
+        _stale_removed = True
+        _io.remove_stale_private_dirs()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (a DataLoader worker, a Pool) is a process of its own: it may profile.
+
+    torch.profiler's state is per process, so the parent's open session is not
+    the child's: the child gets a free lock, torch's profiler functions back, and
+    the parent's session, which it cannot stop, marked as left behind by the fork.
+    """
+    global _active_lock, _active, _forked_from_a_session
+    _active_lock = threading.Lock()
+    parent, _active = _active, None
+    if parent is not None:
+        _forked_from_a_session = True
+        parent._left_in_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -92,6 +92,7 @@ __all__ = [
     "K_STEP",
     "OP_CATS",
     "SKIP_CATS",
+    "skipped",
     "SORT_FIELD",
     "STEP_PREFIX",
     "STEP_ROW",
@@ -123,8 +124,23 @@ __all__ = [
 # -- events ------------------------------------------------------------------------------
 
 # Categories that are not operator time: the profiler's own span, and device-side
-# copies of CPU annotations (they would count their kernels' time twice).
+# copies of CPU annotations (they would count their kernels' time twice). "Trace" is
+# skipped only for kineto's own span (see skipped): TorchTPU's device events share it.
 SKIP_CATS = frozenset({"Trace", "gpu_user_annotation"})
+TRACE_CAT = "Trace"
+KINETO_SPAN_PREFIX = "PyTorch Profiler ("
+"""kineto's one span of the whole capture, ``"PyTorch Profiler (0)"`` with ``"cat": "Trace"`` on its ``Spans`` lane."""
+
+
+def skipped(name: Any, cat: str) -> bool:
+    """Whether an event of a skipped category (``cat in SKIP_CATS``) is left out of every table.
+
+    kineto's own span is; an event of TorchTPU's with ``"cat": "Trace"`` (its own test
+    reads TPU events from a kineto JSON by that category) is device work and is kept.
+    """
+    return cat != TRACE_CAT or not isinstance(name, str) or name.startswith(KINETO_SPAN_PREFIX)
+
+
 # Device work, in lower case: kineto 2.x, kineto of PyTorch 1.8/1.9 ("Kernel",
 # "Memcpy", "Memset"), MTIA.
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset", "mtia_ccp_events"})
@@ -149,7 +165,7 @@ def event_kind(name: str, cat: Any) -> int:
     strings (kineto writes one as the other).
     """
     lcat = cat.lower() if isinstance(cat, str) else ""
-    if lcat in DEVICE_CATS:
+    if lcat in DEVICE_CATS or (cat == TRACE_CAT and not name.startswith(KINETO_SPAN_PREFIX)):
         return K_DEVICE
     if name.startswith(STEP_PREFIX):
         return K_STEP

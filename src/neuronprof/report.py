@@ -87,17 +87,30 @@ def trace_settings(path: Union[str, os.PathLike[str]]) -> dict[str, Any]:
         TraceError: The path is missing or is not a readable trace.
     """
     from neuronprof.analysis._jsonstream import FastPathFailed, TraceReader
+    from neuronprof.analysis.errors import TraceError
     from neuronprof.analysis.trace import find_trace_files
 
-    first = find_trace_files(path)[0]
-    reader = TraceReader(first)
-    try:
-        for _ in reader.batches():
-            pass
-    except FastPathFailed:
-        reader = TraceReader(first, fast=False)
-        for _ in reader.batches():
-            pass
+    def read(file: str) -> TraceReader:
+        reader = TraceReader(file)
+        try:
+            for _ in reader.batches():
+                pass
+        except FastPathFailed:
+            reader = TraceReader(file, fast=False)
+            for _ in reader.batches():
+                pass
+        return reader
+
+    files = find_trace_files(path)
+    reader: Optional[TraceReader] = None
+    for i, file in enumerate(files):
+        try:
+            reader = read(file)
+            break
+        except TraceError:
+            if i == len(files) - 1:  # none can be read: the last one's error
+                raise
+    assert reader is not None
     meta = reader.metadata.get("neuronprof")
     out: dict[str, Any] = {}
     if isinstance(meta, Mapping):

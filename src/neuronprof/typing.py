@@ -185,12 +185,17 @@ DeviceTime = Literal["linked", "unlinked", "none"]
   expected outcome, not a fault.
 """
 
-NeuronBuild = Literal["correlating", "documented", "legacy"]
+NeuronBuild = Literal["correlating", "beta", "documented", "legacy"]
 """Which TorchNeuron profiling API is installed (``NeuronBackend.build()``).
 
 * ``"correlating"``: ``NeuronConfig`` accepts ``correlate_device_time``; with it set,
   NeuronCore executions reach torch.profiler as device kernels linked to their ops,
   which fills the ``Self NEURON`` column.
+* ``"beta"``: TorchNeuron's public beta (Neuron 2.33: ``torch-neuronx`` 2.13.3.0 with
+  torch 2.13.0, 2.14.3.0 with torch 2.14.0), told by its version (2.13 or newer). Its
+  documented profiling surface is the ``"documented"`` one: ``NeuronConfig`` without
+  ``correlate_device_time``, so the NEURON column is empty (a beta whose
+  ``NeuronConfig`` accepts the keyword counts as ``"correlating"``).
 * ``"documented"``: ``NeuronConfig`` without that keyword (Neuron 2.30-2.32 docs):
   NeuronCore time stays in Neuron's own profile files and the NEURON column is empty.
 * ``"legacy"``: no ``NeuronConfig``/``ProfileMode``; settings travel as kineto's

@@ -301,3 +301,31 @@ def test_interrupt_while_the_tool_runs_kills_it(clean_env, session_folder, monke
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # the tool's process group was killed (and reaped) in a finally
     assert _left_behind(clean_env["scratch"]) == []
+
+
+def test_the_bottleneck_engine_by_aws_rule(clean_env, session_folder, monkeypatch):
+    # AWS's bound analysis: the engine with the most active time among Tensor, Vector, Scalar,
+    # GpSimd and DMA; the sync engine is no candidate even when it is the busiest.
+    spec = {
+        "fake_neuron_explorer_spec": 1,
+        "process_id": 4242,
+        "executions": [{"neff": "neff_aaaa_vnc_0", "start_ns": 1_790_000_000_000_000_000, "duration_ns": 40_000,
+                        "cores": [0, 1]}],
+        "device_profiles": [
+            {"neff": "neff_aaaa_vnc_0", "total_time": 60e-6, "tensor": 30e-6, "vector": 8e-6, "scalar": 4e-6,
+             "gpsimd": 1e-6, "sync": 50e-6, "dma": 20e-6, "hbm_read_bytes": 1, "hbm_write_bytes": 1,
+             "hardware_flops": 1.0, "model_flops": 1.0},
+            {"neff": "neff_bbbb_vnc_0", "total_time": 25e-6, "tensor": 0.0, "vector": 15e-6, "scalar": 5e-6,
+             "gpsimd": 0.0, "sync": 0.2e-6, "dma": 20e-6, "hbm_read_bytes": 1, "hbm_write_bytes": 1,
+             "hardware_flops": 1.0, "model_flops": 1.0},
+        ],
+    }
+    (session_folder / "ntrace.pb").write_text(json.dumps(spec))
+    monkeypatch.setenv(ENV_VAR, str(FAKE))
+    p = neuron_profile(session_folder.parent.parent)
+    first, second, system = p.summaries
+    assert (first.bottleneck, second.bottleneck, system.bottleneck) == ("tensor", "dma", None)
+    text = p.to_text()
+    assert "Bottleneck" in text and "by AWS's rule" in text and "not verified on hardware" in text
+    [row_a] = [line for line in text.splitlines() if line.startswith(first.label)]
+    assert "(33.3%)  Tensor " in row_a

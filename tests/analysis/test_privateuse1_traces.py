@@ -6,6 +6,7 @@ The device times are the test plugin's, not a Trainium's.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -58,3 +59,32 @@ def test_offline_table_of_a_neuron_trace_agrees_with_the_live_table(tmp_path: Pa
     assert sum(r.self_device_us or 0 for r in trace.rows() if r.on_device) == pytest.approx(live_kernels, abs=0.05)
     host_direct = sum(r.self_device_us or 0 for r in trace.rows() if not r.on_device)
     assert host_direct == pytest.approx(live_kernels, abs=0.05)  # each kernel's time on exactly one host op
+
+
+def test_tpu_events_written_with_cat_trace_are_read_as_device_events(tmp_path: Path) -> None:
+    # TorchTPU's own test reads its TPU events from a kineto JSON by "cat" == "Trace"; kineto's
+    # span of the whole capture ("PyTorch Profiler (0)") has that category too and stays out.
+    script = _SCRIPT.format(out=str(tmp_path)).replace("neuronprof.session(", 'neuronprof.session(backend="tpu", ')
+    live = result(check(run_script(script, backend="tpu")))
+    events = json.loads(Path(live["path"]).read_text())
+    kernels = [e for e in events["traceEvents"] if e.get("cat") == "kernel"]
+    assert kernels and any(
+        e.get("cat") == "Trace" and e["name"].startswith("PyTorch Profiler (") for e in events["traceEvents"]
+    )
+    for e in kernels:
+        e["cat"] = "Trace"
+    as_tpu = tmp_path / "tpu_trace_cat.json"
+    as_tpu.write_text(json.dumps(events))
+    original, rewritten = load_trace(live["path"]), load_trace(as_tpu)
+    rows = {(r.name, r.on_device): (r.calls, r.self_device_us) for r in original.rows()}
+    assert {(r.name, r.on_device): (r.calls, r.self_device_us) for r in rewritten.rows()} == rows
+    device = [r for r in rewritten.rows() if r.on_device]
+    assert sorted(r.name for r in device) == sorted({e["name"] for e in kernels})
+    assert sum(r.self_device_us or 0 for r in device) > 0
+    assert not any(r.name.startswith("PyTorch Profiler") for r in rewritten.rows())
+    # The live table agrees: the same kernel rows with the same device time.
+    live_device = sorted((name, dev) for name, on_device, _, _, dev in live["rows"] if on_device)
+    offline_device = sorted((r.name, r.self_device_us) for r in device)
+    assert [n for n, _ in offline_device] == [n for n, _ in live_device]
+    for (_, got), (_, want) in zip(offline_device, live_device):
+        assert got == pytest.approx(want, abs=0.01)

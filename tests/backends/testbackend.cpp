@@ -151,10 +151,14 @@ std::string backendName() {
 }
 
 // Calls the Python session hook, if any, with the GIL held. For "configure"
-// the hook may return (kernel_mode, runtime_events) to override the global
-// settings for that profile; anything else keeps them. An exception in the
+// the hook may return (kernel_mode, runtime_events) or (kernel_mode,
+// runtime_events, max_kernels) to override the global settings for that
+// profile; anything else keeps them. max_kernels > 0 caps the device kernels
+// of that profile: the rest are dropped silently, as TorchTPU's plugin (at
+// 1,000,000 events) and Neuron Runtime (max_events_per_nc) do. An exception in the
 // hook is printed and ignored: a plugin must never break the profile.
-bool callHook(const char* event, const std::string& custom, bool device_requested, int* kernel_mode, bool* runtime) {
+bool callHook(const char* event, const std::string& custom, bool device_requested, int* kernel_mode, bool* runtime,
+              long long* max_kernels = nullptr) {
   PyObject* hook;
   {
     std::lock_guard<std::mutex> lock(state().mu);
@@ -173,9 +177,13 @@ bool callHook(const char* event, const std::string& custom, bool device_requeste
   } else {
     int mode = 0;
     int rt = 0;
-    if (kernel_mode != nullptr && PyTuple_Check(res) && PyArg_ParseTuple(res, "ip", &mode, &rt)) {
+    long long cap = 0;
+    if (kernel_mode != nullptr && PyTuple_Check(res) && PyArg_ParseTuple(res, "ip|L", &mode, &rt, &cap)) {
       *kernel_mode = mode;
       *runtime = rt != 0;
+      if (max_kernels != nullptr) {
+        *max_kernels = cap;
+      }
       overridden = true;
     }
     PyErr_Clear();
@@ -199,9 +207,11 @@ class TestBackendSession final : public libkineto::IActivityProfilerSession {
   void applyHook() {
     int mode = kernel_mode_;
     bool rt = runtime_;
-    if (callHook("configure", custom_config_, device_requested_, &mode, &rt)) {
+    long long cap = 0;
+    if (callHook("configure", custom_config_, device_requested_, &mode, &rt, &cap)) {
       kernel_mode_ = mode;
       runtime_ = rt;
+      max_kernels_ = cap;
     }
   }
 
@@ -377,7 +387,7 @@ class TestBackendSession final : public libkineto::IActivityProfilerSession {
           logger.handleGenericActivity(call);
           runtime_emitted += 1;
         }
-        if (!kernel) {
+        if (!kernel || (max_kernels_ > 0 && emitted >= max_kernels_)) {
           continue;
         }
         int64_t begin = std::max(call_end + kLaunchDelayNs, cursor);
@@ -436,6 +446,7 @@ class TestBackendSession final : public libkineto::IActivityProfilerSession {
   const std::string custom_config_;
   int kernel_mode_ = kKernelsLinked;
   bool runtime_ = true;
+  long long max_kernels_ = 0;  // 0: no cap (see callHook)
   std::mutex mu_;
   std::vector<uint64_t> correlations_;
 };

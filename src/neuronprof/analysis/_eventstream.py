@@ -15,13 +15,16 @@ error-reporting state; apart, each would need the other's internals.
 from __future__ import annotations
 
 import codecs
+import errno
 import gzip
 import json
+import os
 import re
 import zlib
 from collections.abc import Iterator
 from typing import IO, Any, Callable, Optional, Union, cast
 
+from neuronprof.analysis._mend import TextMender
 from neuronprof.analysis.errors import TraceError
 
 __all__ = ["EventBatches", "EventStream", "open_trace_text"]
@@ -37,6 +40,22 @@ _MARGIN = 64
 _MAX_VALUE = 64 << 20
 
 
+def missing_reason(path: str) -> str:
+    """Why ``path``, which does not exist, is not there: a link loop, a link to nowhere, or no such file."""
+    if os.path.islink(path):
+        try:
+            os.stat(path)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return "symbolic link loop (the link points back to itself)"
+        try:
+            target = os.readlink(path)
+        except OSError:  # pragma: no cover - removed in between
+            target = "?"
+        return f"broken symbolic link (to {target}, which does not exist)"
+    return "no such file or folder"
+
+
 def open_trace_text(path: str) -> Union[IO[bytes], gzip.GzipFile]:
     """Open ``path`` for reading bytes, transparently un-gzipping it by its magic number.
 
@@ -46,10 +65,12 @@ def open_trace_text(path: str) -> Union[IO[bytes], gzip.GzipFile]:
     try:
         raw = open(path, "rb")  # noqa: SIM115 - the stream owns it and closes it
     except FileNotFoundError:
-        raise TraceError(f"{path}: no such file") from None
+        raise TraceError(f"{path}: {missing_reason(path)}") from None
     except IsADirectoryError:
         raise TraceError(f"{path}: is a folder, not a trace file") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise TraceError(f"{path}: {missing_reason(path)}") from None
         raise TraceError(f"{path}: cannot open: {exc.strerror or exc}") from None
     try:
         magic = raw.read(2)
@@ -96,8 +117,13 @@ class EventStream:
         self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
         # exact=True keeps the text of non-integer numbers (str), so that timestamps
         # such as 1712195495520835.103 can be read without binary-float rounding.
+        self._exact = exact
         json_decoder = json.JSONDecoder(parse_float=str) if exact else json.JSONDecoder()
         self._scan: Callable[[str, int], tuple[Any, int]] = json_decoder.scan_once  # type: ignore[attr-defined]
+        # Switched on at the first decode error only (see ``_mend``); None while the text is valid.
+        self.mender: Optional[TextMender] = None
+        self.replaced_bytes = False  # bytes that are not UTF-8, shown as U+FFFD
+        self._first = b""
         self._buf = ""
         self._pos = 0
         self._consumed = 0  # characters dropped from the front of the buffer so far
@@ -126,7 +152,20 @@ class EventStream:
         size = max(self._chunk, at_least)
         try:
             data = self._binary.read(size)
-            text = self._decoder.decode(data, final=not data)
+            if not self._first:
+                self._first = data.lstrip()[:1]
+            try:
+                text = self._decoder.decode(data, final=not data)
+            except UnicodeDecodeError:
+                # torch writes names as it finds them: a byte that is not UTF-8 in a
+                # trace that began as JSON is shown as U+FFFD, not a reason to refuse it.
+                if self._first not in (b"{", b"["):
+                    raise
+                self._decoder.errors = "replace"
+                text = self._decoder.decode(data, final=not data)
+                self.replaced_bytes = True
+            if self.mender is not None:
+                text = self.mender.mend(text, final=not data)
         except gzip.BadGzipFile as exc:
             raise self._fail(f"not a valid gzip file ({exc})") from None
         except EOFError:
@@ -162,6 +201,7 @@ class EventStream:
             buf, pos = self._buf, self._pos
             detail = "expected a JSON value"
             err_at = len(buf)
+            error: Optional[str] = None
             try:
                 value, end = self._scan(buf, pos)
             except StopIteration as exc:
@@ -169,10 +209,10 @@ class EventStream:
                 end = -1
                 at = exc.value if isinstance(exc.value, int) else pos
                 if pos < len(buf) and buf[pos] not in _VALUE_START:
-                    raise self._fail(f"invalid JSON near character {self._consumed + pos}: {detail}") from None
+                    error = f"invalid JSON near character {self._consumed + pos}: {detail}"
                 err_at = max(at, pos)
                 if err_at + _MARGIN < len(buf):
-                    raise self._fail(f"invalid JSON near character {self._consumed + err_at}: {detail}") from None
+                    error = error or f"invalid JSON near character {self._consumed + err_at}: {detail}"
             except json.JSONDecodeError as exc:
                 end = -1
                 detail = exc.msg
@@ -181,26 +221,55 @@ class EventStream:
                 # An error well before the end of the buffer is real; one at the end
                 # may only mean the value continues in the next chunk.
                 if err_at + _MARGIN < len(buf):
-                    raise self._fail(f"invalid JSON near character {self._consumed + err_at}: {detail}") from None
+                    error = f"invalid JSON near character {self._consumed + err_at}: {detail}"
             except RecursionError:
                 raise self._fail(f"JSON nested too deeply near character {self._consumed + pos}") from None
             # A value that runs to the end of the buffer may continue in the next
             # chunk (a number, or a truncated container): decide only with more text.
-            if end != -1 and (end < len(buf) or self._eof):
+            if error is None and end != -1 and (end < len(buf) or self._eof):
                 self._pos = end
                 return value
-            if self._eof:
+            if error is None and self._eof:
                 if pos >= len(buf):
                     raise self._fail("unexpected end of file (the trace is truncated)")
                 if err_at < len(buf):
-                    raise self._fail(f"invalid JSON near character {self._consumed + err_at}: {detail}")
-                raise self._fail(f"unexpected end of file inside a JSON value ({detail}); the trace is truncated")
+                    error = f"invalid JSON near character {self._consumed + err_at}: {detail}"
+                else:
+                    error = f"unexpected end of file inside a JSON value ({detail}); the trace is truncated"
+            if error is not None:
+                if self._start_mending():
+                    continue
+                raise self._fail(error)
             if len(buf) - pos > _MAX_VALUE:
                 raise self._fail(
                     f"invalid JSON near character {self._consumed + pos}: {detail} "
                     f"(or a single value larger than {_MAX_VALUE >> 20} MiB)"
                 )
             self._read_more(at_least=len(buf) - pos)
+
+    def _start_mending(self) -> bool:
+        """At the first decode error: mend the rest of the text (see ``_mend``); True when that changed it.
+
+        From here on a raw tab in a string is accepted too, and every chunk read is mended.
+        """
+        if self.mender is not None:
+            return False
+        self.mender = TextMender()
+        rest = self._buf[self._pos :]
+        mended = self.mender.mend(rest, final=self._eof)
+        self._buf = self._buf[: self._pos] + mended
+        decoder = json.JSONDecoder(parse_float=str, strict=False) if self._exact else json.JSONDecoder(strict=False)
+        self._scan = decoder.scan_once  # type: ignore[attr-defined]
+        # The text held back (a partial last line) is the next chunk's start.
+        return mended != rest or bool(self.mender.quotes or self.mender.controls)
+
+    def repair_notes(self) -> list[str]:
+        """What reading this file changed in its text, one true sentence each (empty for a valid file)."""
+        name = os.path.basename(self.path)
+        out = [] if self.mender is None else self.mender.notes(name)
+        if self.replaced_bytes:
+            out.append(f"{name}: bytes that are not UTF-8 (names as torch found them) shown as U+FFFD")
+        return out
 
     def _expect(self, char: str, context: str) -> None:
         got = self._peek()

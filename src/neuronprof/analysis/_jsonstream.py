@@ -163,6 +163,7 @@ class TraceReader:
         self.fast = (msgspec is not None) if fast is None else (fast and msgspec is not None)
         self.metadata: dict[str, Any] = {}
         self.events = 0
+        self.repair_notes: list[str] = []  # what the stdlib reader changed to read a file torch wrote unescaped
 
     def batches(self) -> Iterator[list[Any]]:
         """Yield lists of events, in file order.
@@ -184,6 +185,7 @@ class TraceReader:
                 batch = []
         self.events = stream.events
         self.metadata = stream.metadata
+        self.repair_notes = stream.repair_notes()
         if batch:
             yield batch
 

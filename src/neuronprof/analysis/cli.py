@@ -19,6 +19,10 @@ from neuronprof.model import SORT_KEYS
 __all__ = ["register"]
 
 EXIT_BAD_INPUT = 2
+EXIT_PARTIAL = 3
+"""Some files of a folder could not be read: the rest was analysed and each left-out file named on stderr."""
+
+_INPUTS = ("trace", "a", "b", "baseline", "current")
 
 _SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 
@@ -220,23 +224,42 @@ def _rate(text: str) -> float:
 
 
 def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Run a command, turning expected failures into one line on stderr and exit status 2."""
+    """Run a command (a piped input read first); expected failures are one line on stderr and exit status 2.
+
+    Files of a folder left out as unreadable are named on stderr, one per line, and a
+    command that otherwise succeeded exits with ``EXIT_PARTIAL``.
+    """
 
     def run(args: argparse.Namespace) -> int:
+        from neuronprof.analysis._pipes import spooled_inputs
+        from neuronprof.analysis.trace import collect_unreadable
+
+        shown: dict[str, str] = {}
         try:
-            return command(args)
+            with spooled_inputs(args, _INPUTS) as shown, collect_unreadable() as left_out:
+                status = command(args)
+            for path, why in left_out.items():
+                print(f"neuronprof {_name(args)}: left out {_shown(path, shown)}: {why}", file=sys.stderr)
+            return EXIT_PARTIAL if left_out and status == 0 else status
         except (TraceError, ValueError, ImportError) as exc:
-            print(f"neuronprof {_name(args)}: error: {exc}", file=sys.stderr)
+            print(f"neuronprof {_name(args)}: error: {_shown(str(exc), shown)}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except OSError as exc:  # e.g. the plot path cannot be written
             where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-            print(f"neuronprof {_name(args)}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+            print(f"neuronprof {_name(args)}: error: {_shown(where, shown)}{exc.strerror or exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except MemoryError:
             print(f"neuronprof {_name(args)}: error: out of memory", file=sys.stderr)
             return EXIT_BAD_INPUT
 
     return run
+
+
+def _shown(text: str, shown: dict[str, str]) -> str:
+    """``text`` with the copy of a piped input named as the user named it (``-``, ``/dev/stdin``...)."""
+    for copy, name in shown.items():
+        text = text.replace(copy, name)
+    return text
 
 
 def _name(args: argparse.Namespace) -> str:
@@ -380,6 +403,8 @@ def _report(args: argparse.Namespace) -> int:
     source = Path(args.trace)
     if args.output is not None:
         target = Path(args.output)
+    elif "trace" in getattr(args, "piped", ()):
+        raise ValueError("the trace comes from a pipe, so there is no folder to write the report beside: pass -o PATH")
     else:
         base = source.name if source.is_dir() else re.sub(r"(\.pt\.trace)?\.json(\.gz)?$", "", source.name)
         target = source.parent / f"{base}.html"
@@ -397,7 +422,7 @@ def _report(args: argparse.Namespace) -> int:
             "steps": ", ".join(f"rank {t.rank}: {t.steps}" for t in trace.ranks),
         }
     settings = {
-        "trace": trace.source,
+        "trace": getattr(args, "piped", {}).get("trace", trace.source),
         "backend": trace.backend,
         "device": trace.device_name or trace.device_label or "none (CPU only)",
         **trace_settings(source),
@@ -414,7 +439,7 @@ def _report(args: argparse.Namespace) -> int:
         insights=insights,
         timeline=timeline,
         settings=settings,
-        title=source.name,
+        title=getattr(args, "piped", {}).get("trace", source.name),
         baseline=baseline,
     )
     write_text(target.resolve(), text, overwrite=args.overwrite)

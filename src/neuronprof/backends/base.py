@@ -26,10 +26,12 @@ __all__ = [
     "Mode",
     "SessionContext",
     "add_note",
+    "device_event_counts",
     "core_indices",
     "cores_not_visible",
     "parse_core",
     "privateuse1_name",
+    "release_line",
     "torch_version",
     "PRIVATEUSE1_MIN_TORCH",
 ]
@@ -118,7 +120,12 @@ def torch_version() -> tuple[int, int]:
     """Return torch's (major, minor) version."""
     import torch
 
-    match = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    return release_line(torch.__version__)
+
+
+def release_line(version: Optional[str]) -> tuple[int, int]:
+    """Return a version string's (major, minor): ``"2.13.3.0"`` → ``(2, 13)``; ``(0, 0)`` if it has none."""
+    match = re.match(r"(\d+)\.(\d+)", version or "")
     return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
 
@@ -142,6 +149,8 @@ class SessionContext:
             None to let the backend choose.
         output_dir: The session's output folder.
         local_rank: ``LOCAL_RANK`` under torchrun, else None.
+        max_events_per_nc: Neuron Runtime's cap on events per NeuronCore the user
+            asked for, or None for Neuron's default.
         extras: Per-session scratch space for the backend (e.g. the config object
             it built, needed again when the trace is ready). Notes for the user go
             through [`add_note`][neuronprof.backends.add_note].
@@ -151,7 +160,29 @@ class SessionContext:
     core: Optional[str]
     output_dir: Path
     local_rank: Optional[int] = None
+    max_events_per_nc: Optional[int] = None
     extras: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+
+
+def device_event_counts(prof: Any) -> dict[int, int]:
+    """Count the device events one profiling cycle delivered, per device index.
+
+    Reads kineto's own event list of the cycle (what its Chrome trace holds); CPU-side
+    events (ops, runtime calls) are not counted. Empty where torch has no kineto results.
+
+    Args:
+        prof: The cycle's ``torch.profiler.profile``, as ``on_trace_ready`` gets it.
+    """
+    results = getattr(getattr(prof, "profiler", None), "kineto_results", None)
+    events = getattr(results, "events", None)
+    counts: dict[int, int] = {}
+    if events is None:
+        return counts
+    for evt in events():
+        if str(evt.device_type()) not in ("DeviceType.CPU", "CPU"):
+            index = int(evt.device_index())
+            counts[index] = counts.get(index, 0) + 1
+    return counts
 
 
 def add_note(ctx: SessionContext, message: str) -> None:
@@ -199,6 +230,14 @@ class Backend:
         from torch.profiler import ProfilerActivity
 
         return [ProfilerActivity.CPU]
+
+    def refusal(self) -> Optional[str]:
+        """Return why no session may start with this backend in this process now, with the fix, or None.
+
+        Checked when a session is made and again when it starts, before anything is
+        profiled (TorchNeuron: a ``NEURON_RT_INSPECT_*`` variable is set).
+        """
+        return None
 
     def default_core(self, ctx: SessionContext) -> Optional[str]:
         """Return the core to capture when the user gave none.

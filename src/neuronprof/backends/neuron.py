@@ -4,12 +4,16 @@ TorchNeuron registers the ``neuron`` device through PyTorch's PrivateUse1
 extension point and its kineto plugin directly with kineto (so it does not rely
 on torch 2.12's PrivateUse1ProfilerRegistry). Its profiler settings travel to the
 plugin as kineto's ``custom_profiler_config`` string (``key:value;key:value``).
-Three TorchNeuron builds are in the public record, and this module handles each:
+Four TorchNeuron builds are in the public record, and this module handles each:
 
 * **correlating** (the build shown in AWS's Nov 2026 article): ``NeuronConfig``
   accepts ``correlate_device_time``; with it set, NeuronCore executions reach
   torch.profiler as device kernels linked to their ops, which fills the
   ``Self NEURON`` column;
+* **beta** (the public beta, Neuron 2.33): ``torch-neuronx`` 2.13.3.0 with torch
+  2.13.0 and 2.14.3.0 with torch 2.14.0. Its documented profiling surface is the
+  documented build's, so it is handled as that one; a ``torch-neuronx`` release
+  paired with another torch than the one installed is pointed out;
 * **documented** (Neuron 2.30-2.32 docs): ``NeuronConfig`` without that keyword.
   The plugin sends only Neuron runtime events, which torch files as CPU rows:
   NeuronCore time stays in Neuron's own profile files and the NEURON column is
@@ -25,6 +29,10 @@ folder per profiling cycle); TorchNeuron's ``NeuronProfiler(config).export_trace
 then writes the framework trace (``trace.json``) beside them.
 [`NeuronBackend.runtime_session_dirs`][neuronprof.backends.NeuronBackend.runtime_session_dirs]
 lists those folders for a session.
+
+Neuron Runtime's own capture through environment variables (``NEURON_RT_INSPECT_*``)
+conflicts with torch.profiler (Neuron 2.33.1: "Don't combine it with torch.profiler
+... The two mechanisms conflict"), so a session refuses to start while one is set.
 """
 
 from __future__ import annotations
@@ -35,7 +43,15 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from neuronprof.backends.base import DeviceTime, SessionContext, add_note, core_indices, cores_not_visible
+from neuronprof.backends.base import (
+    DeviceTime,
+    SessionContext,
+    add_note,
+    core_indices,
+    cores_not_visible,
+    device_event_counts,
+    release_line,
+)
 from neuronprof.backends.privateuse1 import _PackagedPrivateUse1Backend
 from neuronprof.errors import NeuronProfWarning, warn_user
 from neuronprof.typing import Mode, NeuronBuild
@@ -43,7 +59,16 @@ from neuronprof.typing import Mode, NeuronBuild
 if TYPE_CHECKING:
     import torch.profiler
 
-__all__ = ["FRAMEWORK_TRACE_PATTERNS", "NEFF_CACHE_ENV", "NEURON_INSTALL_HINT", "NeuronBackend", "NeuronBuild"]
+__all__ = [
+    "BETA_TORCH",
+    "DEFAULT_MAX_EVENTS_PER_NC",
+    "FRAMEWORK_TRACE_PATTERNS",
+    "INSPECT_ENV_PREFIX",
+    "NEFF_CACHE_ENV",
+    "NEURON_INSTALL_HINT",
+    "NeuronBackend",
+    "NeuronBuild",
+]
 
 NEURON_INSTALL_HINT = (
     "install TorchNeuron from the AWS Neuron package repository, e.g. "
@@ -55,6 +80,15 @@ NEURON_INSTALL_HINT = (
 NEFF_CACHE_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
 """Environment variable naming TorchNeuron's NEFF cache folder; with it, NEFFs are copied into the profile."""
 
+INSPECT_ENV_PREFIX = "NEURON_RT_INSPECT_"
+"""Prefix of Neuron Runtime's environment-variable capture settings (``NEURON_RT_INSPECT_ENABLE`` ...)."""
+
+DEFAULT_MAX_EVENTS_PER_NC = 1_000_000
+"""Neuron Runtime's default cap on the events it captures per NeuronCore (``max_events_per_nc``)."""
+
+BETA_TORCH: dict[str, str] = {"2.13": "2.13.0", "2.14": "2.14.0"}
+"""The torch release each ``torch-neuronx`` release line of the public beta pairs with (Neuron 2.33)."""
+
 FRAMEWORK_TRACE_PATTERNS = ("trace.json", "neuron_framework_trace_rank_*.json", "pytorch_trace.json")
 """Names under which TorchNeuron's exporter has been seen to write the framework trace."""
 
@@ -65,6 +99,9 @@ _MODE_NAMES: dict[Mode, str] = {
     "host_memory": "HOST_MEMORY",
 }
 _PROFILE_SUBDIR = "neuron_profile"
+# The Neuron 2.33 memory guide names torch_neuronx.memory_* statistics without listing
+# them here; memory_allocated(device) is torch.cuda's name, looked up and used only if present.
+_MEMORY_STAT = "memory_allocated"
 _CORRELATE = "correlate_device_time"
 
 
@@ -152,7 +189,50 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         config_cls = getattr(profiling, "NeuronConfig", None)
         if config_cls is None:
             return "legacy"
-        return "correlating" if _accepts_keyword(config_cls, _CORRELATE) else "documented"
+        if _accepts_keyword(config_cls, _CORRELATE):
+            return "correlating"
+        # The beta's releases are numbered after the torch they pair with (2.13.3.0, 2.14.3.0);
+        # the builds before it pinned torch 2.10 or older.
+        return "beta" if release_line(self.version()) >= (2, 13) else "documented"
+
+    def version(self) -> Optional[str]:
+        """Return the installed ``torch_neuronx.__version__``, or None where it has none."""
+        import torch_neuronx
+
+        version = getattr(torch_neuronx, "__version__", None)
+        return str(version) if version else None
+
+    def torch_pairing_problem(self) -> Optional[str]:
+        """Say how the installed torch differs from the one this ``torch-neuronx`` release pairs with, or None.
+
+        The public beta pairs ``torch-neuronx`` 2.13.3.0 with torch 2.13.0 and 2.14.3.0 with
+        torch 2.14.0 (Neuron 2.33); its first two numbers name the torch release line.
+        Releases outside the beta (no pairing in the public record) give None.
+        """
+        import torch
+
+        version = self.version()
+        line = release_line(version)
+        paired = BETA_TORCH.get(f"{line[0]}.{line[1]}")
+        if paired is None or release_line(torch.__version__) == line:
+            return None
+        return (
+            f"torch-neuronx {version} pairs with torch {paired}, but torch {torch.__version__} is installed: "
+            f"install torch=={paired}, or the torch-neuronx release of your torch (the public beta has "
+            f"{' and '.join(f'{v}.3.0 for torch {t}' for v, t in BETA_TORCH.items())})"
+        )
+
+    def refusal(self) -> Optional[str]:
+        inspect_vars = sorted(k for k in os.environ if k.startswith(INSPECT_ENV_PREFIX))
+        if not inspect_vars:
+            return None
+        return (
+            f"{', '.join(inspect_vars)} {'is' if len(inspect_vars) == 1 else 'are'} set: Neuron Runtime's "
+            "environment-variable capture conflicts with torch.profiler (Neuron 2.33.1: \"Don't combine it with "
+            'torch.profiler or jax.profiler.trace. The two mechanisms conflict."), so this session does not start. '
+            f"Unset {' and '.join(inspect_vars)} before starting Python (e.g. `env -u {inspect_vars[0]} python "
+            "train.py`) and choose what to capture with the session's modes and core instead"
+        )
 
     def device_time(self, ctx: SessionContext) -> DeviceTime:
         return "linked" if ctx.extras.get("correlated") else "none"
@@ -219,8 +299,13 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         ctx.extras["neff_cache_dir"] = self._neff_cache_dir()
         config = self._legacy_config(ctx) if build == "legacy" else self._neuron_config(ctx, build)
         ctx.extras["neuron_config"] = config
+        pairing = self.torch_pairing_problem()
+        if pairing:
+            add_note(ctx, pairing)
         if "device" in ctx.modes and not ctx.extras.get("correlated"):
             what = "has no NeuronConfig" if build == "legacy" else f"has a NeuronConfig without {_CORRELATE}"
+            if build == "beta":
+                what = f"(the public beta, torch-neuronx {self.version()}) {what}"
             add_note(
                 ctx,
                 f"this TorchNeuron build {what}, so NeuronCore time stays in Neuron's own profile and the NEURON "
@@ -259,6 +344,8 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         neff_cache = self._neff_cache_dir()
         if neff_cache is not None and _accepts_keyword(NeuronConfig, "neff_cache_dir"):
             kwargs["neff_cache_dir"] = neff_cache
+        if ctx.max_events_per_nc is not None:
+            kwargs["max_events_per_nc"] = ctx.max_events_per_nc
         if build == "correlating":
             kwargs[_CORRELATE] = True
         config = NeuronConfig(**kwargs)
@@ -269,6 +356,8 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         from torch._C._profiler import _ExperimentalConfig
 
         parts = [f"profile_output_dir:{self.profile_dir(ctx)}"]
+        if ctx.max_events_per_nc is not None:
+            parts.append(f"max_events_per_nc:{ctx.max_events_per_nc}")
         if ctx.core is not None and ctx.core != "all":
             parts.append(f"capture_enabled_for_nc:{ctx.core}")
         if "host_memory" in ctx.modes:
@@ -297,9 +386,40 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         indices = core_indices(ctx.core, count) or list(range(count))
         for index in dict.fromkeys(indices):
             module.synchronize(index)
+        self._read_memory(ctx, list(dict.fromkeys(indices)))
+
+    def _read_memory(self, ctx: SessionContext, indices: list[int]) -> None:
+        # TorchNeuron's allocator is asynchronous: its statistics are right only after a sync
+        # (Neuron 2.33 memory guide), which is why they are read here and nowhere else.
+        import torch_neuronx
+
+        allocated = getattr(torch_neuronx, _MEMORY_STAT, None)
+        if not callable(allocated):
+            return
+        try:
+            total = sum(int(allocated(i)) for i in indices)
+        except Exception:  # a statistic this build does not back: stay silent, as without it
+            return
+        ctx.extras.setdefault("memory_bytes", []).append(total)
+
+    def _memory_note(self, ctx: SessionContext, cycle: int) -> None:
+        readings: list[int] = ctx.extras.pop("memory_bytes", [])
+        if readings:
+            mib = ", ".join(f"{b / 2**20:.1f}" for b in readings)
+            add_note(
+                ctx,
+                f"device memory in profiling cycle {cycle}, read after each step's sync (torch_neuronx."
+                f"{_MEMORY_STAT}, summed over the synchronised NeuronCores; wait and warmup steps included): "
+                f"{mib} MiB; peak {max(readings) / 2**20:.1f} MiB",
+            )
 
     def on_trace_ready(self, prof: torch.profiler.profile, ctx: SessionContext) -> Optional[Path]:
         folder = self._claim_cycle_dir(ctx)
+        cycle = ctx.extras.get("cycles_seen", 0)
+        ctx.extras["cycles_seen"] = cycle + 1
+        self._memory_note(ctx, cycle)
+        if ctx.extras.get("correlated"):
+            self._check_event_cap(prof, ctx, cycle)
         if ctx.extras.get("build") == "legacy":
             return None  # the legacy NeuronProfiler is a context manager of its own: nothing to run here
         from torch_neuronx.profiling import NeuronProfiler
@@ -320,6 +440,20 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
             return None
         new = [p for p in self._framework_traces(folder) if p not in before]
         return max(new, key=lambda p: p.stat().st_mtime) if new else None
+
+    def _check_event_cap(self, prof: torch.profiler.profile, ctx: SessionContext, cycle: int) -> None:
+        # Neuron Runtime stops capturing a NeuronCore's events at max_events_per_nc and says
+        # nothing; only where NeuronCore executions reach torch (correlated) can they be counted.
+        cap = ctx.max_events_per_nc or DEFAULT_MAX_EVENTS_PER_NC
+        full = sorted(i for i, n in device_event_counts(prof).items() if n >= cap)
+        if full:
+            add_note(
+                ctx,
+                f"the capture was cut: NeuronCore {', '.join(map(str, full))} reached max_events_per_nc={cap} in "
+                f"profiling cycle {cycle}, and Neuron Runtime keeps no event past it, so the NEURON time of what ran "
+                "later is missing. Shorten the window (fewer active steps) or raise the cap "
+                f"(neuronprof.session(..., max_events_per_nc={cap * 4}))",
+            )
 
     @staticmethod
     def _framework_traces(folder: Optional[Path]) -> list[Path]:

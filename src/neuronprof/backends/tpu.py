@@ -14,7 +14,10 @@ Facts it follows (TorchTPU 0.2.0):
   ``run_dir``), else ``run_dir``; ranks on one host without ``worker_rank`` write the
   same file;
 * ``torch.tpu.synchronize()`` raises on torch >= 2.11: ``torch.accelerator.synchronize()``
-  is the way to wait.
+  is the way to wait;
+* at ``stop()`` the plugin synchronises every addressable TPU device itself, and it keeps
+  at most 1,000,000 events per profile, dropping the rest with only a log line
+  ("truncating trace parsing to avoid OOM"): a cycle that reaches the cap is cut.
 """
 
 from __future__ import annotations
@@ -28,14 +31,14 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from neuronprof.backends.base import DeviceTime, SessionContext, add_note
+from neuronprof.backends.base import DeviceTime, SessionContext, add_note, device_event_counts
 from neuronprof.backends.privateuse1 import _PackagedPrivateUse1Backend, privateuse1_torch_problem
 from neuronprof.errors import warn_user
 
 if TYPE_CHECKING:
     import torch.profiler
 
-__all__ = ["OUTPUT_DIR_ENV", "TPU_INSTALL_HINT", "TpuBackend"]
+__all__ = ["MAX_EVENTS_PER_SESSION", "OUTPUT_DIR_ENV", "TPU_INSTALL_HINT", "TpuBackend"]
 
 TPU_INSTALL_HINT = (
     "install Google's TorchTPU (the torch_tpu package) on a Cloud TPU VM as its documentation or your TPU "
@@ -44,6 +47,9 @@ TPU_INSTALL_HINT = (
 
 OUTPUT_DIR_ENV = "TORCH_TPU_PROFILER_OUTPUT_DIR"
 """TorchTPU's environment override of ``run_dir``."""
+
+MAX_EVENTS_PER_SESSION = 1_000_000
+"""TorchTPU 0.2.0 keeps at most this many events per profile and drops the rest silently."""
 
 _PROFILE_SUBDIR = "tpu_profile"
 _EXPERIMENTAL_MESSAGE = r".*TpuProfilerConfig is experimental.*"
@@ -133,6 +139,17 @@ class TpuBackend(_PackagedPrivateUse1Backend):
         return sorted(folder.glob(f"*/{name}")) if folder.is_dir() else []
 
     def on_trace_ready(self, prof: torch.profiler.profile, ctx: SessionContext) -> Optional[Path]:
+        cycle = ctx.extras.get("cycles_seen", 0)
+        ctx.extras["cycles_seen"] = cycle + 1
+        if sum(device_event_counts(prof).values()) >= MAX_EVENTS_PER_SESSION:
+            add_note(
+                ctx,
+                f"the capture was cut: profiling cycle {cycle} reached TorchTPU's limit of "
+                f"{MAX_EVENTS_PER_SESSION:,} events per profile, and TorchTPU drops every later event with only a "
+                "log line ('truncating trace parsing to avoid OOM'), so the TPU time of what ran later is missing. "
+                "Shorten the window: fewer active steps per cycle (active=1), or smaller steps; the limit is "
+                "TorchTPU's own and no session option raises it",
+            )
         # A file written again in the same second keeps its name: compare times too.
         before = ctx.extras.get("written_before", {})
         new = [p for p in self._xplane_files(ctx) if before.get(p) != p.stat().st_mtime_ns]

@@ -54,6 +54,7 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     from neuronprof.analysis._jsonstream import EventStream
     from neuronprof.analysis.errors import TraceError
     from neuronprof.analysis.trace import event_kind, find_trace_files, process_roles
+    from neuronprof.analysis.trace._files import empty_trace, read_each
     from neuronprof.analysis.trace._rules import (
         _K_OP,
         _K_PY,
@@ -83,7 +84,8 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     evidence: set[str] = set()  # text the device label is read from, as the table reader reads it
     # Per file: its rank, and where its events start and end in ``host``, ``device`` and ``notes``.
     parts: list[tuple[Optional[int], tuple[int, ...]]] = []
-    for fi, f in enumerate(files):
+    def read_one(fi: int, f: str) -> None:
+        nonlocal backend, label, record_shapes, native
         first = (len(host), len(device), len(notes))
         stream = EventStream(f)
         skipped = 0
@@ -121,11 +123,13 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
             if length < 0:
                 raise TraceError(f"{f}: event #{index} ({name!r}) has a negative duration ({dur})")
             cat = cat if isinstance(cat, str) else ""
-            if cat in _SKIP_CATS:
+            if cat in _SKIP_CATS and vocab.skipped(name, cat):
                 continue
             raw_args = ev.get("args")
             args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
             read.append((name, cat, start, start + length, ev.get("pid"), ev.get("tid"), args))
+        if not stream.events:
+            raise empty_trace(f)
         analysis_pids, device_pids = process_roles(procs)
         views = derived_lanes(lanes, device_pids)
         for name, cat, start, end, pid, tid, args in read:
@@ -183,6 +187,7 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
                     input_dtypes=tuple(str(t) for t in dtypes) if isinstance(dtypes, list) else None,
                 )
             )
+        notes.extend(stream.repair_notes())
         if skipped:
             notes.append(f"{os.path.basename(f)}: {skipped} begin/end or async event(s) not read")
         meta = stream.metadata.get("neuronprof")
@@ -196,6 +201,22 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
                 native = tuple(dtypes)
         evidence.update(process_evidence(procs, device_pids, stream.metadata))
         parts.append((_rank_of(f, stream.metadata), (*first, len(host), len(device), len(notes))))
+
+    index = {f: i for i, f in enumerate(files)}
+
+    def read_or_undo(f: str) -> None:
+        # A file that fails part-way leaves none of its events behind.
+        first = (len(host), len(device), len(notes))
+        try:
+            read_one(index[f], f)
+        except TraceError:
+            del host[first[0] :], device[first[1] :], notes[first[2] :]
+            raise
+
+    done, unreadable = read_each(files, read_or_undo)
+    files = [f for f, _ in done]
+    if unreadable:
+        notes.append(unreadable)  # after every file's notes: the merged timeline's only
     if label is None and evidence:
         # The table reader's rule: the label read from the trace itself (device processes,
         # deviceProperties, device and runtime events), never a default; no such evidence: CPU only.

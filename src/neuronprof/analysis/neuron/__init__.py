@@ -21,6 +21,7 @@ The same is ``neuronprof neuron PATH`` on the command line, and
 from __future__ import annotations
 
 from neuronprof.analysis.neuron._model import (
+    BOTTLENECK_ENGINES,
     ENGINES,
     NEFF_ROW_PREFIX,
     NEURON_PROFILE_SCHEMA,
@@ -52,6 +53,7 @@ from neuronprof.analysis.neuron._tool import (
 )
 
 __all__ = [
+    "BOTTLENECK_ENGINES",
     "ENGINES",
     "ENV_VAR",
     "INSTALL_HINT",

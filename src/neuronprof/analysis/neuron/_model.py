@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from neuronprof.typing import DevicePreset
 
 __all__ = [
+    "BOTTLENECK_ENGINES",
     "ENGINES",
     "NEURON_PROFILE_SCHEMA",
     "DeviceSummary",
@@ -52,6 +53,10 @@ ENGINES: tuple[str, ...] = ("tensor", "vector", "scalar", "gpsimd", "sync", "dma
 engines (``<engine>_engine_active_time``); ``dma`` is the DMA engines together
 (``dma_active_time``).
 """
+
+
+BOTTLENECK_ENGINES: tuple[str, ...] = ("tensor", "vector", "scalar", "gpsimd", "dma")
+"""The engines AWS's bound analysis chooses the bottleneck among (every engine but ``sync``)."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,20 @@ class DeviceSummary:
         if name in ENGINES:
             return EngineTime(name)
         raise KeyError(f"no engine {name!r}; engines: {', '.join(ENGINES)}")
+
+    @property
+    def bottleneck(self) -> Optional[str]:
+        """The engine that bounds this profile by AWS's rule, or None when no active time is available.
+
+        AWS's own bound analysis of a device profile takes the bottleneck as the engine with
+        the most (interval-merged) active time among Tensor, Vector, Scalar, GpSimd and DMA
+        (``BOTTLENECK_ENGINES``; the sync engine is not a candidate). The active times are
+        the tool's (``<engine>_engine_active_time``, ``dma_active_time``). Not verified on
+        hardware here.
+        """
+        times = [(e.active_us, e.engine) for e in self.engines if e.engine in BOTTLENECK_ENGINES and e.active_us]
+        # Ties go to the first engine in BOTTLENECK_ENGINES' order.
+        return max(times, key=lambda t: (t[0], -BOTTLENECK_ENGINES.index(t[1])))[1] if times else None
 
     @property
     def hbm_bytes(self) -> Optional[int]:

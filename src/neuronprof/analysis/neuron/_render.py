@@ -63,6 +63,7 @@ def _engine_cols() -> list[_Col[DeviceSummary]]:
         _Col("Total (µs)", lambda s: format_us(s.total_us)),
     ]
     cols += [_Col(f"{_ENGINE_TITLES[e]} µs (share)", _engine_cell(e)) for e in ENGINES]
+    cols.append(_Col("Bottleneck", lambda s: _ENGINE_TITLES[s.bottleneck] if s.bottleneck else "", left=True))
     cols += [
         _Col("HBM read (MB)", lambda s: _num(None if s.hbm_read_bytes is None else float(s.hbm_read_bytes), 1e6, 2)),
         _Col("HBM write (MB)", lambda s: _num(None if s.hbm_write_bytes is None else float(s.hbm_write_bytes), 1e6, 2)),
@@ -123,6 +124,11 @@ def _footer(profile: NeuronProfile) -> list[str]:
         lines.append(
             f"NeuronCore time: {format_us(profile.device_us)} µs over {len(profile.executions)} execution(s) "
             f"of {len(profile.neffs)} NEFF(s)"
+        )
+    if any(s.bottleneck for s in profile.summaries):
+        lines.append(
+            "Bottleneck: by AWS's rule, the engine with the most active time among Tensor, Vector, Scalar, GpSimd "
+            "and DMA (not verified on hardware here)"
         )
     lines += [f"note: {n}" for n in profile.notes]
     return lines

@@ -31,12 +31,13 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar, Union
 
+from neuronprof._io import private_dir, remove_private_dir
 from neuronprof.analysis.errors import TraceError
 
 __all__ = [
@@ -131,7 +132,7 @@ class NeuronTool:
             NeuronToolError: The tool failed, hung without output, or its output
                 cannot be read by ``consume`` (a ``TraceError``/``ValueError``).
         """
-        work = tempfile.mkdtemp(prefix="neuronprof-neuron-explorer-")
+        work = str(private_dir("neuron-explorer"))
         try:
             out = os.path.join(work, "output.json")
             args = [a for flag, path in inputs for a in (flag, os.path.abspath(os.fspath(path)))]
@@ -169,7 +170,7 @@ class NeuronTool:
                     f"{why}; {_hint(self)}"
                 ) from None
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            remove_private_dir(Path(work))
 
 
 def find_neuron_tool(tool: Optional[str] = None) -> NeuronTool:
@@ -363,8 +364,6 @@ def _produced(work: str, out: str, stdout: str) -> Optional[str]:
     if os.path.isfile(default) and os.path.getsize(default) > 0:
         return default
     if stdout.strip():
-        from pathlib import Path
-
         from neuronprof._io import write_text
 
         return str(write_text(Path(work) / "stdout.json", stdout, overwrite=True))
@@ -372,13 +371,13 @@ def _produced(work: str, out: str, stdout: str) -> Optional[str]:
 
 
 def _version(path: str) -> Optional[str]:
-    work = tempfile.mkdtemp(prefix="neuronprof-neuron-explorer-")
+    work = str(private_dir("neuron-explorer"))
     try:
         rc, stopped, stdout, stderr = _run([path, "--version"], work, _VERSION_TIMEOUT)
     except NeuronToolError:
         return None
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_private_dir(Path(work))
     if stopped is not None or rc != 0:
         return None
     for line in (stdout or stderr).splitlines():

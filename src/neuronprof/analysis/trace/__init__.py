@@ -25,6 +25,7 @@ from neuronprof._deprecation import renamed_keyword
 from neuronprof._vocabulary import event_kind
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.trace._aggregate import EventAggregator
+from neuronprof.analysis.trace._files import collect_unreadable, missing_reason, read_each
 from neuronprof.analysis.trace._model import StepSample, Trace, TraceOp
 from neuronprof.analysis.trace._reader import _read_file
 from neuronprof.analysis.trace._rules import is_container_lane, process_roles
@@ -39,6 +40,7 @@ __all__ = [
     "Trace",
     "TraceOp",
     "TraceSource",
+    "collect_unreadable",
     "event_kind",
     "find_trace_files",
     "is_container_lane",
@@ -73,7 +75,7 @@ def find_trace_files(path: Union[str, os.PathLike[str]]) -> list[str]:
     """
     p = os.fspath(path)
     if not os.path.exists(p):
-        raise TraceError(f"{p}: no such file or folder")
+        raise TraceError(f"{p}: {missing_reason(p)}")
     if not os.path.isdir(p):
         return [p]
     patterns = (
@@ -99,7 +101,8 @@ def find_trace_files(path: Union[str, os.PathLike[str]]) -> list[str]:
         found: set[str] = set()
         for pattern in group:
             found.update(glob.glob(os.path.join(glob.escape(p), pattern), recursive=True))
-        files = sorted(f for f in found if os.path.isfile(f))
+        # A link to nowhere (or a loop) named like a trace is one of them, and is named as unreadable.
+        files = sorted(f for f in found if os.path.isfile(f) or (os.path.islink(f) and not os.path.exists(f)))
         if files:
             _refuse_twins(files)
             return files
@@ -163,7 +166,11 @@ def load_trace(source: TraceSource) -> Trace:
                 f"left out {len(stray)} other JSON file(s) in the folder (not named like the traces read): {shown}"
             )
     keys = _Keys()
-    per_file = [_read_file(f, keys) for f in files]
+    read, unreadable = read_each(files, lambda f: _read_file(f, keys))
+    if unreadable:
+        files = [f for f, _ in read]
+        folder_notes.insert(0, unreadable)
+    per_file = [sums for _, sums in read]
     ranks: dict[int, list[_Sums]] = {}
     for s in per_file:
         if s.rank is not None:

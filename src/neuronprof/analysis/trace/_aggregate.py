@@ -288,7 +288,7 @@ class EventAggregator(_Aggregator):
             concrete_inputs: Recorded scalar inputs as text (``""`` for a tensor), as the
                 trace's ``Concrete Inputs``: the FLOP formulas of ops with scalar arguments read them.
         """
-        if cat in _SKIP_CATS:  # as a trace file's reader does
+        if cat in _SKIP_CATS and vocab.skipped(name, cat):  # as a trace file's reader does
             self.sums.skipped[cat] = self.sums.skipped.get(cat, 0) + 1
             return
         dims = None if input_dims is None else json.dumps(input_dims).encode()

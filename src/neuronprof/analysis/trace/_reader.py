@@ -7,9 +7,11 @@ import gc
 import os
 from typing import Any, Optional
 
+from neuronprof import _vocabulary as vocab
 from neuronprof.analysis._jsonstream import FastPathFailed, PyEvent, TraceReader
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.trace._aggregate import _Aggregator
+from neuronprof.analysis.trace._files import empty_trace
 from neuronprof.analysis.trace._rules import (
     _K_DEVICE,
     _K_RUNTIME,
@@ -29,9 +31,12 @@ from neuronprof.analysis.trace._sums import _Keys, _Sums, _Thread
 def _read_file(path: str, keys: _Keys) -> _Sums:
     """Read one trace file into per-key sums; the fast reader first, the stdlib reader when it cannot."""
     try:
-        return _FileReader(path, keys, fast=None).read()
+        sums = _FileReader(path, keys, fast=None).read()
     except FastPathFailed:
-        return _FileReader(path, keys, fast=False).read()
+        sums = _FileReader(path, keys, fast=False).read()
+    if not sums.events:
+        raise empty_trace(path)
+    return sums
 
 
 class _FileReader(_Aggregator):
@@ -77,10 +82,10 @@ class _FileReader(_Aggregator):
                         if ev is None:
                             continue
                     cat = ev.cat
-                    if cat in _SKIP_CATS:
+                    name = ev.name
+                    if cat in _SKIP_CATS and vocab.skipped(name, cat):
                         skipped[cat] = skipped.get(cat, 0) + 1
                         continue
-                    name = ev.name
                     if type(name) is not str:
                         raise TraceError(f"{path}: event #{index} (ph 'X') has no 'name' string")
                     ts = ev.ts
@@ -168,6 +173,7 @@ class _FileReader(_Aggregator):
             if gc_was_enabled:
                 gc.enable()
         self.sums.events = self.reader.events
+        self.sums.notes.extend(self.reader.repair_notes)
         open_b = sum(map(len, self.open_b.values()))
         if open_b:
             self.sums.notes.append(f"{os.path.basename(path)}: {open_b} 'B' event(s) never ended")

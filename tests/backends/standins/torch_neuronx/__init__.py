@@ -5,7 +5,7 @@ PyPI gets a placeholder whose import raises ``ImportError("WRONG PACKAGE ...")``
 (mirrored in ``tests/backends/placeholder``), the real wheels live in the
 Neuron repository, and they need a Trainium/Inferentia instance anyway.
 
-Three builds of TorchNeuron exist in the public record; the environment
+Four builds of TorchNeuron exist in the public record; the environment
 variable ``NEURONPROF_STANDIN_NEURON_BUILD`` (read once, at import) picks one:
 
 * ``documented`` (default): the profiling API of the Neuron 2.30-2.32 docs
@@ -17,6 +17,10 @@ variable ``NEURONPROF_STANDIN_NEURON_BUILD`` (read once, at import) picks one:
   accepts ``correlate_device_time``, and only with it set does the plugin emit
   NeuronCore executions as device kernels linked to their ops (the ``Self
   NEURON`` column). ``NEURONPROF_STANDIN_CORRELATE=1`` is an older spelling.
+* ``beta``: the public beta (Neuron 2.33): ``torch-neuronx`` 2.13.3.0 with torch
+  2.13.0, 2.14.3.0 with torch 2.14.0. Its documented profiling surface is the
+  ``documented`` one; ``__version__`` is ``<torch major.minor>.3.0`` (or
+  ``NEURONPROF_STANDIN_NEURON_VERSION``, to play a release paired with another torch).
 * ``legacy``: the Feb-Apr 2026 source: ``torch_neuronx.profiling`` has no
   ``NeuronConfig`` and no ``ProfileMode``, only the self-contained
   ``NeuronProfiler`` context manager; torch.profiler takes a plain
@@ -56,15 +60,25 @@ if _BACKENDS_DIR not in sys.path:
 
 import testbackend as _testbackend  # noqa: E402
 
-__version__ = "0.0.0+standin"
 STANDIN = True
 
-BUILDS = ("documented", "correlating", "legacy")
+BUILDS = ("documented", "correlating", "legacy", "beta")
 BUILD = os.environ.get("NEURONPROF_STANDIN_NEURON_BUILD") or (
     "correlating" if os.environ.get("NEURONPROF_STANDIN_CORRELATE") == "1" else "documented"
 )
 if BUILD not in BUILDS:
     raise ValueError(f"NEURONPROF_STANDIN_NEURON_BUILD must be one of {', '.join(BUILDS)}, got {BUILD!r}")
+
+# The public beta is numbered after the torch it pairs with (2.13.3.0 with torch 2.13.0,
+# 2.14.3.0 with torch 2.14.0); NEURONPROF_STANDIN_NEURON_VERSION plays another release.
+# The earlier builds' release numbers are not in the record.
+if BUILD == "beta":
+    import torch as _torch
+
+    _line = ".".join(_torch.__version__.split("+")[0].split(".")[:2])
+    __version__ = os.environ.get("NEURONPROF_STANDIN_NEURON_VERSION") or f"{_line}.3.0"
+else:
+    __version__ = os.environ.get("NEURONPROF_STANDIN_NEURON_VERSION") or "0.0.0+standin"
 
 from torch_neuronx import _runtime  # noqa: E402
 
@@ -85,7 +99,10 @@ class NeuronDeviceModule(_testbackend.DeviceModule):
         if index is not None and not 0 <= int(index) < self.device_count():
             raise RuntimeError(f"neuron:{index} is not visible to this process ({self.device_count()} NeuronCores)")
         # With no argument only the current device is waited for.
-        super().synchronize(self.current_device() if index is None else int(index))
+        index = self.current_device() if index is None else int(index)
+        super().synchronize(index)
+        _allocate(index, 1 << 20)  # the step's allocation, settled by this sync
+        _committed[index] = _committed.get(index, 0) + _pending.pop(index, 0)
 
 
 _EMIT = os.environ.get("NEURONPROF_STANDIN_EMIT", "1") != "0"
@@ -96,6 +113,30 @@ _testbackend.set_kernel_mode("none")
 _testbackend.set_session_hook(_runtime.hook(correlating_build=BUILD == "correlating"))
 
 
+_committed: dict[int, int] = {}
+_pending: dict[int, int] = {}
+
+
+def _allocate(index: int, nbytes: int) -> None:
+    # An asynchronous allocator: what a step allocates is counted only once the device is synchronised.
+    _pending[index] = _pending.get(index, 0) + nbytes
+
+
+def memory_allocated(device: Any = None) -> int:
+    """Bytes allocated on one NeuronCore as the (asynchronous) allocator last settled them.
+
+    Only ``NEURONPROF_STANDIN_NEURON_MEMORY=1`` provides it (the real function's name is
+    not confirmed in the public record). Each profiled step allocates 1 MiB per core, which
+    this statistic shows only after ``synchronize`` of that core.
+    """
+    index = getattr(device, "index", device)
+    return _committed.get(0 if index is None else int(index), 0)
+
+
+if os.environ.get("NEURONPROF_STANDIN_NEURON_MEMORY") != "1":
+    del memory_allocated
+
+
 def synchronize(device: Any = None) -> None:
     """Wait for one (fake) device, the current one by default; same as ``torch.neuron.synchronize()``."""
     device_module.synchronize(device)
@@ -103,4 +144,13 @@ def synchronize(device: Any = None) -> None:
 
 from torch_neuronx import profiling  # noqa: E402
 
-__all__ = ["BUILD", "BUILDS", "STANDIN", "NeuronDeviceModule", "device_module", "profiling", "synchronize"]
+__all__ = [
+    "BUILD",
+    "BUILDS",
+    "STANDIN",
+    "NeuronDeviceModule",
+    "__version__",
+    "device_module",
+    "profiling",
+    "synchronize",
+]

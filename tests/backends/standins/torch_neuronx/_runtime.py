@@ -21,6 +21,8 @@ Feb-Apr 2026 TorchNeuron source):
   two compiled graphs here), ``profile_nc_<n>_session_0.ntff`` per captured core
   for DEVICE (one per core for the whole session, not one per NEFF),
   ``ntrace.pb`` and ``trace_info.pb`` for RUNTIME, ``cpu_util.pb``, ``host_mem.pb``;
+* ``max_events_per_nc`` (default 1,000,000) caps the events kept per NeuronCore;
+  the rest are dropped without a word;
 * what reaches torch.profiler: PRIVATEUSE1_RUNTIME events only (torch files them
   as CPU rows), except on the correlating build with
   ``correlate_device_time:true``, where NeuronCore executions come back as device
@@ -42,6 +44,7 @@ __all__ = ["RuntimeSession", "hook", "log", "parse", "reset", "sessions", "visib
 
 INSTANCE_ID = os.environ.get("NEURONPROF_STANDIN_INSTANCE_ID", "i-0123456789abcdef0")
 DEFAULT_OUTPUT_DIR = "./output"
+DEFAULT_MAX_EVENTS_PER_NC = 1_000_000
 _NC_LIST = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 _MODE_DEFAULTS = {"device_profile": True, "system_profile": True, "cpu_util": False, "host_memory": False}
 
@@ -125,8 +128,11 @@ def _configure(custom: str, device_requested: bool, correlating_build: bool) -> 
     session = parse(custom)
     sessions.append(session)
     linked = correlating_build and session.config.get("correlate_device_time", "false").lower() == "true"
-    # (kernel mode, runtime events): 1 = kernels linked to ops, 0 = none.
-    return (1 if linked and _enabled(session, "device_profile") else 0, True)
+    # (kernel mode, runtime events, cap): 1 = kernels linked to ops, 0 = none. The runtime keeps
+    # at most max_events_per_nc events per NeuronCore and drops the rest silently (the test
+    # plugin has one device lane, so the cap counts its kernels).
+    cap = int(session.config.get("max_events_per_nc", DEFAULT_MAX_EVENTS_PER_NC))
+    return (1 if linked and _enabled(session, "device_profile") else 0, True, cap)
 
 
 def _stop(custom: str) -> None:

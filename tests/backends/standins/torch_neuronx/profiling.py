@@ -1,6 +1,6 @@
 """Stand-in for ``torch_neuronx.profiling``, in the build chosen by ``NEURONPROF_STANDIN_NEURON_BUILD``.
 
-Documented and correlating builds (Neuron Explorer guide, "Capture PyTorch
+Documented, beta and correlating builds (Neuron Explorer guide, "Capture PyTorch
 profiles with Neuron Explorer")::
 
     config = NeuronConfig(modes=[ProfileMode.DEVICE, ProfileMode.RUNTIME],

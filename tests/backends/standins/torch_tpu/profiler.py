@@ -58,6 +58,10 @@ last_config: TpuProfilerConfig | None = None
 written: list[Path] = []
 
 
+MAX_EVENTS = int(os.environ.get("NEURONPROF_STANDIN_TPU_MAX_EVENTS", "1000000"))
+"""TorchTPU keeps at most 1,000,000 events per profile; tests lower it to stay quick."""
+
+
 def reset_records() -> None:
     """Forget every recorded config and written file."""
     global last_config
@@ -99,8 +103,9 @@ def _session_hook(event: str, custom: str, device_requested: bool) -> Any:
         return None
     config = parse_custom_config(custom)
     if event == "configure":
-        # (kernel mode, runtime events): unlinked kernels unless the device tracer is off.
-        return (0 if config.get("device_tracer_level") == "0" else 2, False)
+        # (kernel mode, runtime events, cap): unlinked kernels unless the device tracer is off;
+        # at most MAX_EVENTS kernels per profile, the rest dropped silently, as TorchTPU does.
+        return (0 if config.get("device_tracer_level") == "0" else 2, False, MAX_EVENTS)
     if event == "stop":
         base = os.environ.get("TORCH_TPU_PROFILER_OUTPUT_DIR") or config.get("run_dir")
         if not base:
