@@ -5,10 +5,12 @@ BIN := $(VENV)/bin
 # A pinned torch, the CPU-only build: a bare `pip install torch` would pull the
 # multi-GB CUDA build on Linux. TORCH_INDEX is PyTorch's CPU wheel index, searched in
 # addition to PyPI (everything else still comes from PyPI); its `+cpu` build wins for
-# `torch==2.13.0`. On a GPU host: `make TORCH_INDEX= ...` (and a CUDA TORCH_SPEC if needed).
+# `torch==2.13.0`. scripts/install_torch.py asks the index once (5 s) and, when it does
+# not answer (a mirror, a firewall), installs from PyPI in one line instead of pip's
+# retries; it installs numpy with torch and says which build it installed.
+# On a GPU host: `make TORCH_INDEX= ...` (and a CUDA TORCH_SPEC if needed).
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
-TORCH_PIP_ARGS := $(if $(strip $(TORCH_INDEX)),--extra-index-url $(TORCH_INDEX))
 PIP := $(BIN)/python -m pip
 export NO_MKDOCS_2_WARNING := 1
 
@@ -17,8 +19,8 @@ export NO_MKDOCS_2_WARNING := 1
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -q --disable-pip-version-check $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
+$(VENV)/.installed: pyproject.toml scripts/install_torch.py | $(BIN)/python
+	$(BIN)/python scripts/install_torch.py --spec "$(TORCH_SPEC)" --index "$(TORCH_INDEX)"
 	$(PIP) install -q --disable-pip-version-check -e .
 	touch $@
 

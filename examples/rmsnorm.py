@@ -7,11 +7,12 @@
 * **torch.compile** of the naive function: one compiled region
   (``backend="neuron"`` on Trainium, the default Inductor elsewhere).
 
-The write-up that started neuronprof reports, from a single run on AWS Trainium with
-a TorchNeuron build whose ``NeuronConfig`` accepts ``correlate_device_time``: naive
-RMSNorm at 2355 µs Self NEURON over 6 op calls, ``torch.rms_norm`` at 403 µs,
-``torch.compile`` at 376 µs. Those are the article's figures, not this project's
-measurements. On Trainium this script runs the same experiment; only such a build
+Hugging Face's blog post "Profiling TorchNeuron (Part 1): System-level profiling on
+AWS Trainium" (AWS, November 2026) reports, from one example run on one Trainium (not a
+benchmark) with a TorchNeuron build whose ``NeuronConfig`` accepts
+``correlate_device_time``: naive RMSNorm at 2355 µs Self NEURON over 6 op calls,
+``torch.rms_norm`` at 403 µs, ``torch.compile`` at 376 µs. Those are the article's
+figures, not this project's measurements. On Trainium this script runs the same experiment; only such a build
 fills the Self NEURON column (on the others it stays empty and NeuronCore time is in
 ``s.export(format="neuron")``), and your figures depend on the instance, the build and
 the shape.

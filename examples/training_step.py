@@ -1,7 +1,9 @@
 """Profile a training step: DataLoader with workers, forward, loss, backward and optimizer step.
 
 Copy this file into a project and run it: ``python training_step.py``. It prints the
-table of the recorded steps and the findings (``s.insights()``). On an accelerator,
+table of the recorded steps and the findings (``s.insights()``): the same story on any
+machine, because the data set loads slowly on purpose (``SlowDataset``) and the batches
+are loaded in this process. On an accelerator,
 pass ``--device neuron`` (or ``tpu``, ``cuda``); ``neuronprof doctor --probe`` says first
 whether this machine can.
 """
@@ -23,7 +25,10 @@ class SlowDataset(Dataset):
 
     Each ``__getitem__`` waits ``load_ms`` milliseconds, as reading and decoding a
     file would: this loop's input pipeline is its bottleneck on purpose, so that the
-    findings have something to say. Replace it with your own Dataset.
+    findings have something to say. A batch of 32 then takes at least 160 ms to load in
+    the main process (a sleep lasts at least as long as asked, however busy the machine),
+    many times the few milliseconds this small model computes. Replace it with your own
+    Dataset.
     """
 
     def __init__(self, samples: int = 2048, dim: int = 64, classes: int = 10, load_ms: float = 5.0) -> None:
@@ -40,8 +45,8 @@ class SlowDataset(Dataset):
         return self.features[index], self.labels[index]
 
 
-def make_loader(batch_size: int = 32, num_workers: int = 2) -> DataLoader:
-    """Batches of the data set, loaded in ``num_workers`` worker processes."""
+def make_loader(batch_size: int = 32, num_workers: int = 0) -> DataLoader:
+    """Batches of the data set, loaded in this process, or in ``num_workers`` worker processes."""
     return DataLoader(
         SlowDataset(),
         batch_size=batch_size,
@@ -62,11 +67,14 @@ def make_model(dim: int = 64, hidden: int = 256, classes: int = 10) -> torch.nn.
     )
 
 
-def train(device: str = "cpu", active: int = 5, num_workers: int = 2, with_stack: bool = False) -> neuronprof.Session:
+def train(device: str = "cpu", active: int = 5, num_workers: int = 0, with_stack: bool = False) -> neuronprof.Session:
     """Train until the profiling schedule is done; return the finished session."""
     # Before anything moves to the device: on a machine without it, neuronprof says what is
     # missing and to run `neuronprof doctor --probe`, instead of a torch error at .to(device).
     device = neuronprof.require_backend(device)
+    # One torch thread: this small model gains nothing from more, and with several its CPU
+    # times swing with what else runs on the machine's cores (threads wait for each other).
+    torch.set_num_threads(1)
     loader = make_loader(num_workers=num_workers)
     model = make_model().to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -98,7 +106,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", help="cpu, neuron, tpu or cuda (default: cpu)")
     parser.add_argument("--active", type=int, default=5, help="steps recorded (default: 5)")
-    parser.add_argument("--workers", type=int, default=2, help="DataLoader workers (default: 2)")
+    parser.add_argument(
+        "--workers", type=int, default=0, help="DataLoader worker processes (default: 0, load in this process)"
+    )
     args = parser.parse_args()
     try:
         s = train(device=args.device, active=args.active, num_workers=args.workers)

@@ -12,13 +12,17 @@ step: it needs a headless Chromium (Debian: ``apt-get install chromium``).
    or a plumbing helper (``atomic_write`` and the other file helpers), and no
    parameter or attribute list shows an empty or missing type;
 3. serves the site on 127.0.0.1 (a free port) and fetches every page;
-4. loads Home, Getting started, the training-step page, the RMSNorm and MLP case studies
-   and the API reference in headless Chromium at 1280 px and at 390 px (a phone) and fails on
+4. loads every page in headless Chromium at 1280 px and at 390 px (a phone) and fails on
    a table wider than its container at 1280 px, a page wider than the window at either
-   width (tables must scroll inside the page on a phone), or an image that does not
-   load; saves a full-page screenshot of each (up to 16,000 px tall, so the case
-   study's tables and plots are in it) into ``<out>`` (default ``.cache/docs-check/``),
-   named ``<page>-<width>.png``, to look at before merging.
+   width (tables must scroll inside the page on a phone), a table that scrolls sideways
+   without its first (name) column sticky, an image that does not load, or, at 1280 px,
+   a column of a printed table (a ``Name  Calls ...`` header in a code block) that the
+   page's text names but that is off-screen until the block is scrolled;
+5. saves a full-page screenshot of Home, Getting started, the training-step and
+   device-table pages, the recipes, the glossary, the RMSNorm and MLP case studies and
+   the API reference (up to 16,000 px tall, so the case study's tables and plots are in
+   it) into ``<out>`` (default ``.cache/docs-check/``), named ``<page>-<width>.png``, to
+   look at before merging.
 
 Exit status 0 when every check passed, 1 when one failed, 2 when a tool is missing.
 """
@@ -50,6 +54,11 @@ SCREENSHOTS = {
     "home": "",
     "getting-started": "getting-started/",
     "training-step": "training-step/",
+    "device-table": "device-table/",
+    "read-a-trace": "recipes/read-a-trace/",
+    "profile-a-window": "recipes/profile-a-window/",
+    "find-your-code": "recipes/find-your-code/",
+    "glossary": "glossary/",
     "case-study-rmsnorm": "case-studies/rmsnorm/",
     "case-study-mlp": "case-studies/mlp/",
     "api-reference": "api/",
@@ -59,11 +68,11 @@ WIDTHS = (1280, 390)
 # The layout check runs in the page (Chromium has no other way to measure a layout
 # without a driver library). The served copy of a checked page gets this script; it
 # writes its findings, as JSON, into an element that `--dump-dom` prints.
-LAYOUT_PROBE = """
+LAYOUT_PROBE = r"""
 <script>
 window.addEventListener("load", function () {
   var out = {window: window.innerWidth, page: document.documentElement.scrollWidth,
-             height: document.documentElement.scrollHeight, wide: [], broken: []};
+             height: document.documentElement.scrollHeight, wide: [], broken: [], unsticky: [], offscreen: []};
   var article = document.querySelector("article") || document.body;
   var room = article.clientWidth;
   document.querySelectorAll("article table").forEach(function (t) {
@@ -71,6 +80,56 @@ window.addEventListener("load", function () {
       var head = t.querySelector("th");
       out.wide.push((head ? head.textContent.trim() : "table") + " (" + t.scrollWidth + " px in " + room + " px)");
     }
+  });
+  // Wider than its box, a table keeps its first column (the name) in view while it scrolls.
+  document.querySelectorAll("article table").forEach(function (t) {
+    var cell = t.querySelector("th, td");
+    if (t.scrollWidth > t.clientWidth + 1 && cell && getComputedStyle(cell).position !== "sticky") {
+      out.unsticky.push(cell.textContent.trim() + " (" + t.scrollWidth + " px in " + t.clientWidth + " px)");
+    }
+  });
+  // Printed tables (a "Name  Calls  Self CPU (µs) ..." header in a code block): a column
+  // that the page's text discusses must be in view without scrolling the block, also in
+  // a collapsed block once the reader opens it (a tab not shown is not measured).
+  document.querySelectorAll("article details").forEach(function (d) { d.open = true; });
+  var prose = "";
+  article.querySelectorAll("p, li, td, th, h1, h2, h3, h4, dt, dd, figcaption").forEach(function (el) {
+    if (!el.closest("pre")) prose += " " + el.textContent;
+  });
+  article.querySelectorAll("pre > code").forEach(function (code) {
+    var nodes = [], walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT), node;
+    while ((node = walker.nextNode())) nodes.push(node);
+    function rect(start, end) {
+      var range = document.createRange(), at = 0, placed = 0;
+      nodes.forEach(function (n) {
+        var len = n.textContent.length;
+        if (!(placed & 1) && start < at + len) { range.setStart(n, start - at); placed |= 1; }
+        if (!(placed & 2) && end <= at + len) { range.setEnd(n, end - at); placed |= 2; }
+        at += len;
+      });
+      return range.getBoundingClientRect();
+    }
+    // The block's visible box: the code element where it scrolls (mkdocs-material), else the pre.
+    var box = code.getBoundingClientRect(), style = getComputedStyle(code);
+    if (box.width === 0) return;  // not shown: a tab other than the open one
+    var right = Math.min(box.right, code.parentElement.getBoundingClientRect().right)
+      - parseFloat(style.paddingRight || "0");
+    var offset = 0;
+    code.textContent.split("\n").forEach(function (line) {
+      var header = /^\s*Name {2,}\S/.test(line);
+      var column = / *(\S+(?: \S+)*)/g, m;
+      while (header && (m = column.exec(line))) {
+        var name = m[1], topic = name.replace(/ \((µs|%)\)$/, "");
+        var start = offset + m.index + m[0].length - name.length;
+        if (name === "Name" || !/[A-Za-z]/.test(topic) || prose.indexOf(topic) < 0) continue;  // "..." is no column
+        var r = rect(start, start + name.length);
+        if (r.right > right + 1) {
+          out.offscreen.push(name + " (right edge " + Math.round(r.right - box.left) + " px in "
+                             + Math.round(right - box.left) + " px)");
+        }
+      }
+      offset += line.length + 1;
+    });
   });
   document.querySelectorAll("img").forEach(function (img) {
     if (!img.complete || img.naturalWidth === 0) out.broken.push(img.getAttribute("src"));
@@ -287,6 +346,13 @@ def serve(site: Path) -> Iterator[str]:
         server.server_close()
 
 
+def site_paths(site: Path) -> list[str]:
+    """The served path of every page of the built site (``""`` for Home, ``"install/"``...)."""
+    pages = sorted(p for p in site.rglob("index.html") if "assets" not in p.relative_to(site).parts)
+    paths = [p.parent.relative_to(site).as_posix() for p in pages]
+    return ["" if rel == "." else rel + "/" for rel in paths]
+
+
 def fetch_all(base: str, site: Path) -> list[str]:
     problems = []
     for page in sorted(site.rglob("index.html")):
@@ -368,8 +434,13 @@ def probe_layout(chromium: str, url: str, profile: Path, width: int) -> tuple[li
     problems = [f"{url} at {width} px: broken image {src}" for src in found["broken"]]
     if found["page"] > found["window"] + 1:
         problems.append(f"{url} at {width} px: the page is {found['page']} px wide (a table or block does not scroll)")
+    problems += [
+        f"{url} at {width} px: a table scrolls without its name column in view: {what}" for what in found["unsticky"]
+    ]
     if width >= 1280:
         problems += [f"{url} at {width} px: table wider than its container: {what}" for what in found["wide"]]
+        # On a phone a printed table scrolls sideways; at 1280 px what the text discusses is in view.
+        problems += [f"{url} at {width} px: a discussed column is off-screen: {what}" for what in found["offscreen"]]
     return problems, int(found.get("height") or 900)
 
 
@@ -407,6 +478,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         problems += fetch_all(base, site)
         if chromium is not None:
             with tempfile.TemporaryDirectory(prefix="docs-check-chromium-") as profile:
+                # Every other page: the same layout checks, without screenshots.
+                shot = set(SCREENSHOTS.values())
+                for path in site_paths(site):
+                    if path not in shot:
+                        for width in WIDTHS:
+                            problems += check_layout(chromium, base + path, Path(profile), width)
                 for name, path in SCREENSHOTS.items():
                     for width in WIDTHS:
                         target = out / f"{name}-{width}.png"

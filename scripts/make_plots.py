@@ -326,7 +326,7 @@ def run_training(device: str, options: dict[str, str], repeats: int, hw: str) ->
         cwd = os.getcwd()
         os.chdir(tmp)
         try:
-            s = ex.train(device=device, active=5, num_workers=2)
+            s = ex.train(device=device, active=5)
         finally:
             os.chdir(cwd)
     text = f"{s.table(sort_by='cpu_total', row_limit=20)}\n\n{s.table(row_limit=10)}\n\n{s.insights()}"

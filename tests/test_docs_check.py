@@ -142,3 +142,45 @@ def test_screenshot_covers_the_whole_page(tmp_path: Path) -> None:
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width_px, height_px = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
     assert width_px == 1280 and height_px >= 2500
+
+
+_PRINTED = (
+    "<pre><code>Name{pad}  Calls  Self CPU (µs)  CPU total (µs)\n"
+    "{dash}  -----  -------------  --------------\n"
+    "aten::addmm{pad2}      2          12.0            13.0\n</code></pre>"
+)
+
+
+def _printed_table(name_width: int) -> str:
+    return _PRINTED.format(pad=" " * (name_width - 4), dash="-" * name_width, pad2=" " * (name_width - 11))
+
+
+@pytest.mark.skipif(docs_check.find_chromium() is None, reason="needs a headless Chromium")
+def test_a_discussed_column_off_screen_in_a_printed_table_is_a_problem(tmp_path: Path) -> None:
+    """At 1280 px a printed table's column that the text names must be in view; one it does not name may scroll."""
+    wide, narrow = _printed_table(90), _printed_table(20)
+    site = _site(
+        tmp_path / "site",
+        {
+            "discussed": "<p>Sorted by <code>CPU total</code>, the phases come first.</p>" + wide,
+            "undiscussed": "<p>The first rows are the slowest.</p>" + wide,
+            "fits": "<p>Sorted by <code>CPU total</code>.</p>" + narrow,
+            "unsticky": '<table style="display: block; overflow-x: auto; max-width: 100%">'
+            + "<tr>"
+            + "".join(f"<th>column_{i}_with_a_long_name</th>" for i in range(12))
+            + "</tr></table>",
+        },
+    )
+    profile = tmp_path / "profile"
+    chromium = docs_check.find_chromium()
+    with docs_check.serve(site) as base:
+        discussed = docs_check.check_layout(chromium, base + "discussed/", profile, 1280)
+        undiscussed = docs_check.check_layout(chromium, base + "undiscussed/", profile, 1280)
+        fits = docs_check.check_layout(chromium, base + "fits/", profile, 1280)
+        phone = docs_check.check_layout(chromium, base + "discussed/", profile, 390)
+        unsticky = docs_check.check_layout(chromium, base + "unsticky/", profile, 390)
+    assert [p for p in discussed if "a discussed column is off-screen: CPU total (µs)" in p], discussed
+    assert not [p for p in discussed if "Self CPU" in p], discussed  # not named in the text
+    assert undiscussed == [] and fits == []
+    assert not [p for p in phone if "discussed column" in p], phone  # on a phone it scrolls
+    assert [p for p in unsticky if "scrolls without its name column in view: column_0" in p], unsticky

@@ -91,3 +91,41 @@ report(dict(ok=cli("--probe", "--backend", "cpu"), missing=cli("--probe", "--bac
     assert "plugin" not in r["ok"]["out"] and "ignored" not in r["ok"]["out"] and "--probe" not in r["ok"]["out"]
     assert r["missing"]["code"] == 1 and "backend 'neuron' is unavailable" in r["missing"]["err"]
     json.dumps(r)  # plain data all the way
+
+
+def test_doctor_suggests_installing_a_backend_only_when_asked_or_its_device_is_here(monkeypatch, tmp_path):
+    """A laptop is not told to install TorchNeuron; `--backend neuron`, or a Neuron device file, brings the advice."""
+    from neuronprof import _doctor
+
+    nowhere = str(tmp_path / "no-such-device[0-9]*")
+    monkeypatch.setattr(_doctor, "_DEVICE_FILES", {"neuron": (nowhere,), "tpu": (nowhere,), "cuda": (nowhere,)})
+    if _doctor.diagnose()["auto"] != "cpu":
+        pytest.skip("this machine has an accelerator backend")
+
+    def advice(facts):
+        lines = [str(i["reason"]) for i in facts["backends"] if not i["available"]] + facts["problems"]
+        return [line for line in lines if "pip install" in line or "; install" in line]
+
+    laptop = _doctor.diagnose()
+    assert advice(laptop) == [], advice(laptop)
+    assert any("doctor --backend neuron" in p for p in laptop["problems"])
+    neuron = next(i for i in laptop["backends"] if i["name"] == "neuron")
+    assert neuron["reason"] == "torch_neuronx is not installed"
+
+    asked = _doctor.diagnose("neuron")
+    assert [line for line in advice(asked) if "torch-neuronx" in line]
+    assert not [line for line in advice(asked) if "torch_tpu" in line or "CUDA" in line]
+
+    (tmp_path / "neuron0").write_text("")
+    monkeypatch.setattr(_doctor, "_DEVICE_FILES", {"neuron": (str(tmp_path / "neuron[0-9]*"),)})
+    with_device = _doctor.diagnose()
+    assert [line for line in advice(with_device) if "torch-neuronx" in line]
+
+
+def test_doctor_cli_backend_option_brings_the_install_advice(capsys):
+    from neuronprof.cli import main
+
+    assert main(["doctor", "--backend", "neuron"]) == 0
+    out = capsys.readouterr().out
+    if "[ok] neuron" not in out:
+        assert "pip install torch-neuronx --extra-index-url" in out

@@ -252,6 +252,36 @@ def test_report_settings_fit_a_phone_screen(browser: Browser, tmp_path: Path) ->
         page.set_viewport_size({"width": 1280, "height": 900})
 
 
+@pytest.mark.parametrize("width", [1280, 390])
+def test_report_op_table_keeps_the_name_column_in_view_while_its_numbers_scroll(
+    browser: Browser, reports: dict[str, Path], width: int
+) -> None:
+    """Every column is reachable by scrolling the table's box sideways, and the name stays beside it."""
+    page = browser.page
+    page.set_viewport_size({"width": width, "height": 800})
+    try:
+        page = browser.open(reports["device"] if "device" in reports else reports["cpu"])
+        assert browser.errors == []
+        box = page.evaluate(
+            """() => {
+              const wrap = document.querySelector('#op-table').closest('.tablewrap');
+              wrap.scrollLeft = wrap.scrollWidth;
+              const w = wrap.getBoundingClientRect();
+              const heads = [...document.querySelectorAll('#op-table thead th')];
+              const last = heads[heads.length - 1].getBoundingClientRect();
+              const name = document.querySelector('#op-table tbody td.name').getBoundingClientRect();
+              return {page: document.documentElement.scrollWidth, wrapLeft: w.left, wrapRight: w.right,
+                      lastRight: last.right, nameLeft: name.left, nameRight: name.right};
+            }"""
+        )
+        assert box["page"] <= width, box  # the page itself does not scroll sideways
+        assert box["lastRight"] <= box["wrapRight"] + 1, box  # the last column, scrolled into view
+        assert abs(box["nameLeft"] - box["wrapLeft"]) <= 2, box  # the name column, still at the left edge
+        assert box["nameRight"] - box["wrapLeft"] <= 0.5 * width, box  # and it leaves room for the numbers
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 900})
+
+
 def _rank_trace(path: Path, rank: int, busy: int) -> None:
     """One rank of a gloo run: its own work, then the all-reduce it waits in until the last rank joins."""
 

@@ -21,10 +21,28 @@ from typing_extensions import TypedDict
 from neuronprof.backends.base import parse_core
 from neuronprof.typing import MODES, BackendName, Core, Mode
 
-__all__ = ["DEFAULT_OUTPUT_DIR", "PathLike", "SessionConfig", "SessionOptions"]
+__all__ = ["DEFAULT_MODES", "DEFAULT_OUTPUT_DIR", "PathLike", "SessionConfig", "SessionOptions", "modes_given"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 """A file or folder path: a ``str`` or a ``pathlib.Path`` (any ``os.PathLike[str]``)."""
+
+
+class _DefaultModes(tuple):
+    """The default modes, told apart from the same modes passed by the user (by type, not value)."""
+
+    __slots__ = ()
+
+
+DEFAULT_MODES: tuple[Mode, ...] = _DefaultModes(("device", "runtime"))
+"""The modes a session asks for when none are passed: ``("device", "runtime")``. A backend
+that cannot capture them ignores them silently; modes passed by the user that a backend
+cannot capture get a note."""
+
+
+def modes_given(modes: Sequence[Mode]) -> bool:
+    """Whether ``modes`` were passed by the user rather than left at [`DEFAULT_MODES`][neuronprof.SessionConfig]."""
+    return not isinstance(modes, _DefaultModes)
+
 
 DEFAULT_OUTPUT_DIR = "neuronprof_output"
 """Where a session writes when ``output_dir`` is None, relative to the working directory."""
@@ -84,8 +102,9 @@ class SessionConfig:
             names the option and the values it takes.
     """
 
-    modes: Sequence[Mode] = ("device", "runtime")
-    """What to capture; see [`Mode`][neuronprof.typing.Mode]. Stored as a tuple without repeats."""
+    modes: Sequence[Mode] = DEFAULT_MODES
+    """What to capture (default ``("device", "runtime")``); see [`Mode`][neuronprof.typing.Mode].
+    Stored as a tuple without repeats."""
     core: Core = None
     """Device cores to capture and synchronise; see [`Core`][neuronprof.typing.Core]. Stored in
     canonical form (``"0,2-3"``, ``"all"``) or None."""
@@ -120,7 +139,8 @@ class SessionConfig:
     def __post_init__(self) -> None:
         # Frozen: normalised values are written once, here, through object.__setattr__.
         set_ = object.__setattr__
-        set_(self, "modes", _check_modes(self.modes))
+        if modes_given(self.modes):
+            set_(self, "modes", _check_modes(self.modes))
         set_(self, "core", parse_core(self.core))
         if not isinstance(self.backend, str) or not self.backend:
             raise ValueError(f"backend must be a name such as 'auto', 'neuron' or 'cpu', got {self.backend!r}")

@@ -7,6 +7,7 @@ profiles one tiny op on the device and says what actually reached torch.profiler
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import platform
 import sys
@@ -32,12 +33,46 @@ PROBE_MEANINGS: dict[str, str] = {
 }
 """One-line meaning of each probe result."""
 
+# Device files that each backend's driver creates: where one exists, the machine has that
+# device, and doctor says how to install the backend's package even when not asked.
+_DEVICE_FILES: dict[str, tuple[str, ...]] = {
+    "neuron": ("/dev/neuron[0-9]*",),  # the Neuron driver's devices (Trainium, Inferentia)
+    "tpu": ("/dev/accel[0-9]*", "/dev/vfio/[0-9]*"),  # a Cloud TPU VM's chips
+    "cuda": ("/dev/nvidia[0-9]*",),  # the NVIDIA driver's GPUs
+}
+# The parts of an unavailable backend's reason that say what to install.
+_MISSING = (" is not installed; ", " is a CPU-only build; ")
+
+
+def _has_device(name: str) -> bool:
+    """Whether this machine has the device of backend ``name`` (its driver's device files exist)."""
+    return any(glob.glob(pattern) for pattern in _DEVICE_FILES.get(name, ()))
+
+
+def _reason_for(name: str, reason: str, asked: str) -> str:
+    """``reason`` as doctor prints it: how to install the backend only when asked about it or its device is here."""
+    if name == asked or _has_device(name):
+        return reason
+    for marker in _MISSING:
+        head, found, _ = reason.partition(marker)
+        if found:
+            return f"{head}{found.rstrip('; ')}"
+    return reason
+
+
 # Chrome-trace categories of host-side runtime and driver calls (kineto's names).
 _RUNTIME_CATEGORIES = ("privateuse1_runtime", "privateuse1_driver", "cuda_runtime", "cuda_driver")
 
 
-def diagnose() -> dict[str, Any]:
+def diagnose(backend: str = "auto") -> dict[str, Any]:
     """Collect the facts ``neuronprof doctor`` prints, as a JSON-ready dict.
+
+    An unavailable backend's reason says how to install it only for the backend asked
+    about (``backend``, ``neuronprof doctor --backend neuron``) or one whose device this
+    machine has; on a laptop, doctor does not suggest installing TorchNeuron.
+
+    Args:
+        backend: The backend asked about; ``"auto"`` for none in particular.
 
     Returns:
         Keys ``python``, ``torch``, ``kineto``, ``privateuse1``, ``activities``,
@@ -77,18 +112,21 @@ def diagnose() -> dict[str, Any]:
         for a in supported
     )
     facts["backends"] = describe_backends()
+    for info in facts["backends"]:
+        if not info["available"] and isinstance(info["reason"], str):
+            info["reason"] = _reason_for(str(info["name"]), info["reason"], backend)
     facts["auto"] = auto_choice()
     if pu1 is not None:
-        backend = get_backend(pu1)
+        pu1_backend = get_backend(pu1)
         # Each backend states its own torch requirement (TorchNeuron has none; TorchTPU needs 2.12).
-        problem = backend.torch_problem() if isinstance(backend, PrivateUse1Backend) else None
+        problem = pu1_backend.torch_problem() if isinstance(pu1_backend, PrivateUse1Backend) else None
         if problem:
             problems.append(problem)
         # Whether the plugin delivers anything cannot be told from the activity list
         # (torch lists PrivateUse1 once the device is renamed): only a probe can.
         problems.append(f"run `neuronprof doctor --probe` to see what the {pu1} profiler plugin delivers")
     for info in facts["backends"]:
-        if info["name"] == "neuron" and not info["available"]:
+        if info["name"] == "neuron" and not info["available"] and (backend == "neuron" or _has_device("neuron")):
             problems.append(f"neuron: {info['reason']}")
         if info["name"] == "neuron" and info["available"]:
             from neuronprof.backends import NeuronBackend
@@ -120,7 +158,10 @@ def diagnose() -> dict[str, Any]:
         if unusable:
             problems += [f"{u}; until then sessions profile the CPU only (no device columns)" for u in unusable]
         else:
-            problems.append("no accelerator found: sessions will profile the CPU only (no device columns)")
+            problems.append(
+                "no accelerator found: sessions will profile the CPU only (no device columns); "
+                "`neuronprof doctor --backend neuron` (or tpu, cuda) says how to install a backend"
+            )
     return facts
 
 
@@ -244,7 +285,7 @@ def _print_probe(found: dict[str, Any]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    facts = diagnose()
+    facts = diagnose(args.backend)
     found: Optional[dict[str, Any]] = None
     if args.probe:
         from neuronprof.errors import BackendUnavailableError
@@ -283,5 +324,9 @@ def register(subparsers: Any) -> None:
         help="run one tiny op under the profiler and report: device kernels linked to ops, unlinked kernels, "
         "runtime events only, or nothing",
     )
-    parser.add_argument("--backend", default="auto", help="backend to probe (default: auto)")
+    parser.add_argument(
+        "--backend",
+        default="auto",
+        help="backend to ask about: probed with --probe, and how to install it when it is missing (default: auto)",
+    )
     parser.set_defaults(func=_run)

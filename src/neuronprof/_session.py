@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, NoReturn, Optional, Ty
 
 from neuronprof import _collect, _io, _recording, _recording_export
 from neuronprof import _vocabulary as vocab
-from neuronprof._config import DEFAULT_OUTPUT_DIR, PathLike, SessionConfig
+from neuronprof._config import DEFAULT_MODES, DEFAULT_OUTPUT_DIR, PathLike, SessionConfig, modes_given
 from neuronprof._guard import (
     UTF8_ERROR,
     dist_backend,
@@ -316,8 +316,10 @@ class Session:
         self._device_name = self._backend.device_name(ctx)
         if self.with_stack:
             self._check_source_files()
+        # Only modes the user asked for: the default ones are for the device backends and
+        # mean nothing to a CPU run.
         unsupported = [m for m in self.modes if m not in self._backend.supported_modes]
-        for mode in unsupported:
+        for mode in unsupported if modes_given(self.config.modes) else ():
             self._note(f"mode {mode!r} is not captured by the {self.backend} backend; ignored")
         if self._backend.writes_output:
             ensure_writable_dir(self._output_dir, create=True)
@@ -1198,7 +1200,7 @@ class Session:
 
 
 def session(
-    modes: Sequence[Mode] = ("device", "runtime"),
+    modes: Sequence[Mode] = DEFAULT_MODES,
     core: Core = None,
     *,
     backend: BackendName = "auto",
@@ -1232,8 +1234,10 @@ def session(
 
     Args:
         modes: What to capture, any of ``"device"``, ``"runtime"``, ``"cpu_util"``,
-            ``"host_memory"`` (each explained under [`Mode`][neuronprof.typing.Mode]). A
-            mode the backend cannot capture is recorded in ``s.notes``, not an error.
+            ``"host_memory"`` (each explained under [`Mode`][neuronprof.typing.Mode]);
+            default ``("device", "runtime")``. A mode passed here that the backend cannot
+            capture is recorded in ``s.notes``, not an error; the default modes are
+            ignored silently where they do not apply (the CPU).
         core: Device cores to capture: ``"0"``, ``"0,1"``, ``"2-5"`` or ``"all"``, as
             indices of the devices this process sees (process-local: under torchrun
             each process's cores start at 0). On Neuron this is

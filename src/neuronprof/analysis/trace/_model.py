@@ -116,7 +116,7 @@ class Trace:
         ranks: One ``Trace`` per rank, indexed by rank, when the source holds
             several ranks (an HTA-style folder); the fields above are then their sum.
         communication_us: Time in async collective spans (µs), as
-            [`Table.communication_us`][neuronprof.Table.communication_us]; ``None`` when there are none.
+            ``communication_us`` of [`Table`][neuronprof.Table]; ``None`` when there are none.
         samples: One [`StepSample`][neuronprof.analysis.StepSample] per recorded step,
             in order (several files: one after another): the samples a verdict reads.
     """
