@@ -78,13 +78,17 @@ def test_tool_from_env_var_runs_in_empty_folder_with_output_file(clean_env, sess
     assert system.kind == "system"
     calls = _calls(clean_env["log"])
     assert ["--version"] in calls
-    views = [c for c in calls if c[:1] == ["view"]]
+    views = [c for c in calls if c[:1] == ["view"] and "--ingest-only" not in c]
     assert {c[c.index("--output-format") + 1] for c in views} == {"json", "summary-json"}
     assert all("--output-file" in c and c[c.index("-d") + 1] == str(session_folder) for c in views)
+    (ingest,) = [c for c in calls if "--ingest-only" in c]  # the Parquet output, written into a temporary folder
+    assert ingest[ingest.index("-d") + 1] == str(session_folder) and "--ignore-instruction-trace" in ingest
+    assert Path(ingest[ingest.index("--data-path") + 1]).parent == clean_env["scratch"]
     cwds = [json.loads(line)["cwd"] for line in clean_env["log"].read_text().splitlines()]
     assert all(Path(c).parent == clean_env["scratch"] for c in cwds)  # each run in its own temporary folder
     assert _left_behind(clean_env["scratch"]) == []  # ... removed afterwards
     assert not (session_folder / "system_profile.json").exists()  # save=False writes nothing
+    assert not (session_folder / "neuron_parquet").exists()
 
 
 def test_tool_on_path_and_saved_json_is_reused(clean_env, session_folder):
@@ -254,7 +258,8 @@ def test_tool_that_hangs_after_writing_is_stopped_at_once_with_a_note(clean_env,
         p = neuron_profile(session_folder, timeout=300)
     assert len(p.executions) == 3 and len(p.summaries) == 3 and p.tool_error is None
     stopped = [n for n in p.notes if "stopped after writing" in n]
-    assert len(stopped) == 2 and not any("after the timeout" in n for n in p.notes)
+    assert len(stopped) == 3 and not any("after the timeout" in n for n in p.notes)
+    assert sum("--ingest-only" in n for n in stopped) == 1 and p.flow_join is not None  # Parquet output used too
     for call in (json.loads(line) for line in clean_env["log"].read_text().splitlines()):
         with pytest.raises(ProcessLookupError):
             os.kill(call["pid"], 0)  # no tool left running

@@ -23,7 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
+from neuronprof.analysis._peaks import DevicePeak
 from neuronprof.analysis.errors import TraceError
+from neuronprof.analysis.neuron import _parquet
+from neuronprof.analysis.neuron._join import FlowJoin, JoinedOp, join_flows, read_framework_links
 from neuronprof.analysis.neuron._model import _START, DeviceSummary, NeffExecution, NeuronProfile
 from neuronprof.analysis.neuron._summary import SUMMARY_GLOB, looks_like_summary, parse_summary, read_summary_file
 from neuronprof.analysis.neuron._system import (
@@ -190,6 +193,117 @@ class _Runner:
         return result
 
 
+    def ingest(self, folder: Path, data: Path) -> Optional[Path]:
+        """Write ``folder``'s Parquet output into ``data``; a failure is a note (the JSON was read already)."""
+        tool = self.tool()
+        if tool is None:
+            return None
+        try:
+            return Path(tool.ingest(folder, data, display_name=_DISPLAY_NAME, timeout=self.timeout, notes=self.notes))
+        except NeuronToolError as exc:
+            self.notes.append(f"{exc}: no hardware peaks from the profile and no flow_id join of executions to ops")
+            return None
+
+
+_DISPLAY_NAME = "neuronprof"
+"""The ``--display-name`` of the Parquet output neuronprof asks for."""
+
+
+@dataclass
+class _Extras:
+    """What Neuron's Parquet output adds: the profile's peaks and the flow_id join."""
+
+    peaks: list[tuple[DevicePeak, str]] = field(default_factory=list)
+    peak_notes: list[str] = field(default_factory=list)
+    joins: list[FlowJoin] = field(default_factory=list)
+    no_pyarrow: bool = False
+
+    def peak(self) -> tuple[Optional[DevicePeak], str]:
+        found = {p for p, _ in self.peaks}
+        if len(found) == 1:
+            return self.peaks[0]
+        if len(found) > 1:
+            return None, "the session folders' Metadata tables give different peaks"
+        if self.no_pyarrow:
+            return None, f"Neuron's Parquet output was not read: pyarrow is not installed ({_parquet.PYARROW_HINT})"
+        return None, "; ".join(dict.fromkeys(self.peak_notes)) or "Neuron's Parquet output was not read"
+
+    def join(self) -> Optional[FlowJoin]:
+        if not self.joins:
+            return None
+        if len(self.joins) == 1:
+            return self.joins[0]
+        totals: dict[tuple[str, str], list[float]] = {}
+        for j in self.joins:
+            for o in j.ops:
+                t = totals.setdefault((o.op, o.neff), [0, 0.0])
+                t[0] += o.executions
+                t[1] += o.device_us
+        ops = sorted((JoinedOp(op, n, int(c), us) for (op, n), (c, us) in totals.items()), key=lambda o: -o.device_us)
+        return FlowJoin(
+            tuple(ops),
+            sum(j.executions for j in self.joins),
+            sum(j.matched for j in self.joins),
+            sum(j.links for j in self.joins),
+            "; ".join(j.source for j in self.joins),
+        )
+
+
+def _read_parquet(
+    folder: _Folder, runner: _Runner, *, save: bool, framework_trace: Optional[Path], extras: _Extras,
+    notes: list[str],
+) -> None:
+    """Read (or first have the tool write) a session folder's Parquet output: peaks and the flow_id join."""
+    import shutil
+    import tempfile
+
+    data = _parquet.data_path_of(folder.path)
+    if data is None and not (folder.runtime and runner.used is not None and not runner.failed):
+        return  # the tool is run for the Parquet output only where it ran for the JSON: a bundle needs none
+    try:
+        _parquet.pyarrow_parquet()
+    except ImportError:
+        extras.no_pyarrow = True
+        return
+    scratch: Optional[str] = None
+    try:
+        if data is None:
+            scratch = tempfile.mkdtemp(prefix="neuronprof-parquet-", dir=folder.path if save else None)
+            if runner.ingest(folder.path, Path(scratch)) is None:
+                return
+            data = Path(scratch)
+            if save:
+                try:
+                    os.replace(scratch, folder.path / _parquet.PARQUET_DIR)
+                    data, scratch = folder.path / _parquet.PARQUET_DIR, None
+                except OSError as exc:
+                    notes.append(f"could not keep Neuron's Parquet output beside the profile ({exc.strerror or exc})")
+        peak, said = _parquet.read_peak(data)
+        if peak is not None:
+            extras.peaks.append((peak, said))
+        else:
+            extras.peak_notes.append(said)
+        events = _parquet.find_events(data)
+        if events is None:
+            notes.append(f"Neuron's Parquet output in {data} holds no {_parquet.SYSTEM_EVENTS}: no flow_id join")
+            return
+        try:
+            flows, more = _parquet.read_flow_executions(events)
+        except ValueError as exc:
+            notes.append(f"{exc}: no flow_id join of executions to ops")
+            return
+        notes.extend(more)
+        trace = framework_trace or folder.framework
+        if trace is None:
+            notes.append("no framework trace beside the system profile: the flow_id join has no framework events")
+        links = read_framework_links(trace) if trace is not None else {}
+        where = f"{_parquet.SYSTEM_EVENTS} of {folder.path}" + (f" and {trace.name}" if trace is not None else "")
+        extras.joins.append(join_flows(flows, links, source=where))
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
 def _save(src: str, dest: Path, notes: list[str]) -> None:
     from neuronprof._io import atomic_write, copy_file
 
@@ -208,6 +322,7 @@ def _read_folders(
     save: bool,
     framework_trace: Optional[Path],
     notes: list[str],
+    extras: _Extras,
 ) -> tuple[list[DeviceSummary], list[NeffExecution], list[tuple[int, int, int]]]:
     summaries: list[DeviceSummary] = []
     executions: list[NeffExecution] = []
@@ -258,6 +373,7 @@ def _read_folders(
             got_s = runner.view([("-d", f.path)], "summary-json", consume_summary)
             if got_s is not None:
                 summaries.extend(got_s)
+        _read_parquet(f, runner, save=save, framework_trace=framework_trace, extras=extras, notes=notes)
         if framework_trace is None and f.framework is not None:
             steps.extend(read_steps(f.framework))
     if framework_trace is not None:
@@ -355,6 +471,7 @@ def neuron_profile(
         if not folder.is_dir():
             raise TraceError(f"{folder}: no such session folder")
     runner = _Runner(tool, float(timeout), warn_missing=warn_missing)
+    extras = _Extras()
     notes: list[str] = []
     summaries: list[DeviceSummary] = []
     executions: list[NeffExecution] = []
@@ -386,7 +503,9 @@ def neuron_profile(
                 f"{p}: no Neuron profile here (looked for ntrace.pb/trace_info.pb, {SYSTEM_JSON}, "
                 f"{SUMMARY_GLOB} and .ntff files)"
             )
-        summaries, executions, steps = _read_folders(folders, runner, save=save, framework_trace=trace, notes=notes)
+        summaries, executions, steps = _read_folders(
+            folders, runner, save=save, framework_trace=trace, notes=notes, extras=extras
+        )
     executions.sort(key=_START)
     step_rows = step_activity(executions, steps) if executions and steps else []
     if executions and not steps:
@@ -396,11 +515,18 @@ def neuron_profile(
         notes.append(runner.error)  # the whole message, with its fix, once
     if steps and executions:
         notes.extend(outside_steps(executions, steps))
-    if executions:
+    join = extras.join()
+    peak, peak_note = extras.peak()
+    if join is not None:
+        kept = "" if join.matched == join.executions else "; unmatched executions stay on their NEFF rows only"
+        notes.append(join.describe() + kept)
+    elif executions:
         notes.append(
             "executions are not linked to framework ops: the JSON output documents no link (flow ids are "
-            "documented only in the Parquet output)"
+            "documented only in the Parquet output, and no flow_id join was made from it)"
         )
+    if executions or summaries:
+        notes.append(peak_note if peak is not None else f"no hardware peaks from the profile: {peak_note}")
     return NeuronProfile(
         summaries=tuple(summaries),
         executions=tuple(executions),
@@ -410,4 +536,7 @@ def neuron_profile(
         notes=tuple(notes),
         tool_error=runner.error,
         tool_missing=runner.missing is not None,
+        peak=peak,
+        peak_note=peak_note,
+        flow_join=join,
     )

@@ -172,6 +172,56 @@ class NeuronTool:
             shutil.rmtree(work, ignore_errors=True)
 
 
+    def ingest(
+        self,
+        folder: Union[str, os.PathLike[str]],
+        data_path: Union[str, os.PathLike[str]],
+        *,
+        display_name: str,
+        timeout: float,
+        notes: Optional[list[str]] = None,
+    ) -> str:
+        """Run ``<tool> view -d <folder> --ingest-only --data-path <data_path> --display-name <name> ...``.
+
+        Writes the session folder's system profile as Parquet tables under
+        ``data_path/profiles/global/<name>@latest/``, skipping the device traces
+        (``--ignore-instruction-trace --ignore-dma-trace --ignore-event-trace``). The
+        tool runs in an empty temporary folder, is stopped once
+        ``SystemProfileEvents.parquet`` is complete (it ends in Parquet's ``PAR1``
+        footer and no longer grows) and it has not exited, and is killed at the timeout.
+
+        Returns:
+            The path of the ``SystemProfileEvents.parquet`` written.
+
+        Raises:
+            NeuronToolError: The tool failed, or wrote no ``SystemProfileEvents.parquet``.
+        """
+        from neuronprof.analysis.neuron._parquet import INGEST_FLAGS, SYSTEM_EVENTS
+
+        data = os.path.abspath(os.fspath(data_path))
+        events = os.path.join(data, "profiles", "global", f"{display_name}@latest", SYSTEM_EVENTS)
+        cmd = [self.path, "view", "-d", os.path.abspath(os.fspath(folder)), INGEST_FLAGS[0], "--data-path", data,
+               "--display-name", display_name, *INGEST_FLAGS[1:]]
+        work = tempfile.mkdtemp(prefix="neuronprof-neuron-explorer-")
+        try:
+            sizes: dict[str, int] = {}
+            rc, stopped, _, stderr = _run(cmd, work, timeout, lambda: _parquet_complete(events, sizes))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        written = os.path.isfile(events) and _parquet_complete(events, {events: os.path.getsize(events)})
+        if stopped is not None and written and notes is not None:
+            when = "after writing" if stopped == "done" else f"after the timeout of {timeout:g} s"
+            notes.append(f"{self.name} view --ingest-only wrote its output but did not exit; it was stopped {when}")
+        if rc != 0 and stopped is None:
+            raise NeuronToolError(f"{self.name} view --ingest-only failed with exit status {rc}: {_tail(stderr)}")
+        if not written:
+            raise NeuronToolError(
+                f"{self.name} view --ingest-only wrote no complete {SYSTEM_EVENTS} under {display_name}@latest "
+                f"({_tail(stderr)})"
+            )
+        return events
+
+
 def find_neuron_tool(tool: Optional[str] = None) -> NeuronTool:
     """Find Neuron's profile viewer and ask for its version.
 
@@ -346,6 +396,20 @@ def _complete(work: str, out: str, sizes: dict[str, int]) -> bool:
             return False
         return True
     return False
+
+
+def _parquet_complete(path: str, sizes: dict[str, int]) -> bool:
+    """True once a Parquet file ends in its ``PAR1`` footer and did not grow since the last look."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            f.seek(max(0, size - 4))
+            tail = f.read()
+    except OSError:
+        return False
+    seen = sizes.get(path)
+    sizes[path] = size
+    return seen == size and size > 8 and tail == b"PAR1"
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
