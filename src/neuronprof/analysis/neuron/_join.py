@@ -12,7 +12,6 @@ and keeps unmatched executions on their NEFF rows. Not verified on hardware.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
@@ -115,29 +114,50 @@ def read_framework_links(path: Union[str, os.PathLike[str]]) -> dict[Any, str]:
                 continue
             name = ev.get("name")
             thread = (ev.get("pid"), ev.get("tid"))
-            is_op = ev.get("cat") == "cpu_op" and isinstance(name, str)
-            if is_op:
-                ops.setdefault(thread, []).append((float(ts), float(ts + dur), name))
+            op = name if ev.get("cat") == "cpu_op" and isinstance(name, str) else None
+            if op is not None:
+                ops.setdefault(thread, []).append((float(ts), float(ts + dur), op))
             args = ev.get("args")
             if isinstance(args, dict) and args.get(FRAMEWORK_LINK) is not None:
-                own = name if is_op else None
+                own = op
                 carriers.append((args[FRAMEWORK_LINK], thread, float(ts), float(ts + dur), str(name), own))
-    for spans in ops.values():
-        spans.sort()
     links: dict[Any, str] = {}
+    by_thread: dict[tuple[Any, Any], list[tuple[float, float, Any, str]]] = {}
     for seq, thread, start, end, name, own in carriers:
-        links[_key(seq)] = own or _innermost(ops.get(thread, []), start, end) or name
+        if own is not None:
+            links[_key(seq)] = own
+        else:
+            by_thread.setdefault(thread, []).append((start, end, seq, name))
+    for thread, found in by_thread.items():
+        for (_, _, seq, name), op in zip(found, _innermost(ops.get(thread, []), found)):
+            links[_key(seq)] = op or name
     return links
 
 
-def _innermost(ops: list[tuple[float, float, str]], start: float, end: float) -> Optional[str]:
-    """The shortest operator span (``ops`` sorted by start) on the thread that holds ``[start, end]``."""
-    best: Optional[tuple[float, str]] = None
-    hi = bisect.bisect_right(ops, (start, float("inf"), ""))
-    for s, e, name in ops[:hi]:
-        if s <= start and e >= end and (best is None or e - s < best[0]):
-            best = (e - s, name)
-    return best[1] if best else None
+def _innermost(
+    spans: list[tuple[float, float, str]], carriers: list[tuple[float, float, Any, str]]
+) -> list[Optional[str]]:
+    """For each carrier ``(start, end, ...)``, the innermost op span of its thread around it (None: none).
+
+    One sweep in start order with a stack of the op spans still open (ops on one thread nest),
+    so a trace with many executions costs a sort, not a scan per execution.
+    """
+    spans = sorted(spans, key=lambda s: (s[0], -s[1]))
+    order = sorted(range(len(carriers)), key=lambda k: carriers[k][0])
+    out: list[Optional[str]] = [None] * len(carriers)
+    stack: list[tuple[float, float, str]] = []
+    i = 0
+    for k in order:
+        start, end = carriers[k][0], carriers[k][1]
+        while i < len(spans) and spans[i][0] <= start:
+            while stack and stack[-1][1] < spans[i][0]:
+                stack.pop()  # a sibling that ended before this span starts
+            stack.append(spans[i])
+            i += 1
+        while stack and stack[-1][1] < start:
+            stack.pop()  # ended before this carrier starts, so before every later one too
+        out[k] = next((name for s, e, name in reversed(stack) if s <= start and e >= end), None)
+    return out
 
 
 def _key(value: Any) -> Any:
