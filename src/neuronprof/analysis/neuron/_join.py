@@ -1,4 +1,4 @@
-"""Per-NEFF device time joined to the framework ops that launched it, through ``flow_id``.
+"""Per-NEFF device time joined to the framework ops that launched it, through ``flow_id``: the model and the join.
 
 AWS documents the link between an execution and its framework op only in the Parquet
 output: ``SystemProfileEvents.flow_id``. Framework events carry ``nrt_sequence_id``.
@@ -6,24 +6,21 @@ The join below takes an execution to belong to the framework event whose
 ``args.nrt_sequence_id`` is one of the execution's flow ids, and the op to be that
 event when it is an operator (``cat`` ``cpu_op``), else the innermost operator around
 it on the same thread. How the two ids match is NOT CONFIRMED BY AWS DOCUMENTATION
-(``FRAMEWORK_LINK`` is the one place that says it); the join reports its match rate
+(``_names`` is the one place that says it); the join reports its match rate
 and keeps unmatched executions on their NEFF rows. Not verified on hardware.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any
 
-from neuronprof.analysis._eventstream import EventBatches
+from neuronprof.analysis.neuron._names import FRAMEWORK_LINK
 
-__all__ = ["FRAMEWORK_LINK", "FlowJoin", "JoinedOp", "join_flows", "read_framework_links"]
+__all__ = ["FlowJoin", "JoinedOp", "join_flows", "link_key"]
 
-FRAMEWORK_LINK = "nrt_sequence_id"
-"""The framework event's ``args`` key matched against an element of an execution's ``flow_id`` (unconfirmed)."""
 
 
 @dataclass(frozen=True)
@@ -99,68 +96,7 @@ class FlowJoin:
             raise ValueError(f"invalid FlowJoin: {exc}") from None
 
 
-def read_framework_links(path: Union[str, os.PathLike[str]]) -> dict[Any, str]:
-    """Return ``nrt_sequence_id`` -> op name for the events of a framework (torch.profiler) trace.
-
-    Raises:
-        TraceError: The trace cannot be read.
-    """
-    carriers: list[tuple[Any, tuple[Any, Any], float, float, str, Optional[str]]] = []
-    ops: dict[tuple[Any, Any], list[tuple[float, float, str]]] = {}
-    for batch in EventBatches(os.fspath(path)):
-        for ev in batch:
-            ts, dur = ev.get("ts"), ev.get("dur")
-            if ev.get("ph") != "X" or not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)):
-                continue
-            name = ev.get("name")
-            thread = (ev.get("pid"), ev.get("tid"))
-            op = name if ev.get("cat") == "cpu_op" and isinstance(name, str) else None
-            if op is not None:
-                ops.setdefault(thread, []).append((float(ts), float(ts + dur), op))
-            args = ev.get("args")
-            if isinstance(args, dict) and args.get(FRAMEWORK_LINK) is not None:
-                own = op
-                carriers.append((args[FRAMEWORK_LINK], thread, float(ts), float(ts + dur), str(name), own))
-    links: dict[Any, str] = {}
-    by_thread: dict[tuple[Any, Any], list[tuple[float, float, Any, str]]] = {}
-    for seq, thread, start, end, name, own in carriers:
-        if own is not None:
-            links[_key(seq)] = own
-        else:
-            by_thread.setdefault(thread, []).append((start, end, seq, name))
-    for thread, found in by_thread.items():
-        for (_, _, seq, name), op in zip(found, _innermost(ops.get(thread, []), found)):
-            links[_key(seq)] = op or name
-    return links
-
-
-def _innermost(
-    spans: list[tuple[float, float, str]], carriers: list[tuple[float, float, Any, str]]
-) -> list[Optional[str]]:
-    """For each carrier ``(start, end, ...)``, the innermost op span of its thread around it (None: none).
-
-    One sweep in start order with a stack of the op spans still open (ops on one thread nest),
-    so a trace with many executions costs a sort, not a scan per execution.
-    """
-    spans = sorted(spans, key=lambda s: (s[0], -s[1]))
-    order = sorted(range(len(carriers)), key=lambda k: carriers[k][0])
-    out: list[Optional[str]] = [None] * len(carriers)
-    stack: list[tuple[float, float, str]] = []
-    i = 0
-    for k in order:
-        start, end = carriers[k][0], carriers[k][1]
-        while i < len(spans) and spans[i][0] <= start:
-            while stack and stack[-1][1] < spans[i][0]:
-                stack.pop()  # a sibling that ended before this span starts
-            stack.append(spans[i])
-            i += 1
-        while stack and stack[-1][1] < start:
-            stack.pop()  # ended before this carrier starts, so before every later one too
-        out[k] = next((name for s, e, name in reversed(stack) if s <= start and e >= end), None)
-    return out
-
-
-def _key(value: Any) -> Any:
+def link_key(value: Any) -> Any:
     """Ids compare as integers when they are integers written as text (``"17"`` is ``17``)."""
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         return int(value)
@@ -178,7 +114,7 @@ def join_flows(executions: Sequence[Any], links: Mapping[Any, str], *, source: s
     totals: dict[tuple[str, str], list[float]] = {}
     matched = 0
     for ex in executions:
-        op = next((links[k] for k in map(_key, ex.flow_ids) if k in links), None)
+        op = next((links[k] for k in map(link_key, ex.flow_ids) if k in links), None)
         if op is None:
             continue
         matched += 1

@@ -9,7 +9,7 @@ the profile's hardware constants. pyarrow reads them (an optional dependency:
 ``pip install 'neuronprof[neuron]'``); it is imported only here, and only when a
 Parquet file is read.
 
-Not verified on hardware: see the names below.
+Not verified on hardware: the names read are in ``_names`` (not confirmed by AWS documentation).
 """
 
 from __future__ import annotations
@@ -17,52 +17,50 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
+import tempfile
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, Union
 
+from neuronprof.analysis._eventstream import EventBatches
 from neuronprof.analysis._peaks import DevicePeak
+from neuronprof.analysis.neuron._join import FlowJoin, JoinedOp, join_flows, link_key
+from neuronprof.analysis.neuron._names import (
+    DMA_BANDWIDTH,
+    EVENT_COLUMNS,
+    EXEC_EVENT,
+    FRAMEWORK_LINK,
+    INGEST_FLAGS,
+    METADATA,
+    SYSTEM_EVENTS,
+    TE_CLOCK_GHZ,
+    TE_COLS,
+    TE_ROWS,
+)
 
 __all__ = [
     "INGEST_FLAGS",
     "PARQUET_DIR",
     "PYARROW_HINT",
     "FlowExecution",
+    "ParquetReads",
     "find_events",
     "read_flow_executions",
+    "read_folder",
+    "read_framework_links",
     "read_peak",
 ]
 
-# -- The names read from Neuron's Parquet output: the one place for them. ------------------------------
-# NOT CONFIRMED BY AWS DOCUMENTATION. AWS documents that the Parquet output has a ``Metadata`` table and a
-# ``SystemProfileEvents`` table with ``flow_id``; the column names, their types and units below are the most
-# plausible reading of AWS's own device-profile analysis notes (which read ``Metadata.parquet``'s first row
-# as ``tensor_engine_num_rows * tensor_engine_num_cols * 2 * tensor_engine_clock_freq * 1e9`` FLOP/s and
-# ``dma_ddr_bandwidth`` as bytes/s, per NeuronCore) and of a recipe seen on trn2 with neuron-explorer 2.32
-# (``nc_exec_running`` rows with ``start_ts``/``end_ts`` in ns, ``flow_id`` a list of ids, the model id in
-# ``extra_attributes_json``). Everything that reads them tolerates their absence: no peaks (the preset
-# table is the fallback, and says so) and no join (a match rate of 0).
-INGEST_FLAGS: tuple[str, ...] = (
-    "--ingest-only",
-    "--ignore-instruction-trace",
-    "--ignore-dma-trace",
-    "--ignore-event-trace",
-)
-"""Flags of ``neuron-explorer view -d`` that write Parquet only and skip the device traces (about 3x faster)."""
-SYSTEM_EVENTS = "SystemProfileEvents.parquet"
-METADATA = "Metadata.parquet"
-EXEC_EVENT = "nc_exec_running"
-EVENT_COLUMNS = ("name", "start_ts", "end_ts", "flow_id", "pcore_idx", "extra_attributes_json")
-TE_ROWS = "tensor_engine_num_rows"
-TE_COLS = "tensor_engine_num_cols"
-TE_CLOCK_GHZ = "tensor_engine_clock_freq"  # in GHz
-DMA_BANDWIDTH = "dma_ddr_bandwidth"  # bytes/s
-# ------------------------------------------------------------------------------------------------------
 
 PARQUET_DIR = "neuron_parquet"
 """The folder neuronprof keeps the tool's Parquet output in, beside the runtime's files (``--data-path``)."""
 
 PYARROW_HINT = "pip install 'neuronprof[neuron]' (or pip install pyarrow)"
+
+DISPLAY_NAME = "neuronprof"
+"""The ``--display-name`` of the Parquet output neuronprof asks for."""
 
 
 def pyarrow_parquet() -> Any:
@@ -233,3 +231,188 @@ def data_path_of(folder: Path) -> Optional[Path]:
     """The saved Parquet output beside a session folder's files, when there is one."""
     path = folder / PARQUET_DIR
     return path if os.path.isdir(path) else None
+
+
+@dataclass
+class ParquetReads:
+    """What Neuron's Parquet output of one or more session folders adds: their peaks and the flow_id join."""
+
+    peaks: list[tuple[DevicePeak, str]] = field(default_factory=list)
+    peak_notes: list[str] = field(default_factory=list)
+    joins: list[FlowJoin] = field(default_factory=list)
+    no_pyarrow: bool = False
+
+    def peak(self) -> tuple[Optional[DevicePeak], str]:
+        """The peaks every folder agrees on (None when none, or when they differ), and a sentence on them."""
+        found = {p for p, _ in self.peaks}
+        if len(found) == 1:
+            return self.peaks[0]
+        if len(found) > 1:
+            return None, "the session folders' Metadata tables give different peaks"
+        if self.no_pyarrow:
+            return None, f"Neuron's Parquet output was not read: pyarrow is not installed ({PYARROW_HINT})"
+        return None, "; ".join(dict.fromkeys(self.peak_notes)) or "Neuron's Parquet output was not read"
+
+    def join(self) -> Optional[FlowJoin]:
+        """The folders' joins as one (None when no folder's Parquet output was joined)."""
+        if len(self.joins) <= 1:
+            return self.joins[0] if self.joins else None
+        totals: dict[tuple[str, str], list[float]] = {}
+        for j in self.joins:
+            for o in j.ops:
+                t = totals.setdefault((o.op, o.neff), [0, 0.0])
+                t[0] += o.executions
+                t[1] += o.device_us
+        ops = sorted((JoinedOp(op, n, int(c), us) for (op, n), (c, us) in totals.items()), key=lambda o: -o.device_us)
+        return FlowJoin(
+            tuple(ops),
+            sum(j.executions for j in self.joins),
+            sum(j.matched for j in self.joins),
+            sum(j.links for j in self.joins),
+            "; ".join(j.source for j in self.joins),
+        )
+
+
+def read_framework_links(path: Union[str, os.PathLike[str]]) -> dict[Any, str]:
+    """Return ``nrt_sequence_id`` -> op name for the events of a framework (torch.profiler) trace.
+
+    Raises:
+        TraceError: The trace cannot be read.
+    """
+    carriers: list[tuple[Any, tuple[Any, Any], float, float, str, Optional[str]]] = []
+    ops: dict[tuple[Any, Any], list[tuple[float, float, str]]] = {}
+    for batch in EventBatches(os.fspath(path)):
+        for ev in batch:
+            ts, dur = ev.get("ts"), ev.get("dur")
+            if ev.get("ph") != "X" or not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)):
+                continue
+            name = ev.get("name")
+            thread = (ev.get("pid"), ev.get("tid"))
+            op = name if ev.get("cat") == "cpu_op" and isinstance(name, str) else None
+            if op is not None:
+                ops.setdefault(thread, []).append((float(ts), float(ts + dur), op))
+            args = ev.get("args")
+            if isinstance(args, dict) and args.get(FRAMEWORK_LINK) is not None:
+                own = op
+                carriers.append((args[FRAMEWORK_LINK], thread, float(ts), float(ts + dur), str(name), own))
+    links: dict[Any, str] = {}
+    by_thread: dict[tuple[Any, Any], list[tuple[float, float, Any, str]]] = {}
+    for seq, thread, start, end, name, own in carriers:
+        if own is not None:
+            links[link_key(seq)] = own
+        else:
+            by_thread.setdefault(thread, []).append((start, end, seq, name))
+    for thread, found in by_thread.items():
+        for (_, _, seq, name), op in zip(found, _innermost(ops.get(thread, []), found)):
+            links[link_key(seq)] = op or name
+    return links
+
+
+def _innermost(
+    spans: list[tuple[float, float, str]], carriers: list[tuple[float, float, Any, str]]
+) -> list[Optional[str]]:
+    """For each carrier ``(start, end, ...)``, the innermost op span of its thread around it (None: none).
+
+    One sweep in start order with a stack of the op spans still open (ops on one thread nest),
+    so a trace with many executions costs a sort, not a scan per execution.
+    """
+    spans = sorted(spans, key=lambda s: (s[0], -s[1]))
+    order = sorted(range(len(carriers)), key=lambda k: carriers[k][0])
+    out: list[Optional[str]] = [None] * len(carriers)
+    stack: list[tuple[float, float, str]] = []
+    i = 0
+    for k in order:
+        start, end = carriers[k][0], carriers[k][1]
+        while i < len(spans) and spans[i][0] <= start:
+            while stack and stack[-1][1] < spans[i][0]:
+                stack.pop()  # a sibling that ended before this span starts
+            stack.append(spans[i])
+            i += 1
+        while stack and stack[-1][1] < start:
+            stack.pop()  # ended before this carrier starts, so before every later one too
+        out[k] = next((name for s, e, name in reversed(stack) if s <= start and e >= end), None)
+    return out
+
+
+class _NotWritten(Exception):
+    """The tool wrote no Parquet output (its note is taken already): the folder being built is dropped."""
+
+
+def read_folder(
+    folder: Path,
+    ingest: Optional[Callable[[Path, Path], Optional[Path]]],
+    *,
+    save: bool,
+    framework_trace: Optional[Path],
+    reads: ParquetReads,
+    notes: list[str],
+) -> None:
+    """Read a session folder's Parquet output (``neuron_parquet/``), or first have the tool write it.
+
+    Args:
+        folder: The Neuron Runtime session folder.
+        ingest: Runs ``neuron-explorer view --ingest-only`` of ``folder`` into a data path and returns
+            its ``SystemProfileEvents.parquet`` (None when it failed, with a note); None: never run it.
+        save: Keep the output beside the runtime's files as ``neuron_parquet/``.
+        framework_trace: The framework trace whose ``nrt_sequence_id`` events the executions are joined to.
+        reads: Gets the peaks and the join.
+        notes: Gets remarks.
+    """
+    from neuronprof._io import atomic_folder
+
+    data = data_path_of(folder)
+    if data is None and ingest is None:
+        return
+    try:
+        pyarrow_parquet()
+    except ImportError:
+        reads.no_pyarrow = True
+        return
+    if data is not None:
+        _read_data(data, folder, framework_trace, reads, notes)
+        return
+    assert ingest is not None
+    if save:
+        try:
+            with atomic_folder(folder / PARQUET_DIR) as tmp:
+                tmp.mkdir()  # the data path, made for the tool as for a temporary one
+                if ingest(folder, tmp) is None:
+                    raise _NotWritten
+        except _NotWritten:
+            return
+        except OSError as exc:
+            notes.append(f"could not keep Neuron's Parquet output beside the profile ({exc.strerror or exc})")
+            return
+        _read_data(folder / PARQUET_DIR, folder, framework_trace, reads, notes)
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="neuronprof-parquet-"))
+    try:
+        if ingest(folder, scratch) is not None:
+            _read_data(scratch, folder, framework_trace, reads, notes)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _read_data(
+    data: Path, folder: Path, framework_trace: Optional[Path], reads: ParquetReads, notes: list[str]
+) -> None:
+    peak, said = read_peak(data)
+    if peak is not None:
+        reads.peaks.append((peak, said))
+    else:
+        reads.peak_notes.append(said)
+    events = find_events(data)
+    if events is None:
+        notes.append(f"Neuron's Parquet output of {folder} holds no {SYSTEM_EVENTS}: no flow_id join")
+        return
+    try:
+        flows, more = read_flow_executions(events)
+    except ValueError as exc:
+        notes.append(f"{exc}: no flow_id join of executions to ops")
+        return
+    notes.extend(more)
+    if framework_trace is None:
+        notes.append("no framework trace beside the system profile: the flow_id join has no framework events")
+    links = read_framework_links(framework_trace) if framework_trace is not None else {}
+    where = f"{SYSTEM_EVENTS} of {folder}" + (f" and {framework_trace.name}" if framework_trace is not None else "")
+    reads.joins.append(join_flows(flows, links, source=where))

@@ -23,10 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-from neuronprof.analysis._peaks import DevicePeak
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.neuron import _parquet
-from neuronprof.analysis.neuron._join import FlowJoin, JoinedOp, join_flows, read_framework_links
 from neuronprof.analysis.neuron._model import _START, DeviceSummary, NeffExecution, NeuronProfile
 from neuronprof.analysis.neuron._summary import SUMMARY_GLOB, looks_like_summary, parse_summary, read_summary_file
 from neuronprof.analysis.neuron._system import (
@@ -199,109 +197,12 @@ class _Runner:
         if tool is None:
             return None
         try:
-            return Path(tool.ingest(folder, data, display_name=_DISPLAY_NAME, timeout=self.timeout, notes=self.notes))
+            return Path(
+                tool.ingest(folder, data, display_name=_parquet.DISPLAY_NAME, timeout=self.timeout, notes=self.notes)
+            )
         except NeuronToolError as exc:
             self.notes.append(f"{exc}: no hardware peaks from the profile and no flow_id join of executions to ops")
             return None
-
-
-_DISPLAY_NAME = "neuronprof"
-"""The ``--display-name`` of the Parquet output neuronprof asks for."""
-
-
-@dataclass
-class _Extras:
-    """What Neuron's Parquet output adds: the profile's peaks and the flow_id join."""
-
-    peaks: list[tuple[DevicePeak, str]] = field(default_factory=list)
-    peak_notes: list[str] = field(default_factory=list)
-    joins: list[FlowJoin] = field(default_factory=list)
-    no_pyarrow: bool = False
-
-    def peak(self) -> tuple[Optional[DevicePeak], str]:
-        found = {p for p, _ in self.peaks}
-        if len(found) == 1:
-            return self.peaks[0]
-        if len(found) > 1:
-            return None, "the session folders' Metadata tables give different peaks"
-        if self.no_pyarrow:
-            return None, f"Neuron's Parquet output was not read: pyarrow is not installed ({_parquet.PYARROW_HINT})"
-        return None, "; ".join(dict.fromkeys(self.peak_notes)) or "Neuron's Parquet output was not read"
-
-    def join(self) -> Optional[FlowJoin]:
-        if not self.joins:
-            return None
-        if len(self.joins) == 1:
-            return self.joins[0]
-        totals: dict[tuple[str, str], list[float]] = {}
-        for j in self.joins:
-            for o in j.ops:
-                t = totals.setdefault((o.op, o.neff), [0, 0.0])
-                t[0] += o.executions
-                t[1] += o.device_us
-        ops = sorted((JoinedOp(op, n, int(c), us) for (op, n), (c, us) in totals.items()), key=lambda o: -o.device_us)
-        return FlowJoin(
-            tuple(ops),
-            sum(j.executions for j in self.joins),
-            sum(j.matched for j in self.joins),
-            sum(j.links for j in self.joins),
-            "; ".join(j.source for j in self.joins),
-        )
-
-
-def _read_parquet(
-    folder: _Folder, runner: _Runner, *, save: bool, framework_trace: Optional[Path], extras: _Extras,
-    notes: list[str],
-) -> None:
-    """Read (or first have the tool write) a session folder's Parquet output: peaks and the flow_id join."""
-    import shutil
-    import tempfile
-
-    data = _parquet.data_path_of(folder.path)
-    if data is None and not (folder.runtime and runner.used is not None and not runner.failed):
-        return  # the tool is run for the Parquet output only where it ran for the JSON: a bundle needs none
-    try:
-        _parquet.pyarrow_parquet()
-    except ImportError:
-        extras.no_pyarrow = True
-        return
-    scratch: Optional[str] = None
-    try:
-        if data is None:
-            scratch = tempfile.mkdtemp(prefix="neuronprof-parquet-", dir=folder.path if save else None)
-            if runner.ingest(folder.path, Path(scratch)) is None:
-                return
-            data = Path(scratch)
-            if save:
-                try:
-                    os.replace(scratch, folder.path / _parquet.PARQUET_DIR)
-                    data, scratch = folder.path / _parquet.PARQUET_DIR, None
-                except OSError as exc:
-                    notes.append(f"could not keep Neuron's Parquet output beside the profile ({exc.strerror or exc})")
-        peak, said = _parquet.read_peak(data)
-        if peak is not None:
-            extras.peaks.append((peak, said))
-        else:
-            extras.peak_notes.append(said)
-        events = _parquet.find_events(data)
-        if events is None:
-            notes.append(f"Neuron's Parquet output in {data} holds no {_parquet.SYSTEM_EVENTS}: no flow_id join")
-            return
-        try:
-            flows, more = _parquet.read_flow_executions(events)
-        except ValueError as exc:
-            notes.append(f"{exc}: no flow_id join of executions to ops")
-            return
-        notes.extend(more)
-        trace = framework_trace or folder.framework
-        if trace is None:
-            notes.append("no framework trace beside the system profile: the flow_id join has no framework events")
-        links = read_framework_links(trace) if trace is not None else {}
-        where = f"{_parquet.SYSTEM_EVENTS} of {folder.path}" + (f" and {trace.name}" if trace is not None else "")
-        extras.joins.append(join_flows(flows, links, source=where))
-    finally:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _save(src: str, dest: Path, notes: list[str]) -> None:
@@ -322,7 +223,7 @@ def _read_folders(
     save: bool,
     framework_trace: Optional[Path],
     notes: list[str],
-    extras: _Extras,
+    extras: _parquet.ParquetReads,
 ) -> tuple[list[DeviceSummary], list[NeffExecution], list[tuple[int, int, int]]]:
     summaries: list[DeviceSummary] = []
     executions: list[NeffExecution] = []
@@ -373,7 +274,11 @@ def _read_folders(
             got_s = runner.view([("-d", f.path)], "summary-json", consume_summary)
             if got_s is not None:
                 summaries.extend(got_s)
-        _read_parquet(f, runner, save=save, framework_trace=framework_trace, extras=extras, notes=notes)
+        # The tool is run for the Parquet output only where it ran for the JSON: a bundle needs none.
+        ingest = runner.ingest if f.runtime and runner.used is not None and not runner.failed else None
+        _parquet.read_folder(
+            f.path, ingest, save=save, framework_trace=framework_trace or f.framework, reads=extras, notes=notes
+        )
         if framework_trace is None and f.framework is not None:
             steps.extend(read_steps(f.framework))
     if framework_trace is not None:
@@ -471,7 +376,7 @@ def neuron_profile(
         if not folder.is_dir():
             raise TraceError(f"{folder}: no such session folder")
     runner = _Runner(tool, float(timeout), warn_missing=warn_missing)
-    extras = _Extras()
+    extras = _parquet.ParquetReads()
     notes: list[str] = []
     summaries: list[DeviceSummary] = []
     executions: list[NeffExecution] = []

@@ -196,7 +196,7 @@ class NeuronTool:
         Raises:
             NeuronToolError: The tool failed, or wrote no ``SystemProfileEvents.parquet``.
         """
-        from neuronprof.analysis.neuron._parquet import INGEST_FLAGS, SYSTEM_EVENTS
+        from neuronprof.analysis.neuron._names import INGEST_FLAGS, SYSTEM_EVENTS
 
         data = os.path.abspath(os.fspath(data_path))
         events = os.path.join(data, "profiles", "global", f"{display_name}@latest", SYSTEM_EVENTS)
