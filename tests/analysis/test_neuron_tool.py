@@ -456,13 +456,15 @@ def test_without_usable_metadata_the_preset_table_is_the_labelled_fallback(clean
 
 def test_a_join_that_matches_nothing_says_its_match_rate_is_zero(clean_env, session_folder, monkeypatch):
     pytest.importorskip("pyarrow")
-    (session_folder / "ntrace.pb").write_text(json.dumps(_parquet_spec()))
+    # The times written as Arrow timestamps this time: read as the same nanoseconds.
+    (session_folder / "ntrace.pb").write_text(json.dumps({**_parquet_spec(), "arrow_timestamps": True}))
     _framework_trace(session_folder / "trace.json", (7, 8))  # ids no execution has
     monkeypatch.setenv(ENV_VAR, str(FAKE))
     p = neuron_profile(session_folder)
     j = p.flow_join
     assert j is not None and (j.executions, j.matched, j.match_rate, j.ops) == (3, 0, 0.0, ())
     assert [(n.neff, n.calls) for n in p.neffs] == [("neff_mm", 2), ("neff_add", 1)]  # unjoined, all kept
+    assert any(n.startswith("SystemProfileEvents.parquet: 6 nc_exec_running row(s), 3 execution(s)") for n in p.notes)
     text = p.to_text()
     assert "0 of 3 execution(s)" in text and "(0.0%" in text and "match rate 0%" in text
 

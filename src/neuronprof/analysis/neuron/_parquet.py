@@ -181,15 +181,22 @@ def read_flow_executions(path: Path) -> tuple[list[FlowExecution], list[str]]:
     needed = {"name", "start_ts", "end_ts", "flow_id"}
     if not needed <= names:
         raise ValueError(f"{path.name} has no {', '.join(sorted(needed - names))} column")
-    table = pq.read_table(str(path), columns=[c for c in EVENT_COLUMNS if c in names])
+    try:
+        # Only the executions are read (the filter is pushed down to the file); timestamps as integer ns.
+        table = pq.read_table(
+            str(path), columns=[c for c in EVENT_COLUMNS if c in names], filters=[("name", "==", EXEC_EVENT)]
+        )
+        table = _timestamps_as_ns(table)
+    except Exception as exc:  # pyarrow's own errors (a column of another type, say)
+        raise ValueError(f"{path.name} cannot be read ({type(exc).__name__}: {exc})") from None
     merged: dict[tuple[Any, ...], list[Any]] = {}
     rows = skipped = 0
     for row in _exec_rows(table.to_pylist()):
         rows += 1
         flow = row.get("flow_id")
         flows = tuple(flow) if isinstance(flow, (list, tuple)) else (() if flow is None else (flow,))
-        start, end = row.get("start_ts"), row.get("end_ts")
-        if not flows or not isinstance(start, int) or not isinstance(end, int) or end < start:
+        start, end = _ns(row.get("start_ts")), _ns(row.get("end_ts"))
+        if not flows or start is None or end is None or end < start:
             skipped += 1
             continue
         attrs = _attributes(row.get("extra_attributes_json"))
@@ -209,6 +216,28 @@ def read_flow_executions(path: Path) -> tuple[list[FlowExecution], list[str]]:
     if skipped:
         notes.append(f"{skipped} {EXEC_EVENT} row(s) of {path.name} without a flow_id or valid times were skipped")
     return executions, notes
+
+
+def _timestamps_as_ns(table: Any) -> Any:
+    """``start_ts``/``end_ts`` written as Arrow timestamps become integer nanoseconds."""
+    import pyarrow as pa
+
+    for name in ("start_ts", "end_ts"):
+        column = table.column(name)
+        if pa.types.is_timestamp(column.type):
+            ns = column.cast(pa.timestamp("ns")).cast(pa.int64())
+            table = table.set_column(table.schema.get_field_index(name), name, ns)
+    return table
+
+
+def _ns(value: Any) -> Optional[int]:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return round(value)
+    return None
 
 
 def _exec_rows(rows: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:

@@ -8,7 +8,8 @@ runtime's files are there, and puts the pieces together.
 
 Where the record is silent (whether the JSON carries flow ids linking an
 execution to its framework op, how a ``n_`` key maps to a NEFF), nothing is
-guessed: see the notes of the returned model.
+guessed: see the notes of the returned model. Neuron's Parquet output (its
+peaks and the flow_id join) is read in ``_parquet``.
 """
 
 from __future__ import annotations
@@ -336,6 +337,16 @@ def neuron_profile(
     Per-step busy time needs the framework trace (``trace.json`` beside the
     runtime's files, as ``NeuronProfiler.export_trace`` writes it, or
     ``framework_trace``).
+
+    With pyarrow (``pip install 'neuronprof[neuron]'``), Neuron's Parquet output is read
+    too: a ``neuron_parquet/`` folder beside the runtime's files, or, where the tool runs
+    for the JSON anyway, what ``neuron-explorer view --ingest-only`` writes (kept there
+    when ``save``). It gives the profile's own hardware peaks (``peak``, from its
+    ``Metadata`` table) and per-NEFF device time joined to framework ops through
+    ``SystemProfileEvents.flow_id`` (``flow_join``, with its match rate). Its column names
+    are not confirmed by AWS documentation and it is not verified on hardware: anything
+    absent or unrecognised leaves ``peak`` ``None`` (a preset is the fallback) or the join
+    at a match rate of 0, and the notes say why.
 
     Args:
         path: What to read (see above).

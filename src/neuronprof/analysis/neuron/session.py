@@ -42,6 +42,7 @@ OPS_JOINED = (
     "ops carry device time where the flow_id join below put an execution on the op that launched it (Neuron's "
     "Parquet output; not verified on hardware)"
 )
+OPS_UNJOINED = "ops carry no device time: the flow_id join below put none of the executions on an op in this table"
 OPS_HEURISTIC = (
     "ops carry device time only where the heuristic below put a NEFF's time on them (the JSON output documents "
     "no link between an execution and the op, so this is a guess)"
@@ -196,7 +197,12 @@ def add_neuron_profile(
             "documented link"
         )
     rows.extend(profile.rows())
-    ops = OPS_JOINED if joined else OPS_HEURISTIC if heuristic and matched else OPS_NO_TIME
+    if joined:
+        ops = OPS_JOINED
+    elif heuristic and matched:
+        ops = OPS_HEURISTIC
+    else:
+        ops = OPS_NO_TIME if profile.flow_join is None else OPS_UNJOINED
     notes.append(SOURCE_NEURON.format(tool=profile.tool or "existing JSON files", ops=ops))
     notes += [n for n in profile.notes if _OUTSIDE in n or _STOPPED in n]
     if profile.steps:
