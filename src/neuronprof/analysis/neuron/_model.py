@@ -6,7 +6,7 @@ reads a file. Units follow the rest of neuronprof: times in microseconds
 utilisations in percent (0-100), sizes in bytes. A value Neuron's tool did not
 provide is ``None`` (a blank cell), never ``0``.
 
-A little over 500 lines, kept in one module on purpose: the five classes form one
+About 600 lines, kept in one module on purpose: the five classes form one
 JSON schema (``NEURON_PROFILE_SCHEMA``) and most of the length is their documented
 fields; renderers, plots and the roofline live in their own modules.
 """

@@ -191,7 +191,6 @@ class _Runner:
         self.used = tool.label
         return result
 
-
     def ingest(self, folder: Path, data: Path) -> Optional[Path]:
         """Write ``folder``'s Parquet output into ``data``; a failure is a note (the JSON was read already)."""
         tool = self.tool()
