@@ -10,6 +10,7 @@ tool decodes.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -54,8 +55,19 @@ for n, a, b in steps:
     L = b - a
     plan = [("neff_aten_mul_1", a + L // 10, L // 5), ("neff_aten_add_2", a + L // 2, L // 10),
             ("neff_aten_mul_1", a + 7 * L // 10, L // 5)]
-    execs += [{"neff": f, "start_ns": t, "duration_ns": d, "cores": [0, 1]} for f, t, d in plan]
-    expected.append({"step": n, "busy_ns": sum(d for _, _, d in plan), "length_ns": L})
+    # flow ids 100n+1..3: the first two name the step's aten::mul and aten::add below, the third no framework event
+    execs += [{"neff": f, "start_ns": t, "duration_ns": d, "cores": [0, 1], "flow_id": [100 * n + k]}
+              for k, (f, t, d) in enumerate(plan, start=1)]
+    expected.append({"step": n, "busy_ns": sum(d for _, _, d in plan), "length_ns": L,
+                     "joined_ns": {"aten::mul": L // 5, "aten::add": L // 10}})
+if JOIN:  # play TorchNeuron's framework events: an op carries the nrt_sequence_id of the execution it launched
+    for ev in trace["traceEvents"]:
+        if ev.get("ph") == "X" and ev.get("cat") == "cpu_op" and ev.get("name") in ("aten::mul", "aten::add"):
+            t = base + round(ev["ts"] * 1000)
+            for n, a, b in steps:
+                if a <= t < b:
+                    ev.setdefault("args", {})["nrt_sequence_id"] = 100 * n + (1 if ev["name"] == "aten::mul" else 2)
+    (folder / "trace.json").write_text(json.dumps(trace))
 if EXTRA_EARLY:  # one execution a second before the first profiled step (a warm-up step, say)
     execs.append({"neff": "neff_aten_mul_1", "start_ns": steps[0][1] - 10**9, "duration_ns": 7_000, "cores": [0, 1]})
 spec = {"fake_neuron_explorer_spec": 1, "process_id": os.getpid(), "executions": execs,
@@ -84,6 +96,12 @@ except Exception as exc:
     info["profile_error"] = f"{type(exc).__name__}: {exc}"
 bundle = s.export(format="neuron")
 info["bundle_files"] = sorted(x.name for x in (bundle / "system").rglob("*.json"))
+info["bundle_parquet"] = sorted(x.name for x in (bundle / "system").rglob("*.parquet"))
+try:
+    rl = p.roofline()  # the profile's own peaks, where its Parquet output gave them
+    info["roofline"] = [rl.peak_source, rl.device.flops_per_s, rl.device.bytes_per_s, list(rl.notes)]
+except Exception as exc:
+    info["roofline"] = f"{type(exc).__name__}: {exc}"
 report(info)
 """
 
@@ -96,6 +114,7 @@ def _run(
     heuristic: bool = False,
     write_spec: bool = True,
     outside: bool = False,
+    join: bool = False,
 ):
     # emit=True: the correlating TorchNeuron build, the one that puts NeuronCore time into torch.profiler.
     env = {
@@ -112,6 +131,7 @@ def _run(
         .replace("OUT", repr(str(tmp_path / "out")))
         .replace("HEURISTIC", repr(heuristic))
         .replace("WRITE_SPEC", repr(write_spec))
+        .replace("JOIN", repr(join))
     )
     return result(check(run_script(code, backend="neuron", env=env)))
 
@@ -148,10 +168,38 @@ def test_neff_rows_and_per_step_time_from_neurons_profile(tmp_path):
     assert info["profile"]["engines"][0] == ["tensor", pytest.approx(20.0)]
     assert info["again"] == info["rows"]  # read once, same answer
     calls = (tmp_path / "calls.log").read_text().splitlines()
-    assert sum('"view"' in c for c in calls) == 2  # json + summary-json, once for the whole session
+    # json, summary-json and, where pyarrow can read it, the Parquet output (--ingest-only): once for the session
+    parquet = importlib.util.find_spec("pyarrow") is not None
+    assert sum('"view"' in c for c in calls) == 2 + parquet
+    if parquet:  # no framework event carries an nrt_sequence_id here: the join matched none, and says so
+        assert "flow_id join: 0 of 6 execution(s)" in notes and "(0.0%" in notes
+        assert "the flow_id join below put none of the executions on an op" in notes
     # The tool's JSON is kept beside the runtime's files, and travels in the bundle.
     assert "system_profile.json" in info["files"] and "neuron_summary.json" in info["files"]
     assert {"system_profile.json", "neuron_summary.json"} <= set(info["bundle_files"])
+
+
+def test_ops_get_device_time_from_the_flow_id_join_with_its_match_rate(tmp_path):
+    pytest.importorskip("pyarrow")
+    info = _run(tmp_path, join=True, heuristic=True)
+    steps = info["expected"]
+    for op in ("aten::mul", "aten::add"):
+        want = sum(s["joined_ns"][op] for s in steps) / 1000
+        assert _row(info, op)["self_device_us"] == pytest.approx(want)
+    # The second aten_mul execution of each step matched no framework event: its time stays on the NEFF row only.
+    mul_neff = _row(info, "NEFF neff_aten_mul_1")
+    assert mul_neff["calls"] == 4 and mul_neff["self_device_us"] == pytest.approx(
+        sum(2 * (s["length_ns"] // 5) for s in steps) / 1000)
+    notes = " | ".join(info["notes"])
+    assert "flow_id join: 4 of 6 execution(s)" in notes and "(66.7%" in notes and "not verified on hardware" in notes
+    assert "ops carry device time where the flow_id join below put" in notes
+    assert "heuristic (neuron_heuristic=True) not used: the flow_id join put device time on the ops" in notes
+    assert "ops carry no device time" not in notes
+    assert info["bundle_parquet"] == ["Metadata.parquet", "SystemProfileEvents.parquet"]  # kept for offline reads
+    # The roofline of the session's Neuron profile needs no device=: the profile carries the fake's toy peaks.
+    source, flops, bw, rl_notes = info["roofline"]
+    assert (source, flops, bw) == ("profile", pytest.approx(1.0e14), pytest.approx(1.0e12))
+    assert any("peaks from the profile itself" in n for n in rl_notes)
 
 
 def test_name_heuristic_only_when_asked_and_labelled(tmp_path):

@@ -939,7 +939,10 @@ class Session:
         Neuron Runtime writes its files at profiler stop; ``neuron-explorer``
         (package ``aws-neuronx-tools``) turns them into JSON, which is kept beside
         them so that later reads and ``export(format="neuron")`` bundles need no
-        tool. Read once per session.
+        tool; with pyarrow (``neuronprof[neuron]``) so is its Parquet output, which gives
+        the profile's own hardware peaks (``roofline()`` without ``device``) and device
+        time joined to ops through ``flow_id`` (not verified on hardware). Read once per
+        session.
 
         Args:
             tool: ``"auto"`` (find ``neuron-explorer``), ``"never"`` (existing JSON

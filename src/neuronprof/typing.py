@@ -326,7 +326,7 @@ The figures and their sources are in
 [`DEVICE_PEAKS`][neuronprof.analysis.DEVICE_PEAKS]; names are matched without regard to case.
 """
 
-PeakSource = Literal["run", "preset", "custom"]
+PeakSource = Literal["run", "preset", "custom", "profile"]
 """Where the peaks of a roofline come from (``Roofline.peak_source``).
 
 * ``"run"``: the published figures of the device the run was on, the preset its
@@ -334,6 +334,8 @@ PeakSource = Literal["run", "preset", "custom"]
 * ``"preset"``: a preset, or a ``DevicePeak``, named with ``device=``; it may
   describe another machine than the one the run was on.
 * ``"custom"``: peaks given by hand with ``peak_flops=``/``peak_bw=``.
+* ``"profile"``: the hardware peaks a Neuron profile carries in its Parquet ``Metadata``
+  table (``NeuronProfile.roofline()`` without ``device``); not verified on hardware.
 """
 
 ToolChoice = Union[Literal["auto", "never"], str, "os.PathLike[str]"]

@@ -6,6 +6,9 @@ emits the formats AWS documents; its output is not real profile data.
 
 from __future__ import annotations
 
+import csv
+import importlib.util
+import io
 import json
 import os
 import sys
@@ -15,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from neuronprof.analysis import neuron_profile
+from neuronprof.analysis import NeuronProfile, UnknownDeviceError, neuron_profile
 from neuronprof.analysis.neuron import ENV_VAR, NeuronToolError, find_neuron_tool
 from neuronprof.analysis.neuron import _tool as tool_module
 from neuronprof.cli import main
@@ -78,13 +81,18 @@ def test_tool_from_env_var_runs_in_empty_folder_with_output_file(clean_env, sess
     assert system.kind == "system"
     calls = _calls(clean_env["log"])
     assert ["--version"] in calls
-    views = [c for c in calls if c[:1] == ["view"]]
+    views = [c for c in calls if c[:1] == ["view"] and "--ingest-only" not in c]
     assert {c[c.index("--output-format") + 1] for c in views} == {"json", "summary-json"}
     assert all("--output-file" in c and c[c.index("-d") + 1] == str(session_folder) for c in views)
+    if importlib.util.find_spec("pyarrow") is not None:  # the Parquet output, written into a temporary folder
+        (ingest,) = [c for c in calls if "--ingest-only" in c]
+        assert ingest[ingest.index("-d") + 1] == str(session_folder) and "--ignore-instruction-trace" in ingest
+        assert Path(ingest[ingest.index("--data-path") + 1]).parent == clean_env["scratch"]
     cwds = [json.loads(line)["cwd"] for line in clean_env["log"].read_text().splitlines()]
     assert all(Path(c).parent == clean_env["scratch"] for c in cwds)  # each run in its own temporary folder
     assert _left_behind(clean_env["scratch"]) == []  # ... removed afterwards
     assert not (session_folder / "system_profile.json").exists()  # save=False writes nothing
+    assert not (session_folder / "neuron_parquet").exists()
 
 
 def test_tool_on_path_and_saved_json_is_reused(clean_env, session_folder):
@@ -254,7 +262,9 @@ def test_tool_that_hangs_after_writing_is_stopped_at_once_with_a_note(clean_env,
         p = neuron_profile(session_folder, timeout=300)
     assert len(p.executions) == 3 and len(p.summaries) == 3 and p.tool_error is None
     stopped = [n for n in p.notes if "stopped after writing" in n]
-    assert len(stopped) == 2 and not any("after the timeout" in n for n in p.notes)
+    parquet = importlib.util.find_spec("pyarrow") is not None  # then the Parquet output is written (and used) too
+    assert len(stopped) == 2 + parquet and not any("after the timeout" in n for n in p.notes)
+    assert sum("--ingest-only" in n for n in stopped) == parquet and (p.flow_join is not None) == parquet
     for call in (json.loads(line) for line in clean_env["log"].read_text().splitlines()):
         with pytest.raises(ProcessLookupError):
             os.kill(call["pid"], 0)  # no tool left running
@@ -329,3 +339,165 @@ def test_the_bottleneck_engine_by_aws_rule(clean_env, session_folder, monkeypatc
     assert "Bottleneck" in text and "by AWS's rule" in text and "not verified on hardware" in text
     [row_a] = [line for line in text.splitlines() if line.startswith(first.label)]
     assert "(33.3%)  Tensor " in row_a
+
+
+# -- Neuron's Parquet output: the profile's own peaks and the flow_id join (pyarrow) ----------------------
+
+T0 = 1_790_000_000_000_000_000
+
+
+def _parquet_spec(metadata: object = "default") -> dict:
+    """Three executions with flow ids 1001-1003; the fake writes them as Parquet (and as JSON)."""
+    spec: dict = {
+        "fake_neuron_explorer_spec": 1,
+        "process_id": 4242,
+        "executions": [
+            {"neff": "neff_mm", "start_ns": T0, "duration_ns": 40_000, "cores": [0, 1], "flow_id": [1001]},
+            {"neff": "neff_add", "start_ns": T0 + 60_000, "duration_ns": 25_000, "cores": [0, 1], "flow_id": [1002]},
+            {"neff": "neff_mm", "start_ns": T0 + 100_000, "duration_ns": 30_000, "cores": [0, 1], "flow_id": [1003]},
+        ],
+        "device_profiles": [
+            {"neff": "neff_mm", "total_time": 40e-6, "tensor": 20e-6, "vector": 8e-6, "scalar": 4e-6, "gpsimd": 1e-6,
+             "sync": 0.5e-6, "dma": 30e-6, "hbm_read_bytes": 4_000_000, "hbm_write_bytes": 1_000_000,
+             "hardware_flops": 2.0e9, "model_flops": 1.6e9},
+        ],
+    }
+    if metadata != "default":
+        spec["metadata"] = metadata
+    return spec
+
+
+def _framework_trace(path: Path, ids: tuple[object, object]) -> None:
+    """torch.profiler's side: aten::mm carries an nrt_sequence_id itself; aten::add through a runtime event in it."""
+    base_us = T0 / 1000
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": base_us - 20, "dur": 10,
+         "args": {"nrt_sequence_id": ids[0]}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": base_us + 30, "dur": 20,
+         "args": {}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 2, "ts": base_us + 30, "dur": 50,
+         "args": {}},  # another thread: not the one around the runtime event
+        {"ph": "X", "cat": "neuron_runtime", "name": "nrt_execute", "pid": 1, "tid": 1, "ts": base_us + 35,
+         "dur": 5, "args": {"nrt_sequence_id": ids[1]}},
+    ]
+    path.write_text(json.dumps({"traceEvents": events}))
+
+
+def test_parquet_output_gives_the_profiles_peaks_and_joins_executions_to_ops(clean_env, session_folder, monkeypatch,
+                                                                              capsys):
+    pytest.importorskip("pyarrow")
+    (session_folder / "ntrace.pb").write_text(json.dumps(_parquet_spec()))
+    _framework_trace(session_folder / "trace.json", (1001, "1002"))  # an id written as text matches too
+    monkeypatch.setenv(ENV_VAR, str(FAKE))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = neuron_profile(session_folder, save=True)
+    # The peaks the profile carries: the fake's toy Metadata, 100 x 100 x 2 x 5 GHz and 1 TB/s.
+    assert p.peak is not None
+    assert (p.peak.flops_per_s, p.peak.bytes_per_s) == (pytest.approx(1.0e14), pytest.approx(1.0e12))
+    assert "Metadata" in p.peak_note and "not verified on hardware" in p.peak_note
+    # The join: two of three executions matched an nrt_sequence_id; the third stays on its NEFF row only.
+    j = p.flow_join
+    assert j is not None and (j.executions, j.matched, j.links) == (3, 2, 2)
+    assert j.match_rate == pytest.approx(2 / 3)
+    assert [(o.op, o.neff, o.executions) for o in j.ops] == [("aten::mm", "neff_mm", 1), ("aten::add", "neff_add", 1)]
+    assert j.by_op() == {"aten::mm": pytest.approx(40.0), "aten::add": pytest.approx(25.0)}
+    assert p.neff("neff_mm").device_us == pytest.approx(70.0)  # the NEFF rows keep every execution
+    text = p.to_text()
+    assert "Device time per op (a join through SystemProfileEvents.flow_id)" in text
+    assert "2 of 3 execution(s)" in text and "(66.7%" in text and "not verified on hardware" in text
+    # Without device=, the roofline uses the profile's peaks, and says so.
+    rl = p.roofline()
+    assert rl.peak_source == "profile" and rl.device.flops_per_s == pytest.approx(1.0e14)
+    assert "the peaks Neuron's profile carries" in rl.to_text()
+    assert any("peaks from the profile itself" in n for n in rl.notes)
+    preset = p.roofline("trn2")
+    assert preset.peak_source == "preset" and any("not the profile's own" in n for n in preset.notes)
+    # The Parquet output is kept beside the runtime's files: read again with no tool, the same answer.
+    assert (session_folder / "neuron_parquet").is_dir()
+    again = neuron_profile(session_folder, tool="never")
+    assert again.flow_join == p.flow_join and again.peak == p.peak
+    assert NeuronProfile.from_json(p.to_json()) == p
+    # The command line: --roofline without a device uses the profile's peaks.
+    assert main(["neuron", str(session_folder), "--no-tool", "--roofline"]) == 0
+    out = capsys.readouterr().out
+    assert "aten::mm" in out and "the peaks Neuron's profile carries" in out
+    rows = list(csv.DictReader(io.StringIO(p.to_csv())))
+    assert {(r["name"], r["field"], r["value"]) for r in rows if r["section"] == "join"} >= {
+        ("flow_id", "matched", "2"), ("aten::mm / neff_mm", "executions", "1")}
+
+
+@pytest.mark.parametrize(
+    ("metadata", "why"),
+    [
+        (None, "holds no Metadata table"),
+        ({"clock": 1.0, "rows": 2}, "does not give tensor_engine_num_rows"),
+        ({"tensor_engine_num_rows": 100, "tensor_engine_num_cols": 100, "tensor_engine_clock_freq": -1.0,
+          "dma_ddr_bandwidth": 1e12}, "as positive numbers"),
+    ],
+)
+def test_without_usable_metadata_the_preset_table_is_the_labelled_fallback(clean_env, session_folder, monkeypatch,
+                                                                            capsys, metadata, why):
+    pytest.importorskip("pyarrow")
+    (session_folder / "ntrace.pb").write_text(json.dumps(_parquet_spec(metadata)))
+    monkeypatch.setenv(ENV_VAR, str(FAKE))
+    p = neuron_profile(session_folder, save=True)
+    assert p.peak is None and why in p.peak_note
+    assert any(n.startswith("no hardware peaks from the profile") and why in n for n in p.notes)
+    with pytest.raises(UnknownDeviceError, match="carries no hardware peaks"):
+        p.roofline()
+    rl = p.roofline("trn2")
+    assert rl.peak_source == "preset" and rl.device.name == "trn2"
+    (note,) = [n for n in rl.notes if "hand-typed preset table" in n]
+    assert "a fallback" in note and why in note
+    assert main(["neuron", str(session_folder), "--no-tool", "--roofline"]) == 2  # the saved output, read again
+    assert "carries no hardware peaks" in capsys.readouterr().err
+
+
+def test_a_join_that_matches_nothing_says_its_match_rate_is_zero(clean_env, session_folder, monkeypatch):
+    pytest.importorskip("pyarrow")
+    # The times written as Arrow timestamps this time: read as the same nanoseconds.
+    (session_folder / "ntrace.pb").write_text(json.dumps({**_parquet_spec(), "arrow_timestamps": True}))
+    _framework_trace(session_folder / "trace.json", (7, 8))  # ids no execution has
+    monkeypatch.setenv(ENV_VAR, str(FAKE))
+    p = neuron_profile(session_folder)
+    j = p.flow_join
+    assert j is not None and (j.executions, j.matched, j.match_rate, j.ops) == (3, 0, 0.0, ())
+    assert [(n.neff, n.calls) for n in p.neffs] == [("neff_mm", 2), ("neff_add", 1)]  # unjoined, all kept
+    assert any(n.startswith("SystemProfileEvents.parquet: 6 nc_exec_running row(s), 3 execution(s)") for n in p.notes)
+    text = p.to_text()
+    assert "0 of 3 execution(s)" in text and "(0.0%" in text and "match rate 0%" in text
+
+
+def test_without_pyarrow_the_notes_say_how_to_install_it(clean_env, session_folder, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # `import pyarrow` raises ImportError
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    monkeypatch.setenv(ENV_VAR, str(FAKE))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = neuron_profile(session_folder)
+    assert len(p.executions) == 3 and p.peak is None and p.flow_join is None
+    assert "pyarrow is not installed" in p.peak_note and "pip install 'neuronprof[neuron]'" in p.peak_note
+    assert not any("--ingest-only" in c for c in _calls(clean_env["log"]))  # the tool is not run for nothing
+    with pytest.raises(UnknownDeviceError, match=r"neuronprof\[neuron\]"):
+        p.roofline()
+
+
+def test_a_failed_ingest_is_a_note_and_the_json_is_still_read(clean_env, session_folder, monkeypatch, tmp_path):
+    pytest.importorskip("pyarrow")
+    # A tool that writes JSON but no Parquet (an older release without --ingest-only, say).
+    wrapper = tmp_path / "old-neuron-explorer"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do [ "$a" = "--ingest-only" ] && { echo "unknown flag: --ingest-only" >&2; exit 2; }; done\n'
+        f'exec "{FAKE}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv(ENV_VAR, str(wrapper))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = neuron_profile(session_folder)
+    assert len(p.executions) == 3 and p.tool_error is None and p.flow_join is None and p.peak is None
+    (note,) = [n for n in p.notes if "--ingest-only failed" in n]
+    assert "unknown flag" in note and "no flow_id join" in note
+    assert _left_behind(clean_env["scratch"]) == []

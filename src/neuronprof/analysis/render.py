@@ -296,6 +296,8 @@ def _whose_peaks(rl: Roofline) -> str:
     ran_on = describe_run_device(rl.device_label, rl.device_name)
     if rl.peak_source == "run":
         return f"device: the run's own, {ran_on}, with preset {p.name}'s published peaks"
+    if rl.peak_source == "profile":
+        return "device: the peaks Neuron's profile carries (its Parquet Metadata table), not a preset"
     if rl.peak_source == "custom" or DEVICE_PEAKS.get(p.name) != p:
         # Peaks of the user's own may well be the run's device's: nothing is claimed either way.
         what = "custom peaks (peak_flops/peak_bw given)" if rl.peak_source == "custom" else f"peaks {p.name!r} as given"

@@ -11,7 +11,7 @@ from neuronprof.analysis import neuron_profile
 p = neuron_profile("neuronprof_output/neuron_profile")   # a bundle, a session folder, ...
 print(p)                          # engines per device profile, executions per NEFF, busy time per step
 p.plot("engines.png")             # one stacked engine bar per NEFF (needs matplotlib)
-print(p.roofline(device="trn2"))  # each NEFF: compute- or memory-bound?
+print(p.roofline())              # each NEFF: compute- or memory-bound, against the profile's own peaks
 ```
 
 The same is ``neuronprof neuron PATH`` on the command line, and
@@ -20,6 +20,7 @@ The same is ``neuronprof neuron PATH`` on the command line, and
 
 from __future__ import annotations
 
+from neuronprof.analysis.neuron._join import FlowJoin, JoinedOp
 from neuronprof.analysis.neuron._model import (
     BOTTLENECK_ENGINES,
     ENGINES,
@@ -63,6 +64,8 @@ __all__ = [
     "SYSTEM_JSON",
     "DeviceSummary",
     "EngineTime",
+    "FlowJoin",
+    "JoinedOp",
     "NeffExecution",
     "NeffStats",
     "NeuronProfile",

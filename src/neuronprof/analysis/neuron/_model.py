@@ -6,7 +6,7 @@ reads a file. Units follow the rest of neuronprof: times in microseconds
 utilisations in percent (0-100), sizes in bytes. A value Neuron's tool did not
 provide is ``None`` (a blank cell), never ``0``.
 
-A little over 500 lines, kept in one module on purpose: the five classes form one
+About 600 lines, kept in one module on purpose: the five classes form one
 JSON schema (``NEURON_PROFILE_SCHEMA``) and most of the length is their documented
 fields; renderers, plots and the roofline live in their own modules.
 """
@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
+from neuronprof.analysis._peaks import DevicePeak
+from neuronprof.analysis.neuron._join import FlowJoin
 from neuronprof.model import loads
 from neuronprof.typing import ProfileKind
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from neuronprof.analysis._roofline import DevicePeak, Roofline
+    from neuronprof.analysis._roofline import Roofline
     from neuronprof.model import OpRow
     from neuronprof.typing import DevicePreset
 
@@ -317,6 +319,13 @@ class NeuronProfile:
             when nothing was left unread for that reason. The notes hold the same
             message with its fix.
         tool_missing: True when ``tool_error`` is because the tool is not installed.
+        peak: The hardware peaks the profile itself carries (its Parquet ``Metadata`` table:
+            TensorEngine rows x columns x 2 x clock, ``dma_ddr_bandwidth``), per NeuronCore;
+            ``None`` when the Parquet output was not read or gives none.
+        peak_note: Where ``peak`` came from, or why there is none.
+        flow_join: Per-NEFF device time joined to framework ops through
+            ``SystemProfileEvents.flow_id``, with its match rate; ``None`` when the Parquet
+            output or a framework trace was not there.
     """
 
     summaries: tuple[DeviceSummary, ...] = ()
@@ -327,6 +336,9 @@ class NeuronProfile:
     notes: tuple[str, ...] = field(default=())
     tool_error: Optional[str] = None
     tool_missing: bool = False
+    peak: Optional[DevicePeak] = None
+    peak_note: str = ""
+    flow_join: Optional[FlowJoin] = None
 
     def __post_init__(self) -> None:
         for name in ("summaries", "executions", "steps", "notes"):
@@ -452,6 +464,9 @@ class NeuronProfile:
             "notes": list(self.notes),
             "tool_error": self.tool_error,
             "tool_missing": self.tool_missing,
+            "peak": None if self.peak is None else self.peak.to_dict(),
+            "peak_note": self.peak_note,
+            "flow_join": None if self.flow_join is None else self.flow_join.to_dict(),
             "summaries": [s.to_dict() for s in self.summaries],
             "neffs": [dataclasses.asdict(s) for s in self.neffs],
             "steps": [dataclasses.asdict(s) for s in self.steps],
@@ -483,6 +498,7 @@ class NeuronProfile:
                 NeffExecution(**{**e, "cores": tuple(e.get("cores", ()))}) for e in data.get("executions", ())
             )
             steps = tuple(StepDevice(**s) for s in data.get("steps", ()))
+            peak = None if data.get("peak") is None else DevicePeak(**data["peak"])
         except TypeError as exc:
             raise ValueError(f"invalid neuronprof Neuron profile: {exc}") from None
         return cls(
@@ -494,6 +510,9 @@ class NeuronProfile:
             notes=tuple(str(n) for n in data.get("notes", ())),
             tool_error=None if data.get("tool_error") is None else str(data["tool_error"]),
             tool_missing=bool(data.get("tool_missing", False)),
+            peak=peak,
+            peak_note=str(data.get("peak_note", "")),
+            flow_join=None if data.get("flow_join") is None else FlowJoin.from_dict(data["flow_join"]),
         )
 
     @classmethod
@@ -564,7 +583,8 @@ class NeuronProfile:
             A [`Roofline`][neuronprof.analysis.Roofline] with one row per device profile.
 
         Raises:
-            UnknownDeviceError: No ``device`` was given (and not both peaks).
+            UnknownDeviceError: No ``device`` was given, the profile carries no peaks, and not both
+                ``peak_flops`` and ``peak_bw`` were given.
             ValueError: Unknown preset, or a peak that is not positive.
         """
         from neuronprof.analysis.neuron._roofline import profile_roofline

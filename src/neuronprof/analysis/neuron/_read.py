@@ -8,7 +8,8 @@ runtime's files are there, and puts the pieces together.
 
 Where the record is silent (whether the JSON carries flow ids linking an
 execution to its framework op, how a ``n_`` key maps to a NEFF), nothing is
-guessed: see the notes of the returned model.
+guessed: see the notes of the returned model. Neuron's Parquet output (its
+peaks and the flow_id join) is read in ``_parquet``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from neuronprof.analysis.errors import TraceError
+from neuronprof.analysis.neuron import _parquet
 from neuronprof.analysis.neuron._model import _START, DeviceSummary, NeffExecution, NeuronProfile
 from neuronprof.analysis.neuron._summary import SUMMARY_GLOB, looks_like_summary, parse_summary, read_summary_file
 from neuronprof.analysis.neuron._system import (
@@ -189,6 +191,19 @@ class _Runner:
         self.used = tool.label
         return result
 
+    def ingest(self, folder: Path, data: Path) -> Optional[Path]:
+        """Write ``folder``'s Parquet output into ``data``; a failure is a note (the JSON was read already)."""
+        tool = self.tool()
+        if tool is None:
+            return None
+        try:
+            return Path(
+                tool.ingest(folder, data, display_name=_parquet.DISPLAY_NAME, timeout=self.timeout, notes=self.notes)
+            )
+        except NeuronToolError as exc:
+            self.notes.append(f"{exc}: no hardware peaks from the profile and no flow_id join of executions to ops")
+            return None
+
 
 def _save(src: str, dest: Path, notes: list[str]) -> None:
     from neuronprof._io import atomic_write, copy_file
@@ -208,6 +223,7 @@ def _read_folders(
     save: bool,
     framework_trace: Optional[Path],
     notes: list[str],
+    extras: _parquet.ParquetReads,
 ) -> tuple[list[DeviceSummary], list[NeffExecution], list[tuple[int, int, int]]]:
     summaries: list[DeviceSummary] = []
     executions: list[NeffExecution] = []
@@ -258,6 +274,11 @@ def _read_folders(
             got_s = runner.view([("-d", f.path)], "summary-json", consume_summary)
             if got_s is not None:
                 summaries.extend(got_s)
+        # The tool is run for the Parquet output only where it ran for the JSON: a bundle needs none.
+        ingest = runner.ingest if f.runtime and runner.used is not None and not runner.failed else None
+        _parquet.read_folder(
+            f.path, ingest, save=save, framework_trace=framework_trace or f.framework, reads=extras, notes=notes
+        )
         if framework_trace is None and f.framework is not None:
             steps.extend(read_steps(f.framework))
     if framework_trace is not None:
@@ -316,6 +337,16 @@ def neuron_profile(
     runtime's files, as ``NeuronProfiler.export_trace`` writes it, or
     ``framework_trace``).
 
+    With pyarrow (``pip install 'neuronprof[neuron]'``), Neuron's Parquet output is read
+    too: a ``neuron_parquet/`` folder beside the runtime's files, or, where the tool runs
+    for the JSON anyway, what ``neuron-explorer view --ingest-only`` writes (kept there
+    when ``save``). It gives the profile's own hardware peaks (``peak``, from its
+    ``Metadata`` table) and per-NEFF device time joined to framework ops through
+    ``SystemProfileEvents.flow_id`` (``flow_join``, with its match rate). Its column names
+    are not confirmed by AWS documentation and it is not verified on hardware: anything
+    absent or unrecognised leaves ``peak`` ``None`` (a preset is the fallback) or the join
+    at a match rate of 0, and the notes say why.
+
     Args:
         path: What to read (see above).
         ntff: The ``.ntff`` of a ``.neff`` given as ``path``.
@@ -355,6 +386,7 @@ def neuron_profile(
         if not folder.is_dir():
             raise TraceError(f"{folder}: no such session folder")
     runner = _Runner(tool, float(timeout), warn_missing=warn_missing)
+    extras = _parquet.ParquetReads()
     notes: list[str] = []
     summaries: list[DeviceSummary] = []
     executions: list[NeffExecution] = []
@@ -386,7 +418,9 @@ def neuron_profile(
                 f"{p}: no Neuron profile here (looked for ntrace.pb/trace_info.pb, {SYSTEM_JSON}, "
                 f"{SUMMARY_GLOB} and .ntff files)"
             )
-        summaries, executions, steps = _read_folders(folders, runner, save=save, framework_trace=trace, notes=notes)
+        summaries, executions, steps = _read_folders(
+            folders, runner, save=save, framework_trace=trace, notes=notes, extras=extras
+        )
     executions.sort(key=_START)
     step_rows = step_activity(executions, steps) if executions and steps else []
     if executions and not steps:
@@ -396,11 +430,18 @@ def neuron_profile(
         notes.append(runner.error)  # the whole message, with its fix, once
     if steps and executions:
         notes.extend(outside_steps(executions, steps))
-    if executions:
+    join = extras.join()
+    peak, peak_note = extras.peak()
+    if join is not None:
+        kept = "" if join.matched == join.executions else "; unmatched executions stay on their NEFF rows only"
+        notes.append(join.describe() + kept)
+    elif executions:
         notes.append(
             "executions are not linked to framework ops: the JSON output documents no link (flow ids are "
-            "documented only in the Parquet output)"
+            "documented only in the Parquet output, and no flow_id join was made from it)"
         )
+    if executions or summaries:
+        notes.append(peak_note if peak is not None else f"no hardware peaks from the profile: {peak_note}")
     return NeuronProfile(
         summaries=tuple(summaries),
         executions=tuple(executions),
@@ -410,4 +451,7 @@ def neuron_profile(
         notes=tuple(notes),
         tool_error=runner.error,
         tool_missing=runner.missing is not None,
+        peak=peak,
+        peak_note=peak_note,
+        flow_join=join,
     )

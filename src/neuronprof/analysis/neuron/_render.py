@@ -17,6 +17,7 @@ from neuronprof.render import format_us
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from neuronprof.analysis.neuron._join import JoinedOp
     from neuronprof.analysis.neuron._model import DeviceSummary, NeffStats, NeuronProfile, StepDevice
 
 __all__ = ["render_csv", "render_engines_figure", "render_markdown", "render_text"]
@@ -102,6 +103,15 @@ def _step_cols() -> list[_Col[StepDevice]]:
     ]
 
 
+def _join_cols() -> list[_Col[JoinedOp]]:
+    return [
+        _Col("Op", lambda j: j.op, left=True),
+        _Col("NEFF", lambda j: j.neff, left=True),
+        _Col("Executions", lambda j: str(j.executions)),
+        _Col("Device (µs)", lambda j: format_us(j.device_us)),
+    ]
+
+
 def _tool_state(profile: NeuronProfile) -> str:
     return "is not installed" if profile.tool_missing else "failed"
 
@@ -143,6 +153,9 @@ def _sections(
         ("NEFF executions", _neff_cols(profile), profile.neffs),  # type: ignore[list-item]
         ("NeuronCore activity per step", _step_cols(), profile.steps),  # type: ignore[list-item]
     ]
+    if profile.flow_join is not None:
+        # Only where Neuron's Parquet output was read: the section says the join was tried.
+        parts.append((_JOINED, _join_cols(), profile.flow_join.ops))  # type: ignore[arg-type]
     for name, cols, rows in parts:
         out += ["", title.format(name)]
         if rows:
@@ -152,7 +165,12 @@ def _sections(
     return out
 
 
+_JOINED = "Device time per op (a join through SystemProfileEvents.flow_id)"
+
+
 def _empty(section: str, profile: NeuronProfile) -> str:
+    if section == _JOINED:
+        return "(no execution matched a framework event: match rate 0%; the time stays on the NEFF rows)"
     if profile.tool_error is not None and section != "NeuronCore activity per step":
         return f"(not read: neuron-explorer {_tool_state(profile)}; see the note below)"
     if section == "NeuronCore activity per step" and not profile.executions:
@@ -180,7 +198,8 @@ def render_markdown(profile: NeuronProfile) -> str:
 def render_csv(profile: NeuronProfile) -> str:
     """Render every figure as CSV in long form: ``section,name,field,value``.
 
-    ``section`` is ``engines``, ``neffs`` or ``steps``; values are in the
+    ``section`` is ``engines``, ``neffs``, ``steps``, ``join`` (the flow_id join, where
+    Neuron's Parquet output was read) or ``peaks`` (the profile's own); values are in the
     model's units (µs, %, bytes, FLOPs); a figure that is not available is an
     empty value.
     """
@@ -206,6 +225,17 @@ def render_csv(profile: NeuronProfile) -> str:
         put("neffs", n.neff, "min_us", n.min_us)
         put("neffs", n.neff, "max_us", n.max_us)
         put("neffs", n.neff, "cores", " ".join(str(c) for c in n.cores))
+    if profile.flow_join is not None:
+        j = profile.flow_join
+        put("join", "flow_id", "executions", j.executions)
+        put("join", "flow_id", "matched", j.matched)
+        put("join", "flow_id", "match_rate", j.match_rate)
+        for o in j.ops:
+            put("join", f"{o.op} / {o.neff}", "executions", o.executions)
+            put("join", f"{o.op} / {o.neff}", "device_us", o.device_us)
+    if profile.peak is not None:
+        put("peaks", "profile", "flops_per_s", profile.peak.flops_per_s)
+        put("peaks", "profile", "bytes_per_s", profile.peak.bytes_per_s)
     for st in profile.steps:
         name = f"ProfilerStep#{st.step}"
         for fld in ("duration_us", "busy_us", "busy_pct", "idle_us", "executions", "gaps", "largest_gap_us"):

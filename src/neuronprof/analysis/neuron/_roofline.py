@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional, Union
 
-from neuronprof.analysis._peaks import resolve_peaks
+from neuronprof.analysis._peaks import device_peak, resolve_peaks
 from neuronprof.analysis._roofline import DevicePeak, Roofline, place_on_roof
-from neuronprof.typing import DevicePreset
+from neuronprof.typing import DevicePreset, PeakSource
 
 if TYPE_CHECKING:
     from neuronprof.analysis.neuron._model import NeuronProfile
 
 __all__ = ["profile_roofline"]
+
+
+def _subject(profile: NeuronProfile) -> str:
+    what = f"the Neuron profile {profile.source}" if profile.source else "the Neuron profile"
+    why = profile.peak_note or "Neuron's Parquet output was not read"
+    return f"{what}, which carries no hardware peaks ({why}),"
 
 
 def profile_roofline(
@@ -28,20 +34,44 @@ def profile_roofline(
     out with a note (a missing byte count is never taken as 0); intensity ``flops / bytes`` against the ridge point
     ``peak FLOP/s / peak bytes/s`` of the 16-bit roof (the counters carry no dtype).
 
+    Without ``device`` the profile's own peaks (``profile.peak``) are used; a preset of the
+    hand-typed table is the fallback, labelled as one in the notes.
+
     Raises:
-        UnknownDeviceError: No ``device`` was given: a Neuron profile does not record
-            which Trainium generation, nor which logical-core size (LNC), it ran on.
+        UnknownDeviceError: No ``device`` was given and the profile carries no peaks: a Neuron
+            profile without them does not record which Trainium generation, nor which
+            logical-core size (LNC), it ran on.
         ValueError: Unknown preset, or a peak that is not positive.
     """
-    # The profiles are a NeuronCore's, of a generation they do not name: a preset must be named.
-    peak, origin = resolve_peaks(
-        device,
-        peak_flops=peak_flops,
-        peak_bw=peak_bw,
-        device_label="NEURON",
-        device_name=None,
-        subject=f"the Neuron profile {profile.source}" if profile.source else "the Neuron profile",
-    )
+    peak: DevicePeak
+    origin: PeakSource
+    own = profile.peak
+    if device is None and own is not None:
+        # The profile's own peaks (its Parquet Metadata table), adjusted by any peak given.
+        custom = peak_flops is not None or peak_bw is not None
+        peak = device_peak(own, peak_flops=peak_flops, peak_bw=peak_bw)
+        origin = "custom" if custom else "profile"
+        where = [
+            "peaks from the profile itself (its Parquet Metadata table; not verified on hardware)"
+            + (", overridden by the peak given" if custom else "")
+        ]
+    else:
+        # A preset of the hand-typed table: the profiles are a NeuronCore's, of a generation they do not name.
+        peak, origin = resolve_peaks(
+            device,
+            peak_flops=peak_flops,
+            peak_bw=peak_bw,
+            device_label="NEURON",
+            device_name=None,
+            subject=_subject(profile),
+        )
+        if own is not None:
+            where = [f"the peaks asked for are used, not the profile's own ({own.description})"]
+        elif origin == "preset":
+            why = profile.peak_note or "Neuron's Parquet output was not read"
+            where = [f"peaks from neuronprof's hand-typed preset table, a fallback: the profile carries none ({why})"]
+        else:
+            where = []
     rows = []
     skipped = []
     for s in profile.summaries:
@@ -78,7 +108,7 @@ def profile_roofline(
             )
         )
     rows.sort(key=lambda r: r.time_us, reverse=True)
-    notes = [
+    notes = where + [
         "one row per device profile (NEFF): hardware_flops and HBM bytes read + written over total_time, "
         "from Neuron's summary-json; the 16-bit roof is used (the counters carry no dtype)"
     ]

@@ -4,7 +4,8 @@ The tool ships in the ``aws-neuronx-tools`` package, installed into
 ``/opt/aws/neuron/bin``. Its ``view`` command turns Neuron Runtime's files into
 JSON: ``--output-format summary-json`` (one flat metrics object per profile)
 and ``--output-format json`` (the full profile, ``system_profile.json`` for a
-session folder). It may print log lines before the JSON, and has been reported
+session folder); with ``--ingest-only --data-path P`` it writes the Parquet output
+instead (``NeuronTool.ingest``). It may print log lines before the JSON, and has been reported
 to hang after writing its output, so every run here:
 
 * happens in an empty temporary folder (its working directory), with an
@@ -171,6 +172,56 @@ class NeuronTool:
                 ) from None
         finally:
             remove_private_dir(Path(work))
+
+    def ingest(
+        self,
+        folder: Union[str, os.PathLike[str]],
+        data_path: Union[str, os.PathLike[str]],
+        *,
+        display_name: str,
+        timeout: float,
+        notes: Optional[list[str]] = None,
+    ) -> str:
+        """Run ``<tool> view -d <folder> --ingest-only --data-path <data_path> --display-name <name> ...``.
+
+        Writes the session folder's system profile as Parquet tables under
+        ``data_path/profiles/global/<name>@latest/``, skipping the device traces
+        (``--ignore-instruction-trace --ignore-dma-trace --ignore-event-trace``). The
+        tool runs in an empty temporary folder; when it has not exited once its output is
+        complete (``SystemProfileEvents.parquet`` is there, every Parquet file it wrote
+        ends in Parquet's ``PAR1`` footer, and no file appeared or grew since the last
+        look), it is stopped; it is killed at the timeout.
+
+        Returns:
+            The path of the ``SystemProfileEvents.parquet`` written.
+
+        Raises:
+            NeuronToolError: The tool failed, or wrote no ``SystemProfileEvents.parquet``.
+        """
+        from neuronprof.analysis.neuron._names import INGEST_FLAGS, SYSTEM_EVENTS
+
+        data = os.path.abspath(os.fspath(data_path))
+        events = os.path.join(data, "profiles", "global", f"{display_name}@latest", SYSTEM_EVENTS)
+        cmd = [self.path, "view", "-d", os.path.abspath(os.fspath(folder)), INGEST_FLAGS[0], "--data-path", data,
+               "--display-name", display_name, *INGEST_FLAGS[1:]]
+        work = str(private_dir("neuron-explorer"))
+        try:
+            seen: list[tuple[tuple[str, int], ...]] = []
+            rc, stopped, _, stderr = _run(cmd, work, timeout, lambda: _parquet_complete(data, events, seen))
+        finally:
+            remove_private_dir(Path(work))
+        written = _parquet_complete(data, events, [_files(data)])
+        if stopped is not None and written and notes is not None:
+            when = "after writing" if stopped == "done" else f"after the timeout of {timeout:g} s"
+            notes.append(f"{self.name} view --ingest-only wrote its output but did not exit; it was stopped {when}")
+        if rc != 0 and stopped is None:
+            raise NeuronToolError(f"{self.name} view --ingest-only failed with exit status {rc}: {_tail(stderr)}")
+        if not written:
+            raise NeuronToolError(
+                f"{self.name} view --ingest-only wrote no complete {SYSTEM_EVENTS} under {display_name}@latest "
+                f"({_tail(stderr)})"
+            )
+        return events
 
 
 def find_neuron_tool(tool: Optional[str] = None) -> NeuronTool:
@@ -347,6 +398,43 @@ def _complete(work: str, out: str, sizes: dict[str, int]) -> bool:
             return False
         return True
     return False
+
+
+def _files(root: str) -> tuple[tuple[str, int], ...]:
+    """Every file under ``root`` with its size, in name order."""
+    found = []
+    for here, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(here, name)
+            try:
+                found.append((path, os.path.getsize(path)))
+            except OSError:
+                continue
+    return tuple(sorted(found))
+
+
+def _parquet_complete(root: str, events: str, seen: list[tuple[tuple[str, int], ...]]) -> bool:
+    """True once ``events`` exists, every ``.parquet`` under ``root`` ends in ``PAR1``, and nothing changed.
+
+    ``seen`` holds the previous look (the files and their sizes); it is updated.
+    """
+    now = _files(root)
+    before = seen[-1] if seen else None
+    seen[:] = [now]
+    if now != before or not any(path == events for path, _ in now):
+        return False
+    for path, size in now:
+        if path.endswith(".parquet"):
+            if size <= 8:
+                return False
+            try:
+                with open(path, "rb") as f:
+                    f.seek(size - 4)
+                    if f.read(4) != b"PAR1":
+                        return False
+            except OSError:
+                return False
+    return True
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:

@@ -36,9 +36,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--roofline",
+        nargs="?",
+        const="",
         default=None,
         metavar="DEVICE",
-        help=f"also place each NEFF on a roofline: {', '.join(DEVICE_PEAKS)} (text and markdown only)",
+        help="also place each NEFF on a roofline (text and markdown only): without DEVICE, against the peaks the "
+        f"profile itself carries (its Parquet Metadata table); else a preset: {', '.join(DEVICE_PEAKS)}",
     )
     p.add_argument("--no-tool", action="store_true", help="read existing JSON only; never run neuron-explorer")
     p.add_argument(
@@ -60,7 +63,7 @@ def _neuron(args: argparse.Namespace) -> int:
     from neuronprof.analysis.cli import _emit, _notes_to_stderr
     from neuronprof.analysis.neuron._read import neuron_profile
 
-    if args.roofline and args.format not in ("text", "markdown"):
+    if args.roofline is not None and args.format not in ("text", "markdown"):
         raise ValueError("--roofline works with --format text or markdown")
     # Warnings are printed here as plain lines, once: a message the notes already hold is not repeated.
     with warnings.catch_warnings(record=True) as caught:
@@ -74,8 +77,8 @@ def _neuron(args: argparse.Namespace) -> int:
             print(f"neuronprof neuron: warning: {' '.join(message.split())}", file=sys.stderr)
     render = {"text": profile.to_text, "markdown": profile.to_markdown, "csv": profile.to_csv, "json": profile.to_json}
     text = render[args.format]()
-    if args.roofline:
-        rl = profile.roofline(args.roofline)
+    if args.roofline is not None:
+        rl = profile.roofline(args.roofline or None)
         text += "\n\n" + (rl.to_text() if args.format == "text" else rl.to_markdown())
     if args.plot:
         profile.plot(args.plot, normalize=args.plot_normalize)

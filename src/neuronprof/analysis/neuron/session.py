@@ -38,6 +38,11 @@ SOURCE_NEURON = (
     "system_profile.json), one row per NEFF ('NEFF <name>': executions and µs); {ops}"
 )
 OPS_NO_TIME = "ops carry no device time because the JSON output documents no link between an execution and the op"
+OPS_JOINED = (
+    "ops carry device time where the flow_id join below put an execution on the op that launched it (Neuron's "
+    "Parquet output; not verified on hardware)"
+)
+OPS_UNJOINED = "ops carry no device time: the flow_id join below put none of the executions on an op in this table"
 OPS_HEURISTIC = (
     "ops carry device time only where the heuristic below put a NEFF's time on them (the JSON output documents "
     "no link between an execution and the op, so this is a guess)"
@@ -177,7 +182,14 @@ def add_neuron_profile(
     rows = list(table.rows)
     # The backend said the column would stay empty; here it is filled from Neuron's profile: say that instead.
     notes = [FILLED_FROM_PROFILE if EMPTY_BY_DESIGN in n else n for n in notes]
-    if heuristic:
+    joined = 0
+    matched = 0
+    if profile.flow_join is not None:
+        rows, joined = _join_onto_ops(rows, profile)
+        notes.append(f"{profile.flow_join.describe()}; {joined} op row(s) got device time from it")
+    if heuristic and joined:
+        notes.append("heuristic (neuron_heuristic=True) not used: the flow_id join put device time on the ops")
+    elif heuristic:
         rows, matched = _match_by_name(rows, profile)
         notes.append(
             f"heuristic (neuron_heuristic=True): device time of {matched} NEFF(s) put on the op whose name the "
@@ -185,7 +197,12 @@ def add_neuron_profile(
             "documented link"
         )
     rows.extend(profile.rows())
-    ops = OPS_HEURISTIC if heuristic and matched else OPS_NO_TIME
+    if joined:
+        ops = OPS_JOINED
+    elif heuristic and matched:
+        ops = OPS_HEURISTIC
+    else:
+        ops = OPS_NO_TIME if profile.flow_join is None else OPS_UNJOINED
     notes.append(SOURCE_NEURON.format(tool=profile.tool or "existing JSON files", ops=ops))
     notes += [n for n in profile.notes if _OUTSIDE in n or _STOPPED in n]
     if profile.steps:
@@ -207,6 +224,27 @@ _STOPPED = "stopped after writing"
 
 def _key(op: str) -> str:
     return op.split("::")[-1].strip("_").lower()
+
+
+def _join_onto_ops(rows: list[OpRow], profile: NeuronProfile) -> tuple[list[OpRow], int]:
+    """Put the flow_id join's device time on the op rows of that name; return the rows and how many got time.
+
+    A name held by several rows (a table grouped by input shape) is left alone: the join
+    names the op, not its shapes, and a split between the rows would be a guess.
+    """
+    assert profile.flow_join is not None
+    by_name: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        if not (r.on_device or is_step_row(r.name) or r.name.startswith(NEFF_ROW_PREFIX)):
+            by_name.setdefault(r.name, []).append(i)
+    out = list(rows)
+    done = 0
+    for op, us in profile.flow_join.by_op().items():
+        hits = by_name.get(op, [])
+        if len(hits) == 1:
+            out[hits[0]] = dataclasses.replace(out[hits[0]], self_device_us=us, device_total_us=us)
+            done += 1
+    return out, done
 
 
 def _match_by_name(rows: list[OpRow], profile: NeuronProfile) -> tuple[list[OpRow], int]:
