@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # addition to PyPI (everything else still comes from PyPI); its `+cpu` build wins for
 # `torch==2.13.0`. scripts/install_torch.py asks the index once (5 s) and, when it does
 # not answer (a mirror, a firewall), installs from PyPI in one line instead of pip's
-# retries; it installs numpy with torch and says which build it installed.
+# retries, and says which build it installed (numpy comes with neuronprof itself).
 # On a GPU host: `make TORCH_INDEX= ...` (and a CUDA TORCH_SPEC if needed).
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
@@ -53,7 +53,7 @@ COMPAT_PIP := $(COMPAT_VENV)/bin/python -m pip
 
 compat:
 	test -x $(COMPAT_VENV)/bin/python || $(PYTHON) -m venv $(COMPAT_VENV)
-	$(COMPAT_PIP) install -q --disable-pip-version-check $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
+	$(COMPAT_VENV)/bin/python scripts/install_torch.py --spec "$(TORCH_SPEC)" --index "$(TORCH_INDEX)"
 	$(COMPAT_PIP) install -q --disable-pip-version-check -e . "$(TORCH_SPEC)" "pytest>=7" "hypothesis>=6" pandas
 	$(COMPAT_VENV)/bin/python -c "import torch; print('compat: torch', torch.__version__)"
 	$(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider $(COMPAT_TESTS)

@@ -19,7 +19,8 @@ import argparse
 import statistics
 import tempfile
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.utils.benchmark import Timer

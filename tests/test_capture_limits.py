@@ -92,11 +92,16 @@ try:
         pass
 except neuronprof.BackendUnavailableError as exc:
     errors.append(str(exc))
+# A CPU session is not concerned; the doctor says why a Neuron session would refuse.
+with neuronprof.session(backend="cpu", output_dir={str(tmp_path / "cpu")!r}) as c:
+    c.run(lambda: None)
 report(dict(errors=errors, configured=tb.stats()["sessions_configured"], runtime=len(_runtime.sessions),
-            made=os.path.exists({str(tmp_path / "made")!r}), state=repr(s)))
+            made=os.path.exists({str(tmp_path / "made")!r}), state=repr(s),
+            doctor=_doctor.diagnose()["problems"]))
 """,
         {"NEURONPROF_STANDIN_NEURON_BUILD": "beta", variable: "1"},
     )
+    assert [p for p in r["doctor"] if p.startswith(f"neuron: {variable} is set")], r["doctor"]
     assert len(r["errors"]) == 2
     for message in r["errors"]:
         assert message.startswith(f"{variable} is set: Neuron Runtime's environment-variable capture conflicts")

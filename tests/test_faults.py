@@ -755,3 +755,26 @@ def test_forks_at_random_moments_can_profile_and_leave_the_parent_whole(tmp_path
     result = json.loads(line[0][len("RESULT") :])
     assert result["answers"] and all(a == 1 for a in result["answers"]), result
     assert result["parent"] == 2 * 10, "the parent's two cycles are whole"
+
+
+def test_a_child_forked_after_a_session_never_removes_the_parents_private_copy(tmp_path):
+    code = """
+        import gc, json, os
+        import torch, neuronprof
+        with neuronprof.session(backend="cpu", output_dir="out", wait=0, warmup=1, active=1, repeat=2) as s:
+            for _ in s.steps():
+                torch.relu(torch.randn(8, 8))
+        pid = os.fork()
+        if pid == 0:
+            del s
+            gc.collect()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        header = json.load(open(s.export("out/first.json", cycle=0)))
+        print("RESULT" + json.dumps({"torch_save": "trace_id" in header}))
+    """
+    proc = run_python(code, tmp_path)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
+    assert line, proc.stderr[-3000:]
+    assert json.loads(line[0][len("RESULT") :]) == {"torch_save": True}, "the parent's copy is still torch's own save"
+    assert "changed or removed by another program" not in proc.stderr

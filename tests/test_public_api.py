@@ -9,8 +9,9 @@ import inspect
 import pkgutil
 import typing
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, get_args, get_origin
+from typing import Any, get_args, get_origin
 
 import griffe
 import pytest

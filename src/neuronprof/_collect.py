@@ -96,6 +96,29 @@ class Cycle:
     stats: Optional[CycleStats] = None
 
 
+
+def activity_of(evt: Any) -> str:
+    """A kineto event's activity type (``"cpu_op"``, ``"kernel"``, ``"cuda_runtime"``...), as kineto names it.
+
+    ``_KinetoEvent.activity_type()`` exists from torch 2.12. On older torch (the
+    supported range starts at 2.13; ``scripts/gpu_check.py`` also runs on a GPU
+    image's older torch) it is told from what the event has: its device, whether it
+    is a ``record_function`` annotation, and the runtime's and copies' names.
+    """
+    get = getattr(evt, "activity_type", None)
+    if get is not None:
+        return str(get())
+    name = evt.name()
+    if str(evt.device_type()) != "DeviceType.CPU":
+        if name.startswith("Memcpy"):
+            return "gpu_memcpy"
+        return "gpu_memset" if name.startswith("Memset") else "kernel"
+    if getattr(evt, "is_user_annotation", lambda: False)():
+        return "user_annotation"
+    if name.startswith(("cuda", "cu", "hip")) and not name.startswith("cudnn"):
+        return "cuda_runtime"
+    return "cpu_op"
+
 def _is_device_event(evt: Any) -> bool:
     device_type = getattr(evt, "device_type", None)
     if callable(device_type):
@@ -171,11 +194,11 @@ def _feed(agg: Any, profile: Any) -> None:
     op_thread = {
         int(evt.correlation_id()): int(evt.start_thread_id())
         for evt in events
-        if vocab.event_kind(evt.name(), str(evt.activity_type())) not in (vocab.K_RUNTIME, vocab.K_DEVICE)
+        if vocab.event_kind(evt.name(), activity_of(evt)) not in (vocab.K_RUNTIME, vocab.K_DEVICE)
     }
     for evt in events:
         name = evt.name()
-        cat = str(evt.activity_type())
+        cat = activity_of(evt)
         if name in _INSTANTS or cat == _INSTANT_ACTIVITY or getattr(evt, "is_hidden_event", lambda: False)():
             continue
         kind = vocab.event_kind(name, cat)
@@ -431,7 +454,7 @@ def build_timeline(
             continue
         for evt in events:
             name = evt.name()
-            activity = str(evt.activity_type())
+            activity = activity_of(evt)
             start = int(evt.start_ns())
             end = start + int(evt.duration_ns())
             if str(evt.device_type()) not in ("DeviceType.CPU", "CPU") and activity in _DEVICE_ACTIVITIES:
@@ -449,7 +472,7 @@ def build_timeline(
             # The vocabulary's kinds, as the table reads them.
             event_kind = vocab.event_kind(name, activity)
             category: HostCategory = _HOST_CATEGORY.get(event_kind, "other")
-            if event_kind == vocab.K_OTHER and evt.is_python_function():
+            if event_kind == vocab.K_OTHER and getattr(evt, "is_python_function", lambda: False)():
                 category = "python"
             elif event_kind == vocab.K_OTHER and activity == "user_annotation":
                 category = "annotation"

@@ -50,8 +50,8 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Callable, Optional, TextIO
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Optional, TextIO
 
 from typing_extensions import Unpack
 

@@ -126,19 +126,22 @@ def diagnose(backend: str = "auto") -> dict[str, Any]:
         # (torch lists PrivateUse1 once the device is renamed): only a probe can.
         problems.append(f"run `neuronprof doctor --probe` to see what the {pu1} profiler plugin delivers")
     for info in facts["backends"]:
-        if info["name"] == "neuron" and not info["available"] and (backend == "neuron" or _has_device("neuron")):
-            problems.append(f"neuron: {info['reason']}")
+        if not info["available"] and info["name"] != "cpu" and (backend == info["name"] or _has_device(info["name"])):
+            problems.append(f"{info['name']}: {info['reason']}")
         if info["name"] == "neuron" and info["available"]:
             from neuronprof.backends import NeuronBackend
 
             neuron = get_backend("neuron")
+            refusal = neuron.refusal()
+            if refusal:
+                problems.append(f"neuron: {refusal}")
             if isinstance(neuron, NeuronBackend):
                 facts["neuron_build"] = build = neuron.build()
                 if build == "legacy":
                     problems.append(
                         "neuron: this TorchNeuron build has the legacy profiling API (no NeuronConfig), so the "
                         "NEURON column stays empty by design; NeuronCore time is in s.export(format='neuron'). "
-                        "To see it in the table, upgrade to the TorchNeuron of AWS's Nov 2026 profiling article, "
+                        "To see it in the table, upgrade to the TorchNeuron of AWS's 2026 profiling article, "
                         "which correlates NeuronCore time with ops"
                     )
                 elif build != "correlating":

@@ -16,8 +16,8 @@ import sys
 import threading
 import types
 import warnings
-from collections.abc import Iterator
-from typing import Any, Callable, Optional
+from collections.abc import Callable, Iterator
+from typing import Any, Optional
 
 from neuronprof._io import default_termination, terminate
 

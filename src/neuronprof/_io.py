@@ -23,10 +23,10 @@ import tempfile
 import threading
 import uuid
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -47,13 +47,15 @@ _EXISTS = "export target exists; pass overwrite=True to replace it"
 # in progress or keeps privately, then ends the process as it would have. A handler the program
 # installed itself is left alone (it raises or returns, and the usual clean-up runs).
 _TERMINATING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
-_LEFTOVERS: dict[str, None] = {}  # paths to remove if the process is terminated (ordered set)
+# Paths to remove if the process is terminated, each with the process that made it: a forked
+# child inherits the list (and the session's finalizers) but never removes its parent's paths.
+_LEFTOVERS: dict[str, int] = {}
 _PRIVATE_PREFIX = "neuronprof-"
 
 
 def remove_on_termination(path: Path) -> None:
     """Remove ``path`` (a file or a folder) if a termination request ends the process."""
-    _LEFTOVERS[os.fspath(path)] = None
+    _LEFTOVERS[os.fspath(path)] = os.getpid()
 
 
 def keep_on_termination(path: Path) -> None:
@@ -63,7 +65,10 @@ def keep_on_termination(path: Path) -> None:
 
 def remove_leftovers() -> None:
     """Remove every path registered with ``remove_on_termination``."""
-    for path in list(_LEFTOVERS):
+    me = os.getpid()
+    for path, owner in list(_LEFTOVERS.items()):
+        if owner != me:
+            continue
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)
         else:
@@ -141,7 +146,13 @@ def private_dir(purpose: str, *, parent: Optional[Path] = None) -> Path:
 
 
 def remove_private_dir(path: Path) -> None:
-    """Remove a folder made by ``private_dir`` (for ``weakref.finalize`` and ``finally`` blocks)."""
+    """Remove a folder made by ``private_dir`` (for ``weakref.finalize`` and ``finally`` blocks).
+
+    Only in the process that made it: a child forked from it inherits its finalizers,
+    and must not remove what its parent still uses.
+    """
+    if _LEFTOVERS.get(os.fspath(path), os.getpid()) != os.getpid():
+        return
     shutil.rmtree(path, ignore_errors=True)
     keep_on_termination(path)
 

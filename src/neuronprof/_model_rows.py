@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
-from typing import Any, Callable, Optional, TypeVar, Union
+from collections.abc import Callable, Mapping
+from typing import Any, Optional, TypeVar, Union
 
 from neuronprof import _vocabulary
 from neuronprof.typing import SORT_KEYS

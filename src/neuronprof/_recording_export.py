@@ -11,8 +11,9 @@ import copy
 import logging
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from neuronprof import _collect
 from neuronprof import _vocabulary as vocab
@@ -94,8 +95,8 @@ def choose_cycle(rec: Recording, cycle: int) -> _collect.Cycle:
 def _stacks_writer(rec: Recording, chosen: _collect.Cycle) -> Callable[[Path], None]:
     if not rec.config.with_stack:
         raise ValueError(
-            "format='stacks' needs Python stacks, which this session did not record: start it with "
-            "with_stack=True (s.notes says why, where the session turned them off)"
+            "format='stacks' needs Python stacks, which this session did not record: pass with_stack=True to "
+            "session(); if you did, the session turned them off, and s.notes says why"
         )
     metric = "self_device_time_total" if rec.device_label is not None else "self_cpu_time_total"
 

@@ -24,9 +24,9 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, NoReturn, Optional, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Optional, TypeVar, Union, overload
 
 from neuronprof import _collect, _io, _recording, _recording_export
 from neuronprof import _vocabulary as vocab
@@ -1002,9 +1002,11 @@ class Session:
             OSError: The disk refused the write; no partial file is left.
         """
         self._require_done("report()")
-        return _recording.report(
-            self._record(), path, overwrite=overwrite, world_size=self._world_size, baseline=baseline
-        )
+        # A termination request from here to the written file removes the private copies first.
+        with _io.cleaned_up_on_termination():
+            return _recording.report(
+                self._record(), path, overwrite=overwrite, world_size=self._world_size, baseline=baseline
+            )
 
     def _record(self) -> Recording:
         """What this session recorded, frozen: what ``table()``, ``export()``, ``roofline()`` work from."""
@@ -1105,9 +1107,11 @@ class Session:
         if format not in EXPORT_FORMATS:
             raise ValueError(f"unknown export format {format!r}; use one of: {', '.join(EXPORT_FORMATS)}")
         self._require_done("export()")
-        if format == "neuron":
-            return self._export_neuron(path, overwrite=overwrite)
-        return _recording_export.export(self._record(), path, format=format, overwrite=overwrite, cycle=cycle)
+        # A termination request from here to the written file removes the private copies first.
+        with _io.cleaned_up_on_termination():
+            if format == "neuron":
+                return self._export_neuron(path, overwrite=overwrite)
+            return _recording_export.export(self._record(), path, format=format, overwrite=overwrite, cycle=cycle)
 
     def _export_neuron(self, path: Optional[PathLike], *, overwrite: bool) -> Path:
         if self.backend != "neuron":

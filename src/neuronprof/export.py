@@ -14,9 +14,9 @@ import os
 import re
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from neuronprof._io import atomic_folder, copy_tree, figure_format, text_writer, write_figure, write_text
 from neuronprof.typing import EXPORT_FORMATS, ExportFormat

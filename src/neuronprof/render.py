@@ -14,8 +14,8 @@ import csv
 import dataclasses
 import html
 import io
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.model import limit_rows

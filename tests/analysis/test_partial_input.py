@@ -127,7 +127,7 @@ def test_symlink_loop_and_empty_trace_each_get_their_own_message(
     assert analysis_main(["summarize", str(loop)]) == EXIT_BAD_INPUT
     assert (
         capsys.readouterr().err
-        == f"neuronprof summarize: error: {loop}: symbolic link loop (the link points back to itself)\n"
+        == f"neuronprof summarize: error: {loop}: a loop of symbolic links (following the link leads back to it)\n"
     )
     empty = tmp_path / "empty.json"
     empty.write_text('{"traceEvents": []}')

@@ -21,8 +21,8 @@ import json
 import os
 import re
 import zlib
-from collections.abc import Iterator
-from typing import IO, Any, Callable, Optional, Union, cast
+from collections.abc import Callable, Iterator
+from typing import IO, Any, Optional, Union, cast
 
 from neuronprof.analysis._mend import TextMender
 from neuronprof.analysis.errors import TraceError
@@ -47,7 +47,7 @@ def missing_reason(path: str) -> str:
             os.stat(path)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                return "symbolic link loop (the link points back to itself)"
+                return "a loop of symbolic links (following the link leads back to it)"
         try:
             target = os.readlink(path)
         except OSError:  # pragma: no cover - removed in between

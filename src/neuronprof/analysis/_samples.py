@@ -8,7 +8,8 @@ one figure's samples into a [`Shift`][neuronprof.analysis.Shift], or says why th
 from __future__ import annotations
 
 import statistics
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis._verdict import Shift, min_samples, shift

@@ -11,7 +11,8 @@ import math
 import os
 import re
 import sys
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 from neuronprof.analysis.errors import TraceError
 from neuronprof.model import SORT_KEYS

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 __all__ = ["DTYPE_SIZES", "OpCost", "dtype_size", "op_cost"]
 

@@ -6,9 +6,9 @@ Pure functions (they return text or a figure and write no file) of [`TraceDiff`]
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Generic, Optional, TypeVar
+from typing import TYPE_CHECKING, Generic, Optional, TypeVar
 
 from neuronprof._deprecation import renamed_keyword
 from neuronprof.model import limit_rows

@@ -19,10 +19,10 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, Optional, Union
+from typing import Any, NamedTuple, Optional, Union
 
 from neuronprof.analysis._eventstream import EventBatches
 from neuronprof.analysis._peaks import DevicePeak

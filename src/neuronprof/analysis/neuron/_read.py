@@ -19,10 +19,10 @@ import glob
 import os
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional, Union
 
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.neuron import _parquet

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Callable, Optional
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Optional
 
 from neuronprof.analysis.render import _Col, _md_table, _text_table
 from neuronprof.render import format_us

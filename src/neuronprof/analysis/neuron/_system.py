@@ -18,8 +18,8 @@ import gc
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Callable, Optional, Union
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Optional, Union
 
 from neuronprof.analysis._jsonstream import EventBatches
 from neuronprof.analysis.neuron._model import _START, NeffExecution, StepDevice, sorted_cores

@@ -12,10 +12,10 @@ read is still an error, as is a folder none of whose files can be.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Callable, Optional, TypeVar
+from typing import Optional, TypeVar
 
 from neuronprof.analysis._eventstream import missing_reason
 from neuronprof.analysis.errors import TraceError
