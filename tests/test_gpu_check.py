@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -92,7 +93,7 @@ def test_without_a_gpu_the_real_run_refuses_and_says_how(tmp_path: Path) -> None
 # -- the GPU checks on hand-built inputs ------------------------------------------------
 
 
-def _table(us_per_call: dict[str, float | None], kernels: int = 1, calls: int = 3) -> Table:
+def _table(us_per_call: Mapping[str, float | None], kernels: int = 1, calls: int = 3) -> Table:
     rows = [
         OpRow(name, calls, 10.0 * calls, 20.0 * calls, 0.0, None if us is None else us * calls)
         for name, us in us_per_call.items()
@@ -232,8 +233,12 @@ def test_overhead_verdict_judges_the_steps_and_only_reports_the_ends() -> None:
 def test_stages_stop_at_their_bound_and_at_the_deadline_and_say_what_did_not_run() -> None:
     ran: list[str] = []
 
-    def passes(name: str):  # noqa: ANN202
-        return lambda: ran.append(name) or {"status": "passed"}
+    def passes(name: str) -> Callable[[], dict[str, object]]:
+        def stage() -> dict[str, object]:
+            ran.append(name)
+            return {"status": "passed"}
+
+        return stage
 
     def forever() -> dict[str, object]:
         while True:
