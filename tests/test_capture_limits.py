@@ -4,7 +4,7 @@ Through the public API on the real torch.profiler, with the TorchNeuron and Torc
 stand-ins (tests/backends/standins), which follow NEURON-FACTS: the beta build is
 ``torch-neuronx`` <torch major.minor>.3.0 with the documented build's profiling surface;
 Neuron Runtime keeps at most ``max_events_per_nc`` events per NeuronCore and TorchTPU at
-most 1,000,000 per profile, both dropping the rest silently. Device times are the test
+most 1,000,000 per profiling session, both dropping the rest silently. Device times are the test
 plugin's, never a Trainium's or a TPU's.
 """
 
@@ -140,9 +140,10 @@ report(dict(out=out, refused=refused, cpu_notes=cpu.notes))
     assert "max_events_per_nc:3" in out["3"]["custom"] and "max_events_per_nc:10000" in out["10000"]["custom"]
     cut = [n for n in out["3"]["notes"] if n.startswith("the capture was cut")]
     assert cut == [
-        "the capture was cut: NeuronCore 0 reached max_events_per_nc=3 in profiling cycle 0, and Neuron Runtime "
-        "keeps no event past it, so the NEURON time of what ran later is missing. Shorten the window (fewer "
-        "active steps) or raise the cap (neuronprof.session(..., max_events_per_nc=12))"
+        "the capture was cut: NeuronCore 0 reached max_events_per_nc=3 in profiling cycle 0 (its executions "
+        "that reached torch.profiler alone number 3 or more; Neuron Runtime counts its own events, at least as "
+        "many), and Neuron Runtime keeps no event past it, so the NEURON time of what ran later is missing. "
+        "Shorten the window (fewer active steps) or raise the cap (neuronprof.session(..., max_events_per_nc=12))"
     ]
     assert f"note: {cut[0]}" in out["3"]["text"]
     assert "the capture was cut" in out["3"]["page"], "the HTML report says it too"
@@ -177,7 +178,7 @@ report(dict(cut=cut, whole=s2.notes, kernels=[r.name for r in t.rows if "kernel"
         )
     )
     [note] = [n for n in r["cut"]["notes"] if n.startswith("the capture was cut")]
-    assert "profiling cycle 0 reached TorchTPU's limit of 2 events per profile" in note
+    assert "profiling cycle 0 reached TorchTPU's limit of 2 events per profiling session" in note
     assert "truncating trace parsing to avoid OOM" in note and "Shorten the window" in note
     assert f"note: {note}" in r["cut"]["text"] and "the capture was cut" in r["cut"]["page"]
     assert not any("capture was cut" in n for n in r["whole"])

@@ -126,6 +126,10 @@ __all__ = [
 # Categories that are not operator time: the profiler's own span, and device-side
 # copies of CPU annotations (they would count their kernels' time twice). "Trace" is
 # skipped only for kineto's own span (see skipped): TorchTPU's device events share it.
+# Limitation: the rule is not restricted to TPU traces. Which process or device label
+# TorchTPU gives those events is not in the public record (only its test's category is),
+# so any other "Trace" event, in a trace of any backend, is read as device work too. In
+# the traces torch and kineto write for CPU and CUDA, kineto's span is the only one.
 SKIP_CATS = frozenset({"Trace", "gpu_user_annotation"})
 TRACE_CAT = "Trace"
 KINETO_SPAN_PREFIX = "PyTorch Profiler ("

@@ -444,14 +444,19 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
     def _check_event_cap(self, prof: torch.profiler.profile, ctx: SessionContext, cycle: int) -> None:
         # Neuron Runtime stops capturing a NeuronCore's events at max_events_per_nc and says
         # nothing; only where NeuronCore executions reach torch (correlated) can they be counted.
+        # The runtime's cap counts its own per-core events, likely several per execution: the
+        # executions are a lower bound of that count, so a cut is certain when they reach the
+        # cap, and a cut below it goes unseen. Unverified on hardware.
         cap = ctx.max_events_per_nc or DEFAULT_MAX_EVENTS_PER_NC
         full = sorted(i for i, n in device_event_counts(prof).items() if n >= cap)
         if full:
             add_note(
                 ctx,
                 f"the capture was cut: NeuronCore {', '.join(map(str, full))} reached max_events_per_nc={cap} in "
-                f"profiling cycle {cycle}, and Neuron Runtime keeps no event past it, so the NEURON time of what ran "
-                "later is missing. Shorten the window (fewer active steps) or raise the cap "
+                f"profiling cycle {cycle} (its executions that reached torch.profiler alone number {cap} or more; "
+                "Neuron Runtime counts its own events, at least as many), and Neuron Runtime keeps no event past "
+                "it, so the NEURON time of what ran later is missing. Shorten the window (fewer active steps) or "
+                "raise the cap "
                 f"(neuronprof.session(..., max_events_per_nc={cap * 4}))",
             )
 

@@ -16,8 +16,9 @@ Facts it follows (TorchTPU 0.2.0):
 * ``torch.tpu.synchronize()`` raises on torch >= 2.11: ``torch.accelerator.synchronize()``
   is the way to wait;
 * at ``stop()`` the plugin synchronises every addressable TPU device itself, and it keeps
-  at most 1,000,000 events per profile, dropping the rest with only a log line
-  ("truncating trace parsing to avoid OOM"): a cycle that reaches the cap is cut.
+  at most 1,000,000 events per profiling session (start to stop: one cycle), dropping the
+  rest with only a log line ("truncating trace parsing to avoid OOM"): a cycle that reaches
+  the cap is cut.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ OUTPUT_DIR_ENV = "TORCH_TPU_PROFILER_OUTPUT_DIR"
 """TorchTPU's environment override of ``run_dir``."""
 
 MAX_EVENTS_PER_SESSION = 1_000_000
-"""TorchTPU 0.2.0 keeps at most this many events per profile and drops the rest silently."""
+"""TorchTPU 0.2.0 keeps at most this many events per profiling session (start to stop) and drops the rest silently."""
 
 _PROFILE_SUBDIR = "tpu_profile"
 _EXPERIMENTAL_MESSAGE = r".*TpuProfilerConfig is experimental.*"
@@ -145,7 +146,8 @@ class TpuBackend(_PackagedPrivateUse1Backend):
             add_note(
                 ctx,
                 f"the capture was cut: profiling cycle {cycle} reached TorchTPU's limit of "
-                f"{MAX_EVENTS_PER_SESSION:,} events per profile, and TorchTPU drops every later event with only a "
+                f"{MAX_EVENTS_PER_SESSION:,} events per profiling session (one start to stop: a cycle here), and "
+                "TorchTPU drops every later event with only a "
                 "log line ('truncating trace parsing to avoid OOM'), so the TPU time of what ran later is missing. "
                 "Shorten the window: fewer active steps per cycle (active=1), or smaller steps; the limit is "
                 "TorchTPU's own and no session option raises it",
