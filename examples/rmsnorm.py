@@ -8,7 +8,7 @@
   (``backend="neuron"`` on Trainium, the default Inductor elsewhere).
 
 Hugging Face's blog post "Profiling TorchNeuron (Part 1): System-level profiling on
-AWS Trainium" (AWS, November 2026) reports, from one example run on one Trainium (not a
+AWS Trainium" (AWS, 2026) reports, from one example run on one Trainium (not a
 benchmark) with a TorchNeuron build whose ``NeuronConfig`` accepts
 ``correlate_device_time``: naive RMSNorm at 2355 µs Self NEURON over 6 op calls,
 ``torch.rms_norm`` at 403 µs, ``torch.compile`` at 376 µs. Those are the article's

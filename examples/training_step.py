@@ -1,4 +1,4 @@
-"""Profile a training step: DataLoader with workers, forward, loss, backward and optimizer step.
+"""Profile a training step: loading batches from a DataLoader, forward, loss, backward, optimizer step.
 
 Copy this file into a project and run it: ``python training_step.py``. It prints the
 table of the recorded steps and the findings (``s.insights()``): the same story on any

@@ -295,6 +295,8 @@ def run_samples(device: str, options: dict[str, str], repeats: int, hw: str) -> 
     report = subprocess.run(
         [sys.executable, "-m", "neuronprof", "doctor"], capture_output=True, text=True, check=True, timeout=120
     ).stdout
+    # A console transcript, prompt line first: the pages include it in a console block, whose
+    # copy button copies the command without its `$ ` prompt (tests/test_docs.py checks it).
     write_text(GENERATED / f"doctor_{tag}.txt", "$ neuronprof doctor\n" + report)
 
     # The call tree of the naive RMSNorm: how `+ eps` becomes a copy.
@@ -330,6 +332,7 @@ def run_training(device: str, options: dict[str, str], repeats: int, hw: str) ->
         finally:
             os.chdir(cwd)
     text = f"{s.table(sort_by='cpu_total', row_limit=20)}\n\n{s.table(row_limit=10)}\n\n{s.insights()}"
+    # A console transcript, included in a console block like doctor_<tag>.txt above.
     write_text(GENERATED / f"training_step_{tag}.txt", f"$ python training_step.py\n{text}")
 
 

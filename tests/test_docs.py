@@ -360,6 +360,19 @@ def test_reference_trainium_figures_are_labelled_as_the_articles() -> None:
         assert "reproduces" not in text, page
 
 
+def test_blocks_that_show_a_prompt_are_console_blocks() -> None:
+    # The copy button leaves out the `$ ` prompts and the output of console blocks only
+    # (docs/assets/extra.css): a command shown with its prompt in any other block would be
+    # copied with the prompt. Included files count as the site shows them.
+    wrong = [
+        f"{block.page}:{block.line} ({block.lang or 'no language'})"
+        for page in _pages()
+        for block in parse_blocks(page)
+        if block.lang != "console" and any(line.startswith("$ ") for line in _expand(block.source)[0].splitlines())
+    ]
+    assert wrong == [], f"blocks with `$ ` prompts that are not console blocks: {wrong}"
+
+
 def _require_call(node: object) -> str | None:
     """The backend name of a ``neuronprof.require_backend("name")`` statement, else None."""
     import ast

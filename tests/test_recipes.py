@@ -3,6 +3,8 @@
 "Profile a window of a long job": ``wait=N - 1, warmup=1, active=M - N + 1`` records
 exactly steps N to M of a longer loop, and ``repeat`` records one window per cycle.
 Notes about modes appear only when the user passed modes.
+"Find your code from an op": with ``with_stack=True`` the stacks export leads from each
+``aten::addmm`` to the ``nn.Module:`` frame of its layer and the caller's own line.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from pathlib import Path
 import torch
 
 import neuronprof
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _steps_in(trace: Path) -> list[int]:
@@ -61,3 +65,31 @@ def test_mode_notes_only_for_modes_the_user_passed(tmp_path: Path) -> None:
     ]
     config = neuronprof.SessionConfig()
     assert config.modes == ("device", "runtime") and config == neuronprof.SessionConfig(modes=("device", "runtime"))
+
+
+def test_find_your_code_leads_from_addmm_to_its_linear_module_through_the_stacks(tmp_path: Path) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 10))
+    x = torch.randn(32, 64)
+    with neuronprof.session(with_stack=True, output_dir=tmp_path) as s:
+        for _ in s.steps():
+            model(x)
+    # The recipe's way: the lines of the stacks file that end in the operator.
+    stacks = s.export(format="stacks").read_text(encoding="utf-8").splitlines()
+    addmm = [line.rsplit(" ", 1)[0].split(";") for line in stacks if line.rsplit(" ", 1)[0].endswith(";aten::addmm")]
+    modules = [[f for f in frames if f.startswith("nn.Module:_")] for frames in addmm]
+    assert sorted(m[-1] for m in modules) == ["nn.Module:_Linear_0", "nn.Module:_Linear_1"], stacks
+    for frames in addmm:
+        # Outside the module frames: the line of this file that called the model.
+        caller = frames[frames.index("nn.Module:_Sequential_0") - 1]
+        assert caller.split("(", 1)[0].endswith(Path(__file__).name), frames
+    # torch.profiler's own name for it writes the same stacks.
+    theirs = tmp_path / "theirs.txt"
+    s.profiler.export_stacks(str(theirs))
+    assert sorted(theirs.read_text(encoding="utf-8").splitlines()) == sorted(stacks)
+    # The table lists the module frames as rows of their own.
+    names = {row.name for row in s.table(sort_by="cpu_total", row_limit=None).rows}
+    assert {"nn.Module: Linear_0", "nn.Module: Linear_1", "aten::addmm"} <= names
+    # The page shows this way, not a torch view that needs kineto's verbose mode.
+    for page in ("docs/recipes/find-your-code.md", "docs/training-step.md"):
+        text = (ROOT / page).read_text(encoding="utf-8")
+        assert 'format="stacks"' in text and "group_by_stack_n" not in text and "Source Location" not in text, page

@@ -85,8 +85,13 @@ def test_copied_training_script_prints_the_pages_story_beside_a_busy_sibling(tmp
     _check_story(proc.stdout, 2)
 
 
-def test_training_story_holds_unpinned_with_torchs_default_threads_beside_a_busy_sibling(tmp_path: Path) -> None:
-    """Run as a reader runs it (no thread setting, every core), beside a process that keeps CPU 0 busy."""
+def test_training_story_holds_unpinned_without_thread_variables_beside_a_busy_sibling(tmp_path: Path) -> None:
+    """Run as a reader runs it, beside a process that keeps CPU 0 busy.
+
+    Not pinned to a core and without ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` in the
+    environment: the thread count is the one the script sets itself
+    (``torch.set_num_threads(1)``), on whichever cores the system gives it.
+    """
     script = tmp_path / "training_step.py"
     shutil.copy(ROOT / "examples" / "training_step.py", script)
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
