@@ -340,21 +340,21 @@ def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
     # themselves, so that with_stack needs no verbose mode (whose "Call stack" field kineto
     # writes unescaped). A step holds few distinct op names and enclosing frames, repeated
     # by every call: each is judged and cleaned once (None: left out).
-    chains: dict[int, list[str]] = {}
+    chains: dict[int, tuple[str, ...]] = {}
     names: dict[str, Optional[str]] = {}
-    prefixes: dict[int, Optional[str]] = {}
+    prefixes: dict[tuple[str, ...], Optional[str]] = {}
 
-    def chain_of(parent: Any) -> list[str]:
+    def chain_of(parent: Any) -> tuple[str, ...]:
         # Up to the first enclosing event whose chain is known, then down again (no recursion:
         # Python stacks can be deeper than the interpreter's recursion limit).
         pending = []
         while parent is not None and id(parent) not in chains:
             pending.append(parent)
             parent = parent.cpu_parent
-        found = chains[id(parent)] if parent is not None else []
+        found = chains[id(parent)] if parent is not None else ()
         for event in reversed(pending):
             if _is_python_function(event):
-                found = [event.name, *found]
+                found = (event.name, *found)
             chains[id(event)] = found
         return found
 
@@ -367,13 +367,13 @@ def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
             shown = names[name] = None if is_own_frame(name) or _is_library_frame(name) else name.translate(clean)
         if shown is None:
             continue
-        parent = evt.cpu_parent
-        prefix = prefixes.get(id(parent), _UNSEEN)
+        # Every call has frames of its own, but the same names: stacks are judged once by name.
+        stack = chain_of(evt.cpu_parent)
+        prefix = prefixes.get(stack, _UNSEEN)
         if prefix is _UNSEEN:
-            stack = chain_of(parent)
-            prefix = prefixes[id(parent)] = (
+            prefix = prefixes[stack] = (
                 None
-                if not stack or _run_by_the_instrument(stack)
+                if not stack or _run_by_the_instrument(list(stack))
                 else "".join(f.translate(clean) + ";" for f in reversed(stack) if not is_own_frame(f))
             )
         if prefix is None:
