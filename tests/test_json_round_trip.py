@@ -78,22 +78,22 @@ def _comparisons(draw: st.DrawFn) -> Comparison:
     return draw(_model(Comparison, rows=st.just(rows), baseline=st.sampled_from(names)))
 
 
+# A device's peaks are positive (DevicePeak refuses anything else).
+_peaks = _model(
+    DevicePeak,
+    name=st.text(min_size=1, max_size=6),
+    flops_per_s=st.floats(1.0, 1e18),
+    bytes_per_s=st.floats(1.0, 1e15),
+    fp32_flops_per_s=st.none() | st.floats(1.0, 1e18),
+)
+
 _MODELS: dict[str, st.SearchStrategy[Any]] = {
     "Table": _tables,
     "RankTable": _model(RankTable, tables=st.lists(_tables, max_size=3).map(tuple)),
     "TraceDiff": _model(TraceDiff),
-    "Roofline": _model(
-        Roofline,
-        device=_model(
-            DevicePeak,
-            name=st.text(min_size=1, max_size=6),
-            flops_per_s=st.floats(1.0, 1e18),
-            bytes_per_s=st.floats(1.0, 1e15),
-            fp32_flops_per_s=st.none() | st.floats(1.0, 1e18),
-        ),
-    ),
+    "Roofline": _model(Roofline, device=_peaks),
     "Comparison": _comparisons(),
-    "NeuronProfile": _model(NeuronProfile),
+    "NeuronProfile": _model(NeuronProfile, peak=st.none() | _peaks),
     "Insights": _insights,
 }
 

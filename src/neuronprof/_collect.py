@@ -98,26 +98,16 @@ class Cycle:
 
 
 def activity_of(evt: Any) -> str:
-    """A kineto event's activity type (``"cpu_op"``, ``"kernel"``, ``"cuda_runtime"``...), as kineto names it.
-
-    ``_KinetoEvent.activity_type()`` exists from torch 2.12. On older torch (the
-    supported range starts at 2.13; ``scripts/gpu_check.py`` also runs on a GPU
-    image's older torch) it is told from what the event has: its device, whether it
-    is a ``record_function`` annotation, and the runtime's and copies' names.
-    """
+    """A kineto event's activity type (``"cpu_op"``, ``"kernel"``...); before torch 2.12 (``gpu_check``) inferred."""
     get = getattr(evt, "activity_type", None)
     if get is not None:
         return str(get())
     name = evt.name()
     if str(evt.device_type()) != "DeviceType.CPU":
-        if name.startswith("Memcpy"):
-            return "gpu_memcpy"
-        return "gpu_memset" if name.startswith("Memset") else "kernel"
+        return {"Memcpy": "gpu_memcpy", "Memset": "gpu_memset"}.get(name[:6], "kernel")
     if getattr(evt, "is_user_annotation", lambda: False)():
         return "user_annotation"
-    if name.startswith(("cuda", "cu", "hip")) and not name.startswith("cudnn"):
-        return "cuda_runtime"
-    return "cpu_op"
+    return "cuda_runtime" if name.startswith(("cu", "hip")) and not name.startswith("cudnn") else "cpu_op"
 
 def _is_device_event(evt: Any) -> bool:
     device_type = getattr(evt, "device_type", None)

@@ -86,6 +86,9 @@ class FlowJoin:
     def from_dict(cls, data: Mapping[str, Any]) -> FlowJoin:
         """Build a join from [`to_dict`][neuronprof.analysis.neuron.FlowJoin.to_dict] output.
 
+        Args:
+            data: The dictionary ``to_dict`` wrote (or its JSON, decoded).
+
         Raises:
             ValueError: A field is missing or unknown.
         """

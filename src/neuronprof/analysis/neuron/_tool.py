@@ -192,6 +192,13 @@ class NeuronTool:
         ends in Parquet's ``PAR1`` footer, and no file appeared or grew since the last
         look), it is stopped; it is killed at the timeout.
 
+        Args:
+            folder: The Neuron Runtime session folder to read.
+            data_path: Where the tool writes its Parquet tables.
+            display_name: The profile's name under ``data_path``.
+            timeout: Seconds the tool may run before it is stopped.
+            notes: A list that gets a line when the tool had to be stopped; None for none.
+
         Returns:
             The path of the ``SystemProfileEvents.parquet`` written.
 
