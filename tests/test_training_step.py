@@ -69,20 +69,9 @@ def _check_story(out: str, steps: int) -> None:
 
 def test_copied_training_script_prints_the_pages_story_beside_a_busy_sibling(tmp_path: Path) -> None:
     """The script, copied alone into a project, prints the page's story on a CPU that another process keeps busy."""
-    script = tmp_path / "training_step.py"
-    shutil.copy(ROOT / "examples" / "training_step.py", script)
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     with _busy_sibling() as pin:
-        proc = subprocess.run(
-            [*pin, sys.executable, str(script), "--active", "2"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    _check_story(proc.stdout, 2)
+        out = _run_copied_script(tmp_path, pin, dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    _check_story(out, 2)
 
 
 def test_training_story_holds_unpinned_without_thread_variables_beside_a_busy_sibling(tmp_path: Path) -> None:
@@ -92,20 +81,20 @@ def test_training_story_holds_unpinned_without_thread_variables_beside_a_busy_si
     environment: the thread count is the one the script sets itself
     (``torch.set_num_threads(1)``), on whichever cores the system gives it.
     """
-    script = tmp_path / "training_step.py"
-    shutil.copy(ROOT / "examples" / "training_step.py", script)
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     with _busy_sibling():
-        proc = subprocess.run(
-            [sys.executable, str(script), "--active", "2"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        out = _run_copied_script(tmp_path, [], env)
+    _check_story(out, 2)
+
+
+def _run_copied_script(tmp_path: Path, pin: list[str], env: dict[str, str]) -> str:
+    """Copy the example alone into ``tmp_path``, run it (``pin`` before the interpreter), return its output."""
+    script = tmp_path / "training_step.py"
+    shutil.copy(ROOT / "examples" / "training_step.py", script)
+    command = [*pin, sys.executable, str(script), "--active", "2"]
+    proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    _check_story(proc.stdout, 2)
+    return proc.stdout
 
 
 def test_copied_training_script_explains_a_missing_device(tmp_path: Path) -> None:
