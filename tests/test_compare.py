@@ -185,23 +185,53 @@ def test_plot_png(rms: Comparison, tmp_path: Path) -> None:
     assert [p.name for p in target.parent.iterdir()] == ["cmp.png"]  # no temporary file left
 
 
-def test_figure_has_a_legend_and_a_title_naming_the_variants(rms: Comparison) -> None:
-    pytest.importorskip("matplotlib")
-    from neuronprof.render import render_comparison_figure
+def _hand_built(faster: bool) -> Comparison:
+    """Three RMSNorms measured by hand: with ``faster``, ``fused`` is measurably faster than ``naive``."""
+    fused = (40.0, 2.5, 2.2, 2.8) if faster else (98.0, 100 / 98, 0.9, 1.1)  # wall, speedup and its interval
+    rows = (
+        ComparisonRow("naive", 6.0, 30.0, None, 100.0, 95.0, 110.0, 1.0, 0.01),
+        ComparisonRow(
+            "fused",
+            1.0,
+            5.0,
+            None,
+            fused[0],
+            fused[0] - 2,
+            fused[0] + 5,
+            fused[1],
+            0.01,
+            speedup_low=fused[2],
+            speedup_high=fused[3],
+        ),
+        ComparisonRow(
+            "compiled", 1.0, 6.0, None, 120.0, 110.0, 130.0, 100 / 120, 2.0, speedup_low=0.7, speedup_high=0.9
+        ),
+    )
+    return Comparison(rows=rows, baseline="naive", backend="cpu", repeats=5, warmup=1, profiled_steps=2)
 
-    figure = render_comparison_figure(rms, title="RMSNorm")
-    title = figure._suptitle.get_text()  # noqa: SLF001 - matplotlib has no public getter
-    assert title.startswith("RMSNorm: ")
-    assert all(row.name in title for row in rms)
-    assert f"backend {rms.backend}" in title
-    labels = [text.get_text() for legend in figure.legends for text in legend.get_texts()]
-    assert f"baseline ({rms.baseline})" in labels
-    # "best" is listed exactly when a bar is drawn green: which variant is faster is the
-    # machine's to say (and the wall panel's green needs an interval that excludes 1).
+
+@pytest.mark.parametrize("faster", [True, False], ids=["a variant faster", "none faster"])
+def test_figure_has_a_legend_and_a_title_naming_the_variants(faster: bool) -> None:
+    pytest.importorskip("matplotlib")
     from matplotlib.colors import to_hex
 
-    green = any(to_hex(p.get_facecolor()) == "#2ca02c" for ax in figure.axes for p in ax.patches)
-    assert ("best" in labels) is green
+    from neuronprof.render import render_comparison_figure
+
+    cmp = _hand_built(faster)
+    figure = render_comparison_figure(cmp, title="RMSNorm")
+    title = figure._suptitle.get_text()  # noqa: SLF001 - matplotlib has no public getter
+    assert title.startswith("RMSNorm: ")
+    assert all(row.name in title for row in cmp)
+    assert f"backend {cmp.backend}" in title
+    labels = [text.get_text() for legend in figure.legends for text in legend.get_texts()]
+    assert f"baseline ({cmp.baseline})" in labels
+    # "best" is listed exactly when a bar is drawn green: in the wall panel only for a variant
+    # whose speedup's interval excludes 1, in the self-time panel for the least self time.
+    wall, own = ([to_hex(p.get_facecolor()) for p in ax.patches] for ax in figure.axes)
+    green = "#2ca02c"
+    assert (wall[1] == green) is faster and wall[0] != green and wall[2] != green
+    assert own[1] == green, "fused has the least self CPU time in both"
+    assert "best" in labels and "other variants" in labels
 
 
 @pytest.mark.parametrize("baseline_fastest", [True, False])
