@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from neuronprof import analysis
@@ -36,6 +37,7 @@ def _first_table_rows(out: str) -> list[tuple[str, float]]:
     return rows
 
 
+@pytest.mark.slow
 def test_copied_training_script_prints_table_and_findings(tmp_path: Path) -> None:
     """The script, copied alone into a project, runs and prints its tables and findings.
 
@@ -95,6 +97,7 @@ def _run_copied_script(tmp_path: Path, env: dict[str, str]) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_copied_training_script_explains_a_missing_device(tmp_path: Path) -> None:
     """``--device neuron`` on a machine without it stops with neuronprof's message, not torch's traceback."""
     script = tmp_path / "training_step.py"
@@ -113,6 +116,7 @@ def test_copied_training_script_explains_a_missing_device(tmp_path: Path) -> Non
         assert "Traceback" not in proc.stderr and "Expected one of" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_training_session_records_the_labelled_phases() -> None:
     sys.path.insert(0, str(ROOT / "examples"))
     try:

@@ -25,6 +25,7 @@ from neuronprof.analysis.cli import main as analysis_main
 # -- the statistics ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_p_values_are_scipys_exact_mann_whitney() -> None:
     stats = pytest.importorskip("scipy.stats")
     rng = random.Random(7)
@@ -234,6 +235,7 @@ def test_check_reads_device_time_when_asked(tmp_path: Path) -> None:
     assert check(a, b).exit_code == 0  # the host's step time did not change
 
 
+@pytest.mark.slow
 def test_real_runs_against_themselves_claim_no_change(tmp_path: Path) -> None:
     """Real torch traces, their real spread: the same runs on both sides are no regression, whatever the machine.
 
@@ -279,6 +281,7 @@ def test_the_reports_two_run_pane_gives_the_verdicts(tmp_path: Path, capsys: pyt
     assert "Compared with the baseline" not in (tmp_path / "alone.html").read_text()
 
 
+@pytest.mark.slow
 def test_sessions_are_compared_directly_and_in_their_report(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     import neuronprof
@@ -365,6 +368,7 @@ def test_check_refuses_ambiguous_thresholds(
     assert refused.value.code == 2 and message in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_long_run_is_judged_on_at_most_max_samples_blocks(tmp_path: Path) -> None:
     from neuronprof.analysis._samples import MAX_SAMPLES
 
