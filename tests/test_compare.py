@@ -104,12 +104,14 @@ def rms(tmp_path_factory: pytest.TempPathFactory) -> Comparison:
 # -- a real comparison -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_op_calls_per_variant(rms: Comparison) -> None:
     assert rms.row("naive").op_calls == 6
     assert rms.row("torch.rms_norm").op_calls == 1
     assert rms.row("torch.compile").op_calls == 1
 
 
+@pytest.mark.slow
 def test_rows_keep_order_and_first_is_baseline(rms: Comparison) -> None:
     assert rms.names() == ["naive", "torch.rms_norm", "torch.compile"]
     assert rms.baseline == "naive"
@@ -119,6 +121,7 @@ def test_rows_keep_order_and_first_is_baseline(rms: Comparison) -> None:
     assert (rms.repeats, rms.warmup, rms.profiled_steps) == (3, 1, 3)
 
 
+@pytest.mark.slow
 def test_speedup_is_ratio_of_reported_medians(rms: Comparison) -> None:
     base = rms.row("naive").wall_us
     for row in rms:
@@ -129,6 +132,7 @@ def test_speedup_is_ratio_of_reported_medians(rms: Comparison) -> None:
         assert row.calls_per_sample >= 1
 
 
+@pytest.mark.slow
 def test_compile_time_is_kept_apart(rms: Comparison) -> None:
     compiled = rms.row("torch.compile")
     assert compiled.compile_s > 0
@@ -136,6 +140,7 @@ def test_compile_time_is_kept_apart(rms: Comparison) -> None:
     assert all(sample < compiled.compile_s * 1e6 for sample in compiled.wall_samples_us)
 
 
+@pytest.mark.slow
 def test_each_variant_keeps_its_full_table(rms: Comparison) -> None:
     naive = rms.row("naive").table
     assert isinstance(naive, Table)
@@ -146,6 +151,7 @@ def test_each_variant_keeps_its_full_table(rms: Comparison) -> None:
     assert any(name.startswith("Torch-Compiled Region") for name in compiled.names())
 
 
+@pytest.mark.slow
 def test_self_times_are_per_step_without_the_step_row(rms: Comparison) -> None:
     for row in rms:
         assert row.table is not None
@@ -154,6 +160,7 @@ def test_self_times_are_per_step_without_the_step_row(rms: Comparison) -> None:
         assert row.self_device_us is None
 
 
+@pytest.mark.slow
 def test_text_marks_baseline_and_best(rms: Comparison) -> None:
     text = str(rms)
     assert "naive (baseline)" in text
@@ -165,6 +172,7 @@ def test_text_marks_baseline_and_best(rms: Comparison) -> None:
     assert len({len(line) for line in lines[:2]}) == 1  # header and rule line up
 
 
+@pytest.mark.slow
 def test_markdown_html_and_json(rms: Comparison) -> None:
     md = rms.to_markdown()
     assert md.startswith("| Variant |")
@@ -178,6 +186,7 @@ def test_markdown_html_and_json(rms: Comparison) -> None:
     assert again.row("naive").table == rms.row("naive").table
 
 
+@pytest.mark.slow
 def test_plot_png(rms: Comparison, tmp_path: Path) -> None:
     target = tmp_path / "sub" / "cmp.png"
     assert rms.plot(target) == target
@@ -235,6 +244,7 @@ def test_figure_has_a_legend_and_a_title_naming_the_variants(faster: bool) -> No
 
 
 @pytest.mark.parametrize("baseline_fastest", [True, False])
+@pytest.mark.slow
 def test_figure_colours_match_its_legend(rms: Comparison, baseline_fastest: bool) -> None:
     """The baseline is grey in both panels, never green, and the legend lists exactly the colours drawn."""
     pytest.importorskip("matplotlib")
@@ -270,6 +280,7 @@ def test_figure_colours_match_its_legend(rms: Comparison, baseline_fastest: bool
     assert ("best" in legend.values()) is not baseline_fastest
 
 
+@pytest.mark.slow
 def test_plot_svg_replaces_existing_file(rms: Comparison, tmp_path: Path) -> None:
     target = tmp_path / "cmp.SVG"
     target.write_text("old")
@@ -279,12 +290,14 @@ def test_plot_svg_replaces_existing_file(rms: Comparison, tmp_path: Path) -> Non
     assert "naive" in target.read_text()
 
 
+@pytest.mark.slow
 def test_plot_refuses_unknown_suffix(rms: Comparison, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"\.png.*\.svg"):
         rms.plot(tmp_path / "cmp.jpg")
     assert not (tmp_path / "cmp.jpg").exists()
 
 
+@pytest.mark.slow
 def test_plot_without_matplotlib_says_how_to_install(
     rms: Comparison, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -298,6 +311,7 @@ def test_plot_without_matplotlib_says_how_to_install(
 # -- the procedure, on a fake clock ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_first_call_is_timed_alone(clock: FakeClock, opts: dict[str, Any]) -> None:
     log: list[str] = []
     slow_first = Recorder("compiled", log, clock, first_s=7.0, steady_s=0.004)
@@ -312,6 +326,7 @@ def test_first_call_is_timed_alone(clock: FakeClock, opts: dict[str, Any]) -> No
     assert cmp.row("eager").speedup == 1.0
 
 
+@pytest.mark.slow
 def test_rounds_are_interleaved_and_rotated(clock: FakeClock, opts: dict[str, Any]) -> None:
     log: list[str] = []
     # 20 ms a call: one call per sample, so the log shows the timing order directly.
@@ -326,6 +341,7 @@ def test_rounds_are_interleaved_and_rotated(clock: FakeClock, opts: dict[str, An
     assert profiled == ["a"] * steps + ["b"] * steps + ["c"] * steps
 
 
+@pytest.mark.slow
 def test_baseline_can_be_chosen(clock: FakeClock, opts: dict[str, Any]) -> None:
     log: list[str] = []
     slow = Recorder("slow", log, clock, first_s=0.03, steady_s=0.03)
@@ -477,6 +493,7 @@ def test_failing_variant_stops_the_run(fail_at: int, clock: FakeClock, opts: dic
         assert later == []
 
 
+@pytest.mark.slow
 def test_failure_while_profiled_closes_the_session(opts: dict[str, Any], tmp_path: Path) -> None:
     def fails_under_profiler() -> None:
         if torch._C._autograd._profiler_enabled():
@@ -575,6 +592,7 @@ def test_the_best_speedup_is_marked_only_when_its_interval_excludes_1(
     assert (f"**{cell}**" in cmp.to_markdown()) is marked
 
 
+@pytest.mark.slow
 def test_compare_gives_each_speedup_its_interval(clock: FakeClock, opts: dict[str, Any]) -> None:
     log: list[str] = []
     slow = Recorder("slow", log, clock, first_s=0.02, steady_s=0.02)
@@ -590,6 +608,7 @@ def test_compare_gives_each_speedup_its_interval(clock: FakeClock, opts: dict[st
     assert Comparison.from_json(cmp.to_json()) == cmp
 
 
+@pytest.mark.slow
 def test_a_speedup_without_an_interval_says_why(clock: FakeClock, opts: dict[str, Any]) -> None:
     log: list[str] = []
     slow = Recorder("slow", log, clock, first_s=0.02, steady_s=0.02)
