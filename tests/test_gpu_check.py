@@ -42,6 +42,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_dry_run_runs_every_step_and_skips_only_what_needs_a_gpu(tmp_path: Path) -> None:
     done = _run("--dry-run", "--out", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -84,6 +85,7 @@ def test_dry_run_runs_every_step_and_skips_only_what_needs_a_gpu(tmp_path: Path)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible: the real run would run")
+@pytest.mark.slow
 def test_without_a_gpu_the_real_run_refuses_and_says_how(tmp_path: Path) -> None:
     done = _run("--out", str(tmp_path))
     assert done.returncode != 0
