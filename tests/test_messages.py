@@ -91,6 +91,7 @@ def test_device_only_on_a_backend_without_a_device_says_why(tmp_path):
     assert footer.group(1) == f"{full.self_cpu_us:.1f}" and float(footer.group(1)) > 0
 
 
+@pytest.mark.slow
 def test_work_in_other_threads_is_noted_and_can_be_recorded(tmp_path):
     def work():
         for _ in range(20):
@@ -120,6 +121,7 @@ def _one_step(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     return model(x)
 
 
+@pytest.mark.slow
 def test_with_stack_exports_stacks_without_the_profilers_own_frames(tmp_path):
     model = torch.nn.Sequential(torch.nn.Linear(100, 100), torch.nn.ReLU())
     x = torch.randn(32, 100)
