@@ -48,6 +48,7 @@ def _run(code: str, build: str, env: dict[str, str] | None = None) -> dict:
 
 
 @pytest.mark.parametrize("build", BUILDS)
+@pytest.mark.slow
 def test_device_column_note_and_bundle_per_build(tmp_path: Path, build: str) -> None:
     r = _run(
         f"""
@@ -149,6 +150,7 @@ report(dict(first, readme=(bundle / "README.txt").read_text(), sessions=sessions
 
 # The correlating and documented builds share NeuronConfig; the legacy build has its own config string.
 @pytest.mark.parametrize("build", ["documented", "legacy"])
+@pytest.mark.slow
 def test_cores_are_process_local_and_validated_before_start(tmp_path: Path, build: str) -> None:
     r = _run(
         f"""
@@ -186,6 +188,7 @@ report(dict(seen=seen, refused=refused))
     assert all("invalid core" in msg or "core must" in msg for msg in r["refused"])
 
 
+@pytest.mark.slow
 def test_torchrun_rank_cores_and_a_bundle_without_neffs(tmp_path: Path) -> None:
     # torchrun: TorchNeuron gives rank 3 NEURON_RT_VISIBLE_CORES=3, seen as core 0 in the process.
     r = _run(
@@ -239,6 +242,7 @@ _EXPORT_CASES = [
 
 
 @pytest.mark.parametrize("build", BUILDS)
+@pytest.mark.slow
 def test_export_works_whether_or_not_export_trace_consumed_kinetos_save(tmp_path: Path, build: str) -> None:
     cases = _EXPORT_CASES[:1] if build == "legacy" else _EXPORT_CASES  # legacy runs no exporter
     r = _run(
@@ -274,6 +278,7 @@ report(results)
         assert res["warnings"] == [], case
 
 
+@pytest.mark.slow
 def test_torch_version_gate_states_each_backends_reason() -> None:
     code = """
 import neuronprof

@@ -140,6 +140,7 @@ def _row(info: dict, name: str) -> dict:
     return next(r for r in info["rows"] if r["name"] == name)
 
 
+@pytest.mark.slow
 def test_neff_rows_and_per_step_time_from_neurons_profile(tmp_path):
     info = _run(tmp_path)
     steps = info["expected"]
@@ -179,6 +180,7 @@ def test_neff_rows_and_per_step_time_from_neurons_profile(tmp_path):
     assert {"system_profile.json", "neuron_summary.json"} <= set(info["bundle_files"])
 
 
+@pytest.mark.slow
 def test_ops_get_device_time_from_the_flow_id_join_with_its_match_rate(tmp_path):
     pytest.importorskip("pyarrow")
     info = _run(tmp_path, join=True, heuristic=True)
@@ -202,6 +204,7 @@ def test_ops_get_device_time_from_the_flow_id_join_with_its_match_rate(tmp_path)
     assert any("peaks from the profile itself" in n for n in rl_notes)
 
 
+@pytest.mark.slow
 def test_name_heuristic_only_when_asked_and_labelled(tmp_path):
     info = _run(tmp_path, heuristic=True)
     mul_op = _row(info, "aten::mul")
@@ -217,6 +220,7 @@ def test_name_heuristic_only_when_asked_and_labelled(tmp_path):
     assert not next(r for r in info["again"] if r["name"] == "aten::mul")["self_device_us"]
 
 
+@pytest.mark.slow
 def test_executions_outside_the_profiled_steps_are_noted_in_the_footer(tmp_path):
     info = _run(tmp_path, outside=True)
     assert _row(info, "NEFF neff_aten_mul_1")["calls"] == 5  # counted in the NEFF total ...
@@ -225,6 +229,7 @@ def test_executions_outside_the_profiled_steps_are_noted_in_the_footer(tmp_path)
     assert note in info["text"]
 
 
+@pytest.mark.slow
 def test_without_the_tool_the_table_says_what_to_install(tmp_path):
     info = _run(tmp_path, tool=False)
     assert not any(r["name"].startswith("NEFF ") for r in info["rows"])
@@ -239,6 +244,7 @@ def test_without_the_tool_the_table_says_what_to_install(tmp_path):
     assert info["bundle_files"] == ["trace.json"]  # nothing written beside the runtime's files
 
 
+@pytest.mark.slow
 def test_torch_device_time_is_kept_and_named_as_the_source(tmp_path):
     info = _run(tmp_path, emit=True, write_spec=False)
     assert not any(r["name"].startswith("NEFF ") for r in info["rows"])
@@ -247,6 +253,7 @@ def test_torch_device_time_is_kept_and_named_as_the_source(tmp_path):
     assert info["profile"]["tool"] is not None
 
 
+@pytest.mark.slow
 def test_neuron_profile_refused_where_it_cannot_work(tmp_path):
     import neuronprof
     from neuronprof.errors import SessionStateError
@@ -312,6 +319,7 @@ report(dict(info, first_execs=first_execs, second_execs=second_execs))
 """
 
 
+@pytest.mark.slow
 def test_two_sessions_in_one_process_and_folder_read_their_own_neuron_profile(tmp_path):
     env = {"NEURONPROF_STANDIN_NEURON_BUILD": "documented", "FAKE_NEURON_EXPLORER_LOG": str(tmp_path / "calls.log")}
     empty = tmp_path / "emptybin"

@@ -67,6 +67,7 @@ def _assert_device_table(r: dict, label: str) -> None:
     assert r["warnings"] == []
 
 
+@pytest.mark.slow
 def test_neuron_session_end_to_end(tmp_path):
     r = _run(
         f"""
@@ -106,6 +107,7 @@ report(info)
     assert ".neff" in r["readme"] and ".ntff" in r["readme"] and "system/" in r["readme"]
 
 
+@pytest.mark.slow
 def test_neuron_config_options_pass_through(tmp_path):
     r = _run(
         f"""
@@ -135,6 +137,7 @@ report(dict(seen=seen, refused=refused, local=tnp.last_config.capture_enabled_fo
     assert "invalid core" in r["refused"]
 
 
+@pytest.mark.slow
 def test_tpu_session_uses_accelerator_sync(tmp_path):
     r = _run(
         f"""
@@ -163,6 +166,7 @@ report(info)
     assert Path(r["run_dir"]).parent.parent == tmp_path / "out"
 
 
+@pytest.mark.slow
 def test_generic_privateuse1_backend(tmp_path):
     r = _run(
         f"""
@@ -182,6 +186,7 @@ report(info)
     assert "neuron backend" in r["neuron_format"]
 
 
+@pytest.mark.slow
 def test_empty_device_column_warns_and_points_to_doctor(tmp_path):
     # Only where device time is expected: the correlating TorchNeuron build, here with nothing emitted.
     r = _run(
@@ -200,6 +205,7 @@ report(info)
     assert any("no NEURON device time" in n for n in r["notes"])
 
 
+@pytest.mark.slow
 def test_placeholder_torch_neuronx_is_refused_with_the_real_source(tmp_path):
     r = result(
         check(
@@ -222,6 +228,7 @@ report(dict(message=message, auto=neuronprof.session().backend))
     assert r["auto"] != "neuron", "auto skips the placeholder and goes on"
 
 
+@pytest.mark.slow
 def test_old_torch_is_refused_for_privateuse1(tmp_path):
     r = _run(
         """
@@ -239,6 +246,7 @@ report(dict(message=message))
     assert "needs torch >= 2.12" in r["message"]
 
 
+@pytest.mark.slow
 def test_doctor_reports_the_privateuse1_backend():
     r = _run(
         """
@@ -254,6 +262,7 @@ report(diagnose())
 
 
 @pytest.mark.parametrize("flag", ["--json", None])
+@pytest.mark.slow
 def test_doctor_cli_runs(flag):
     argv = ["neuronprof", "doctor"] + ([flag] if flag else [])
     code = f"""
@@ -266,6 +275,7 @@ runpy.run_module("neuronprof", run_name="__main__")
     assert "cpu" in proc.stdout
 
 
+@pytest.mark.slow
 def test_compare_on_a_privateuse1_device_counts_kernel_time_once(tmp_path):
     r = _run(
         f"""

@@ -129,6 +129,7 @@ _OWN_LITERALS = {
 }
 
 
+@pytest.mark.slow
 def test_literals_are_defined_only_in_neuronprof_typing() -> None:
     found = {}
     for path in sorted(SRC.rglob("*.py")):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 import neuronprof
@@ -25,6 +26,7 @@ def _steps_in(trace: Path) -> list[int]:
     return sorted(int(n.split("#", 1)[1]) for n in names)
 
 
+@pytest.mark.slow
 def test_a_window_of_a_long_loop_records_steps_n_to_m_and_the_loop_runs_on(tmp_path: Path) -> None:
     model, x = torch.nn.Linear(16, 16), torch.randn(4, 16)
     n, m, total = 20, 24, 60

@@ -205,6 +205,7 @@ def test_device_events_get_their_own_lanes() -> None:
     ),
     st.lists(st.tuples(st.integers(0, 5_000), st.integers(1, 2_000)), max_size=30),
 )
+@pytest.mark.slow
 def test_timeline_keeps_every_event_or_counts_it_as_dropped(
     host_spans: list[tuple[int, int, str]], dev_spans: list[tuple[int, int]]
 ) -> None:

@@ -34,6 +34,8 @@ CHROMIUM = os.environ.get("NEURONPROF_CHROMIUM") or shutil.which("chromium") or 
 if CHROMIUM is None:
     pytest.skip("Chromium is not installed (Debian: apt-get install chromium)", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+# Every test here drives a headless browser (started once, seconds): none is quick.
+pytestmark = pytest.mark.slow
 
 FLAGS = [
     "--no-sandbox",
