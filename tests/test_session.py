@@ -39,6 +39,7 @@ def top_level_per_step(table: neuronprof.Table) -> float:
 # -- what a profile contains ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_naive_rmsnorm_has_six_top_level_ops(out):
     s = profile(lambda: naive_rmsnorm(X, W), out)
     t = s.table(row_limit=None)
@@ -63,6 +64,7 @@ def test_fused_rms_norm_is_one_op_over_the_fused_kernel(out):
     assert a0 <= b0 and b1 <= a1, "aten::_fused_rms_norm must run inside aten::rms_norm"
 
 
+@pytest.mark.slow
 def test_compiled_function_is_one_compiled_region(out):
     torch._dynamo.reset()
     compiled = torch.compile(naive_rmsnorm, fullgraph=True)

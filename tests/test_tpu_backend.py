@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent / "backends"))
 
 from run_in_subprocess import check, result, run_script  # noqa: E402
@@ -33,6 +35,7 @@ def run(out, **kw):
 """
 
 
+@pytest.mark.slow
 def test_worker_rank_env_override_and_written_folder(tmp_path: Path) -> None:
     code = (
         _RUN
@@ -100,6 +103,7 @@ report(dict(plain=plain, overridden=overridden, ranked=ranked, probe=_doctor.pro
         assert not any("NeuronProfWarning" in w for w in res["warnings"])
 
 
+@pytest.mark.slow
 def test_experimental_warning_once_compare_totals_and_runtime_mode(tmp_path: Path) -> None:
     code = (
         _RUN

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,6 +54,7 @@ def test_a_valid_trace_is_left_byte_for_byte(tmp_path):
     assert path.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_a_label_with_quotes_is_exported_as_valid_json(tmp_path):
     import torch
 
