@@ -127,6 +127,7 @@ def test_eager_live_and_offline_tables_agree(tmp_path: Path) -> None:
         assert (a.total_rows, a.self_cpu_us) == pytest.approx((b.total_rows, b.self_cpu_us), abs=0.01)
 
 
+@pytest.mark.slow
 def test_record_shapes_tables_agree_per_signature(tmp_path: Path) -> None:
     s = _run(tmp_path, _workload(), wait=0, warmup=1, active=2, record_shapes=True)
     live = s.table(row_limit=None)
@@ -148,6 +149,7 @@ def test_repeated_cycles_agree_with_their_exports_summed(tmp_path: Path) -> None
     assert live.steps == 3
 
 
+@pytest.mark.slow
 def test_step_opened_at_exit_is_no_step_live_or_offline(tmp_path: Path) -> None:
     # step() after the work, then the block exits mid-cycle: torch opens one more
     # ProfilerStep#N that never runs. Neither table counts it.
@@ -231,8 +233,8 @@ class _Row:
         self.self_cpu_us, self.cpu_total_us, self.self_device_us, self.device_total_us = times
 
 
-@pytest.mark.parametrize("shapes", [False, True], ids=["by-name", "by-shape"])
 @pytest.mark.slow
+@pytest.mark.parametrize("shapes", [False, True], ids=["by-name", "by-shape"])
 def test_privateuse1_device_kernels_agree(tmp_path: Path, shapes: bool) -> None:
     # The correlating TorchNeuron stand-in: the build whose device time reaches torch.profiler.
     # Its times are the test plugin's, not a Trainium's.
@@ -265,6 +267,7 @@ def test_empty_last_step_ended_by_the_schedule_counts_live_and_offline(tmp_path:
     assert header["neuronprof"]["stopped_in_last_step"] is False
 
 
+@pytest.mark.slow
 def test_empty_last_step_opened_at_exit_is_marked_in_the_trace(tmp_path: Path) -> None:
     body = _workload()
     with neuronprof.session(backend="cpu", output_dir=tmp_path, wait=0, warmup=1, active=5) as s:
@@ -355,6 +358,7 @@ def test_an_async_collective_adds_no_self_time_live_or_offline(tmp_path: Path) -
     assert_tables_agree(live, summarize(s.export()))
 
 
+@pytest.mark.slow
 def test_with_stack_python_frames_add_up_to_the_steps_live_and_offline(tmp_path: Path) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU())
     x = torch.randn(4, 16)

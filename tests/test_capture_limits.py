@@ -74,8 +74,8 @@ report(dict(notes=s.notes, text=str(t), diagnosis=_doctor.diagnose()))
     assert f"neuron: {mismatch}" in r2["diagnosis"]["problems"]
 
 
-@pytest.mark.parametrize("variable", ["NEURON_RT_INSPECT_ENABLE", "NEURON_RT_INSPECT_OUTPUT_DIR"])
 @pytest.mark.slow
+@pytest.mark.parametrize("variable", ["NEURON_RT_INSPECT_ENABLE", "NEURON_RT_INSPECT_OUTPUT_DIR"])
 def test_a_neuron_rt_inspect_variable_is_refused_before_anything_starts(tmp_path: Path, variable: str) -> None:
     r = _neuron(
         f"""

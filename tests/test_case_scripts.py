@@ -140,8 +140,8 @@ def test_other_thread_ops_missing(tmp_path):
     assert "other threads" in out and "profile_all_threads=True" in out
 
 
-@pytest.mark.parametrize("at", ["1", "2"], ids=["warmup", "active"])
 @pytest.mark.slow
+@pytest.mark.parametrize("at", ["1", "2"], ids=["warmup", "active"])
 def test_raw_profiler_inside_session(tmp_path, at):
     proc = run_script("raw_profiler_inside_session.py", at, tmp_path=tmp_path)
     assert proc.returncode == 1, f"a SessionStateError, not a crash: exit {proc.returncode}\n{proc.stderr[-3000:]}"
@@ -231,8 +231,8 @@ def test_fork_during_session(tmp_path):
     assert "RESULT parent rows: ['ProfilerStep*', 'aten::clamp_min', 'aten::relu']" in out
 
 
-@pytest.mark.parametrize("phase", ["exit", "export"])
 @pytest.mark.slow
+@pytest.mark.parametrize("phase", ["exit", "export"])
 def test_sigterm_leftovers(tmp_path, phase):
     out = ok(run_script("sigterm_leftovers.py", phase, tmp_path=tmp_path))
     rc = int(re.search(r"child rc=(-?\d+)", out).group(1))

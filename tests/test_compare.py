@@ -243,8 +243,8 @@ def test_figure_has_a_legend_and_a_title_naming_the_variants(faster: bool) -> No
     assert "best" in labels and "other variants" in labels
 
 
-@pytest.mark.parametrize("baseline_fastest", [True, False])
 @pytest.mark.slow
+@pytest.mark.parametrize("baseline_fastest", [True, False])
 def test_figure_colours_match_its_legend(rms: Comparison, baseline_fastest: bool) -> None:
     """The baseline is grey in both panels, never green, and the legend lists exactly the colours drawn."""
     pytest.importorskip("matplotlib")

@@ -248,8 +248,8 @@ def test_code_blocks_are_well_formed(page: Path) -> None:
             _expand(block.source)
 
 
-@pytest.mark.parametrize("page", _runnable_pages(), ids=_id)
 @pytest.mark.slow
+@pytest.mark.parametrize("page", _runnable_pages(), ids=_id)
 def test_page_snippets_run(page: Path, tmp_path: Path) -> None:
     blocks = []
     for block in parse_blocks(page):

@@ -39,8 +39,8 @@ _CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(_CASES))
 @pytest.mark.slow
+@pytest.mark.parametrize("case", list(_CASES))
 def test_probe_reports_what_reached_torch(case: str) -> None:
     backend, env, name, expected = _CASES[case]
     emit = env.get("NEURONPROF_STANDIN_EMIT") != "0"

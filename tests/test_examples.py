@@ -90,6 +90,7 @@ def test_rmsnorm_example(compiled: list[dict[str, Any]], in_tmp: Path, capsys: p
     assert compiled == [{"fullgraph": True, "backend": "inductor"}]
 
 
+@pytest.mark.slow
 def test_rmsnorm_naive_is_six_ops(in_tmp: Path) -> None:
     from neuronprof import compare
 
@@ -150,8 +151,8 @@ def test_demo_refuses_unknown_case() -> None:
         demo_parser().parse_args(["demo", "resnet"])
 
 
-@pytest.mark.parametrize("demo", _demo.DEMOS)
 @pytest.mark.slow
+@pytest.mark.parametrize("demo", _demo.DEMOS)
 def test_demo_runs_each_case(
     demo: str, compiled: list[dict[str, Any]], in_tmp: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -48,6 +48,7 @@ def torch_saves(monkeypatch, tmp_path):
     return saves
 
 
+@pytest.mark.slow
 def test_export_is_torchs_own_trace_of_that_cycle(torch_saves, tmp_path):
     model = torch.nn.Linear(64, 64)
     x = torch.randn(16, 64)
@@ -121,6 +122,7 @@ def test_a_changed_private_copy_is_noticed_and_never_exported_as_torchs_save(tmp
     assert trace["neuronprof"]["backend"] == "cpu"
 
 
+@pytest.mark.slow
 def test_torchs_own_export_of_the_session_profiler_works_any_number_of_times(torch_saves, tmp_path):
     """s.profiler.export_chrome_trace used to raise torch's "Trace is already saved"."""
     with neuronprof.session(
@@ -265,6 +267,7 @@ def test_endless_schedule_memory_stays_flat_like_raw_torch(tmp_path):
     assert ours - raw < 15, f"neuronprof grew {ours:.0f} MB, raw torch.profiler {raw:.0f} MB"
 
 
+@pytest.mark.slow
 def test_endless_schedule_exports_the_last_cycle_that_recorded_something(torch_saves, tmp_path):
     from neuronprof import NeuronProfWarning
 

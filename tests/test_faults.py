@@ -112,6 +112,7 @@ def test_output_path_that_is_a_file(tmp_path):
     assert blocker.read_text() == ""
 
 
+@pytest.mark.slow
 def test_two_threads_opening_sessions_at_once(tmp_path):
     barrier = threading.Barrier(2)
     release = threading.Event()
@@ -147,6 +148,7 @@ def test_two_threads_opening_sessions_at_once(tmp_path):
     assert s.table(row_limit=None).row("aten::relu").calls == 1
 
 
+@pytest.mark.slow
 def test_keyboard_interrupt_then_new_session(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         with neuronprof.session(backend="cpu", wait=0, warmup=0, active=2, output_dir=tmp_path) as s:
@@ -239,9 +241,9 @@ def warnings_ignored():
     return _Exit()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop_at", [None, 3, 4], ids=["full", "break-in-active", "break-in-warmup"])
 @pytest.mark.parametrize("exc_type", [KeyboardInterrupt, RuntimeError])
-@pytest.mark.slow
 def test_interrupt_at_every_schedule_transition(monkeypatch, tmp_path, stop_at, exc_type):
     """An exception at any of torch's state changes reaches the user as itself; the process stays usable."""
     sequence = _transitions(monkeypatch, stop_at, tmp_path / "clean")
@@ -339,6 +341,7 @@ def test_real_alarm_signals_during_a_repeating_schedule(tmp_path):
     assert result["after"] == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("at", [1, 2], ids=["in-warmup", "in-active"])
 def test_a_profiler_opened_inside_the_block_is_named(tmp_path, at):
     """A library's own torch.profiler inside the block: SessionStateError naming it, never a crash or silence."""
@@ -419,8 +422,8 @@ print("RESULT" + json.dumps(result))
 _PHASES = {0: "a wait step", 1: "a warmup step", 2: "an active step"}
 
 
-@pytest.mark.parametrize("kind", ["legacy", "legacy-cpu-only", "kineto", "left-running"])
 @pytest.mark.slow
+@pytest.mark.parametrize("kind", ["legacy", "legacy-cpu-only", "kineto", "left-running"])
 def test_any_profiler_started_inside_the_block_is_refused_in_every_phase(tmp_path, kind):
     """torch.autograd.profiler.profile in a warmup step used to segfault: each start is refused, in each phase.
 
@@ -515,8 +518,8 @@ _TERMINATED = """
 """
 
 
-@pytest.mark.parametrize("where", ["save", "export"])
 @pytest.mark.slow
+@pytest.mark.parametrize("where", ["save", "export"])
 def test_sigterm_during_a_save_or_an_export_leaves_nothing_behind(tmp_path, where):
     """The default SIGTERM still ends the process, as the signal; what neuronprof was writing goes first."""
     temp = tmp_path / "tmp"

@@ -137,8 +137,8 @@ def test_the_corpus_covers_what_it_is_for() -> None:
 # == the engine on the corpus ========================================================
 
 
-@pytest.mark.parametrize("case", CASES)
 @pytest.mark.slow
+@pytest.mark.parametrize("case", CASES)
 def test_advise_finds_what_the_trace_shows_and_nothing_else(case: str) -> None:
     v = verdict(case)
     problems = []

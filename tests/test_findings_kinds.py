@@ -142,6 +142,7 @@ def test_bf16_on_a_cpu_with_it_or_an_unknown_cpu_is_no_finding() -> None:
     assert any("bfloat16 ops take 40%" in n and "not in the trace" in n for n in unknown.notes)
 
 
+@pytest.mark.slow
 def test_autocast_bf16_on_this_cpu_is_judged_by_what_the_cpu_has(tmp_path: Path) -> None:
     from neuronprof._collect import native_dtypes
 

@@ -84,8 +84,8 @@ def test_dry_run_runs_every_step_and_skips_only_what_needs_a_gpu(tmp_path: Path)
     assert "pip install" not in done.stdout + done.stderr
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible: the real run would run")
 @pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible: the real run would run")
 def test_without_a_gpu_the_real_run_refuses_and_says_how(tmp_path: Path) -> None:
     done = _run("--out", str(tmp_path))
     assert done.returncode != 0

@@ -322,8 +322,8 @@ def test_device_explicit_conversion_is_not_a_copy(device_runs: dict[str, Any]) -
         assert "host_device_copy" not in ins.kinds() and ins.bound == "device"
 
 
-@pytest.mark.parametrize("clean", ["fused_rmsnorm", "compiled_mlp"])
 @pytest.mark.slow
+@pytest.mark.parametrize("clean", ["fused_rmsnorm", "compiled_mlp"])
 def test_device_clean_workloads_trigger_no_device_finding(device_runs: dict[str, Any], clean: str) -> None:
     for ins in _device(device_runs, clean):
         assert not DEVICE_SIDE & set(ins.kinds()), ins
@@ -572,9 +572,9 @@ _findings = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(findings=st.lists(_findings, max_size=6), notes=st.lists(_text, max_size=3))
-@pytest.mark.slow
 def test_insights_json_round_trip_and_order(findings: list[Finding], notes: list[str]) -> None:
     ins = Insights(tuple(findings), backend="neuron", device_label="NEURON", steps=3, notes=tuple(notes))
     assert Insights.from_json(ins.to_json()) == ins
@@ -704,9 +704,9 @@ def _write_chrome(tl: Timeline, path: Path) -> None:
     path.write_text(json.dumps({"traceEvents": events, "neuronprof": meta}), encoding="utf-8")
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(tl=_timelines())
-@pytest.mark.slow
 def test_offline_feeder_gives_the_engine_the_same_profile(
     tl: Timeline, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -840,6 +840,7 @@ def test_independent_ops_on_other_tensors_are_not_a_chain(tmp_path: Path) -> Non
         assert only(ins, "unfused_chain").evidence.ops == ("aten::relu", "aten::sigmoid", "aten::tanh")
 
 
+@pytest.mark.slow
 def test_python_scalars_are_not_conversions(tmp_path: Path) -> None:
     x = torch.randn(64, 64)
     w = torch.randn(64, dtype=torch.float64)

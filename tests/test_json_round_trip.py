@@ -111,10 +111,10 @@ def _totals(m: Any) -> tuple[Any, ...]:
     raise AssertionError(f"no totals for {type(m).__name__}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(_MODELS))
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-@pytest.mark.slow
 def test_every_model_reads_back_equal_from_its_json(kind: str, data: st.DataObject) -> None:
     model = data.draw(_MODELS[kind])
     back = type(model).from_json(model.to_json())

@@ -196,6 +196,7 @@ def test_table_is_a_pure_function_of_what_was_recorded(tmp_path):
     assert s.notes == notes
 
 
+@pytest.mark.slow
 def test_roofline_works_from_the_recorded_events_without_writing_a_trace(tmp_path, monkeypatch):
     from neuronprof import _collect
     from neuronprof.analysis import roofline
@@ -253,6 +254,7 @@ def test_roofline_of_a_cpu_session_is_refused_before_any_work_unless_a_preset_is
     assert "device: preset trn2, as asked, not the machine the run was on, which was the CPU only" in str(named)
 
 
+@pytest.mark.slow
 def test_roofline_of_a_session_takes_the_peaks_of_the_device_its_backend_names(tmp_path):
     from neuronprof.analysis import DEVICE_PEAKS
     from neuronprof.backends import CpuBackend, register_backend, unregister_backend

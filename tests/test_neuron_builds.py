@@ -47,8 +47,8 @@ def _run(code: str, build: str, env: dict[str, str] | None = None) -> dict:
     return result(check(run_script(_SESSION + code, backend="neuron", env=full_env)))
 
 
-@pytest.mark.parametrize("build", BUILDS)
 @pytest.mark.slow
+@pytest.mark.parametrize("build", BUILDS)
 def test_device_column_note_and_bundle_per_build(tmp_path: Path, build: str) -> None:
     r = _run(
         f"""
@@ -149,8 +149,8 @@ report(dict(first, readme=(bundle / "README.txt").read_text(), sessions=sessions
 
 
 # The correlating and documented builds share NeuronConfig; the legacy build has its own config string.
-@pytest.mark.parametrize("build", ["documented", "legacy"])
 @pytest.mark.slow
+@pytest.mark.parametrize("build", ["documented", "legacy"])
 def test_cores_are_process_local_and_validated_before_start(tmp_path: Path, build: str) -> None:
     r = _run(
         f"""
@@ -241,8 +241,8 @@ _EXPORT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("build", BUILDS)
 @pytest.mark.slow
+@pytest.mark.parametrize("build", BUILDS)
 def test_export_works_whether_or_not_export_trace_consumed_kinetos_save(tmp_path: Path, build: str) -> None:
     cases = _EXPORT_CASES[:1] if build == "legacy" else _EXPORT_CASES  # legacy runs no exporter
     r = _run(

@@ -261,8 +261,8 @@ report(diagnose())
     assert r["backends"][0] == {"name": "mydev", "available": True, "reason": None}
 
 
-@pytest.mark.parametrize("flag", ["--json", None])
 @pytest.mark.slow
+@pytest.mark.parametrize("flag", ["--json", None])
 def test_doctor_cli_runs(flag):
     argv = ["neuronprof", "doctor"] + ([flag] if flag else [])
     code = f"""

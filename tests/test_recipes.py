@@ -39,6 +39,7 @@ def test_a_window_of_a_long_loop_records_steps_n_to_m_and_the_loop_runs_on(tmp_p
     assert _steps_in(s.export()) == list(range(n, m + 1))
 
 
+@pytest.mark.slow
 def test_repeat_records_one_window_per_cycle_each_exported_alone(tmp_path: Path) -> None:
     model, x = torch.nn.Linear(16, 16), torch.randn(4, 16)
     with neuronprof.session(wait=7, warmup=1, active=2, repeat=3, output_dir=tmp_path) as s:
@@ -50,6 +51,7 @@ def test_repeat_records_one_window_per_cycle_each_exported_alone(tmp_path: Path)
     assert windows == [[8, 9], [18, 19], [28, 29]]
 
 
+@pytest.mark.slow
 def test_mode_notes_only_for_modes_the_user_passed(tmp_path: Path) -> None:
     x = torch.randn(4, 4)
     with neuronprof.session(backend="cpu", output_dir=tmp_path) as quiet:
@@ -69,6 +71,7 @@ def test_mode_notes_only_for_modes_the_user_passed(tmp_path: Path) -> None:
     assert config.modes == ("device", "runtime") and config == neuronprof.SessionConfig(modes=("device", "runtime"))
 
 
+@pytest.mark.slow
 def test_find_your_code_leads_from_addmm_to_its_linear_module_through_the_stacks(tmp_path: Path) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 10))
     x = torch.randn(32, 64)

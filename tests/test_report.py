@@ -139,6 +139,7 @@ assert "torch" not in sys.modules
     assert (tmp_path / "t.html").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_comparison_report_has_the_table_the_chart_and_each_variant(tmp_path: Path) -> None:
     x, w = torch.randn(16, 16), torch.randn(16, 16)
     cmp = neuronprof.compare(
@@ -198,6 +199,7 @@ def test_device_events_get_their_own_lanes() -> None:
     ]
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(
     st.lists(
@@ -205,7 +207,6 @@ def test_device_events_get_their_own_lanes() -> None:
     ),
     st.lists(st.tuples(st.integers(0, 5_000), st.integers(1, 2_000)), max_size=30),
 )
-@pytest.mark.slow
 def test_timeline_keeps_every_event_or_counts_it_as_dropped(
     host_spans: list[tuple[int, int, str]], dev_spans: list[tuple[int, int]]
 ) -> None:
@@ -223,6 +224,7 @@ def test_timeline_keeps_every_event_or_counts_it_as_dropped(
             assert s2 >= e1 - 1e-6, (s1, e1, s2)
 
 
+@pytest.mark.slow
 def test_a_huge_timeline_is_capped_and_says_so() -> None:
     n = MAX_TIMELINE_EVENTS + 500
     host = tuple(HostEvent("aten::add", i * 10, i * 10 + 5) for i in range(n))

@@ -51,6 +51,7 @@ def test_naive_rmsnorm_has_six_top_level_ops(out):
     assert "ProfilerStep*" in names or any(n.startswith("ProfilerStep#") for n in names)
 
 
+@pytest.mark.slow
 def test_fused_rms_norm_is_one_op_over_the_fused_kernel(out):
     s = profile(lambda: torch.rms_norm(X, (64,), W, 1e-6), out)
     t = s.table(row_limit=None)
@@ -75,6 +76,7 @@ def test_compiled_function_is_one_compiled_region(out):
     assert not any(n in ("aten::pow", "aten::rsqrt") for n in t.names())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("active", "repeat"), [(1, 1), (3, 1), (2, 2)])
 def test_exactly_active_steps_are_recorded(out, active, repeat):
     seen = []
@@ -104,6 +106,7 @@ def test_run_returns_last_result_and_steps_the_schedule(out):
     assert s.steps_taken == 4
 
 
+@pytest.mark.slow
 def test_hand_written_loop_with_step(out):
     with neuronprof.session(backend="cpu", wait=0, warmup=1, active=2, output_dir=out) as s:
         for _ in range(3):
@@ -115,6 +118,7 @@ def test_hand_written_loop_with_step(out):
 # -- the table ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_table_sorting_limits_and_cpu_columns(out):
     s = profile(lambda: naive_rmsnorm(X, W) @ X.T, out)
     full = s.table(row_limit=None)
@@ -138,6 +142,7 @@ def test_table_sorting_limits_and_cpu_columns(out):
     assert s.table(device_only=True).rows == ()
 
 
+@pytest.mark.slow
 def test_table_renderings_round_trip(out):
     s = profile(lambda: naive_rmsnorm(X, W), out, record_shapes=True)
     t = s.table(row_limit=None)
@@ -153,12 +158,14 @@ def test_table_renderings_round_trip(out):
     assert rsqrt.input_shapes == ((32, 1),)
 
 
+@pytest.mark.slow
 def test_unknown_sort_key_is_refused(out):
     s = profile(lambda: naive_rmsnorm(X, W), out)
     with pytest.raises(ValueError, match="unknown sort_by 'gpu'.*device"):
         s.table(sort_by="gpu")  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_modes_the_backend_cannot_capture_become_notes(out, caplog):
     caplog.set_level(logging.INFO, logger="neuronprof")
     s = profile(lambda: naive_rmsnorm(X, W), out, modes=("device", "cpu_util"))
@@ -253,6 +260,7 @@ def test_results_before_the_block_ends_are_refused(out):
             pass
 
 
+@pytest.mark.slow
 def test_second_session_while_one_is_active(out):
     with neuronprof.session(backend="cpu", output_dir=out) as s:
         inner = neuronprof.session(backend="cpu", output_dir=out)
@@ -326,6 +334,7 @@ def test_neuron_unavailable_says_where_it_comes_from(out):
 # -- interruptions and short loops ------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exc_type", [RuntimeError, KeyboardInterrupt])
 def test_exception_in_block_stops_profiler_keeps_data_and_propagates(out, exc_type):
     error = exc_type("boom")

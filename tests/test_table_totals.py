@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,6 +23,7 @@ _rows = st.lists(
 )
 
 
+@pytest.mark.slow
 @given(_rows, _rows, st.integers(0, 8))
 def test_limits_keep_totals_and_new_rows_bring_theirs(first, second, limit):
     table = Table(rows=tuple(first), device_label="NEURON")

@@ -34,6 +34,7 @@ _NAMES = st.text(
 ) | st.sampled_from(['exp "v2"/m.py(2): work', 'say "hi", now', "tab\there", 'end"', '"', "ctl\x01x", "a\", \"b"])
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(names=st.lists(_NAMES, min_size=1, max_size=6))
 def test_escaped_names_make_valid_json_and_keep_every_name(tmp_path_factory, names):

@@ -94,6 +94,7 @@ def test_api_raises_trace_error_which_is_a_neuronprof_error_and_a_value_error(tm
     assert isinstance(info.value, NeuronProfError) and isinstance(info.value, ValueError)
 
 
+@pytest.mark.slow
 def test_bad_options_are_one_line_errors_too(tmp_path: Path, capsys) -> None:
     path = write_trace(tmp_path / "t.json", [op("a", 0, 1)])
     assert analysis_main(["roofline", str(path), "--device", "tpu-v9"]) == 2
@@ -173,9 +174,9 @@ def _load_and_use(path: Path) -> None:
     diff(trace, trace).to_text()
 
 
+@pytest.mark.slow
 @_PROPERTY
 @given(events=_events)
-@pytest.mark.slow
 def test_arbitrary_events_load_or_raise_trace_error(tmp_path_factory: Any, events: list[Any]) -> None:
     path = tmp_path_factory.mktemp("prop") / "t.json"
     path.write_text(json.dumps({"traceEvents": events}), encoding="utf-8")

@@ -35,6 +35,7 @@ def _write(path: Path, events: list, indent, sep: str) -> None:
     path.write_text('{"meta": {"x": [1, {"y": "}, {"}]}, "trace_event": [' + body + '], "after": 1}', encoding="utf-8")
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(_event, max_size=30),

@@ -447,6 +447,7 @@ def test_typed_fast_path_reads_as_the_plain_path(tmp_path_factory, recs):
     assert read_system_profile(compact, label="x") == read_system_profile(indented, label="x")
 
 
+@pytest.mark.slow
 def test_plot_normalized_keeps_a_far_shorter_profile_visible(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     path = tmp_path / "neuron_summary.json"

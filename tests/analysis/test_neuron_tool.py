@@ -150,6 +150,7 @@ def test_env_var_naming_nothing(clean_env, session_folder, monkeypatch):
         neuron_profile(session_folder)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "expected"),
     [
@@ -158,7 +159,6 @@ def test_env_var_naming_nothing(clean_env, session_folder, monkeypatch):
         ("hang-silent", "did not finish within 1.5 s"),
     ],
 )
-@pytest.mark.slow
 def test_failing_tool_one_warning_nothing_left(clean_env, session_folder, monkeypatch, mode, expected):
     monkeypatch.setenv(ENV_VAR, str(FAKE))
     monkeypatch.setenv("FAKE_NEURON_EXPLORER_MODE", mode)
@@ -436,6 +436,7 @@ def test_parquet_output_gives_the_profiles_peaks_and_joins_executions_to_ops(cle
         ("flow_id", "matched", "2"), ("aten::mm / neff_mm", "executions", "1")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("metadata", "why"),
     [
@@ -445,7 +446,6 @@ def test_parquet_output_gives_the_profiles_peaks_and_joins_executions_to_ops(cle
           "dma_ddr_bandwidth": 1e12}, "as positive numbers"),
     ],
 )
-@pytest.mark.slow
 def test_without_usable_metadata_the_preset_table_is_the_labelled_fallback(clean_env, session_folder, monkeypatch,
                                                                             capsys, metadata, why):
     pytest.importorskip("pyarrow")

@@ -162,6 +162,7 @@ class _Writer:
         return device
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     root=_ops(),
@@ -171,7 +172,6 @@ class _Writer:
     offset=st.integers(0, 10**9),
     seed=st.integers(0, 2**16),
 )
-@pytest.mark.slow
 def test_generated_traces_give_every_row_exactly(
     tmp_path_factory: pytest.TempPathFactory,
     reader: str,

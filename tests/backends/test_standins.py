@@ -51,6 +51,7 @@ def run(config, on_trace_ready=None):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("build", ["documented", "correlating"])
 def test_neuron_config_builds_and_what_reaches_torch(build: str) -> None:
     code = (
@@ -94,6 +95,7 @@ report(dict(build=torch_neuronx.BUILD, has_correlate=has_correlate, with_key=wit
     assert r["plain"]["device_rows"] == [] and r["plain"]["session"]["cores"] == [1]
 
 
+@pytest.mark.slow
 def test_neuron_legacy_build_takes_a_plain_experimental_config() -> None:
     code = (
         _NEURON_PROFILE
@@ -124,6 +126,7 @@ report(dict(names=names, run=r, legacy_trace=os.path.exists(os.path.join(out, "t
     assert r["run"]["device_rows"] == []
 
 
+@pytest.mark.slow
 def test_neuron_neffs_need_a_cache_folder_and_trace_names_vary(tmp_path: Path) -> None:
     code = (
         _NEURON_PROFILE
@@ -151,6 +154,7 @@ report(dict(files=r["session"]["files"], trace=profiling.exports[-1].trace_path.
     assert r["again"] == "saved again", "the python exporter leaves kineto's save alone"
 
 
+@pytest.mark.slow
 def test_tpu_kernels_unlinked_and_xplane_layout(tmp_path: Path) -> None:
     code = f"""
     import os, socket, torch

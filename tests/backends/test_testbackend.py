@@ -66,6 +66,7 @@ report(dict(
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["neuron", "mydev"])
 def test_device_columns_kernels_and_flows(backend: str, tmp_path: Path) -> None:
     env = {"NEURONPROF_STANDIN_NEURON_BUILD": "correlating"}
@@ -86,6 +87,7 @@ def test_device_columns_kernels_and_flows(backend: str, tmp_path: Path) -> None:
     assert "separate subprocess" in r["second"]
 
 
+@pytest.mark.slow
 def test_neuron_standin_export_and_config() -> None:
     code = """
     import inspect, os, tempfile
@@ -123,6 +125,7 @@ def test_neuron_standin_export_and_config() -> None:
     assert r["correlate"] is False
 
 
+@pytest.mark.slow
 def test_tpu_standin_sync_goes_through_the_accelerator() -> None:
     code = """
     import torch
