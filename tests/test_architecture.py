@@ -111,8 +111,7 @@ FRONT_ENDS = (
     "neuronprof._cycle_files",
     "neuronprof._compare",
     "neuronprof.cli",
-    "neuronprof.analysis.cli",
-    "neuronprof.analysis.neuron.cli",
+    "neuronprof.commands",
     "neuronprof.integrations",
 )
 MODELS = (

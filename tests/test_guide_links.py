@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import neuronprof
-from neuronprof.analysis.cli import main as analysis_main
+from neuronprof.cli import main as analysis_main
 from neuronprof.analysis.insights import (
     DOCS_URL_ENV,
     FINDING_KINDS,

@@ -27,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import neuronprof
-from neuronprof.analysis.cli import main as analysis_main
+from neuronprof.cli import main as analysis_main
 from neuronprof.analysis.insights import (
     FINDING_KINDS,
     GUIDE_URL,
@@ -525,7 +525,7 @@ def test_advise_never_imports_torch(tmp_path: Path, xw: Any) -> None:
                 if name == "torch" or name.startswith("torch."):
                     raise ImportError("torch is blocked")
         sys.meta_path.insert(0, _Block())
-        from neuronprof.analysis.cli import main
+        from neuronprof.cli import main
         assert main(["advise", {str(trace)!r}]) == 0
         assert "torch" not in sys.modules
     """

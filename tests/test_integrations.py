@@ -20,7 +20,7 @@ import torch
 
 import neuronprof
 from neuronprof.analysis import load_trace
-from neuronprof.analysis.cli import main as analysis_main
+from neuronprof.cli import main as analysis_main
 from neuronprof.errors import NeuronProfWarning
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "backends"))
@@ -44,7 +44,7 @@ def check_outputs(folder: Path, outputs: dict[str, Path], *, steps: int) -> None
     page = outputs["report"].read_text(encoding="utf-8")
     assert 'id="ops"' in page and 'id="timeline"' in page and 'id="findings"' in page
     # The folder is a multi-rank folder for the offline commands.
-    assert analysis_main(["summarize", str(folder), "--limit", "3"]) == 0
+    assert analysis_main(["summarize", str(folder), "--row-limit", "3"]) == 0
 
 
 def calls(trace: Any, prefix: str) -> int:

@@ -15,7 +15,7 @@ from trace_builders import op, write_trace
 
 import neuronprof
 from neuronprof.analysis import Roofline, TraceDiff
-from neuronprof.analysis.cli import main as analysis_main
+from neuronprof.cli import main as analysis_main
 from neuronprof.model import Table
 
 _SRC = str(Path(neuronprof.__file__).resolve().parents[1])
@@ -50,7 +50,7 @@ def test_analysis_package_and_its_commands_never_import_torch(cuda_trace: Path, 
     result = _run_without_torch(
         f"""
         import neuronprof.analysis as analysis
-        from neuronprof.analysis.cli import main
+        from neuronprof.cli import main
         trace = {str(cuda_trace)!r}
         codes = [
             main(["summarize", trace, "--format", "json"]),
@@ -71,7 +71,7 @@ def test_neuronprof_command_summarize_never_imports_torch(cuda_trace: Path) -> N
     result = _run_without_torch(
         f"""
         from neuronprof.cli import main
-        code = main(["summarize", {str(cuda_trace)!r}, "--limit", "3"])
+        code = main(["summarize", {str(cuda_trace)!r}, "--row-limit", "3"])
         assert "torch" not in sys.modules, "torch was imported"
         missing = main(["summarize", "/no/such/trace.json"])
         print("codes", code, missing)
@@ -104,16 +104,16 @@ def test_summarize_without_msgspec_uses_the_pure_python_reader(cuda_trace: Path)
 
 
 def test_summarize_formats(cuda_trace: Path, capsys) -> None:
-    assert analysis_main(["summarize", str(cuda_trace), "--limit", "2"]) == 0
+    assert analysis_main(["summarize", str(cuda_trace), "--row-limit", "2"]) == 0
     text = capsys.readouterr().out
     assert "Self CUDA (µs)" in text and "showing 2 of" in text and "2 profiled steps" in text
 
-    assert analysis_main(["summarize", str(cuda_trace), "--format", "json", "--by", "shape"]) == 0
+    assert analysis_main(["summarize", str(cuda_trace), "--format", "json", "--group-by", "shape"]) == 0
     table = Table.from_json(capsys.readouterr().out)
     assert table.device_label == "CUDA" and table.steps == 2
     assert any(r.input_shapes for r in table.rows)
 
-    assert analysis_main(["summarize", str(cuda_trace), "--format", "csv", "--device-only", "--sort", "calls"]) == 0
+    assert analysis_main(["summarize", str(cuda_trace), "--format", "csv", "--device-only", "--sort-by", "calls"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert rows and all(float(r["self_device_us"] or 0) > 0 or float(r["device_total_us"] or 0) > 0 for r in rows)
 
@@ -147,10 +147,10 @@ def test_roofline_custom_peaks_and_plot(cuda_trace: Path, tmp_path: Path, capsys
 def test_limit_keeps_totals_over_every_row(tmp_path: Path, capsys) -> None:
     a = write_trace(tmp_path / "a.json", [op("x", 0, 10), op("y", 20, 30), op("z", 60, 1)])
     b = write_trace(tmp_path / "b.json", [op("x", 0, 20), op("y", 20, 30)])
-    assert analysis_main(["diff", str(a), str(b), "--limit", "1"]) == 0
+    assert analysis_main(["diff", str(a), str(b), "--row-limit", "1"]) == 0
     out = capsys.readouterr().out
     assert "showing 1 of 3 rows" in out
     assert "total: A 41.0 µs, B 50.0 µs" in out
-    assert analysis_main(["diff", str(a), str(b), "--format", "json", "--limit", "1"]) == 0
+    assert analysis_main(["diff", str(a), str(b), "--format", "json", "--row-limit", "1"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert len(data["rows"]) == 1 and data["total_rows"] == 3

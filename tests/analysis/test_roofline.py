@@ -22,7 +22,7 @@ from neuronprof.analysis import (
     op_cost,
     roofline,
 )
-from neuronprof.analysis.cli import main as analysis_main
+from neuronprof.cli import main as analysis_main
 from neuronprof.analysis.neuron import DeviceSummary
 from neuronprof.errors import NeuronProfError
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from trace_builders import op, write_trace
 
 from neuronprof.analysis import load_trace, summarize, summarize_ranks
-from neuronprof.analysis.cli import main as analysis_main
+from neuronprof.cli import main as analysis_main
 from neuronprof.analysis.insights import (
     Insights,
     RankInsights,
