@@ -9,7 +9,6 @@ import pytest
 import torch
 
 import neuronprof
-from neuronprof.cli import main as analysis_main
 from neuronprof.analysis.insights import (
     DOCS_URL_ENV,
     FINDING_KINDS,
@@ -23,6 +22,7 @@ from neuronprof.analysis.insights import (
     docs_base_url,
     guide_url,
 )
+from neuronprof.cli import main as analysis_main
 from neuronprof.model import Table
 from neuronprof.report import render_report
 

@@ -27,7 +27,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import neuronprof
-from neuronprof.cli import main as analysis_main
 from neuronprof.analysis.insights import (
     FINDING_KINDS,
     GUIDE_URL,
@@ -39,6 +38,7 @@ from neuronprof.analysis.insights import (
     Timeline,
     analyze,
 )
+from neuronprof.cli import main as analysis_main
 from neuronprof.errors import SessionStateError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "backends"))

@@ -9,10 +9,9 @@ from __future__ import annotations
 import glob
 import json
 import platform
-import sys
 import tempfile
 import warnings
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 __all__ = ["PROBE_MEANINGS", "ProbeResult", "diagnose", "probe"]
 

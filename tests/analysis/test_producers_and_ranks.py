@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from trace_builders import op, write_trace
 
 from neuronprof.analysis import TraceError, diff, load_trace, summarize, summarize_ranks
-from neuronprof.cli import main as analysis_main
 from neuronprof.analysis.insights import advise
+from neuronprof.cli import main as analysis_main
 from neuronprof.model import SORT_KEYS, RankTable, Table
 
 CASES = Path(__file__).parent / "cases"

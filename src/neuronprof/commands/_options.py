@@ -40,7 +40,7 @@ class _OldSpelling(argparse.Action):
             nargs=0 if flag else new.nargs,
             const=new.const,
             default=argparse.SUPPRESS,
-            type=None if flag else new.type,
+            type=None if flag else new.type,  # type: ignore[arg-type]  # a type named by string: the parser looks it up
             choices=None if flag else new.choices,
             metavar=new.metavar,
             help=argparse.SUPPRESS,
@@ -60,7 +60,9 @@ class _OldSpelling(argparse.Action):
         self.new(parser, namespace, values if self.means is None else self.means, option_string)
 
 
-def old_spelling(parser: argparse.ArgumentParser, old: str, new: argparse.Action, *, means: Optional[str] = None) -> None:
+def old_spelling(
+    parser: argparse.ArgumentParser, old: str, new: argparse.Action, *, means: Optional[str] = None
+) -> None:
     """Accept ``old`` as the option ``new`` (what ``add_argument`` returned), with a deprecation note.
 
     Args:

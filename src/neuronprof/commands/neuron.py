@@ -29,9 +29,7 @@ TIMEOUT = 120.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", help="profile folder, bundle, system_profile.json / *summary*.json, or a .neff")
     parser.add_argument("ntff", nargs="?", default=None, help="the .ntff of a .neff given as PATH")
-    parser.add_argument(
-        "--format", choices=("text", "markdown", "csv", "json"), default="text", help="output format"
-    )
+    parser.add_argument("--format", choices=("text", "markdown", "csv", "json"), default="text", help="output format")
     parser.add_argument(
         "--plot", default=None, metavar="PATH", help="also draw the stacked engine bars to PATH (.png/.svg)"
     )

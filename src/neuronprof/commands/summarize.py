@@ -44,9 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="traces of several ranks (rank-N files, distributedInfo): side by side (auto, all) or summed (sum)",
     )
-    parser.add_argument(
-        "--format", choices=("text", "markdown", "csv", "json"), default="text", help="output format"
-    )
+    parser.add_argument("--format", choices=("text", "markdown", "csv", "json"), default="text", help="output format")
     old_spelling(parser, "--sort", sort_by)
     old_spelling(parser, "--limit", row_limit)
     old_spelling(parser, "--by", group_by)
