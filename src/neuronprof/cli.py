@@ -1,9 +1,9 @@
 """The ``neuronprof`` command: doctor, demo, summarize, diff, check, roofline, advise, report, neuron.
 
 Each sub-command is a module of ``neuronprof.commands``; this module builds the
-parser from them and turns a [`CommandError`][neuronprof.commands.CommandError]
-into the exit status, in one place. Each command imports what it drives when it
-runs, so ``neuronprof --help`` and ``neuronprof summarize`` never import torch.
+parser from them and turns a ``CommandError`` into the exit status, in one place.
+Each command imports what it drives when it runs, so ``neuronprof --help`` and
+``neuronprof summarize`` never import torch.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Each command module (``commands/summarize.py``...) holds:
 * ``add_arguments(parser)``: its arguments, on its own sub-parser;
 * ``run(args) -> int``: the work, with the parsed arguments; returns the exit status.
 
-A command that has to end with a message on stderr raises [`CommandError`][] with the
+A command that has to end with a message on stderr raises ``CommandError`` with the
 exit status on it; ``neuronprof.cli.main`` prints it and exits with that status, in
 one place. A module imports only argparse-level things at its top; what it drives
 (torch, the trace reader, the findings, the roofline, Neuron's profile) is imported

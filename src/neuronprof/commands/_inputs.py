@@ -22,7 +22,7 @@ def reads_files(run: Run) -> Run:
     A piped input is copied to a private file before ``run`` starts, and named in
     messages as the user named it. An expected failure (unreadable or invalid input, a
     missing optional package, a path that cannot be written, memory running out) becomes
-    a [`CommandError`][neuronprof.commands.CommandError] of one ``error:`` line, exit
+    a ``CommandError`` of one ``error:`` line, exit
     status 2. Files of a folder left out as unreadable are named on stderr, one per
     line, and a command that otherwise succeeded exits with ``EXIT_PARTIAL`` (3).
     """
