@@ -202,20 +202,11 @@ def _memory_by_row(profile: Any) -> dict[tuple[str, Any], tuple[int, int]]:
 
 
 def _shapes(evt: Any) -> Optional[tuple[tuple[int, ...], ...]]:
+    """torch's ``input_shapes`` of a ``key_averages()`` row, as the trace reader's rows have them."""
+    from neuronprof.analysis.trace._rules import _flat_shapes, _freeze_any
+
     raw = getattr(evt, "input_shapes", None)
-    if not raw:
-        return None
-    out = []
-    for shape in raw:
-        # Tensor lists arrive nested; anything that is not a flat int list counts as no tensor.
-        if isinstance(shape, (list, tuple)) and all(isinstance(d, int) for d in shape):
-            out.append(tuple(shape))
-        else:
-            out.append(())
-    return tuple(out)
-
-
-# -- the trace the roofline reads (neuronprof.analysis.roofline) ---------------------------
+    return _flat_shapes(_freeze_any(list(raw))) if raw else None
 
 
 def _concrete_text(value: Any) -> str:
@@ -226,7 +217,7 @@ def _concrete_text(value: Any) -> str:
     return str(value)
 
 
-# -- the timeline the findings engine reads (neuronprof.analysis.insights) -------------------
+# -- what the findings need to know of this machine ------------------------------------------
 
 @functools.cache  # a property of the machine: asked once per process
 def native_dtypes() -> tuple[str, ...]:

@@ -21,16 +21,6 @@ from neuronprof.analysis.trace._rules import (
 if TYPE_CHECKING:
     from neuronprof.analysis.trace import EventTable, Trace
 
-_DEVICE_CATS = {
-    "kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "memcpy": "memcpy",
-    "memset": "memset",
-    "mtia_ccp_events": "kernel",
-}
-
-
 def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     """Read a Chrome/Perfetto trace file or folder into a [`Timeline`][neuronprof.analysis.insights.Timeline].
 
@@ -181,7 +171,7 @@ def _what(keys: Any, k: int, device_process: bool, evidence: set[str]) -> tuple[
         evidence.add(f"{cat}\n{name}")
     if vocab.on_device(kind, device_process):
         evidence.add(cat)
-        dcat = _DEVICE_CATS.get(cat.lower()) or ("memcpy" if _MEMCPY.search(name) else "kernel")
+        dcat = vocab.DEVICE_CATEGORY.get(cat.lower()) or ("memcpy" if _MEMCPY.search(name) else "kernel")
         return (None, dcat, None, None)
     hcat: HostCategory
     if kind == vocab.K_STEP:
