@@ -18,7 +18,7 @@ import torch
 
 import neuronprof
 from neuronprof import _collect
-from neuronprof.analysis import Trace, load_trace
+from neuronprof.analysis import Trace
 
 
 def _loop(s: neuronprof.Session) -> None:
@@ -83,7 +83,7 @@ def test_reading_the_record_changes_nothing(tmp_path: Path) -> None:
 def test_the_record_is_what_load_trace_returns_for_the_export(tmp_path: Path) -> None:
     with neuronprof.session(backend="cpu", wait=0, warmup=1, active=3, output_dir=tmp_path) as s:
         _loop(s)
-    offline = load_trace(s.export(tmp_path / "run.json"))
+    offline = neuronprof.load_trace(s.export(tmp_path / "run.json"))
     assert type(s.recording) is type(offline) is Trace
     live_events = s.recording.timeline()
     offline_events = offline.timeline()
