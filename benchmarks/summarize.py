@@ -335,7 +335,7 @@ _SUMMARIZE = textwrap.dedent(
 _SUMMARIZE_STDLIB = textwrap.dedent(
     """
     import sys
-    import neuronprof.analysis._jsonstream as jsonstream
+    import neuronprof.analysis._typed_reader as jsonstream
     jsonstream.msgspec = None  # the pure-Python reader
     from neuronprof.cli import main
     raise SystemExit(main(["summarize", sys.argv[1], "--row-limit", "10"]))

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import neuronprof
-from neuronprof import _collect
+from neuronprof import _kineto
 from neuronprof.analysis import Trace
 
 
@@ -33,13 +33,13 @@ def _loop(s: neuronprof.Session) -> None:
 def conversions(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
     """How many times each cycle's kineto events were converted (keyed by cycle index)."""
     counts: Counter[int] = Counter()
-    original = _collect._feed
+    original = _kineto._feed
 
     def counting(agg: Any, profile: Any) -> None:
         counts[id(profile)] += 1
         original(agg, profile)
 
-    monkeypatch.setattr(_collect, "_feed", counting)
+    monkeypatch.setattr(_kineto, "_feed", counting)
     return counts
 
 

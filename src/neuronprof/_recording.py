@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from neuronprof import _collect
+from neuronprof import _kineto
 from neuronprof import _vocabulary as vocab
 from neuronprof._config import PathLike, SessionConfig
 from neuronprof._io import atomic_write, ensure_writable_dir, into_folder, text_writer, unique_path
@@ -40,7 +40,7 @@ __all__ = [
     "report",
     "require_recorded",
     "roofline",
-    "shape_table",
+    "sort_and_cut",
     "target_path",
 ]
 
@@ -77,7 +77,7 @@ class Recording:
     device_label: Optional[str]
     has_device: bool
     core: Optional[str]
-    cycles: tuple[_collect.Cycle, ...]
+    cycles: tuple[_kineto.Cycle, ...]
     cycle_count: int
     read: Callable[[], Trace]
     notes: tuple[str, ...]
@@ -214,7 +214,7 @@ def local_table(rec: Recording) -> Table:
     )
 
 
-def shape_table(
+def sort_and_cut(
     rec: Recording, table: Table, *, sort_by: SortKey, row_limit: Optional[int], device_only: bool
 ) -> Table:
     """Sort, filter and cut a table as ``Session.table()`` is asked to."""

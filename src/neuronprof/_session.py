@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, Optional, TypeVar, Union, overload
 
-from neuronprof import _collect, _io, _recording, _recording_export
+from neuronprof import _io, _kineto, _recording, _recording_export
 from neuronprof import _vocabulary as vocab
 from neuronprof._config import DEFAULT_MODES, DEFAULT_OUTPUT_DIR, PathLike, SessionConfig, modes_given
 from neuronprof._guard import (
@@ -169,7 +169,7 @@ class Session:
         self._notes: list[str] = []
         self._state = "new"
         self._profiler: Optional[torch.profiler.profile] = None
-        self._cycles: list[_collect.Cycle] = []
+        self._cycles: list[_kineto.Cycle] = []
         self._cycle_count = 0
         # The session's event keys (shared by its cycles' tables), the dropped cycles'
         # sums and memory (``keep_cycles``), and the record, read once after the block.
@@ -435,7 +435,7 @@ class Session:
 
     def _on_trace_ready(self, prof: torch.profiler.profile) -> None:
         # Keep this cycle's results before torch replaces them with the next cycle's.
-        cycle = _collect.Cycle(index=self._cycle_count, profile=prof.profiler, closed_at_exit=self._exiting)
+        cycle = _kineto.Cycle(index=self._cycle_count, profile=prof.profiler, closed_at_exit=self._exiting)
         self._cycle_count += 1
         self._cycles.append(cycle)
         # kineto's save works once; take it before the backend's exporter (TorchNeuron's
@@ -448,11 +448,11 @@ class Session:
         self._take_backend_notes()
         self._drop_old_cycles()
 
-    def _keep_native_trace(self, cycle: _collect.Cycle) -> None:
+    def _keep_native_trace(self, cycle: _kineto.Cycle) -> None:
         """Take kineto's one-time save of ``cycle`` into the private cache, or say what exports lose."""
         reason = "kineto could not write it (see its log above)"
         try:
-            if _collect.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json"):
+            if _kineto.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json"):
                 return
         except OSError as exc:
             reason = f"{exc.strerror or exc} ({exc.filename or 'the temporary folder'})"
@@ -926,7 +926,7 @@ class Session:
         message = self._empty_device_message(table)
         if message is not None and message not in table.notes:
             table = dataclasses.replace(table, notes=(*table.notes, message))
-        return _recording.shape_table(record, table, sort_by=sort_by, row_limit=row_limit, device_only=device_only)
+        return _recording.sort_and_cut(record, table, sort_by=sort_by, row_limit=row_limit, device_only=device_only)
 
     def insights(self) -> Insights:
         """Say what to fix first: findings read from the recorded steps, most costly first.
@@ -1025,9 +1025,9 @@ class Session:
                 self._record(), path, overwrite=overwrite, world_size=self._world_size, baseline=baseline
             )
 
-    def _read_cycle(self, cycle: _collect.Cycle, metadata: dict[str, Any]) -> EventTable:
+    def _read_cycle(self, cycle: _kineto.Cycle, metadata: dict[str, Any]) -> EventTable:
         """A cycle's event table, converted from kineto's events once."""
-        table = _collect.read_cycle(cycle, self._keys, metadata)
+        table = _kineto.read_cycle(cycle, self._keys, metadata)
         self._keys = table.keys  # the first cycle's keys, shared by the others
         return table
 
@@ -1113,7 +1113,7 @@ class Session:
                 "core": self.core,
                 "schedule": {"wait": self.wait, "warmup": self.warmup, "active": self.active, "repeat": self.repeat},
                 # What the findings need to judge low-precision work on the host's CPU.
-                "native_dtypes": list(_collect.native_dtypes()),
+                "native_dtypes": list(_kineto.native_dtypes()),
             }
         }
         if self.record_shapes:

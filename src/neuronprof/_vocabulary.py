@@ -1,7 +1,7 @@
 """What a step, an op row, a top-level call and device time are: each rule once.
 
-The live table (``session.table()``, built in ``_collect`` from kineto's event
-list) and the offline table (``neuronprof summarize``, built in
+The live table (``session.table()``, from kineto's event list converted in
+``_kineto``) and the offline table (``neuronprof summarize``, built in
 ``analysis.trace`` from a Chrome trace) both aggregate events through
 ``analysis.trace``'s one aggregator, which asks this module every question of
 meaning; [`Table`][neuronprof.Table] merges, sorts, filters and cuts its rows

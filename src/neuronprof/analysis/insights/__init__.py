@@ -10,11 +10,10 @@ precision without hardware support, CPU fallbacks, one dominant op) and returns 
 
 The engine, [`analyze`][neuronprof.analysis.insights.analyze], is torch-free and
 works on a small [`Timeline`][neuronprof.analysis.insights.Timeline]: the host
-events, device events and ``ProfilerStep`` spans of the recorded steps. Two
-feeders build one: ``Session.insights()`` from the live profiler's events (in
-``neuronprof._collect``), and [`advise`][neuronprof.analysis.insights.advise] from
-a Chrome trace file. Both run the same rules, so a live session and its exported
-trace give the same findings.
+events, device events and ``ProfilerStep`` spans of the recorded steps. One feeder
+builds it, [`Trace.timeline`][neuronprof.analysis.Trace.timeline], from the event
+tables a trace file's reader and a live session (``s.recording``) both write, so a
+live session and its exported trace give the same findings.
 
 Every rule and threshold is written in the docstring of the function that applies
 it and on the guide page "Reading the findings" (``docs/insights.md``). Device

@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Optional, Union
 
-from neuronprof.analysis._jsonstream import EventBatches
+from neuronprof.analysis._eventstream import EventBatches
 from neuronprof.analysis.neuron._model import _START, NeffExecution, StepDevice, sorted_cores
 
 __all__ = ["SYSTEM_JSON", "outside_steps", "read_steps", "read_system_profile", "step_activity"]

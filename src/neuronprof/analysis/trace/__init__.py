@@ -2,7 +2,7 @@
 
 A trace captured on a Trainium, TPU or GPU host is read here on any machine
 with Python: [`load_trace`][neuronprof.analysis.load_trace] streams the events
-(bounded memory, see ``_jsonstream``), rebuilds the call nesting per thread to
+(bounded memory, see ``_typed_reader``), rebuilds the call nesting per thread to
 get self times, attributes device kernels to the op that launched them, and
 returns a [`Trace`][neuronprof.analysis.Trace]. ``Trace.table()`` turns that into
 the same [`Table`][neuronprof.Table] that ``session.table()`` returns.

@@ -8,7 +8,7 @@ import os
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
-from neuronprof.analysis._jsonstream import FastPathFailed, PyEvent, TraceReader
+from neuronprof.analysis._typed_reader import FastPathFailed, PyEvent, TraceReader
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.trace._events import EventTable, _Filling
 from neuronprof.analysis.trace._files import empty_trace
