@@ -12,16 +12,13 @@ import neuronprof
 from neuronprof.analysis.insights import (
     DOCS_URL_ENV,
     FINDING_KINDS,
-    GUIDE_PAGE,
-    GUIDE_TITLE,
-    GUIDE_URL,
-    SECTIONS,
     Evidence,
     Finding,
     Insights,
     docs_base_url,
     guide_url,
 )
+from neuronprof.analysis.insights._findings import GUIDE_PAGE, GUIDE_TITLE, GUIDE_URL, SECTIONS
 from neuronprof.cli import main as analysis_main
 from neuronprof.model import Table
 from neuronprof.report import render_report

@@ -155,7 +155,7 @@ def _table_data(table: Table) -> dict[str, Any]:
 
 def _guide_link(kind: str, docs: str) -> dict[str, Any]:
     """A finding's guide section as a link: ``docs`` on the published guide, or the page in the sources (said so)."""
-    from neuronprof.analysis.insights import GUIDE_TITLE, GUIDE_URL, SECTIONS
+    from neuronprof.analysis.insights._findings import GUIDE_TITLE, GUIDE_URL, SECTIONS
 
     parts = urlsplit(docs)
     published = parts.scheme in ("http", "https") and bool(parts.netloc)
@@ -174,8 +174,7 @@ def _findings_data(insights: Union[Insights, RankInsights, None]) -> Optional[di
 
     if isinstance(insights, RankInsights):
         return _rank_findings_data(insights)
-    from neuronprof.analysis.insights import _evidence_text
-    from neuronprof.analysis.insights._findings import _stake
+    from neuronprof.analysis.insights._findings import _evidence_text, _stake
 
     return {
         "header": insights._header(),

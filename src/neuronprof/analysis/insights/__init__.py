@@ -27,12 +27,7 @@ import os
 from typing import TYPE_CHECKING, Union
 
 from neuronprof.analysis.insights._compile_rules import _compiled
-
-# Constants and helpers are imported as ``X as X`` so that ``from neuronprof.analysis.insights import X``
-# keeps working for every name this module held before the engine was split into modules.
 from neuronprof.analysis.insights._device_rules import _copies, _idle_and_bound, _syncs
-from neuronprof.analysis.insights._findings import CHAIN_MIN_OPS as CHAIN_MIN_OPS
-from neuronprof.analysis.insights._findings import CPU_BOUND_SHARE as CPU_BOUND_SHARE
 from neuronprof.analysis.insights._findings import (
     DEVICE_KINDS,
     DOCS_URL_ENV,
@@ -45,29 +40,11 @@ from neuronprof.analysis.insights._findings import (
     docs_base_url,
     guide_url,
 )
-from neuronprof.analysis.insights._findings import DOMINANT_SHARE as DOMINANT_SHARE
-from neuronprof.analysis.insights._findings import EVIDENCE_OPS_SHOWN as EVIDENCE_OPS_SHOWN
-from neuronprof.analysis.insights._findings import GAPS_SHOWN as GAPS_SHOWN
-from neuronprof.analysis.insights._findings import GUIDE_PAGE as GUIDE_PAGE
-from neuronprof.analysis.insights._findings import GUIDE_TITLE as GUIDE_TITLE
-from neuronprof.analysis.insights._findings import GUIDE_URL as GUIDE_URL
-from neuronprof.analysis.insights._findings import IDLE_SHARE as IDLE_SHARE
-from neuronprof.analysis.insights._findings import MIN_SHARE as MIN_SHARE
-from neuronprof.analysis.insights._findings import PIPELINE_SHARE as PIPELINE_SHARE
-from neuronprof.analysis.insights._findings import SECTIONS as SECTIONS
-from neuronprof.analysis.insights._findings import _evidence_text as _evidence_text
 from neuronprof.analysis.insights._op_rules import _chains, _conversions, _dominant
 from neuronprof.analysis.insights._ranks import RANK_INSIGHTS_SCHEMA, RankInsights, analyze_ranks
 from neuronprof.analysis.insights._step_rules import _fallbacks, _low_precision, _pipeline, _step_time
-from neuronprof.analysis.insights._timeline import DeviceCategory as DeviceCategory
-from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
-from neuronprof.analysis.insights._timeline import HostCategory as HostCategory
+from neuronprof.analysis.insights._timeline import DeviceCategory, DeviceEvent, HostCategory, HostEvent, Timeline
 from neuronprof.analysis.insights._trace import timeline_from_trace
-from neuronprof.analysis.insights._tree import CONVERSION_WRAPPERS as CONVERSION_WRAPPERS
-from neuronprof.analysis.insights._tree import COPY_OPS as COPY_OPS
-from neuronprof.analysis.insights._tree import ELEMENTWISE_OPS as ELEMENTWISE_OPS
-from neuronprof.analysis.insights._tree import MATMUL_OPS as MATMUL_OPS
-from neuronprof.analysis.insights._tree import SYNC_OPS as SYNC_OPS
 from neuronprof.analysis.insights._tree import _Profile
 
 if TYPE_CHECKING:
@@ -79,10 +56,12 @@ __all__ = [
     "FINDING_KINDS",
     "INSIGHTS_SCHEMA",
     "RANK_INSIGHTS_SCHEMA",
+    "DeviceCategory",
     "DeviceEvent",
     "Evidence",
     "Finding",
     "FindingKind",
+    "HostCategory",
     "HostEvent",
     "Insights",
     "RankInsights",
