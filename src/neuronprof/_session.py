@@ -14,7 +14,6 @@ they document; the work behind the read-outs is in the modules above.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import gc
 import json
 import logging
@@ -48,12 +47,12 @@ from neuronprof._guard import (
     tracked_profile_class,
     unreadable_source_files,
 )
-from neuronprof._io import ensure_writable_dir, unique_path
+from neuronprof._io import ensure_writable_dir
 from neuronprof._recording import Recording
-from neuronprof.backends import SessionContext, resolve_backend
+from neuronprof.backends import SessionContext, get_backend, registered_backends, resolve_backend
 from neuronprof.backends.base import Backend
 from neuronprof.errors import BackendUnavailableError, NeuronProfWarning, SessionStateError
-from neuronprof.export import EXPORT_FORMATS, ExportFormat, default_trace_name, neuron_bundle
+from neuronprof.export import EXPORT_FORMATS, ExportFormat, default_trace_name
 from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
 from neuronprof.typing import RANKS, BackendName, Core, DevicePreset, Mode, Ranks
 
@@ -63,7 +62,6 @@ if TYPE_CHECKING:
     from neuronprof.analysis import DevicePeak, NeuronProfile, Roofline, Trace
     from neuronprof.analysis.insights import Insights
     from neuronprof.analysis.neuron import ToolChoice
-    from neuronprof.analysis.neuron.session import SessionNeuronProfile
 
 __all__ = ["Session", "SessionConfig", "session"]
 
@@ -181,7 +179,6 @@ class Session:
         self._world_size: Optional[int] = None
         self._ctx: Optional[SessionContext] = None
         self._table_notes: list[str] = []
-        self._neuron: Optional[SessionNeuronProfile] = None
         self._unguard: Callable[[], None] = lambda: None
         self._start_thread: Optional[int] = None
         self._interrupted: Optional[str] = None
@@ -311,8 +308,6 @@ class Session:
         self._refuse_if_conflicting()
         self._rank, self._world_size = distributed_rank()
         ctx = self._context()
-        if self.config.max_events_per_nc is not None and self.backend != "neuron":
-            self._note(f"max_events_per_nc is a Neuron Runtime setting; the {self.backend} backend ignores it")
         self._device_name = self._backend.device_name(ctx)
         if self.with_stack:
             self._check_source_files()
@@ -903,9 +898,8 @@ class Session:
             return _recording.gather_rank_table(self._record(), float(timeout))
         record = self._record()
         table = _recording.local_table(record)
-        if self.backend == "neuron":
-            # No NeuronCore time from torch: take it from Neuron's own profile (see analysis.neuron).
-            table = self._neuron_side().table(table, heuristic=neuron_heuristic)
+        # What only the backend's own files say (TorchNeuron: NeuronCore time from Neuron's profile).
+        table = self._backend.complete_table(table, self._context(), heuristic=neuron_heuristic)
         message = self._empty_device_message(table)
         if message is not None and message not in table.notes:
             table = dataclasses.replace(table, notes=(*table.notes, message))
@@ -958,23 +952,10 @@ class Session:
             ValueError: The session did not use the neuron backend.
         """
         self._require_done("neuron_profile()")
-        if self.backend != "neuron":
-            raise ValueError(f"neuron_profile() needs the neuron backend; this session used {self.backend!r}")
-        profile = self._neuron_side().get(tool)
+        profile = self._backend.device_profile(self._context(), tool=tool)
         if profile is None:
-            raise SessionStateError(f"no Neuron profile to read: {self._neuron_side().why}")
+            raise ValueError(f"neuron_profile() needs the neuron backend; this session used {self.backend!r}")
         return profile
-
-    def _neuron_side(self) -> SessionNeuronProfile:
-        if self._neuron is None:
-            from neuronprof.analysis.neuron.session import SessionNeuronProfile
-
-            ctx = self._ctx
-            root = self._backend.neuron_bundle_source(ctx) if ctx is not None else None
-            # This session's folders only, as export(format="neuron") bundles them.
-            sessions = self._backend.neuron_session_dirs(ctx) if ctx is not None else []
-            self._neuron = SessionNeuronProfile(root, sessions=sessions)
-        return self._neuron
 
     def report(self, path: Optional[PathLike] = None, *, overwrite: bool = False, baseline: Any = None) -> Path:
         """Write one self-contained HTML report to look at and share: settings, op table, findings, timeline.
@@ -1104,37 +1085,25 @@ class Session:
             OSError: The disk refused the write (full, file too large, permission);
                 no partial or temporary file is left.
         """
-        if format not in EXPORT_FORMATS:
-            raise ValueError(f"unknown export format {format!r}; use one of: {', '.join(EXPORT_FORMATS)}")
+        own = self._backend.export_formats
+        if format not in EXPORT_FORMATS and format not in own:
+            known = ", ".join(dict.fromkeys((*EXPORT_FORMATS, *own)))
+            raise ValueError(f"unknown export format {format!r}; use one of: {known}")
         self._require_done("export()")
         # A termination request from here to the written file removes the private copies first.
         with _io.cleaned_up_on_termination():
-            if format == "neuron":
-                return self._export_neuron(path, overwrite=overwrite)
+            if format in own:
+                return self._export_backend(format, path, overwrite=overwrite)
+            writers = [name for name in registered_backends() if format in get_backend(name).export_formats]
+            if writers:
+                raise ValueError(
+                    f"format={format!r} needs the {' or '.join(writers)} backend; this session used "
+                    f"{self.backend!r}. Use format='chrome' or 'tensorboard'"
+                )
             return _recording_export.export(self._record(), path, format=format, overwrite=overwrite, cycle=cycle)
 
-    def _export_neuron(self, path: Optional[PathLike], *, overwrite: bool) -> Path:
-        if self.backend != "neuron":
-            raise ValueError(
-                f"format='neuron' needs the neuron backend; this session used {self.backend!r}. "
-                "Use format='chrome' or 'tensorboard'"
-            )
-        source = self._backend.neuron_bundle_source(self._ctx) if self._ctx is not None else None
-        if source is None:
-            raise SessionStateError("TorchNeuron wrote no profile files in this session (see s.notes)")
-        if path is None:
-            name = default_trace_name(self.backend, self._started, rank=self._rank, suffix="")
-            target = unique_path(self._output_dir / name.replace("neuronprof_", "neuron_explorer_"))
-        else:
-            target = Path(path)
-        if target.exists():
-            if not overwrite:
-                raise FileExistsError(
-                    errno.EEXIST, "export target exists; pass overwrite=True to replace it", str(target)
-                )
-            import shutil
-
-            shutil.rmtree(target) if target.is_dir() else target.unlink()
+    def _export_backend(self, format: str, path: Optional[PathLike], *, overwrite: bool) -> Path:
+        """Have the backend write one of its own export formats (TorchNeuron: the Neuron Explorer bundle)."""
 
         def framework_trace(index: int, dest: Path) -> bool:
             # For session folders TorchNeuron left without a framework trace (legacy build).
@@ -1144,8 +1113,15 @@ class Session:
             return True
 
         record = self._record()
-        sessions = self._backend.neuron_session_dirs(self._ctx) if self._ctx is not None else None
-        return neuron_bundle(source, target, sessions=sessions or None, framework_trace=framework_trace)
+        name = default_trace_name(self.backend, self._started, rank=self._rank, suffix="")
+        return self._backend.export(
+            format,
+            None if path is None else Path(path),
+            self._context(),
+            overwrite=overwrite,
+            name=name,
+            framework_trace=framework_trace,
+        )
 
     def roofline(
         self,
