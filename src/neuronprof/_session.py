@@ -49,7 +49,7 @@ from neuronprof._guard import (
 )
 from neuronprof._io import ensure_writable_dir
 from neuronprof._recording import Recording
-from neuronprof.backends import SessionContext, get_backend, registered_backends, resolve_backend
+from neuronprof.backends import SessionContext, format_writers, resolve_backend
 from neuronprof.backends.base import Backend
 from neuronprof.errors import BackendUnavailableError, NeuronProfWarning, SessionStateError
 from neuronprof.export import EXPORT_FORMATS, ExportFormat, default_trace_name
@@ -221,7 +221,7 @@ class Session:
             SessionStateError: The session has not started yet.
         """
         if self._profiler is None:
-            raise SessionStateError("the profiler exists once the with-block has started")
+            raise SessionStateError("the profiler exists once the with-block has started (or s.start() was called)")
         return self._profiler
 
     @property
@@ -235,6 +235,15 @@ class Session:
     def steps_taken(self) -> int:
         """How many steps have ended so far."""
         return self._steps_taken
+
+    @property
+    def recorded_steps(self) -> int:
+        """How many steps the profiler recorded so far.
+
+        The active steps whose ``step()`` ran, plus an active step that a ``break``
+        out of ``steps()`` left (torch saves it when the session stops).
+        """
+        return self._recorded_steps()[0]
 
     @property
     def rank(self) -> Optional[int]:
@@ -253,7 +262,38 @@ class Session:
             logger.info(message)
 
     # -- lifecycle -------------------------------------------------------------
-    def __enter__(self) -> Session:
+    def start(self) -> None:
+        """Start profiling, as entering the ``with`` block does, for code that cannot wrap a block.
+
+        ```python
+        s = neuronprof.session()
+        s.start()
+        try:
+            for _ in s.steps():
+                model(x)
+        finally:
+            s.stop()
+        print(s.table())
+        ```
+
+        Pair it with [`stop`][neuronprof.Session.stop], in a ``finally`` so that an
+        error in between does not leave torch's one profiler running; the ``with``
+        block does both for you. A start that fails undoes itself: nothing is left
+        running, and the error says why.
+
+        Raises:
+            SessionStateError: The session is already profiling (``start()`` called
+                twice, or inside its ``with`` block), or it has stopped (a session runs
+                once: make a new one); another session or torch.profiler profile is
+                running in this process.
+            BackendUnavailableError: The backend refuses to start now (TorchNeuron: a
+                ``NEURON_RT_INSPECT_*`` variable is set); the message says the fix.
+        """
+        if self._state == "running":
+            raise SessionStateError(
+                "this session is already profiling: start() was called twice, or inside its with-block; "
+                "call s.stop() to end it"
+            )
         if self._state != "new":
             raise SessionStateError("a session runs once; create a new one with neuronprof.session(...)")
         try:
@@ -265,8 +305,11 @@ class Session:
             if self._state == "running":
                 # A held-back Ctrl-C arrived once the start was complete; with-statements
                 # do not call __exit__ when __enter__ raises, so stop here.
-                self.__exit__(*sys.exc_info())
+                self.stop(exc=sys.exc_info()[1])
             raise
+
+    def __enter__(self) -> Session:
+        self.start()
         return self
 
     def _enter(self) -> None:
@@ -491,11 +534,47 @@ class Session:
         # torch.profiler; elsewhere (TorchNeuron without correlation) they stay blank, not 0.0.
         return self.device_label is not None and self._backend.device_time(self._context()) != "none"
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        # The block's end saves the last cycle: a termination request until it is done
-        # removes the private copies (and what else is in progress) before it ends the process.
+    def stop(self, *, exc: Optional[BaseException] = None) -> None:
+        """Stop profiling and keep what was recorded, as the end of the ``with`` block does.
+
+        The cycle in progress is saved (an active step it cuts short is kept and
+        said so), the session's notes are made (a schedule that did not run to its
+        end warns), torch's profiler is free again, and the results are ready:
+        ``table()``, ``export()``, ``insights()``, ``report()``. Inside a ``with``
+        block, the block's end then has nothing left to do.
+
+        Args:
+            exc: The exception that ended the profiled work, if any. The session then
+                ends as its block would when that exception leaves it: what was recorded
+                is kept, ``s.notes`` says the run was interrupted (no warning about
+                missing steps), and a failure to stop the profiler is noted instead of
+                raised over ``exc``.
+
+        Raises:
+            SessionStateError: The session has not started (call ``start()`` first) or
+                has already stopped; or another profiler took torch's profiler from the
+                session while it ran (the message says which, and the cycles completed
+                before are kept).
+        """
+        if self._state == "new":
+            raise SessionStateError(
+                "stop() was called before start(): this session is not profiling; call s.start() first, "
+                "or use `with neuronprof.session() as s:`"
+            )
+        if self._state == "done":
+            raise SessionStateError(
+                "this session has already stopped: stop() was called twice, or after its with-block; "
+                "read its results with s.table() or s.export()"
+            )
+        # The end saves the last cycle: a termination request until it is done removes
+        # the private copies (and what else is in progress) before it ends the process.
         with _io.cleaned_up_on_termination():
-            self._exit(exc_type, exc)
+            self._exit(None if exc is None else type(exc), exc)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        # A block whose session was stopped inside it with stop() has nothing left to end.
+        if self._state != "done":
+            self.stop(exc=exc)
 
     def _exit(self, exc_type: Any, exc: Any) -> None:
         global _active
@@ -674,7 +753,9 @@ class Session:
     # -- inside the block ------------------------------------------------------
     def _require_running(self, what: str) -> None:
         if self._state == "new":
-            raise SessionStateError(f"{what} works inside the with-block; use `with neuronprof.session() as s:`")
+            raise SessionStateError(
+                f"{what} works inside the with-block; use `with neuronprof.session() as s:` (or call s.start() first)"
+            )
         if self._state == "done":
             raise SessionStateError(f"{what} works inside the with-block, and this session has ended")
 
@@ -807,7 +888,9 @@ class Session:
         if self._state == "new":
             raise SessionStateError(f"{what} is available after the session has run; use it in a with-block first")
         if self._state == "running":
-            raise SessionStateError(f"{what} is available after the with-block ends; call it after the block")
+            raise SessionStateError(
+                f"{what} is available after the with-block ends; call it after the block (or after s.stop())"
+            )
 
     @overload
     def table(
@@ -1086,20 +1169,20 @@ class Session:
                 no partial or temporary file is left.
         """
         own = self._backend.export_formats
-        if format not in EXPORT_FORMATS and format not in own:
+        writers = [] if format in own else format_writers(format)
+        if format not in EXPORT_FORMATS and format not in own and not writers:
             known = ", ".join(dict.fromkeys((*EXPORT_FORMATS, *own)))
             raise ValueError(f"unknown export format {format!r}; use one of: {known}")
         self._require_done("export()")
+        if writers:
+            raise ValueError(
+                f"format={format!r} needs the {' or '.join(writers)} backend; this session used {self.backend!r}. "
+                "Use format='chrome' or 'tensorboard'"
+            )
         # A termination request from here to the written file removes the private copies first.
         with _io.cleaned_up_on_termination():
             if format in own:
                 return self._export_backend(format, path, overwrite=overwrite)
-            writers = [name for name in registered_backends() if format in get_backend(name).export_formats]
-            if writers:
-                raise ValueError(
-                    f"format={format!r} needs the {' or '.join(writers)} backend; this session used "
-                    f"{self.backend!r}. Use format='chrome' or 'tensorboard'"
-                )
             return _recording_export.export(self._record(), path, format=format, overwrite=overwrite, cycle=cycle)
 
     def _export_backend(self, format: str, path: Optional[PathLike], *, overwrite: bool) -> Path:

@@ -44,6 +44,7 @@ __all__ = [
     "SessionContext",
     "TpuBackend",
     "add_note",
+    "format_writers",
     "get_backend",
     "installed_but_unusable",
     "parse_core",
@@ -112,6 +113,14 @@ def registered_backends() -> list[str]:
     ordered = [n for n in _BUILTIN_ORDER if n in names]
     ordered += [n for n in names if n not in ordered and n != "cpu"]
     return ordered + (["cpu"] if "cpu" in names else [])
+
+
+def format_writers(format: str) -> list[str]:
+    """Return the names of the registered backends that write the export format ``format`` themselves."""
+    with _lock:
+        _ensure_builtins()
+        backends = list(_registry.values())
+    return [b.name for b in backends if format in b.export_formats]
 
 
 def get_backend(name: str) -> Backend:
