@@ -1,15 +1,16 @@
 """The session asks every backend the same questions: no backend is named in its code.
 
 A backend contributes its notes, the table rows its own files hold, its own profile
-and its own export formats through the hooks of ``backends.base.Backend``; a toy
-backend registered from a test gets each of them into a real session without any
-change to the session.
+and the files its runtime wrote (the export formats made from them) through the
+hooks of ``backends.base.Backend``; a toy backend registered from a test gets each
+of them into a real session without any change to the session.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,14 @@ import torch
 
 import neuronprof
 from neuronprof import _session
-from neuronprof.backends import Backend, SessionContext, add_note, register_backend, unregister_backend
+from neuronprof.backends import (
+    Backend,
+    DeviceFiles,
+    SessionContext,
+    add_note,
+    register_backend,
+    unregister_backend,
+)
 from neuronprof.model import Table
 
 BUILTIN_NAMES = {"neuron", "tpu", "cuda", "cpu"}
@@ -50,15 +58,19 @@ def test_the_backend_interface_has_nothing_of_one_device():
 
 
 class FilesBackend(Backend):
-    """The CPU, plus the after-the-block contributions a device with files of its own makes."""
+    """The CPU, plus the after-the-block contributions of a device whose runtime writes files of its own."""
 
     name = "toy-files"
-    export_formats = ("toy",)
+    export_formats = ("neuron",)  # its files are laid out as Neuron Runtime lays out its own
 
     def is_available(self) -> bool:
         return True
 
     def on_trace_ready(self, prof, ctx: SessionContext):
+        folder = ctx.output_dir / "toy_profile" / f"host_pid_{os.getpid()}" / f"cycle{len(ctx.extras)}"
+        folder.mkdir(parents=True)
+        (folder / "ntrace.pb").write_bytes(b"toy")
+        ctx.extras.setdefault("cycle_dirs", []).append(folder)
         add_note(ctx, "toy: a cycle ended")
         return None
 
@@ -68,11 +80,8 @@ class FilesBackend(Backend):
     def device_profile(self, ctx: SessionContext, *, tool="auto"):
         return {"tool": tool, "output_dir": ctx.output_dir}
 
-    def export(self, format, path, ctx, *, overwrite, name, framework_trace):
-        target = path if path is not None else ctx.output_dir / f"{name}.toy"
-        written = framework_trace(0, target.with_suffix(".json"))
-        target.write_text(f"{format} {written}\n", encoding="utf-8")
-        return target
+    def device_files(self, ctx: SessionContext) -> DeviceFiles:
+        return DeviceFiles(ctx.output_dir / "toy_profile", tuple(ctx.extras["cycle_dirs"]))
 
 
 @pytest.fixture
@@ -82,7 +91,7 @@ def files_backend():
     unregister_backend("toy-files")
 
 
-def test_a_new_backend_contributes_notes_rows_profile_and_format(files_backend, tmp_path):
+def test_a_new_backend_contributes_notes_rows_profile_and_files(files_backend, tmp_path):
     x = torch.randn(16, 16)
     with neuronprof.session(backend="toy-files", output_dir=tmp_path, max_events_per_nc=10) as s:
         for _ in s.steps():
@@ -92,22 +101,22 @@ def test_a_new_backend_contributes_notes_rows_profile_and_format(files_backend, 
     assert "toy rows added (heuristic=True)" in s.table(neuron_heuristic=True).notes
     assert s.neuron_profile(tool="never") == {"tool": "never", "output_dir": tmp_path}
 
-    written = s.export(format="toy")  # type: ignore[arg-type]  # a format of this backend only
-    assert written.parent == tmp_path and written.name.startswith("neuronprof_toy-files")
-    assert written.read_text(encoding="utf-8") == "toy True\n"
-    assert "aten::mm" in written.with_suffix(".json").read_text(encoding="utf-8")
-    # The session's own formats still work beside it; another backend's are refused by name.
+    bundle = s.export(format="neuron")
+    assert bundle.parent == tmp_path and bundle.name.startswith("neuron_explorer_toy-files")
+    cycle = bundle / "system" / f"host_pid_{os.getpid()}" / "cycle0"
+    assert (cycle / "ntrace.pb").read_bytes() == b"toy"
+    # The cycle's folder had no framework trace: the session's own trace of that cycle is put there.
+    assert "aten::mm" in (cycle / "trace.json").read_text(encoding="utf-8")
+    assert "neuron-explorer view -d system" in (bundle / "README.txt").read_text(encoding="utf-8")
     assert s.export(tmp_path / "t.json").is_file()
-    with pytest.raises(ValueError, match="format='neuron' needs the neuron backend; this session used 'toy-files'"):
-        s.export(format="neuron")
 
 
 def test_another_backends_format_and_profile_are_refused_on_the_cpu(files_backend, tmp_path):
     with neuronprof.session(backend="cpu", output_dir=tmp_path) as s:
         for _ in s.steps():
             torch.ones(4) + 1
-    with pytest.raises(ValueError, match="format='toy' needs the toy-files backend; this session used 'cpu'"):
-        s.export(format="toy")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="format='neuron' needs the neuron or toy-files backend; this session used"):
+        s.export(format="neuron")
     with pytest.raises(ValueError, match="neuron_profile\\(\\) needs the neuron backend; this session used 'cpu'"):
         s.neuron_profile()
     with pytest.raises(ValueError, match="unknown export format 'nope'; use one of: chrome, tensorboard, neuron"):

@@ -14,6 +14,7 @@ they document; the work behind the read-outs is in the modules above.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import gc
 import json
 import logging
@@ -47,12 +48,12 @@ from neuronprof._guard import (
     tracked_profile_class,
     unreadable_source_files,
 )
-from neuronprof._io import ensure_writable_dir
+from neuronprof._io import ensure_writable_dir, unique_path
 from neuronprof._recording import Recording
 from neuronprof.backends import SessionContext, format_writers, resolve_backend
 from neuronprof.backends.base import Backend
 from neuronprof.errors import BackendUnavailableError, NeuronProfWarning, SessionStateError
-from neuronprof.export import EXPORT_FORMATS, ExportFormat, default_trace_name
+from neuronprof.export import DEVICE_EXPORTS, EXPORT_FORMATS, ExportFormat, default_trace_name
 from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
 from neuronprof.typing import RANKS, BackendName, Core, DevicePreset, Mode, Ranks
 
@@ -1168,43 +1169,49 @@ class Session:
             OSError: The disk refused the write (full, file too large, permission);
                 no partial or temporary file is left.
         """
-        own = self._backend.export_formats
-        writers = [] if format in own else format_writers(format)
-        if format not in EXPORT_FORMATS and format not in own and not writers:
-            known = ", ".join(dict.fromkeys((*EXPORT_FORMATS, *own)))
-            raise ValueError(f"unknown export format {format!r}; use one of: {known}")
+        if format not in EXPORT_FORMATS:
+            raise ValueError(f"unknown export format {format!r}; use one of: {', '.join(EXPORT_FORMATS)}")
         self._require_done("export()")
-        if writers:
-            raise ValueError(
-                f"format={format!r} needs the {' or '.join(writers)} backend; this session used {self.backend!r}. "
-                "Use format='chrome' or 'tensorboard'"
-            )
         # A termination request from here to the written file removes the private copies first.
         with _io.cleaned_up_on_termination():
-            if format in own:
-                return self._export_backend(format, path, overwrite=overwrite)
+            if format in DEVICE_EXPORTS:
+                return self._export_device_files(format, path, overwrite=overwrite)
             return _recording_export.export(self._record(), path, format=format, overwrite=overwrite, cycle=cycle)
 
-    def _export_backend(self, format: str, path: Optional[PathLike], *, overwrite: bool) -> Path:
-        """Have the backend write one of its own export formats (TorchNeuron: the Neuron Explorer bundle)."""
+    def _export_device_files(self, format: str, path: Optional[PathLike], *, overwrite: bool) -> Path:
+        """Write a format made from the backend's own files (TorchNeuron's: the Neuron Explorer bundle)."""
+        # Raises, saying why, where the backend has files of its own but this session wrote none.
+        files = self._backend.device_files(self._context()) if format in self._backend.export_formats else None
+        if files is None:
+            raise ValueError(
+                f"format={format!r} needs the {' or '.join(format_writers(format))} backend; this session used "
+                f"{self.backend!r}. Use format='chrome' or 'tensorboard'"
+            )
+        prefix, write = DEVICE_EXPORTS[format]
+        if path is None:
+            name = default_trace_name(self.backend, self._started, rank=self._rank, suffix="")
+            target = unique_path(self._output_dir / name.replace("neuronprof_", f"{prefix}_", 1))
+        else:
+            target = Path(path)
+        if target.exists():
+            if not overwrite:
+                raise FileExistsError(
+                    errno.EEXIST, "export target exists; pass overwrite=True to replace it", str(target)
+                )
+            import shutil
+
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
 
         def framework_trace(index: int, dest: Path) -> bool:
-            # For session folders TorchNeuron left without a framework trace (legacy build).
+            # For cycle folders the device's runtime left without a framework trace (TorchNeuron's legacy build).
             if index >= len(self._cycles):
                 return False
             _recording_export.trace_writer(record, self._cycles[index])(dest)
             return True
 
         record = self._record()
-        name = default_trace_name(self.backend, self._started, rank=self._rank, suffix="")
-        return self._backend.export(
-            format,
-            None if path is None else Path(path),
-            self._context(),
-            overwrite=overwrite,
-            name=name,
-            framework_trace=framework_trace,
-        )
+        sessions = list(files.cycle_dirs) or None
+        return write(files.root, target, sessions=sessions, framework_trace=framework_trace)
 
     def roofline(
         self,

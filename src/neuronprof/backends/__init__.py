@@ -17,6 +17,7 @@ from typing import Optional
 from neuronprof.backends.base import (
     MODES,
     Backend,
+    DeviceFiles,
     DeviceTime,
     Mode,
     SessionContext,
@@ -37,6 +38,7 @@ __all__ = [
     "Backend",
     "CpuBackend",
     "CudaBackend",
+    "DeviceFiles",
     "DeviceTime",
     "Mode",
     "NeuronBackend",
@@ -116,7 +118,12 @@ def registered_backends() -> list[str]:
 
 
 def format_writers(format: str) -> list[str]:
-    """Return the names of the registered backends that write the export format ``format`` themselves."""
+    """Return the names of the registered backends whose own files make the export format ``format``.
+
+    Args:
+        format: An [`ExportFormat`][neuronprof.typing.ExportFormat] (``"neuron"``: the
+            backends listing it in their ``export_formats``).
+    """
     with _lock:
         _ensure_builtins()
         backends = list(_registry.values())

@@ -1,19 +1,17 @@
-"""Neuron Runtime's own files of a TorchNeuron session: which folders are its, and what is read and written from them.
+"""Neuron Runtime's own files of a TorchNeuron session: which folders are its, and reading them.
 
 The profile folder's session folders (one per profiling cycle, claimed as each
 cycle ends into ``ctx.extras["cycle_dirs"]``) are read once
-per session by [`SessionNeuronProfile`][neuronprof.analysis.neuron.session.SessionNeuronProfile]
-and bundled for Neuron Explorer by [`neuron_bundle`][neuronprof.export.neuron_bundle].
+per session by ``analysis.neuron.session.SessionNeuronProfile`` (and bundled for
+Neuron Explorer by ``export.neuron_bundle``, through ``NeuronBackend.device_files``).
 Only this session's folders are used, so another session of the same process
 writing to the same ``output_dir`` stays out.
 """
 
 from __future__ import annotations
 
-import errno
 import os
-import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -25,7 +23,7 @@ if TYPE_CHECKING:
     from neuronprof.analysis import NeuronProfile
     from neuronprof.analysis.neuron.session import SessionNeuronProfile
 
-__all__ = ["bundle", "claim_cycle_dir", "framework_traces", "pid_dirs", "read_profile", "reader"]
+__all__ = ["claim_cycle_dir", "framework_traces", "pid_dirs", "read_profile", "reader"]
 
 
 def pid_dirs(root: Path) -> list[Path]:
@@ -88,32 +86,3 @@ def read_profile(ctx: SessionContext, root: Optional[Path], tool: ToolChoice) ->
     if profile is None:
         raise SessionStateError(f"no Neuron profile to read: {session_reader.why}")
     return profile
-
-
-def bundle(
-    source: Optional[Path],
-    path: Optional[Path],
-    ctx: SessionContext,
-    *,
-    overwrite: bool,
-    name: str,
-    framework_trace: Callable[[int, Path], bool],
-) -> Path:
-    """Write the Neuron Explorer bundle of this session's folders (``s.export(format="neuron")``).
-
-    Raises:
-        SessionStateError: TorchNeuron wrote no profile files in this session (``source`` is None).
-        FileExistsError: The target exists and ``overwrite`` is False.
-    """
-    if source is None:
-        raise SessionStateError("TorchNeuron wrote no profile files in this session (see s.notes)")
-    from neuronprof._io import unique_path
-    from neuronprof.export import neuron_bundle
-
-    target = path if path is not None else unique_path(ctx.output_dir / name.replace("neuronprof_", "neuron_explorer_"))
-    if target.exists():
-        if not overwrite:
-            raise FileExistsError(errno.EEXIST, "export target exists; pass overwrite=True to replace it", str(target))
-        shutil.rmtree(target) if target.is_dir() else target.unlink()
-    sessions = _cycle_dirs(ctx)
-    return neuron_bundle(source, target, sessions=sessions or None, framework_trace=framework_trace)

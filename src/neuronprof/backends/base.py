@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MODES",
     "Backend",
+    "DeviceFiles",
     "DeviceTime",
     "Mode",
     "SessionContext",
@@ -169,6 +169,21 @@ class SessionContext:
     extras: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
 
 
+@dataclasses.dataclass(frozen=True)
+class DeviceFiles:
+    """The files a device's own runtime wrote for a session (Neuron Runtime's profile folders).
+
+    Attributes:
+        root: The folder they were written into.
+        cycle_dirs: Per profiling cycle, in order, the folder under ``root`` that
+            cycle wrote (None for a cycle that wrote none): only these are the
+            session's, so another session writing into ``root`` stays out.
+    """
+
+    root: Path
+    cycle_dirs: tuple[Optional[Path], ...] = ()
+
+
 def device_event_counts(prof: Any) -> dict[int, int]:
     """Count the device events one profiling cycle delivered, per device index.
 
@@ -215,8 +230,9 @@ class Backend:
         supported_modes: Modes this backend can capture; others become session notes.
         writes_output: True when the backend writes files of its own during a
             session (so the output folder must exist before profiling starts).
-        export_formats: Formats of ``s.export(format=...)`` this backend writes itself
-            (``("neuron",)``), beyond the session's own; see ``export``.
+        export_formats: Formats of ``s.export(format=...)`` made from this backend's
+            own files (``("neuron",)``: the Neuron Explorer bundle), beyond the
+            session's own; see ``device_files``.
     """
 
     name: ClassVar[str] = "base"
@@ -368,34 +384,19 @@ class Backend:
         """
         return None
 
-    def export(
-        self,
-        format: str,
-        path: Optional[Path],
-        ctx: SessionContext,
-        *,
-        overwrite: bool,
-        name: str,
-        framework_trace: Callable[[int, Path], bool],
-    ) -> Path:
-        """Write one of this backend's ``export_formats`` for ``s.export(format=...)``.
+    def device_files(self, ctx: SessionContext) -> Optional[DeviceFiles]:
+        """Return the files the device's own runtime wrote for the session, for its ``export_formats``.
+
+        The default, None, means the backend has no files of its own.
 
         Args:
-            format: One of ``export_formats``.
-            path: The target the user gave, or None for a default in ``ctx.output_dir``.
             ctx: The session's request: modes, cores, output folder and local rank.
-            overwrite: Replace an existing target instead of raising ``FileExistsError``.
-            name: The session's default file name, without a suffix (``neuronprof_<backend>_<time>``).
-            framework_trace: ``framework_trace(cycle, dest)`` writes that profiling
-                cycle's Chrome trace to ``dest``; False where the cycle's events are gone.
-
-        Returns:
-            The file or folder written.
 
         Raises:
-            ValueError: ``format`` is not one of ``export_formats``.
+            SessionStateError: The backend has files of its own, but this session wrote
+                none (the message says why).
         """
-        raise ValueError(f"the {self.name} backend writes no {format!r} export")
+        return None
 
     def describe(self) -> dict[str, Any]:
         """Return facts about this backend for ``neuronprof doctor``."""

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof.backends import _neuron_files
 from neuronprof.backends.base import (
+    DeviceFiles,
     DeviceTime,
     SessionContext,
     add_note,
@@ -54,7 +55,7 @@ from neuronprof.backends.base import (
     release_line,
 )
 from neuronprof.backends.privateuse1 import _PackagedPrivateUse1Backend
-from neuronprof.errors import NeuronProfWarning, warn_user
+from neuronprof.errors import NeuronProfWarning, SessionStateError, warn_user
 from neuronprof.typing import Mode, NeuronBuild, ToolChoice
 
 if TYPE_CHECKING:
@@ -467,16 +468,11 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
 
     export_formats = ("neuron",)
 
-    def export(self, format: str, path: Optional[Path], ctx: SessionContext, **how: Any) -> Path:
-        """Bundle the session's Neuron profile files for Neuron Explorer (``neuron_bundle``'s layout).
-
-        Raises:
-            SessionStateError: TorchNeuron wrote no profile files in this session.
-            FileExistsError: The target exists and ``overwrite`` is False.
-        """
-        if format not in self.export_formats:
-            return super().export(format, path, ctx, **how)
-        return _neuron_files.bundle(self._profile_root(ctx), path, ctx, **how)
+    def device_files(self, ctx: SessionContext) -> DeviceFiles:
+        root = self._profile_root(ctx)
+        if root is None:
+            raise SessionStateError("TorchNeuron wrote no profile files in this session (see s.notes)")
+        return DeviceFiles(root, tuple(ctx.extras.get("cycle_dirs", ())))
 
     def describe(self) -> dict[str, Any]:
         facts = super().describe()
