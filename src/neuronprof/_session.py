@@ -82,9 +82,11 @@ class Session:
     """A torch.profiler run with the device setup, sync and schedule done for you.
 
     Create one with [`neuronprof.session`][neuronprof.session] and use it as a
-    context manager. Inside the block, iterate [`steps`][neuronprof.Session.steps]
-    (or call [`step`][neuronprof.Session.step] at the end of each iteration);
-    after the block, read [`table`][neuronprof.Session.table] and call
+    context manager (or call [`start`][neuronprof.Session.start] and
+    [`stop`][neuronprof.Session.stop] where a block does not fit). Inside the block,
+    iterate [`steps`][neuronprof.Session.steps] (or call
+    [`step`][neuronprof.Session.step] at the end of each iteration); after the
+    block, read [`table`][neuronprof.Session.table] and call
     [`export`][neuronprof.Session.export].
     """
 
