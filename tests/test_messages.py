@@ -236,7 +236,7 @@ def test_roofline_of_a_cpu_session_is_refused_before_any_work_unless_a_preset_is
         raise AssertionError("the refusal comes before the ops are read")
 
     with monkeypatch.context() as m:
-        m.setattr(_collect, "build_trace", no_work)
+        m.setattr(_collect, "read_cycle", no_work)
         with pytest.raises(UnknownDeviceError) as err:
             s.roofline()
     message = str(err.value)

@@ -59,8 +59,10 @@ def default_cycle(rec: Recording) -> _collect.Cycle:
     last = rec.cycles[-1]
     if not last.closed_at_exit or len(rec.cycles) == 1:
         return last
-    stats = _collect.summarize_cycle(last, has_device=rec.has_device, record_shapes=rec.config.record_shapes)
-    if stats.steps:
+    from neuronprof.analysis.trace import sum_events
+
+    # The record is built, so every kept cycle's events are read (never converted again here).
+    if last.events is None or sum_events(last.events).steps:
         return last
     previous = rec.cycles[-2]
     warnings.warn(

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from neuronprof.analysis import DevicePeak, NeuronProfile, Roofline, Trace
     from neuronprof.analysis.insights import Insights
     from neuronprof.analysis.neuron import ToolChoice
+    from neuronprof.analysis.trace import EventTable
 
 __all__ = ["Session", "SessionConfig", "session"]
 
@@ -171,7 +172,12 @@ class Session:
         self._profiler: Optional[torch.profiler.profile] = None
         self._cycles: list[_collect.Cycle] = []
         self._cycle_count = 0
-        self._dropped: Optional[_collect.CycleStats] = None
+        # The session's event keys (shared by its cycles' tables), the dropped cycles'
+        # sums and memory (``keep_cycles``), and the record, read once after the block.
+        self._keys: Any = None
+        self._dropped: Any = None
+        self._dropped_memory: dict[tuple[str, Any], tuple[int, int]] = {}
+        self._recorded: Optional[Trace] = None
         self._cache_dir: Optional[Path] = None
         self._exiting = False
         self._abandoned = False
@@ -517,11 +523,22 @@ class Session:
 
     def _drop_old_cycles(self) -> None:
         """Fold cycles beyond ``keep_cycles`` into running statistics and free their events."""
-        has_device = self._has_device()
+        if len(self._cycles) <= self.keep_cycles:
+            return
+        from neuronprof.analysis.trace import sum_events
+
+        metadata = self._trace_metadata()
         while len(self._cycles) > self.keep_cycles:
             old = self._cycles.pop(0)
-            stats = _collect.summarize_cycle(old, has_device=has_device, record_shapes=self.record_shapes)
-            self._dropped = stats if self._dropped is None else _collect.fold_stats(self._dropped, stats)
+            sums = sum_events(self._read_cycle(old, metadata))
+            if self._dropped is None:
+                self._dropped = sums
+            else:
+                self._dropped.add(sums)
+            for key, (cpu, dev) in old.memory.items():
+                was = self._dropped_memory.get(key, (0, 0))
+                self._dropped_memory[key] = (was[0] + cpu, was[1] + dev)
+            old.events = None
             if old.cache is not None:
                 old.cache.unlink(missing_ok=True)
             old.profile = None
@@ -1075,6 +1092,45 @@ class Session:
                 self._record(), path, overwrite=overwrite, world_size=self._world_size, baseline=baseline
             )
 
+    def _read_cycle(self, cycle: _collect.Cycle, metadata: dict[str, Any]) -> EventTable:
+        """A cycle's event table, converted from kineto's events once."""
+        table = _collect.read_cycle(cycle, self._keys, metadata)
+        self._keys = table.keys  # the first cycle's keys, shared by the others
+        return table
+
+    @property
+    def recording(self) -> Trace:
+        """What the session recorded, read once: the same type [`load_trace`][neuronprof.analysis.load_trace] returns.
+
+        Built the first time it is needed after the block ends (kineto's events of each
+        cycle are converted once into an event table); every read-out (``table()``,
+        ``insights()``, ``roofline()``, ``report()``, ``trace()``) reads it, and reading
+        it changes nothing. Per-op sums cover every cycle (those beyond
+        ``keep_cycles`` too); the events held are those of the kept cycles.
+
+        Raises:
+            SessionStateError: Called before the with-block has ended.
+        """
+        self._require_done("recording")
+        if self._recorded is None:
+            metadata = self._trace_metadata()
+            tables = [self._read_cycle(c, metadata) for c in self._cycles]
+            memory = dict(self._dropped_memory)
+            for c in self._cycles:
+                for key, (cpu, dev) in c.memory.items():
+                    was = memory.get(key, (0, 0))
+                    memory[key] = (was[0] + cpu, was[1] + dev)
+            self._recorded = _recording.record_trace(
+                tables,
+                earlier=self._dropped,
+                memory=memory,
+                backend=self.backend,
+                device_label=self.device_label,
+                has_device=self._has_device(),
+                device_name=self._device_name,
+            )
+        return self._recorded
+
     def _record(self) -> Recording:
         """What this session recorded, frozen: what ``table()``, ``export()``, ``roofline()`` work from."""
         return Recording(
@@ -1085,7 +1141,7 @@ class Session:
             core=self.core,
             cycles=tuple(self._cycles),
             cycle_count=self._cycle_count,
-            dropped=self._dropped,
+            read=lambda: self.recording,
             notes=tuple(self._notes),
             interrupted=self._interrupted,
             steps_taken=self._steps_taken,
@@ -1271,7 +1327,7 @@ class Session:
         self._require_done("trace()")
         rec = self._record()
         _recording.require_recorded(rec, "there is no trace")
-        return _recording.offline_trace(rec)
+        return rec.trace
 
 
 def session(

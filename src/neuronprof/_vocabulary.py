@@ -83,6 +83,7 @@ __all__ = [
     "stopped_in_last_step",
     "CACHE_LOOKUP",
     "COMPILED_REGION",
+    "DEVICE_CATEGORY",
     "DEVICE_CATS",
     "K_DEVICE",
     "K_OP",
@@ -145,9 +146,17 @@ def skipped(name: Any, cat: str) -> bool:
     return cat != TRACE_CAT or not isinstance(name, str) or name.startswith(KINETO_SPAN_PREFIX)
 
 
-# Device work, in lower case: kineto 2.x, kineto of PyTorch 1.8/1.9 ("Kernel",
-# "Memcpy", "Memset"), MTIA.
-DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset", "mtia_ccp_events"})
+# Device work, in lower case, and what kind of work each is: kineto 2.x, kineto of
+# PyTorch 1.8/1.9 ("Kernel", "Memcpy", "Memset"), MTIA.
+DEVICE_CATEGORY = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memcpy": "memcpy",
+    "memset": "memset",
+    "mtia_ccp_events": "kernel",
+}
+DEVICE_CATS = frozenset(DEVICE_CATEGORY)
 # Host operators: kineto 2.x and PyTorch 1.8/1.9 ("Operator").
 OP_CATS = frozenset({"cpu_op", "operator"})
 

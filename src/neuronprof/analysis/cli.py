@@ -397,7 +397,7 @@ def _report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from neuronprof._io import write_text
-    from neuronprof.analysis.insights import analyze, analyze_ranks, timeline_from_trace
+    from neuronprof.analysis.insights import analyze_timeline
     from neuronprof.analysis.trace import load_trace
     from neuronprof.report import environment, render_report, trace_settings
 
@@ -411,10 +411,10 @@ def _report(args: argparse.Namespace) -> int:
         target = source.parent / f"{base}.html"
     if target.exists() and not args.overwrite:
         raise ValueError(f"{target} exists; pass --overwrite to replace it")
-    trace = load_trace(source)
-    timeline = timeline_from_trace(source)
+    trace = load_trace(source)  # the one read of the file: every pane reads its events
+    timeline = trace.timeline()
     # Several ranks ran their steps side by side: each is read, and drawn, on its own.
-    insights = analyze_ranks(timeline) if timeline.ranks else analyze(timeline)
+    insights = analyze_timeline(timeline)
     ranks: dict[str, Any] = {"steps": trace.steps, "rank": trace.rank}
     if trace.ranks:
         straggler = getattr(insights, "straggler", None)
@@ -426,7 +426,7 @@ def _report(args: argparse.Namespace) -> int:
         "trace": getattr(args, "piped", {}).get("trace", trace.source),
         "backend": trace.backend,
         "device": trace.device_name or trace.device_label or "none (CPU only)",
-        **trace_settings(source),
+        **trace_settings(trace),
         **ranks,
         "report made with neuronprof": environment()["neuronprof"],
     }

@@ -25,7 +25,7 @@ never guessed.
 from __future__ import annotations
 
 import os
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 from neuronprof.analysis.insights._compile_rules import _compiled
 
@@ -71,6 +71,9 @@ from neuronprof.analysis.insights._tree import MATMUL_OPS as MATMUL_OPS
 from neuronprof.analysis.insights._tree import SYNC_OPS as SYNC_OPS
 from neuronprof.analysis.insights._tree import _Profile
 
+if TYPE_CHECKING:
+    from neuronprof.analysis.trace import Trace
+
 __all__ = [
     "DEVICE_KINDS",
     "DOCS_URL_ENV",
@@ -90,6 +93,7 @@ __all__ = [
     "analyze_ranks",
     "docs_base_url",
     "guide_url",
+    "analyze_timeline",
     "timeline_from_trace",
 ]
 
@@ -174,11 +178,24 @@ def analyze(timeline: Timeline) -> Insights:
 
 
 
-def advise(source: Union[str, os.PathLike[str]]) -> Union[Insights, RankInsights]:
+def analyze_timeline(timeline: Timeline) -> Union[Insights, RankInsights]:
+    """[`analyze`][neuronprof.analysis.insights.analyze] a timeline, or each of its ranks when it holds several.
+
+    Args:
+        timeline: The events, e.g. from [`Trace.timeline`][neuronprof.analysis.Trace.timeline].
+
+    Raises:
+        TypeError: ``timeline`` is not a [`Timeline`][neuronprof.analysis.insights.Timeline].
+    """
+    return analyze_ranks(timeline) if timeline.ranks else analyze(timeline)
+
+
+def advise(source: Union[str, os.PathLike[str], Trace]) -> Union[Insights, RankInsights]:
     """Return the findings of a trace file or folder (what ``neuronprof advise`` prints).
 
     Args:
-        source: A Chrome/Perfetto trace (``.json``, ``.json.gz``) or a folder of them.
+        source: A Chrome/Perfetto trace (``.json``, ``.json.gz``), a folder of them, or a
+            [`Trace`][neuronprof.analysis.Trace] already loaded (its events are read, not the file).
 
     Returns:
         [`Insights`][neuronprof.analysis.insights.Insights] for one profile (a file, or
@@ -190,5 +207,6 @@ def advise(source: Union[str, os.PathLike[str]]) -> Union[Insights, RankInsights
     Raises:
         TraceError: The trace cannot be read.
     """
-    timeline = timeline_from_trace(source)
-    return analyze_ranks(timeline) if timeline.ranks else analyze(timeline)
+    from neuronprof.analysis.trace import load_trace
+
+    return load_trace(source).insights()
