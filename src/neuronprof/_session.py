@@ -50,10 +50,10 @@ from neuronprof._guard import (
 )
 from neuronprof._io import ensure_writable_dir, unique_path
 from neuronprof._recording import Recording
-from neuronprof.backends import SessionContext, resolve_backend
+from neuronprof.backends import SessionContext, format_writers, resolve_backend
 from neuronprof.backends.base import Backend
 from neuronprof.errors import BackendUnavailableError, NeuronProfWarning, SessionStateError
-from neuronprof.export import EXPORT_FORMATS, ExportFormat, default_trace_name, neuron_bundle
+from neuronprof.export import DEVICE_EXPORTS, EXPORT_FORMATS, ExportFormat, default_trace_name
 from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
 from neuronprof.typing import RANKS, BackendName, Core, DevicePreset, Mode, Ranks
 
@@ -63,7 +63,6 @@ if TYPE_CHECKING:
     from neuronprof.analysis import DevicePeak, NeuronProfile, Roofline, Trace
     from neuronprof.analysis.insights import Insights
     from neuronprof.analysis.neuron import ToolChoice
-    from neuronprof.analysis.neuron.session import SessionNeuronProfile
     from neuronprof.analysis.trace import EventTable
 
 __all__ = ["Session", "SessionConfig", "session"]
@@ -84,9 +83,11 @@ class Session:
     """A torch.profiler run with the device setup, sync and schedule done for you.
 
     Create one with [`neuronprof.session`][neuronprof.session] and use it as a
-    context manager. Inside the block, iterate [`steps`][neuronprof.Session.steps]
-    (or call [`step`][neuronprof.Session.step] at the end of each iteration);
-    after the block, read [`table`][neuronprof.Session.table] and call
+    context manager (or call [`start`][neuronprof.Session.start] and
+    [`stop`][neuronprof.Session.stop] where a block does not fit). Inside the block,
+    iterate [`steps`][neuronprof.Session.steps] (or call
+    [`step`][neuronprof.Session.step] at the end of each iteration); after the
+    block, read [`table`][neuronprof.Session.table] and call
     [`export`][neuronprof.Session.export].
     """
 
@@ -187,7 +188,6 @@ class Session:
         self._world_size: Optional[int] = None
         self._ctx: Optional[SessionContext] = None
         self._table_notes: list[str] = []
-        self._neuron: Optional[SessionNeuronProfile] = None
         self._unguard: Callable[[], None] = lambda: None
         self._start_thread: Optional[int] = None
         self._interrupted: Optional[str] = None
@@ -230,7 +230,7 @@ class Session:
             SessionStateError: The session has not started yet.
         """
         if self._profiler is None:
-            raise SessionStateError("the profiler exists once the with-block has started")
+            raise SessionStateError("the profiler exists once the with-block has started (or s.start() was called)")
         return self._profiler
 
     @property
@@ -244,6 +244,15 @@ class Session:
     def steps_taken(self) -> int:
         """How many steps have ended so far."""
         return self._steps_taken
+
+    @property
+    def recorded_steps(self) -> int:
+        """How many steps the profiler recorded so far.
+
+        The active steps whose ``step()`` ran, plus an active step that a ``break``
+        out of ``steps()`` left (torch saves it when the session stops).
+        """
+        return self._recorded_steps()[0]
 
     @property
     def rank(self) -> Optional[int]:
@@ -262,7 +271,38 @@ class Session:
             logger.info(message)
 
     # -- lifecycle -------------------------------------------------------------
-    def __enter__(self) -> Session:
+    def start(self) -> None:
+        """Start profiling, as entering the ``with`` block does, for code that cannot wrap a block.
+
+        ```python
+        s = neuronprof.session()
+        s.start()
+        try:
+            for _ in s.steps():
+                model(x)
+        finally:
+            s.stop()
+        print(s.table())
+        ```
+
+        Pair it with [`stop`][neuronprof.Session.stop], in a ``finally`` so that an
+        error in between does not leave torch's one profiler running; the ``with``
+        block does both for you. A start that fails undoes itself: nothing is left
+        running, and the error says why.
+
+        Raises:
+            SessionStateError: The session is already profiling (``start()`` called
+                twice, or inside its ``with`` block), or it has stopped (a session runs
+                once: make a new one); another session or torch.profiler profile is
+                running in this process.
+            BackendUnavailableError: The backend refuses to start now (TorchNeuron: a
+                ``NEURON_RT_INSPECT_*`` variable is set); the message says the fix.
+        """
+        if self._state == "running":
+            raise SessionStateError(
+                "this session is already profiling: start() was called twice, or inside its with-block; "
+                "call s.stop() to end it"
+            )
         if self._state != "new":
             raise SessionStateError("a session runs once; create a new one with neuronprof.session(...)")
         try:
@@ -274,8 +314,11 @@ class Session:
             if self._state == "running":
                 # A held-back Ctrl-C arrived once the start was complete; with-statements
                 # do not call __exit__ when __enter__ raises, so stop here.
-                self.__exit__(*sys.exc_info())
+                self.stop(exc=sys.exc_info()[1])
             raise
+
+    def __enter__(self) -> Session:
+        self.start()
         return self
 
     def _enter(self) -> None:
@@ -317,8 +360,6 @@ class Session:
         self._refuse_if_conflicting()
         self._rank, self._world_size = distributed_rank()
         ctx = self._context()
-        if self.config.max_events_per_nc is not None and self.backend != "neuron":
-            self._note(f"max_events_per_nc is a Neuron Runtime setting; the {self.backend} backend ignores it")
         self._device_name = self._backend.device_name(ctx)
         if self.with_stack:
             self._check_source_files()
@@ -513,11 +554,47 @@ class Session:
         # torch.profiler; elsewhere (TorchNeuron without correlation) they stay blank, not 0.0.
         return self.device_label is not None and self._backend.device_time(self._context()) != "none"
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        # The block's end saves the last cycle: a termination request until it is done
-        # removes the private copies (and what else is in progress) before it ends the process.
+    def stop(self, *, exc: Optional[BaseException] = None) -> None:
+        """Stop profiling and keep what was recorded, as the end of the ``with`` block does.
+
+        The cycle in progress is saved (an active step it cuts short is kept and
+        said so), the session's notes are made (a schedule that did not run to its
+        end warns), torch's profiler is free again, and the results are ready:
+        ``table()``, ``export()``, ``insights()``, ``report()``. Inside a ``with``
+        block, the block's end then has nothing left to do.
+
+        Args:
+            exc: The exception that ended the profiled work, if any. The session then
+                ends as its block would when that exception leaves it: what was recorded
+                is kept, ``s.notes`` says the run was interrupted (no warning about
+                missing steps), and a failure to stop the profiler is noted instead of
+                raised over ``exc``.
+
+        Raises:
+            SessionStateError: The session has not started (call ``start()`` first) or
+                has already stopped; or another profiler took torch's profiler from the
+                session while it ran (the message says which, and the cycles completed
+                before are kept).
+        """
+        if self._state == "new":
+            raise SessionStateError(
+                "stop() was called before start(): this session is not profiling; call s.start() first, "
+                "or use `with neuronprof.session() as s:`"
+            )
+        if self._state == "done":
+            raise SessionStateError(
+                "this session has already stopped: stop() was called twice, or after its with-block; "
+                "read its results with s.table() or s.export()"
+            )
+        # The end saves the last cycle: a termination request until it is done removes
+        # the private copies (and what else is in progress) before it ends the process.
         with _io.cleaned_up_on_termination():
-            self._exit(exc_type, exc)
+            self._exit(None if exc is None else type(exc), exc)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        # A block whose session was stopped inside it with stop() has nothing left to end.
+        if self._state != "done":
+            self.stop(exc=exc)
 
     def _exit(self, exc_type: Any, exc: Any) -> None:
         global _active
@@ -696,7 +773,9 @@ class Session:
     # -- inside the block ------------------------------------------------------
     def _require_running(self, what: str) -> None:
         if self._state == "new":
-            raise SessionStateError(f"{what} works inside the with-block; use `with neuronprof.session() as s:`")
+            raise SessionStateError(
+                f"{what} works inside the with-block; use `with neuronprof.session() as s:` (or call s.start() first)"
+            )
         if self._state == "done":
             raise SessionStateError(f"{what} works inside the with-block, and this session has ended")
 
@@ -829,7 +908,9 @@ class Session:
         if self._state == "new":
             raise SessionStateError(f"{what} is available after the session has run; use it in a with-block first")
         if self._state == "running":
-            raise SessionStateError(f"{what} is available after the with-block ends; call it after the block")
+            raise SessionStateError(
+                f"{what} is available after the with-block ends; call it after the block (or after s.stop())"
+            )
 
     @overload
     def table(
@@ -920,9 +1001,8 @@ class Session:
             return _recording.gather_rank_table(self._record(), float(timeout))
         record = self._record()
         table = _recording.local_table(record)
-        if self.backend == "neuron":
-            # No NeuronCore time from torch: take it from Neuron's own profile (see analysis.neuron).
-            table = self._neuron_side().table(table, heuristic=neuron_heuristic)
+        # What only the backend's own files say (TorchNeuron: NeuronCore time from Neuron's profile).
+        table = self._backend.complete_table(table, self._context(), heuristic=neuron_heuristic)
         message = self._empty_device_message(table)
         if message is not None and message not in table.notes:
             table = dataclasses.replace(table, notes=(*table.notes, message))
@@ -975,23 +1055,10 @@ class Session:
             ValueError: The session did not use the neuron backend.
         """
         self._require_done("neuron_profile()")
-        if self.backend != "neuron":
-            raise ValueError(f"neuron_profile() needs the neuron backend; this session used {self.backend!r}")
-        profile = self._neuron_side().get(tool)
+        profile = self._backend.device_profile(self._context(), tool=tool)
         if profile is None:
-            raise SessionStateError(f"no Neuron profile to read: {self._neuron_side().why}")
+            raise ValueError(f"neuron_profile() needs the neuron backend; this session used {self.backend!r}")
         return profile
-
-    def _neuron_side(self) -> SessionNeuronProfile:
-        if self._neuron is None:
-            from neuronprof.analysis.neuron.session import SessionNeuronProfile
-
-            ctx = self._ctx
-            root = self._backend.neuron_bundle_source(ctx) if ctx is not None else None
-            # This session's folders only, as export(format="neuron") bundles them.
-            sessions = self._backend.neuron_session_dirs(ctx) if ctx is not None else []
-            self._neuron = SessionNeuronProfile(root, sessions=sessions)
-        return self._neuron
 
     def report(self, path: Optional[PathLike] = None, *, overwrite: bool = False, baseline: Any = None) -> Path:
         """Write one self-contained HTML report to look at and share: settings, op table, findings, timeline.
@@ -1165,22 +1232,23 @@ class Session:
         self._require_done("export()")
         # A termination request from here to the written file removes the private copies first.
         with _io.cleaned_up_on_termination():
-            if format == "neuron":
-                return self._export_neuron(path, overwrite=overwrite)
+            if format in DEVICE_EXPORTS:
+                return self._export_device_files(format, path, overwrite=overwrite)
             return _recording_export.export(self._record(), path, format=format, overwrite=overwrite, cycle=cycle)
 
-    def _export_neuron(self, path: Optional[PathLike], *, overwrite: bool) -> Path:
-        if self.backend != "neuron":
+    def _export_device_files(self, format: str, path: Optional[PathLike], *, overwrite: bool) -> Path:
+        """Write a format made from the backend's own files (TorchNeuron's: the Neuron Explorer bundle)."""
+        # Raises, saying why, where the backend has files of its own but this session wrote none.
+        files = self._backend.device_files(self._context()) if format in self._backend.export_formats else None
+        if files is None:
             raise ValueError(
-                f"format='neuron' needs the neuron backend; this session used {self.backend!r}. "
-                "Use format='chrome' or 'tensorboard'"
+                f"format={format!r} needs the {' or '.join(format_writers(format))} backend; this session used "
+                f"{self.backend!r}. Use format='chrome' or 'tensorboard'"
             )
-        source = self._backend.neuron_bundle_source(self._ctx) if self._ctx is not None else None
-        if source is None:
-            raise SessionStateError("TorchNeuron wrote no profile files in this session (see s.notes)")
+        prefix, write = DEVICE_EXPORTS[format]
         if path is None:
             name = default_trace_name(self.backend, self._started, rank=self._rank, suffix="")
-            target = unique_path(self._output_dir / name.replace("neuronprof_", "neuron_explorer_"))
+            target = unique_path(self._output_dir / name.replace("neuronprof_", f"{prefix}_", 1))
         else:
             target = Path(path)
         if target.exists():
@@ -1193,15 +1261,15 @@ class Session:
             shutil.rmtree(target) if target.is_dir() else target.unlink()
 
         def framework_trace(index: int, dest: Path) -> bool:
-            # For session folders TorchNeuron left without a framework trace (legacy build).
+            # For cycle folders the device's runtime left without a framework trace (TorchNeuron's legacy build).
             if index >= len(self._cycles):
                 return False
             _recording_export.trace_writer(record, self._cycles[index])(dest)
             return True
 
         record = self._record()
-        sessions = self._backend.neuron_session_dirs(self._ctx) if self._ctx is not None else None
-        return neuron_bundle(source, target, sessions=sessions or None, framework_trace=framework_trace)
+        sessions = list(files.cycle_dirs) or None
+        return write(files.root, target, sessions=sessions, framework_trace=framework_trace)
 
     def roofline(
         self,
