@@ -61,7 +61,7 @@ def default_cycle(rec: Recording) -> _kineto.Cycle:
         return last
     from neuronprof.analysis.trace import sum_events
 
-    # The record is built, so every kept cycle's events are read (never converted again here).
+    rec.trace  # noqa: B018 - the record, read once: every kept cycle's events converted (and kept)
     if last.events is None or sum_events(last.events).steps:
         return last
     previous = rec.cycles[-2]

@@ -187,7 +187,8 @@ class Session:
         self._rank: Optional[int] = None
         self._world_size: Optional[int] = None
         self._ctx: Optional[SessionContext] = None
-        self._table_notes: list[str] = []
+        # The note that device time was expected but none recorded: found once, then read.
+        self._device_note: Optional[tuple[Optional[str]]] = None
         self._unguard: Callable[[], None] = lambda: None
         self._start_thread: Optional[int] = None
         self._interrupted: Optional[str] = None
@@ -220,7 +221,8 @@ class Session:
     def notes(self) -> list[str]:
         """Remarks about this session: modes the backend cannot capture, short loops..."""
         data = _recording.data_notes(self._record()) if self._state == "done" else ()
-        return [*self._notes, *data, *self._table_notes]
+        device = self._empty_device_note() if self._state == "done" else None
+        return [*self._notes, *data, *([device] if device else [])]
 
     @property
     def profiler(self) -> torch.profiler.profile:
@@ -1003,9 +1005,11 @@ class Session:
         table = _recording.local_table(record)
         # What only the backend's own files say (TorchNeuron: NeuronCore time from Neuron's profile).
         table = self._backend.complete_table(table, self._context(), heuristic=neuron_heuristic)
-        message = self._empty_device_message(table)
-        if message is not None and message not in table.notes:
-            table = dataclasses.replace(table, notes=(*table.notes, message))
+        message = self._empty_device_note()
+        if message is not None and not table.has_device_time:
+            warnings.warn(message, NeuronProfWarning, stacklevel=2)
+            if message not in table.notes:
+                table = dataclasses.replace(table, notes=(*table.notes, message))
         return _recording.sort_and_cut(record, table, sort_by=sort_by, row_limit=row_limit, device_only=device_only)
 
     def insights(self) -> Insights:
@@ -1152,18 +1156,22 @@ class Session:
             device_name=self._device_name,
         )
 
-    def _empty_device_message(self, table: Table) -> Optional[str]:
-        """Say so when device time was asked for and expected but no row has any (warned once)."""
-        wants_device = "device" in self.modes and "device" in self._backend.supported_modes
-        if not wants_device or not self._cycles or table.has_device_time:
-            return None
-        # The backend knows whether device time was expected at all; when it was not,
-        # its note (already in s.notes) explains why instead.
-        message = self._backend.empty_device_warning(self._context())
-        if message and message not in self._table_notes:
-            self._table_notes.append(message)
-            warnings.warn(message, NeuronProfWarning, stacklevel=3)
-        return message or None
+    def _empty_device_note(self) -> Optional[str]:
+        """The note for device time asked for and expected, of which no row has any; found once, then read."""
+        if self._device_note is None:
+            message = None
+            wants_device = "device" in self.modes and "device" in self._backend.supported_modes
+            # The backend knows whether device time was expected at all; when it was not,
+            # its note (already in s.notes) explains why instead.
+            expected = self._backend.empty_device_warning(self._context()) if wants_device and self._cycles else None
+            if expected:
+                table = _recording.local_table(self._record())
+                if not table.has_device_time:
+                    # Device time may come from the backend's own files (TorchNeuron: Neuron's profile).
+                    table = self._backend.complete_table(table, self._context(), heuristic=False)
+                message = None if table.has_device_time else expected
+            self._device_note = (message,)
+        return self._device_note[0]
 
     def _trace_metadata(self) -> dict[str, Any]:
         import torch
