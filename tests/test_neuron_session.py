@@ -25,7 +25,7 @@ FAKE = Path(__file__).resolve().parent / "neuron_tools" / "fake_neuron_explorer"
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the fake tool is a POSIX script")
 
 _SNIPPET = r"""
-import glob, json, os, warnings
+import decimal, glob, json, os, warnings
 from pathlib import Path
 import torch
 import neuronprof
@@ -46,9 +46,11 @@ pattern = out / "neuron_profile" / f"*_pid_{os.getpid()}" / "*" / "trace.json"
 (folder,) = [Path(p).parent for p in glob.glob(str(pattern))]
 trace = json.loads((folder / "trace.json").read_text())
 base = int(trace.get("baseTimeNanoseconds", 0))
+# The steps' times read exactly, as a trace reader must (µs with ns decimals lose ns as floats).
+exact = json.loads((folder / "trace.json").read_text(), parse_float=decimal.Decimal)
 steps = sorted(
     (int(e["name"].split("#")[1]), base + round(e["ts"] * 1000), base + round((e["ts"] + e["dur"]) * 1000))
-    for e in trace["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X"
+    for e in exact["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X"
 )
 execs, expected = [], []
 for n, a, b in steps:
