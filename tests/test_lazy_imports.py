@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import neuronprof
 import neuronprof.analysis as analysis
 
@@ -18,6 +20,7 @@ _SRC = Path(neuronprof.__file__).resolve().parents[1]
 _NOT_ON_A_CPU_TABLE = ("neuronprof.analysis.neuron", "neuronprof.analysis.insights", "neuronprof.analysis._roofline")
 
 
+@pytest.mark.slow
 def test_a_cpu_session_table_and_export_import_no_neuron_reader_findings_or_roofline(tmp_path: Path) -> None:
     code = f"""
         import sys

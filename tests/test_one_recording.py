@@ -43,6 +43,7 @@ def conversions(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
     return counts
 
 
+@pytest.mark.slow
 def test_every_read_out_reads_the_record_converted_once(tmp_path: Path, conversions: Counter[int]) -> None:
     with neuronprof.session(
         backend="cpu", wait=0, warmup=1, active=2, repeat=2, record_shapes=True, output_dir=tmp_path
