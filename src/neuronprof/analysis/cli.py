@@ -279,35 +279,25 @@ def _emit(text: str) -> None:
 
 def _summarize(args: argparse.Namespace) -> int:
     from neuronprof.analysis.trace import load_trace
-    from neuronprof.render import render_csv, render_markdown, render_text
 
     trace = load_trace(args.trace)
     if trace.ranks and args.ranks != "sum" or args.ranks == "all":
-        from neuronprof.analysis.render import render_rank_csv, render_rank_markdown
-        from neuronprof.render import render_rank_table
-
         ranks = trace.rank_table(args.sort, group_by=args.by, device_only=args.device_only)
-        rank_renderers: dict[str, Callable[[Any], str]] = {
-            "text": lambda t: render_rank_table(t, row_limit=args.limit),
-            "markdown": lambda t: render_rank_markdown(t, row_limit=args.limit),
-            "csv": lambda t: render_rank_csv(t, row_limit=args.limit),
-            "json": lambda t: t.to_json(row_limit=args.limit),
-        }
-        _emit(rank_renderers[args.format](ranks))
+        _emit(_render(ranks, args.format, args.limit))
         if args.format == "csv":
             _notes_to_stderr(ranks.notes)
         return 0
     table = trace.table(args.sort, row_limit=args.limit, device_only=args.device_only, group_by=args.by)
-    renderers: dict[str, Callable[[Any], str]] = {
-        "text": render_text,
-        "markdown": render_markdown,
-        "csv": render_csv,
-        "json": lambda t: t.to_json(),
-    }
-    _emit(renderers[args.format](table))
+    _emit(_render(table, args.format, None))
     if args.format == "csv":
         _notes_to_stderr(table.notes)
     return 0
+
+
+def _render(model: Any, fmt: str, row_limit: Optional[int]) -> str:
+    """A result model in ``--format``: each format is the model's own verb."""
+    verb = {"text": model.to_text, "markdown": model.to_markdown, "csv": model.to_csv, "json": model.to_json}[fmt]
+    return str(verb(row_limit=row_limit))
 
 
 def _notes_to_stderr(notes: Any) -> None:
