@@ -22,13 +22,39 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, TypeVar, Union
 
 from neuronprof._deprecation import renamed_keyword
-from neuronprof._model_rows import loads
+from neuronprof._model_rows import loads, row_from_dict, row_to_dict
 from neuronprof._vocabulary import limit_rows
 
 if TYPE_CHECKING:
     from neuronprof.render import Block, Format
 
 M = TypeVar("M", bound="ResultModel")
+RowT = TypeVar("RowT", bound="ResultRow")
+
+
+class ResultRow:
+    """The JSON verbs of one row of a result model (a frozen dataclass; shapes and dtypes as lists).
+
+    ``_KIND`` names the row in errors (``"OpRow"``, ``"diff row"``).
+    """
+
+    _KIND: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the row as a JSON-ready dict (shapes and dtypes as lists)."""
+        return row_to_dict(self)
+
+    @classmethod
+    def from_dict(cls: type[RowT], data: Mapping[str, Any]) -> RowT:
+        """Build a row from ``to_dict()`` output.
+
+        Args:
+            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
+
+        Raises:
+            ValueError: A field is missing, unknown or of the wrong type.
+        """
+        return row_from_dict(cls, data, cls._KIND)
 
 
 class ResultModel:

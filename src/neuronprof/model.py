@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from neuronprof import _vocabulary
-from neuronprof._model_base import ResultModel
+from neuronprof._model_base import ResultModel, ResultRow
 
 # The model's parts, each ≤ ~500 lines; this module is their one public face and
 # re-exports every name (documented and importable as ``neuronprof.model.X``).
@@ -59,7 +59,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class OpRow:
+class OpRow(ResultRow):
     """One line of a profile table: an operator (or device kernel) and its times.
 
     All times are in microseconds, summed over every profiled step. A value that
@@ -96,6 +96,8 @@ class OpRow:
     self_device_memory_bytes: Optional[int] = None
     on_device: bool = False
 
+    _KIND: ClassVar[str] = "OpRow"
+
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
             raise TypeError(f"OpRow.name must be a str, got {type(self.name).__name__}")
@@ -107,26 +109,6 @@ class OpRow:
                 raise ValueError(f"OpRow.{name} is required")
             if value is not None and (not isinstance(value, (int, float)) or math.isnan(value)):
                 raise ValueError(f"OpRow.{name} must be a number or None, got {value!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the row as a JSON-ready dict (shapes as lists)."""
-        return row_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> OpRow:
-        """Build a row from [`to_dict`][neuronprof.OpRow.to_dict] output.
-
-        Args:
-            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
-
-        Raises:
-            ValueError: A required field is missing or has the wrong type.
-        """
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown OpRow field(s): {', '.join(sorted(unknown))}")
-        return row_from_dict(cls, data, "OpRow")
 
 
 @dataclass(frozen=True)

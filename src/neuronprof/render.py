@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import html
 import io
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, Optional, TypeVar, Union
 
@@ -381,12 +383,12 @@ def fields_grid(row_type: type, rows: Sequence[Any], skip: Sequence[str] = ()) -
         skip: Fields left out (nested models, samples).
     """
     names = [f.name for f in dataclasses.fields(row_type) if f.name not in skip]
-    return Grid([Column(n, lambda r, n=n: _csv_field(r, n)) for n in names], rows)
+    return Grid([Column(n, functools.partial(_csv_field, name=n)) for n in names], rows)
 
 
 def tuple_grid(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> Grid[Sequence[str]]:
     """A table of ready cells, one tuple a row (a long-form CSV: one line per figure)."""
-    return Grid([Column(h, lambda c, i=i: c[i]) for i, h in enumerate(headers)], rows)
+    return Grid([Column(h, operator.itemgetter(i)) for i, h in enumerate(headers)], rows)
 
 
 def communication_line(table: Table) -> str:
@@ -488,6 +490,10 @@ def straggler_line(straggler: Optional[int], compute_per_step_us: Sequence[Optio
     return "straggler: none (no rank computes 25 % longer per step than every other: within a shared machine's noise)"
 
 
+def _rank_cell(r: RankOpRow, rank: int) -> str:
+    return format_us(r.values[rank])
+
+
 def rank_view(t: RankTable, fmt: Format) -> list[Block]:
     """A [`RankTable`][neuronprof.model.RankTable]: min / median / max per op in text, one column per rank elsewhere.
 
@@ -512,7 +518,7 @@ def rank_view(t: RankTable, fmt: Format) -> list[Block]:
             Column("Max (µs)", lambda r: format_us(r.max_us)),
         ]
     else:
-        cols += [Column(f"Rank {i} {unit} (µs)", lambda r, i=i: format_us(r.values[i])) for i in range(t.world_size)]
+        cols += [Column(f"Rank {i} {unit} (µs)", functools.partial(_rank_cell, rank=i)) for i in range(t.world_size)]
         cols.append(Column("Median (µs)", lambda r: format_us(r.median_us)))
     cols += [Column("Max/median", lambda r: f"{r.spread:.2f}"), Column("Slowest rank", lambda r: str(r.slowest_rank))]
     return [Grid(cols, t.rows), "", *shown(t.rows, t.total_rows), *rank_footer(t)]

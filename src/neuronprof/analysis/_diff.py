@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, get_args
 
 from neuronprof import _vocabulary as vocab
-from neuronprof._model_base import ResultModel
+from neuronprof._model_base import ResultModel, ResultRow
 from neuronprof.analysis._samples import trace_of, verdicts
 from neuronprof.analysis._verdict import Shift
 from neuronprof.analysis.trace import Trace, TraceSource, load_trace
-from neuronprof.model import OpRow, Shape, _opt_int, row_from_dict, row_to_dict
+from neuronprof.model import OpRow, Shape, _opt_int
 from neuronprof.typing import DiffMatch, DiffMetric, DiffStatus, GroupBy, MeasuredTime
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ DIFF_SCHEMA = "neuronprof.diff/1"
 
 
 @dataclass(frozen=True)
-class DiffRow:
+class DiffRow(ResultRow):
     """One op in both traces (or only one), side by side.
 
     ``_a`` fields come from the first trace (the baseline), ``_b`` from the
@@ -57,6 +57,8 @@ class DiffRow:
     delta_us: float
     ratio: Optional[float]
 
+    _KIND: ClassVar[str] = "diff row"
+
     @property
     def status(self) -> DiffStatus:
         """Whether the op is in both traces, only the first, or only the second."""
@@ -65,22 +67,6 @@ class DiffRow:
         if self.calls_b is None:
             return "only_a"
         return "both"
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the row as a JSON-ready dict."""
-        return row_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> DiffRow:
-        """Build a row from [`to_dict`][neuronprof.analysis.DiffRow.to_dict] output.
-
-        Args:
-            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
-
-        Raises:
-            ValueError: Missing or unknown fields.
-        """
-        return row_from_dict(cls, data, "diff row")
 
 
 @dataclass(frozen=True)
@@ -125,8 +111,8 @@ class TraceDiff(ResultModel):
     step: Optional[Shift] = None
     step_device: Optional[Shift] = None
     op_shifts: tuple[tuple[str, Shift], ...] = ()
-    # The totals of every row, taken before any limit (see neuronprof.model.limit_rows).
-    # Not __init__ parameters: filled in from the rows, carried by head() and from_dict().
+    # The totals of every row, taken before any limit. Not __init__ parameters: filled in from
+    # the rows, carried through head() and the JSON form by the base (``_TOTALS``).
     _total_a_us: Optional[float] = field(default=None, init=False, repr=False)
     _total_b_us: Optional[float] = field(default=None, init=False, repr=False)
 

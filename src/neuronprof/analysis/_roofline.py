@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union, cast, get_args
 
 from neuronprof._deprecation import renamed_keyword
-from neuronprof._model_base import ResultModel
+from neuronprof._model_base import ResultModel, ResultRow
 from neuronprof.analysis._peaks import DEVICE_PEAKS, DevicePeak, device_peak, resolve_peaks
 from neuronprof.analysis.errors import TraceError, UnknownDeviceError
 from neuronprof.analysis.flops import op_cost
 from neuronprof.analysis.trace import Trace, TraceSource, load_trace
-from neuronprof.model import Shape, _opt_int, row_from_dict, row_to_dict
+from neuronprof.model import Shape, _opt_int
 from neuronprof.typing import Bound, DevicePreset, FlopsSource, MeasuredTime, PeakSource, TimeSource
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ ROOFLINE_SCHEMA = "neuronprof.roofline/1"
 
 
 @dataclass(frozen=True)
-class RooflineRow:
+class RooflineRow(ResultRow):
     """One operator and input signature on the roofline; totals over all its calls.
 
     Attributes:
@@ -90,21 +90,7 @@ class RooflineRow:
     bound: Bound
     pct_of_peak: Optional[float]
 
-    def to_dict(self) -> dict[str, Any]:
-        """Return the row as a JSON-ready dict."""
-        return row_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RooflineRow:
-        """Build a row from [`to_dict`][neuronprof.analysis.RooflineRow.to_dict] output.
-
-        Args:
-            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
-
-        Raises:
-            ValueError: Missing or unknown fields.
-        """
-        return row_from_dict(cls, data, "roofline row")
+    _KIND: ClassVar[str] = "roofline row"
 
 
 @dataclass(frozen=True)
@@ -142,9 +128,9 @@ class Roofline(ResultModel):
     device_label: Optional[str] = None
     device_name: Optional[str] = None
     peak_source: PeakSource = "preset"
-    # The totals of every row, taken before any limit (see neuronprof.model.limit_rows):
-    # FLOPs, bytes, time, and the time of the memory- and compute-bound rows. Not __init__
-    # parameters: filled in from the rows, carried by head() and from_dict().
+    # The totals of every row, taken before any limit: FLOPs, bytes, time, and the time of the
+    # memory- and compute-bound rows. Not __init__ parameters: filled in from the rows, carried
+    # through head() and the JSON form by the base (``_TOTALS``).
     _total_flops: Optional[float] = field(default=None, init=False, repr=False)
     _total_bytes: Optional[float] = field(default=None, init=False, repr=False)
     _total_time_us: Optional[float] = field(default=None, init=False, repr=False)

@@ -352,7 +352,11 @@ def _advise(args: argparse.Namespace) -> int:
     from neuronprof.analysis.insights import advise
 
     result = advise(args.trace)
-    render = {"text": result.to_text, "markdown": result.to_markdown, "json": result.to_json}
+    render: dict[str, Callable[[], str]] = {
+        "text": result.to_text,
+        "markdown": result.to_markdown,
+        "json": result.to_json,
+    }
     _emit(render[args.format]())
     return 0
 

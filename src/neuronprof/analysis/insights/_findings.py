@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional, get_args
 from urllib.parse import urlsplit, urlunsplit
 
-from neuronprof._model_base import ResultModel
-from neuronprof.model import row_from_dict, row_to_dict
+from neuronprof._model_base import ResultModel, ResultRow
+from neuronprof.model import row_from_dict
 
 if TYPE_CHECKING:
     from neuronprof.render import Block, Format
@@ -183,7 +184,7 @@ class Evidence:
 
 
 @dataclass(frozen=True)
-class Finding:
+class Finding(ResultRow):
     """One thing to fix, with its evidence, the time at stake and what to do.
 
     Attributes:
@@ -206,15 +207,13 @@ class Finding:
     suggestion: str
     docs: str = ""
 
+    _KIND: ClassVar[str] = "Finding"
+
     def __post_init__(self) -> None:
         if self.kind not in FINDING_KINDS:
             raise ValueError(f"unknown finding kind {self.kind!r}; kinds: {', '.join(FINDING_KINDS)}")
         if not self.docs:
             object.__setattr__(self, "docs", guide_url(self.kind))
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the finding as a JSON-ready dict."""
-        return row_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Finding:
@@ -229,7 +228,7 @@ class Finding:
             ev = dict(evidence)
             ev["ops"] = tuple(str(o) for o in ev.get("ops", ()))
             kwargs["evidence"] = row_from_dict(Evidence, ev, "Evidence")
-        return row_from_dict(cls, kwargs, "Finding")
+        return super().from_dict(kwargs)
 
 
 def _is_minor(f: Finding, step_us: Optional[float]) -> bool:
@@ -354,7 +353,7 @@ class Insights(ResultModel):
                 Column("title", lambda f: f.title),
                 Column("estimated_us", lambda f: csv_value(f.estimated_us)),
                 Column("ops", lambda f: " ".join(f.evidence.ops)),
-                *(Column(n, lambda f, n=n: csv_value(getattr(f.evidence, n))) for n in fields),
+                *(Column(n, functools.partial(_evidence_field, name=n)) for n in fields),
                 Column("suggestion", lambda f: f.suggestion),
                 Column("docs", lambda f: f.docs),
             ]
@@ -404,6 +403,12 @@ class Insights(ResultModel):
         kwargs["findings"] = tuple(Finding.from_dict(f) for f in kwargs["findings"])
         kwargs["notes"] = tuple(str(n) for n in kwargs.get("notes", ()))
         return row_from_dict(cls, kwargs, "Insights")
+
+
+def _evidence_field(f: Finding, name: str) -> str:
+    from neuronprof.render import csv_value
+
+    return csv_value(getattr(f.evidence, name))
 
 
 def _us(value: Optional[float]) -> str:

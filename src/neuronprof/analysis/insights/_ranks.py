@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
@@ -24,7 +25,7 @@ from neuronprof.analysis.insights._findings import Finding, Insights, _us
 from neuronprof.analysis.insights._timeline import Timeline
 
 if TYPE_CHECKING:
-    from neuronprof.render import Block, Format
+    from neuronprof.render import Block, Column, Format
 
 RANK_INSIGHTS_SCHEMA = "neuronprof.rank_insights/1"
 
@@ -158,10 +159,10 @@ class RankInsights(ResultModel):
 
         if fmt == "csv":
             pairs = [(r, f) for r in self.order() for f in self.ranks[r].head(row_limit).findings]
-            one = Insights._view(Insights(()), "csv")[0]
+            one = Insights(())._view("csv", None)[0]
             assert isinstance(one, Grid)
-            cols = [Column("rank", lambda p: str(p[0]))]
-            cols += [Column(c.header, lambda p, c=c: c.cell(p[1])) for c in one.columns]
+            cols: list[Column[tuple[int, Finding]]] = [Column("rank", lambda p: str(p[0]))]
+            cols += [Column(c.header, functools.partial(_of_finding, c)) for c in one.columns]
             return [Grid(cols, pairs)]
         blocks: list[Block] = [f"**{self._header()}**" if fmt == "markdown" else self._header()]
         for r in self.order():
@@ -209,6 +210,10 @@ class RankInsights(ResultModel):
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"invalid findings of several ranks: {exc}") from None
+
+
+def _of_finding(column: Column[Finding], pair: tuple[int, Finding]) -> str:
+    return column.cell(pair[1])
 
 
 def analyze_ranks(timeline: Timeline) -> RankInsights:

@@ -180,7 +180,7 @@ def profile_view(profile: NeuronProfile, fmt: Format) -> list[Block]:
         # Only where Neuron's Parquet output was read: the section says the join was tried.
         parts.append((_JOINED, _join_cols(), profile.flow_join.ops))
     title = "**{}**\n" if fmt == "markdown" else "{}:"
-    blocks: list[Block] = titled(_header(profile), fmt)
+    blocks: list[Block] = [*titled(_header(profile), fmt)]
     for name, cols, rows in parts:
         blocks += ["", title.format(name), Grid(cols, rows) if rows else _empty(name, profile)]
     return [*blocks, "", *titled(_footer(profile), fmt)]
