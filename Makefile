@@ -14,7 +14,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 PIP := $(BIN)/python -m pip
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: demo test compat install install-dev lint typecheck docs docs-serve docs-check bench clean
+.PHONY: demo test quick goldens compat install install-dev lint typecheck docs docs-serve docs-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,16 @@ test: install-dev
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 	$(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
+
+# The fast loop while editing: every test but those marked `slow` (real training loops,
+# subprocesses, torch.compile, the docs site...); `make test` still runs them all.
+quick: install-dev
+	$(BIN)/python -m pytest -q -m "not slow"
+
+# Rewrite tests/golden/ from the current renders of the hand-built models in
+# tests/test_golden_renders.py; review the change with `git diff tests/golden`.
+goldens: install-dev
+	$(BIN)/python -m pytest -q tests/test_golden_renders.py --update-goldens
 
 # `TORCH_SPEC=torch==2.15.0 make compat`: the core tests (session, tables, export,
 # agreement) against another torch, in a virtual environment of its own (COMPAT_VENV,

@@ -12,6 +12,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-goldens",
+        action="store_true",
+        help="rewrite tests/golden/ from the current renders (tests/test_golden_renders.py) instead of comparing",
+    )
+
+
 @pytest.fixture(autouse=True)
 def _no_profiler_left_running():
     yield

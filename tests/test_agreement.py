@@ -105,6 +105,7 @@ def _workload() -> Callable[[], Any]:
     return body
 
 
+@pytest.mark.slow
 def test_eager_live_and_offline_tables_agree(tmp_path: Path) -> None:
     s = _run(tmp_path, _workload(), wait=0, warmup=1, active=2)
     live = s.table(row_limit=None)
@@ -184,6 +185,7 @@ def test_ops_inside_a_label_are_the_steps_calls_live_offline_and_in_the_findings
     assert [sorted(node.name for node in step.top) for step in found] == [["aten::linear", "aten::relu"]] * 3
 
 
+@pytest.mark.slow
 def test_compiled_function_counts_once_live_and_offline(tmp_path: Path) -> None:
     x = torch.randn(64, 64)
 
@@ -230,6 +232,7 @@ class _Row:
 
 
 @pytest.mark.parametrize("shapes", [False, True], ids=["by-name", "by-shape"])
+@pytest.mark.slow
 def test_privateuse1_device_kernels_agree(tmp_path: Path, shapes: bool) -> None:
     # The correlating TorchNeuron stand-in: the build whose device time reaches torch.profiler.
     # Its times are the test plugin's, not a Trainium's.
@@ -273,6 +276,7 @@ def test_empty_last_step_opened_at_exit_is_marked_in_the_trace(tmp_path: Path) -
     assert s.table().steps == summarize(path).steps == 2
 
 
+@pytest.mark.slow
 def test_roofline_from_memory_counts_the_table_rows(tmp_path: Path) -> None:
     # roofline() reads the table's own aggregation of the events: each placed op's calls,
     # summed over dtypes and scalar arguments, are its table row's, for every cycle kept.
@@ -304,6 +308,7 @@ def test_a_redispatched_op_is_one_call_live_offline_and_in_key_averages(tmp_path
     assert_tables_agree(live, summarize(s.export()))
 
 
+@pytest.mark.slow
 def test_bf16_autocast_training_step_agrees_with_key_averages(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 10))
@@ -367,6 +372,7 @@ def test_with_stack_python_frames_add_up_to_the_steps_live_and_offline(tmp_path:
     assert_tables_agree(live, summarize(folder))
 
 
+@pytest.mark.slow
 def test_a_label_across_a_step_boundary_is_one_rule_live_and_offline(tmp_path: Path) -> None:
     x = torch.randn(64, 64)
     with neuronprof.session(backend="cpu", output_dir=tmp_path, wait=1, warmup=1, active=3) as s:
@@ -412,6 +418,7 @@ def test_the_sessions_own_per_step_work_is_outside_the_recorded_steps(tmp_path: 
     assert s.steps_taken == 4 and s.table().steps == 3  # warmup 1, active 3
 
 
+@pytest.mark.slow
 def test_a_llama_built_from_its_config_agrees_with_key_averages(tmp_path: Path) -> None:
     # Real model code (Hugging Face's Llama, from a config: no download): its RMSNorm
     # re-dispatches, its attention and MLP nest deeply. Live, offline and torch agree.

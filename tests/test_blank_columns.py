@@ -24,6 +24,7 @@ def _memory_session(tmp_path: Path, *, all_threads: bool) -> neuronprof.Session:
 
 
 @pytest.mark.skipif(not _torch_supports_all_threads(), reason="this torch cannot record every thread")
+@pytest.mark.slow
 def test_memory_with_all_threads_is_blank_and_says_why(tmp_path: Path) -> None:
     s = _memory_session(tmp_path / "all", all_threads=True)
     table = s.table()

@@ -32,6 +32,7 @@ def _neuron(code: str, env: dict[str, str]) -> dict:
     return result(check(run_script(_NEURON + code, backend="neuron", env=env)))
 
 
+@pytest.mark.slow
 def test_the_public_beta_is_told_apart_and_its_torch_pairing_checked(tmp_path: Path) -> None:
     r = _neuron(
         f"""
@@ -74,6 +75,7 @@ report(dict(notes=s.notes, text=str(t), diagnosis=_doctor.diagnose()))
 
 
 @pytest.mark.parametrize("variable", ["NEURON_RT_INSPECT_ENABLE", "NEURON_RT_INSPECT_OUTPUT_DIR"])
+@pytest.mark.slow
 def test_a_neuron_rt_inspect_variable_is_refused_before_anything_starts(tmp_path: Path, variable: str) -> None:
     r = _neuron(
         f"""
@@ -111,6 +113,7 @@ report(dict(errors=errors, configured=tb.stats()["sessions_configured"], runtime
     assert not r["made"], "refused before the output folder was made"
 
 
+@pytest.mark.slow
 def test_neuron_max_events_per_nc_is_passed_and_a_cut_capture_said(tmp_path: Path) -> None:
     r = _neuron(
         f"""
@@ -154,6 +157,7 @@ report(dict(out=out, refused=refused, cpu_notes=cpu.notes))
     assert "max_events_per_nc is a Neuron Runtime setting; the cpu backend ignores it" in r["cpu_notes"]
 
 
+@pytest.mark.slow
 def test_tpu_event_cap_cut_is_said(tmp_path: Path) -> None:
     r = result(
         check(
@@ -185,6 +189,7 @@ report(dict(cut=cut, whole=s2.notes, kernels=[r.name for r in t.rows if "kernel"
     assert len(r["kernels"]) < len(r["kernels2"]), "the cut capture lost kernels"
 
 
+@pytest.mark.slow
 def test_device_memory_per_step_is_read_after_each_sync(tmp_path: Path) -> None:
     r = _neuron(
         f"""
@@ -203,6 +208,7 @@ report(dict(notes=s.notes, text=str(t)))
     assert f"note: {note}" in r["text"]
 
 
+@pytest.mark.slow
 def test_without_memory_statistics_nothing_is_said(tmp_path: Path) -> None:
     r = _neuron(
         f"""
@@ -214,6 +220,7 @@ report(dict(notes=s.notes))
     assert not any(n.startswith("device memory") for n in r["notes"])
 
 
+@pytest.mark.slow
 def test_an_op_that_falls_back_to_the_cpu_in_a_device_step_is_a_finding(tmp_path: Path) -> None:
     r = _neuron(
         f"""

@@ -75,6 +75,7 @@ def test_every_reported_script_has_a_test():
         assert f"def {func}(" in (ROOT / path).read_text(), name
 
 
+@pytest.mark.slow
 def test_big_export_slow(tmp_path):
     out = ok(run_script("big_export_slow.py", tmp_path=tmp_path))
     assert re.search(r"^export [\d.]+s, peak RSS \+-?\d+ MB$", out, re.M), out
@@ -82,6 +83,7 @@ def test_big_export_slow(tmp_path):
     assert re.search(r"^kineto save of the same cycle: [\d.]+s$", out, re.M), out
 
 
+@pytest.mark.slow
 def test_break_in_active_step_wrong_warning(tmp_path):
     proc = run_script("break_in_active_step_wrong_warning.py", tmp_path=tmp_path)
     out = ok(proc)
@@ -91,17 +93,20 @@ def test_break_in_active_step_wrong_warning(tmp_path):
     assert "nothing was recorded" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_cycle_boundary_segfault(tmp_path):
     out = ok(run_script("ctrl_c_cycle_boundary_segfault.py", tmp_path=tmp_path))
     assert "KeyboardInterrupt reached the user (expected)" in out
     assert "process alive" in out
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_step_assertion(tmp_path):
     out = ok(run_script("ctrl_c_in_step_assertion.py", tmp_path=tmp_path))
     assert "user sees: KeyboardInterrupt" in out, out
 
 
+@pytest.mark.slow
 def test_device_only_cpu_empty(tmp_path):
     out = ok(run_script("device_only_cpu_empty.py", tmp_path=tmp_path))
     notes = [line for line in out.splitlines() if line.startswith("note:") and "device_only" in line]
@@ -110,6 +115,7 @@ def test_device_only_cpu_empty(tmp_path):
     assert "0.0 µs" not in out
 
 
+@pytest.mark.slow
 def test_long_names_truncated(tmp_path):
     out = ok(run_script("long_names_truncated.py", tmp_path=tmp_path))
     kernels = [line for line in out.splitlines() if line.startswith("void at::native")]
@@ -119,6 +125,7 @@ def test_long_names_truncated(tmp_path):
     assert out.count("line1\\nline2") == 2, "escaped in the text and the Markdown table"
 
 
+@pytest.mark.slow
 def test_memory_events_as_slices(tmp_path):
     out = ok(run_script("memory_events_as_slices.py", tmp_path=tmp_path))
     lines = dict(line.split(" ", 1) for line in out.splitlines() if line.startswith(("np ", "kineto ")))
@@ -127,18 +134,21 @@ def test_memory_events_as_slices(tmp_path):
     assert events and set(events) == {("i", 0)}, "memory events are instants"
 
 
+@pytest.mark.slow
 def test_other_thread_ops_missing(tmp_path):
     out = ok(run_script("other_thread_ops_missing.py", tmp_path=tmp_path))
     assert "other threads" in out and "profile_all_threads=True" in out
 
 
 @pytest.mark.parametrize("at", ["1", "2"], ids=["warmup", "active"])
+@pytest.mark.slow
 def test_raw_profiler_inside_session(tmp_path, at):
     proc = run_script("raw_profiler_inside_session.py", at, tmp_path=tmp_path)
     assert proc.returncode == 1, f"a SessionStateError, not a crash: exit {proc.returncode}\n{proc.stderr[-3000:]}"
     assert "neuronprof.errors.SessionStateError: another torch.profiler was started" in proc.stderr
 
 
+@pytest.mark.slow
 def test_repeat0_memory_growth(tmp_path):
     out = ok(run_script("repeat0_memory_growth.py", tmp_path=tmp_path))
     growth = [int(m) for m in re.findall(r"cycles kept: RSS \+(-?\d+) MB", out)]
@@ -146,17 +156,20 @@ def test_repeat0_memory_growth(tmp_path):
     assert growth[-1] - growth[0] < 15, f"memory stays flat from 20 to 80 cycles: {growth}"
 
 
+@pytest.mark.slow
 def test_repeat0_steps_overcount(tmp_path):
     out = ok(run_script("repeat0_steps_overcount.py", tmp_path=tmp_path))
     assert "aten::add calls: 5 steps: 5" in out
 
 
+@pytest.mark.slow
 def test_tensorboard_cycles_as_workers(tmp_path):
     out = ok(run_script("tensorboard_cycles_as_workers.py", tmp_path=tmp_path))
     workers = re.findall(r"-> worker (\S+)", out)
     assert len(workers) == 2 and len(set(workers)) == 1, out
 
 
+@pytest.mark.slow
 def test_with_stack_stacks_empty(tmp_path):
     out = ok(run_script("with_stack_stacks_empty.py", tmp_path=tmp_path))
     assert int(re.search(r"stack lines: (\d+)", out).group(1)) > 0
@@ -164,6 +177,7 @@ def test_with_stack_stacks_empty(tmp_path):
     assert float(re.search(r"sum self / step total: ([\d.]+)", out).group(1)) <= 1.0
 
 
+@pytest.mark.slow
 def test_same_name_child_calls(tmp_path):
     out = ok(run_script("same_name_child_calls.py", tmp_path=tmp_path))
     assert re.search(r"aten::div_ calls: neuronprof (\d+), key_averages \1$", out, re.M), out
@@ -175,6 +189,7 @@ def _self_and_steps(out: str) -> tuple[float, float]:
     return float(found.group(1)), float(found.group(2))
 
 
+@pytest.mark.slow
 def test_async_collective_self_time(tmp_path):
     out = ok(run_script("async_collective_self_time.py", tmp_path=tmp_path))
     assert "gloo:all_reduce self CPU: neuronprof 0.0 us; torch 0.0 us (is_async=True)" in out, out
@@ -182,6 +197,7 @@ def test_async_collective_self_time(tmp_path):
     assert total == pytest.approx(steps, abs=0.2), "self times add up to the steps"
 
 
+@pytest.mark.slow
 def test_label_across_step_boundary(tmp_path):
     out = ok(run_script("label_across_step_boundary.py", tmp_path=tmp_path))
     total, steps = _self_and_steps(out)
@@ -190,6 +206,7 @@ def test_label_across_step_boundary(tmp_path):
     assert live == pytest.approx(offline, abs=0.01)
 
 
+@pytest.mark.slow
 def test_export_to_folder(tmp_path):
     (tmp_path / "cases-out" / "f07" / "traces").mkdir(parents=True)
     out = ok(run_script("export_to_folder.py", tmp_path=tmp_path))
@@ -206,6 +223,7 @@ def test_export_to_folder(tmp_path):
     assert not [p for p in (tmp_path / "cases-out" / "f07").rglob(".*")], "no temporary file is left"
 
 
+@pytest.mark.slow
 def test_fork_during_session(tmp_path):
     out = ok(run_script("fork_during_session.py", tmp_path=tmp_path))
     assert "RESULT child: ('ok', ['ProfilerStep*', 'aten::tanh'])" in out, out
@@ -214,6 +232,7 @@ def test_fork_during_session(tmp_path):
 
 
 @pytest.mark.parametrize("phase", ["exit", "export"])
+@pytest.mark.slow
 def test_sigterm_leftovers(tmp_path, phase):
     out = ok(run_script("sigterm_leftovers.py", phase, tmp_path=tmp_path))
     rc = int(re.search(r"child rc=(-?\d+)", out).group(1))
@@ -223,6 +242,7 @@ def test_sigterm_leftovers(tmp_path, phase):
     assert set(left) <= {f"f04_{phase}/big.json.gz"}, left
 
 
+@pytest.mark.slow
 def test_with_stack_non_utf8_path(tmp_path):
     out = ok(run_script("with_stack_non_utf8_path.py", "np", tmp_path=tmp_path))
     assert "RESULT np raised" not in out, out
@@ -235,6 +255,7 @@ def test_with_stack_non_utf8_path(tmp_path):
     assert "folder whose name is UTF-8" in notes, "says how to avoid it"
 
 
+@pytest.mark.slow
 def test_with_stack_quote_in_path(tmp_path):
     out = ok(run_script("with_stack_quote_in_path.py", tmp_path=tmp_path))
     assert "RESULT np export: valid JSON" in out, out

@@ -104,12 +104,14 @@ def rms(tmp_path_factory: pytest.TempPathFactory) -> Comparison:
 # -- a real comparison -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_op_calls_per_variant(rms: Comparison) -> None:
     assert rms.row("naive").op_calls == 6
     assert rms.row("torch.rms_norm").op_calls == 1
     assert rms.row("torch.compile").op_calls == 1
 
 
+@pytest.mark.slow
 def test_rows_keep_order_and_first_is_baseline(rms: Comparison) -> None:
     assert rms.names() == ["naive", "torch.rms_norm", "torch.compile"]
     assert rms.baseline == "naive"
@@ -119,6 +121,7 @@ def test_rows_keep_order_and_first_is_baseline(rms: Comparison) -> None:
     assert (rms.repeats, rms.warmup, rms.profiled_steps) == (3, 1, 3)
 
 
+@pytest.mark.slow
 def test_speedup_is_ratio_of_reported_medians(rms: Comparison) -> None:
     base = rms.row("naive").wall_us
     for row in rms:
@@ -129,6 +132,7 @@ def test_speedup_is_ratio_of_reported_medians(rms: Comparison) -> None:
         assert row.calls_per_sample >= 1
 
 
+@pytest.mark.slow
 def test_compile_time_is_kept_apart(rms: Comparison) -> None:
     compiled = rms.row("torch.compile")
     assert compiled.compile_s > 0
@@ -136,6 +140,7 @@ def test_compile_time_is_kept_apart(rms: Comparison) -> None:
     assert all(sample < compiled.compile_s * 1e6 for sample in compiled.wall_samples_us)
 
 
+@pytest.mark.slow
 def test_each_variant_keeps_its_full_table(rms: Comparison) -> None:
     naive = rms.row("naive").table
     assert isinstance(naive, Table)
@@ -146,6 +151,7 @@ def test_each_variant_keeps_its_full_table(rms: Comparison) -> None:
     assert any(name.startswith("Torch-Compiled Region") for name in compiled.names())
 
 
+@pytest.mark.slow
 def test_self_times_are_per_step_without_the_step_row(rms: Comparison) -> None:
     for row in rms:
         assert row.table is not None
@@ -154,6 +160,7 @@ def test_self_times_are_per_step_without_the_step_row(rms: Comparison) -> None:
         assert row.self_device_us is None
 
 
+@pytest.mark.slow
 def test_text_marks_baseline_and_best(rms: Comparison) -> None:
     text = str(rms)
     assert "naive (baseline)" in text
@@ -165,6 +172,7 @@ def test_text_marks_baseline_and_best(rms: Comparison) -> None:
     assert len({len(line) for line in lines[:2]}) == 1  # header and rule line up
 
 
+@pytest.mark.slow
 def test_markdown_html_and_json(rms: Comparison) -> None:
     md = rms.to_markdown()
     assert md.startswith("| Variant |")
@@ -178,6 +186,7 @@ def test_markdown_html_and_json(rms: Comparison) -> None:
     assert again.row("naive").table == rms.row("naive").table
 
 
+@pytest.mark.slow
 def test_plot_png(rms: Comparison, tmp_path: Path) -> None:
     target = tmp_path / "sub" / "cmp.png"
     assert rms.plot(target) == target
@@ -185,26 +194,57 @@ def test_plot_png(rms: Comparison, tmp_path: Path) -> None:
     assert [p.name for p in target.parent.iterdir()] == ["cmp.png"]  # no temporary file left
 
 
-def test_figure_has_a_legend_and_a_title_naming_the_variants(rms: Comparison) -> None:
-    pytest.importorskip("matplotlib")
-    from neuronprof.render import render_comparison_figure
+def _hand_built(faster: bool) -> Comparison:
+    """Three RMSNorms measured by hand: with ``faster``, ``fused`` is measurably faster than ``naive``."""
+    fused = (40.0, 2.5, 2.2, 2.8) if faster else (98.0, 100 / 98, 0.9, 1.1)  # wall, speedup and its interval
+    rows = (
+        ComparisonRow("naive", 6.0, 30.0, None, 100.0, 95.0, 110.0, 1.0, 0.01),
+        ComparisonRow(
+            "fused",
+            1.0,
+            5.0,
+            None,
+            fused[0],
+            fused[0] - 2,
+            fused[0] + 5,
+            fused[1],
+            0.01,
+            speedup_low=fused[2],
+            speedup_high=fused[3],
+        ),
+        ComparisonRow(
+            "compiled", 1.0, 6.0, None, 120.0, 110.0, 130.0, 100 / 120, 2.0, speedup_low=0.7, speedup_high=0.9
+        ),
+    )
+    return Comparison(rows=rows, baseline="naive", backend="cpu", repeats=5, warmup=1, profiled_steps=2)
 
-    figure = render_comparison_figure(rms, title="RMSNorm")
-    title = figure._suptitle.get_text()  # noqa: SLF001 - matplotlib has no public getter
-    assert title.startswith("RMSNorm: ")
-    assert all(row.name in title for row in rms)
-    assert f"backend {rms.backend}" in title
-    labels = [text.get_text() for legend in figure.legends for text in legend.get_texts()]
-    assert f"baseline ({rms.baseline})" in labels
-    # "best" is listed exactly when a bar is drawn green: which variant is faster is the
-    # machine's to say (and the wall panel's green needs an interval that excludes 1).
+
+@pytest.mark.parametrize("faster", [True, False], ids=["a variant faster", "none faster"])
+def test_figure_has_a_legend_and_a_title_naming_the_variants(faster: bool) -> None:
+    pytest.importorskip("matplotlib")
     from matplotlib.colors import to_hex
 
-    green = any(to_hex(p.get_facecolor()) == "#2ca02c" for ax in figure.axes for p in ax.patches)
-    assert ("best" in labels) is green
+    from neuronprof.render import render_comparison_figure
+
+    cmp = _hand_built(faster)
+    figure = render_comparison_figure(cmp, title="RMSNorm")
+    title = figure._suptitle.get_text()  # noqa: SLF001 - matplotlib has no public getter
+    assert title.startswith("RMSNorm: ")
+    assert all(row.name in title for row in cmp)
+    assert f"backend {cmp.backend}" in title
+    labels = [text.get_text() for legend in figure.legends for text in legend.get_texts()]
+    assert f"baseline ({cmp.baseline})" in labels
+    # "best" is listed exactly when a bar is drawn green: in the wall panel only for a variant
+    # whose speedup's interval excludes 1, in the self-time panel for the least self time.
+    wall, own = ([to_hex(p.get_facecolor()) for p in ax.patches] for ax in figure.axes)
+    green = "#2ca02c"
+    assert (wall[1] == green) is faster and wall[0] != green and wall[2] != green
+    assert own[1] == green, "fused has the least self CPU time in both"
+    assert "best" in labels and "other variants" in labels
 
 
 @pytest.mark.parametrize("baseline_fastest", [True, False])
+@pytest.mark.slow
 def test_figure_colours_match_its_legend(rms: Comparison, baseline_fastest: bool) -> None:
     """The baseline is grey in both panels, never green, and the legend lists exactly the colours drawn."""
     pytest.importorskip("matplotlib")
@@ -240,6 +280,7 @@ def test_figure_colours_match_its_legend(rms: Comparison, baseline_fastest: bool
     assert ("best" in legend.values()) is not baseline_fastest
 
 
+@pytest.mark.slow
 def test_plot_svg_replaces_existing_file(rms: Comparison, tmp_path: Path) -> None:
     target = tmp_path / "cmp.SVG"
     target.write_text("old")
@@ -249,12 +290,14 @@ def test_plot_svg_replaces_existing_file(rms: Comparison, tmp_path: Path) -> Non
     assert "naive" in target.read_text()
 
 
+@pytest.mark.slow
 def test_plot_refuses_unknown_suffix(rms: Comparison, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"\.png.*\.svg"):
         rms.plot(tmp_path / "cmp.jpg")
     assert not (tmp_path / "cmp.jpg").exists()
 
 
+@pytest.mark.slow
 def test_plot_without_matplotlib_says_how_to_install(
     rms: Comparison, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -268,6 +311,7 @@ def test_plot_without_matplotlib_says_how_to_install(
 # -- the procedure, on a fake clock ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_first_call_is_timed_alone(clock: FakeClock, opts: dict[str, Any]) -> None:
     log: list[str] = []
     slow_first = Recorder("compiled", log, clock, first_s=7.0, steady_s=0.004)
@@ -282,6 +326,7 @@ def test_first_call_is_timed_alone(clock: FakeClock, opts: dict[str, Any]) -> No
     assert cmp.row("eager").speedup == 1.0
 
 
+@pytest.mark.slow
 def test_rounds_are_interleaved_and_rotated(clock: FakeClock, opts: dict[str, Any]) -> None:
     log: list[str] = []
     # 20 ms a call: one call per sample, so the log shows the timing order directly.
@@ -296,6 +341,7 @@ def test_rounds_are_interleaved_and_rotated(clock: FakeClock, opts: dict[str, An
     assert profiled == ["a"] * steps + ["b"] * steps + ["c"] * steps
 
 
+@pytest.mark.slow
 def test_baseline_can_be_chosen(clock: FakeClock, opts: dict[str, Any]) -> None:
     log: list[str] = []
     slow = Recorder("slow", log, clock, first_s=0.03, steady_s=0.03)
@@ -447,6 +493,7 @@ def test_failing_variant_stops_the_run(fail_at: int, clock: FakeClock, opts: dic
         assert later == []
 
 
+@pytest.mark.slow
 def test_failure_while_profiled_closes_the_session(opts: dict[str, Any], tmp_path: Path) -> None:
     def fails_under_profiler() -> None:
         if torch._C._autograd._profiler_enabled():
@@ -545,6 +592,7 @@ def test_the_best_speedup_is_marked_only_when_its_interval_excludes_1(
     assert (f"**{cell}**" in cmp.to_markdown()) is marked
 
 
+@pytest.mark.slow
 def test_compare_gives_each_speedup_its_interval(clock: FakeClock, opts: dict[str, Any]) -> None:
     log: list[str] = []
     slow = Recorder("slow", log, clock, first_s=0.02, steady_s=0.02)
@@ -560,6 +608,7 @@ def test_compare_gives_each_speedup_its_interval(clock: FakeClock, opts: dict[st
     assert Comparison.from_json(cmp.to_json()) == cmp
 
 
+@pytest.mark.slow
 def test_a_speedup_without_an_interval_says_why(clock: FakeClock, opts: dict[str, Any]) -> None:
     log: list[str] = []
     slow = Recorder("slow", log, clock, first_s=0.02, steady_s=0.02)

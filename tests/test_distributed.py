@@ -59,6 +59,7 @@ def _worker(rank: int, port: int, out: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_two_ranks_write_own_traces_and_gather_statistics(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
@@ -137,6 +138,7 @@ def _one_rank_asks(rank: int, port: int, out: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_ranks_all_on_one_rank_fails_fast_and_says_it_is_collective(tmp_path):
     out = tmp_path / "out"
     out.mkdir()

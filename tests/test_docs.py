@@ -249,6 +249,7 @@ def test_code_blocks_are_well_formed(page: Path) -> None:
 
 
 @pytest.mark.parametrize("page", _runnable_pages(), ids=_id)
+@pytest.mark.slow
 def test_page_snippets_run(page: Path, tmp_path: Path) -> None:
     blocks = []
     for block in parse_blocks(page):
@@ -515,6 +516,7 @@ print(json.dumps(results))
 """
 
 
+@pytest.mark.slow
 def test_device_blocks_stop_with_neuronprofs_message(tmp_path: Path) -> None:
     """On a machine without the device, each device block stops at neuronprof's clear error, not a torch one."""
     blocks = []

@@ -89,6 +89,7 @@ def test_private_or_plumbing_names_and_empty_types_on_an_api_page_are_problems(t
 
 
 @pytest.mark.skipif(shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None, reason="needs mkdocs")
+@pytest.mark.slow
 def test_the_built_api_reference_has_no_private_plumbing_or_empty_entries(tmp_path: Path) -> None:
     site = tmp_path / "site"
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
@@ -103,6 +104,7 @@ def test_unrendered_directive_is_a_problem(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(docs_check.find_chromium() is None, reason="needs a headless Chromium")
+@pytest.mark.slow
 def test_layout_probe_finds_wide_tables_overflow_and_broken_images(tmp_path: Path) -> None:
     wide = "<table><tr>" + "".join(f"<th>column_{i}_with_a_long_name</th>" for i in range(12)) + "</tr></table>"
     narrow = "<table><tr><th>Name</th><th>Calls</th></tr></table>"
@@ -127,6 +129,7 @@ def test_layout_probe_finds_wide_tables_overflow_and_broken_images(tmp_path: Pat
 
 
 @pytest.mark.skipif(docs_check.find_chromium() is None, reason="needs a headless Chromium")
+@pytest.mark.slow
 def test_screenshot_covers_the_whole_page(tmp_path: Path) -> None:
     """A table far below the first screen is in the screenshot: the window is as tall as the page."""
     tall = '<div style="height: 2500px">intro</div><table><tr><th>Name</th></tr></table><p>end</p>'
@@ -156,6 +159,7 @@ def _printed_table(name_width: int) -> str:
 
 
 @pytest.mark.skipif(docs_check.find_chromium() is None, reason="needs a headless Chromium")
+@pytest.mark.slow
 def test_a_discussed_column_off_screen_in_a_printed_table_is_a_problem(tmp_path: Path) -> None:
     """At 1280 px a printed table's column that the text names must be in view; one it does not name may scroll."""
     wide, narrow = _printed_table(90), _printed_table(20)

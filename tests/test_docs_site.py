@@ -27,6 +27,9 @@ if shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None:
     pytest.skip("needs mkdocs (the docs extra)", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
 
+# Every test here reads the built site (a strict mkdocs build and a browser): none is quick.
+pytestmark = pytest.mark.slow
+
 _spec = importlib.util.spec_from_file_location("docs_check", ROOT / "scripts" / "docs_check.py")
 assert _spec is not None and _spec.loader is not None
 docs_check = importlib.util.module_from_spec(_spec)

@@ -40,6 +40,7 @@ _CASES = {
 
 
 @pytest.mark.parametrize("case", list(_CASES))
+@pytest.mark.slow
 def test_probe_reports_what_reached_torch(case: str) -> None:
     backend, env, name, expected = _CASES[case]
     emit = env.get("NEURONPROF_STANDIN_EMIT") != "0"
@@ -69,6 +70,7 @@ def test_probe_reports_what_reached_torch(case: str) -> None:
         assert any("stays empty by design" in p for p in problems) is (expected == "runtime")
 
 
+@pytest.mark.slow
 def test_probe_text_output_and_unavailable_backend() -> None:
     code = """
 import contextlib, io, runpy, sys
@@ -93,6 +95,7 @@ report(dict(ok=cli("--probe", "--backend", "cpu"), missing=cli("--probe", "--bac
     json.dumps(r)  # plain data all the way
 
 
+@pytest.mark.slow
 def test_doctor_suggests_installing_a_backend_only_when_asked_or_its_device_is_here(monkeypatch, tmp_path):
     """A laptop is not told to install TorchNeuron; `--backend neuron`, or a Neuron device file, brings the advice."""
     from neuronprof import _doctor

@@ -74,6 +74,7 @@ def test_example_is_self_contained(demo: str) -> None:
     assert callable(load(demo)["main"])
 
 
+@pytest.mark.slow
 def test_rmsnorm_example(compiled: list[dict[str, Any]], in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plot = in_tmp / "rms.png"
     assert load("rmsnorm")["main"]([*COMMON, *TINY["rmsnorm"], "--plot", str(plot)]) == 0
@@ -101,6 +102,7 @@ def test_rmsnorm_naive_is_six_ops(in_tmp: Path) -> None:
     torch.testing.assert_close(example["rmsnorm_naive"](x, w), example["rmsnorm_fused"](x, w))
 
 
+@pytest.mark.slow
 def test_linear_mlp_example(compiled: list[dict[str, Any]], in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plot = in_tmp / "mlp.svg"
     assert load("mlp")["main"]([*COMMON, *TINY["mlp"], "--no-tables", "--plot", str(plot)]) == 0
@@ -111,6 +113,7 @@ def test_linear_mlp_example(compiled: list[dict[str, Any]], in_tmp: Path, capsys
     assert compiled == [{"fullgraph": True, "backend": "inductor"}]
 
 
+@pytest.mark.slow
 def test_attention_example(compiled: list[dict[str, Any]], in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert load("attention")["main"]([*COMMON, *TINY["attention"]]) == 0
     out = capsys.readouterr().out
@@ -148,6 +151,7 @@ def test_demo_refuses_unknown_case() -> None:
 
 
 @pytest.mark.parametrize("demo", _demo.DEMOS)
+@pytest.mark.slow
 def test_demo_runs_each_case(
     demo: str, compiled: list[dict[str, Any]], in_tmp: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -173,6 +177,7 @@ def test_cli_has_demo() -> None:
     assert (args.demo, args.demo_args) == ("mlp", ["--tokens", "4"])
 
 
+@pytest.mark.slow
 def test_wheel_ships_the_examples(tmp_path: Path) -> None:
     build = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(ROOT), "-w", str(tmp_path)],

@@ -253,6 +253,7 @@ def _rss_growth(kind: str, tmp_path: Path) -> float:
     return marks["600"] - marks["150"]
 
 
+@pytest.mark.slow
 def test_endless_schedule_memory_stays_flat_like_raw_torch(tmp_path):
     """repeat=0 from cycle 50 to 200: RSS grows no more than raw torch.profiler's, within 15 MB.
 

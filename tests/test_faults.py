@@ -32,6 +32,7 @@ def run_python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_export_when_the_disk_refuses_the_write(tmp_path):
     """RLIMIT_FSIZE makes every write past the limit fail with EFBIG (SIGXFSZ ignored)."""
     code = """
@@ -240,6 +241,7 @@ def warnings_ignored():
 
 @pytest.mark.parametrize("stop_at", [None, 3, 4], ids=["full", "break-in-active", "break-in-warmup"])
 @pytest.mark.parametrize("exc_type", [KeyboardInterrupt, RuntimeError])
+@pytest.mark.slow
 def test_interrupt_at_every_schedule_transition(monkeypatch, tmp_path, stop_at, exc_type):
     """An exception at any of torch's state changes reaches the user as itself; the process stays usable."""
     sequence = _transitions(monkeypatch, stop_at, tmp_path / "clean")
@@ -290,6 +292,7 @@ def test_interrupt_at_every_schedule_transition(monkeypatch, tmp_path, stop_at, 
     assert again.table(row_limit=None).row("aten::relu").calls == 1
 
 
+@pytest.mark.slow
 def test_real_alarm_signals_during_a_repeating_schedule(tmp_path):
     """Seeded SIGALRM interrupts at random moments: always KeyboardInterrupt, never a crash."""
     code = """
@@ -417,6 +420,7 @@ _PHASES = {0: "a wait step", 1: "a warmup step", 2: "an active step"}
 
 
 @pytest.mark.parametrize("kind", ["legacy", "legacy-cpu-only", "kineto", "left-running"])
+@pytest.mark.slow
 def test_any_profiler_started_inside_the_block_is_refused_in_every_phase(tmp_path, kind):
     """torch.autograd.profiler.profile in a warmup step used to segfault: each start is refused, in each phase.
 
@@ -447,6 +451,7 @@ def test_any_profiler_started_inside_the_block_is_refused_in_every_phase(tmp_pat
         assert outcome["again"] == 1
 
 
+@pytest.mark.slow
 def test_a_profiler_started_beneath_torchs_python_api_is_named_at_the_next_step_or_exit(tmp_path):
     """One started through torch's C functions is seen at the next step() or at exit, left running or stopped."""
     cases = [["beneath", 0, False], ["beneath", 1, False], ["beneath", 1, True]]
@@ -511,6 +516,7 @@ _TERMINATED = """
 
 
 @pytest.mark.parametrize("where", ["save", "export"])
+@pytest.mark.slow
 def test_sigterm_during_a_save_or_an_export_leaves_nothing_behind(tmp_path, where):
     """The default SIGTERM still ends the process, as the signal; what neuronprof was writing goes first."""
     temp = tmp_path / "tmp"
@@ -527,6 +533,7 @@ def test_sigterm_during_a_save_or_an_export_leaves_nothing_behind(tmp_path, wher
     assert list((tmp_path / "out").iterdir()) == [], "no temporary (or half-written) file is left"
 
 
+@pytest.mark.slow
 def test_sigterm_at_random_moments_leaves_nothing_behind(tmp_path):
     """Seeded random SIGTERMs around the block's end and an export: nothing is ever left but whole exports."""
     code = """
@@ -585,6 +592,7 @@ def test_sigterm_at_random_moments_leaves_nothing_behind(tmp_path):
     assert result["tmp"] == [], "no private copy of a cycle is left in $TMPDIR"
 
 
+@pytest.mark.slow
 def test_a_session_removes_private_folders_of_processes_that_died(tmp_path):
     """A process killed outright (SIGKILL) cannot clean up: the next session does."""
     code = """
@@ -626,6 +634,7 @@ def test_a_session_removes_private_folders_of_processes_that_died(tmp_path):
     assert alive.name in names and other.name in names
 
 
+@pytest.mark.slow
 def test_a_temporary_folder_that_cannot_be_written_keeps_torchs_own_save(tmp_path):
     """$TMPDIR unusable: the private copy goes into output_dir (hidden, removed with the session)."""
     blocked = tmp_path / "not-a-folder"
@@ -653,6 +662,7 @@ def test_a_temporary_folder_that_cannot_be_written_keeps_torchs_own_save(tmp_pat
     assert result["after"] == ["t.json"], "the hidden copy goes with the session"
 
 
+@pytest.mark.slow
 def test_a_failed_save_says_what_exports_lose(tmp_path):
     """kineto cannot write its save (a file-size limit): the note says what the exports lose and why."""
     code = """
@@ -674,6 +684,7 @@ def test_a_failed_save_says_what_exports_lose(tmp_path):
     assert said and "Python exporter" in said[0] and "memory events" in said[0], notes
 
 
+@pytest.mark.slow
 def test_a_forked_child_can_profile_with_raw_torch_and_the_parent_is_unaffected(tmp_path):
     code = """
         import json, os, torch, neuronprof
@@ -706,6 +717,7 @@ def test_a_forked_child_can_profile_with_raw_torch_and_the_parent_is_unaffected(
     assert "aten::relu" in result["parent"] and "aten::tanh" not in result["parent"]
 
 
+@pytest.mark.slow
 def test_forks_at_random_moments_can_profile_and_leave_the_parent_whole(tmp_path):
     """Seeded SIGALRMs fork the process at random moments of a repeating schedule; each child profiles."""
     code = """
@@ -757,6 +769,7 @@ def test_forks_at_random_moments_can_profile_and_leave_the_parent_whole(tmp_path
     assert result["parent"] == 2 * 10, "the parent's two cycles are whole"
 
 
+@pytest.mark.slow
 def test_a_child_forked_after_a_session_never_removes_the_parents_private_copy(tmp_path):
     code = """
         import gc, json, os

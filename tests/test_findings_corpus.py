@@ -138,6 +138,7 @@ def test_the_corpus_covers_what_it_is_for() -> None:
 
 
 @pytest.mark.parametrize("case", CASES)
+@pytest.mark.slow
 def test_advise_finds_what_the_trace_shows_and_nothing_else(case: str) -> None:
     v = verdict(case)
     problems = []
@@ -148,6 +149,7 @@ def test_advise_finds_what_the_trace_shows_and_nothing_else(case: str) -> None:
     assert not problems, f"{case}: " + " | ".join(problems) + f"\nfound: {_describe(v.found)}"
 
 
+@pytest.mark.slow
 def test_corpus_summary(capsys: pytest.CaptureFixture[str]) -> None:
     """Findings raised, true and false over the whole corpus, and the planted problems found."""
     verdicts = {case: verdict(case) for case in CASES}
@@ -170,6 +172,7 @@ def test_corpus_summary(capsys: pytest.CaptureFixture[str]) -> None:
     assert false == 0 and planted_found == planted, lines[0]
 
 
+@pytest.mark.slow
 def test_the_planted_straggler_is_named_and_ranks_are_read_apart() -> None:
     # Rank 1 does extra matmuls each step; rank 0 waits for it in gloo's all-reduce.
     ranks = findings_of("ddp_straggler")
@@ -178,6 +181,7 @@ def test_the_planted_straggler_is_named_and_ranks_are_read_apart() -> None:
     assert all(ranks.rank(r).steps == 3 for r in (0, 1)), "steps are counted per rank, never across ranks"
 
 
+@pytest.mark.slow
 def test_the_guide_states_the_figure_this_corpus_gives() -> None:
     verdicts = [verdict(case) for case in CASES]
     raised = sum(len(v.found) for v in verdicts)

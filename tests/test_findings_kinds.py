@@ -71,6 +71,7 @@ def test_host_overhead_is_not_raised_where_the_time_is_elsewhere(events: list[Ho
     assert "host_overhead" not in analyze(Timeline(_step(*events))).kinds(), why
 
 
+@pytest.mark.slow
 def test_host_overhead_on_a_live_session_names_the_gaps() -> None:
     def python_between_ops(t: torch.Tensor) -> torch.Tensor:
         for _ in range(12):

@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -41,6 +42,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_dry_run_runs_every_step_and_skips_only_what_needs_a_gpu(tmp_path: Path) -> None:
     done = _run("--dry-run", "--out", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -83,6 +85,7 @@ def test_dry_run_runs_every_step_and_skips_only_what_needs_a_gpu(tmp_path: Path)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible: the real run would run")
+@pytest.mark.slow
 def test_without_a_gpu_the_real_run_refuses_and_says_how(tmp_path: Path) -> None:
     done = _run("--out", str(tmp_path))
     assert done.returncode != 0
@@ -230,7 +233,14 @@ def test_overhead_verdict_judges_the_steps_and_only_reports_the_ends() -> None:
     assert one["status"] == "failed" and "two rounds" in one["why"]
 
 
-def test_stages_stop_at_their_bound_and_at_the_deadline_and_say_what_did_not_run() -> None:
+def test_stages_stop_at_their_bound_and_at_the_deadline_and_say_what_did_not_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The budget's clock stands still: what is left of it is exactly what each call below
+    # gives, however long this machine takes between the calls. Only the stages' own
+    # timers (SIGALRM) run on the real clock.
+    now = time.monotonic()
+    monkeypatch.setattr(gpu_check, "time", SimpleNamespace(monotonic=lambda: now))
     ran: list[str] = []
 
     def passes(name: str) -> Callable[[], dict[str, object]]:
@@ -245,16 +255,16 @@ def test_stages_stop_at_their_bound_and_at_the_deadline_and_say_what_did_not_run
             time.sleep(0.01)
 
     stages = [("profile", 5.0, passes("profile")), ("stuck", 0.2, forever), ("after", 5.0, passes("after"))]
-    results = gpu_check.run_stages(stages, deadline=time.monotonic() + 60)
+    results = gpu_check.run_stages(stages, deadline=now + 60)
     assert results["stuck"]["status"] == "stopped" and "its own bound" in results["stuck"]["why"]
     assert results["after"]["status"] == "passed" and ran == ["profile", "after"]
 
-    spent = gpu_check.run_stages(stages, deadline=time.monotonic() - 1)
+    spent = gpu_check.run_stages(stages, deadline=now - 1)
     assert {n: r["status"] for n, r in spent.items()} == {"profile": "not run", "stuck": "not run", "after": "not run"}
     assert "budget was spent" in spent["after"]["why"]
 
-    cut = gpu_check.run_stages([("profile", 5.0, passes("p")), ("stuck", 600.0, forever)], time.monotonic() + 0.3)
+    cut = gpu_check.run_stages([("profile", 5.0, passes("p")), ("stuck", 600.0, forever)], now + 0.3)
     assert cut["stuck"]["status"] == "stopped" and "deadline" in cut["stuck"]["why"]
 
-    failed = gpu_check.run_stages([("profile", 5.0, lambda: {"status": "failed"}), *stages[2:]], time.monotonic() + 60)
+    failed = gpu_check.run_stages([("profile", 5.0, lambda: {"status": "failed"}), *stages[2:]], now + 60)
     assert failed["after"] == {"status": "not run", "why": "the profile stage did not pass"}

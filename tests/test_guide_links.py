@@ -112,6 +112,7 @@ def test_a_finding_address_of_another_scheme_is_shown_not_linked() -> None:
     assert "guide: Reading the findings → Unfused elementwise chains (javascript:alert(1))" in page
 
 
+@pytest.mark.slow
 def test_a_real_report_links_every_finding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(DOCS_URL_ENV, BASE)
     x, w = torch.randn(64, 64), torch.ones(64)

@@ -164,6 +164,7 @@ def test_input_pipeline(tmp_path: Path) -> None:
         assert found.evidence.share_of_step is not None and found.evidence.share_of_step >= 0.1
 
 
+@pytest.mark.slow
 def test_graph_break_and_recompilation(tmp_path: Path) -> None:
     # backend="eager": dynamo's graphs without Inductor's compile cost.
     def split(x: torch.Tensor) -> torch.Tensor:
@@ -193,6 +194,7 @@ def test_insights_needs_the_block_to_end(tmp_path: Path) -> None:
             torch.ones(2) + 1
 
 
+@pytest.mark.slow
 def test_compare_shows_the_findings_that_differ_on_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     x, w = torch.randn(8, 32), torch.randn(32)
@@ -274,6 +276,7 @@ def _device(device_runs: dict[str, Any], name: str) -> list[Insights]:
     return [live, offline]
 
 
+@pytest.mark.slow
 def test_device_naive_rmsnorm_copies_eps_and_chains_six_ops(device_runs: dict[str, Any]) -> None:
     for ins in _device(device_runs, "naive_rmsnorm"):
         copy = only(ins, "host_device_copy")
@@ -286,12 +289,14 @@ def test_device_naive_rmsnorm_copies_eps_and_chains_six_ops(device_runs: dict[st
         assert all(f.docs == f"{GUIDE_URL}#{f.kind}" and f.docs.startswith("docs/insights.md#") for f in ins)
 
 
+@pytest.mark.slow
 def test_device_hidden_syncs(device_runs: dict[str, Any]) -> None:
     for ins in _device(device_runs, "syncs"):
         syncs = {f.evidence.ops[0] for f in ins.of_kind("hidden_sync")}
         assert syncs == {"aten::item", "aten::nonzero"}  # _local_scalar_dense is item's own, not counted twice
 
 
+@pytest.mark.slow
 def test_device_idle_without_cpu_bound(device_runs: dict[str, Any]) -> None:
     for ins in _device(device_runs, "python_between_steps"):
         idle = only(ins, "idle_device")
@@ -300,6 +305,7 @@ def test_device_idle_without_cpu_bound(device_runs: dict[str, Any]) -> None:
         assert "cpu_bound" not in ins.kinds()  # the host is idle too: it sleeps, it does not launch
 
 
+@pytest.mark.slow
 def test_device_cpu_bound(device_runs: dict[str, Any]) -> None:
     for ins in _device(device_runs, "many_tiny_ops"):
         bound = only(ins, "cpu_bound")
@@ -309,6 +315,7 @@ def test_device_cpu_bound(device_runs: dict[str, Any]) -> None:
         assert "idle_device" in ins.kinds() and "unfused_chain" in ins.kinds()
 
 
+@pytest.mark.slow
 def test_device_explicit_conversion_is_not_a_copy(device_runs: dict[str, Any]) -> None:
     for ins in _device(device_runs, "to_double"):
         assert only(ins, "dtype_conversion").evidence.ops[0] == "aten::to"
@@ -316,12 +323,14 @@ def test_device_explicit_conversion_is_not_a_copy(device_runs: dict[str, Any]) -
 
 
 @pytest.mark.parametrize("clean", ["fused_rmsnorm", "compiled_mlp"])
+@pytest.mark.slow
 def test_device_clean_workloads_trigger_no_device_finding(device_runs: dict[str, Any], clean: str) -> None:
     for ins in _device(device_runs, clean):
         assert not DEVICE_SIDE & set(ins.kinds()), ins
         assert ins.bound == "device"
 
 
+@pytest.mark.slow
 def test_device_compare_naive_copies_and_chain_disappear_when_fused(device_runs: dict[str, Any]) -> None:
     differ = device_runs["differ"]
     assert {"host_device_copy", "unfused_chain"} <= set(differ["naive"])
@@ -512,6 +521,7 @@ def test_advise_renders_text_and_markdown(tmp_path: Path, xw: Any, capsys: pytes
     assert f"({GUIDE_URL}#unfused_chain)" in md and md.startswith("**")
 
 
+@pytest.mark.slow
 def test_advise_never_imports_torch(tmp_path: Path, xw: Any) -> None:
     x, w = xw
     with neuronprof.session(output_dir=tmp_path) as s:
@@ -564,6 +574,7 @@ _findings = st.builds(
 
 @settings(max_examples=60, deadline=None)
 @given(findings=st.lists(_findings, max_size=6), notes=st.lists(_text, max_size=3))
+@pytest.mark.slow
 def test_insights_json_round_trip_and_order(findings: list[Finding], notes: list[str]) -> None:
     ins = Insights(tuple(findings), backend="neuron", device_label="NEURON", steps=3, notes=tuple(notes))
     assert Insights.from_json(ins.to_json()) == ins
@@ -695,6 +706,7 @@ def _write_chrome(tl: Timeline, path: Path) -> None:
 
 @settings(max_examples=40, deadline=None)
 @given(tl=_timelines())
+@pytest.mark.slow
 def test_offline_feeder_gives_the_engine_the_same_profile(
     tl: Timeline, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -802,6 +814,7 @@ def test_a_recompilation_before_the_steps_is_not_estimated(tmp_path: Path) -> No
         assert "time at stake not estimated" in str(ins) and "~0.0 µs" not in str(ins)
 
 
+@pytest.mark.slow
 def test_optimizer_internals_are_not_the_callers_chains_or_conversions(tmp_path: Path) -> None:
     m = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Linear(16, 16))  # 4 parameters
     x = torch.randn(8, 16)
@@ -817,6 +830,7 @@ def test_optimizer_internals_are_not_the_callers_chains_or_conversions(tmp_path:
             assert "torch.rms_norm" not in str(ins)
 
 
+@pytest.mark.slow
 def test_independent_ops_on_other_tensors_are_not_a_chain(tmp_path: Path) -> None:
     a, b, c = torch.randn(64, 64), torch.randn(32, 16), torch.randn(8)
     for ins in live_and_offline(tmp_path, lambda: (a.relu(), b.sigmoid(), c.tanh())):
@@ -973,6 +987,7 @@ def test_advise_leaves_out_what_the_table_reader_leaves_out(tmp_path: Path) -> N
     assert "Computing" not in str(ins)
 
 
+@pytest.mark.slow
 def test_adding_a_number_to_a_matmul_is_not_a_bias_add(tmp_path: Path) -> None:
     a = torch.randn(64, 64)
     bias = torch.randn(64)

@@ -78,6 +78,7 @@ def _imports_from(target: Path) -> str:
 
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs git and a clone")
 @pytest.mark.skipif(importlib.util.find_spec("build") is None, reason="`build` comes with the dev extra")
+@pytest.mark.slow
 def test_each_install_path_of_the_page_works_from_an_empty_folder(tmp_path: Path) -> None:
     markdown = docs_hooks.on_page_markdown(PAGE.read_text(encoding="utf-8"), None, {"repo_url": ROOT.as_uri()}, None)
     commands = _commands(_section(markdown))

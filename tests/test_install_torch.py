@@ -75,6 +75,7 @@ def test_no_index_means_pypi_without_asking() -> None:
     assert proc.returncode == 0 and "does not answer" not in proc.stdout and "--extra-index-url" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_real_install_says_which_torch_build_it_installed_in_two_lines() -> None:
     """pip itself runs: with this torch already there it installs nothing, and asks no index."""
     proc = _run("--spec", f"torch=={torch.__version__}", "--index", _closed_port_url())
@@ -103,6 +104,7 @@ def test_make_install_runs_the_one_try_installer(tmp_path: Path) -> None:
     assert "--extra-index-url" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_numpy_comes_with_the_base_install_and_torch_imports_without_its_warning() -> None:
     """numpy is a dependency of neuronprof itself: torch warns on every import without it."""
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")

@@ -91,6 +91,7 @@ def hf_train(hf: Any, out: Path, callback: Any, *, max_steps: int, accumulation:
     hf.Trainer(model=tiny_gpt2(hf), args=args, train_dataset=Tokens(), callbacks=[callback]).train()
 
 
+@pytest.mark.slow
 def test_trainer_callback_writes_trace_table_and_report_per_rank(hf: Any, tmp_path: Path) -> None:
     from neuronprof.integrations.transformers import ProfileCallback
 
@@ -108,6 +109,7 @@ def test_trainer_callback_writes_trace_table_and_report_per_rank(hf: Any, tmp_pa
     assert callback.session.backend == "cpu"
 
 
+@pytest.mark.slow
 def test_trainer_shorter_than_the_schedule_keeps_going_and_frees_the_profiler(hf: Any, tmp_path: Path) -> None:
     from neuronprof.integrations.transformers import ProfileCallback
 
@@ -198,6 +200,7 @@ def lightning_fit(pl: Any, root: Path, profiler: Any, *, max_steps: int, logger:
     return trainer
 
 
+@pytest.mark.slow
 def test_lightning_profiler_writes_trace_table_and_report_per_rank(pl: Any, tmp_path: Path) -> None:
     from neuronprof.integrations.lightning import NeuronProfProfiler
 
@@ -214,6 +217,7 @@ def test_lightning_profiler_writes_trace_table_and_report_per_rank(pl: Any, tmp_
     assert "aten::mm" in profiler.summary()
 
 
+@pytest.mark.slow
 def test_lightning_profiler_dirpath_and_a_short_run(pl: Any, tmp_path: Path) -> None:
     from neuronprof.integrations.lightning import NeuronProfProfiler
 
@@ -307,6 +311,7 @@ report({"outputs": {k: str(v) for k, v in callback.outputs.items()},
 """
 
 
+@pytest.mark.slow
 def test_trainer_callback_on_the_neuron_backend(hf: Any, tmp_path: Path) -> None:
     from run_in_subprocess import check, result, run_script  # noqa: I001 (tests/backends is on sys.path)
 
@@ -340,6 +345,7 @@ class Failing(Tokens):
         return super().__getitem__(i)
 
 
+@pytest.mark.slow
 def test_trainer_crash_then_close_frees_the_profiler_and_keeps_the_record(hf: Any, tmp_path: Path) -> None:
     from neuronprof.integrations.transformers import ProfileCallback
 
@@ -359,6 +365,7 @@ def test_trainer_crash_then_close_frees_the_profiler_and_keeps_the_record(hf: An
     assert s.table().steps == 1
 
 
+@pytest.mark.slow
 def test_trainer_callback_as_a_context_manager_ends_the_session(hf: Any, tmp_path: Path) -> None:
     from neuronprof.integrations.transformers import ProfileCallback
 
@@ -373,6 +380,7 @@ def test_trainer_callback_as_a_context_manager_ends_the_session(hf: Any, tmp_pat
         torch.ones(2) + 1
 
 
+@pytest.mark.slow
 def test_lightning_crash_in_training_step_ends_the_session(pl: Any, tmp_path: Path) -> None:
     from neuronprof.integrations.lightning import NeuronProfProfiler
 
@@ -410,6 +418,7 @@ def test_lightning_crash_in_training_step_ends_the_session(pl: Any, tmp_path: Pa
 # -- a run shorter than the schedule -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_trainer_shorter_than_the_schedule_records_no_wind_down_step(hf: Any, tmp_path: Path) -> None:
     """The step the last step() opens holds only the Trainer's wind-down: it is not a profiled step."""
     from neuronprof.integrations.transformers import ProfileCallback
@@ -475,6 +484,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_trainer_callback_takes_the_rank_of_an_initialised_process_group(hf: Any, tmp_path: Path) -> None:
     """process_index 0 on both ranks of a gloo group: each rank writes its own files, not two rank-0 sets."""
     script = tmp_path / "two_ranks.py"

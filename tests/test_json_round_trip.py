@@ -114,6 +114,7 @@ def _totals(m: Any) -> tuple[Any, ...]:
 @pytest.mark.parametrize("kind", list(_MODELS))
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
+@pytest.mark.slow
 def test_every_model_reads_back_equal_from_its_json(kind: str, data: st.DataObject) -> None:
     model = data.draw(_MODELS[kind])
     back = type(model).from_json(model.to_json())

@@ -15,6 +15,7 @@ import neuronprof  # noqa: E402
 SESSIONS = 5
 
 
+@pytest.mark.slow
 def test_sessions_that_ended_leave_nothing_behind_as_raw_torch_with_gc_collect(tmp_path: Path) -> None:
     x = torch.ones(32, 32)
     raw: list[weakref.ref] = []

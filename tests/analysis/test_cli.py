@@ -132,6 +132,7 @@ def test_diff_and_roofline_json_round_trip(cuda_trace: Path, tmp_path: Path, cap
     assert [r.name for r in rl.rows] == ["aten::addmm"]
 
 
+@pytest.mark.slow
 def test_roofline_custom_peaks_and_plot(cuda_trace: Path, tmp_path: Path, capsys) -> None:
     pytest.importorskip("matplotlib")
     png, svg = tmp_path / "r.png", tmp_path / "r.svg"

@@ -175,6 +175,7 @@ def _load_and_use(path: Path) -> None:
 
 @_PROPERTY
 @given(events=_events)
+@pytest.mark.slow
 def test_arbitrary_events_load_or_raise_trace_error(tmp_path_factory: Any, events: list[Any]) -> None:
     path = tmp_path_factory.mktemp("prop") / "t.json"
     path.write_text(json.dumps({"traceEvents": events}), encoding="utf-8")

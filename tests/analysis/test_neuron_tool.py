@@ -66,6 +66,7 @@ def _left_behind(scratch: Path) -> list[str]:
     return sorted(p.name for p in scratch.iterdir())
 
 
+@pytest.mark.slow
 def test_tool_from_env_var_runs_in_empty_folder_with_output_file(clean_env, session_folder, monkeypatch):
     monkeypatch.setenv(ENV_VAR, str(FAKE))
     with warnings.catch_warnings():
@@ -95,6 +96,7 @@ def test_tool_from_env_var_runs_in_empty_folder_with_output_file(clean_env, sess
     assert not (session_folder / "neuron_parquet").exists()
 
 
+@pytest.mark.slow
 def test_tool_on_path_and_saved_json_is_reused(clean_env, session_folder):
     (clean_env["bin"] / "neuron-explorer").symlink_to(FAKE)
     assert find_neuron_tool().name == "neuron-explorer"
@@ -156,6 +158,7 @@ def test_env_var_naming_nothing(clean_env, session_folder, monkeypatch):
         ("hang-silent", "did not finish within 1.5 s"),
     ],
 )
+@pytest.mark.slow
 def test_failing_tool_one_warning_nothing_left(clean_env, session_folder, monkeypatch, mode, expected):
     monkeypatch.setenv(ENV_VAR, str(FAKE))
     monkeypatch.setenv("FAKE_NEURON_EXPLORER_MODE", mode)
@@ -175,6 +178,7 @@ def test_failing_tool_one_warning_nothing_left(clean_env, session_folder, monkey
     ]
 
 
+@pytest.mark.slow
 def test_tool_that_hangs_after_writing_is_stopped_and_its_output_used(clean_env, session_folder, monkeypatch):
     monkeypatch.setenv(ENV_VAR, str(FAKE))
     monkeypatch.setenv("FAKE_NEURON_EXPLORER_MODE", "hang")
@@ -217,6 +221,7 @@ def test_cli_with_failing_tool_says_it_failed_once(clean_env, session_folder, mo
     assert _left_behind(clean_env["scratch"]) == []
 
 
+@pytest.mark.slow
 def test_cli_prints_engine_breakdown_through_the_tool(clean_env, session_folder, monkeypatch, capsys):
     monkeypatch.setenv(ENV_VAR, str(FAKE))
     assert main(["neuron", str(session_folder), "--format", "markdown"]) == 0
@@ -224,6 +229,7 @@ def test_cli_prints_engine_breakdown_through_the_tool(clean_env, session_folder,
     assert "Engines per device profile" in out and "20.0 (50.0%)" in out and "| neff_aaaa_vnc_0 | 2 |" in out
 
 
+@pytest.mark.slow
 def test_relative_paths_reach_the_tool_as_absolute_paths(clean_env, session_folder, monkeypatch, capsys):
     # The tool runs in its own temporary folder: a relative path would name nothing there (the fake checks).
     monkeypatch.setenv(ENV_VAR, str(FAKE))
@@ -253,6 +259,7 @@ def test_relative_paths_reach_the_tool_as_absolute_paths(clean_env, session_fold
     assert done.returncode == 2 and "no such file or directory" in done.stderr
 
 
+@pytest.mark.slow
 def test_tool_that_hangs_after_writing_is_stopped_at_once_with_a_note(clean_env, session_folder, monkeypatch):
     monkeypatch.setenv(ENV_VAR, str(FAKE))
     monkeypatch.setenv("FAKE_NEURON_EXPLORER_MODE", "hang")
@@ -313,6 +320,7 @@ def test_interrupt_while_the_tool_runs_kills_it(clean_env, session_folder, monke
     assert _left_behind(clean_env["scratch"]) == []
 
 
+@pytest.mark.slow
 def test_the_bottleneck_engine_by_aws_rule(clean_env, session_folder, monkeypatch):
     # AWS's bound analysis: the engine with the most active time among Tensor, Vector, Scalar,
     # GpSimd and DMA; the sync engine is no candidate even when it is the busiest.
@@ -383,6 +391,7 @@ def _framework_trace(path: Path, ids: tuple[object, object]) -> None:
     path.write_text(json.dumps({"traceEvents": events}))
 
 
+@pytest.mark.slow
 def test_parquet_output_gives_the_profiles_peaks_and_joins_executions_to_ops(clean_env, session_folder, monkeypatch,
                                                                               capsys):
     pytest.importorskip("pyarrow")
@@ -436,6 +445,7 @@ def test_parquet_output_gives_the_profiles_peaks_and_joins_executions_to_ops(cle
           "dma_ddr_bandwidth": 1e12}, "as positive numbers"),
     ],
 )
+@pytest.mark.slow
 def test_without_usable_metadata_the_preset_table_is_the_labelled_fallback(clean_env, session_folder, monkeypatch,
                                                                             capsys, metadata, why):
     pytest.importorskip("pyarrow")
@@ -454,6 +464,7 @@ def test_without_usable_metadata_the_preset_table_is_the_labelled_fallback(clean
     assert "carries no hardware peaks" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_join_that_matches_nothing_says_its_match_rate_is_zero(clean_env, session_folder, monkeypatch):
     pytest.importorskip("pyarrow")
     # The times written as Arrow timestamps this time: read as the same nanoseconds.

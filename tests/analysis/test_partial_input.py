@@ -151,6 +151,7 @@ def trace_text() -> str:
     return json.dumps({"traceEvents": _rank_events(7)})
 
 
+@pytest.mark.slow
 def test_standard_input_and_dev_stdin_are_read(trace_text: str, tmp_path: Path) -> None:
     dash = _cli(["summarize", "-"], input=trace_text)
     assert dash.returncode == 0, dash.stderr
@@ -174,6 +175,7 @@ def test_standard_input_and_dev_stdin_are_read(trace_text: str, tmp_path: Path) 
     assert "aten::mm" in (tmp_path / "r.html").read_text()
 
 
+@pytest.mark.slow
 def test_fifo_and_process_substitution_are_read(trace_text: str, tmp_path: Path) -> None:
     source = tmp_path / "t.json"
     source.write_text(trace_text)
@@ -192,6 +194,7 @@ def test_fifo_and_process_substitution_are_read(trace_text: str, tmp_path: Path)
     assert "aten::mm" in sub.stdout
 
 
+@pytest.mark.slow
 def test_trace_torch_wrote_with_a_quote_in_a_source_path_is_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -34,6 +34,7 @@ report(dict(
 """
 
 
+@pytest.mark.slow
 def test_offline_table_of_a_neuron_trace_agrees_with_the_live_table(tmp_path: Path) -> None:
     # The correlating TorchNeuron build: the one whose NeuronCore time reaches torch.profiler.
     env = {"NEURONPROF_STANDIN_NEURON_BUILD": "correlating"}
@@ -61,6 +62,7 @@ def test_offline_table_of_a_neuron_trace_agrees_with_the_live_table(tmp_path: Pa
     assert host_direct == pytest.approx(live_kernels, abs=0.05)  # each kernel's time on exactly one host op
 
 
+@pytest.mark.slow
 def test_tpu_events_written_with_cat_trace_are_read_as_device_events(tmp_path: Path) -> None:
     # TorchTPU's own test reads its TPU events from a kineto JSON by "cat" == "Trace"; kineto's
     # span of the whole capture ("PyTorch Profiler (0)") has that category too and stays out.

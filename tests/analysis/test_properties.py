@@ -171,6 +171,7 @@ class _Writer:
     offset=st.integers(0, 10**9),
     seed=st.integers(0, 2**16),
 )
+@pytest.mark.slow
 def test_generated_traces_give_every_row_exactly(
     tmp_path_factory: pytest.TempPathFactory,
     reader: str,

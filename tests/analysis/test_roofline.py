@@ -218,6 +218,7 @@ def test_model_round_trips_and_renders(tmp_path: Path) -> None:
         roofline(_matmul_trace(tmp_path, 4), time_source="wall")  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_plot_writes_png_and_svg_and_refuses_other_suffixes(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     rl = roofline(_matmul_trace(tmp_path, 1024), device="trn2")

@@ -47,6 +47,7 @@ _span = st.tuples(
     gaps=st.lists(st.integers(0, 30_000), min_size=2, max_size=2),
     spans=st.lists(_span, max_size=14),
 )
+@pytest.mark.slow
 def test_self_times_are_never_negative_and_add_up_to_the_steps(
     tmp_path_factory: pytest.TempPathFactory, reader: str, step_durs: list[int], gaps: list[int], spans: list
 ) -> None:

@@ -9,8 +9,8 @@ verdicts in every format.
 from __future__ import annotations
 
 import json
-import math
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -25,6 +25,7 @@ from neuronprof.analysis.cli import main as analysis_main
 # -- the statistics ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_p_values_are_scipys_exact_mann_whitney() -> None:
     stats = pytest.importorskip("scipy.stats")
     rng = random.Random(7)
@@ -234,30 +235,37 @@ def test_check_reads_device_time_when_asked(tmp_path: Path) -> None:
     assert check(a, b).exit_code == 0  # the host's step time did not change
 
 
-def test_real_re_runs_of_one_workload_claim_no_regression(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_real_runs_against_themselves_claim_no_change(tmp_path: Path) -> None:
+    """Real torch traces, their real spread: the same runs on both sides are no regression, whatever the machine.
+
+    The new side holds the base's runs in another order, so the verdict is fixed by construction
+    (one set of samples), not by how calm the machine was while they were recorded.
+    """
     torch = pytest.importorskip("torch")
     import neuronprof
 
     x = torch.randn(64, 64)
     need = min_samples(0.95)
-    # Interleaved, as the guide says to record them: a busy moment hits both sides.
     for run in range(need):
-        for side in ("base", "new"):
-            with neuronprof.session(backend="cpu", output_dir=tmp_path / "out", wait=0, warmup=1, active=5) as s:
-                for _ in s.steps():
-                    torch.tanh(x @ x)
-            s.export(tmp_path / side / f"run{run}.pt.trace.json")
-    # No regression claimed: not slower beyond the threshold (0), or, on a machine busy
-    # enough to widen the interval past it, cannot tell (2); never a regression (1).
+        with neuronprof.session(backend="cpu", output_dir=tmp_path / "out", wait=0, warmup=1, active=5) as s:
+            for _ in s.steps():
+                torch.tanh(x @ x)
+        s.export(tmp_path / "base" / f"run{run}.pt.trace.json")
+    (tmp_path / "new").mkdir()
+    for run in range(need):
+        shutil.copy(
+            tmp_path / "base" / f"run{(run + 1) % need}.pt.trace.json", tmp_path / "new" / f"run{run}.pt.trace.json"
+        )
     result = check(tmp_path / "base", tmp_path / "new", max_slowdown=0.5)
-    assert result.exit_code in (0, 2), result.to_text()
+    assert result.exit_code == 0, result.to_text()
     assert "REGRESSION" not in result.to_text()
     assert "each run's median step is a sample" in result.unit
     d = diff(tmp_path / "base", tmp_path / "new")
     assert d.step is not None and d.step.n_a == d.step.n_b == need
     payload = json.loads(d.to_json())
-    assert payload["step"]["verdict"] in ("no measurable change", "slower", "faster")
-    assert math.isfinite(payload["step"]["ratio"])
+    assert payload["step"]["verdict"] == "no measurable change"
+    assert payload["step"]["ratio"] == pytest.approx(1.0)
 
 
 def test_the_reports_two_run_pane_gives_the_verdicts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -273,6 +281,7 @@ def test_the_reports_two_run_pane_gives_the_verdicts(tmp_path: Path, capsys: pyt
     assert "Compared with the baseline" not in (tmp_path / "alone.html").read_text()
 
 
+@pytest.mark.slow
 def test_sessions_are_compared_directly_and_in_their_report(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     import neuronprof
@@ -359,6 +368,7 @@ def test_check_refuses_ambiguous_thresholds(
     assert refused.value.code == 2 and message in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_long_run_is_judged_on_at_most_max_samples_blocks(tmp_path: Path) -> None:
     from neuronprof.analysis._samples import MAX_SAMPLES
 

@@ -126,6 +126,7 @@ _steps = st.lists(st.lists(_nodes(), max_size=3), min_size=1, max_size=4)
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=_steps, seed=st.integers(0, 2**16))
+@pytest.mark.slow
 def test_trace_file_and_event_feed_give_the_same_table(
     tmp_path_factory: pytest.TempPathFactory, steps: list[list[_Node]], seed: int
 ) -> None:
@@ -151,6 +152,7 @@ def test_trace_file_and_event_feed_give_the_same_table(
 
 @settings(max_examples=40, deadline=None)
 @given(steps=_steps)
+@pytest.mark.slow
 def test_an_empty_last_step_counts_only_when_the_schedule_ended_the_cycle(steps: list[list[_Node]]) -> None:
     events = _layout(steps)
     ended_by_exit = _live(events, stopped_in_last_step=True)
@@ -161,6 +163,7 @@ def test_an_empty_last_step_counts_only_when_the_schedule_ended_the_cycle(steps:
 
 @settings(max_examples=40, deadline=None)
 @given(steps=_steps, cut=st.integers(0, 4))
+@pytest.mark.slow
 def test_cycles_merged_equal_one_recording(steps: list[list[_Node]], cut: int) -> None:
     # repeat > 1: each cycle is summed on its own and the cycles' rows merged (the
     # vocabulary's one merge); that must equal summing all steps at once.
@@ -212,6 +215,7 @@ def _call_nodes(draw: st.DrawFn, depth: int = 0) -> _Node:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.lists(_call_nodes(), max_size=3), min_size=1, max_size=4))
+@pytest.mark.slow
 def test_findings_count_the_top_level_calls_the_tables_count(
     tmp_path_factory: pytest.TempPathFactory, steps: list[list[_Node]]
 ) -> None:
