@@ -328,17 +328,17 @@ _SUMMARIZE = textwrap.dedent(
     """
     import sys
     from neuronprof.cli import main
-    raise SystemExit(main(["summarize", sys.argv[1], "--limit", "10"]))
+    raise SystemExit(main(["summarize", sys.argv[1], "--row-limit", "10"]))
     """
 )
 
 _SUMMARIZE_STDLIB = textwrap.dedent(
     """
     import sys
-    import neuronprof.analysis._jsonstream as jsonstream
+    import neuronprof.analysis._typed_reader as jsonstream
     jsonstream.msgspec = None  # the pure-Python reader
-    from neuronprof.analysis.cli import main
-    raise SystemExit(main(["summarize", sys.argv[1], "--limit", "10"]))
+    from neuronprof.cli import main
+    raise SystemExit(main(["summarize", sys.argv[1], "--row-limit", "10"]))
     """
 )
 

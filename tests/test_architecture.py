@@ -33,7 +33,7 @@ def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> list[str]:
         parts = parts if is_package else parts[:-1]
         parts = parts[: len(parts) - node.level + 1]
         base = ".".join(parts + ([node.module] if node.module else []))
-    # `from neuronprof import _collect` imports neuronprof._collect.
+    # `from neuronprof import _kineto` imports neuronprof._kineto.
     return [base] + [f"{base}.{a.name}" for a in node.names]
 
 
@@ -104,15 +104,14 @@ WRITERS = ("neuronprof.export", "neuronprof._io")
 # The live session: its lifecycle, what it recorded, and the guard of torch's one profiler.
 SESSION = ("neuronprof._session", "neuronprof._recording", "neuronprof._recording_export", "neuronprof._guard")
 # What reads torch.profiler objects into the model, and writes a recorded cycle's files.
-LIVE = ("neuronprof._collect", "neuronprof._cycle_files")
+LIVE = ("neuronprof._kineto", "neuronprof._cycle_files")
 FRONT_ENDS = (
     *SESSION,
-    "neuronprof._collect",
+    "neuronprof._kineto",
     "neuronprof._cycle_files",
     "neuronprof._compare",
     "neuronprof.cli",
-    "neuronprof.analysis.cli",
-    "neuronprof.analysis.neuron.cli",
+    "neuronprof.commands",
     "neuronprof.integrations",
 )
 MODELS = (

@@ -133,9 +133,9 @@ def test_bad_shape_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def demo_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="neuronprof")
-    _demo.register(parser.add_subparsers(dest="command"))
-    return parser
+    from neuronprof.cli import build_parser
+
+    return build_parser()
 
 
 @pytest.mark.parametrize("demo", _demo.DEMOS)

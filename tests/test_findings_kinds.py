@@ -143,7 +143,7 @@ def test_bf16_on_a_cpu_with_it_or_an_unknown_cpu_is_no_finding() -> None:
 
 
 def test_autocast_bf16_on_this_cpu_is_judged_by_what_the_cpu_has(tmp_path: Path) -> None:
-    from neuronprof._collect import native_dtypes
+    from neuronprof._kineto import native_dtypes
 
     model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256))
     x = torch.randn(64, 256)

@@ -9,20 +9,17 @@ import pytest
 import torch
 
 import neuronprof
-from neuronprof.analysis.cli import main as analysis_main
 from neuronprof.analysis.insights import (
     DOCS_URL_ENV,
     FINDING_KINDS,
-    GUIDE_PAGE,
-    GUIDE_TITLE,
-    GUIDE_URL,
-    SECTIONS,
     Evidence,
     Finding,
     Insights,
     docs_base_url,
     guide_url,
 )
+from neuronprof.analysis.insights._findings import GUIDE_PAGE, GUIDE_TITLE, GUIDE_URL, SECTIONS
+from neuronprof.cli import main as analysis_main
 from neuronprof.model import Table
 from neuronprof.report import render_report
 

@@ -20,7 +20,7 @@ import torch
 
 import neuronprof
 from neuronprof.analysis import load_trace
-from neuronprof.analysis.cli import main as analysis_main
+from neuronprof.cli import main as analysis_main
 from neuronprof.errors import NeuronProfWarning
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "backends"))
@@ -44,7 +44,7 @@ def check_outputs(folder: Path, outputs: dict[str, Path], *, steps: int) -> None
     page = outputs["report"].read_text(encoding="utf-8")
     assert 'id="ops"' in page and 'id="timeline"' in page and 'id="findings"' in page
     # The folder is a multi-rank folder for the offline commands.
-    assert analysis_main(["summarize", str(folder), "--limit", "3"]) == 0
+    assert analysis_main(["summarize", str(folder), "--row-limit", "3"]) == 0
 
 
 def calls(trace: Any, prefix: str) -> int:
@@ -497,3 +497,21 @@ def test_trainer_callback_takes_the_rank_of_an_initialised_process_group(hf: Any
     assert sorted(p.name for p in (tmp_path / "neuronprof").iterdir()) == [
         f"rank-{r}.{ext}" for r in (0, 1) for ext in ("html", "json.gz", "table.txt")
     ]
+
+
+def test_the_integrations_drive_a_session_through_its_public_api_only():
+    """start()/stop() and public attributes: no dunder calls, no private helper of the session."""
+    import ast
+
+    import neuronprof.integrations as integrations
+
+    found = []
+    for path in sorted(Path(integrations.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Attribute):
+                continue
+            owner = node.value
+            owner_name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+            if node.attr in ("__enter__", "__exit__") or ("session" in owner_name and node.attr.startswith("_")):
+                found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    assert found == []

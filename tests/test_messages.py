@@ -197,7 +197,7 @@ def test_table_is_a_pure_function_of_what_was_recorded(tmp_path):
 
 
 def test_roofline_works_from_the_recorded_events_without_writing_a_trace(tmp_path, monkeypatch):
-    from neuronprof import _collect
+    from neuronprof import _kineto
     from neuronprof.analysis import roofline
 
     lin = torch.nn.Linear(64, 64)
@@ -210,7 +210,7 @@ def test_roofline_works_from_the_recorded_events_without_writing_a_trace(tmp_pat
         raise AssertionError("roofline() must not write a trace")
 
     with monkeypatch.context() as m:
-        m.setattr(_collect, "write_chrome_trace", no_writes)
+        m.setattr(_kineto, "write_chrome_trace", no_writes)
         m.setattr(neuronprof.Session, "export", no_writes)
         ours = s.roofline("trn2")
     text = str(ours)
@@ -230,7 +230,7 @@ def test_roofline_works_from_the_recorded_events_without_writing_a_trace(tmp_pat
 
 
 def test_roofline_of_a_cpu_session_is_refused_before_any_work_unless_a_preset_is_named(tmp_path, monkeypatch):
-    from neuronprof import _collect
+    from neuronprof import _kineto
     from neuronprof.analysis import DEVICE_PEAKS, UnknownDeviceError
 
     x = torch.randn(32, 32)
@@ -242,7 +242,7 @@ def test_roofline_of_a_cpu_session_is_refused_before_any_work_unless_a_preset_is
         raise AssertionError("the refusal comes before the ops are read")
 
     with monkeypatch.context() as m:
-        m.setattr(_collect, "build_trace", no_work)
+        m.setattr(_kineto, "read_cycle", no_work)
         with pytest.raises(UnknownDeviceError) as err:
             s.roofline()
     message = str(err.value)

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from neuronprof._collect import activity_of
+from neuronprof._kineto import activity_of
 
 
 class _Older:

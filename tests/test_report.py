@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import neuronprof
-from neuronprof.analysis.cli import main as analysis_main
 from neuronprof.analysis.insights import DeviceEvent, HostEvent, Timeline
+from neuronprof.cli import main as analysis_main
 from neuronprof.errors import SessionStateError
 from neuronprof.model import OpRow, Table
 from neuronprof.report import MAX_TIMELINE_EVENTS, REPORT_SCHEMA, render_report

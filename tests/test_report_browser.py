@@ -24,7 +24,7 @@ import pytest
 import torch
 
 import neuronprof
-from neuronprof.analysis.cli import main as analysis_main
+from neuronprof.cli import main as analysis_main
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "backends"))
 

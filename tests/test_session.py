@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -205,7 +206,7 @@ def test_export_refuses_to_overwrite(out):
 def test_failed_write_raises_the_os_error_and_leaves_nothing(out, monkeypatch):
     import errno
 
-    from neuronprof import _collect
+    from neuronprof import _kineto
 
     s = profile(lambda: naive_rmsnorm(X, W), out)
 
@@ -213,7 +214,7 @@ def test_failed_write_raises_the_os_error_and_leaves_nothing(out, monkeypatch):
         Path(dest).write_text('{"traceEvents": [')  # a partial file, as a real failure leaves
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(_collect, "write_chrome_trace", disk_full)
+    monkeypatch.setattr(_kineto, "write_chrome_trace", disk_full)
     with pytest.raises(OSError) as info:
         s.export(out / "full.json")
     assert info.value.errno == errno.ENOSPC
@@ -447,3 +448,67 @@ def test_table_totals_are_there_with_or_without_a_row_limit(out):
     only = s.table(device_only=True)
     assert only.rows == () and only.total_rows == full["total_rows"]
     assert any("no row has device time" in n for n in only.notes)
+
+
+def _table_shape(table: neuronprof.Table) -> tuple:
+    """What two runs of the same loop agree on: ops, calls, steps and notes (times vary run to run)."""
+    return ([(r.name, r.calls) for r in table.rows], table.steps, table.top_level_calls, table.total_rows, table.notes)
+
+
+def test_start_and_stop_give_the_tables_of_the_with_block(out):
+    with neuronprof.session(backend="cpu", output_dir=out / "block") as block:
+        for _ in block.steps():
+            naive_rmsnorm(X, W)
+    manual = neuronprof.session(backend="cpu", output_dir=out / "manual")
+    manual.start()
+    for _ in manual.steps():
+        naive_rmsnorm(X, W)
+    manual.stop()
+    assert manual.notes == block.notes
+    tables = [s.table(sort_by="name", row_limit=None) for s in (manual, block)]
+    assert _table_shape(tables[0]) == _table_shape(tables[1])
+    assert manual.export(out / "manual.json").is_file()
+    # Stopped, the process's one profiler is free for the next session.
+    profile(lambda: naive_rmsnorm(X, W), out / "next")
+
+
+def test_start_and_stop_in_the_wrong_order_say_what_to_do(out):
+    s = neuronprof.session(backend="cpu", output_dir=out)
+    with pytest.raises(SessionStateError, match=r"stop\(\) was called before start\(\).*call s.start\(\) first"):
+        s.stop()
+    s.start()
+    with pytest.raises(SessionStateError, match=r"already profiling: start\(\) was called twice.*call s.stop\(\)"):
+        s.start()
+    with pytest.raises(SessionStateError, match=r"already profiling.*inside its with-block"):
+        with s:
+            pass
+    with pytest.raises(SessionStateError, match=r"after the with-block ends; call it after the block \(or after s\."):
+        s.table()
+    s.run(naive_rmsnorm, X, W)
+    s.stop()
+    assert s.table().rows
+    with pytest.raises(SessionStateError, match=r"already stopped: stop\(\) was called twice.*s.table\(\)"):
+        s.stop()
+    with pytest.raises(SessionStateError, match="runs once; create a new one"):
+        s.start()
+
+
+def test_stop_inside_the_block_leaves_the_block_nothing_to_end(out):
+    with neuronprof.session(backend="cpu", output_dir=out) as s:
+        s.run(naive_rmsnorm, X, W)
+        s.stop()
+        assert s.table().rows
+    assert s.table().rows
+
+
+def test_stop_with_the_error_that_ended_the_work_keeps_the_recording_and_says_so(out):
+    s = neuronprof.session(backend="cpu", wait=0, warmup=0, active=2, output_dir=out)
+    s.start()
+    naive_rmsnorm(X, W)
+    s.step()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an interrupted run is noted, not warned about
+        s.stop(exc=RuntimeError("training diverged"))
+    assert any("interrupted after 1 of 2 steps" in note for note in s.notes), s.notes
+    assert s.recorded_steps == 1
+    assert s.table().rows

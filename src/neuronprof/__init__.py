@@ -10,6 +10,9 @@ print(s.table())
 s.export()
 ```
 
+``s.recording`` is what the session recorded, read once; ``neuronprof.load_trace(path)``
+returns the same type for a saved trace, so every read-out works on both.
+
 Importing neuronprof does not import torch; the session does, when it starts.
 """
 
@@ -21,6 +24,7 @@ from neuronprof import typing  # noqa: F401  (the option types; not in __all__: 
 from neuronprof._compare import compare
 from neuronprof._config import SessionConfig, SessionOptions
 from neuronprof._session import Session, session
+from neuronprof.analysis.trace import load_trace
 from neuronprof.backends import require_backend
 from neuronprof.errors import (
     BackendUnavailableError,
@@ -50,5 +54,6 @@ __all__ = [
     "SessionStateError",
     "Table",
     "__version__",
+    "load_trace",
     "session",
 ]

@@ -1,6 +1,6 @@
 """Files of a recorded cycle: kineto's one-time save kept as a cache, Chrome trace exports, collapsed stacks.
 
-Split from ``_collect`` (which re-exports these names and is what callers use):
+Split from ``_kineto`` (which re-exports these names and is what callers use):
 what reads a cycle's events into the model stays there; what writes a cycle's
 files is here.
 """
@@ -24,7 +24,7 @@ from neuronprof._vocabulary import is_own_frame, is_step_row
 from neuronprof.errors import NeuronProfWarning
 
 if TYPE_CHECKING:
-    from neuronprof._collect import Cycle
+    from neuronprof._kineto import Cycle
 
 __all__ = ["escape_names", "save_native_trace", "write_chrome_trace", "write_stacks"]
 

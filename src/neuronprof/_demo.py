@@ -8,12 +8,11 @@ with the remaining command-line arguments.
 
 from __future__ import annotations
 
-import argparse
 import runpy
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-__all__ = ["DEMOS", "Demo", "example_path", "register", "run_demo"]
+__all__ = ["DEMOS", "SUMMARIES", "Demo", "example_path", "run_demo"]
 
 Demo = Literal["rmsnorm", "mlp", "attention"]
 """A case study of ``neuronprof demo``.
@@ -28,11 +27,12 @@ Demo = Literal["rmsnorm", "mlp", "attention"]
 DEMOS: tuple[str, ...] = get_args(Demo)
 
 _FILES = {"rmsnorm": "rmsnorm.py", "mlp": "linear_mlp.py", "attention": "attention.py"}
-_SUMMARIES = {
+SUMMARIES = {
     "rmsnorm": "RMSNorm: naive (6 ops) vs torch.rms_norm vs torch.compile",
     "mlp": "matmul + add vs nn.Linear; three-layer MLP eager vs torch.compile",
     "attention": "attention: naive softmax(QK^T/sqrt(d))V vs F.scaled_dot_product_attention vs torch.compile",
 }
+"""One line per case study, for ``neuronprof demo --help``."""
 
 
 def _search_dirs() -> list[Path]:
@@ -75,30 +75,3 @@ def run_demo(demo: str, argv: list[str], prog: str = "neuronprof demo") -> int:
     if not callable(main):
         raise RuntimeError(f"{path} defines no main(argv) function")
     return int(main(argv, prog=f"{prog} {demo}") or 0)
-
-
-def _command(args: argparse.Namespace) -> int:
-    return run_demo(args.demo, list(args.demo_args))
-
-
-def register(subparsers: Any) -> None:
-    """Add the ``demo`` sub-command to the ``neuronprof`` parser.
-
-    Args:
-        subparsers: The object ``ArgumentParser.add_subparsers()`` returned.
-    """
-    parser = subparsers.add_parser(
-        "demo",
-        help="run a case study: rmsnorm, mlp or attention",
-        description=(
-            "Run one of neuronprof's case studies with neuronprof.compare() and print the comparison. "
-            "Options after the case go to the case study itself, e.g. "
-            "`neuronprof demo rmsnorm --device cpu --shape 1024x1024 --plot rmsnorm.png`; "
-            "`neuronprof demo attention --help` lists them."
-        ),
-        epilog="cases:\n" + "\n".join(f"  {name:<10} {_SUMMARIES[name]}" for name in DEMOS),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("demo", nargs="?", choices=DEMOS, default="rmsnorm", help="the case study (default: rmsnorm)")
-    parser.add_argument("demo_args", nargs=argparse.REMAINDER, help="options for the case study (see its --help)")
-    parser.set_defaults(func=_command)

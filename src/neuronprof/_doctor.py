@@ -6,16 +6,14 @@ profiles one tiny op on the device and says what actually reached torch.profiler
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import platform
-import sys
 import tempfile
 import warnings
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
-__all__ = ["PROBE_MEANINGS", "ProbeResult", "diagnose", "probe", "register"]
+__all__ = ["PROBE_MEANINGS", "ProbeResult", "diagnose", "probe"]
 
 ProbeResult = Literal["linked", "unlinked", "runtime", "nothing", "cpu"]
 """What a probe found in torch.profiler's output (see ``PROBE_MEANINGS``)."""
@@ -250,86 +248,3 @@ def probe(backend: str = "auto") -> dict[str, Any]:
         # it better), or notes naming the probe's temporary folder (deleted by now).
         "notes": [n for n in s.notes if "doctor --probe" not in n and tmp not in n],
     }
-
-
-def _print_report(facts: dict[str, Any]) -> None:
-    print(f"neuronprof {facts['neuronprof']} on Python {facts['python']}")
-    if facts.get("torch") is None:
-        print("torch:       not importable")
-    else:
-        print(f"torch:       {facts['torch']} (kineto: {'yes' if facts['kineto'] else 'no'})")
-        print(f"PrivateUse1: {facts['privateuse1'] or 'not registered'}")
-        print(f"activities:  {', '.join(facts['activities'])}")
-        print("backends:")
-        for info in facts["backends"]:
-            mark = "ok" if info["available"] else "--"
-            reason = "" if info["available"] else f"  ({info['reason']})"
-            print(f"  [{mark}] {info['name']}{reason}")
-        print(f"auto picks:  {facts['auto']}")
-        if facts.get("neuron_build"):
-            version = facts.get("neuron_version")
-            print(
-                f"TorchNeuron: {facts['neuron_build']} profiling API"
-                + (f" (torch-neuronx {version})" if version else "")
-            )
-    if facts["problems"]:
-        print("hints:")
-        for line in facts["problems"]:
-            print(f"  - {line}")
-    else:
-        print("no problems found")
-
-
-def _print_probe(found: dict[str, Any]) -> None:
-    print(f"probe:       one op on {found['placed']} under the {found['backend']} backend")
-    print(f"result:      {found['result']}: {found['meaning']}")
-    for note in found["notes"]:
-        print(f"  note: {note}")
-
-
-def _run(args: argparse.Namespace) -> int:
-    facts = diagnose(args.backend)
-    found: Optional[dict[str, Any]] = None
-    if args.probe:
-        from neuronprof.errors import BackendUnavailableError
-
-        try:
-            found = probe(args.backend)
-        except BackendUnavailableError as exc:
-            print(f"neuronprof doctor: {exc}", file=sys.stderr)
-            return 1
-        facts["probe"] = found
-        # The probe has run: the hint to run it is noise here.
-        facts["problems"] = [p for p in facts["problems"] if "doctor --probe" not in p]
-    if args.json:
-        json.dump(facts, sys.stdout, indent=2)
-        print()
-    else:
-        _print_report(facts)
-        if found is not None:
-            _print_probe(found)
-    return 0
-
-
-def register(subparsers: Any) -> None:
-    """Add ``neuronprof doctor`` to the command-line parser."""
-    parser = subparsers.add_parser(
-        "doctor",
-        help="check what this environment can profile",
-        description="Report torch, kineto, the PrivateUse1 backend, available backends and what "
-        "session(backend='auto') would pick, with a hint for each problem found. With --probe, profile one "
-        "tiny op on the device and report what reached torch.profiler.",
-    )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument(
-        "--probe",
-        action="store_true",
-        help="run one tiny op under the profiler and report: device kernels linked to ops, unlinked kernels, "
-        "runtime events only, or nothing",
-    )
-    parser.add_argument(
-        "--backend",
-        default="auto",
-        help="backend to ask about: probed with --probe, and how to install it when it is missing (default: auto)",
-    )
-    parser.set_defaults(func=_run)

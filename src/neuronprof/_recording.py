@@ -11,10 +11,12 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from neuronprof import _collect
+from neuronprof import _kineto
+from neuronprof import _vocabulary as vocab
 from neuronprof._config import PathLike, SessionConfig
 from neuronprof._io import atomic_write, ensure_writable_dir, into_folder, text_writer, unique_path
 from neuronprof.errors import SessionStateError
@@ -24,20 +26,21 @@ from neuronprof.model import RankTable, SortKey, Table
 if TYPE_CHECKING:
     from neuronprof.analysis import DevicePeak, Roofline, Trace
     from neuronprof.analysis.insights import Insights, Timeline
+    from neuronprof.analysis.trace import EventTable
     from neuronprof.typing import DevicePreset
 
 __all__ = [
     "Recording",
-    "cycle_stats",
     "data_notes",
     "gather_rank_table",
     "insights",
     "local_table",
     "nothing_recorded",
+    "record_trace",
     "report",
     "require_recorded",
     "roofline",
-    "shape_table",
+    "sort_and_cut",
     "target_path",
 ]
 
@@ -54,9 +57,12 @@ class Recording:
             None when it names none.
         has_device: Whether device time reaches torch.profiler (device columns are numbers, not blank).
         core: The captured cores.
-        cycles: The kept cycles (``keep_cycles``), oldest first: their events and trace caches.
+        cycles: The kept cycles (``keep_cycles``), oldest first: their profiles and trace
+            caches, for exports and ``s.profiler``.
         cycle_count: How many cycles completed, kept or dropped.
-        dropped: The folded statistics of the cycles beyond ``keep_cycles``, if any.
+        read: Returns what was recorded, read once (``s.recording``): every cycle's
+            sums (dropped ones too) and the kept cycles' event tables; called only by the
+            read-outs that need it (an export does not).
         notes: The session's own notes (modes, short loops, interrupts...).
         interrupted: The exception type that interrupted the block, if one did.
         steps_taken: How many steps ended.
@@ -71,9 +77,9 @@ class Recording:
     device_label: Optional[str]
     has_device: bool
     core: Optional[str]
-    cycles: tuple[_collect.Cycle, ...]
+    cycles: tuple[_kineto.Cycle, ...]
     cycle_count: int
-    dropped: Optional[_collect.CycleStats]
+    read: Callable[[], Trace]
     notes: tuple[str, ...]
     interrupted: Optional[str]
     steps_taken: int
@@ -82,6 +88,11 @@ class Recording:
     output_dir: Path
     metadata: dict[str, Any]
     device_name: Optional[str] = None
+
+    @property
+    def trace(self) -> Trace:
+        """What was recorded (``s.recording``), read on first use."""
+        return self.read()
 
 
 def nothing_recorded(rec: Recording, what: str) -> str:
@@ -100,19 +111,66 @@ def require_recorded(rec: Recording, what: str) -> None:
         raise SessionStateError(nothing_recorded(rec, what))
 
 
-def cycle_stats(rec: Recording) -> list[_collect.CycleStats]:
-    """The table contribution of every cycle, dropped ones folded first."""
-    stats = [
-        _collect.summarize_cycle(c, has_device=rec.has_device, record_shapes=rec.config.record_shapes)
-        for c in rec.cycles
-    ]
-    return ([rec.dropped] if rec.dropped is not None else []) + stats
+def record_trace(
+    tables: Sequence[EventTable],
+    *,
+    earlier: Optional[Any],
+    memory: Mapping[tuple[str, Any], tuple[int, int]],
+    backend: str,
+    device_label: Optional[str],
+    has_device: bool,
+    device_name: Optional[str],
+) -> Trace:
+    """The session's record: the kept cycles' event tables summed, with the dropped cycles' sums.
+
+    Device columns are None when the session has no device time; the backend and
+    device label are the session's own; memory per op (``profile_memory=True``) is
+    torch's, put on the first op of each name and input shapes.
+
+    Args:
+        tables: The kept cycles' event tables, oldest first.
+        earlier: The dropped cycles' sums, folded (``keep_cycles``), or None.
+        memory: Self host/device memory (bytes) per ``(name, input shapes)``.
+        backend: The session's backend name.
+        device_label: The session's device label, or None.
+        has_device: Whether device time reaches torch.profiler.
+        device_name: The device's model, when the backend names one.
+    """
+    from neuronprof.analysis.trace import Trace, trace_of
+
+    trace = trace_of(tables, earlier=earlier) if tables else Trace(ops=())
+    ops = []
+    given: set[tuple[str, Any]] = set()
+    for op in trace.ops:
+        changes: dict[str, Any] = {}
+        if not has_device:
+            changes.update(self_device_us=None, device_total_us=None)
+        elif not op.on_device and op.self_device_us is None:
+            changes.update(self_device_us=0.0, device_total_us=0.0)
+        key = (op.name, op.input_shapes)
+        if memory and not op.on_device and key not in given and key in memory:
+            given.add(key)
+            cpu_mem, dev_mem = memory[key]
+            changes.update(
+                self_cpu_memory_bytes=cpu_mem or None,
+                self_device_memory_bytes=dev_mem if dev_mem and has_device else None,
+            )
+        ops.append(dataclasses.replace(op, **changes) if changes else op)
+    return dataclasses.replace(
+        trace,
+        ops=tuple(ops),
+        files=(),
+        backend=backend,
+        device_label=device_label if has_device else None,
+        device_name=device_name or trace.device_name,
+    )
 
 
 def data_notes(rec: Recording) -> tuple[str, ...]:
-    """Notes that follow from what was recorded: computed from it each time, never stored."""
-    stats = cycle_stats(rec)
-    if any(s.steps for s in stats) and not any(s.ops for s in stats):
+    """Notes that follow from what was recorded."""
+    trace = rec.trace
+    ops = sum(op.calls for op in trace.ops if op.name != vocab.STEP_ROW and vocab.is_row(op.name))
+    if trace.steps and not ops:
         hint = "" if rec.config.profile_all_threads else "; pass profile_all_threads=True to record every thread"
         return (
             "the recorded steps hold nothing but ProfilerStep*: the work may have run in other threads, "
@@ -122,8 +180,8 @@ def data_notes(rec: Recording) -> tuple[str, ...]:
     if (
         config.profile_memory
         and config.profile_all_threads
-        and any(s.ops for s in stats)
-        and not any(r.self_cpu_memory_bytes or r.self_device_memory_bytes for s in stats for r in s.rows)
+        and ops
+        and not any(op.self_cpu_memory_bytes or op.self_device_memory_bytes for op in trace.ops)
     ):
         # A known torch limitation (pytorch#192290): with profile_all_threads, torch attributes no
         # allocation to any op, so the memory columns are blank rather than zero.
@@ -136,17 +194,27 @@ def data_notes(rec: Recording) -> tuple[str, ...]:
 
 
 def local_table(rec: Recording) -> Table:
-    """Summarise every recorded cycle of this process (kept or dropped), unsorted and uncut."""
-    return _collect.build_table(
-        cycle_stats(rec),
+    """Every recorded cycle of this process (kept or dropped) as one table, unsorted and uncut."""
+    trace = rec.trace
+    rows = tuple(
+        dataclasses.replace(r, input_dtypes=None) for r in trace.rows("shape" if rec.config.record_shapes else "name")
+    )
+    return Table(
+        rows=rows,
         backend=rec.backend,
         device_label=rec.device_label,
+        sort_by="none",
+        steps=trace.steps,
+        top_level_calls=trace.top_level_calls,
+        notes=tuple(dict.fromkeys((*rec.notes, *data_notes(rec), *trace.notes))),
         rank=rec.rank,
-        notes=(*rec.notes, *data_notes(rec)),
+        communication_us=trace.communication_us,
+        step_us=sum(x.wall_us for x in trace.samples) if trace.samples else None,
+        collective_wait_us=sum(x.collective_wait_us for x in trace.samples) if trace.samples else None,
     )
 
 
-def shape_table(
+def sort_and_cut(
     rec: Recording, table: Table, *, sort_by: SortKey, row_limit: Optional[int], device_only: bool
 ) -> Table:
     """Sort, filter and cut a table as ``Session.table()`` is asked to."""
@@ -177,16 +245,12 @@ def insights(rec: Recording) -> Insights:
 
 
 def timeline(rec: Recording) -> Timeline:
-    """The findings engine's input from the kept cycles, with the settings the rules need to word their advice."""
-    meta = rec.metadata["neuronprof"]
-    native = meta.get("native_dtypes")
-    return _collect.build_timeline(
-        list(rec.cycles),
-        backend=rec.backend,
-        device_label=rec.device_label,
-        record_shapes=rec.config.record_shapes,
-        native_dtypes=tuple(native) if isinstance(native, list) else None,
-    )
+    """The findings engine's input: the kept cycles' events (read from the record, not from torch)."""
+    events = rec.trace.timeline()
+    if len(rec.cycles) < rec.cycle_count:
+        note = "cycles beyond keep_cycles were dropped; the findings cover the cycles still kept"
+        events = dataclasses.replace(events, notes=(*events.notes, note))
+    return events
 
 
 def target_path(rec: Recording, path: Optional[PathLike], *, suffix: str) -> Path:
@@ -231,7 +295,7 @@ def report(
     if baseline is not None:
         from neuronprof.analysis import diff
 
-        two_runs = diff(baseline, offline_trace(rec))
+        two_runs = diff(baseline, rec.trace)
     text = render_report(
         local_table(rec).sorted("device"),
         insights=analyze(events),
@@ -266,20 +330,13 @@ def roofline(
         subject=f"this session (backend {rec.backend!r})",
     )
     return place_trace(
-        offline_trace(rec),
+        rec.trace,
         peak,
         peak_source=origin,
         time_source="auto",
         device_label=rec.device_label,
         device_name=rec.device_name,
     )
-
-
-def offline_trace(rec: Recording) -> Trace:
-    """The kept cycles as the offline reader's [`Trace`][neuronprof.analysis.Trace] (see ``Session.trace``)."""
-    # From the events in memory, through the table's own aggregation: no trace is written or parsed back.
-    trace = _collect.build_trace(list(rec.cycles), has_device=rec.has_device, device_label=rec.device_label)
-    return dataclasses.replace(trace, device_name=rec.device_name) if rec.device_name else trace
 
 
 def gather_rank_table(rec: Recording, timeout: float) -> RankTable:

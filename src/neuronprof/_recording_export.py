@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
-from neuronprof import _collect
+from neuronprof import _kineto
 from neuronprof import _vocabulary as vocab
 from neuronprof._config import PathLike
 from neuronprof._io import atomic_write, ensure_writable_dir
@@ -54,13 +54,15 @@ def export(
     return atomic_write(target_path(rec, path, suffix=".json"), trace_writer(rec, chosen), overwrite=overwrite)
 
 
-def default_cycle(rec: Recording) -> _collect.Cycle:
+def default_cycle(rec: Recording) -> _kineto.Cycle:
     """The last cycle that recorded something: not one the exit cut short before its active steps ran."""
     last = rec.cycles[-1]
     if not last.closed_at_exit or len(rec.cycles) == 1:
         return last
-    stats = _collect.summarize_cycle(last, has_device=rec.has_device, record_shapes=rec.config.record_shapes)
-    if stats.steps:
+    from neuronprof.analysis.trace import sum_events
+
+    # The record is built, so every kept cycle's events are read (never converted again here).
+    if last.events is None or sum_events(last.events).steps:
         return last
     previous = rec.cycles[-2]
     warnings.warn(
@@ -73,7 +75,7 @@ def default_cycle(rec: Recording) -> _collect.Cycle:
     return previous
 
 
-def choose_cycle(rec: Recording, cycle: int) -> _collect.Cycle:
+def choose_cycle(rec: Recording, cycle: int) -> _kineto.Cycle:
     """The kept cycle ``cycle`` (negative counts from the end), or ``ValueError`` saying why not."""
     if isinstance(cycle, bool) or not isinstance(cycle, int):
         raise ValueError(f"cycle must be an int (0 for the first, -1 for the last), got {cycle!r}")
@@ -92,7 +94,7 @@ def choose_cycle(rec: Recording, cycle: int) -> _collect.Cycle:
     )
 
 
-def _stacks_writer(rec: Recording, chosen: _collect.Cycle) -> Callable[[Path], None]:
+def _stacks_writer(rec: Recording, chosen: _kineto.Cycle) -> Callable[[Path], None]:
     if not rec.config.with_stack:
         raise ValueError(
             "format='stacks' needs Python stacks, which this session did not record: pass with_stack=True to "
@@ -101,17 +103,17 @@ def _stacks_writer(rec: Recording, chosen: _collect.Cycle) -> Callable[[Path], N
     metric = "self_device_time_total" if rec.device_label is not None else "self_cpu_time_total"
 
     def write(dest: Path) -> None:
-        _collect.write_stacks(chosen, dest, metric)
+        _kineto.write_stacks(chosen, dest, metric)
 
     return write
 
 
-def trace_writer(rec: Recording, chosen: _collect.Cycle) -> Callable[[Path], None]:
+def trace_writer(rec: Recording, chosen: _kineto.Cycle) -> Callable[[Path], None]:
     """A writer of ``chosen``'s Chrome trace, with neuronprof's metadata (how the cycle ended included)."""
     metadata: dict[str, Any] = copy.deepcopy(rec.metadata)
     metadata["neuronprof"][vocab.STOPPED_IN_LAST_STEP] = chosen.closed_at_exit
 
     def write(dest: Path) -> None:
-        _collect.write_chrome_trace(chosen, dest, metadata)
+        _kineto.write_chrome_trace(chosen, dest, metadata)
 
     return write

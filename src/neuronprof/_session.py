@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, Optional, TypeVar, Union, overload
 
-from neuronprof import _collect, _io, _recording, _recording_export
+from neuronprof import _io, _kineto, _recording, _recording_export
 from neuronprof import _vocabulary as vocab
 from neuronprof._config import DEFAULT_MODES, DEFAULT_OUTPUT_DIR, PathLike, SessionConfig, modes_given
 from neuronprof._guard import (
@@ -50,10 +50,10 @@ from neuronprof._guard import (
 )
 from neuronprof._io import ensure_writable_dir, unique_path
 from neuronprof._recording import Recording
-from neuronprof.backends import SessionContext, resolve_backend
+from neuronprof.backends import SessionContext, format_writers, resolve_backend
 from neuronprof.backends.base import Backend
 from neuronprof.errors import BackendUnavailableError, NeuronProfWarning, SessionStateError
-from neuronprof.export import EXPORT_FORMATS, ExportFormat, default_trace_name, neuron_bundle
+from neuronprof.export import DEVICE_EXPORTS, EXPORT_FORMATS, ExportFormat, default_trace_name
 from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
 from neuronprof.typing import RANKS, BackendName, Core, DevicePreset, Mode, Ranks
 
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from neuronprof.analysis import DevicePeak, NeuronProfile, Roofline, Trace
     from neuronprof.analysis.insights import Insights
     from neuronprof.analysis.neuron import ToolChoice
-    from neuronprof.analysis.neuron.session import SessionNeuronProfile
+    from neuronprof.analysis.trace import EventTable
 
 __all__ = ["Session", "SessionConfig", "session"]
 
@@ -83,9 +83,11 @@ class Session:
     """A torch.profiler run with the device setup, sync and schedule done for you.
 
     Create one with [`neuronprof.session`][neuronprof.session] and use it as a
-    context manager. Inside the block, iterate [`steps`][neuronprof.Session.steps]
-    (or call [`step`][neuronprof.Session.step] at the end of each iteration);
-    after the block, read [`table`][neuronprof.Session.table] and call
+    context manager (or call [`start`][neuronprof.Session.start] and
+    [`stop`][neuronprof.Session.stop] where a block does not fit). Inside the block,
+    iterate [`steps`][neuronprof.Session.steps] (or call
+    [`step`][neuronprof.Session.step] at the end of each iteration); after the
+    block, read [`table`][neuronprof.Session.table] and call
     [`export`][neuronprof.Session.export].
     """
 
@@ -168,9 +170,14 @@ class Session:
         self._notes: list[str] = []
         self._state = "new"
         self._profiler: Optional[torch.profiler.profile] = None
-        self._cycles: list[_collect.Cycle] = []
+        self._cycles: list[_kineto.Cycle] = []
         self._cycle_count = 0
-        self._dropped: Optional[_collect.CycleStats] = None
+        # The session's event keys (shared by its cycles' tables), the dropped cycles'
+        # sums and memory (``keep_cycles``), and the record, read once after the block.
+        self._keys: Any = None
+        self._dropped: Any = None
+        self._dropped_memory: dict[tuple[str, Any], tuple[int, int]] = {}
+        self._recorded: Optional[Trace] = None
         self._cache_dir: Optional[Path] = None
         self._exiting = False
         self._abandoned = False
@@ -181,7 +188,6 @@ class Session:
         self._world_size: Optional[int] = None
         self._ctx: Optional[SessionContext] = None
         self._table_notes: list[str] = []
-        self._neuron: Optional[SessionNeuronProfile] = None
         self._unguard: Callable[[], None] = lambda: None
         self._start_thread: Optional[int] = None
         self._interrupted: Optional[str] = None
@@ -224,7 +230,7 @@ class Session:
             SessionStateError: The session has not started yet.
         """
         if self._profiler is None:
-            raise SessionStateError("the profiler exists once the with-block has started")
+            raise SessionStateError("the profiler exists once the with-block has started (or s.start() was called)")
         return self._profiler
 
     @property
@@ -238,6 +244,15 @@ class Session:
     def steps_taken(self) -> int:
         """How many steps have ended so far."""
         return self._steps_taken
+
+    @property
+    def recorded_steps(self) -> int:
+        """How many steps the profiler recorded so far.
+
+        The active steps whose ``step()`` ran, plus an active step that a ``break``
+        out of ``steps()`` left (torch saves it when the session stops).
+        """
+        return self._recorded_steps()[0]
 
     @property
     def rank(self) -> Optional[int]:
@@ -256,7 +271,38 @@ class Session:
             logger.info(message)
 
     # -- lifecycle -------------------------------------------------------------
-    def __enter__(self) -> Session:
+    def start(self) -> None:
+        """Start profiling, as entering the ``with`` block does, for code that cannot wrap a block.
+
+        ```python
+        s = neuronprof.session()
+        s.start()
+        try:
+            for _ in s.steps():
+                model(x)
+        finally:
+            s.stop()
+        print(s.table())
+        ```
+
+        Pair it with [`stop`][neuronprof.Session.stop], in a ``finally`` so that an
+        error in between does not leave torch's one profiler running; the ``with``
+        block does both for you. A start that fails undoes itself: nothing is left
+        running, and the error says why.
+
+        Raises:
+            SessionStateError: The session is already profiling (``start()`` called
+                twice, or inside its ``with`` block), or it has stopped (a session runs
+                once: make a new one); another session or torch.profiler profile is
+                running in this process.
+            BackendUnavailableError: The backend refuses to start now (TorchNeuron: a
+                ``NEURON_RT_INSPECT_*`` variable is set); the message says the fix.
+        """
+        if self._state == "running":
+            raise SessionStateError(
+                "this session is already profiling: start() was called twice, or inside its with-block; "
+                "call s.stop() to end it"
+            )
         if self._state != "new":
             raise SessionStateError("a session runs once; create a new one with neuronprof.session(...)")
         try:
@@ -268,8 +314,11 @@ class Session:
             if self._state == "running":
                 # A held-back Ctrl-C arrived once the start was complete; with-statements
                 # do not call __exit__ when __enter__ raises, so stop here.
-                self.__exit__(*sys.exc_info())
+                self.stop(exc=sys.exc_info()[1])
             raise
+
+    def __enter__(self) -> Session:
+        self.start()
         return self
 
     def _enter(self) -> None:
@@ -311,8 +360,6 @@ class Session:
         self._refuse_if_conflicting()
         self._rank, self._world_size = distributed_rank()
         ctx = self._context()
-        if self.config.max_events_per_nc is not None and self.backend != "neuron":
-            self._note(f"max_events_per_nc is a Neuron Runtime setting; the {self.backend} backend ignores it")
         self._device_name = self._backend.device_name(ctx)
         if self.with_stack:
             self._check_source_files()
@@ -429,7 +476,7 @@ class Session:
 
     def _on_trace_ready(self, prof: torch.profiler.profile) -> None:
         # Keep this cycle's results before torch replaces them with the next cycle's.
-        cycle = _collect.Cycle(index=self._cycle_count, profile=prof.profiler, closed_at_exit=self._exiting)
+        cycle = _kineto.Cycle(index=self._cycle_count, profile=prof.profiler, closed_at_exit=self._exiting)
         self._cycle_count += 1
         self._cycles.append(cycle)
         # kineto's save works once; take it before the backend's exporter (TorchNeuron's
@@ -442,11 +489,11 @@ class Session:
         self._take_backend_notes()
         self._drop_old_cycles()
 
-    def _keep_native_trace(self, cycle: _collect.Cycle) -> None:
+    def _keep_native_trace(self, cycle: _kineto.Cycle) -> None:
         """Take kineto's one-time save of ``cycle`` into the private cache, or say what exports lose."""
         reason = "kineto could not write it (see its log above)"
         try:
-            if _collect.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json"):
+            if _kineto.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json"):
                 return
         except OSError as exc:
             reason = f"{exc.strerror or exc} ({exc.filename or 'the temporary folder'})"
@@ -476,11 +523,22 @@ class Session:
 
     def _drop_old_cycles(self) -> None:
         """Fold cycles beyond ``keep_cycles`` into running statistics and free their events."""
-        has_device = self._has_device()
+        if len(self._cycles) <= self.keep_cycles:
+            return
+        from neuronprof.analysis.trace import sum_events
+
+        metadata = self._trace_metadata()
         while len(self._cycles) > self.keep_cycles:
             old = self._cycles.pop(0)
-            stats = _collect.summarize_cycle(old, has_device=has_device, record_shapes=self.record_shapes)
-            self._dropped = stats if self._dropped is None else _collect.fold_stats(self._dropped, stats)
+            sums = sum_events(self._read_cycle(old, metadata))
+            if self._dropped is None:
+                self._dropped = sums
+            else:
+                self._dropped.add(sums)
+            for key, (cpu, dev) in old.memory.items():
+                was = self._dropped_memory.get(key, (0, 0))
+                self._dropped_memory[key] = (was[0] + cpu, was[1] + dev)
+            old.events = None
             if old.cache is not None:
                 old.cache.unlink(missing_ok=True)
             old.profile = None
@@ -496,11 +554,47 @@ class Session:
         # torch.profiler; elsewhere (TorchNeuron without correlation) they stay blank, not 0.0.
         return self.device_label is not None and self._backend.device_time(self._context()) != "none"
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        # The block's end saves the last cycle: a termination request until it is done
-        # removes the private copies (and what else is in progress) before it ends the process.
+    def stop(self, *, exc: Optional[BaseException] = None) -> None:
+        """Stop profiling and keep what was recorded, as the end of the ``with`` block does.
+
+        The cycle in progress is saved (an active step it cuts short is kept and
+        said so), the session's notes are made (a schedule that did not run to its
+        end warns), torch's profiler is free again, and the results are ready:
+        ``table()``, ``export()``, ``insights()``, ``report()``. Inside a ``with``
+        block, the block's end then has nothing left to do.
+
+        Args:
+            exc: The exception that ended the profiled work, if any. The session then
+                ends as its block would when that exception leaves it: what was recorded
+                is kept, ``s.notes`` says the run was interrupted (no warning about
+                missing steps), and a failure to stop the profiler is noted instead of
+                raised over ``exc``.
+
+        Raises:
+            SessionStateError: The session has not started (call ``start()`` first) or
+                has already stopped; or another profiler took torch's profiler from the
+                session while it ran (the message says which, and the cycles completed
+                before are kept).
+        """
+        if self._state == "new":
+            raise SessionStateError(
+                "stop() was called before start(): this session is not profiling; call s.start() first, "
+                "or use `with neuronprof.session() as s:`"
+            )
+        if self._state == "done":
+            raise SessionStateError(
+                "this session has already stopped: stop() was called twice, or after its with-block; "
+                "read its results with s.table() or s.export()"
+            )
+        # The end saves the last cycle: a termination request until it is done removes
+        # the private copies (and what else is in progress) before it ends the process.
         with _io.cleaned_up_on_termination():
-            self._exit(exc_type, exc)
+            self._exit(None if exc is None else type(exc), exc)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        # A block whose session was stopped inside it with stop() has nothing left to end.
+        if self._state != "done":
+            self.stop(exc=exc)
 
     def _exit(self, exc_type: Any, exc: Any) -> None:
         global _active
@@ -679,7 +773,9 @@ class Session:
     # -- inside the block ------------------------------------------------------
     def _require_running(self, what: str) -> None:
         if self._state == "new":
-            raise SessionStateError(f"{what} works inside the with-block; use `with neuronprof.session() as s:`")
+            raise SessionStateError(
+                f"{what} works inside the with-block; use `with neuronprof.session() as s:` (or call s.start() first)"
+            )
         if self._state == "done":
             raise SessionStateError(f"{what} works inside the with-block, and this session has ended")
 
@@ -812,7 +908,9 @@ class Session:
         if self._state == "new":
             raise SessionStateError(f"{what} is available after the session has run; use it in a with-block first")
         if self._state == "running":
-            raise SessionStateError(f"{what} is available after the with-block ends; call it after the block")
+            raise SessionStateError(
+                f"{what} is available after the with-block ends; call it after the block (or after s.stop())"
+            )
 
     @overload
     def table(
@@ -903,13 +1001,12 @@ class Session:
             return _recording.gather_rank_table(self._record(), float(timeout))
         record = self._record()
         table = _recording.local_table(record)
-        if self.backend == "neuron":
-            # No NeuronCore time from torch: take it from Neuron's own profile (see analysis.neuron).
-            table = self._neuron_side().table(table, heuristic=neuron_heuristic)
+        # What only the backend's own files say (TorchNeuron: NeuronCore time from Neuron's profile).
+        table = self._backend.complete_table(table, self._context(), heuristic=neuron_heuristic)
         message = self._empty_device_message(table)
         if message is not None and message not in table.notes:
             table = dataclasses.replace(table, notes=(*table.notes, message))
-        return _recording.shape_table(record, table, sort_by=sort_by, row_limit=row_limit, device_only=device_only)
+        return _recording.sort_and_cut(record, table, sort_by=sort_by, row_limit=row_limit, device_only=device_only)
 
     def insights(self) -> Insights:
         """Say what to fix first: findings read from the recorded steps, most costly first.
@@ -958,23 +1055,10 @@ class Session:
             ValueError: The session did not use the neuron backend.
         """
         self._require_done("neuron_profile()")
-        if self.backend != "neuron":
-            raise ValueError(f"neuron_profile() needs the neuron backend; this session used {self.backend!r}")
-        profile = self._neuron_side().get(tool)
+        profile = self._backend.device_profile(self._context(), tool=tool)
         if profile is None:
-            raise SessionStateError(f"no Neuron profile to read: {self._neuron_side().why}")
+            raise ValueError(f"neuron_profile() needs the neuron backend; this session used {self.backend!r}")
         return profile
-
-    def _neuron_side(self) -> SessionNeuronProfile:
-        if self._neuron is None:
-            from neuronprof.analysis.neuron.session import SessionNeuronProfile
-
-            ctx = self._ctx
-            root = self._backend.neuron_bundle_source(ctx) if ctx is not None else None
-            # This session's folders only, as export(format="neuron") bundles them.
-            sessions = self._backend.neuron_session_dirs(ctx) if ctx is not None else []
-            self._neuron = SessionNeuronProfile(root, sessions=sessions)
-        return self._neuron
 
     def report(self, path: Optional[PathLike] = None, *, overwrite: bool = False, baseline: Any = None) -> Path:
         """Write one self-contained HTML report to look at and share: settings, op table, findings, timeline.
@@ -1008,6 +1092,45 @@ class Session:
                 self._record(), path, overwrite=overwrite, world_size=self._world_size, baseline=baseline
             )
 
+    def _read_cycle(self, cycle: _kineto.Cycle, metadata: dict[str, Any]) -> EventTable:
+        """A cycle's event table, converted from kineto's events once."""
+        table = _kineto.read_cycle(cycle, self._keys, metadata)
+        self._keys = table.keys  # the first cycle's keys, shared by the others
+        return table
+
+    @property
+    def recording(self) -> Trace:
+        """What the session recorded, read once: the same type [`load_trace`][neuronprof.analysis.load_trace] returns.
+
+        Built the first time it is needed after the block ends (kineto's events of each
+        cycle are converted once into an event table); every read-out (``table()``,
+        ``insights()``, ``roofline()``, ``report()``, ``trace()``) reads it, and reading
+        it changes nothing. Per-op sums cover every cycle (those beyond
+        ``keep_cycles`` too); the events held are those of the kept cycles.
+
+        Raises:
+            SessionStateError: Called before the with-block has ended.
+        """
+        self._require_done("recording")
+        if self._recorded is None:
+            metadata = self._trace_metadata()
+            tables = [self._read_cycle(c, metadata) for c in self._cycles]
+            memory = dict(self._dropped_memory)
+            for c in self._cycles:
+                for key, (cpu, dev) in c.memory.items():
+                    was = memory.get(key, (0, 0))
+                    memory[key] = (was[0] + cpu, was[1] + dev)
+            self._recorded = _recording.record_trace(
+                tables,
+                earlier=self._dropped,
+                memory=memory,
+                backend=self.backend,
+                device_label=self.device_label,
+                has_device=self._has_device(),
+                device_name=self._device_name,
+            )
+        return self._recorded
+
     def _record(self) -> Recording:
         """What this session recorded, frozen: what ``table()``, ``export()``, ``roofline()`` work from."""
         return Recording(
@@ -1018,7 +1141,7 @@ class Session:
             core=self.core,
             cycles=tuple(self._cycles),
             cycle_count=self._cycle_count,
-            dropped=self._dropped,
+            read=lambda: self.recording,
             notes=tuple(self._notes),
             interrupted=self._interrupted,
             steps_taken=self._steps_taken,
@@ -1057,7 +1180,7 @@ class Session:
                 "core": self.core,
                 "schedule": {"wait": self.wait, "warmup": self.warmup, "active": self.active, "repeat": self.repeat},
                 # What the findings need to judge low-precision work on the host's CPU.
-                "native_dtypes": list(_collect.native_dtypes()),
+                "native_dtypes": list(_kineto.native_dtypes()),
             }
         }
         if self.record_shapes:
@@ -1109,22 +1232,23 @@ class Session:
         self._require_done("export()")
         # A termination request from here to the written file removes the private copies first.
         with _io.cleaned_up_on_termination():
-            if format == "neuron":
-                return self._export_neuron(path, overwrite=overwrite)
+            if format in DEVICE_EXPORTS:
+                return self._export_device_files(format, path, overwrite=overwrite)
             return _recording_export.export(self._record(), path, format=format, overwrite=overwrite, cycle=cycle)
 
-    def _export_neuron(self, path: Optional[PathLike], *, overwrite: bool) -> Path:
-        if self.backend != "neuron":
+    def _export_device_files(self, format: str, path: Optional[PathLike], *, overwrite: bool) -> Path:
+        """Write a format made from the backend's own files (TorchNeuron's: the Neuron Explorer bundle)."""
+        # Raises, saying why, where the backend has files of its own but this session wrote none.
+        files = self._backend.device_files(self._context()) if format in self._backend.export_formats else None
+        if files is None:
             raise ValueError(
-                f"format='neuron' needs the neuron backend; this session used {self.backend!r}. "
-                "Use format='chrome' or 'tensorboard'"
+                f"format={format!r} needs the {' or '.join(format_writers(format))} backend; this session used "
+                f"{self.backend!r}. Use format='chrome' or 'tensorboard'"
             )
-        source = self._backend.neuron_bundle_source(self._ctx) if self._ctx is not None else None
-        if source is None:
-            raise SessionStateError("TorchNeuron wrote no profile files in this session (see s.notes)")
+        prefix, write = DEVICE_EXPORTS[format]
         if path is None:
             name = default_trace_name(self.backend, self._started, rank=self._rank, suffix="")
-            target = unique_path(self._output_dir / name.replace("neuronprof_", "neuron_explorer_"))
+            target = unique_path(self._output_dir / name.replace("neuronprof_", f"{prefix}_", 1))
         else:
             target = Path(path)
         if target.exists():
@@ -1137,15 +1261,15 @@ class Session:
             shutil.rmtree(target) if target.is_dir() else target.unlink()
 
         def framework_trace(index: int, dest: Path) -> bool:
-            # For session folders TorchNeuron left without a framework trace (legacy build).
+            # For cycle folders the device's runtime left without a framework trace (TorchNeuron's legacy build).
             if index >= len(self._cycles):
                 return False
             _recording_export.trace_writer(record, self._cycles[index])(dest)
             return True
 
         record = self._record()
-        sessions = self._backend.neuron_session_dirs(self._ctx) if self._ctx is not None else None
-        return neuron_bundle(source, target, sessions=sessions or None, framework_trace=framework_trace)
+        sessions = list(files.cycle_dirs) or None
+        return write(files.root, target, sessions=sessions, framework_trace=framework_trace)
 
     def roofline(
         self,
@@ -1203,7 +1327,7 @@ class Session:
         self._require_done("trace()")
         rec = self._record()
         _recording.require_recorded(rec, "there is no trace")
-        return _recording.offline_trace(rec)
+        return rec.trace
 
 
 def session(

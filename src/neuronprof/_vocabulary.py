@@ -1,7 +1,7 @@
 """What a step, an op row, a top-level call and device time are: each rule once.
 
-The live table (``session.table()``, built in ``_collect`` from kineto's event
-list) and the offline table (``neuronprof summarize``, built in
+The live table (``session.table()``, from kineto's event list converted in
+``_kineto``) and the offline table (``neuronprof summarize``, built in
 ``analysis.trace`` from a Chrome trace) both aggregate events through
 ``analysis.trace``'s one aggregator, which asks this module every question of
 meaning; [`Table`][neuronprof.Table] merges, sorts, filters and cuts its rows
@@ -83,6 +83,7 @@ __all__ = [
     "stopped_in_last_step",
     "CACHE_LOOKUP",
     "COMPILED_REGION",
+    "DEVICE_CATEGORY",
     "DEVICE_CATS",
     "K_DEVICE",
     "K_OP",
@@ -145,9 +146,17 @@ def skipped(name: Any, cat: str) -> bool:
     return cat != TRACE_CAT or not isinstance(name, str) or name.startswith(KINETO_SPAN_PREFIX)
 
 
-# Device work, in lower case: kineto 2.x, kineto of PyTorch 1.8/1.9 ("Kernel",
-# "Memcpy", "Memset"), MTIA.
-DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset", "mtia_ccp_events"})
+# Device work, in lower case, and what kind of work each is: kineto 2.x, kineto of
+# PyTorch 1.8/1.9 ("Kernel", "Memcpy", "Memset"), MTIA.
+DEVICE_CATEGORY = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memcpy": "memcpy",
+    "memset": "memset",
+    "mtia_ccp_events": "kernel",
+}
+DEVICE_CATS = frozenset(DEVICE_CATEGORY)
 # Host operators: kineto 2.x and PyTorch 1.8/1.9 ("Operator").
 OP_CATS = frozenset({"cpu_op", "operator"})
 

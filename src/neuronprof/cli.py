@@ -1,7 +1,9 @@
-"""The ``neuronprof`` command line: doctor, demo, summarize, diff, check, roofline, advise, report, neuron.
+"""The ``neuronprof`` command: doctor, demo, summarize, diff, check, roofline, advise, report, neuron.
 
-Each sub-command lives with the code it drives; this module only builds the
-parser and dispatches, so that ``neuronprof summarize`` never imports torch.
+Each sub-command is a module of ``neuronprof.commands``; this module builds the
+parser from them and turns a ``CommandError`` into the exit status, in one place.
+Each command imports what it drives when it runs, so ``neuronprof --help`` and
+``neuronprof summarize`` never import torch.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import sys
 from collections.abc import Sequence
 from typing import Optional
 
-__all__ = ["main"]
+from neuronprof.commands import COMMANDS, CommandError, load
+
+__all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,24 +29,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"neuronprof {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    # Each register() adds its sub-commands with set_defaults(func=...).
-    from neuronprof import _demo, _doctor
-    from neuronprof.analysis import cli as analysis_cli
-    from neuronprof.analysis.neuron import cli as neuron_cli
-
-    _doctor.register(sub)
-    _demo.register(sub)
-    analysis_cli.register(sub)
-    neuron_cli.register(sub)
+    for name in COMMANDS:
+        command = load(name)
+        p = sub.add_parser(name, help=command.HELP, description=command.DESCRIPTION)
+        command.add_arguments(p)
+        p.set_defaults(func=command.run)
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the ``neuronprof`` command and return its exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except CommandError as exc:
+        for line in exc.lines:
+            print(f"neuronprof {args.command}: {line}", file=sys.stderr)
+        return exc.exit_code
     except BrokenPipeError:
         # `neuronprof ... | head` closed the pipe: not an error worth a traceback.
         sys.stderr.close()

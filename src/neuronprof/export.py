@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from neuronprof.model import Comparison
 
 __all__ = [
+    "DEVICE_EXPORTS",
     "ExportFormat",
     "EXPORT_FORMATS",
     "default_trace_name",
@@ -230,6 +231,14 @@ def neuron_bundle(
     for problem in problems:
         warn_user(problem, NeuronProfWarning)
     return target
+
+
+DeviceExportWriter = Callable[..., Path]
+"""Writes a format from a backend's own files: ``write(root, target, *, sessions, framework_trace) -> target``."""
+
+DEVICE_EXPORTS: dict[str, tuple[str, DeviceExportWriter]] = {"neuron": ("neuron_explorer", neuron_bundle)}
+"""The export formats made from a backend's own files (its ``device_files``): the
+default folder's name prefix and the writer, per format."""
 
 
 # -- results saved by the models' report() and plot() ---------------------------------------

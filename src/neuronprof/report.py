@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import platform
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
@@ -27,7 +26,7 @@ from neuronprof.model import Comparison, OpRow, Table
 from neuronprof.render import Grid, comparison_columns, comparison_footer, format_shapes, format_us
 
 if TYPE_CHECKING:
-    from neuronprof.analysis import TraceDiff
+    from neuronprof.analysis import Trace, TraceDiff
     from neuronprof.analysis.insights import Insights, RankInsights, Timeline
 
 __all__ = [
@@ -74,45 +73,19 @@ def environment() -> dict[str, str]:
     }
 
 
-def trace_settings(path: Union[str, os.PathLike[str]]) -> dict[str, Any]:
+def trace_settings(trace: Trace) -> dict[str, Any]:
     """Return what a trace says about the session that recorded it, for the report's settings.
 
     Reads the ``neuronprof`` block that ``Session.export()`` writes into a trace
-    (versions, modes, core, schedule) and kineto's ``distributedInfo``; a trace
-    from plain torch.profiler has neither, and gives ``{}``.
+    (versions, modes, core, schedule) and kineto's ``distributedInfo``, from the
+    header of the first file read (no file is read again); a trace from plain
+    torch.profiler has neither, and gives ``{}``.
 
     Args:
-        path: A trace file, or a folder holding one.
-
-    Raises:
-        TraceError: The path is missing or is not a readable trace.
+        trace: A loaded trace ([`load_trace`][neuronprof.analysis.load_trace]).
     """
-    from neuronprof.analysis._jsonstream import FastPathFailed, TraceReader
-    from neuronprof.analysis.errors import TraceError
-    from neuronprof.analysis.trace import find_trace_files
-
-    def read(file: str) -> TraceReader:
-        reader = TraceReader(file)
-        try:
-            for _ in reader.batches():
-                pass
-        except FastPathFailed:
-            reader = TraceReader(file, fast=False)
-            for _ in reader.batches():
-                pass
-        return reader
-
-    files = find_trace_files(path)
-    reader: Optional[TraceReader] = None
-    for i, file in enumerate(files):
-        try:
-            reader = read(file)
-            break
-        except TraceError:
-            if i == len(files) - 1:  # none can be read: the last one's error
-                raise
-    assert reader is not None
-    meta = reader.metadata.get("neuronprof")
+    metadata: Mapping[str, Any] = trace.event_tables[0].metadata if trace.event_tables else {}
+    meta = metadata.get("neuronprof")
     out: dict[str, Any] = {}
     if isinstance(meta, Mapping):
         for key, label in (
@@ -125,7 +98,7 @@ def trace_settings(path: Union[str, os.PathLike[str]]) -> dict[str, Any]:
         ):
             if meta.get(key) is not None:
                 out[label] = meta[key]
-    info = reader.metadata.get("distributedInfo")
+    info = metadata.get("distributedInfo")
     if isinstance(info, Mapping) and info.get("world_size") is not None:
         out["world size"] = info["world_size"]
     return out
@@ -183,7 +156,7 @@ def _table_data(table: Table) -> dict[str, Any]:
 
 def _guide_link(kind: str, docs: str) -> dict[str, Any]:
     """A finding's guide section as a link: ``docs`` on the published guide, or the page in the sources (said so)."""
-    from neuronprof.analysis.insights import GUIDE_TITLE, GUIDE_URL, SECTIONS
+    from neuronprof.analysis.insights._findings import GUIDE_TITLE, GUIDE_URL, SECTIONS
 
     parts = urlsplit(docs)
     published = parts.scheme in ("http", "https") and bool(parts.netloc)
@@ -202,8 +175,7 @@ def _findings_data(insights: Union[Insights, RankInsights, None]) -> Optional[di
 
     if isinstance(insights, RankInsights):
         return _rank_findings_data(insights)
-    from neuronprof.analysis.insights import _evidence_text
-    from neuronprof.analysis.insights._findings import _stake
+    from neuronprof.analysis.insights._findings import _evidence_text, _stake
 
     return {
         "header": insights._header(),

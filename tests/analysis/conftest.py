@@ -31,7 +31,7 @@ def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     if request.param == "fast":
         pytest.importorskip("msgspec")
     else:
-        import neuronprof.analysis._jsonstream as jsonstream
+        import neuronprof.analysis._typed_reader as jsonstream
 
         monkeypatch.setattr(jsonstream, "msgspec", None)
     return str(request.param)

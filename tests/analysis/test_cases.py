@@ -14,7 +14,7 @@ import pytest
 from trace_builders import op, write_trace
 
 from neuronprof.analysis import Trace, load_trace, summarize
-from neuronprof.analysis.cli import main as analysis_main
+from neuronprof.cli import main as analysis_main
 from neuronprof.model import OpRow, Table
 
 CASES = Path(__file__).parent / "cases"
@@ -140,13 +140,13 @@ def test_same_name_host_op_and_kernel_are_told_apart_in_every_format(
 def test_json_always_carries_totals(capsys: pytest.CaptureFixture[str]) -> None:
     path = str(CASES / "extid_equals_correlation_wrong_op.json")
     totals = []
-    for extra in ([], ["--limit", "1"], ["--device-only"]):
+    for extra in ([], ["--row-limit", "1"], ["--device-only"]):
         assert analysis_main(["summarize", path, "--format", "json", *extra]) == 0
         data = json.loads(capsys.readouterr().out)
         totals.append((data["total_rows"], data["total_self_cpu_us"], data["total_self_device_us"]))
         assert Table.from_json(json.dumps(data)).self_device_us == 30
     assert totals == [(4, 52.0, 30.0)] * 3
-    for extra in ([], ["--limit", "1"]):
+    for extra in ([], ["--row-limit", "1"]):
         assert analysis_main(["diff", path, path, "--format", "json", *extra]) == 0
         data = json.loads(capsys.readouterr().out)
         assert (data["total_rows"], data["total_a_us"], data["total_b_us"]) == (4, 30.0, 30.0)

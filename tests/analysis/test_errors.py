@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from trace_builders import cuda_trace_events, op, write_trace
 
 from neuronprof.analysis import TraceError, diff, load_trace, roofline
-from neuronprof.analysis.cli import main as analysis_main
+from neuronprof.cli import main as analysis_main
 from neuronprof.errors import NeuronProfError
 
 
@@ -100,7 +100,7 @@ def test_bad_options_are_one_line_errors_too(tmp_path: Path, capsys) -> None:
     assert "unknown device 'tpu-v9'" in capsys.readouterr().err
     assert analysis_main(["roofline", str(path)]) == 2  # a CPU trace, and no preset named
     assert "a CPU has no peak preset" in capsys.readouterr().err
-    assert analysis_main(["roofline", str(path), "--device", "trn2", "--time", "device"]) == 2
+    assert analysis_main(["roofline", str(path), "--device", "trn2", "--time-source", "device"]) == 2
     assert "no device time" in capsys.readouterr().err
     assert analysis_main(["roofline", str(path), "--device", "trn2", "--plot", str(tmp_path / "plot.pdf")]) == 2
     assert ".png or .svg" in capsys.readouterr().err

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neuronprof.analysis import TraceError
-from neuronprof.analysis._jsonstream import EventBatches
+from neuronprof.analysis._eventstream import EventBatches
 
 NEEDLE = "nc_exec_running"
 

@@ -9,7 +9,7 @@ import pytest
 from trace_builders import op, write_trace
 
 from neuronprof.analysis import find_trace_files, load_trace, summarize_ranks
-from neuronprof.analysis.cli import main as analysis_main
+from neuronprof.cli import main as analysis_main
 
 
 def _rank_events(slow: float) -> list[dict]:
@@ -37,7 +37,7 @@ def test_hta_rank_folder_prints_ranks_side_by_side(tmp_path: Path, reader: str, 
     assert analysis_main(["summarize", str(run)]) == 0
     out = capsys.readouterr().out
     assert "2 ranks" in out and "Slowest rank" in out
-    assert analysis_main(["summarize", str(run), "--format", "json", "--limit", "1"]) == 0
+    assert analysis_main(["summarize", str(run), "--format", "json", "--row-limit", "1"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["world_size"] == 2 and len(data["rows"]) == 1 and data["total_rows"] > 1
     assert [t["total_self_device_us"] for t in data["tables"]] == [40, 90]

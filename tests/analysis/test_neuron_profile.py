@@ -295,7 +295,7 @@ def test_roofline_per_neff_against_presets(profile_folder):
 
 @pytest.mark.parametrize("fmt", ["text", "markdown", "csv", "json"])
 def test_cli_neuron_formats(profile_folder, capsys, fmt):
-    assert main(["neuron", str(profile_folder), "--format", fmt, "--no-tool"]) == 0
+    assert main(["neuron", str(profile_folder), "--format", fmt, "--tool", "never"]) == 0
     out = capsys.readouterr().out
     if fmt == "json":
         assert NeuronProfile.from_json(out).neff("neff_a").calls == 6
@@ -308,7 +308,7 @@ def test_cli_neuron_formats(profile_folder, capsys, fmt):
 def test_cli_neuron_roofline_plot_and_errors(profile_folder, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     png = tmp_path / "e.png"
-    assert main(["neuron", str(profile_folder), "--no-tool", "--roofline", "trn1", "--plot", str(png)]) == 0
+    assert main(["neuron", str(profile_folder), "--tool", "never", "--roofline", "trn1", "--plot", str(png)]) == 0
     out = capsys.readouterr()
     assert "roofline on trn1" in out.out and "compute" in out.out and png.exists()
     assert main(["neuron", str(tmp_path / "missing")]) == 2
@@ -402,7 +402,7 @@ def test_empty_system_profile_beside_a_valid_summary_is_a_note(tmp_path):
 
 
 def test_cli_csv_notes_on_stderr_like_summarize(profile_folder, capsys):
-    assert main(["neuron", str(profile_folder), "--format", "csv", "--no-tool"]) == 0
+    assert main(["neuron", str(profile_folder), "--format", "csv", "--tool", "never"]) == 0
     captured = capsys.readouterr()
     assert "# note" not in captured.out
     lines = captured.err.splitlines()
@@ -452,7 +452,7 @@ def test_plot_normalized_keeps_a_far_shorter_profile_visible(tmp_path, capsys):
     path = tmp_path / "neuron_summary.json"
     path.write_text(json.dumps({f"n_{HEX40}": summary_metrics(1e-2), "n_" + "b" * 40: summary_metrics(1e-5)}))
     svg = tmp_path / "e.svg"
-    assert main(["neuron", str(path), "--no-tool", "--plot", str(svg), "--plot-normalize"]) == 0
+    assert main(["neuron", str(path), "--tool", "never", "--plot", str(svg), "--normalize"]) == 0
     text = svg.read_text()
     assert "% of each profile" in text.replace("&#37;", "%") or "each profile" in text
     p = neuron_profile(path, tool="never")

@@ -428,7 +428,7 @@ def test_parquet_output_gives_the_profiles_peaks_and_joins_executions_to_ops(cle
     assert again.flow_join == p.flow_join and again.peak == p.peak
     assert NeuronProfile.from_json(p.to_json()) == p
     # The command line: --roofline without a device uses the profile's peaks.
-    assert main(["neuron", str(session_folder), "--no-tool", "--roofline"]) == 0
+    assert main(["neuron", str(session_folder), "--tool", "never", "--roofline"]) == 0
     out = capsys.readouterr().out
     assert "aten::mm" in out and "the peaks Neuron's profile carries" in out
     rows = list(csv.DictReader(io.StringIO(p.to_csv())))
@@ -460,7 +460,7 @@ def test_without_usable_metadata_the_preset_table_is_the_labelled_fallback(clean
     assert rl.peak_source == "preset" and rl.device.name == "trn2"
     (note,) = [n for n in rl.notes if "hand-typed preset table" in n]
     assert "a fallback" in note and why in note
-    assert main(["neuron", str(session_folder), "--no-tool", "--roofline"]) == 2  # the saved output, read again
+    assert main(["neuron", str(session_folder), "--tool", "never", "--roofline"]) == 2  # the saved output, read again
     assert "carries no hardware peaks" in capsys.readouterr().err
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from neuronprof.analysis import load_trace, summarize
-from neuronprof.analysis.cli import EXIT_BAD_INPUT, EXIT_PARTIAL
-from neuronprof.analysis.cli import main as analysis_main
 from neuronprof.analysis.errors import TraceError
+from neuronprof.cli import main as analysis_main
+from neuronprof.commands import EXIT_BAD_INPUT, EXIT_PARTIAL
 
 RANKS = 200
 

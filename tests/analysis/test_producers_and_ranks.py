@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from trace_builders import op, write_trace
 
 from neuronprof.analysis import TraceError, diff, load_trace, summarize, summarize_ranks
-from neuronprof.analysis.cli import main as analysis_main
 from neuronprof.analysis.insights import advise
+from neuronprof.cli import main as analysis_main
 from neuronprof.model import SORT_KEYS, RankTable, Table
 
 CASES = Path(__file__).parent / "cases"
@@ -133,7 +133,7 @@ def test_xla_trace_viewer_counts_the_op_lane_once(tmp_path: Path, reader: str) -
     assert any("'Steps'" in n and "'XLA Modules'" in n for n in table.notes)
 
 
-# -- 4. the cross-rank view applies --sort, --device-only and --by shape --------------------
+# -- 4. the cross-rank view applies --sort-by, --device-only and --group-by shape --------------------
 
 
 def test_cross_rank_sort_device_only_and_shapes_are_applied(two_ranks: Path, capsys) -> None:
@@ -157,13 +157,13 @@ def test_cross_rank_sort_device_only_and_shapes_are_applied(two_ranks: Path, cap
     mm = [r for r in shaped.rows if r.name == "aten::mm"]
     assert sorted(r.input_shapes for r in mm) == [((2, 2), (2, 2)), ((8, 8), (8, 8))]
 
-    assert analysis_main(["summarize", str(two_ranks), "--sort", "cpu"]) == 0
+    assert analysis_main(["summarize", str(two_ranks), "--sort-by", "cpu"]) == 0
     assert "sorted by the largest self CPU time on any rank" in capsys.readouterr().out
     assert analysis_main(["summarize", str(two_ranks), "--device-only", "--format", "json"]) == 0
     assert "aten::zeros" not in {r["name"] for r in json.loads(capsys.readouterr().out)["rows"]}
-    assert analysis_main(["summarize", str(two_ranks), "--by", "shape"]) == 0
+    assert analysis_main(["summarize", str(two_ranks), "--group-by", "shape"]) == 0
     assert "[[8, 8], [8, 8]]" in capsys.readouterr().out
-    assert analysis_main(["summarize", str(two_ranks), "--sort", "flops"]) == 2
+    assert analysis_main(["summarize", str(two_ranks), "--sort-by", "flops"]) == 2
     assert "cannot sort by 'flops'" in capsys.readouterr().err
 
 
@@ -239,7 +239,7 @@ def test_cross_rank_json_has_totals_and_reads_back(two_ranks: Path, capsys) -> N
     rt = summarize_ranks(two_ranks, group_by="shape")
     assert RankTable.from_json(rt.to_json()) == rt
     assert rt.total_self_device_us == 130.0
-    assert analysis_main(["summarize", str(two_ranks), "--format", "json", "--limit", "2"]) == 0
+    assert analysis_main(["summarize", str(two_ranks), "--format", "json", "--row-limit", "2"]) == 0
     text = capsys.readouterr().out
     data = json.loads(text)
     assert data["schema"] == "neuronprof.rank_table/1" and len(data["rows"]) == 2

@@ -22,8 +22,8 @@ from neuronprof.analysis import (
     op_cost,
     roofline,
 )
-from neuronprof.analysis.cli import main as analysis_main
 from neuronprof.analysis.neuron import DeviceSummary
+from neuronprof.cli import main as analysis_main
 from neuronprof.errors import NeuronProfError
 
 F32, BF16 = "float", "c10::BFloat16"

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from trace_builders import op, write_trace
 
 from neuronprof.analysis import load_trace, summarize, summarize_ranks
-from neuronprof.analysis.cli import main as analysis_main
 from neuronprof.analysis.insights import (
     Insights,
     RankInsights,
@@ -29,6 +28,7 @@ from neuronprof.analysis.insights import (
     timeline_from_trace,
 )
 from neuronprof.analysis.trace import EventAggregator
+from neuronprof.cli import main as analysis_main
 from neuronprof.model import RankTable, Table
 
 # Per rank: (its own compute before the collective, µs). Each step lasts 1000 µs.

@@ -10,7 +10,7 @@ import pytest
 from trace_builders import cuda_trace_events
 
 from neuronprof.analysis import TraceError
-from neuronprof.analysis._jsonstream import EventStream
+from neuronprof.analysis._eventstream import EventStream
 
 
 def _read(path: Path, chunk_size: int = 1 << 20) -> tuple[list[dict], dict]:
@@ -141,7 +141,7 @@ def test_fast_reader_cuts_pieces_at_event_boundaries_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, indent
 ) -> None:
     pytest.importorskip("msgspec")
-    import neuronprof.analysis._jsonstream as jsonstream
+    import neuronprof.analysis._typed_reader as jsonstream
 
     tricky = [
         {"ph": "X", "name": 'a"}, {"b', "ts": 1.5, "dur": 2, "args": {"grid": [{"x": 1}, {"y": 2}], "s": "},{" * 9}},

@@ -20,7 +20,7 @@ from trace_builders import op, write_trace
 
 from neuronprof.analysis import TraceDiff, check, diff, load_trace, shift
 from neuronprof.analysis._verdict import min_samples
-from neuronprof.analysis.cli import main as analysis_main
+from neuronprof.cli import main as analysis_main
 
 # -- the statistics ----------------------------------------------------------------------
 
@@ -199,11 +199,11 @@ def test_check_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert code == 0 and out.startswith("ok, step time (host)")
     code, out = _gate(capsys, base, same, "--max-slowdown", "5%")
     assert code == 0 and out.startswith("ok, step time (host)")
-    code, out = _gate(capsys, base, slower, "--op", "aten::mm", "--op", "aten::add")
+    code, out = _gate(capsys, base, slower, "--ops", "aten::mm", "--ops", "aten::add")
     assert code == 1 and "REGRESSION, aten::mm self CPU time" in out and "aten::add self CPU time" in out
     code, out = _gate(capsys, base, short)
     assert code == 2 and "cannot tell, step time (host): 10 and 1 sample(s) are too few" in out
-    code, out = _gate(capsys, base, slower, "--op", "aten::nothing")
+    code, out = _gate(capsys, base, slower, "--ops", "aten::nothing")
     assert code == 2 and "cannot tell, aten::nothing self CPU time" in out
     code, out = _gate(capsys, base, str(tmp_path / "missing.json"))
     assert code == 2 and "error" in out
@@ -334,7 +334,7 @@ def test_an_op_not_in_every_step_gets_no_verdict(tmp_path: Path, capsys: pytest.
     d = diff(a, b)
     assert d.op_shift("aten::foo") is None
     assert any("no verdict per step for aten::foo: not in every recorded step" in n for n in d.notes)
-    code, out = _gate(capsys, str(a), str(b), "--op", "aten::foo")
+    code, out = _gate(capsys, str(a), str(b), "--ops", "aten::foo")
     assert code == 2 and "B lacks it in 6 of its 10 recorded steps" in out
 
 

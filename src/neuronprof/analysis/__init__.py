@@ -23,34 +23,38 @@ is ever executed or unpickled: it is parsed as JSON, streamed in bounded memory.
 
 from __future__ import annotations
 
-from neuronprof.analysis._check import Check, CheckItem, check
-from neuronprof.analysis._diff import DiffMatch, DiffMetric, DiffRow, TraceDiff, diff
-from neuronprof.analysis._roofline import (
-    DEVICE_PEAKS,
-    Bound,
-    DevicePeak,
-    Roofline,
-    RooflineRow,
-    TimeSource,
-    device_peak,
-    roofline,
-)
-from neuronprof.analysis._verdict import Shift, Verdict, shift
-from neuronprof.analysis.errors import TraceError, UnknownDeviceError
-from neuronprof.analysis.flops import DTYPE_SIZES, OpCost, dtype_size, op_cost
-from neuronprof.analysis.insights import Evidence, Finding, FindingKind, Insights, RankInsights, advise
-from neuronprof.analysis.neuron import NeuronProfile, neuron_profile
-from neuronprof.analysis.trace import (
-    GroupBy,
-    StepSample,
-    Trace,
-    TraceOp,
-    TraceSource,
-    find_trace_files,
-    load_trace,
-    summarize,
-    summarize_ranks,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for type checkers and the API reference; at run time, __getattr__ below
+    from neuronprof.analysis._check import Check, CheckItem, check
+    from neuronprof.analysis._diff import DiffMatch, DiffMetric, DiffRow, TraceDiff, diff
+    from neuronprof.analysis._roofline import (
+        DEVICE_PEAKS,
+        Bound,
+        DevicePeak,
+        Roofline,
+        RooflineRow,
+        TimeSource,
+        device_peak,
+        roofline,
+    )
+    from neuronprof.analysis._verdict import Shift, Verdict, shift
+    from neuronprof.analysis.errors import TraceError, UnknownDeviceError
+    from neuronprof.analysis.flops import DTYPE_SIZES, OpCost, dtype_size, op_cost
+    from neuronprof.analysis.insights import Evidence, Finding, FindingKind, Insights, RankInsights, advise
+    from neuronprof.analysis.neuron import NeuronProfile, neuron_profile
+    from neuronprof.analysis.trace import (
+        GroupBy,
+        StepSample,
+        Trace,
+        TraceOp,
+        TraceSource,
+        find_trace_files,
+        load_trace,
+        summarize,
+        summarize_ranks,
+    )
 
 __all__ = [
     "DEVICE_PEAKS",
@@ -96,3 +100,51 @@ __all__ = [
     "summarize",
     "summarize_ranks",
 ]
+
+# The module that defines each public name. A name is imported on first use, so that a session
+# that reads only its op table never imports the roofline, the findings or the Neuron reader.
+_MODULES = {
+    "_check": ("Check", "CheckItem", "check"),
+    "_diff": ("DiffMatch", "DiffMetric", "DiffRow", "TraceDiff", "diff"),
+    "_roofline": (
+        "Bound",
+        "DEVICE_PEAKS",
+        "DevicePeak",
+        "Roofline",
+        "RooflineRow",
+        "TimeSource",
+        "device_peak",
+        "roofline",
+    ),
+    "_verdict": ("Shift", "Verdict", "shift"),
+    "errors": ("TraceError", "UnknownDeviceError"),
+    "flops": ("DTYPE_SIZES", "OpCost", "dtype_size", "op_cost"),
+    "insights": ("Evidence", "Finding", "FindingKind", "Insights", "RankInsights", "advise"),
+    "neuron": ("NeuronProfile", "neuron_profile"),
+    "trace": (
+        "GroupBy",
+        "StepSample",
+        "Trace",
+        "TraceOp",
+        "TraceSource",
+        "find_trace_files",
+        "load_trace",
+        "summarize",
+        "summarize_ranks",
+    ),
+}
+_WHERE = {name: f"{__name__}.{module}" for module, names in _MODULES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use (PEP 562)."""
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value  # later reads are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

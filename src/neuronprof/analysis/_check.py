@@ -2,7 +2,7 @@
 
 ``neuronprof check BASELINE CURRENT --max-slowdown 5%`` reads two saved profiles (trace
 files, or folders of runs) and judges the step's host time (``--device``: its device
-time; ``--op NAME``: named ops) with the method of ``neuronprof diff``'s verdicts
+time; ``--ops NAME``: named ops) with the method of ``neuronprof diff``'s verdicts
 ([`shift`][neuronprof.analysis.shift]). Exit status: 0 when no figure is slower beyond
 the threshold with the stated confidence (the whole interval at or below
 ``1 + max_slowdown``), 1 when one is (the whole interval above it; named, with its

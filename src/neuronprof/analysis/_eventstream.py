@@ -27,7 +27,7 @@ from typing import IO, Any, Optional, Union, cast
 from neuronprof.analysis._mend import TextMender
 from neuronprof.analysis.errors import TraceError
 
-__all__ = ["EventBatches", "EventStream", "open_trace_text"]
+__all__ = ["EventBatches", "EventStream", "open_trace"]
 
 _CHUNK = 1 << 20
 _WS = re.compile(r"[ \t\n\r]*")
@@ -56,7 +56,7 @@ def missing_reason(path: str) -> str:
     return "no such file or folder"
 
 
-def open_trace_text(path: str) -> Union[IO[bytes], gzip.GzipFile]:
+def open_trace(path: str) -> Union[IO[bytes], gzip.GzipFile]:
     """Open ``path`` for reading bytes, transparently un-gzipping it by its magic number.
 
     Raises:
@@ -113,7 +113,7 @@ class EventStream:
         self._key = events_key
         self.metadata: dict[str, Any] = {}
         self._chunk = max(16, int(chunk_size))
-        self._binary = open_trace_text(path)
+        self._binary = open_trace(path)
         self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
         # exact=True keeps the text of non-integer numbers (str), so that timestamps
         # such as 1712195495520835.103 can be read without binary-float rounding.

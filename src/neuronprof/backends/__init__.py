@@ -17,6 +17,7 @@ from typing import Optional
 from neuronprof.backends.base import (
     MODES,
     Backend,
+    DeviceFiles,
     DeviceTime,
     Mode,
     SessionContext,
@@ -37,6 +38,7 @@ __all__ = [
     "Backend",
     "CpuBackend",
     "CudaBackend",
+    "DeviceFiles",
     "DeviceTime",
     "Mode",
     "NeuronBackend",
@@ -44,6 +46,7 @@ __all__ = [
     "SessionContext",
     "TpuBackend",
     "add_note",
+    "format_writers",
     "get_backend",
     "installed_but_unusable",
     "parse_core",
@@ -112,6 +115,19 @@ def registered_backends() -> list[str]:
     ordered = [n for n in _BUILTIN_ORDER if n in names]
     ordered += [n for n in names if n not in ordered and n != "cpu"]
     return ordered + (["cpu"] if "cpu" in names else [])
+
+
+def format_writers(format: str) -> list[str]:
+    """Return the names of the registered backends whose own files make the export format ``format``.
+
+    Args:
+        format: An [`ExportFormat`][neuronprof.typing.ExportFormat] (``"neuron"``: the
+            backends listing it in their ``export_formats``).
+    """
+    with _lock:
+        _ensure_builtins()
+        backends = list(_registry.values())
+    return [b.name for b in backends if format in b.export_formats]
 
 
 def get_backend(name: str) -> Backend:

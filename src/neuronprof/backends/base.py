@@ -4,7 +4,9 @@ A backend answers a few questions for a session: can I run here, which
 torch.profiler activities do I need, which experimental config carries my
 options, how do I wait for the device, what do I do when a trace is ready, and
 what device time should the table expect (and what to tell the user when it
-has none).
+has none). After the block it contributes what only it knows: its notes, the
+table rows its own files hold, its own profile and export formats. The session
+asks these questions of every backend alike and never names one.
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
-from neuronprof.typing import MODES, Core, DeviceTime, Mode
+from neuronprof.typing import MODES, Core, DeviceTime, Mode, ToolChoice
 
 if TYPE_CHECKING:
     import torch.profiler
 
+    from neuronprof.model import Table
+
 __all__ = [
     "MODES",
     "Backend",
+    "DeviceFiles",
     "DeviceTime",
     "Mode",
     "SessionContext",
@@ -164,6 +169,21 @@ class SessionContext:
     extras: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
 
 
+@dataclasses.dataclass(frozen=True)
+class DeviceFiles:
+    """The files a device's own runtime wrote for a session (Neuron Runtime's profile folders).
+
+    Attributes:
+        root: The folder they were written into.
+        cycle_dirs: Per profiling cycle, in order, the folder under ``root`` that
+            cycle wrote (None for a cycle that wrote none): only these are the
+            session's, so another session writing into ``root`` stays out.
+    """
+
+    root: Path
+    cycle_dirs: tuple[Optional[Path], ...] = ()
+
+
 def device_event_counts(prof: Any) -> dict[int, int]:
     """Count the device events one profiling cycle delivered, per device index.
 
@@ -210,12 +230,16 @@ class Backend:
         supported_modes: Modes this backend can capture; others become session notes.
         writes_output: True when the backend writes files of its own during a
             session (so the output folder must exist before profiling starts).
+        export_formats: Formats of ``s.export(format=...)`` made from this backend's
+            own files (``("neuron",)``: the Neuron Explorer bundle), beyond the
+            session's own; see ``device_files``.
     """
 
     name: ClassVar[str] = "base"
     device_label: Optional[str] = None
     supported_modes: frozenset[Mode] = frozenset()
     writes_output: bool = False
+    export_formats: tuple[str, ...] = ()
 
     def is_available(self) -> bool:
         """Return True when this backend can profile in this process."""
@@ -318,30 +342,61 @@ class Backend:
         )
 
     def session_notes(self, ctx: SessionContext) -> list[str]:
-        """Return the remarks this backend recorded for the session so far (see ``add_note``).
+        """Return the remarks for the user about this session so far.
+
+        The default returns the notes recorded with [`add_note`][neuronprof.backends.add_note],
+        after one for each backend-specific session option this backend does not read
+        (``max_events_per_nc``, read by the neuron backend only, which overrides this).
 
         Args:
             ctx: The session's request: modes, cores, output folder and local rank.
         """
-        return list(ctx.extras.get("notes", ()))
+        ignored = []
+        if ctx.max_events_per_nc is not None:
+            ignored.append(f"max_events_per_nc is a Neuron Runtime setting; the {self.name} backend ignores it")
+        return [*ignored, *ctx.extras.get("notes", ())]
 
-    def neuron_bundle_source(self, ctx: SessionContext) -> Optional[Path]:
-        """Return the folder of Neuron profile files, for ``export(format="neuron")``.
+    def complete_table(self, table: Table, ctx: SessionContext, *, heuristic: bool = False) -> Table:
+        """Return the session's op table with what only this backend's own files say; the default adds nothing.
+
+        Called by ``s.table()`` after the block, before sorting and cutting
+        (TorchNeuron: NeuronCore time from Neuron's own profile where torch got none).
+
+        Args:
+            table: The table built from torch.profiler's events, every row.
+            ctx: The session's request: modes, cores, output folder and local rank.
+            heuristic: ``s.table(neuron_heuristic=...)``: whether a guess by name may
+                put device time on ops; backends without such a guess ignore it.
+        """
+        return table
+
+    def device_profile(self, ctx: SessionContext, *, tool: ToolChoice = "auto") -> Any:
+        """Return the device's own profile of the session (``s.neuron_profile()``), or None where it has none.
 
         Args:
             ctx: The session's request: modes, cores, output folder and local rank.
+            tool: Which converter of the device's files to run: ``"auto"`` (find it),
+                ``"never"`` (read converted files only) or its path.
+
+        Raises:
+            SessionStateError: The backend has a profile of its own, but this session
+                wrote none (the message says why).
         """
         return None
 
-    def neuron_session_dirs(self, ctx: SessionContext) -> list[Optional[Path]]:
-        """Return, per profiling cycle, the Neuron Runtime session folder it wrote (None where none).
+    def device_files(self, ctx: SessionContext) -> Optional[DeviceFiles]:
+        """Return the files the device's own runtime wrote for the session, for its ``export_formats``.
 
-        Only this session's folders: ``export(format="neuron")`` bundles these and no others.
+        The default, None, means the backend has no files of its own.
 
         Args:
             ctx: The session's request: modes, cores, output folder and local rank.
+
+        Raises:
+            SessionStateError: The backend has files of its own, but this session wrote
+                none (the message says why).
         """
-        return []
+        return None
 
     def describe(self) -> dict[str, Any]:
         """Return facts about this backend for ``neuronprof doctor``."""

@@ -43,7 +43,9 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from neuronprof.backends import _neuron_files
 from neuronprof.backends.base import (
+    DeviceFiles,
     DeviceTime,
     SessionContext,
     add_note,
@@ -53,11 +55,14 @@ from neuronprof.backends.base import (
     release_line,
 )
 from neuronprof.backends.privateuse1 import _PackagedPrivateUse1Backend
-from neuronprof.errors import NeuronProfWarning, warn_user
-from neuronprof.typing import Mode, NeuronBuild
+from neuronprof.errors import NeuronProfWarning, SessionStateError, warn_user
+from neuronprof.typing import Mode, NeuronBuild, ToolChoice
 
 if TYPE_CHECKING:
     import torch.profiler
+
+    from neuronprof.analysis import NeuronProfile
+    from neuronprof.model import Table
 
 __all__ = [
     "BETA_TORCH",
@@ -164,22 +169,7 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
             ctx: The session's request: modes, cores, output folder and local rank.
         """
         before = ctx.extras.get("dirs_before", frozenset())
-        return [d for d in self._pid_dirs(ctx) if d not in before]
-
-    def _pid_dirs(self, ctx: SessionContext) -> list[Path]:
-        root = self.profile_dir(ctx)
-        if not root.is_dir():
-            return []
-        found = [d for d in root.glob(f"*_pid_{os.getpid()}/*") if d.is_dir()]
-        return sorted(found, key=lambda d: (d.stat().st_mtime, d.name))
-
-    def _claim_cycle_dir(self, ctx: SessionContext) -> Optional[Path]:
-        # Called once per cycle, after the runtime has written that cycle's folder.
-        claimed: list[Optional[Path]] = ctx.extras.setdefault("cycle_dirs", [])
-        new = [d for d in self.runtime_session_dirs(ctx) if d not in claimed]
-        folder = new[-1] if new else None
-        claimed.append(folder)
-        return folder
+        return [d for d in _neuron_files.pid_dirs(self.profile_dir(ctx)) if d not in before]
 
     # -- what this TorchNeuron build offers -----------------------------------
     def build(self) -> NeuronBuild:
@@ -294,7 +284,7 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         build = self.build()
         ctx.extras["build"] = build
         # Only folders written from now on belong to this session.
-        ctx.extras["dirs_before"] = frozenset(self._pid_dirs(ctx))
+        ctx.extras["dirs_before"] = frozenset(_neuron_files.pid_dirs(self.profile_dir(ctx)))
         # Neuron Runtime also reads the variable itself, so it counts on every build.
         ctx.extras["neff_cache_dir"] = self._neff_cache_dir()
         config = self._legacy_config(ctx) if build == "legacy" else self._neuron_config(ctx, build)
@@ -414,7 +404,7 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
             )
 
     def on_trace_ready(self, prof: torch.profiler.profile, ctx: SessionContext) -> Optional[Path]:
-        folder = self._claim_cycle_dir(ctx)
+        folder = _neuron_files.claim_cycle_dir(ctx, self.runtime_session_dirs(ctx))
         cycle = ctx.extras.get("cycles_seen", 0)
         ctx.extras["cycles_seen"] = cycle + 1
         self._memory_note(ctx, cycle)
@@ -427,7 +417,7 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         config = ctx.extras.get("neuron_config")
         if config is None:
             return None
-        before = set(self._framework_traces(folder))
+        before = set(_neuron_files.framework_traces(folder, FRAMEWORK_TRACE_PATTERNS))
         try:
             NeuronProfiler(config).export_trace(prof)
         except Exception as exc:  # Neuron's files are a bonus; the torch data is kept regardless.
@@ -438,7 +428,7 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
                 stacklevel=2,
             )
             return None
-        new = [p for p in self._framework_traces(folder) if p not in before]
+        new = [p for p in _neuron_files.framework_traces(folder, FRAMEWORK_TRACE_PATTERNS) if p not in before]
         return max(new, key=lambda p: p.stat().st_mtime) if new else None
 
     def _check_event_cap(self, prof: torch.profiler.profile, ctx: SessionContext, cycle: int) -> None:
@@ -460,20 +450,29 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
                 f"(neuronprof.session(..., max_events_per_nc={cap * 4}))",
             )
 
-    @staticmethod
-    def _framework_traces(folder: Optional[Path]) -> list[Path]:
-        out: list[Path] = []
-        if folder is not None:
-            for pattern in FRAMEWORK_TRACE_PATTERNS:
-                out.extend(folder.glob(pattern))
-        return out
+    # -- after the block: Neuron's own files ------------------------------------
+    def session_notes(self, ctx: SessionContext) -> list[str]:
+        # max_events_per_nc is this backend's own option: no note that it is ignored.
+        return list(ctx.extras.get("notes", ()))
 
-    def neuron_bundle_source(self, ctx: SessionContext) -> Optional[Path]:
+    def _profile_root(self, ctx: SessionContext) -> Optional[Path]:
         root = self.profile_dir(ctx)
         return root if root.is_dir() and self.runtime_session_dirs(ctx) else None
 
-    def neuron_session_dirs(self, ctx: SessionContext) -> list[Optional[Path]]:
-        return list(ctx.extras.get("cycle_dirs", ()))
+    def complete_table(self, table: Table, ctx: SessionContext, *, heuristic: bool = False) -> Table:
+        # No NeuronCore time from torch: take it from Neuron's own profile (see analysis.neuron).
+        return _neuron_files.reader(ctx, self._profile_root(ctx)).table(table, heuristic=heuristic)
+
+    def device_profile(self, ctx: SessionContext, *, tool: ToolChoice = "auto") -> NeuronProfile:
+        return _neuron_files.read_profile(ctx, self._profile_root(ctx), tool)
+
+    export_formats = ("neuron",)
+
+    def device_files(self, ctx: SessionContext) -> DeviceFiles:
+        root = self._profile_root(ctx)
+        if root is None:
+            raise SessionStateError("TorchNeuron wrote no profile files in this session (see s.notes)")
+        return DeviceFiles(root, tuple(ctx.extras.get("cycle_dirs", ())))
 
     def describe(self) -> dict[str, Any]:
         facts = super().describe()

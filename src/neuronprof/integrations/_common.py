@@ -133,7 +133,7 @@ class StepDriver:
             options["backend"] = backend_for(device)
         self.folder, self.rank = Path(folder), rank
         self.session = neuronprof.session(**options)
-        self.session.__enter__()
+        self.session.start()
 
     def step(self, *, last: bool = False) -> None:
         """End one training step (the device is synchronised); at the schedule's end, write the outputs.
@@ -164,9 +164,8 @@ class StepDriver:
             return self.outputs
         assert self.session is not None
         self._done = True
-        self.session.__exit__(type(exc) if exc else None, exc, None)
-        recorded, _ = self.session._recorded_steps()
-        if exc is None and recorded == 0 and self.session.steps_taken > 0:
+        self.session.stop(exc=exc)
+        if exc is None and self.session.recorded_steps == 0 and self.session.steps_taken > 0:
             # What torch saved is the step the last step() opened: the training tool's
             # wind-down, not a training step. The session's warning said nothing was recorded.
             logger.warning("neuronprof: no files written: training ended before the first recorded step")

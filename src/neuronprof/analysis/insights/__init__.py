@@ -10,11 +10,10 @@ precision without hardware support, CPU fallbacks, one dominant op) and returns 
 
 The engine, [`analyze`][neuronprof.analysis.insights.analyze], is torch-free and
 works on a small [`Timeline`][neuronprof.analysis.insights.Timeline]: the host
-events, device events and ``ProfilerStep`` spans of the recorded steps. Two
-feeders build one: ``Session.insights()`` from the live profiler's events (in
-``neuronprof._collect``), and [`advise`][neuronprof.analysis.insights.advise] from
-a Chrome trace file. Both run the same rules, so a live session and its exported
-trace give the same findings.
+events, device events and ``ProfilerStep`` spans of the recorded steps. One feeder
+builds it, [`Trace.timeline`][neuronprof.analysis.Trace.timeline], from the event
+tables a trace file's reader and a live session (``s.recording``) both write, so a
+live session and its exported trace give the same findings.
 
 Every rule and threshold is written in the docstring of the function that applies
 it and on the guide page "Reading the findings" (``docs/insights.md``). Device
@@ -25,15 +24,10 @@ never guessed.
 from __future__ import annotations
 
 import os
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 from neuronprof.analysis.insights._compile_rules import _compiled
-
-# Constants and helpers are imported as ``X as X`` so that ``from neuronprof.analysis.insights import X``
-# keeps working for every name this module held before the engine was split into modules.
 from neuronprof.analysis.insights._device_rules import _copies, _idle_and_bound, _syncs
-from neuronprof.analysis.insights._findings import CHAIN_MIN_OPS as CHAIN_MIN_OPS
-from neuronprof.analysis.insights._findings import CPU_BOUND_SHARE as CPU_BOUND_SHARE
 from neuronprof.analysis.insights._findings import (
     DEVICE_KINDS,
     DOCS_URL_ENV,
@@ -46,30 +40,15 @@ from neuronprof.analysis.insights._findings import (
     docs_base_url,
     guide_url,
 )
-from neuronprof.analysis.insights._findings import DOMINANT_SHARE as DOMINANT_SHARE
-from neuronprof.analysis.insights._findings import EVIDENCE_OPS_SHOWN as EVIDENCE_OPS_SHOWN
-from neuronprof.analysis.insights._findings import GAPS_SHOWN as GAPS_SHOWN
-from neuronprof.analysis.insights._findings import GUIDE_PAGE as GUIDE_PAGE
-from neuronprof.analysis.insights._findings import GUIDE_TITLE as GUIDE_TITLE
-from neuronprof.analysis.insights._findings import GUIDE_URL as GUIDE_URL
-from neuronprof.analysis.insights._findings import IDLE_SHARE as IDLE_SHARE
-from neuronprof.analysis.insights._findings import MIN_SHARE as MIN_SHARE
-from neuronprof.analysis.insights._findings import PIPELINE_SHARE as PIPELINE_SHARE
-from neuronprof.analysis.insights._findings import SECTIONS as SECTIONS
-from neuronprof.analysis.insights._findings import _evidence_text as _evidence_text
 from neuronprof.analysis.insights._op_rules import _chains, _conversions, _dominant
 from neuronprof.analysis.insights._ranks import RANK_INSIGHTS_SCHEMA, RankInsights, analyze_ranks
 from neuronprof.analysis.insights._step_rules import _fallbacks, _low_precision, _pipeline, _step_time
-from neuronprof.analysis.insights._timeline import DeviceCategory as DeviceCategory
-from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
-from neuronprof.analysis.insights._timeline import HostCategory as HostCategory
+from neuronprof.analysis.insights._timeline import DeviceCategory, DeviceEvent, HostCategory, HostEvent, Timeline
 from neuronprof.analysis.insights._trace import timeline_from_trace
-from neuronprof.analysis.insights._tree import CONVERSION_WRAPPERS as CONVERSION_WRAPPERS
-from neuronprof.analysis.insights._tree import COPY_OPS as COPY_OPS
-from neuronprof.analysis.insights._tree import ELEMENTWISE_OPS as ELEMENTWISE_OPS
-from neuronprof.analysis.insights._tree import MATMUL_OPS as MATMUL_OPS
-from neuronprof.analysis.insights._tree import SYNC_OPS as SYNC_OPS
 from neuronprof.analysis.insights._tree import _Profile
+
+if TYPE_CHECKING:
+    from neuronprof.analysis.trace import Trace
 
 __all__ = [
     "DEVICE_KINDS",
@@ -77,10 +56,12 @@ __all__ = [
     "FINDING_KINDS",
     "INSIGHTS_SCHEMA",
     "RANK_INSIGHTS_SCHEMA",
+    "DeviceCategory",
     "DeviceEvent",
     "Evidence",
     "Finding",
     "FindingKind",
+    "HostCategory",
     "HostEvent",
     "Insights",
     "RankInsights",
@@ -90,6 +71,7 @@ __all__ = [
     "analyze_ranks",
     "docs_base_url",
     "guide_url",
+    "analyze_timeline",
     "timeline_from_trace",
 ]
 
@@ -174,11 +156,24 @@ def analyze(timeline: Timeline) -> Insights:
 
 
 
-def advise(source: Union[str, os.PathLike[str]]) -> Union[Insights, RankInsights]:
+def analyze_timeline(timeline: Timeline) -> Union[Insights, RankInsights]:
+    """[`analyze`][neuronprof.analysis.insights.analyze] a timeline, or each of its ranks when it holds several.
+
+    Args:
+        timeline: The events, e.g. from [`Trace.timeline`][neuronprof.analysis.Trace.timeline].
+
+    Raises:
+        TypeError: ``timeline`` is not a [`Timeline`][neuronprof.analysis.insights.Timeline].
+    """
+    return analyze_ranks(timeline) if timeline.ranks else analyze(timeline)
+
+
+def advise(source: Union[str, os.PathLike[str], Trace]) -> Union[Insights, RankInsights]:
     """Return the findings of a trace file or folder (what ``neuronprof advise`` prints).
 
     Args:
-        source: A Chrome/Perfetto trace (``.json``, ``.json.gz``) or a folder of them.
+        source: A Chrome/Perfetto trace (``.json``, ``.json.gz``), a folder of them, or a
+            [`Trace`][neuronprof.analysis.Trace] already loaded (its events are read, not the file).
 
     Returns:
         [`Insights`][neuronprof.analysis.insights.Insights] for one profile (a file, or
@@ -190,5 +185,6 @@ def advise(source: Union[str, os.PathLike[str]]) -> Union[Insights, RankInsights
     Raises:
         TraceError: The trace cannot be read.
     """
-    timeline = timeline_from_trace(source)
-    return analyze_ranks(timeline) if timeline.ranks else analyze(timeline)
+    from neuronprof.analysis.trace import load_trace
+
+    return load_trace(source).insights()

@@ -448,7 +448,7 @@ def _dominant_suggestion(p: _Profile, name: str, dtypes: set[str]) -> str:
         )
     look = (
         f"compare {name}'s input shapes (s.table() gives each shape its own row; offline: "
-        "neuronprof summarize --by shape)"
+        "neuronprof summarize --group-by shape)"
         if p.record_shapes
         else f"record shapes (record_shapes=True) to see {name}'s input shapes"
     )

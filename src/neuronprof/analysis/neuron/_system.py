@@ -17,11 +17,10 @@ import contextlib
 import gc
 import math
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Optional, Union
 
-from neuronprof.analysis._jsonstream import EventBatches
+from neuronprof.analysis._eventstream import EventBatches
 from neuronprof.analysis.neuron._model import _START, NeffExecution, StepDevice, sorted_cores
 
 __all__ = ["SYSTEM_JSON", "outside_steps", "read_steps", "read_system_profile", "step_activity"]
@@ -30,7 +29,6 @@ SYSTEM_JSON = "system_profile.json"
 """The file name ``neuron-explorer view --output-format json`` gives a session folder's system profile."""
 
 _EXEC = "nc_exec_running"
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _UNIT_NS = {"ns": 1, "us": 1000, "ms": 1_000_000, "s": 1_000_000_000}
 
 
@@ -257,19 +255,10 @@ def read_steps(path: Union[str, os.PathLike[str]]) -> list[tuple[int, int, int]]
     Raises:
         TraceError: The trace cannot be read.
     """
-    stream = EventBatches(os.fspath(path), containing="ProfilerStep#")
-    raw: list[tuple[int, float, float]] = []
-    with _collector_paused():
-        for batch in stream:
-            for ev in batch:
-                name = ev.get("name")
-                if type(name) is str and name.startswith("ProfilerStep#") and ev.get("ph") == "X":
-                    m = _STEP.match(name)
-                    ts, dur = ev.get("ts"), ev.get("dur")
-                    if m and isinstance(ts, (int, float)) and isinstance(dur, (int, float)) and dur >= 0:
-                        raw.append((int(m.group(1)), float(ts), float(dur)))
-    base = _int(stream.metadata.get("baseTimeNanoseconds")) or 0
-    steps = [(n, base + round(ts * 1000), base + round((ts + dur) * 1000)) for n, ts, dur in raw]
+    from neuronprof.analysis.trace import load_trace, step_windows
+
+    # The trace reader's own events: the same steps the tables count, read by the one reader.
+    steps = [w for table in load_trace(path).event_tables for w in step_windows(table)]
     steps.sort(key=lambda s: s[1])
     return steps
 

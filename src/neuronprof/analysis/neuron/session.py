@@ -65,7 +65,7 @@ class SessionNeuronProfile:
             ``profile_output_dir``), or ``None`` when nothing was written.
         sessions: The Neuron Runtime session folders this session wrote (``None`` entries,
             for cycles that wrote none, are skipped): the backend's
-            ``neuron_session_dirs``, the same folders ``export(format="neuron")`` bundles.
+            ``DeviceFiles.cycle_dirs``, the same folders ``export(format="neuron")`` bundles.
             Only these are read, so another session of the same process writing to the
             same ``output_dir`` stays out. ``None``: every folder of ``pid``.
         pid: Without ``sessions``, the process whose session folders (``*_pid_<pid>``) are read.

@@ -2,7 +2,7 @@
 
 A trace captured on a Trainium, TPU or GPU host is read here on any machine
 with Python: [`load_trace`][neuronprof.analysis.load_trace] streams the events
-(bounded memory, see ``_jsonstream``), rebuilds the call nesting per thread to
+(bounded memory, see ``_typed_reader``), rebuilds the call nesting per thread to
 get self times, attributes device kernels to the op that launched them, and
 returns a [`Trace`][neuronprof.analysis.Trace]. ``Trace.table()`` turns that into
 the same [`Table`][neuronprof.Table] that ``session.table()`` returns.
@@ -24,10 +24,11 @@ from typing import Optional, Union
 from neuronprof._deprecation import renamed_keyword
 from neuronprof._vocabulary import event_kind
 from neuronprof.analysis.errors import TraceError
-from neuronprof.analysis.trace._aggregate import EventAggregator
+from neuronprof.analysis.trace._aggregate import EventAggregator, sum_events
+from neuronprof.analysis.trace._events import EventTable, step_windows
 from neuronprof.analysis.trace._files import collect_unreadable, missing_reason, read_each
 from neuronprof.analysis.trace._model import StepSample, Trace, TraceOp
-from neuronprof.analysis.trace._reader import _read_file
+from neuronprof.analysis.trace._reader import read_events
 from neuronprof.analysis.trace._rules import is_container_lane, process_roles
 from neuronprof.analysis.trace._sums import _build, _Keys, _Sums
 from neuronprof.model import RankTable, Table
@@ -35,6 +36,7 @@ from neuronprof.typing import GroupBy, SortKey
 
 __all__ = [
     "EventAggregator",
+    "EventTable",
     "GroupBy",
     "StepSample",
     "Trace",
@@ -47,7 +49,10 @@ __all__ = [
     "load_trace",
     "process_roles",
     "summarize",
+    "step_windows",
+    "sum_events",
     "summarize_ranks",
+    "trace_of",
 ]
 
 TraceSource = Union[str, "os.PathLike[str]", "Trace"]
@@ -166,31 +171,55 @@ def load_trace(source: TraceSource) -> Trace:
                 f"left out {len(stray)} other JSON file(s) in the folder (not named like the traces read): {shown}"
             )
     keys = _Keys()
-    read, unreadable = read_each(files, lambda f: _read_file(f, keys))
+    read, unreadable = read_each(files, lambda f: read_events(f, keys))
     if unreadable:
         files = [f for f, _ in read]
         folder_notes.insert(0, unreadable)
-    per_file = [sums for _, sums in read]
-    ranks: dict[int, list[_Sums]] = {}
-    for s in per_file:
+    tables = tuple(table for _, table in read)
+    return _traces(tables, files, folder_notes)
+
+
+def trace_of(tables: Sequence[EventTable], *, earlier: Optional[_Sums] = None) -> Trace:
+    """Sum event tables (one per file or live cycle, sharing their keys) into a Trace, one per rank when several.
+
+    Args:
+        tables: The tables, in order; each is summed on its own, then the sums are added.
+        earlier: Sums of earlier tables that are no longer held (a session's dropped
+            cycles), counted first.
+    """
+    # A live session's tables are no files: no "summed over N files" for its cycles.
+    return _traces(tuple(tables), [t.source for t in tables if t.file_notes], [], earlier=earlier)
+
+
+def _traces(
+    tables: tuple[EventTable, ...], files: Sequence[str], folder_notes: list[str], *, earlier: Optional[_Sums] = None
+) -> Trace:
+    if not tables:
+        raise ValueError("no event tables to sum")
+    keys = tables[0].keys
+    first = 0 if earlier is None else 1
+    per_file = ([] if earlier is None else [earlier]) + [sum_events(t) for t in tables]
+    ranks: dict[int, list[int]] = {}
+    for i, s in enumerate(per_file):
         if s.rank is not None:
-            ranks.setdefault(s.rank, []).append(s)
+            ranks.setdefault(s.rank, []).append(i)
     total = _Sums()
     for s in per_file:
         total.add(s)
     if len(ranks) < 2:
         rank = next(iter(ranks)) if len(ranks) == 1 and all(s.rank is not None for s in per_file) else None
-        one = _build(total, keys, files, rank=rank)
+        one = _build(total, keys, files, rank=rank, tables=tables)
         return dataclasses.replace(one, notes=(*one.notes, *folder_notes)) if folder_notes else one
     # Several ranks: one Trace each (files of the same rank summed), and their sum.
     world = max(ranks) + 1
     per_rank: list[Trace] = []
     for r in range(world):
         group = _Sums()
-        for s in ranks.get(r, ()):
-            group.add(s)
-        per_rank.append(_build(group, keys, group.files, rank=r))
-    merged = _build(total, keys, files)
+        for i in ranks.get(r, ()):
+            group.add(per_file[i])
+        mine = tuple(tables[i - first] for i in ranks.get(r, ()) if i >= first)
+        per_rank.append(_build(group, keys, group.files, rank=r, tables=mine))
+    merged = _build(total, keys, files, tables=tables)
     missing = [r for r in range(world) if r not in ranks]
     if missing:
         which = ", ".join(map(str, missing))

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
+from neuronprof.analysis.trace._events import EventTable, _Filling
 from neuronprof.analysis.trace._model import Trace
 from neuronprof.analysis.trace._nesting import _Nesting
 from neuronprof.analysis.trace._rules import (
@@ -52,31 +53,36 @@ _HOST_NOT_STEP = vocab.HOST_KINDS - {_K_STEP}
 
 
 class _Aggregator(_Nesting):
-    """The one aggregation: per-timeline events in, per-key sums out (self/total times, device time, steps).
+    """The one aggregation: an [`EventTable`][neuronprof.analysis.trace.EventTable] in, per-key sums out.
 
-    A trace file's reader and the live session's kineto events
-    (``EventAggregator``) both fill
-    ``threads`` and call ``_finish``, so both tables follow the same rules.
+    A trace file's table and the live session's (``EventAggregator``) are summed
+    by ``sum_events`` alike, so both tables follow the same rules. The table is
+    only read.
     """
 
-    def __init__(self, path: str, keys: _Keys) -> None:
-        self.path = path
-        self.keys = keys
-        self.threads: dict[Any, _Thread] = {}
-        self.procs: dict[Any, list[str]] = {}
-        self.runtime_corr: set[int] = set()
-        self.thread_names: dict[Any, str] = {}
-        self.sums = _Sums()
-        self.sums.files.append(path)
+    def __init__(self, table: EventTable) -> None:
+        self.path = table.source
+        self.keys = table.keys
+        self.threads = table.threads
+        self.procs = table.procs
+        self.runtime_corr = table.runtime_corr
+        self.thread_names = table.thread_names
+        sums = self.sums = _Sums()
+        sums.files.append(table.source)
+        sums.events = table.events
+        sums.skipped = dict(table.skipped)
+        sums.flops = dict(table.flops)
+        sums.evidence = list(table.evidence)
+        sums.notes = list(table.notes)
         # Whether the profiler stopped inside the last step (see ``_vocabulary.step_count``);
-        # taken to unless the trace's ``neuronprof`` metadata says otherwise.
+        # taken to unless the table's ``neuronprof`` metadata says otherwise.
         self.stopped_in_last_step = True
         # The program's spans that ran in two steps or more, per key: (count, ns left out between steps).
         self.crossed: dict[int, tuple[int, int]] = {}
         # Self time on timelines without steps: (ns, the key with the most of it), per timeline.
         self.off_steps: list[tuple[int, int]] = []
         # Notes name the file they are about (a live session's events have none).
-        self.file_notes = True
+        self.file_notes = table.file_notes
 
     # -- per-file finish: device attribution, nesting, self time ---------------------------
     def _finish(self, metadata: Mapping[str, Any]) -> None:
@@ -175,7 +181,6 @@ class _Aggregator(_Nesting):
             waits = vocab.collective_wait_ns([(s[5], s[5] + s[0]) for s in steps], spans)
             for sample, waited in zip(steps, waits):
                 sample[6] = waited
-        self.threads.clear()
         where = f"{os.path.basename(self.path)}: " if self.file_notes else ""
         for k, (count, left_out) in sorted(self.crossed.items(), key=lambda item: self.keys.raw_names[item[0]]):
             sums.notes.append(
@@ -236,10 +241,10 @@ class _Aggregator(_Nesting):
         return spans
 
 
-class EventAggregator(_Aggregator):
-    """Sums events handed over one at a time exactly as a trace file's events are summed.
+class EventAggregator(_Filling):
+    """Fills an [`EventTable`][neuronprof.analysis.trace.EventTable] with events handed over one at a time.
 
-    The live ``session.table()`` feeds kineto's own event list
+    The live session feeds kineto's own event list
     (``profile.kineto_results.events()``: the events kineto writes into the
     Chrome trace, with integer-ns times) through this, so the live table and
     ``neuronprof summarize`` of the same run's export come from one aggregation:
@@ -252,8 +257,10 @@ class EventAggregator(_Aggregator):
             open (the live session knows; see ``neuronprof._vocabulary.step_count``).
     """
 
-    def __init__(self, source: str = "<events>", *, stopped_in_last_step: bool = True) -> None:
-        super().__init__(source, _Keys())
+    def __init__(
+        self, source: str = "<events>", *, stopped_in_last_step: bool = True, keys: Optional[_Keys] = None
+    ) -> None:
+        super().__init__(source, _Keys() if keys is None else keys)
         self.stopped_in_last_step = stopped_in_last_step
         self.file_notes = False
 
@@ -313,7 +320,26 @@ class EventAggregator(_Aggregator):
         th.ext.append(external_id)
         self.sums.events += 1
 
+    def events_table(self, metadata: Optional[Mapping[str, Any]] = None) -> EventTable:
+        """The events added so far as a frozen table (the aggregator is not used again).
+
+        Args:
+            metadata: The header keys a trace of these events would have (a session's
+                own, with ``stopped_in_last_step``); without it, the
+                ``stopped_in_last_step`` given to the constructor is written in.
+        """
+        if metadata is None:
+            metadata = {"neuronprof": {vocab.STOPPED_IN_LAST_STEP: self.stopped_in_last_step}}
+        return self.freeze(metadata)
+
     def trace(self) -> Trace:
         """Nest, attribute and sum the events added so far into a [`Trace`][neuronprof.analysis.Trace]; once."""
-        self._finish({})
-        return _build(self.sums, self.keys, self.sums.files)
+        table = self.events_table()
+        return _build(sum_events(table), table.keys, (table.source,), tables=(table,))
+
+
+def sum_events(table: EventTable) -> _Sums:
+    """Nest, attribute and sum one table's events into per-key sums (a pure function of the table)."""
+    agg = _Aggregator(table)
+    agg._finish(table.metadata)
+    return agg.sums

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from neuronprof import _vocabulary as vocab
 from neuronprof._deprecation import renamed_keyword
 from neuronprof.analysis.trace._rules import _flat_shapes
 from neuronprof.model import OpRow, RankTable, Shape, Table
 from neuronprof.typing import GroupBy, SortKey
+
+if TYPE_CHECKING:
+    from neuronprof.analysis.insights import Insights, RankInsights, Timeline
+    from neuronprof.analysis.trace._events import EventTable
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,9 @@ class TraceOp:
         input_dtypes: ``Input type`` as recorded (``"float"``, ``"c10::BFloat16"``, ``"Scalar"``...).
         concrete_inputs: ``Concrete Inputs`` as recorded (scalar arguments as text).
         flops: FLOPs the profiler estimated (``with_flops=True``), when the trace has them.
+        self_cpu_memory_bytes: Host memory the op allocated itself (bytes), torch's own
+            figure (``profile_memory=True``); only a live session has it, a trace does not.
+        self_device_memory_bytes: Device memory the op allocated itself (bytes), likewise.
     """
 
     name: str
@@ -52,6 +59,8 @@ class TraceOp:
     input_dtypes: Optional[tuple[str, ...]] = None
     concrete_inputs: Optional[tuple[str, ...]] = None
     flops: Optional[int] = None
+    self_cpu_memory_bytes: Optional[int] = None
+    self_device_memory_bytes: Optional[int] = None
 
     @property
     def input_shapes(self) -> Optional[tuple[Shape, ...]]:
@@ -119,6 +128,10 @@ class Trace:
             ``communication_us`` of [`Table`][neuronprof.Table]; ``None`` when there are none.
         samples: One [`StepSample`][neuronprof.analysis.StepSample] per recorded step,
             in order (several files: one after another): the samples a verdict reads.
+        event_tables: The events the sums were made from, one
+            [`EventTable`][neuronprof.analysis.trace.EventTable] per file (or live
+            cycle): what [`timeline`][neuronprof.analysis.Trace.timeline] and
+            [`insights`][neuronprof.analysis.Trace.insights] read. Not compared.
     """
 
     ops: tuple[TraceOp, ...]
@@ -134,11 +147,35 @@ class Trace:
     ranks: tuple[Trace, ...] = field(default=())
     communication_us: Optional[float] = None
     samples: tuple[StepSample, ...] = field(default=(), repr=False)
+    event_tables: tuple[EventTable, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def source(self) -> str:
         """The trace file, or the files joined with ``", "``."""
         return ", ".join(self.files)
+
+    def timeline(self) -> Timeline:
+        """The findings engine's input: the host and device events of the recorded steps.
+
+        Read from ``event_tables`` (no file is read again); one timeline per rank when
+        the trace holds several. See
+        [`Timeline`][neuronprof.analysis.insights.Timeline].
+        """
+        from neuronprof.analysis.insights._trace import timeline_of
+
+        return timeline_of(self)
+
+    def insights(self) -> Union[Insights, RankInsights]:
+        """Say what to fix first: the findings of [`advise`][neuronprof.analysis.advise], read from the events held.
+
+        Returns:
+            [`Insights`][neuronprof.analysis.insights.Insights], or
+            [`RankInsights`][neuronprof.analysis.insights.RankInsights] when the trace
+            holds several ranks.
+        """
+        from neuronprof.analysis.insights import analyze_timeline
+
+        return analyze_timeline(self.timeline())
 
     @renamed_keyword("limit", "row_limit")
     def table(
@@ -240,6 +277,8 @@ class Trace:
                 input_dtypes=op.input_dtypes if by_shape else None,
                 flops=op.flops,
                 on_device=op.on_device,
+                self_cpu_memory_bytes=op.self_cpu_memory_bytes,
+                self_device_memory_bytes=op.self_device_memory_bytes,
             )
             for op in self.ops
             if vocab.is_row(op.name)

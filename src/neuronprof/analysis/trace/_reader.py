@@ -8,9 +8,9 @@ import os
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
-from neuronprof.analysis._jsonstream import FastPathFailed, PyEvent, TraceReader
+from neuronprof.analysis._typed_reader import FastPathFailed, PyEvent, TraceReader
 from neuronprof.analysis.errors import TraceError
-from neuronprof.analysis.trace._aggregate import _Aggregator
+from neuronprof.analysis.trace._events import EventTable, _Filling
 from neuronprof.analysis.trace._files import empty_trace
 from neuronprof.analysis.trace._rules import (
     _K_DEVICE,
@@ -25,22 +25,26 @@ from neuronprof.analysis.trace._rules import (
     _time_ns,
     _us_text,
 )
-from neuronprof.analysis.trace._sums import _Keys, _Sums, _Thread
+from neuronprof.analysis.trace._sums import _Keys, _Thread
 
 
-def _read_file(path: str, keys: _Keys) -> _Sums:
-    """Read one trace file into per-key sums; the fast reader first, the stdlib reader when it cannot."""
+def read_events(path: str, keys: _Keys) -> EventTable:
+    """Read one trace file into an event table; the fast reader first, the stdlib reader when it cannot.
+
+    Raises:
+        TraceError: The file is missing, holds no events, or is not a readable trace.
+    """
     try:
-        sums = _FileReader(path, keys, fast=None).read()
+        table = _FileReader(path, keys, fast=None).read()
     except FastPathFailed:
-        sums = _FileReader(path, keys, fast=False).read()
-    if not sums.events:
+        table = _FileReader(path, keys, fast=False).read()
+    if not table.events:
         raise empty_trace(path)
-    return sums
+    return table
 
 
-class _FileReader(_Aggregator):
-    """Reads the events of one file into per-thread arrays, then nests and sums them."""
+class _FileReader(_Filling):
+    """Reads the events of one file, streamed, into the columns of an event table."""
 
     def __init__(self, path: str, keys: _Keys, *, fast: Optional[bool]) -> None:
         super().__init__(path, keys)
@@ -48,7 +52,7 @@ class _FileReader(_Aggregator):
         self.open_b: dict[Any, list[Any]] = {}
         self.stray_e = 0
 
-    def read(self) -> _Sums:
+    def read(self) -> EventTable:
         path = self.path
         keys = self.keys
         index_get = keys.index.get
@@ -181,8 +185,7 @@ class _FileReader(_Aggregator):
             self.sums.notes.append(
                 f"{os.path.basename(path)}: {self.stray_e} 'E' event(s) end no 'B' event and are left out"
             )
-        self._finish(self.reader.metadata)
-        return self.sums
+        return self.freeze(self.reader.metadata)
 
     def _metadata(self, ev: Any) -> None:
         args = ev.args

@@ -135,8 +135,14 @@ class _Sums:
         self.files += other.files
 
 
-def _build(sums: _Sums, keys: _Keys, files: Sequence[str], *, rank: Optional[int] = None) -> Trace:
-    """Turn per-key sums into a Trace: keys with the same display name and decoded inputs are merged."""
+def _build(
+    sums: _Sums, keys: _Keys, files: Sequence[str], *, rank: Optional[int] = None, tables: tuple[Any, ...] = ()
+) -> Trace:
+    """Turn per-key sums into a Trace: keys with the same display name and decoded inputs are merged.
+
+    ``tables`` are the event tables the sums were made from; the Trace keeps them for
+    the read-outs that need events (findings, step windows).
+    """
     sums.grow(len(keys.keys))
     label = _device_label(sums.evidence) if sums.has_device else None
     merged: dict[tuple[Any, ...], list[Any]] = {}
@@ -213,6 +219,7 @@ def _build(sums: _Sums, keys: _Keys, files: Sequence[str], *, rank: Optional[int
         rank=rank,
         communication_us=sums.async_ns / 1000 if sums.async_keys else None,
         samples=tuple(_step_sample(s, keys, sums.has_device) for s in sums.samples),
+        event_tables=tables,
     )
 
 

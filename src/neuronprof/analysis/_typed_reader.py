@@ -8,9 +8,8 @@ any file the fast path cannot read, the stdlib
 [`EventStream`][neuronprof.analysis._eventstream.EventStream] is used: it is
 slower, and it is what reports precise errors for malformed files.
 
-The event streams themselves live in ``_eventstream`` and are importable from
-here too. ``msgspec`` and ``_FAST_CHUNK`` are read from this module's globals at
-each read, so a test (or a benchmark) can switch the fast path off here.
+``msgspec`` and ``_FAST_CHUNK`` are read from this module's globals at each read,
+so a test (or a benchmark) can switch the fast path off here.
 """
 
 from __future__ import annotations
@@ -21,10 +20,10 @@ import zlib
 from collections.abc import Iterator
 from typing import Any, Optional
 
-from neuronprof.analysis._eventstream import EventBatches, EventStream, open_trace_text
+from neuronprof.analysis._eventstream import EventStream, open_trace
 from neuronprof.analysis.errors import TraceError
 
-__all__ = ["EventBatches", "EventStream", "FastPathFailed", "TraceReader", "open_trace_text"]
+__all__ = ["FastPathFailed", "TraceReader"]
 
 _FAST_CHUNK = 4 << 20
 _TRACE_EVENTS_KEY = b'"traceEvents"'
@@ -192,7 +191,7 @@ class TraceReader:
     # -- the msgspec reader --------------------------------------------------------------
     def _fast_batches(self) -> Iterator[list[Any]]:
         try:
-            binary = open_trace_text(self.path)
+            binary = open_trace(self.path)
         except TraceError:
             raise FastPathFailed from None
         try:

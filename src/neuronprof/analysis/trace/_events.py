@@ -1,0 +1,140 @@
+"""The one event table: what both readers (a trace file, kineto's live events) write, and everything reads.
+
+A trace file's reader (``_reader``) and the live session's kineto events
+(``EventAggregator``) fill the same columns; once filled, an
+[`EventTable`][neuronprof.analysis.trace.EventTable] is frozen and read by pure
+functions: the per-operator sums (``_aggregate.sum_events``), the findings'
+timeline (``analysis.insights``), the roofline's inputs and Neuron's step windows.
+Nothing reads a file or kineto's events a second time.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from neuronprof.analysis.trace._rules import _K_STEP, _id, derived_lanes, process_roles
+from neuronprof.analysis.trace._sums import _Keys, _Sums, _Thread
+
+__all__ = ["EventTable", "step_windows"]
+
+_STEP_NUMBER = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+@dataclass(frozen=True, eq=False)
+class EventTable:
+    """The events of one source (a trace file, or one cycle of a live session), in columns.
+
+    Per timeline (``(pid, tid)``), five columns of equal length: start and duration
+    (integer ns), the key of the event (an index into ``keys``: name, category and
+    recorded inputs, with the vocabulary's kind), its ``correlation`` and its
+    ``External id`` (-1 when none). Tables of one load share their ``keys``.
+    Compared and hashed by identity: it is read, never changed.
+
+    Attributes:
+        source: The file read, or ``"<session>"`` for a live session's events.
+        keys: The event keys (shared by the tables of one load).
+        threads: The columns per timeline.
+        procs: Process names and labels per pid (the trace's ``M`` events).
+        thread_names: Lane names per ``(pid, tid)``.
+        runtime_corr: Correlation ids of runtime/driver calls.
+        metadata: The trace's header keys (kineto's metadata; a live session's are
+            what its export writes).
+        events: How many events were read.
+        skipped: Events left out by kind (instants, async spans...), for a note.
+        flops: FLOPs per key (``with_flops=True``).
+        evidence: Text the device label is read from (device types in events' args).
+        notes: What the reader said of the source (mended names, unpaired ``B``/``E``).
+        file_notes: Whether notes name the source (a live session's events have no file).
+    """
+
+    source: str
+    keys: _Keys = field(repr=False)
+    threads: Mapping[tuple[Any, Any], _Thread] = field(repr=False)
+    procs: Mapping[Any, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    thread_names: Mapping[tuple[Any, Any], str] = field(default_factory=dict, repr=False)
+    runtime_corr: frozenset[int] = field(default=frozenset(), repr=False)
+    metadata: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    events: int = 0
+    skipped: Mapping[str, int] = field(default_factory=dict, repr=False)
+    flops: Mapping[int, int] = field(default_factory=dict, repr=False)
+    evidence: tuple[str, ...] = field(default=(), repr=False)
+    notes: tuple[str, ...] = ()
+    file_notes: bool = True
+
+    def timelines(self) -> Iterator[tuple[tuple[Any, Any], _Thread, bool]]:
+        """The timelines that hold events, each with whether it is on a device process.
+
+        Processes of derived views (torch_npu's "Overlap Analysis") and lanes that
+        copy or contain another lane's events (the XLA viewer's "XLA Modules") are
+        left out, as the sums leave them out.
+        """
+        analysis_pids, device_pids = process_roles(self.procs)
+        views = derived_lanes(self.thread_names, device_pids)
+        for where, th in self.threads.items():
+            pid = where[0]
+            if pid in analysis_pids or where in views:
+                continue
+            yield where, th, pid in device_pids
+
+
+class _Filling:
+    """The columns of one source as a reader fills them; ``freeze`` makes the table."""
+
+    def __init__(self, path: str, keys: _Keys) -> None:
+        self.path = path
+        self.keys = keys
+        self.threads: dict[Any, _Thread] = {}
+        self.procs: dict[Any, list[str]] = {}
+        self.runtime_corr: set[int] = set()
+        self.thread_names: dict[Any, str] = {}
+        # What the reader learns besides the columns, kept in the sums' own fields.
+        self.sums = _Sums()
+        self.file_notes = True
+
+    def freeze(self, metadata: Mapping[str, Any]) -> EventTable:
+        """The filled columns as an ``EventTable`` (the filling is not used again)."""
+        sums = self.sums
+        return EventTable(
+            source=self.path,
+            keys=self.keys,
+            threads=MappingProxyType(self.threads),
+            procs=MappingProxyType({pid: tuple(names) for pid, names in self.procs.items()}),
+            thread_names=MappingProxyType(self.thread_names),
+            runtime_corr=frozenset(self.runtime_corr),
+            metadata=MappingProxyType(dict(metadata)),
+            events=sums.events,
+            skipped=MappingProxyType(dict(sums.skipped)),
+            flops=MappingProxyType(dict(sums.flops)),
+            evidence=tuple(sums.evidence),
+            notes=tuple(sums.notes),
+            file_notes=self.file_notes,
+        )
+
+
+def step_windows(table: EventTable) -> list[tuple[int, int, int]]:
+    """The ``ProfilerStep#N`` spans of a table as ``(N, start_ns, end_ns)``, in start order.
+
+    Times are as the trace writes them (ns from its origin) plus its header's
+    ``baseTimeNanoseconds`` (kineto writes ``ts`` from it; older traces from the
+    epoch), so they are on the host's epoch-ns clock that Neuron's records use.
+    Steps on device processes (the device-side copy of a step annotation) are left out.
+    """
+    raw = table.metadata.get("baseTimeNanoseconds")
+    base = int(raw) if isinstance(raw, float) and math.isfinite(raw) else max(_id(raw), 0)
+    kind, raw_names = table.keys.kind, table.keys.raw_names
+    out = []
+    for _where, th, on_device_process in table.timelines():
+        if on_device_process:
+            continue
+        for t, d, k in zip(th.ts, th.dur, th.kid):
+            if kind[k] == _K_STEP:
+                m = _STEP_NUMBER.match(raw_names[k])
+                if m:
+                    out.append((int(m.group(1)), base + t, base + t + d))
+    out.sort(key=lambda s: s[1])
+    return out

@@ -1,0 +1,66 @@
+"""The input side of the commands that read files: piped inputs, bad input, files left out."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from collections.abc import Callable
+
+from neuronprof.commands import EXIT_PARTIAL, CommandError
+
+__all__ = ["reads_files"]
+
+_PIPED = ("trace", "a", "b", "baseline", "current")
+"""The arguments that may name a pipe (``-``, ``/dev/stdin``, a FIFO): copied to a private file first."""
+
+Run = Callable[[argparse.Namespace], int]
+
+
+def reads_files(run: Run) -> Run:
+    """Wrap a command's ``run`` that reads trace or profile files.
+
+    A piped input is copied to a private file before ``run`` starts, and named in
+    messages as the user named it. An expected failure (unreadable or invalid input, a
+    missing optional package, a path that cannot be written, memory running out) becomes
+    a ``CommandError`` of one ``error:`` line, exit
+    status 2. Files of a folder left out as unreadable are named on stderr, one per
+    line, and a command that otherwise succeeded exits with ``EXIT_PARTIAL`` (3).
+    """
+
+    @functools.wraps(run)
+    def guarded(args: argparse.Namespace) -> int:
+        from neuronprof.analysis._pipes import spooled_inputs
+        from neuronprof.analysis.errors import TraceError
+        from neuronprof.analysis.trace import collect_unreadable
+
+        shown: dict[str, str] = {}
+        left_out: dict[str, str] = {}
+        failed = None
+        try:
+            with spooled_inputs(args, _PIPED) as shown, collect_unreadable() as left_out:
+                try:
+                    status = run(args)
+                except CommandError as exc:
+                    status, failed = exc.exit_code, exc
+        except (TraceError, ValueError, ImportError) as exc:
+            raise CommandError(f"error: {_shown(str(exc), shown)}") from exc
+        except OSError as exc:  # e.g. the plot path cannot be written
+            where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+            raise CommandError(f"error: {_shown(where, shown)}{exc.strerror or exc}") from exc
+        except MemoryError:
+            raise CommandError("error: out of memory") from None
+        lines = [f"left out {_shown(path, shown)}: {why}" for path, why in left_out.items()]
+        if failed is not None:
+            raise CommandError(*failed.lines, *lines, exit_code=failed.exit_code)
+        if lines:
+            raise CommandError(*lines, exit_code=EXIT_PARTIAL if status == 0 else status)
+        return status
+
+    return guarded
+
+
+def _shown(text: str, shown: dict[str, str]) -> str:
+    """``text`` with the copy of a piped input named as the user named it (``-``, ``/dev/stdin``...)."""
+    for copy, name in shown.items():
+        text = text.replace(copy, name)
+    return text

@@ -1,0 +1,37 @@
+"""``neuronprof advise``: what to fix first, with the evidence."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from neuronprof.commands._inputs import reads_files
+
+HELP = "what to fix first: findings with their evidence (no torch needed)"
+DESCRIPTION = (
+    "Read a trace and list what to fix first, most costly first: host-device copies, hidden synchronisations, an "
+    "idle device, a CPU-bound loop, unfused elementwise chains, dtype conversions, recompilations, graph breaks, a "
+    "slow input pipeline, host time between ops, waiting in collectives, low precision without hardware support, "
+    "CPU fallbacks, one dominant op. Each finding gives its evidence, the time at stake, one suggestion and the "
+    "guide section that explains it. A folder of ranks' traces is read rank by rank, the straggler named."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trace", help="trace file or folder (a folder of ranks' traces: findings per rank)")
+    parser.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
+
+
+@reads_files
+def run(args: argparse.Namespace) -> int:
+    from neuronprof.analysis.insights import advise
+    from neuronprof.commands._output import emit
+
+    result = advise(args.trace)
+    render: dict[str, Callable[[], str]] = {
+        "text": result.to_text,
+        "markdown": result.to_markdown,
+        "json": result.to_json,
+    }
+    emit(render[args.format]())
+    return 0

@@ -1,0 +1,55 @@
+"""``neuronprof diff``: two traces compared op by op, with verdicts."""
+
+from __future__ import annotations
+
+import argparse
+from typing import get_args
+
+from neuronprof.commands._inputs import reads_files
+from neuronprof.commands._options import CONFIDENCE_HELP, confidence, non_negative, old_spelling
+from neuronprof.typing import DiffMatch, DiffMetric
+
+HELP = "compare two traces op by op (no torch needed)"
+DESCRIPTION = (
+    "Compare two traces op by op: calls, self CPU and device time, change and ratio, largest absolute change "
+    "first; with a verdict (faster, slower, no measurable change, cannot tell) and its confidence interval for "
+    "the step and the ops that matter, each recorded step (or, with enough runs in a folder, each run) a sample."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("a", help="baseline trace file or folder")
+    parser.add_argument("b", help="trace file or folder to compare with the baseline")
+    match = parser.add_argument(
+        "--match",
+        choices=get_args(DiffMatch),
+        default="auto",
+        help="pair ops by name, or by name and input shapes (auto: shapes when both traces have them)",
+    )
+    parser.add_argument(
+        "--metric",
+        choices=get_args(DiffMetric),
+        default="auto",
+        help="time to compare (auto: device time when both traces have it)",
+    )
+    parser.add_argument("--per-step", action="store_true", help="divide times by each trace's number of steps")
+    parser.add_argument("--confidence", type=confidence, default=0.95, metavar="C", help=CONFIDENCE_HELP)
+    row_limit = parser.add_argument(
+        "--row-limit", type=non_negative, default=None, metavar="N", help="show at most N rows"
+    )
+    parser.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
+    old_spelling(parser, "--by", match)
+    old_spelling(parser, "--limit", row_limit)
+
+
+@reads_files
+def run(args: argparse.Namespace) -> int:
+    from neuronprof.analysis._diff import diff
+    from neuronprof.commands._output import emit
+
+    result = diff(
+        args.a, args.b, match=args.match, metric=args.metric, per_step=args.per_step, confidence=args.confidence
+    )
+    render = {"text": result.to_text, "markdown": result.to_markdown, "json": lambda n: result.to_json(row_limit=n)}
+    emit(render[args.format](args.row_limit))
+    return 0

@@ -1,0 +1,93 @@
+"""``neuronprof report``: one self-contained HTML report of a trace: table, findings, timeline."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import Any
+
+from neuronprof.commands._inputs import reads_files
+
+HELP = "one self-contained HTML report of a trace: table, findings, timeline (no torch needed)"
+DESCRIPTION = (
+    "Write one HTML file to look at and share: the trace's settings, the sortable and filterable op table, the "
+    "findings of `neuronprof advise` and a zoomable step timeline. It opens offline in any browser; nothing is "
+    "loaded from the network."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trace", help="trace file or folder")
+    # Session.report(path) names it `path`; beside the TRACE path, `-o/--output` says which path it is.
+    parser.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="PATH",
+        help="the .html file to write (default: the trace's name with .html, beside it)",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        metavar="TRACE",
+        help="a baseline trace file or folder of runs: adds the two-run pane (neuronprof diff BASELINE TRACE)",
+    )
+
+
+@reads_files
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from neuronprof._io import write_text
+    from neuronprof.analysis.insights import analyze_timeline
+    from neuronprof.analysis.trace import load_trace
+    from neuronprof.report import environment, render_report, trace_settings
+
+    source = Path(args.trace)
+    piped = getattr(args, "piped", {})
+    if args.output is not None:
+        target = Path(args.output)
+    elif "trace" in piped:
+        raise ValueError("the trace comes from a pipe, so there is no folder to write the report beside: pass -o PATH")
+    else:
+        base = source.name if source.is_dir() else re.sub(r"(\.pt\.trace)?\.json(\.gz)?$", "", source.name)
+        target = source.parent / f"{base}.html"
+    if target.exists() and not args.overwrite:
+        raise ValueError(f"{target} exists; pass --overwrite to replace it")
+    trace = load_trace(source)  # the one read of the file: every pane reads its events
+    timeline = trace.timeline()
+    # Several ranks ran their steps side by side: each is read, and drawn, on its own.
+    insights = analyze_timeline(timeline)
+    ranks: dict[str, Any] = {"steps": trace.steps, "rank": trace.rank}
+    if trace.ranks:
+        straggler = getattr(insights, "straggler", None)
+        ranks = {
+            "ranks": f"{len(trace.ranks)}" + ("" if straggler is None else f"; straggler: rank {straggler}"),
+            "steps": ", ".join(f"rank {t.rank}: {t.steps}" for t in trace.ranks),
+        }
+    settings = {
+        "trace": piped.get("trace", trace.source),
+        "backend": trace.backend,
+        "device": trace.device_name or trace.device_label or "none (CPU only)",
+        **trace_settings(trace),
+        **ranks,
+        "report made with neuronprof": environment()["neuronprof"],
+    }
+    baseline = None
+    if args.baseline is not None:
+        from neuronprof.analysis._diff import diff
+
+        baseline = diff(args.baseline, trace)
+    text = render_report(
+        trace.table("device"),
+        insights=insights,
+        timeline=timeline,
+        settings=settings,
+        title=piped.get("trace", source.name),
+        baseline=baseline,
+    )
+    write_text(target.resolve(), text, overwrite=args.overwrite)
+    print(f"report written to {target}", file=sys.stderr)
+    return 0

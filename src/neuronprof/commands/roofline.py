@@ -1,0 +1,68 @@
+"""``neuronprof roofline``: each op against a device's roofline, compute- or memory-bound."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import get_args
+
+from neuronprof.commands._inputs import reads_files
+from neuronprof.commands._options import non_negative, old_spelling, rate
+from neuronprof.typing import DevicePreset, TimeSource
+
+HELP = "compute- or memory-bound? each op against a device's roofline (no torch needed)"
+DESCRIPTION = (
+    "Estimate FLOPs and bytes of every op with recorded shapes and place it on a device's roofline: arithmetic "
+    "intensity, achieved vs attainable FLOP/s and GB/s, bound. Without --device, the peaks are those of the device "
+    "the trace was recorded on; a trace of the CPU, or of a device without a preset, is refused."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trace", help="trace file or folder (profiled with record_shapes=True)")
+    parser.add_argument(
+        "--device",
+        default=None,
+        metavar="NAME",
+        help=f"peak preset: {', '.join(get_args(DevicePreset))} (default: the preset of the device the trace names)",
+    )
+    parser.add_argument(
+        "--peak-flops", type=rate, default=None, metavar="FLOP/S", help="custom peak FLOP/s, e.g. 989e12 or 989T"
+    )
+    parser.add_argument(
+        "--peak-bw",
+        type=rate,
+        default=None,
+        metavar="BYTES/S",
+        help="custom peak memory bandwidth in bytes/s, e.g. 3.35e12 or 3350G",
+    )
+    time_source = parser.add_argument(
+        "--time-source",
+        choices=get_args(TimeSource),
+        default="auto",
+        help="measured time to use (auto: device time when the trace has it)",
+    )
+    row_limit = parser.add_argument(
+        "--row-limit", type=non_negative, default=None, metavar="N", help="show at most N rows"
+    )
+    parser.add_argument("--plot", default=None, metavar="PATH", help="also draw the roofline to PATH (.png or .svg)")
+    parser.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
+    old_spelling(parser, "--time", time_source)
+    old_spelling(parser, "--limit", row_limit)
+
+
+@reads_files
+def run(args: argparse.Namespace) -> int:
+    from neuronprof.analysis._roofline import roofline
+    from neuronprof.commands._output import emit
+
+    result = roofline(
+        args.trace, args.device, peak_flops=args.peak_flops, peak_bw=args.peak_bw, time_source=args.time_source
+    )
+    if args.plot:
+        result.plot(args.plot)
+    render = {"text": result.to_text, "markdown": result.to_markdown, "json": lambda n: result.to_json(row_limit=n)}
+    emit(render[args.format](args.row_limit))
+    if args.plot:
+        print(f"roofline plot written to {args.plot}", file=sys.stderr)
+    return 0

@@ -1,0 +1,117 @@
+"""One recording, read once: a live session's record and a loaded trace are the same object.
+
+kineto's events of each cycle are converted once into an event table, the same
+columns a trace file's reader fills; ``s.recording`` (the type ``load_trace``
+returns) is built once from them, and every read-out reads it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import neuronprof
+from neuronprof import _kineto
+from neuronprof.analysis import Trace
+
+
+def _loop(s: neuronprof.Session) -> None:
+    x = torch.randn(32, 32)
+    w = torch.randn(32, 32)
+    for _ in s.steps():
+        y = torch.relu(x @ w)
+        (y * 2).sum()
+
+
+@pytest.fixture
+def conversions(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
+    """How many times each cycle's kineto events were converted (keyed by cycle index)."""
+    counts: Counter[int] = Counter()
+    original = _kineto._feed
+
+    def counting(agg: Any, profile: Any) -> None:
+        counts[id(profile)] += 1
+        original(agg, profile)
+
+    monkeypatch.setattr(_kineto, "_feed", counting)
+    return counts
+
+
+def test_every_read_out_reads_the_record_converted_once(tmp_path: Path, conversions: Counter[int]) -> None:
+    with neuronprof.session(
+        backend="cpu", wait=0, warmup=1, active=2, repeat=2, record_shapes=True, output_dir=tmp_path
+    ) as s:
+        _loop(s)
+    assert not conversions  # nothing is converted inside the loop or at the block's end
+
+    table = s.table()
+    first = s.insights()
+    again = s.insights()
+    s.report(tmp_path / "report.html")
+    s.roofline(peak_flops=1e12, peak_bw=1e11)
+    trace = s.trace()
+    _ = s.notes
+
+    # Two cycles, each converted exactly once, whatever was read and how often.
+    assert sorted(conversions.values()) == [1, 1]
+    assert first == again
+    assert trace is s.recording
+    assert table.steps == s.recording.steps == 4
+
+
+def test_reading_the_record_changes_nothing(tmp_path: Path) -> None:
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=3, output_dir=tmp_path) as s:
+        _loop(s)
+    record = s.recording
+    notes = list(s.notes)
+    for _ in range(2):
+        s.table()
+        s.insights()
+        s.table(device_only=True)
+    assert s.recording is record
+    assert s.notes == notes
+    assert hash(record) == hash(s.recording)  # a plain record: hashable, no torch object in it
+    assert not any(isinstance(v, torch.profiler.profile) for v in vars(record).values())
+
+
+def test_the_record_is_what_load_trace_returns_for_the_export(tmp_path: Path) -> None:
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=3, output_dir=tmp_path) as s:
+        _loop(s)
+    offline = neuronprof.load_trace(s.export(tmp_path / "run.json"))
+    assert type(s.recording) is type(offline) is Trace
+    live_events = s.recording.timeline()
+    offline_events = offline.timeline()
+
+    def host(t: Any) -> Counter[tuple[Any, ...]]:
+        return Counter((e.name, e.category, e.end_ns - e.start_ns, e.input_shapes) for e in t.host)
+
+    assert host(live_events) == host(offline_events)
+    assert live_events.source == "session"
+    # The findings are the same function of the same events.
+    assert [f.kind for f in s.recording.insights().findings] == [f.kind for f in offline.insights().findings]
+
+
+def test_the_report_command_opens_the_trace_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from neuronprof.cli import main
+
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=2, output_dir=tmp_path) as s:
+        _loop(s)
+    path = s.export(tmp_path / "run.json")
+    opened: Counter[str] = Counter()
+    original = builtins.open
+
+    def counting_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(file, (str, os.PathLike)) and os.path.abspath(file) == os.path.abspath(path):
+            opened[os.fspath(file)] += 1
+        return original(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 0
+    assert sum(opened.values()) == 1
+    assert (tmp_path / "r.html").stat().st_size > 0
