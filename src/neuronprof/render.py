@@ -20,7 +20,7 @@ import html
 import io
 import operator
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Literal, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Generic, Optional, TypeVar, Union
 
 from neuronprof import _vocabulary as vocab
 
@@ -45,8 +45,9 @@ __all__ = [
 
 _NAME_WIDTH = 60
 
-Format = Literal["text", "markdown", "csv", "html"]
-"""The forms every result model renders to (``to_text``, ``to_markdown``, ``to_csv``, ``to_html``)."""
+# The forms every result model renders to: "text", "markdown", "csv" and "html" (to_text, to_markdown,
+# to_csv, to_html). Private to the models and views, so a plain str and not an option of neuronprof.typing.
+Format = str
 
 R = TypeVar("R")
 
@@ -179,7 +180,7 @@ class Column(Generic[R]):
     header: str
     cell: Callable[[R], str]
     left: bool = False
-    best: Optional[Literal["low", "high"]] = None
+    best: Optional[str] = None
     value: Optional[Callable[[R], Optional[float]]] = None
     short: Optional[bool] = None
 
