@@ -184,6 +184,13 @@ class ResultModel:
             return self
         return self._carry(**{self._ROWS: tuple(kept)})
 
+    def _as_tuples(self, *names: str) -> None:
+        """Store the fields ``names``, given as any iterable, as tuples, so that the frozen model stays immutable."""
+        for name in names:
+            value = getattr(self, name)
+            if not isinstance(value, tuple):
+                object.__setattr__(self, name, tuple(value))
+
     def _carry(self: M, **changes: Any) -> M:
         """``dataclasses.replace`` that keeps the whole model's totals (the fields in ``_TOTALS``)."""
         out = dataclasses.replace(self, **changes)  # type: ignore[type-var]

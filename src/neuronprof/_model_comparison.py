@@ -189,10 +189,7 @@ class Comparison(ResultModel):
     _KIND: ClassVar[str] = "a neuronprof comparison"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.rows, tuple):
-            object.__setattr__(self, "rows", tuple(self.rows))
-        if not isinstance(self.notes, tuple):
-            object.__setattr__(self, "notes", tuple(self.notes))
+        self._as_tuples("rows", "notes")
         names = [r.name for r in self.rows]
         for r in self.rows:
             if not isinstance(r, ComparisonRow):

@@ -152,9 +152,7 @@ class RankTable(ResultModel):
     _STR_ROW_LIMIT: ClassVar[Optional[int]] = 20
 
     def __post_init__(self) -> None:
-        for name in ("rows", "tables", "notes"):
-            if not isinstance(getattr(self, name), tuple):
-                object.__setattr__(self, name, tuple(getattr(self, name)))
+        self._as_tuples("rows", "tables", "notes")
         if self.total_rows is None:
             object.__setattr__(self, "total_rows", len(self.rows))
 

@@ -175,10 +175,7 @@ class Table(ResultModel):
 
     def __post_init__(self) -> None:
         # Accept any iterable of rows but store a tuple so the table stays immutable.
-        if not isinstance(self.rows, tuple):
-            object.__setattr__(self, "rows", tuple(self.rows))
-        if not isinstance(self.notes, tuple):
-            object.__setattr__(self, "notes", tuple(self.notes))
+        self._as_tuples("rows", "notes")
         for row in self.rows:
             if not isinstance(row, OpRow):
                 raise TypeError(f"Table.rows must hold OpRow objects, got {type(row).__name__}")

@@ -121,10 +121,7 @@ class TraceDiff(ResultModel):
     _TOTALS: ClassVar[tuple[str, ...]] = ("total_rows", "_total_a_us", "_total_b_us")
 
     def __post_init__(self) -> None:
-        if not isinstance(self.rows, tuple):
-            object.__setattr__(self, "rows", tuple(self.rows))
-        if not isinstance(self.notes, tuple):
-            object.__setattr__(self, "notes", tuple(self.notes))
+        self._as_tuples("rows", "notes")
         if self.total_rows is None:
             object.__setattr__(self, "total_rows", len(self.rows))
         if self._total_a_us is None:

@@ -149,10 +149,7 @@ class Roofline(ResultModel):
     )
 
     def __post_init__(self) -> None:
-        if not isinstance(self.rows, tuple):
-            object.__setattr__(self, "rows", tuple(self.rows))
-        if not isinstance(self.notes, tuple):
-            object.__setattr__(self, "notes", tuple(self.notes))
+        self._as_tuples("rows", "notes")
         if self.total_rows is None:
             object.__setattr__(self, "total_rows", len(self.rows))
         sums = {

@@ -302,8 +302,7 @@ class Insights(ResultModel):
             return (_is_minor(f, step_us), f.estimated_us is None, -(f.estimated_us or 0.0))
 
         object.__setattr__(self, "findings", tuple(sorted(findings, key=key)))
-        if not isinstance(self.notes, tuple):
-            object.__setattr__(self, "notes", tuple(self.notes))
+        self._as_tuples("notes")
 
     def minor(self) -> list[Finding]:
         """Return the minor findings: time at stake under ``MIN_SHARE`` (1 %) of the step; listed last."""

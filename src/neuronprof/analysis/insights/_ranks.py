@@ -72,9 +72,7 @@ class RankInsights(ResultModel):
     _JSON: ClassVar[Mapping[str, Any]] = {"ensure_ascii": False}
 
     def __post_init__(self) -> None:
-        for name in ("ranks", "compute_per_step_us", "collective_wait_per_step_us", "notes"):
-            if not isinstance(getattr(self, name), tuple):
-                object.__setattr__(self, name, tuple(getattr(self, name)))
+        self._as_tuples("ranks", "compute_per_step_us", "collective_wait_per_step_us", "notes")
         for r in self.ranks:
             if not isinstance(r, Insights):
                 raise TypeError(f"RankInsights.ranks must hold Insights objects, got {type(r).__name__}")

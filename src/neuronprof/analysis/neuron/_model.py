@@ -346,10 +346,7 @@ class NeuronProfile(ResultModel):
     _JSON: ClassVar[Mapping[str, Any]] = {"allow_nan": False}  # strict JSON: no NaN or Infinity
 
     def __post_init__(self) -> None:
-        for name in ("summaries", "executions", "steps", "notes"):
-            value = getattr(self, name)
-            if not isinstance(value, tuple):
-                object.__setattr__(self, name, tuple(value))
+        self._as_tuples("summaries", "executions", "steps", "notes")
 
     # -- queries --------------------------------------------------------------------
     @cached_property
