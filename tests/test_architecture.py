@@ -115,6 +115,7 @@ FRONT_ENDS = (
     "neuronprof.integrations",
 )
 MODELS = (
+    "neuronprof._model_base",
     "neuronprof.model",
     "neuronprof._model_rows",
     "neuronprof._model_ranks",

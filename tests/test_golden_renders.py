@@ -21,7 +21,6 @@ import pytest
 
 from neuronprof.analysis import Evidence, Finding, Insights, TraceDiff, shift
 from neuronprof.analysis._diff import DiffRow
-from neuronprof.analysis.render import render_rank_csv, render_rank_markdown
 from neuronprof.model import Comparison, ComparisonRow, OpRow, RankOpRow, RankTable, Table
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -241,8 +240,8 @@ RENDERS: dict[str, Render] = {
     "table_cpu.html": lambda: _cpu_table()._repr_html_(),
     "table_cpu.csv": lambda: _cpu_table().to_csv(),
     "rank_table.txt": lambda: str(_rank_table()),
-    "rank_table.md": lambda: render_rank_markdown(_rank_table()),
-    "rank_table.csv": lambda: render_rank_csv(_rank_table(), notes=True),
+    "rank_table.md": lambda: _rank_table().to_markdown(),
+    "rank_table.csv": lambda: _rank_table().to_csv(notes=True),
     "rank_table.json": lambda: _rank_table().to_json(),
     "comparison.txt": lambda: _comparison().to_text(),
     "comparison.md": lambda: _comparison().to_markdown(),

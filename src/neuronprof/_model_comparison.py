@@ -7,16 +7,12 @@ import from there.
 from __future__ import annotations
 
 import dataclasses
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union, cast
 
-from neuronprof._model_rows import (
-    COMPARISON_SCHEMA,
-    _opt_float,
-    loads,
-)
+from neuronprof._model_base import ResultModel
+from neuronprof._model_rows import COMPARISON_SCHEMA, _opt_float
 
 if TYPE_CHECKING:
     import os
@@ -26,6 +22,7 @@ if TYPE_CHECKING:
 
     from neuronprof.analysis.insights import Insights
     from neuronprof.model import Table
+    from neuronprof.render import Block, Format
 
 
 @dataclass(frozen=True)
@@ -156,7 +153,7 @@ class ComparisonRow:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(ResultModel):
     """Variants of one computation measured side by side: what ``neuronprof.compare()`` returns.
 
     ``print()`` it for an aligned table (the best value of each column is marked
@@ -188,11 +185,11 @@ class Comparison:
     profiled_steps: int = 0
     notes: tuple[str, ...] = field(default=())
 
+    SCHEMA: ClassVar[str] = COMPARISON_SCHEMA
+    _KIND: ClassVar[str] = "a neuronprof comparison"
+
     def __post_init__(self) -> None:
-        if not isinstance(self.rows, tuple):
-            object.__setattr__(self, "rows", tuple(self.rows))
-        if not isinstance(self.notes, tuple):
-            object.__setattr__(self, "notes", tuple(self.notes))
+        self._as_tuples("rows", "notes")
         names = [r.name for r in self.rows]
         for r in self.rows:
             if not isinstance(r, ComparisonRow):
@@ -201,13 +198,6 @@ class Comparison:
             raise ValueError(f"variant labels must be unique, got {names}")
         if self.rows and self.baseline not in names:
             raise ValueError(f"baseline {self.baseline!r} is not one of the variants: {', '.join(names)}")
-
-    # -- queries -------------------------------------------------------------------
-    def __iter__(self) -> Iterator[ComparisonRow]:
-        return iter(self.rows)
-
-    def __len__(self) -> int:
-        return len(self.rows)
 
     def names(self) -> list[str]:
         """Return the variant labels in order."""
@@ -222,9 +212,8 @@ class Comparison:
         Raises:
             KeyError: No variant has that label; the message lists them.
         """
-        for r in self.rows:
-            if r.name == name:
-                return r
+        if name in self.names():
+            return cast(ComparisonRow, super().row(name))
         raise KeyError(f"no variant named {name!r}; variants: {', '.join(self.names())}")
 
     def finding_differences(self) -> dict[str, tuple[str, ...]]:
@@ -247,31 +236,14 @@ class Comparison:
             return None
         return min(self.rows, key=lambda r: r.wall_us).name
 
-    # -- renderers ----------------------------------------------------------------
-    def __str__(self) -> str:
-        from neuronprof.render import render_comparison_text
+    # -- the model's own parts of the shared verbs (see neuronprof._model_base) ---------------
+    def _view(self, fmt: Format, row_limit: Optional[int]) -> list[Block]:
+        from neuronprof.render import comparison_view
 
-        return render_comparison_text(self)
+        return comparison_view(self.head(row_limit), fmt)
 
-    def to_text(self) -> str:
-        """Return the comparison as aligned plain text (what ``print(cmp)`` shows)."""
-        return str(self)
-
-    def to_markdown(self) -> str:
-        """Return the comparison as a GitHub-flavoured Markdown table; best values in bold."""
-        from neuronprof.render import render_comparison_markdown
-
-        return render_comparison_markdown(self)
-
-    def _repr_html_(self) -> str:
-        from neuronprof.render import render_comparison_html
-
-        return render_comparison_html(self)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the comparison as a JSON-ready dict, including a ``schema`` tag."""
+    def _data(self) -> dict[str, Any]:
         return {
-            "schema": COMPARISON_SCHEMA,
             "baseline": self.baseline,
             "backend": self.backend,
             "device_label": self.device_label,
@@ -282,33 +254,10 @@ class Comparison:
             "rows": [r.to_dict() for r in self.rows],
         }
 
-    def to_json(self, indent: Optional[int] = 2) -> str:
-        """Return the comparison as JSON, each variant's full table included.
-
-        [`Comparison.from_json`][neuronprof.model.Comparison.from_json] reads it back.
-
-        Args:
-            indent: Spaces per indentation level; None for one line.
-        """
-        return json.dumps(self.to_dict(), indent=indent)
-
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
-        """Build a comparison from [`to_dict`][neuronprof.model.Comparison.to_dict] output.
-
-        Args:
-            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
-
-        Raises:
-            ValueError: The data is not a neuronprof comparison.
-        """
-        if not isinstance(data, Mapping) or data.get("schema") != COMPARISON_SCHEMA:
-            raise ValueError(f"not a neuronprof comparison (expected schema {COMPARISON_SCHEMA!r})")
-        rows = data.get("rows")
-        if not isinstance(rows, list):
-            raise ValueError("neuronprof comparison JSON has no 'rows' list")
+    def _from_data(cls, data: Mapping[str, Any]) -> Comparison:
         return cls(
-            rows=tuple(ComparisonRow.from_dict(r) for r in rows),
+            rows=tuple(ComparisonRow.from_dict(r) for r in data["rows"]),
             baseline=str(data.get("baseline", "")),
             backend=str(data.get("backend", "cpu")),
             device_label=data.get("device_label"),
@@ -317,18 +266,6 @@ class Comparison:
             profiled_steps=int(data.get("profiled_steps", 0)),
             notes=tuple(str(n) for n in data.get("notes", ())),
         )
-
-    @classmethod
-    def from_json(cls, text: Union[str, bytes]) -> Comparison:
-        """Read a comparison written by [`to_json`][neuronprof.model.Comparison.to_json].
-
-        Args:
-            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
-
-        Raises:
-            ValueError: The text is not JSON, or not a neuronprof comparison.
-        """
-        return cls.from_dict(loads(text))
 
     def to_dataframe(self) -> pandas.DataFrame:
         """Return one DataFrame row per variant (every field except the nested table, samples and findings).

@@ -6,21 +6,18 @@ import from there.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, cast
 
 from neuronprof import _vocabulary as vocab
-from neuronprof._deprecation import renamed_keyword
+from neuronprof._model_base import ResultModel
 from neuronprof._model_rows import (
     _DEVICE_FIELDS,
     RANK_TABLE_SCHEMA,
     Shape,
     _opt_int,
     _sort_field,
-    loads,
     row_from_dict,
     row_to_dict,
 )
@@ -29,6 +26,7 @@ from neuronprof.typing import RankMetric, RankSort, SortKey
 
 if TYPE_CHECKING:
     from neuronprof.model import Table
+    from neuronprof.render import Block, Format
 
 # -- several ranks ------------------------------------------------------------------------
 
@@ -111,7 +109,7 @@ _METRIC_WORDS = {
 
 
 @dataclass(frozen=True)
-class RankTable:
+class RankTable(ResultModel):
     """Per-op statistics of every rank side by side: what ``s.table(ranks="all")`` returns.
 
     By default rows are sorted by ``max_us``, largest first, so the op with the most
@@ -147,10 +145,14 @@ class RankTable:
     notes: tuple[str, ...] = field(default=())
     total_rows: Optional[int] = None
 
+    SCHEMA: ClassVar[str] = RANK_TABLE_SCHEMA
+    _KIND: ClassVar[str] = "a neuronprof cross-rank table"
+    _TOTALS: ClassVar[tuple[str, ...]] = ("total_rows",)
+    # print() shows the 20 rows with the most time; to_text(row_limit=None) shows every row.
+    _STR_ROW_LIMIT: ClassVar[Optional[int]] = 20
+
     def __post_init__(self) -> None:
-        for name in ("rows", "tables", "notes"):
-            if not isinstance(getattr(self, name), tuple):
-                object.__setattr__(self, name, tuple(getattr(self, name)))
+        self._as_tuples("rows", "tables", "notes")
         if self.total_rows is None:
             object.__setattr__(self, "total_rows", len(self.rows))
 
@@ -167,12 +169,12 @@ class RankTable:
         tables = tuple(t.head(n) for t in self.tables)
         if len(rows) == len(self.rows) and all(a is b for a, b in zip(tables, self.tables)):
             return self
-        return dataclasses.replace(self, rows=tuple(rows), tables=tables, total_rows=self.total_rows)
+        return self._carry(rows=tuple(rows), tables=tables)
 
-    def __str__(self) -> str:
-        from neuronprof.render import render_rank_table
+    def _view(self, fmt: Format, row_limit: Optional[int]) -> list[Block]:
+        from neuronprof.render import rank_view
 
-        return render_rank_table(self)
+        return rank_view(self.head(row_limit), fmt)
 
     @property
     def sort_description(self) -> str:
@@ -238,10 +240,12 @@ class RankTable:
         Raises:
             KeyError: No such operator.
         """
+        if on_device is None:
+            return cast(RankOpRow, super().row(name))
         for r in self.rows:
-            if r.name == name and (on_device is None or r.on_device == on_device):
+            if r.name == name and r.on_device == on_device:
                 return r
-        raise KeyError(f"no row named {name!r}")
+        raise KeyError(f"no {'device' if on_device else 'host'} row named {name!r}")
 
     @classmethod
     def from_tables(
@@ -340,18 +344,8 @@ class RankTable:
             notes=tuple(all_notes),
         )
 
-    @renamed_keyword("limit", "row_limit")
-    def to_dict(self, row_limit: Optional[int] = None) -> dict[str, Any]:
-        """Return the view as a JSON-ready dict with a ``schema`` tag.
-
-        Args:
-            row_limit: Keep the first ``row_limit`` rows (and rows of each rank's table);
-                ``total_rows`` and the totals still cover every row.
-        """
-        if row_limit is not None:
-            return self.head(row_limit).to_dict()
+    def _data(self) -> dict[str, Any]:
         return {
-            "schema": RANK_TABLE_SCHEMA,
             "world_size": self.world_size,
             "metric": self.metric,
             "sort_by": self.sort_by,
@@ -366,39 +360,17 @@ class RankTable:
             "tables": [t.to_dict() for t in self.tables],
         }
 
-    @renamed_keyword("limit", "row_limit")
-    def to_json(self, indent: Optional[int] = 2, row_limit: Optional[int] = None) -> str:
-        """Return the view as JSON; [`RankTable.from_json`][neuronprof.model.RankTable.from_json] reads it back.
-
-        Args:
-            indent: Spaces per indentation level; None for one line.
-            row_limit: Keep the first ``row_limit`` rows; None for all.
-
-        Returns:
-            A JSON document (a ``str``)."""
-        return json.dumps(self.to_dict(row_limit), indent=indent)
-
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RankTable:
-        """Build a view from [`to_dict`][neuronprof.model.RankTable.to_dict] output.
-
-        Args:
-            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
-
-        Raises:
-            ValueError: The data is not a neuronprof cross-rank table.
-        """
+    def _from_data(cls, data: Mapping[str, Any]) -> RankTable:
         # Table lives in neuronprof.model, which imports this module: imported on use.
         from neuronprof.model import Table
 
-        if not isinstance(data, Mapping) or data.get("schema") != RANK_TABLE_SCHEMA:
-            raise ValueError(f"not a neuronprof cross-rank table (expected schema {RANK_TABLE_SCHEMA!r})")
-        rows, tables = data.get("rows"), data.get("tables")
-        if not isinstance(rows, list) or not isinstance(tables, list):
-            raise ValueError("neuronprof cross-rank table JSON needs 'rows' and 'tables' lists")
+        tables = data.get("tables")
+        if not isinstance(tables, list):
+            raise ValueError(f"{cls._KIND} needs a 'tables' list in its JSON")
         try:
             return cls(
-                rows=tuple(RankOpRow.from_dict(r) for r in rows),
+                rows=tuple(RankOpRow.from_dict(r) for r in data["rows"]),
                 world_size=int(data["world_size"]),
                 metric=cast(RankMetric, str(data["metric"])),
                 tables=tuple(Table.from_dict(t) for t in tables),
@@ -408,18 +380,6 @@ class RankTable:
             )
         except KeyError as exc:
             raise ValueError(f"invalid cross-rank table: missing field {exc.args[0]!r}") from None
-
-    @classmethod
-    def from_json(cls, text: Union[str, bytes]) -> RankTable:
-        """Read a view written by [`to_json`][neuronprof.model.RankTable.to_json].
-
-        Args:
-            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
-
-        Raises:
-            ValueError: The text is not JSON, or not a neuronprof cross-rank table.
-        """
-        return cls.from_dict(loads(text))
 
 
 def _compute_per_step(tables: Sequence[Table]) -> tuple[Optional[float], ...]:

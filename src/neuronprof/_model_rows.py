@@ -49,6 +49,10 @@ def row_from_dict(cls: Callable[..., RowT], data: Mapping[str, Any], what: str) 
     Raises:
         ValueError: A required field is missing, or one is unknown (``what`` names the row type).
     """
+    if dataclasses.is_dataclass(cls):
+        unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown {what} field(s): {', '.join(sorted(unknown))}")
     kwargs = dict(data)
     if kwargs.get("input_shapes") is not None:
         kwargs["input_shapes"] = tuple(tuple(int(d) for d in s) for s in kwargs["input_shapes"])
@@ -83,14 +87,3 @@ def _opt_float(value: Any) -> Optional[float]:
 
 def _opt_int(value: Any) -> Optional[int]:
     return None if value is None else int(value)
-
-
-def _keep_totals(obj: object, **totals: Optional[float]) -> None:
-    """Set the totals of every row on a cut or read-back model (those given; None keeps its own).
-
-    For the private, non-``__init__`` total fields of a frozen model (``TraceDiff``,
-    ``Roofline``): ``head()`` and ``from_dict()`` carry the whole model's totals.
-    """
-    for name, value in totals.items():
-        if value is not None:
-            object.__setattr__(obj, name, value)

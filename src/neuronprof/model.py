@@ -8,13 +8,13 @@ loaded from JSON written on another machine, or produced from a trace file by
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from neuronprof import _vocabulary
+from neuronprof._model_base import ResultModel, ResultRow
 
 # The model's parts, each ≤ ~500 lines; this module is their one public face and
 # re-exports every name (documented and importable as ``neuronprof.model.X``).
@@ -35,11 +35,12 @@ from neuronprof._model_rows import (  # noqa: F401
     row_from_dict,
     row_to_dict,
 )
-from neuronprof._vocabulary import limit_rows
 from neuronprof.typing import SORT_KEYS, SortKey
 
 if TYPE_CHECKING:
     import pandas
+
+    from neuronprof.render import Block, Format
 
 __all__ = [
     "OpRow",
@@ -58,7 +59,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class OpRow:
+class OpRow(ResultRow):
     """One line of a profile table: an operator (or device kernel) and its times.
 
     All times are in microseconds, summed over every profiled step. A value that
@@ -95,6 +96,8 @@ class OpRow:
     self_device_memory_bytes: Optional[int] = None
     on_device: bool = False
 
+    _KIND: ClassVar[str] = "OpRow"
+
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
             raise TypeError(f"OpRow.name must be a str, got {type(self.name).__name__}")
@@ -107,29 +110,9 @@ class OpRow:
             if value is not None and (not isinstance(value, (int, float)) or math.isnan(value)):
                 raise ValueError(f"OpRow.{name} must be a number or None, got {value!r}")
 
-    def to_dict(self) -> dict[str, Any]:
-        """Return the row as a JSON-ready dict (shapes as lists)."""
-        return row_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> OpRow:
-        """Build a row from [`to_dict`][neuronprof.OpRow.to_dict] output.
-
-        Args:
-            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
-
-        Raises:
-            ValueError: A required field is missing or has the wrong type.
-        """
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown OpRow field(s): {', '.join(sorted(unknown))}")
-        return row_from_dict(cls, data, "OpRow")
-
 
 @dataclass(frozen=True)
-class Table:
+class Table(ResultModel):
     """A profile summarised per operator: what ``session.table()`` returns.
 
     Print it for an aligned text table, or render it with
@@ -186,12 +169,13 @@ class Table:
     step_us: Optional[float] = None
     collective_wait_us: Optional[float] = None
 
+    SCHEMA: ClassVar[str] = TABLE_SCHEMA
+    _KIND: ClassVar[str] = "a neuronprof table"
+    _TOTALS: ClassVar[tuple[str, ...]] = ("total_rows", "total_self_cpu_us", "total_self_device_us")
+
     def __post_init__(self) -> None:
         # Accept any iterable of rows but store a tuple so the table stays immutable.
-        if not isinstance(self.rows, tuple):
-            object.__setattr__(self, "rows", tuple(self.rows))
-        if not isinstance(self.notes, tuple):
-            object.__setattr__(self, "notes", tuple(self.notes))
+        self._as_tuples("rows", "notes")
         for row in self.rows:
             if not isinstance(row, OpRow):
                 raise TypeError(f"Table.rows must hold OpRow objects, got {type(row).__name__}")
@@ -207,12 +191,6 @@ class Table:
             object.__setattr__(self, "total_self_device_us", _vocabulary.device_total(self.rows))
 
     # -- queries -------------------------------------------------------------------
-    def __iter__(self) -> Iterator[OpRow]:
-        return iter(self.rows)
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
     @property
     def has_device_time(self) -> bool:
         """True when at least one row has device time above zero."""
@@ -242,22 +220,6 @@ class Table:
         """Step time less time in collectives (µs, summed): what
         [`RankTable.straggler`][neuronprof.model.RankTable.straggler] compares, per step."""
         return None if self.step_us is None else max(self.step_us - (self.collective_wait_us or 0.0), 0.0)
-
-    def row(self, name: str) -> OpRow:
-        """Return the first row called ``name``.
-
-        Args:
-            name: The operator or kernel name, e.g. ``"aten::mm"``.
-
-        Raises:
-            KeyError: No row has that name; the message lists close matches.
-        """
-        for r in self.rows:
-            if r.name == name:
-                return r
-        close = [r.name for r in self.rows if name.lower() in r.name.lower()][:5]
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(f"no row named {name!r}{hint}")
 
     def names(self) -> list[str]:
         """Return the row names in display order."""
@@ -290,26 +252,6 @@ class Table:
                 notes.append(note)
         rows = _vocabulary.sort_rows(self.rows, field_name)
         return dataclasses.replace(self, rows=tuple(rows), sort_by=effective, notes=tuple(notes))
-
-    def head(self, n: Optional[int]) -> Table:
-        """Return a copy with at most ``n`` rows (all rows when ``n`` is None or negative).
-
-        ``total_rows`` and the totals stay those of the whole table.
-
-        Args:
-            n: How many rows to keep; None or negative keeps all.
-        """
-        rows = limit_rows(self.rows, n)
-        if len(rows) == len(self.rows):
-            return self
-        total = self.total_rows if self.total_rows is not None else len(self.rows)
-        return dataclasses.replace(
-            self,
-            rows=tuple(rows),
-            total_rows=total,
-            total_self_cpu_us=self.self_cpu_us,
-            total_self_device_us=self.self_device_us,
-        )
 
     def with_rows(self, rows: Iterable[OpRow], *, notes: Optional[Iterable[str]] = None) -> Table:
         """Return a copy holding ``rows`` instead, its totals those of the new rows.
@@ -344,60 +286,16 @@ class Table:
             notes = (*notes, f"device_only: {why}, so no row is left")
         if len(rows) == len(self.rows):
             return self
-        total = self.total_rows if self.total_rows is not None else len(self.rows)
-        return dataclasses.replace(
-            self,
-            rows=rows,
-            notes=notes,
-            total_rows=total,
-            total_self_cpu_us=self.self_cpu_us,
-            total_self_device_us=self.self_device_us,
-        )
+        return self._carry(rows=rows, notes=notes)
 
-    # -- renderers ----------------------------------------------------------------
-    def __str__(self) -> str:
-        from neuronprof.render import render_text
+    # -- the model's own parts of the shared verbs (see neuronprof._model_base) ---------------
+    def _view(self, fmt: Format, row_limit: Optional[int]) -> list[Block]:
+        from neuronprof.render import table_view
 
-        return render_text(self)
+        return table_view(self.head(row_limit), fmt)
 
-    def to_text(self) -> str:
-        """Return the table as aligned plain text (what ``print(table)`` shows)."""
-        return str(self)
-
-    def to_markdown(self) -> str:
-        """Return the table as a GitHub-flavoured Markdown table."""
-        from neuronprof.render import render_markdown
-
-        return render_markdown(self)
-
-    def to_csv(self, notes: bool = False) -> str:
-        """Return the table as CSV, one column per [`OpRow`][neuronprof.OpRow] field.
-
-        Args:
-            notes: Also write the table's notes after the rows, as ``# note: ...``
-                comment lines (read it back with ``pandas.read_csv(..., comment="#")``).
-                ``neuronprof summarize --format csv`` writes the same lines to stderr.
-        """
-        from neuronprof.render import render_csv
-
-        return render_csv(self, notes=notes)
-
-    def _repr_html_(self) -> str:
-        from neuronprof.render import render_html
-
-        return render_html(self)
-
-    def to_dict(self, row_limit: Optional[int] = None) -> dict[str, Any]:
-        """Return the table as a JSON-ready dict, including a ``schema`` tag.
-
-        Args:
-            row_limit: Keep the first ``row_limit`` rows (as [`head`][neuronprof.Table.head]);
-                ``total_rows`` and the totals still cover every row. None for all.
-        """
-        if row_limit is not None:
-            return self.head(row_limit).to_dict()
+    def _data(self) -> dict[str, Any]:
         return {
-            "schema": TABLE_SCHEMA,
             "backend": self.backend,
             "device_label": self.device_label,
             "sort_by": self.sort_by,
@@ -414,18 +312,6 @@ class Table:
             "rows": [r.to_dict() for r in self.rows],
         }
 
-    def to_json(self, indent: Optional[int] = 2, row_limit: Optional[int] = None) -> str:
-        """Return the table as JSON; [`Table.from_json`][neuronprof.Table.from_json] reads it back.
-
-        Args:
-            indent: Spaces per indentation level; None for one line.
-            row_limit: Keep the first ``row_limit`` rows; the totals still cover every row. None for all.
-
-        Returns:
-            A JSON document (a ``str``), such that ``Table.from_json(t.to_json(row_limit=n)) == t.head(n)``.
-        """
-        return json.dumps(self.to_dict(row_limit), indent=indent)
-
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Table:
         """Build a table from [`to_dict`][neuronprof.Table.to_dict] output.
@@ -434,19 +320,18 @@ class Table:
             data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
 
         Raises:
-            ValueError: The data is not a neuronprof table.
+            ValueError: The data is not a neuronprof table (a cross-rank table's says which class reads it).
         """
         if isinstance(data, Mapping) and data.get("schema") == RANK_TABLE_SCHEMA:
             raise ValueError(
                 f"this is a cross-rank table (schema {RANK_TABLE_SCHEMA!r}): read it with RankTable.from_json()"
             )
-        if not isinstance(data, Mapping) or data.get("schema") != TABLE_SCHEMA:
-            raise ValueError(f"not a neuronprof table (expected schema {TABLE_SCHEMA!r})")
-        rows = data.get("rows")
-        if not isinstance(rows, list):
-            raise ValueError("neuronprof table JSON has no 'rows' list")
+        return super().from_dict(data)
+
+    @classmethod
+    def _from_data(cls, data: Mapping[str, Any]) -> Table:
         return cls(
-            rows=tuple(OpRow.from_dict(r) for r in rows),
+            rows=tuple(OpRow.from_dict(r) for r in data["rows"]),
             backend=str(data.get("backend", "cpu")),
             device_label=data.get("device_label"),
             sort_by=str(data.get("sort_by", "device")),
@@ -461,18 +346,6 @@ class Table:
             step_us=_opt_float(data.get("step_us")),
             collective_wait_us=_opt_float(data.get("collective_wait_us")),
         )
-
-    @classmethod
-    def from_json(cls, text: Union[str, bytes]) -> Table:
-        """Read a table written by [`to_json`][neuronprof.Table.to_json].
-
-        Args:
-            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
-
-        Raises:
-            ValueError: The text is not JSON, or not a neuronprof table.
-        """
-        return cls.from_dict(loads(text))
 
     def to_dataframe(self) -> pandas.DataFrame:
         """Return the rows as a pandas DataFrame, one column per OpRow field.

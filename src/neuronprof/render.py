@@ -1,43 +1,55 @@
-"""Renderers: pure functions from the model to text, Markdown, CSV and HTML.
+"""Renderers: one column engine, and the views of the live table, the cross-rank table and comparisons.
 
-They read [`Table`][neuronprof.Table] objects only, never torch, so a table
-loaded from JSON on a laptop renders exactly as it did on the Trainium host.
+Pure functions from the model to text, Markdown, CSV and HTML; they read the models
+only, never torch, so a table loaded from JSON on a laptop renders exactly as it did on
+the Trainium host. Every model's view is a list of blocks, lines and [`Grid`][neuronprof.render.Grid]s
+of [`Column`][neuronprof.render.Column]s, and [`lay_out`][neuronprof.render.lay_out] sets
+them in each format (torch.utils.benchmark's one ``_Column``/``Table`` engine, in spirit).
 
-A little over 500 lines, kept in one module on purpose: the table, cross-rank and
-comparison renderers share the column, cell and alignment helpers at the top, and
-keeping them together keeps every view's text, Markdown, CSV and HTML forms alike.
+About 700 lines, kept in one module on purpose: the engine, the cell helpers and the views of
+the three top-level models (and the comparison's figure) are read together when a column
+changes, which keeps every view's forms alike.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import html
 import io
+import operator
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Generic, Optional, TypeVar, Union
 
 from neuronprof import _vocabulary as vocab
-from neuronprof.model import limit_rows
 
 if TYPE_CHECKING:
-    from neuronprof.model import OpRow, RankTable, Shape, Table
+    from matplotlib.figure import Figure
+
+    from neuronprof.model import Comparison, ComparisonRow, OpRow, RankOpRow, RankTable, Shape, Table
 
 __all__ = [
+    "Column",
+    "Grid",
     "align_columns",
     "format_shapes",
     "format_us",
     "host_and_device_names",
-    "render_csv",
-    "render_html",
-    "render_markdown",
-    "render_text",
+    "lay_out",
     "one_line",
+    "render_comparison_figure",
     "short_names",
     "truncate",
 ]
 
 _NAME_WIDTH = 60
+
+# The forms every result model renders to: "text", "markdown", "csv" and "html" (to_text, to_markdown,
+# to_csv, to_html). Private to the models and views, so a plain str and not an option of neuronprof.typing.
+Format = str
+
+R = TypeVar("R")
 
 
 def format_us(value: Optional[float]) -> str:
@@ -47,7 +59,8 @@ def format_us(value: Optional[float]) -> str:
     return f"{value:.1f}"
 
 
-def _format_int(value: Optional[int]) -> str:
+def format_int(value: Optional[int]) -> str:
+    """An integer cell: blank for ``None``."""
     return "" if value is None else str(value)
 
 
@@ -56,17 +69,6 @@ def format_shapes(shapes: Optional[tuple[Shape, ...]]) -> str:
     if shapes is None:
         return ""
     return "[" + ", ".join("[" + ", ".join(str(d) for d in s) + "]" for s in shapes) + "]"
-
-
-def _format_shapes(row: OpRow) -> str:
-    return format_shapes(row.input_shapes)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Column:
-    header: str
-    cell: Callable[[OpRow], str]
-    align_left: bool = False
 
 
 def host_and_device_names(rows: Iterable[Any]) -> set[str]:
@@ -80,37 +82,11 @@ def host_and_device_names(rows: Iterable[Any]) -> set[str]:
     return {r.name for r in rows if r.on_device and r.name in host}
 
 
-def _columns(table: Table) -> list[_Column]:
-    cols = [_Column("Name", lambda r: r.name, align_left=True)]
-    if host_and_device_names(table.rows):
-        # A host op and a kernel of the same name would print as identical rows.
-        cols.append(_Column("On", lambda r: "device" if r.on_device else "host", align_left=True))
-    cols += [
-        _Column("Calls", lambda r: str(r.calls)),
-        _Column("Self CPU (µs)", lambda r: format_us(r.self_cpu_us)),
-        _Column("CPU total (µs)", lambda r: format_us(r.cpu_total_us)),
-    ]
-    label = table.device_label
-    if label and table.self_device_us is not None:
-        # No row has a device value (not even 0.0) where no device time reaches torch: no columns.
-        total = table.self_device_us or 0.0
-        cols += [
-            _Column(f"Self {label} (µs)", lambda r: format_us(r.self_device_us)),
-            _Column(f"{label} total (µs)", lambda r: format_us(r.device_total_us)),
-            _Column(
-                f"Self {label} (%)",
-                lambda r: "" if r.self_device_us is None or total <= 0 else f"{100 * r.self_device_us / total:.1f}",
-            ),
-        ]
-    if any(r.flops is not None for r in table.rows):
-        cols.append(_Column("FLOPs", lambda r: _format_int(r.flops)))
-    if any(r.self_cpu_memory_bytes is not None for r in table.rows):
-        cols.append(_Column("Self CPU mem (B)", lambda r: _format_int(r.self_cpu_memory_bytes)))
-    if any(r.self_device_memory_bytes is not None for r in table.rows):
-        cols.append(_Column(f"Self {label or 'device'} mem (B)", lambda r: _format_int(r.self_device_memory_bytes)))
-    if any(r.input_shapes is not None for r in table.rows):
-        cols.append(_Column("Input shapes", _format_shapes, align_left=True))
-    return cols
+def on_column(rows: Sequence[Any]) -> list[Column[Any]]:
+    """The "On" column (host or device), where a host op and a kernel share a name and would print alike."""
+    if not host_and_device_names(rows):
+        return []
+    return [Column("On", lambda r: "device" if r.on_device else "host", left=True)]
 
 
 # Control characters (a newline in a record_function label) would split a row of a
@@ -176,25 +152,264 @@ def align_columns(cells: Sequence[Sequence[str]], left: Sequence[bool]) -> list[
     return lines
 
 
+def csv_notes(notes: Iterable[str]) -> str:
+    """Notes as ``# note: ...`` comment lines after the CSV rows (``pandas.read_csv(..., comment="#")`` skips them).
+
+    A line break inside a note becomes a space, so every note stays one comment line.
+    """
+    return "".join(f"# note: {' '.join(str(n).splitlines())}\n" for n in notes)
+
+
+# -- the column engine -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Column(Generic[R]):
+    """One column of a rendered table: its header, how a row reads in it, and its alignment.
+
+    Attributes:
+        header: The header, its unit in it (``"Self CPU (µs)"``).
+        cell: A row's cell as text (blank for a missing value).
+        left: Align left (names, shapes); numbers align right.
+        best: ``"low"`` or ``"high"``: mark the best value of the column (``*`` in text,
+            bold elsewhere), where two rows or more have one; ``None`` marks nothing.
+        value: The number ``best`` compares; ``None`` for a row that takes no part.
+        short: Shorten long cells in text (different names stay different); by default the left-aligned ones.
+    """
+
+    header: str
+    cell: Callable[[R], str]
+    left: bool = False
+    best: Optional[str] = None
+    value: Optional[Callable[[R], Optional[float]]] = None
+    short: Optional[bool] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Grid(Generic[R]):
+    """A table of a view: columns over rows.
+
+    Attributes:
+        columns: The columns, in order.
+        rows: The rows, in order.
+        empty: The text form's line under the header when there is no row.
+        strong: Rows set in bold in HTML (the top device row of an op table).
+        css: The HTML table's class.
+    """
+
+    columns: Sequence[Column[R]]
+    rows: Sequence[R]
+    empty: str = "(no rows)"
+    strong: Optional[Callable[[R], bool]] = None
+    css: str = "neuronprof-table"
+
+    def best_cells(self) -> set[tuple[int, int]]:
+        """(row, column) positions holding the best value of a marked column."""
+        marked: set[tuple[int, int]] = set()
+        if len(self.rows) < 2:
+            return marked
+        for j, col in enumerate(self.columns):
+            if col.best is None or col.value is None:
+                continue
+            values = [col.value(r) for r in self.rows]
+            present = [v for v in values if v is not None]
+            if len(present) < 2:
+                continue
+            target = min(present) if col.best == "low" else max(present)
+            marked.update((i, j) for i, v in enumerate(values) if v == target)
+        return marked
+
+
+Block = Union[str, Grid[Any]]
+"""One piece of a view: a line of text, or a table."""
+
+
+def _text(g: Grid[Any]) -> list[str]:
+    cols, best = g.columns, g.best_cells()
+    shaped = [
+        short_names(values) if (c.left if c.short is None else c.short) else values
+        for c, values in ((c, [c.cell(r) for r in g.rows]) for c in cols)
+    ]
+    cells: list[Sequence[str]] = [[c.header for c in cols]]
+    for i in range(len(g.rows)):
+        # A fixed-width marker slot keeps a marked column's numbers aligned whether marked or not.
+        marks = [(" *" if (i, j) in best else "  ") if c.best is not None else "" for j, c in enumerate(cols)]
+        cells.append([shaped[j][i] + marks[j] for j in range(len(cols))])
+    lines = align_columns(cells, [c.left for c in cols])
+    return lines if g.rows else [*lines, g.empty]
+
+
+def _md_escape(text: str) -> str:
+    return one_line(text).replace("|", "\\|")
+
+
+def _markdown(g: Grid[Any]) -> list[str]:
+    best = g.best_cells()
+    lines = [
+        "| " + " | ".join(c.header for c in g.columns) + " |",
+        "| " + " | ".join(":---" if c.left else "---:" for c in g.columns) + " |",
+    ]
+    for i, r in enumerate(g.rows):
+        cells = [_md_escape(c.cell(r)) for c in g.columns]
+        lines.append("| " + " | ".join(f"**{t}**" if (i, j) in best and t else t for j, t in enumerate(cells)) + " |")
+    return lines
+
+
+def _html(g: Grid[Any]) -> str:
+    best = g.best_cells()
+
+    def align(c: Column[Any]) -> str:
+        return f'style="text-align:{"left" if c.left else "right"}"'
+
+    out = [f'<table class="{g.css}">', "<thead><tr>"]
+    out += [f"<th {align(c)}>{html.escape(c.header)}</th>" for c in g.columns]
+    out.append("</tr></thead><tbody>")
+    for i, r in enumerate(g.rows):
+        strong = g.strong is not None and g.strong(r)
+        out.append("<tr>")
+        for j, c in enumerate(g.columns):
+            text = html.escape(c.cell(r))
+            out.append(f"<td {align(c)}>{f'<b>{text}</b>' if strong or (i, j) in best else text}</td>")
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _csv(g: Grid[Any]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow([c.header for c in g.columns])
+    writer.writerows([c.cell(r) for c in g.columns] for r in g.rows)
+    return buf.getvalue()
+
+
+def lay_out(blocks: Sequence[Block], fmt: Format) -> str:
+    """Set a view's blocks in one format.
+
+    Text: lines and aligned tables, joined by line breaks. Markdown: the same with
+    pipe tables, ending in a line break. HTML: each table, and each run of lines as a
+    paragraph (``<br>`` between lines). CSV: the view's one table.
+
+    Args:
+        blocks: Lines and [`Grid`][neuronprof.render.Grid]s, in order.
+        fmt: ``"text"``, ``"markdown"``, ``"html"`` or ``"csv"``.
+    """
+    if fmt == "csv":
+        return "".join(_csv(b) for b in blocks if isinstance(b, Grid))
+    if fmt == "html":
+        out: list[str] = []
+        para: list[str] = []
+        for b in [*blocks, ""]:
+            if isinstance(b, str) and b:
+                para.append(html.escape(b))
+                continue
+            if para:
+                out.append("<p>" + "<br>".join(para) + "</p>")
+                para = []
+            if isinstance(b, Grid):
+                out.append(_html(b))
+        return "".join(out)
+    table = _text if fmt == "text" else _markdown
+    lines = [line for b in blocks for line in ([b] if isinstance(b, str) else table(b))]
+    return "\n".join(lines) + ("\n" if fmt == "markdown" else "")
+
+
+def titled(head: Sequence[str], fmt: Format) -> list[str]:
+    """Lines above a table: in Markdown each ends in a hard line break (two spaces)."""
+    return [line + "  " for line in head] if fmt == "markdown" else list(head)
+
+
+def shown(rows: Sequence[object], total_rows: Optional[int]) -> list[str]:
+    """``showing 20 of 143 rows`` when a limit cut the rows; nothing otherwise."""
+    total = len(rows) if total_rows is None else total_rows
+    return [f"showing {len(rows)} of {total} rows"] if len(rows) < total else []
+
+
+# -- the live table ----------------------------------------------------------------------
+
+
+def _table_columns(table: Table) -> list[Column[OpRow]]:
+    cols: list[Column[OpRow]] = [Column("Name", lambda r: r.name, left=True), *on_column(table.rows)]
+    cols += [
+        Column("Calls", lambda r: str(r.calls)),
+        Column("Self CPU (µs)", lambda r: format_us(r.self_cpu_us)),
+        Column("CPU total (µs)", lambda r: format_us(r.cpu_total_us)),
+    ]
+    label = table.device_label
+    if label and table.self_device_us is not None:
+        # No row has a device value (not even 0.0) where no device time reaches torch: no columns.
+        total = table.self_device_us or 0.0
+        cols += [
+            Column(f"Self {label} (µs)", lambda r: format_us(r.self_device_us)),
+            Column(f"{label} total (µs)", lambda r: format_us(r.device_total_us)),
+            Column(
+                f"Self {label} (%)",
+                lambda r: "" if r.self_device_us is None or total <= 0 else f"{100 * r.self_device_us / total:.1f}",
+            ),
+        ]
+    if any(r.flops is not None for r in table.rows):
+        cols.append(Column("FLOPs", lambda r: format_int(r.flops)))
+    if any(r.self_cpu_memory_bytes is not None for r in table.rows):
+        cols.append(Column("Self CPU mem (B)", lambda r: format_int(r.self_cpu_memory_bytes)))
+    if any(r.self_device_memory_bytes is not None for r in table.rows):
+        cols.append(Column(f"Self {label or 'device'} mem (B)", lambda r: format_int(r.self_device_memory_bytes)))
+    if any(r.input_shapes is not None for r in table.rows):
+        cols.append(Column("Input shapes", lambda r: format_shapes(r.input_shapes), left=True))
+    return cols
+
+
+def csv_value(v: object) -> str:
+    """A raw figure in CSV: blank for ``None``, floats to 3 decimals."""
+    if v is None:
+        return ""
+    return str(round(v, 3)) if isinstance(v, float) else str(v)
+
+
+def _csv_field(row: Any, name: str) -> str:
+    """A row's field in CSV; input shapes and dtypes as one cell each."""
+    v = getattr(row, name)
+    if v is not None and name == "input_shapes":
+        return format_shapes(v)
+    if v is not None and name == "input_dtypes":
+        return " ".join(v)
+    return csv_value(v)
+
+
+def fields_grid(row_type: type, rows: Sequence[Any], skip: Sequence[str] = ()) -> Grid[Any]:
+    """A model's rows as CSV wants them: one column per field of ``row_type`` (a dataclass), raw values.
+
+    Args:
+        row_type: The rows' dataclass; its field names are the headers.
+        rows: The rows.
+        skip: Fields left out (nested models, samples).
+    """
+    names = [f.name for f in dataclasses.fields(row_type) if f.name not in skip]
+    return Grid([Column(n, functools.partial(_csv_field, name=n)) for n in names], rows)
+
+
+def tuple_grid(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> Grid[Sequence[str]]:
+    """A table of ready cells, one tuple a row (a long-form CSV: one line per figure)."""
+    return Grid([Column(h, operator.itemgetter(i)) for i, h in enumerate(headers)], rows)
+
+
 def communication_line(table: Table) -> str:
     """The footer's line for the time in async collective spans, naming their rows."""
     comm = table.communication_us or 0.0
     names = [r.name for r in table.rows if vocab.is_async_span(r.name, vocab.K_OTHER)]
-    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    listed = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
     per_step = f" ({format_us(comm / table.steps)} µs per step)" if table.steps else ""
     rank = f" on rank {table.rank}" if table.rank is not None else ""
     return (
         f"Communication{rank}: {format_us(comm)} µs{per_step} in async collective spans"
-        + (f" ({shown})" if shown else "")
+        + (f" ({listed})" if listed else "")
         + "; in their CPU total, not in self CPU (they run on the process group's threads)"
     )
 
 
-def _footer(table: Table) -> list[str]:
+def _table_footer(table: Table) -> list[str]:
     parts = [f"Self CPU total: {format_us(table.self_cpu_us)} µs"]
     if table.device_label and table.self_device_us is not None:
-        device_total = table.self_device_us
-        parts.append(f"Self {table.device_label} total: {format_us(device_total) or '-'} µs")
+        parts.append(f"Self {table.device_label} total: {format_us(table.self_device_us) or '-'} µs")
     parts.append(f"{table.steps} profiled step{'s' if table.steps != 1 else ''}")
     parts.append(f"sorted by {table.sort_by}")
     lines = ["; ".join(parts)]
@@ -206,117 +421,29 @@ def _footer(table: Table) -> list[str]:
     return lines
 
 
-def _text_cells(columns: Sequence[tuple[bool, Sequence[str]]]) -> list[list[str]]:
-    """Turn columns of raw cells into rows of text cells; left-aligned (name) columns are shortened."""
-    shaped = [short_names(values) if left else list(values) for left, values in columns]
-    return [list(row) for row in zip(*shaped)] if shaped else []
+def table_view(table: Table, fmt: Format) -> list[Block]:
+    """A [`Table`][neuronprof.Table]: its columns (blank ones left out), then the totals and notes.
 
-
-def render_text(table: Table) -> str:
-    """Render a table as aligned plain text, with totals and notes underneath."""
-    cols = _columns(table)
-    cells: list[Sequence[str]] = [[c.header for c in cols]]
-    cells += _text_cells([(c.align_left, [c.cell(r) for r in table.rows]) for c in cols])
-    lines = align_columns(cells, [c.align_left for c in cols])
-    if not table.rows:
-        lines.append("(no rows)")
-    lines.append("")
-    lines.extend(_footer(table))
-    return "\n".join(lines)
-
-
-def _md_escape(text: str) -> str:
-    return one_line(text).replace("|", "\\|")
-
-
-def render_markdown(table: Table) -> str:
-    """Render a table as a GitHub-flavoured Markdown table followed by its totals."""
-    cols = _columns(table)
-    lines = [
-        "| " + " | ".join(c.header for c in cols) + " |",
-        "| " + " | ".join(":---" if c.align_left else "---:" for c in cols) + " |",
-    ]
-    for r in table.rows:
-        lines.append("| " + " | ".join(_md_escape(c.cell(r)) for c in cols) + " |")
-    lines.append("")
-    lines.extend(_footer(table))
-    return "\n".join(lines) + "\n"
-
-
-def render_csv(table: Table, notes: bool = False) -> str:
-    """Render a table as CSV with one column per OpRow field; ``None`` is an empty cell.
-
-    With ``notes=True`` the table's notes follow the rows as ``# note: ...`` comment lines.
-
-    Args:
-        table: The table to render.
-        notes: Append the table's notes as comment lines.
-
-    Returns:
-        The CSV text, a header row first; times in microseconds, memory in bytes.
+    CSV has one column per [`OpRow`][neuronprof.OpRow] field instead, its raw values
+    (times in µs, memory in bytes); HTML sets the row with the most device time in bold.
     """
-    from neuronprof.model import OpRow
+    if fmt == "csv":
+        from neuronprof.model import OpRow
 
-    names = [f.name for f in dataclasses.fields(OpRow)]
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(names)
-    for r in table.rows:
-        values: list[object] = []
-        for name in names:
-            v = getattr(r, name)
-            if v is None:
-                values.append("")
-            elif name == "input_shapes":
-                values.append(_format_shapes(r))
-            elif name == "input_dtypes":
-                values.append(" ".join(v))
-            elif isinstance(v, float):
-                values.append(round(v, 3))
-            else:
-                values.append(v)
-        writer.writerow(values)
-    return buf.getvalue() + (csv_notes(table.notes) if notes else "")
+        return [fields_grid(OpRow, table.rows)]
+    top = max((r.self_device_us or 0 for r in table.rows), default=0)
+    grid = Grid(_table_columns(table), table.rows, strong=lambda r: top > 0 and r.self_device_us == top)
+    return [grid, "", *_table_footer(table)]
 
 
-def csv_notes(notes: Iterable[str]) -> str:
-    """Notes as ``# note: ...`` comment lines after the CSV rows (``pandas.read_csv(..., comment="#")`` skips them).
-
-    A line break inside a note becomes a space, so every note stays one comment line.
-    """
-    return "".join(f"# note: {' '.join(str(n).splitlines())}\n" for n in notes)
-
-
-def render_html(table: Table) -> str:
-    """Render a table as an HTML ``<table>`` for notebooks; the top device row is bold."""
-    cols = _columns(table)
-    out = ['<table class="neuronprof-table">', "<thead><tr>"]
-    out += [f'<th style="text-align:{"left" if c.align_left else "right"}">{html.escape(c.header)}</th>' for c in cols]
-    out.append("</tr></thead><tbody>")
-    best = max((r.self_device_us or 0 for r in table.rows), default=0)
-    for r in table.rows:
-        strong = best > 0 and r.self_device_us == best
-        out.append("<tr>")
-        for c in cols:
-            text = html.escape(c.cell(r))
-            if strong:
-                text = f"<b>{text}</b>"
-            out.append(f'<td style="text-align:{"left" if c.align_left else "right"}">{text}</td>')
-        out.append("</tr>")
-    out.append("</tbody></table>")
-    out.append("<p>" + "<br>".join(html.escape(line) for line in _footer(table)) + "</p>")
-    return "".join(out)
+# -- several ranks -----------------------------------------------------------------------
 
 
 def rank_metric_unit(metric: str) -> str:
     """The words for a cross-rank metric in column headers: ``"self device"``, ``"total CPU"``..."""
-    words = {
-        "self_device_us": "self device",
-        "device_total_us": "total device",
-        "self_cpu_us": "self CPU",
-        "cpu_total_us": "total CPU",
-    }
-    return words.get(metric, metric)
+    from neuronprof._model_ranks import _METRIC_WORDS
+
+    return _METRIC_WORDS.get(metric, metric)
 
 
 def rank_footer(table: RankTable) -> list[str]:
@@ -364,62 +491,41 @@ def straggler_line(straggler: Optional[int], compute_per_step_us: Sequence[Optio
     return "straggler: none (no rank computes 25 % longer per step than every other: within a shared machine's noise)"
 
 
-def render_rank_table(table: RankTable, row_limit: Optional[int] = 20) -> str:
-    """Render a cross-rank table: min / median / max per op and the slowest rank."""
-    unit = rank_metric_unit(table.metric)
-    both = host_and_device_names(table.rows)
-    shapes = any(r.input_shapes is not None for r in table.rows)
-    header = ["Name", *(["On"] if both else []), *(["Input shapes"] if shapes else [])]
-    header += [f"Min {unit} (µs)", "Median (µs)", "Max (µs)", "Max/median", "Slowest rank"]
-    rows = limit_rows(table.rows, row_limit)
-    names = short_names([r.name for r in rows])
-    cells = [header] + [
-        [
-            name,
-            *(["device" if r.on_device else "host"] if both else []),
-            *([format_shapes(r.input_shapes)] if shapes else []),
-            format_us(r.min_us),
-            format_us(r.median_us),
-            format_us(r.max_us),
-            f"{r.spread:.2f}",
-            str(r.slowest_rank),
+def _rank_cell(r: RankOpRow, rank: int) -> str:
+    return format_us(r.values[rank])
+
+
+def rank_view(t: RankTable, fmt: Format) -> list[Block]:
+    """A [`RankTable`][neuronprof.model.RankTable]: min / median / max per op in text, one column per rank elsewhere.
+
+    CSV is one line per op and rank: ``name, on_device, input_shapes, rank, calls, <metric>``.
+    """
+    if fmt == "csv":
+        header = ("name", "on_device", "input_shapes", "rank", "calls", t.metric)
+        cells = [
+            (r.name, str(r.on_device), format_shapes(r.input_shapes), str(rank), str(r.calls[rank]), csv_value(v))
+            for r in t.rows
+            for rank, v in enumerate(r.values)
         ]
-        for name, r in zip(names, rows)
-    ]
-    lines = align_columns(cells, [i < len(header) - 5 for i in range(len(header))])
-    if not rows:
-        lines.append("(no rows)")
-    lines.append("")
-    total = len(table.rows) if table.total_rows is None else table.total_rows
-    if len(rows) < total:
-        lines.append(f"showing {len(rows)} of {total} rows")
-    lines.extend(rank_footer(table))
-    return "\n".join(lines)
+        return [tuple_grid(header, cells)]
+    unit = rank_metric_unit(t.metric)
+    cols: list[Column[RankOpRow]] = [Column("Name", lambda r: r.name, left=True), *on_column(t.rows)]
+    if any(r.input_shapes is not None for r in t.rows):
+        cols.append(Column("Input shapes", lambda r: format_shapes(r.input_shapes), left=True, short=False))
+    if fmt == "text":
+        cols += [
+            Column(f"Min {unit} (µs)", lambda r: format_us(r.min_us)),
+            Column("Median (µs)", lambda r: format_us(r.median_us)),
+            Column("Max (µs)", lambda r: format_us(r.max_us)),
+        ]
+    else:
+        cols += [Column(f"Rank {i} {unit} (µs)", functools.partial(_rank_cell, rank=i)) for i in range(t.world_size)]
+        cols.append(Column("Median (µs)", lambda r: format_us(r.median_us)))
+    cols += [Column("Max/median", lambda r: f"{r.spread:.2f}"), Column("Slowest rank", lambda r: str(r.slowest_rank))]
+    return [Grid(cols, t.rows), "", *shown(t.rows, t.total_rows), *rank_footer(t)]
 
 
 # -- comparisons --------------------------------------------------------------------------
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure  # noqa: E402
-
-    from neuronprof.model import Comparison, ComparisonRow  # noqa: E402
-
-__all__ += [
-    "render_comparison_figure",
-    "render_comparison_html",
-    "render_comparison_markdown",
-    "render_comparison_text",
-]
-
-
-@dataclasses.dataclass(frozen=True)
-class _CmpColumn:
-    header: str
-    cell: Callable[[ComparisonRow], str]
-    # Which value is best in this column: "low", "high", or None (not marked).
-    best: Optional[str] = None
-    value: Optional[Callable[[ComparisonRow], Optional[float]]] = None
-    align_left: bool = False
 
 
 def _format_calls(value: Optional[float]) -> str:
@@ -444,65 +550,46 @@ def _format_speedup_cell(r: ComparisonRow) -> str:
     return f"{_format_speedup(r.speedup)} ({low}–{high})"
 
 
-def _cmp_columns(cmp: Comparison) -> list[_CmpColumn]:
-    cols = [
-        _CmpColumn(
-            "Variant",
-            lambda r: r.name + (" (baseline)" if r.name == cmp.baseline else ""),
-            align_left=True,
-        ),
-        _CmpColumn("Ops", lambda r: _format_calls(r.op_calls)),
-        _CmpColumn("Self CPU (µs)", lambda r: format_us(r.self_cpu_us), "low", lambda r: r.self_cpu_us),
+def comparison_columns(cmp: Comparison) -> list[Column[ComparisonRow]]:
+    """The columns of a comparison: variant, ops, self times, wall time, speedup, first call."""
+    cols: list[Column[ComparisonRow]] = [
+        Column("Variant", lambda r: r.name + (" (baseline)" if r.name == cmp.baseline else ""), left=True),
+        Column("Ops", lambda r: _format_calls(r.op_calls)),
+        Column("Self CPU (µs)", lambda r: format_us(r.self_cpu_us), best="low", value=lambda r: r.self_cpu_us),
     ]
     if cmp.device_label and any(r.self_device_us is not None for r in cmp.rows):
         cols.append(
-            _CmpColumn(
+            Column(
                 f"Self {cmp.device_label} (µs)",
                 lambda r: format_us(r.self_device_us),
-                "low",
-                lambda r: r.self_device_us,
+                best="low",
+                value=lambda r: r.self_device_us,
             )
         )
     cols += [
         # Short headers with the unit in them, so that the table fits a 1280 px page;
         # the footer says what each one measures.
-        _CmpColumn("Median (µs)", lambda r: format_us(r.wall_us), "low", lambda r: r.wall_us),
-        _CmpColumn("Min–max (µs)", lambda r: f"{format_us(r.wall_us_min)}–{format_us(r.wall_us_max)}"),
+        Column("Median (µs)", lambda r: format_us(r.wall_us), best="low", value=lambda r: r.wall_us),
+        Column("Min–max (µs)", lambda r: f"{format_us(r.wall_us_min)}–{format_us(r.wall_us_max)}"),
         # The best speedup is marked only where its interval excludes 1.0 (beyond noise).
-        _CmpColumn(
+        Column(
             "Speedup (95% CI)",
             _format_speedup_cell,
-            "high",
-            lambda r: r.speedup if r.measurably_different or r.name == cmp.baseline else None,
+            best="high",
+            value=lambda r: r.speedup if r.measurably_different or r.name == cmp.baseline else None,
         ),
-        _CmpColumn("1st call (s)", lambda r: f"{r.compile_s:.3f}"),
+        Column("1st call (s)", lambda r: f"{r.compile_s:.3f}"),
     ]
     return cols
 
 
-def _best_cells(cmp: Comparison, cols: Sequence[_CmpColumn]) -> set[tuple[int, int]]:
-    """Return (row, column) positions holding the best value of a marked column."""
-    marked: set[tuple[int, int]] = set()
-    if len(cmp.rows) < 2:
-        return marked
-    for j, col in enumerate(cols):
-        if col.best is None or col.value is None:
-            continue
-        values = [col.value(r) for r in cmp.rows]
-        present = [v for v in values if v is not None]
-        if len(present) < 2:
-            continue
-        target = min(present) if col.best == "low" else max(present)
-        marked.update((i, j) for i, v in enumerate(values) if v == target)
-    return marked
-
-
-def _cmp_footer(cmp: Comparison) -> list[str]:
+def comparison_footer(cmp: Comparison, marks: str = "* marks") -> list[str]:
+    """The lines under a comparison: what each figure measures, then notes and the findings that differ."""
     rounds = f"{cmp.repeats} interleaved round{'s' if cmp.repeats != 1 else ''}"
     steps = f"{cmp.profiled_steps} step{'s' if cmp.profiled_steps != 1 else ''}"
     lines = [
         f"Speedup: median wall time of {cmp.baseline!r} ÷ the variant's, with its 95% interval (Hodges–Lehmann "
-        "over the timed samples); * marks the best value in a column, a speedup only where its interval excludes 1.",
+        f"over the timed samples); {marks} the best value in a column, a speedup only where its interval excludes 1.",
         f"Median, Min–max: wall time per call over {rounds}, timed outside the profiler after {cmp.warmup} "
         "warm-up call(s); 1st call: the first call (compilation), reported apart and left out.",
         f"Ops and self times: per step, from one profiled session per variant ({steps}; backend {cmp.backend}).",
@@ -515,82 +602,25 @@ def _cmp_footer(cmp: Comparison) -> list[str]:
             "on each side: repeats=4 or more)"
         )
     lines.extend(f"note: {n}" for n in cmp.notes)
-    lines.extend(_cmp_findings(cmp))
-    return lines
-
-
-def _cmp_findings(cmp: Comparison) -> list[str]:
-    """The findings that tell the variants apart (``insights.md`` explains each kind)."""
     differ = cmp.finding_differences()
-    if not differ or not any(differ.values()):
-        return []
-    lines = ["Findings that differ between variants (see insights.md):"]
-    for name, kinds in differ.items():
-        lines.append(f"  {name}: {', '.join(kinds) if kinds else 'none of them'}")
+    if differ and any(differ.values()):
+        # The findings that tell the variants apart (``insights.md`` explains each kind).
+        lines.append("Findings that differ between variants (see insights.md):")
+        lines += [f"  {name}: {', '.join(kinds) if kinds else 'none of them'}" for name, kinds in differ.items()]
     return lines
 
 
-def render_comparison_text(cmp: Comparison) -> str:
-    """Render a comparison as aligned plain text; the best value of each column is marked ``*``."""
-    cols = _cmp_columns(cmp)
-    best = _best_cells(cmp, cols)
-    cells: list[list[str]] = [[c.header for c in cols]]
-    texts = _text_cells([(c.align_left, [c.cell(r) for r in cmp.rows]) for c in cols])
-    for i in range(len(cmp.rows)):
-        row = []
-        for j, c in enumerate(cols):
-            text = texts[i][j]
-            if c.best is not None:
-                # A fixed-width marker slot keeps the numbers aligned whether marked or not.
-                text += " *" if (i, j) in best else "  "
-            row.append(text)
-        cells.append(row)
-    lines = align_columns(cells, [c.align_left for c in cols])
-    if not cmp.rows:
-        lines.append("(no variants)")
-    lines.append("")
-    lines.extend(_cmp_footer(cmp))
-    return "\n".join(lines)
+def comparison_view(cmp: Comparison, fmt: Format) -> list[Block]:
+    """A [`Comparison`][neuronprof.model.Comparison]: the best value of each column marked, then what the figures are.
 
+    CSV has one line per variant, its raw figures (as ``to_dataframe()``).
+    """
+    if fmt == "csv":
+        from neuronprof.model import ComparisonRow
 
-def render_comparison_markdown(cmp: Comparison) -> str:
-    """Render a comparison as a GitHub-flavoured Markdown table; the best value of each column is bold."""
-    cols = _cmp_columns(cmp)
-    best = _best_cells(cmp, cols)
-    lines = [
-        "| " + " | ".join(c.header for c in cols) + " |",
-        "| " + " | ".join(":---" if c.align_left else "---:" for c in cols) + " |",
-    ]
-    for i, r in enumerate(cmp.rows):
-        cells = []
-        for j, c in enumerate(cols):
-            text = _md_escape(c.cell(r))
-            cells.append(f"**{text}**" if (i, j) in best and text else text)
-        lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
-    lines.extend(line.replace("* marks", "bold marks") for line in _cmp_footer(cmp))
-    return "\n".join(lines) + "\n"
-
-
-def render_comparison_html(cmp: Comparison) -> str:
-    """Render a comparison as an HTML ``<table>`` for notebooks; the best value of each column is bold."""
-    cols = _cmp_columns(cmp)
-    best = _best_cells(cmp, cols)
-    out = ['<table class="neuronprof-comparison">', "<thead><tr>"]
-    out += [f'<th style="text-align:{"left" if c.align_left else "right"}">{html.escape(c.header)}</th>' for c in cols]
-    out.append("</tr></thead><tbody>")
-    for i, r in enumerate(cmp.rows):
-        out.append("<tr>")
-        for j, c in enumerate(cols):
-            text = html.escape(c.cell(r))
-            if (i, j) in best:
-                text = f"<b>{text}</b>"
-            out.append(f'<td style="text-align:{"left" if c.align_left else "right"}">{text}</td>')
-        out.append("</tr>")
-    out.append("</tbody></table>")
-    footer = [line.replace("* marks", "bold marks") for line in _cmp_footer(cmp)]
-    out.append("<p>" + "<br>".join(html.escape(line) for line in footer) + "</p>")
-    return "".join(out)
+        return [fields_grid(ComparisonRow, cmp.rows, skip=("table", "wall_samples_us", "insights"))]
+    grid = Grid(comparison_columns(cmp), cmp.rows, empty="(no variants)", css="neuronprof-comparison")
+    return [grid, "", *comparison_footer(cmp, "* marks" if fmt == "text" else "bold marks")]
 
 
 def render_comparison_figure(cmp: Comparison, title: Optional[str] = None) -> Figure:

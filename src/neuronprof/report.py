@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from neuronprof._report_timeline import MAX_TIMELINE_EVENTS, timeline_data
 from neuronprof.model import Comparison, OpRow, Table
-from neuronprof.render import _best_cells, _cmp_columns, _cmp_footer, format_shapes, format_us
+from neuronprof.render import Grid, comparison_columns, comparison_footer, format_shapes, format_us
 
 if TYPE_CHECKING:
     from neuronprof.analysis import Trace, TraceDiff
@@ -40,6 +40,7 @@ __all__ = [
 
 REPORT_SCHEMA = "neuronprof.report/1"
 """Tag of the data embedded in the page (``<script id="neuronprof-data">``)."""
+
 
 def _jinja_env() -> Any:
     try:
@@ -293,10 +294,10 @@ def render_comparison_report(
     """
     if not isinstance(cmp, Comparison):
         raise TypeError(f"render_comparison_report() takes a Comparison, got {type(cmp).__name__}")
-    cols = _cmp_columns(cmp)
-    best = _best_cells(cmp, cols)
+    cols = comparison_columns(cmp)
+    best = Grid(cols, cmp.rows).best_cells()
     rows = [
-        [{"text": c.cell(r), "best": (i, j) in best, "left": c.align_left} for j, c in enumerate(cols)]
+        [{"text": c.cell(r), "best": (i, j) in best, "left": c.left} for j, c in enumerate(cols)]
         for i, r in enumerate(cmp.rows)
     ]
     facts = {
@@ -329,12 +330,12 @@ def render_comparison_report(
             findings=None,
             has_timeline=False,
             comparison={
-                "headers": [{"text": c.header, "left": c.align_left} for c in cols],
+                "headers": [{"text": c.header, "left": c.left} for c in cols],
                 "rows": rows,
                 # The text footer marks best values with "*"; here they are highlighted.
                 "footer": [
                     line.replace("* marks the best value in a column", "the best value of each column is highlighted")
-                    for line in _cmp_footer(cmp)
+                    for line in comparison_footer(cmp)
                 ],
                 "chart": _chart(cmp),
                 "variants": variants,

@@ -88,22 +88,27 @@ class Check:
 
     def to_markdown(self) -> str:
         """A block for a CI job summary (e.g. ``$GITHUB_STEP_SUMMARY``)."""
+        from neuronprof.render import Column, Grid, lay_out
+
         head = {OK: "✅ no regression", REGRESSION: "❌ regression", CANNOT_TELL: "⚠️ cannot tell"}[self.exit_code]
-        lines = [
-            f"### neuronprof check: {head} (threshold {self.max_slowdown:.0%}, {self.confidence:.0%} confidence)",
-            "",
-            "| Figure | Result | B/A | Interval | Samples | Why |",
-            "| :--- | :--- | ---: | :--- | :--- | :--- |",
+        results = {OK: "ok", REGRESSION: "**regression**", CANNOT_TELL: "cannot tell"}
+        cols: list[Column[CheckItem]] = [
+            Column("Figure", lambda i: i.what, left=True),
+            Column("Result", lambda i: results[i.status], left=True),
+            Column(
+                "B/A", lambda i: f"{i.shift.ratio:.3f}×" if i.shift is not None and i.shift.ratio is not None else ""
+            ),
+            Column("Interval", _interval, left=True),
+            Column("Samples", lambda i: f"{i.shift.n_a} vs {i.shift.n_b}" if i.shift is not None else "", left=True),
+            Column("Why", lambda i: i.reason or "", left=True),
         ]
-        for i in self.items:
-            s = i.shift
-            result = {OK: "ok", REGRESSION: "**regression**", CANNOT_TELL: "cannot tell"}[i.status]
-            ratio = f"{s.ratio:.3f}×" if s is not None and s.ratio is not None else ""
-            interval = f"{s.low:.3f}–{s.high:.3f}×" if s is not None and s.low is not None and s.high else ""
-            samples = f"{s.n_a} vs {s.n_b}" if s is not None else ""
-            lines.append(f"| {i.what} | {result} | {ratio} | {interval} | {samples} | {i.reason or ''} |")
-        lines += ["", f"Samples: {self.unit}."]
-        return "\n".join(lines) + "\n"
+        title = f"### neuronprof check: {head} (threshold {self.max_slowdown:.0%}, {self.confidence:.0%} confidence)"
+        return lay_out([title, "", Grid(cols, self.items), "", f"Samples: {self.unit}."], "markdown")
+
+
+def _interval(i: CheckItem) -> str:
+    s = i.shift
+    return f"{s.low:.3f}–{s.high:.3f}×" if s is not None and s.low is not None and s.high else ""
 
 
 def check(

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, get_args
 
 from neuronprof import _vocabulary as vocab
-from neuronprof._deprecation import renamed_keyword
-from neuronprof._model_rows import _keep_totals
+from neuronprof._model_base import ResultModel, ResultRow
 from neuronprof.analysis._samples import trace_of, verdicts
 from neuronprof.analysis._verdict import Shift
 from neuronprof.analysis.trace import Trace, TraceSource, load_trace
-from neuronprof.model import OpRow, Shape, _opt_float, _opt_int, limit_rows, loads, row_from_dict, row_to_dict
+from neuronprof.model import OpRow, Shape, _opt_int
 from neuronprof.typing import DiffMatch, DiffMetric, DiffStatus, GroupBy, MeasuredTime
+
+if TYPE_CHECKING:
+    from neuronprof.render import Block, Format
 
 __all__ = ["DiffMatch", "DiffMetric", "DiffRow", "TraceDiff", "diff"]
 
@@ -24,7 +24,7 @@ DIFF_SCHEMA = "neuronprof.diff/1"
 
 
 @dataclass(frozen=True)
-class DiffRow:
+class DiffRow(ResultRow):
     """One op in both traces (or only one), side by side.
 
     ``_a`` fields come from the first trace (the baseline), ``_b`` from the
@@ -57,6 +57,8 @@ class DiffRow:
     delta_us: float
     ratio: Optional[float]
 
+    _KIND: ClassVar[str] = "diff row"
+
     @property
     def status(self) -> DiffStatus:
         """Whether the op is in both traces, only the first, or only the second."""
@@ -66,25 +68,9 @@ class DiffRow:
             return "only_a"
         return "both"
 
-    def to_dict(self) -> dict[str, Any]:
-        """Return the row as a JSON-ready dict."""
-        return row_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> DiffRow:
-        """Build a row from [`to_dict`][neuronprof.analysis.DiffRow.to_dict] output.
-
-        Args:
-            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
-
-        Raises:
-            ValueError: Missing or unknown fields.
-        """
-        return row_from_dict(cls, data, "diff row")
-
 
 @dataclass(frozen=True)
-class TraceDiff:
+class TraceDiff(ResultModel):
     """Two traces compared op by op, largest absolute change first.
 
     Print it for a text table; [`to_markdown`][neuronprof.analysis.TraceDiff.to_markdown]
@@ -125,16 +111,17 @@ class TraceDiff:
     step: Optional[Shift] = None
     step_device: Optional[Shift] = None
     op_shifts: tuple[tuple[str, Shift], ...] = ()
-    # The totals of every row, taken before any limit (see neuronprof.model.limit_rows).
-    # Not __init__ parameters: filled in from the rows, carried by head() and from_dict().
+    # The totals of every row, taken before any limit. Not __init__ parameters: filled in from
+    # the rows, carried through head() and the JSON form by the base (``_TOTALS``).
     _total_a_us: Optional[float] = field(default=None, init=False, repr=False)
     _total_b_us: Optional[float] = field(default=None, init=False, repr=False)
 
+    SCHEMA: ClassVar[str] = DIFF_SCHEMA
+    _KIND: ClassVar[str] = "a neuronprof diff"
+    _TOTALS: ClassVar[tuple[str, ...]] = ("total_rows", "_total_a_us", "_total_b_us")
+
     def __post_init__(self) -> None:
-        if not isinstance(self.rows, tuple):
-            object.__setattr__(self, "rows", tuple(self.rows))
-        if not isinstance(self.notes, tuple):
-            object.__setattr__(self, "notes", tuple(self.notes))
+        self._as_tuples("rows", "notes")
         if self.total_rows is None:
             object.__setattr__(self, "total_rows", len(self.rows))
         if self._total_a_us is None:
@@ -145,12 +132,6 @@ class TraceDiff:
             object.__setattr__(
                 self, "_total_b_us", float(sum(_metric(r, self.metric, "b") or 0.0 for r in self._counted()))
             )
-
-    def __iter__(self) -> Iterator[DiffRow]:
-        return iter(self.rows)
-
-    def __len__(self) -> int:
-        return len(self.rows)
 
     @property
     def total_a_us(self) -> float:
@@ -167,21 +148,6 @@ class TraceDiff:
         assert self._total_b_us is not None  # set by __post_init__
         return self._total_b_us
 
-    def head(self, n: Optional[int]) -> TraceDiff:
-        """Return a copy with the first ``n`` rows (all when ``n`` is None or negative).
-
-        ``total_rows``, ``total_a_us`` and ``total_b_us`` stay those of every row.
-
-        Args:
-            n: How many rows to keep; None or negative keeps all.
-        """
-        rows = limit_rows(self.rows, n)
-        if len(rows) == len(self.rows):
-            return self
-        cut = dataclasses.replace(self, rows=tuple(rows))
-        _keep_totals(cut, _total_a_us=self._total_a_us, _total_b_us=self._total_b_us)
-        return cut
-
     def _counted(self) -> tuple[DiffRow, ...]:
         # Kernel rows and the ops that launched them carry the same device time:
         # count the kernels only, as torch.profiler's device total does.
@@ -197,58 +163,14 @@ class TraceDiff:
         """
         return dict(self.op_shifts).get(name)
 
-    def row(self, name: str) -> DiffRow:
-        """Return the first row called ``name``.
+    # -- the model's own parts of the shared verbs (see neuronprof._model_base) ---------------
+    def _view(self, fmt: Format, row_limit: Optional[int]) -> list[Block]:
+        from neuronprof.analysis.render import diff_view
 
-        Args:
-            name: The operator name, e.g. ``"aten::mm"``.
+        return diff_view(self, fmt, row_limit)
 
-        Raises:
-            KeyError: No row has that name.
-        """
-        for r in self.rows:
-            if r.name == name:
-                return r
-        raise KeyError(f"no diff row named {name!r}")
-
-    def __str__(self) -> str:
-        return self.to_text()
-
-    @renamed_keyword("limit", "row_limit")
-    def to_text(self, row_limit: Optional[int] = None) -> str:
-        """Return the comparison as an aligned text table (the first ``row_limit`` rows; totals cover all).
-
-        Args:
-            row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
-        """
-        from neuronprof.analysis.render import render_diff_text
-
-        return render_diff_text(self, row_limit=row_limit)
-
-    @renamed_keyword("limit", "row_limit")
-    def to_markdown(self, row_limit: Optional[int] = None) -> str:
-        """Return the comparison as a GitHub-flavoured Markdown table (the first ``row_limit`` rows).
-
-        Args:
-            row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
-        """
-        from neuronprof.analysis.render import render_diff_markdown
-
-        return render_diff_markdown(self, row_limit=row_limit)
-
-    @renamed_keyword("limit", "row_limit")
-    def to_dict(self, row_limit: Optional[int] = None) -> dict[str, Any]:
-        """Return the comparison as a JSON-ready dict with a ``schema`` tag (the first ``row_limit`` rows).
-
-        ``total_rows``, ``total_a_us`` and ``total_b_us`` always cover every row.
-
-        Args:
-            row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
-        """
-        if row_limit is not None:
-            return self.head(row_limit).to_dict()
+    def _data(self) -> dict[str, Any]:
         return {
-            "schema": DIFF_SCHEMA,
             "a": self.a,
             "b": self.b,
             "metric": self.metric,
@@ -267,39 +189,14 @@ class TraceDiff:
             "rows": [r.to_dict() for r in self.rows],
         }
 
-    @renamed_keyword("limit", "row_limit")
-    def to_json(self, indent: Optional[int] = 2, row_limit: Optional[int] = None) -> str:
-        """Return the comparison as JSON; [`from_json`][neuronprof.analysis.TraceDiff.from_json] reads it back.
-
-        Args:
-            indent: Spaces per indentation level; None for one line.
-            row_limit: Keep the first ``row_limit`` rows; None for all. The totals still cover every row.
-
-        Returns:
-            A JSON document (a ``str``), such that ``TraceDiff.from_json(d.to_json(row_limit=n)) == d.head(n)``."""
-        return json.dumps(self.to_dict(row_limit), indent=indent)
-
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TraceDiff:
-        """Build a comparison from [`to_dict`][neuronprof.analysis.TraceDiff.to_dict] output.
-
-        Args:
-            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
-
-        Raises:
-            ValueError: Not a neuronprof diff.
-        """
-        if not isinstance(data, Mapping) or data.get("schema") != DIFF_SCHEMA:
-            raise ValueError(f"not a neuronprof diff (expected schema {DIFF_SCHEMA!r})")
-        rows = data.get("rows")
-        if not isinstance(rows, list):
-            raise ValueError("neuronprof diff JSON has no 'rows' list")
+    def _from_data(cls, data: Mapping[str, Any]) -> TraceDiff:
         metric = data.get("metric", "cpu")
         match = data.get("match", "name")
         if metric not in ("device", "cpu") or match not in ("name", "shape"):
             raise ValueError(f"invalid metric/match {metric!r}/{match!r}")
-        out = cls(
-            rows=tuple(DiffRow.from_dict(r) for r in rows),
+        return cls(
+            rows=tuple(DiffRow.from_dict(r) for r in data["rows"]),
             a=str(data.get("a", "")),
             b=str(data.get("b", "")),
             metric=metric,
@@ -317,21 +214,6 @@ class TraceDiff:
                 for o in data.get("op_shifts", ())
             ),
         )
-        totals = {"_total_a_us": data.get("total_a_us"), "_total_b_us": data.get("total_b_us")}
-        _keep_totals(out, **{name: _opt_float(value) for name, value in totals.items()})
-        return out
-
-    @classmethod
-    def from_json(cls, text: Union[str, bytes]) -> TraceDiff:
-        """Read a comparison written by [`to_json`][neuronprof.analysis.TraceDiff.to_json].
-
-        Args:
-            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
-
-        Raises:
-            ValueError: Not JSON, or not a neuronprof diff.
-        """
-        return cls.from_dict(loads(text))
 
 
 def _shift_or_none(data: Any) -> Optional[Shift]:

@@ -16,21 +16,22 @@ own device is) and the FLOP estimates live in their own modules.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union, cast, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union, cast, get_args
 
 from neuronprof._deprecation import renamed_keyword
-from neuronprof._model_rows import _keep_totals
+from neuronprof._model_base import ResultModel, ResultRow
 from neuronprof.analysis._peaks import DEVICE_PEAKS, DevicePeak, device_peak, resolve_peaks
 from neuronprof.analysis.errors import TraceError, UnknownDeviceError
 from neuronprof.analysis.flops import op_cost
 from neuronprof.analysis.trace import Trace, TraceSource, load_trace
-from neuronprof.model import Shape, _opt_float, _opt_int, limit_rows, loads, row_from_dict, row_to_dict
+from neuronprof.model import Shape, _opt_int
 from neuronprof.typing import Bound, DevicePreset, FlopsSource, MeasuredTime, PeakSource, TimeSource
+
+if TYPE_CHECKING:
+    from neuronprof.render import Block, Format
 
 __all__ = [
     "DEVICE_PEAKS",
@@ -46,8 +47,9 @@ __all__ = [
 
 ROOFLINE_SCHEMA = "neuronprof.roofline/1"
 
+
 @dataclass(frozen=True)
-class RooflineRow:
+class RooflineRow(ResultRow):
     """One operator and input signature on the roofline; totals over all its calls.
 
     Attributes:
@@ -88,25 +90,11 @@ class RooflineRow:
     bound: Bound
     pct_of_peak: Optional[float]
 
-    def to_dict(self) -> dict[str, Any]:
-        """Return the row as a JSON-ready dict."""
-        return row_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RooflineRow:
-        """Build a row from [`to_dict`][neuronprof.analysis.RooflineRow.to_dict] output.
-
-        Args:
-            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
-
-        Raises:
-            ValueError: Missing or unknown fields.
-        """
-        return row_from_dict(cls, data, "roofline row")
+    _KIND: ClassVar[str] = "roofline row"
 
 
 @dataclass(frozen=True)
-class Roofline:
+class Roofline(ResultModel):
     """Every op with a FLOPs/bytes estimate, placed on a device's roofline.
 
     Print it for a text table; [`to_markdown`][neuronprof.analysis.Roofline.to_markdown],
@@ -140,38 +128,40 @@ class Roofline:
     device_label: Optional[str] = None
     device_name: Optional[str] = None
     peak_source: PeakSource = "preset"
-    # The totals of every row, taken before any limit (see neuronprof.model.limit_rows):
-    # FLOPs, bytes, time, and the time of the memory- and compute-bound rows. Not __init__
-    # parameters: filled in from the rows, carried by head() and from_dict().
+    # The totals of every row, taken before any limit: FLOPs, bytes, time, and the time of the
+    # memory- and compute-bound rows. Not __init__ parameters: filled in from the rows, carried
+    # through head() and the JSON form by the base (``_TOTALS``).
     _total_flops: Optional[float] = field(default=None, init=False, repr=False)
     _total_bytes: Optional[float] = field(default=None, init=False, repr=False)
     _total_time_us: Optional[float] = field(default=None, init=False, repr=False)
-    _memory_time_us: Optional[float] = field(default=None, init=False, repr=False)
-    _compute_time_us: Optional[float] = field(default=None, init=False, repr=False)
+    _memory_bound_time_us: Optional[float] = field(default=None, init=False, repr=False)
+    _compute_bound_time_us: Optional[float] = field(default=None, init=False, repr=False)
+
+    SCHEMA: ClassVar[str] = ROOFLINE_SCHEMA
+    _KIND: ClassVar[str] = "a neuronprof roofline"
+    _TOTALS: ClassVar[tuple[str, ...]] = (
+        "total_rows",
+        "_total_flops",
+        "_total_bytes",
+        "_total_time_us",
+        "_memory_bound_time_us",
+        "_compute_bound_time_us",
+    )
 
     def __post_init__(self) -> None:
-        if not isinstance(self.rows, tuple):
-            object.__setattr__(self, "rows", tuple(self.rows))
-        if not isinstance(self.notes, tuple):
-            object.__setattr__(self, "notes", tuple(self.notes))
+        self._as_tuples("rows", "notes")
         if self.total_rows is None:
             object.__setattr__(self, "total_rows", len(self.rows))
         sums = {
             "_total_flops": lambda r: r.flops,
             "_total_bytes": lambda r: r.bytes,
             "_total_time_us": lambda r: r.time_us,
-            "_memory_time_us": lambda r: r.time_us if r.bound == "memory" else 0.0,
-            "_compute_time_us": lambda r: r.time_us if r.bound == "compute" else 0.0,
+            "_memory_bound_time_us": lambda r: r.time_us if r.bound == "memory" else 0.0,
+            "_compute_bound_time_us": lambda r: r.time_us if r.bound == "compute" else 0.0,
         }
         for name, value in sums.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, float(sum(value(r) for r in self.rows)))
-
-    def __iter__(self) -> Iterator[RooflineRow]:
-        return iter(self.rows)
-
-    def __len__(self) -> int:
-        return len(self.rows)
 
     # -- totals -------------------------------------------------------------------
     @property
@@ -200,76 +190,16 @@ class Roofline:
         """Which roof limits the time of these ops: the bound of the rows holding most of the time."""
         if not self.total_rows:
             return None
-        return "memory" if _set(self._memory_time_us) >= _set(self._compute_time_us) else "compute"
+        return "memory" if _set(self._memory_bound_time_us) >= _set(self._compute_bound_time_us) else "compute"
 
-    def head(self, n: Optional[int]) -> Roofline:
-        """Return a copy with the first ``n`` rows (all when ``n`` is None or negative).
+    # -- the model's own parts of the shared verbs (see neuronprof._model_base) ---------------
+    def _view(self, fmt: Format, row_limit: Optional[int]) -> list[Block]:
+        from neuronprof.analysis.render import roofline_view
 
-        ``total_rows``, the totals, ``intensity`` and ``bound`` stay those of every row.
+        return roofline_view(self, fmt, row_limit)
 
-        Args:
-            n: How many rows to keep; None or negative keeps all.
-        """
-        rows = limit_rows(self.rows, n)
-        if len(rows) == len(self.rows):
-            return self
-        cut = dataclasses.replace(self, rows=tuple(rows))
-        _keep_totals(cut, **{name: getattr(self, name) for name in _TOTALS})
-        return cut
-
-    def row(self, name: str) -> RooflineRow:
-        """Return the row with the most time among those called ``name``.
-
-        Args:
-            name: The operator name, e.g. ``"aten::mm"``.
-
-        Raises:
-            KeyError: No row has that name.
-        """
-        for r in self.rows:
-            if r.name == name:
-                return r
-        raise KeyError(f"no roofline row named {name!r}; rows: {', '.join(sorted({r.name for r in self.rows}))}")
-
-    # -- renderers ------------------------------------------------------------------
-    def __str__(self) -> str:
-        return self.to_text()
-
-    @renamed_keyword("limit", "row_limit")
-    def to_text(self, row_limit: Optional[int] = None) -> str:
-        """Return the roofline as an aligned text table with the device's peaks above it (first ``row_limit`` rows).
-
-        Args:
-            row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
-        """
-        from neuronprof.analysis.render import render_roofline_text
-
-        return render_roofline_text(self, row_limit=row_limit)
-
-    @renamed_keyword("limit", "row_limit")
-    def to_markdown(self, row_limit: Optional[int] = None) -> str:
-        """Return the roofline as a GitHub-flavoured Markdown table (first ``row_limit`` rows).
-
-        Args:
-            row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
-        """
-        from neuronprof.analysis.render import render_roofline_markdown
-
-        return render_roofline_markdown(self, row_limit=row_limit)
-
-    @renamed_keyword("limit", "row_limit")
-    def to_dict(self, row_limit: Optional[int] = None) -> dict[str, Any]:
-        """Return the roofline as a JSON-ready dict with a ``schema`` tag (first ``row_limit`` rows).
-
-        ``total_rows``, the totals and ``bound`` always cover every row.
-
-        Args:
-            row_limit: Keep the first ``row_limit`` rows (None or negative: all); totals still cover every row.
-        """
-        if row_limit is not None:
-            return self.head(row_limit).to_dict()
+    def _data(self) -> dict[str, Any]:
         return {
-            "schema": ROOFLINE_SCHEMA,
             "device": self.device.to_dict(),
             "time_source": self.time_source,
             "source": self.source,
@@ -282,38 +212,13 @@ class Roofline:
             "total_flops": self.total_flops,
             "total_bytes": self.total_bytes,
             "total_time_us": self.total_time_us,
-            "memory_bound_time_us": self._memory_time_us,
-            "compute_bound_time_us": self._compute_time_us,
+            "memory_bound_time_us": self._memory_bound_time_us,
+            "compute_bound_time_us": self._compute_bound_time_us,
             "rows": [r.to_dict() for r in self.rows],
         }
 
-    @renamed_keyword("limit", "row_limit")
-    def to_json(self, indent: Optional[int] = 2, row_limit: Optional[int] = None) -> str:
-        """Return the roofline as JSON; [`from_json`][neuronprof.analysis.Roofline.from_json] reads it back.
-
-        Args:
-            indent: Spaces per indentation level; None for one line.
-            row_limit: Keep the first ``row_limit`` rows; None for all.
-
-        Returns:
-            A JSON document (a ``str``)."""
-        return json.dumps(self.to_dict(row_limit), indent=indent)
-
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Roofline:
-        """Build a roofline from [`to_dict`][neuronprof.analysis.Roofline.to_dict] output.
-
-        Args:
-            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
-
-        Raises:
-            ValueError: Not a neuronprof roofline.
-        """
-        if not isinstance(data, Mapping) or data.get("schema") != ROOFLINE_SCHEMA:
-            raise ValueError(f"not a neuronprof roofline (expected schema {ROOFLINE_SCHEMA!r})")
-        rows = data.get("rows")
-        if not isinstance(rows, list):
-            raise ValueError("neuronprof roofline JSON has no 'rows' list")
+    def _from_data(cls, data: Mapping[str, Any]) -> Roofline:
         time_source = data.get("time_source", "device")
         if time_source not in ("device", "cpu"):
             raise ValueError(f"invalid time_source {time_source!r}")
@@ -324,8 +229,8 @@ class Roofline:
             device = DevicePeak(**data["device"])
         except (KeyError, TypeError) as exc:
             raise ValueError(f"neuronprof roofline JSON has no valid 'device': {exc}") from None
-        out = cls(
-            rows=tuple(RooflineRow.from_dict(r) for r in rows),
+        return cls(
+            rows=tuple(RooflineRow.from_dict(r) for r in data["rows"]),
             device=device,
             time_source=time_source,
             source=str(data.get("source", "")),
@@ -335,20 +240,6 @@ class Roofline:
             device_name=data.get("device_name") if isinstance(data.get("device_name"), str) else None,
             peak_source=peak_source,
         )
-        _keep_totals(out, **{name: _opt_float(data.get(key)) for name, key in _TOTALS.items()})
-        return out
-
-    @classmethod
-    def from_json(cls, text: Union[str, bytes]) -> Roofline:
-        """Read a roofline written by [`to_json`][neuronprof.analysis.Roofline.to_json].
-
-        Args:
-            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
-
-        Raises:
-            ValueError: Not JSON, or not a neuronprof roofline.
-        """
-        return cls.from_dict(loads(text))
 
     def plot(self, path: Union[str, os.PathLike[str]], *, label_top: int = 8) -> None:
         """Draw the roofline and the ops on it into a PNG or SVG file (chosen by the suffix).
@@ -368,17 +259,6 @@ class Roofline:
         from neuronprof.export import save_roofline_plot
 
         save_roofline_plot(self, path, label_top=label_top)
-
-
-# The private total fields of Roofline and their keys in its JSON.
-_TOTALS = {
-    "_total_flops": "total_flops",
-    "_total_bytes": "total_bytes",
-    "_total_time_us": "total_time_us",
-    "_memory_time_us": "memory_bound_time_us",
-    "_compute_time_us": "compute_bound_time_us",
-}
-
 
 
 def _set(value: Optional[float]) -> float:

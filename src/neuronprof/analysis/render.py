@@ -1,26 +1,28 @@
-"""Renderers for the analysis models: text and Markdown tables, and the roofline plot.
+"""Views of the analysis models: diffs and rooflines as columns and lines, and the roofline plot.
 
-Pure functions (they return text or a figure and write no file) of [`TraceDiff`][neuronprof.analysis.TraceDiff] and
-[`Roofline`][neuronprof.analysis.Roofline]; JSON lives on the models themselves.
+Pure functions (they return blocks, text or a figure and write no file) of
+[`TraceDiff`][neuronprof.analysis.TraceDiff] and [`Roofline`][neuronprof.analysis.Roofline];
+the one column engine of [`neuronprof.render`][neuronprof.render] sets them as text,
+Markdown, CSV and HTML, and JSON lives on the models themselves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, Optional, TypeVar
+from typing import TYPE_CHECKING, Optional
 
-from neuronprof._deprecation import renamed_keyword
-from neuronprof.model import limit_rows
+from neuronprof._vocabulary import limit_rows
 from neuronprof.render import (
-    align_columns,
-    csv_notes,
+    Block,
+    Column,
+    Format,
+    Grid,
+    fields_grid,
+    format_int,
     format_shapes,
     format_us,
-    host_and_device_names,
-    rank_footer,
-    rank_metric_unit,
-    truncate,
+    on_column,
+    shown,
+    titled,
 )
 
 if TYPE_CHECKING:
@@ -29,107 +31,11 @@ if TYPE_CHECKING:
     from neuronprof.analysis._diff import DiffRow, TraceDiff
     from neuronprof.analysis._roofline import Roofline, RooflineRow
     from neuronprof.analysis._verdict import Shift
-    from neuronprof.model import RankOpRow, RankTable
 
-__all__ = [
-    "render_rank_csv",
-    "render_rank_markdown",
-    "render_diff_markdown",
-    "render_diff_text",
-    "render_roofline_figure",
-    "render_roofline_markdown",
-    "render_roofline_text",
-]
-
-R = TypeVar("R")
-
-
-@dataclass(frozen=True)
-class _Col(Generic[R]):
-    header: str
-    cell: Callable[[R], str]
-    left: bool = False
-
-
-def _text_table(cols: Sequence[_Col[R]], rows: Sequence[R]) -> list[str]:
-    cells = [[c.header for c in cols]]
-    cells += [[truncate(c.cell(r)) if c.left else c.cell(r) for c in cols] for r in rows]
-    lines = align_columns(cells, [c.left for c in cols])
-    if not rows:
-        lines.append("(no rows)")
-    return lines
-
-
-def _md_table(cols: Sequence[_Col[R]], rows: Sequence[R]) -> list[str]:
-    lines = [
-        "| " + " | ".join(c.header for c in cols) + " |",
-        "| " + " | ".join(":---" if c.left else "---:" for c in cols) + " |",
-    ]
-    for r in rows:
-        lines.append("| " + " | ".join(c.cell(r).replace("|", "\\|") for c in cols) + " |")
-    return lines
-
-
-def _shown(rows: Sequence[object], total_rows: Optional[int]) -> list[str]:
-    total = len(rows) if total_rows is None else total_rows
-    return [f"showing {len(rows)} of {total} rows"] if len(rows) < total else []
-
-
-# -- several ranks -----------------------------------------------------------------------
-
-
-def _rank_cols(t: RankTable) -> list[_Col[RankOpRow]]:
-    unit = rank_metric_unit(t.metric)
-    cols: list[_Col[RankOpRow]] = [_Col("Name", lambda r: r.name, left=True)]
-    if host_and_device_names(t.rows):
-        cols.append(_Col("On", lambda r: "device" if r.on_device else "host", left=True))
-    if any(r.input_shapes is not None for r in t.rows):
-        cols.append(_Col("Input shapes", lambda r: format_shapes(r.input_shapes), left=True))
-    for rank in range(t.world_size):
-        cols.append(_Col(f"Rank {rank} {unit} (µs)", lambda r, i=rank: format_us(r.values[i])))  # type: ignore[misc]
-    cols += [
-        _Col("Median (µs)", lambda r: format_us(r.median_us)),
-        _Col("Max/median", lambda r: f"{r.spread:.2f}"),
-        _Col("Slowest rank", lambda r: str(r.slowest_rank)),
-    ]
-    return cols
-
-
-@renamed_keyword("limit", "row_limit")
-def render_rank_markdown(t: RankTable, row_limit: Optional[int] = None) -> str:
-    """Render a cross-rank table as GitHub-flavoured Markdown: one column per rank, then the spread."""
-    rows = limit_rows(t.rows, row_limit)
-    return "\n".join([*_md_table(_rank_cols(t), rows), "", *_shown(rows, t.total_rows), *rank_footer(t)]) + "\n"
-
-
-@renamed_keyword("limit", "row_limit")
-def render_rank_csv(t: RankTable, row_limit: Optional[int] = None, notes: bool = False) -> str:
-    """Render a cross-rank table as CSV: one line per op and rank.
-
-    Columns: ``name, on_device, input_shapes, rank, calls, <metric>``; with
-    ``notes=True`` notes follow as ``# note: ...`` comment lines
-    (``pandas.read_csv(..., comment="#")``).
-    """
-    import csv
-    import io
-
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["name", "on_device", "input_shapes", "rank", "calls", t.metric])
-    for r in limit_rows(t.rows, row_limit):
-        shapes = format_shapes(r.input_shapes)
-        for rank, value in enumerate(r.values):
-            writer.writerow(
-                [r.name, r.on_device, shapes, rank, r.calls[rank], "" if value is None else round(value, 3)]
-            )
-    return buf.getvalue() + (csv_notes(t.notes) if notes else "")
+__all__ = ["diff_view", "render_roofline_figure", "roofline_view", "short_verdict"]
 
 
 # -- diff ------------------------------------------------------------------------------
-
-
-def _int(v: Optional[int]) -> str:
-    return "" if v is None else str(v)
 
 
 def _delta(v: float) -> str:
@@ -144,34 +50,31 @@ def _diff_name(r: DiffRow) -> str:
     return r.name + {"both": "", "only_a": " (only A)", "only_b": " (only B)"}[r.status]
 
 
-def _diff_cols(d: TraceDiff) -> list[_Col[DiffRow]]:
-    cols: list[_Col[DiffRow]] = [_Col("Name", _diff_name, left=True)]
-    if host_and_device_names(d.rows):
-        # A host op and a kernel of the same name would print as identical rows.
-        cols.append(_Col("On", lambda r: "device" if r.on_device else "host", left=True))
+def _diff_cols(d: TraceDiff) -> list[Column[DiffRow]]:
+    cols: list[Column[DiffRow]] = [Column("Name", _diff_name, left=True), *on_column(d.rows)]
     cols += [
-        _Col("Calls A", lambda r: _int(r.calls_a)),
-        _Col("Calls B", lambda r: _int(r.calls_b)),
-        _Col("Self CPU A (µs)", lambda r: format_us(r.self_cpu_us_a)),
-        _Col("Self CPU B (µs)", lambda r: format_us(r.self_cpu_us_b)),
+        Column("Calls A", lambda r: format_int(r.calls_a)),
+        Column("Calls B", lambda r: format_int(r.calls_b)),
+        Column("Self CPU A (µs)", lambda r: format_us(r.self_cpu_us_a)),
+        Column("Self CPU B (µs)", lambda r: format_us(r.self_cpu_us_b)),
     ]
     label = d.device_label
     if label:
         cols += [
-            _Col(f"Self {label} A (µs)", lambda r: format_us(r.self_device_us_a)),
-            _Col(f"Self {label} B (µs)", lambda r: format_us(r.self_device_us_b)),
+            Column(f"Self {label} A (µs)", lambda r: format_us(r.self_device_us_a)),
+            Column(f"Self {label} B (µs)", lambda r: format_us(r.self_device_us_b)),
         ]
     which = label if d.metric == "device" and label else "CPU"
     cols += [
-        _Col(f"Δ self {which} (µs)", lambda r: _delta(r.delta_us)),
-        _Col("B/A", lambda r: _ratio(r.ratio)),
+        Column(f"Δ self {which} (µs)", lambda r: _delta(r.delta_us)),
+        Column("B/A", lambda r: _ratio(r.ratio)),
     ]
     if d.op_shifts:
         cols.append(
-            _Col("Verdict per step", lambda r: "" if r.on_device else short_verdict(d.op_shift(r.name)), left=True)
+            Column("Verdict per step", lambda r: "" if r.on_device else short_verdict(d.op_shift(r.name)), left=True)
         )
     if d.match == "shape":
-        cols.append(_Col("Input shapes", lambda r: format_shapes(r.input_shapes), left=True))
+        cols.append(Column("Input shapes", lambda r: format_shapes(r.input_shapes), left=True))
     return cols
 
 
@@ -214,24 +117,25 @@ def _diff_footer(d: TraceDiff) -> list[str]:
     return lines
 
 
-@renamed_keyword("limit", "row_limit")
-def render_diff_text(d: TraceDiff, row_limit: Optional[int] = None) -> str:
-    """Render a comparison as aligned plain text: the first ``row_limit`` rows, totals over all."""
-    rows = limit_rows(d.rows, row_limit)
-    return "\n".join(
-        [*_diff_header(d), "", *_text_table(_diff_cols(d), rows), "", *_shown(rows, d.total_rows), *_diff_footer(d)]
-    )
+def diff_view(d: TraceDiff, fmt: Format, row_limit: Optional[int] = None) -> list[Block]:
+    """A [`TraceDiff`][neuronprof.analysis.TraceDiff]: the verdicts above the table, the totals under it.
 
-
-@renamed_keyword("limit", "row_limit")
-def render_diff_markdown(d: TraceDiff, row_limit: Optional[int] = None) -> str:
-    """Render a comparison as a GitHub-flavoured Markdown table: the first ``row_limit`` rows, totals over all."""
+    CSV has one line per op, the [`DiffRow`][neuronprof.analysis.DiffRow] fields. The footer speaks of every
+    row, also those past ``row_limit`` (the ops that appeared or vanished, the totals).
+    """
     rows = limit_rows(d.rows, row_limit)
-    head = [line + "  " for line in _diff_header(d)]
-    return (
-        "\n".join([*head, "", *_md_table(_diff_cols(d), rows), "", *_shown(rows, d.total_rows), *_diff_footer(d)])
-        + "\n"
-    )
+    if fmt == "csv":
+        from neuronprof.analysis._diff import DiffRow
+
+        return [fields_grid(DiffRow, rows)]
+    return [
+        *titled(_diff_header(d), fmt),
+        "",
+        Grid(_diff_cols(d), rows),
+        "",
+        *shown(rows, d.total_rows),
+        *_diff_footer(d),
+    ]
 
 
 # -- roofline --------------------------------------------------------------------------
@@ -247,23 +151,23 @@ def _num(v: Optional[float], scale: float, digits: int) -> str:
     return f"{x:.{digits}f}"
 
 
-def _roofline_cols(rl: Roofline) -> list[_Col[RooflineRow]]:
+def _roofline_cols(rl: Roofline) -> list[Column[RooflineRow]]:
     where = (rl.device_label or "device") if rl.time_source == "device" else "CPU"
-    cols: list[_Col[RooflineRow]] = [
-        _Col("Name", lambda r: r.name, left=True),
-        _Col("Calls", lambda r: str(r.calls)),
-        _Col(f"Self {where} (µs)", lambda r: format_us(r.time_us)),
-        _Col("GFLOP", lambda r: _num(r.flops, 1e9, 3)),
-        _Col("MB moved", lambda r: _num(r.bytes, 1e6, 1)),
-        _Col("FLOP/byte", lambda r: _num(r.intensity, 1, 2)),
-        _Col("Bound", lambda r: r.bound),
-        _Col("Achieved TFLOP/s", lambda r: _num(r.achieved_flops_per_s, 1e12, 3)),
-        _Col("Achieved GB/s", lambda r: _num(r.achieved_bytes_per_s, 1e9, 1)),
-        _Col("Roof TFLOP/s", lambda r: _num(r.attainable_flops_per_s, 1e12, 3)),
-        _Col("% of roof", lambda r: _num(r.pct_of_peak, 1, 1)),
+    cols: list[Column[RooflineRow]] = [
+        Column("Name", lambda r: r.name, left=True),
+        Column("Calls", lambda r: str(r.calls)),
+        Column(f"Self {where} (µs)", lambda r: format_us(r.time_us)),
+        Column("GFLOP", lambda r: _num(r.flops, 1e9, 3)),
+        Column("MB moved", lambda r: _num(r.bytes, 1e6, 1)),
+        Column("FLOP/byte", lambda r: _num(r.intensity, 1, 2)),
+        Column("Bound", lambda r: r.bound),
+        Column("Achieved TFLOP/s", lambda r: _num(r.achieved_flops_per_s, 1e12, 3)),
+        Column("Achieved GB/s", lambda r: _num(r.achieved_bytes_per_s, 1e9, 1)),
+        Column("Roof TFLOP/s", lambda r: _num(r.attainable_flops_per_s, 1e12, 3)),
+        Column("% of roof", lambda r: _num(r.pct_of_peak, 1, 1)),
     ]
     if not _of_counters(rl):  # rows from hardware counters (one per NEFF) have no input shapes
-        cols.append(_Col("Input shapes", lambda r: format_shapes(r.input_shapes), left=True))
+        cols.append(Column("Input shapes", lambda r: format_shapes(r.input_shapes), left=True))
     return cols
 
 
@@ -328,33 +232,19 @@ def _roofline_footer(rl: Roofline) -> list[str]:
     return lines
 
 
-@renamed_keyword("limit", "row_limit")
-def render_roofline_text(rl: Roofline, row_limit: Optional[int] = None) -> str:
-    """Render a roofline as aligned plain text, the device's peaks above the table (first ``row_limit`` rows)."""
-    rows = limit_rows(rl.rows, row_limit)
-    return "\n".join(
-        [
-            *_roofline_header(rl),
-            "",
-            *_text_table(_roofline_cols(rl), rows),
-            "",
-            *_shown(rows, rl.total_rows),
-            *_roofline_footer(rl),
-        ]
-    )
+def roofline_view(rl: Roofline, fmt: Format, row_limit: Optional[int] = None) -> list[Block]:
+    """A [`Roofline`][neuronprof.analysis.Roofline]: the device's peaks above the table, the overall bound under it.
 
-
-@renamed_keyword("limit", "row_limit")
-def render_roofline_markdown(rl: Roofline, row_limit: Optional[int] = None) -> str:
-    """Render a roofline as a GitHub-flavoured Markdown table (first ``row_limit`` rows)."""
+    CSV has one line per op, the [`RooflineRow`][neuronprof.analysis.RooflineRow] fields; the first ``row_limit``
+    rows are shown, the columns and the footer those of every row.
+    """
     rows = limit_rows(rl.rows, row_limit)
-    head = [line + "  " for line in _roofline_header(rl)]
-    return (
-        "\n".join(
-            [*head, "", *_md_table(_roofline_cols(rl), rows), "", *_shown(rows, rl.total_rows), *_roofline_footer(rl)]
-        )
-        + "\n"
-    )
+    if fmt == "csv":
+        from neuronprof.analysis._roofline import RooflineRow
+
+        return [fields_grid(RooflineRow, rows)]
+    grid = Grid(_roofline_cols(rl), rows)
+    return [*titled(_roofline_header(rl), fmt), "", grid, "", *shown(rows, rl.total_rows), *_roofline_footer(rl)]
 
 
 def render_roofline_figure(rl: Roofline, *, label_top: int = 8) -> Figure:

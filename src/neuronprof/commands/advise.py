@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from neuronprof.commands._inputs import reads_files
 
@@ -27,6 +28,10 @@ def run(args: argparse.Namespace) -> int:
     from neuronprof.commands._output import emit
 
     result = advise(args.trace)
-    render = {"text": result.to_text, "markdown": result.to_markdown, "json": result.to_json}
+    render: dict[str, Callable[[], str]] = {
+        "text": result.to_text,
+        "markdown": result.to_markdown,
+        "json": result.to_json,
+    }
     emit(render[args.format]())
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from collections.abc import Callable
 from typing import get_args
 
 from neuronprof.commands import EXIT_TOOL, CommandError
@@ -80,7 +81,12 @@ def run(args: argparse.Namespace) -> int:
         message = str(w.message)
         if not any(n and n in message for n in profile.notes):
             print(f"neuronprof neuron: warning: {' '.join(message.split())}", file=sys.stderr)
-    render = {"text": profile.to_text, "markdown": profile.to_markdown, "csv": profile.to_csv, "json": profile.to_json}
+    render: dict[str, Callable[[], str]] = {
+        "text": profile.to_text,
+        "markdown": profile.to_markdown,
+        "csv": profile.to_csv,
+        "json": profile.to_json,
+    }
     text = render[args.format]()
     if args.roofline is not None:
         rl = profile.roofline(args.roofline or None)

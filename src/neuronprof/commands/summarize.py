@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any, get_args
 
 from neuronprof.commands._inputs import reads_files
@@ -54,32 +53,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from neuronprof.analysis.trace import load_trace
     from neuronprof.commands._output import emit, notes_to_stderr
-    from neuronprof.render import render_csv, render_markdown, render_text
 
     trace = load_trace(args.trace)
     if trace.ranks and args.ranks != "sum" or args.ranks == "all":
-        from neuronprof.analysis.render import render_rank_csv, render_rank_markdown
-        from neuronprof.render import render_rank_table
-
-        ranks = trace.rank_table(args.sort_by, group_by=args.group_by, device_only=args.device_only)
-        rank_renderers: dict[str, Callable[[Any], str]] = {
-            "text": lambda t: render_rank_table(t, row_limit=args.row_limit),
-            "markdown": lambda t: render_rank_markdown(t, row_limit=args.row_limit),
-            "csv": lambda t: render_rank_csv(t, row_limit=args.row_limit),
-            "json": lambda t: t.to_json(row_limit=args.row_limit),
-        }
-        emit(rank_renderers[args.format](ranks))
-        if args.format == "csv":
-            notes_to_stderr(ranks.notes)
-        return 0
-    table = trace.table(args.sort_by, row_limit=args.row_limit, device_only=args.device_only, group_by=args.group_by)
-    renderers: dict[str, Callable[[Any], str]] = {
-        "text": render_text,
-        "markdown": render_markdown,
-        "csv": render_csv,
-        "json": lambda t: t.to_json(),
-    }
-    emit(renderers[args.format](table))
+        model: Any = trace.rank_table(args.sort_by, group_by=args.group_by, device_only=args.device_only)
+    else:
+        model = trace.table(
+            args.sort_by, row_limit=args.row_limit, device_only=args.device_only, group_by=args.group_by
+        )
+    # Each format is the model's own verb (the table is cut already; a cross-rank table is cut here).
+    verbs = {"text": model.to_text, "markdown": model.to_markdown, "csv": model.to_csv, "json": model.to_json}
+    emit(verbs[args.format](row_limit=args.row_limit))
     if args.format == "csv":
-        notes_to_stderr(table.notes)
+        notes_to_stderr(model.notes)
     return 0

@@ -1,16 +1,20 @@
-"""The engine's output: finding kinds, thresholds, findings and their plain-text and Markdown forms."""
+"""The engine's output: finding kinds, thresholds, findings and their text, Markdown, CSV and HTML forms."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import functools
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional, Union, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional, get_args
 from urllib.parse import urlsplit, urlunsplit
 
-from neuronprof.model import loads, row_from_dict, row_to_dict
+from neuronprof._model_base import ResultModel, ResultRow
+from neuronprof.model import row_from_dict
+
+if TYPE_CHECKING:
+    from neuronprof.render import Block, Format
 
 INSIGHTS_SCHEMA = "neuronprof.insights/1"
 
@@ -180,7 +184,7 @@ class Evidence:
 
 
 @dataclass(frozen=True)
-class Finding:
+class Finding(ResultRow):
     """One thing to fix, with its evidence, the time at stake and what to do.
 
     Attributes:
@@ -203,15 +207,13 @@ class Finding:
     suggestion: str
     docs: str = ""
 
+    _KIND: ClassVar[str] = "Finding"
+
     def __post_init__(self) -> None:
         if self.kind not in FINDING_KINDS:
             raise ValueError(f"unknown finding kind {self.kind!r}; kinds: {', '.join(FINDING_KINDS)}")
         if not self.docs:
             object.__setattr__(self, "docs", guide_url(self.kind))
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the finding as a JSON-ready dict."""
-        return row_to_dict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Finding:
@@ -226,7 +228,7 @@ class Finding:
             ev = dict(evidence)
             ev["ops"] = tuple(str(o) for o in ev.get("ops", ()))
             kwargs["evidence"] = row_from_dict(Evidence, ev, "Evidence")
-        return row_from_dict(cls, kwargs, "Finding")
+        return super().from_dict(kwargs)
 
 
 def _is_minor(f: Finding, step_us: Optional[float]) -> bool:
@@ -246,7 +248,7 @@ def _stake(f: Finding) -> str:
 
 
 @dataclass(frozen=True)
-class Insights:
+class Insights(ResultModel):
     """Findings of one profile, most costly first: what ``s.insights()`` and ``neuronprof advise`` return.
 
     ``print()`` it for a short list; render it with
@@ -282,6 +284,12 @@ class Insights:
     notes: tuple[str, ...] = field(default=())
     source: str = ""
 
+    SCHEMA: ClassVar[str] = INSIGHTS_SCHEMA
+    _KIND: ClassVar[str] = "neuronprof insights"
+    _ROWS: ClassVar[Optional[str]] = "findings"
+    _ROW_KEY: ClassVar[str] = "kind"
+    _JSON: ClassVar[Mapping[str, Any]] = {"ensure_ascii": False}
+
     def __post_init__(self) -> None:
         findings = tuple(self.findings)
         for f in findings:
@@ -294,14 +302,7 @@ class Insights:
             return (_is_minor(f, step_us), f.estimated_us is None, -(f.estimated_us or 0.0))
 
         object.__setattr__(self, "findings", tuple(sorted(findings, key=key)))
-        if not isinstance(self.notes, tuple):
-            object.__setattr__(self, "notes", tuple(self.notes))
-
-    def __iter__(self) -> Iterator[Finding]:
-        return iter(self.findings)
-
-    def __len__(self) -> int:
-        return len(self.findings)
+        self._as_tuples("notes")
 
     def minor(self) -> list[Finding]:
         """Return the minor findings: time at stake under ``MIN_SHARE`` (1 %) of the step; listed last."""
@@ -336,33 +337,48 @@ class Insights:
             parts.append({"device": "device-bound", "cpu": "CPU-bound", "neither": "neither bound"}[self.bound])
         return head + (": " + ", ".join(parts) if parts else "")
 
-    def __str__(self) -> str:
-        lines = [self._header()]
-        minor_from = len(self.findings) - len(self.minor())
-        for i, f in enumerate(self.findings, 1):
-            if i == minor_from + 1:
-                lines.append(f"minor (under {MIN_SHARE:.0%} of the step each):")
-            lines.append(f"{i}. [{f.kind}] {f.title} ({_stake(f)})")
-            lines.append(f"   evidence: {_evidence_text(f.evidence, f.kind)}")
-            lines.append(f"   try: {f.suggestion}")
-            lines.append(f"   see: {_see(f)}")
-        if not self.findings:
-            lines.append("(nothing to flag)")
-        lines.extend(f"note: {n}" for n in self.notes)
-        return "\n".join(lines)
+    def _view(self, fmt: Format, row_limit: Optional[int]) -> list[Block]:
+        """Text and Markdown: a numbered list, the minor findings last; HTML and CSV: a table of the findings."""
+        from neuronprof.render import Column, Grid, csv_value
 
-    def to_text(self) -> str:
-        """Return the findings as plain text (what ``print()`` shows)."""
-        return str(self)
-
-    def to_markdown(self) -> str:
-        """Return the findings as GitHub-flavoured Markdown: one numbered section per finding."""
-        lines = [f"**{self._header()}**", ""]
+        if row_limit is not None:
+            return self.head(row_limit)._view(fmt, None)
         minor_from = len(self.findings) - len(self.minor())
+        if fmt == "csv":
+            # One line per finding: its fields, the evidence's spread over columns of its own.
+            fields = ("calls_per_step", "us_per_step", "share_of_step", "detail")
+            raw: list[Column[Finding]] = [
+                Column("kind", lambda f: f.kind),
+                Column("title", lambda f: f.title),
+                Column("estimated_us", lambda f: csv_value(f.estimated_us)),
+                Column("ops", lambda f: " ".join(f.evidence.ops)),
+                *(Column(n, functools.partial(_evidence_field, name=n)) for n in fields),
+                Column("suggestion", lambda f: f.suggestion),
+                Column("docs", lambda f: f.docs),
+            ]
+            return [Grid(raw, self.findings)]
+        if fmt == "html":
+            cols: list[Column[Finding]] = [
+                Column("Finding", lambda f: f.title, left=True),
+                Column("Kind", lambda f: f.kind, left=True),
+                Column("At stake", _stake, left=True),
+                Column("Evidence", lambda f: _evidence_text(f.evidence, f.kind), left=True),
+                Column("Try", lambda f: f.suggestion, left=True),
+                Column("See", _see, left=True),
+            ]
+            return [self._header(), Grid(cols, self.findings), "", *(f"note: {n}" for n in self.notes)]
+        lines = [self._header()] if fmt == "text" else [f"**{self._header()}**", ""]
         for i, f in enumerate(self.findings, 1):
+            if fmt == "text":
+                if i == minor_from + 1:
+                    lines.append(f"minor (under {MIN_SHARE:.0%} of the step each):")
+                lines.append(f"{i}. [{f.kind}] {f.title} ({_stake(f)})")
+                lines.append(f"   evidence: {_evidence_text(f.evidence, f.kind)}")
+                lines.append(f"   try: {f.suggestion}")
+                lines.append(f"   see: {_see(f)}")
+                continue
             if i == minor_from + 1:
-                lines.append(f"*Minor (under {MIN_SHARE:.0%} of the step each):*")
-                lines.append("")
+                lines += [f"*Minor (under {MIN_SHARE:.0%} of the step each):*", ""]
             lines.append(f"{i}. **{_md(f.title)}** (`{f.kind}`, {_stake(f)})")
             lines.append(f"    - evidence: {_md(_evidence_text(f.evidence, f.kind))}")
             lines.append(f"    - try: {_md(f.suggestion)}")
@@ -370,47 +386,28 @@ class Insights:
             lines.append(f"    - see: [{_md(section)}]({f.docs}) in the guide, 'Reading the findings'")
         if not self.findings:
             lines.append("(nothing to flag)")
-        if self.notes:
-            lines.append("")
-            lines.extend(f"- note: {_md(n)}" for n in self.notes)
-        return "\n".join(lines) + "\n"
+        if fmt == "text":
+            return [*lines, *(f"note: {n}" for n in self.notes)]
+        return [*lines, *([""] if self.notes else []), *(f"- note: {_md(n)}" for n in self.notes)]
 
-    def to_dict(self) -> dict[str, Any]:
-        """Return the insights as a JSON-ready dict, including a ``schema`` tag."""
+    def _data(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["findings"] = [f.to_dict() for f in self.findings]
         data["notes"] = list(self.notes)
-        return {"schema": INSIGHTS_SCHEMA, **data}
-
-    def to_json(self, indent: Optional[int] = 2) -> str:
-        """Return the insights as JSON; [`from_json`][neuronprof.analysis.insights.Insights.from_json] reads it back."""
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+        return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Insights:
-        """Build insights from [`to_dict`][neuronprof.analysis.insights.Insights.to_dict] output.
-
-        Raises:
-            ValueError: The data is not neuronprof insights.
-        """
-        if not isinstance(data, Mapping) or data.get("schema") != INSIGHTS_SCHEMA:
-            raise ValueError(f"not neuronprof insights (expected schema {INSIGHTS_SCHEMA!r})")
+    def _from_data(cls, data: Mapping[str, Any]) -> Insights:
         kwargs = {k: v for k, v in data.items() if k != "schema"}
-        findings = kwargs.get("findings")
-        if not isinstance(findings, list):
-            raise ValueError("neuronprof insights JSON has no 'findings' list")
-        kwargs["findings"] = tuple(Finding.from_dict(f) for f in findings)
+        kwargs["findings"] = tuple(Finding.from_dict(f) for f in kwargs["findings"])
         kwargs["notes"] = tuple(str(n) for n in kwargs.get("notes", ()))
         return row_from_dict(cls, kwargs, "Insights")
 
-    @classmethod
-    def from_json(cls, text: Union[str, bytes]) -> Insights:
-        """Read insights written by [`to_json`][neuronprof.analysis.insights.Insights.to_json].
 
-        Raises:
-            ValueError: The text is not JSON, or not neuronprof insights.
-        """
-        return cls.from_dict(loads(text))
+def _evidence_field(f: Finding, name: str) -> str:
+    from neuronprof.render import csv_value
+
+    return csv_value(getattr(f.evidence, name))
 
 
 def _us(value: Optional[float]) -> str:
@@ -472,4 +469,3 @@ _LISTED_KINDS = frozenset(
 
 def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("*", "\\*").replace("_", "\\_")
-

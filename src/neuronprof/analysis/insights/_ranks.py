@@ -14,21 +14,24 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import json
-from collections.abc import Iterator, Mapping, Sequence
+import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from neuronprof import _vocabulary as vocab
+from neuronprof._model_base import ResultModel
 from neuronprof.analysis.insights._findings import Finding, Insights, _us
 from neuronprof.analysis.insights._timeline import Timeline
-from neuronprof.model import loads
+
+if TYPE_CHECKING:
+    from neuronprof.render import Block, Column, Format
 
 RANK_INSIGHTS_SCHEMA = "neuronprof.rank_insights/1"
 
 
 @dataclass(frozen=True)
-class RankInsights:
+class RankInsights(ResultModel):
     """Findings of a job's ranks, rank by rank: what ``neuronprof advise`` returns for a folder of ranks.
 
     Each rank is read on its own, over its own steps (never averaged with the other
@@ -62,10 +65,14 @@ class RankInsights:
     notes: tuple[str, ...] = field(default=())
     source: str = ""
 
+    SCHEMA: ClassVar[str] = RANK_INSIGHTS_SCHEMA
+    _KIND: ClassVar[str] = "neuronprof findings of several ranks"
+    _ROWS: ClassVar[Optional[str]] = "findings"
+    _ROW_KEY: ClassVar[str] = "kind"
+    _JSON: ClassVar[Mapping[str, Any]] = {"ensure_ascii": False}
+
     def __post_init__(self) -> None:
-        for name in ("ranks", "compute_per_step_us", "collective_wait_per_step_us", "notes"):
-            if not isinstance(getattr(self, name), tuple):
-                object.__setattr__(self, name, tuple(getattr(self, name)))
+        self._as_tuples("ranks", "compute_per_step_us", "collective_wait_per_step_us", "notes")
         for r in self.ranks:
             if not isinstance(r, Insights):
                 raise TypeError(f"RankInsights.ranks must hold Insights objects, got {type(r).__name__}")
@@ -106,12 +113,14 @@ class RankInsights:
         """Return the kinds of [`findings`][neuronprof.analysis.insights.RankInsights.findings], in that order."""
         return [f.kind for f in self.findings]
 
-    def __iter__(self) -> Iterator[Finding]:
-        """Iterate over [`findings`][neuronprof.analysis.insights.RankInsights.findings], as ``Insights`` does."""
-        return iter(self.findings)
+    def head(self, n: Optional[int]) -> RankInsights:
+        """Return a copy with the first ``n`` findings of each rank (all when ``n`` is None or negative).
 
-    def __len__(self) -> int:
-        return len(self.findings)
+        Args:
+            n: How many findings of each rank to keep; None or negative keeps all.
+        """
+        ranks = tuple(r.head(n) for r in self.ranks)
+        return self if all(a is b for a, b in zip(ranks, self.ranks)) else self._carry(ranks=ranks)
 
     # -- renderers ------------------------------------------------------------------
     def _header(self) -> str:
@@ -142,37 +151,30 @@ class RankInsights:
             return f"rank {rank}{mark}: no steps recorded"
         return f"rank {rank}{mark}: compute {_us(compute)}/step, {_us(waited)}/step in collectives"
 
-    def __str__(self) -> str:
-        lines = [self._header()]
-        for r in self.order():
-            lines.append("")
-            lines.append(f"== {self._rank_title(r)} ==")
-            lines.append(str(self.ranks[r]))
-        if self.notes:
-            lines.append("")
-            lines.extend(f"note: {n}" for n in self.notes)
-        return "\n".join(lines)
+    def _view(self, fmt: Format, row_limit: Optional[int]) -> list[Block]:
+        """Every rank's findings, the straggler's first, each under its rank's title."""
+        from neuronprof.render import Column, Grid
 
-    def to_text(self) -> str:
-        """Return every rank's findings as plain text (what ``print()`` shows), the straggler's first."""
-        return str(self)
-
-    def to_markdown(self) -> str:
-        """Return every rank's findings as GitHub-flavoured Markdown: one section per rank, the straggler's first."""
-        lines = [f"**{self._header()}**", ""]
+        if fmt == "csv":
+            pairs = [(r, f) for r in self.order() for f in self.ranks[r].head(row_limit).findings]
+            one = Insights(())._view("csv", None)[0]
+            assert isinstance(one, Grid)
+            cols: list[Column[tuple[int, Finding]]] = [Column("rank", lambda p: str(p[0]))]
+            cols += [Column(c.header, functools.partial(_of_finding, c)) for c in one.columns]
+            return [Grid(cols, pairs)]
+        blocks: list[Block] = [f"**{self._header()}**" if fmt == "markdown" else self._header()]
         for r in self.order():
             title = self._rank_title(r)
-            lines.append(f"### {title[0].upper()}{title[1:]}")
-            lines.append("")
-            lines.append(self.ranks[r].to_markdown())
+            if fmt == "markdown":
+                blocks += ["", f"### {title[0].upper()}{title[1:]}", "", *self.ranks[r]._view(fmt, row_limit)]
+            else:
+                blocks += ["", f"== {title} ==", *self.ranks[r]._view(fmt, row_limit)]
         if self.notes:
-            lines.extend(f"- note: {n}" for n in self.notes)
-        return "\n".join(lines).rstrip("\n") + "\n"
+            blocks += ["", *(f"{'- ' if fmt == 'markdown' else ''}note: {n}" for n in self.notes)]
+        return blocks
 
-    def to_dict(self) -> dict[str, Any]:
-        """Return the findings as a JSON-ready dict with a ``schema`` tag: one entry per rank, in rank order."""
+    def _data(self) -> dict[str, Any]:
         return {
-            "schema": RANK_INSIGHTS_SCHEMA,
             "world_size": len(self.ranks),
             "straggler": self.straggler,
             "source": self.source,
@@ -188,26 +190,8 @@ class RankInsights:
             ],
         }
 
-    def to_json(self, indent: Optional[int] = 2) -> str:
-        """Return the findings as JSON, which [`from_json`][neuronprof.analysis.insights.RankInsights.from_json] reads.
-
-        Args:
-            indent: Spaces per indentation level; None for one line.
-        """
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
-
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RankInsights:
-        """Build the findings from [`to_dict`][neuronprof.analysis.insights.RankInsights.to_dict] output.
-
-        Args:
-            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
-
-        Raises:
-            ValueError: The data is not neuronprof's findings of several ranks.
-        """
-        if not isinstance(data, Mapping) or data.get("schema") != RANK_INSIGHTS_SCHEMA:
-            raise ValueError(f"not neuronprof findings of several ranks (expected schema {RANK_INSIGHTS_SCHEMA!r})")
+    def _from_data(cls, data: Mapping[str, Any]) -> RankInsights:
         ranks = data.get("ranks")
         if not isinstance(ranks, list) or not all(isinstance(r, Mapping) for r in ranks):
             raise ValueError("neuronprof findings of several ranks need a 'ranks' list")
@@ -225,17 +209,9 @@ class RankInsights:
         except (KeyError, TypeError) as exc:
             raise ValueError(f"invalid findings of several ranks: {exc}") from None
 
-    @classmethod
-    def from_json(cls, text: Union[str, bytes]) -> RankInsights:
-        """Read findings written by [`to_json`][neuronprof.analysis.insights.RankInsights.to_json].
 
-        Args:
-            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
-
-        Raises:
-            ValueError: The text is not JSON, or not neuronprof's findings of several ranks.
-        """
-        return cls.from_dict(loads(text))
+def _of_finding(column: Column[Finding], pair: tuple[int, Finding]) -> str:
+    return column.cell(pair[1])
 
 
 def analyze_ranks(timeline: Timeline) -> RankInsights:

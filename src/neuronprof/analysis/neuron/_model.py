@@ -14,17 +14,16 @@ fields; renderers, plots and the roofline live in their own modules.
 from __future__ import annotations
 
 import dataclasses
-import json
 import operator
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Optional, Union
 
+from neuronprof._model_base import ResultModel
 from neuronprof.analysis._peaks import DevicePeak
 from neuronprof.analysis.neuron._join import FlowJoin
-from neuronprof.model import loads
 from neuronprof.typing import ProfileKind
 
 if TYPE_CHECKING:
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
 
     from neuronprof.analysis._roofline import Roofline
     from neuronprof.model import OpRow
+    from neuronprof.render import Block, Format
     from neuronprof.typing import DevicePreset
 
 __all__ = [
@@ -289,7 +289,7 @@ class StepDevice:
 
 
 @dataclass(frozen=True)
-class NeuronProfile:
+class NeuronProfile(ResultModel):
     """What Neuron's own profile says about a run: engines, NEFF executions, busy time per step.
 
     Build one with [`neuron_profile`][neuronprof.analysis.neuron_profile]
@@ -340,11 +340,13 @@ class NeuronProfile:
     peak_note: str = ""
     flow_join: Optional[FlowJoin] = None
 
+    SCHEMA: ClassVar[str] = NEURON_PROFILE_SCHEMA
+    _KIND: ClassVar[str] = "a neuronprof Neuron profile"
+    _ROWS: ClassVar[Optional[str]] = None  # sections, each its own table: shown whole
+    _JSON: ClassVar[Mapping[str, Any]] = {"allow_nan": False}  # strict JSON: no NaN or Infinity
+
     def __post_init__(self) -> None:
-        for name in ("summaries", "executions", "steps", "notes"):
-            value = getattr(self, name)
-            if not isinstance(value, tuple):
-                object.__setattr__(self, name, tuple(value))
+        self._as_tuples("summaries", "executions", "steps", "notes")
 
     # -- queries --------------------------------------------------------------------
     @cached_property
@@ -433,32 +435,25 @@ class NeuronProfile:
             for s in self.neffs
         )
 
-    # -- renderers ------------------------------------------------------------------
-    def __str__(self) -> str:
-        return self.to_text()
+    # -- the model's own parts of the shared verbs (see neuronprof._model_base) ---------------
+    def _view(self, fmt: Format, row_limit: Optional[int]) -> list[Block]:
+        from neuronprof.analysis.neuron._render import profile_view
 
-    def to_text(self) -> str:
-        """Return the engine, NEFF and step tables as aligned plain text."""
-        from neuronprof.analysis.neuron._render import render_text
+        return profile_view(self, fmt)  # shown whole: its sections are not cut
 
-        return render_text(self)
+    def row(self, name: str) -> NeffStats:
+        """Return the [`NeffStats`][neuronprof.analysis.neuron.NeffStats] of the NEFF ``name`` (as ``neff``).
 
-    def to_markdown(self) -> str:
-        """Return the engine, NEFF and step tables as GitHub-flavoured Markdown."""
-        from neuronprof.analysis.neuron._render import render_markdown
+        Args:
+            name: The NEFF's name.
 
-        return render_markdown(self)
+        Raises:
+            KeyError: No execution of that NEFF; the message lists the NEFFs.
+        """
+        return self.neff(name)
 
-    def to_csv(self) -> str:
-        """Return every figure as CSV in long form: ``section,name,field,value`` (one figure a line)."""
-        from neuronprof.analysis.neuron._render import render_csv
-
-        return render_csv(self)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the profile as a JSON-ready dict with a ``schema`` tag."""
+    def _data(self) -> dict[str, Any]:
         return {
-            "schema": NEURON_PROFILE_SCHEMA,
             "source": self.source,
             "tool": self.tool,
             "notes": list(self.notes),
@@ -473,26 +468,8 @@ class NeuronProfile:
             "executions": [ex._asdict() for ex in self.executions],
         }
 
-    def to_json(self, indent: Optional[int] = 2) -> str:
-        """Return the profile as JSON (read back by [`from_json`][neuronprof.analysis.NeuronProfile.from_json]).
-
-        Args:
-            indent: Spaces per indentation level; None for one line.
-        """
-        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)  # strict JSON: no NaN or Infinity
-
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> NeuronProfile:
-        """Build a profile from [`to_dict`][neuronprof.analysis.NeuronProfile.to_dict] output.
-
-        Args:
-            data: A dict as ``to_dict()`` returns it (e.g. parsed from JSON).
-
-        Raises:
-            ValueError: Not a neuronprof Neuron profile, or a malformed field.
-        """
-        if not isinstance(data, Mapping) or data.get("schema") != NEURON_PROFILE_SCHEMA:
-            raise ValueError(f"not a neuronprof Neuron profile (expected schema {NEURON_PROFILE_SCHEMA!r})")
+    def _from_data(cls, data: Mapping[str, Any]) -> NeuronProfile:
         try:
             executions = tuple(
                 NeffExecution(**{**e, "cores": tuple(e.get("cores", ()))}) for e in data.get("executions", ())
@@ -514,18 +491,6 @@ class NeuronProfile:
             peak_note=str(data.get("peak_note", "")),
             flow_join=None if data.get("flow_join") is None else FlowJoin.from_dict(data["flow_join"]),
         )
-
-    @classmethod
-    def from_json(cls, text: Union[str, bytes]) -> NeuronProfile:
-        """Read a profile written by [`to_json`][neuronprof.analysis.NeuronProfile.to_json].
-
-        Args:
-            text: JSON as ``to_json()`` writes it (``str`` or ``bytes``).
-
-        Raises:
-            ValueError: Not JSON, or not a neuronprof Neuron profile.
-        """
-        return cls.from_dict(loads(text))
 
     def plot(self, path: Union[str, os.PathLike[str]], *, normalize: bool = False) -> Path:
         """Draw one stacked bar of engine active time per device profile (NEFF) into a PNG or SVG file.

@@ -6,13 +6,10 @@ is imported only by ``render_engines_figure``.
 
 from __future__ import annotations
 
-import csv
-import io
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Optional
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Optional
 
-from neuronprof.analysis.render import _Col, _md_table, _text_table
-from neuronprof.render import format_us
+from neuronprof.render import Block, Column, Format, Grid, format_us, titled, tuple_grid
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -20,7 +17,7 @@ if TYPE_CHECKING:
     from neuronprof.analysis.neuron._join import JoinedOp
     from neuronprof.analysis.neuron._model import DeviceSummary, NeffStats, NeuronProfile, StepDevice
 
-__all__ = ["render_csv", "render_engines_figure", "render_markdown", "render_text"]
+__all__ = ["profile_view", "render_engines_figure"]
 
 _ENGINE_TITLES = {
     "tensor": "Tensor",
@@ -55,60 +52,62 @@ def _engine_cell(name: str) -> Callable[[DeviceSummary], str]:
     return cell
 
 
-def _engine_cols() -> list[_Col[DeviceSummary]]:
+def _engine_cols() -> list[Column[DeviceSummary]]:
     from neuronprof.analysis.neuron._model import ENGINES
 
-    cols: list[_Col[DeviceSummary]] = [
-        _Col("Profile", lambda s: s.label, left=True),
-        _Col("Kind", lambda s: s.kind, left=True),
-        _Col("Total (µs)", lambda s: format_us(s.total_us)),
+    cols: list[Column[DeviceSummary]] = [
+        Column("Profile", lambda s: s.label, left=True),
+        Column("Kind", lambda s: s.kind, left=True),
+        Column("Total (µs)", lambda s: format_us(s.total_us)),
     ]
-    cols += [_Col(f"{_ENGINE_TITLES[e]} µs (share)", _engine_cell(e)) for e in ENGINES]
-    cols.append(_Col("Bottleneck", lambda s: _ENGINE_TITLES[s.bottleneck] if s.bottleneck else "", left=True))
+    cols += [Column(f"{_ENGINE_TITLES[e]} µs (share)", _engine_cell(e)) for e in ENGINES]
+    cols.append(Column("Bottleneck", lambda s: _ENGINE_TITLES[s.bottleneck] if s.bottleneck else "", left=True))
     cols += [
-        _Col("HBM read (MB)", lambda s: _num(None if s.hbm_read_bytes is None else float(s.hbm_read_bytes), 1e6, 2)),
-        _Col("HBM write (MB)", lambda s: _num(None if s.hbm_write_bytes is None else float(s.hbm_write_bytes), 1e6, 2)),
-        _Col("HW GFLOP", lambda s: _num(s.hardware_flops, 1e9, 3)),
-        _Col("Model GFLOP", lambda s: _num(s.model_flops, 1e9, 3)),
-        _Col("MFU (%)", lambda s: _num(s.mfu_pct)),
-        _Col("MBU (%)", lambda s: _num(s.mbu_pct)),
+        Column("HBM read (MB)", lambda s: _num(None if s.hbm_read_bytes is None else float(s.hbm_read_bytes), 1e6, 2)),
+        Column(
+            "HBM write (MB)", lambda s: _num(None if s.hbm_write_bytes is None else float(s.hbm_write_bytes), 1e6, 2)
+        ),
+        Column("HW GFLOP", lambda s: _num(s.hardware_flops, 1e9, 3)),
+        Column("Model GFLOP", lambda s: _num(s.model_flops, 1e9, 3)),
+        Column("MFU (%)", lambda s: _num(s.mfu_pct)),
+        Column("MBU (%)", lambda s: _num(s.mbu_pct)),
     ]
     return cols
 
 
-def _neff_cols(profile: NeuronProfile) -> list[_Col[NeffStats]]:
+def _neff_cols(profile: NeuronProfile) -> list[Column[NeffStats]]:
     total = profile.device_us or 0.0
     return [
-        _Col("NEFF", lambda s: s.neff, left=True),
-        _Col("Executions", lambda s: str(s.calls)),
-        _Col("Device (µs)", lambda s: format_us(s.device_us)),
-        _Col("Device (%)", lambda s: f"{100 * s.device_us / total:.1f}" if total > 0 else ""),
-        _Col("Mean (µs)", lambda s: format_us(s.mean_us)),
-        _Col("Min (µs)", lambda s: format_us(s.min_us)),
-        _Col("Max (µs)", lambda s: format_us(s.max_us)),
-        _Col("Cores", lambda s: ",".join(str(c) for c in s.cores), left=True),
+        Column("NEFF", lambda s: s.neff, left=True),
+        Column("Executions", lambda s: str(s.calls)),
+        Column("Device (µs)", lambda s: format_us(s.device_us)),
+        Column("Device (%)", lambda s: f"{100 * s.device_us / total:.1f}" if total > 0 else ""),
+        Column("Mean (µs)", lambda s: format_us(s.mean_us)),
+        Column("Min (µs)", lambda s: format_us(s.min_us)),
+        Column("Max (µs)", lambda s: format_us(s.max_us)),
+        Column("Cores", lambda s: ",".join(str(c) for c in s.cores), left=True),
     ]
 
 
-def _step_cols() -> list[_Col[StepDevice]]:
+def _step_cols() -> list[Column[StepDevice]]:
     return [
-        _Col("Step", lambda s: f"ProfilerStep#{s.step}", left=True),
-        _Col("Length (µs)", lambda s: format_us(s.duration_us)),
-        _Col("Busy, any core (µs)", lambda s: format_us(s.busy_us)),
-        _Col("Busy (%)", lambda s: f"{s.busy_pct:.1f}"),
-        _Col("Idle (µs)", lambda s: format_us(s.idle_us)),
-        _Col("Executions", lambda s: str(s.executions)),
-        _Col("Idle gaps", lambda s: str(s.gaps)),
-        _Col("Largest gap (µs)", lambda s: format_us(s.largest_gap_us)),
+        Column("Step", lambda s: f"ProfilerStep#{s.step}", left=True),
+        Column("Length (µs)", lambda s: format_us(s.duration_us)),
+        Column("Busy, any core (µs)", lambda s: format_us(s.busy_us)),
+        Column("Busy (%)", lambda s: f"{s.busy_pct:.1f}"),
+        Column("Idle (µs)", lambda s: format_us(s.idle_us)),
+        Column("Executions", lambda s: str(s.executions)),
+        Column("Idle gaps", lambda s: str(s.gaps)),
+        Column("Largest gap (µs)", lambda s: format_us(s.largest_gap_us)),
     ]
 
 
-def _join_cols() -> list[_Col[JoinedOp]]:
+def _join_cols() -> list[Column[JoinedOp]]:
     return [
-        _Col("Op", lambda j: j.op, left=True),
-        _Col("NEFF", lambda j: j.neff, left=True),
-        _Col("Executions", lambda j: str(j.executions)),
-        _Col("Device (µs)", lambda j: format_us(j.device_us)),
+        Column("Op", lambda j: j.op, left=True),
+        Column("NEFF", lambda j: j.neff, left=True),
+        Column("Executions", lambda j: str(j.executions)),
+        Column("Device (µs)", lambda j: format_us(j.device_us)),
     ]
 
 
@@ -144,27 +143,6 @@ def _footer(profile: NeuronProfile) -> list[str]:
     return lines
 
 
-def _sections(
-    profile: NeuronProfile, table: Callable[[Sequence[_Col[object]], Sequence[object]], list[str]], title: str
-) -> list[str]:
-    out: list[str] = []
-    parts: list[tuple[str, Sequence[_Col[object]], Sequence[object]]] = [
-        ("Engines per device profile", _engine_cols(), profile.summaries),  # type: ignore[list-item]
-        ("NEFF executions", _neff_cols(profile), profile.neffs),  # type: ignore[list-item]
-        ("NeuronCore activity per step", _step_cols(), profile.steps),  # type: ignore[list-item]
-    ]
-    if profile.flow_join is not None:
-        # Only where Neuron's Parquet output was read: the section says the join was tried.
-        parts.append((_JOINED, _join_cols(), profile.flow_join.ops))  # type: ignore[arg-type]
-    for name, cols, rows in parts:
-        out += ["", title.format(name)]
-        if rows:
-            out += table(cols, rows)
-        else:
-            out.append(_empty(name, profile))
-    return out
-
-
 _JOINED = "Device time per op (a join through SystemProfileEvents.flow_id)"
 
 
@@ -182,65 +160,59 @@ def _empty(section: str, profile: NeuronProfile) -> str:
     }[section]
 
 
-def render_text(profile: NeuronProfile) -> str:
-    """Render the profile as aligned plain text: engines, NEFF executions, steps, then notes."""
-    lines = _header(profile) + _sections(profile, _text_table, "{}:")
-    return "\n".join([*lines, "", *_footer(profile)])
+def profile_view(profile: NeuronProfile, fmt: Format) -> list[Block]:
+    """A [`NeuronProfile`][neuronprof.analysis.NeuronProfile]: engines, NEFF executions, steps (and the join), notes.
 
-
-def render_markdown(profile: NeuronProfile) -> str:
-    """Render the profile as GitHub-flavoured Markdown, one table per section."""
-    lines = [line + "  " for line in _header(profile)]
-    lines += _sections(profile, _md_table, "**{}**\n")
-    return "\n".join([*lines, "", *(line + "  " for line in _footer(profile))]) + "\n"
-
-
-def render_csv(profile: NeuronProfile) -> str:
-    """Render every figure as CSV in long form: ``section,name,field,value``.
-
-    ``section`` is ``engines``, ``neffs``, ``steps``, ``join`` (the flow_id join, where
-    Neuron's Parquet output was read) or ``peaks`` (the profile's own); values are in the
-    model's units (µs, %, bytes, FLOPs); a figure that is not available is an
-    empty value.
+    CSV is every figure in long form, ``section,name,field,value``: ``section`` is
+    ``engines``, ``neffs``, ``steps``, ``join`` (the flow_id join, where Neuron's Parquet
+    output was read) or ``peaks`` (the profile's own); values are in the model's units
+    (µs, %, bytes, FLOPs); a figure that is not available is an empty value.
     """
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["section", "name", "field", "value"])
+    if fmt == "csv":
+        cells = [(s, n, f, "" if v is None else str(v)) for s, n, f, v in _figures(profile)]
+        return [tuple_grid(("section", "name", "field", "value"), cells)]
+    parts: list[tuple[str, Sequence[Column[Any]], Sequence[Any]]] = [
+        ("Engines per device profile", _engine_cols(), profile.summaries),
+        ("NEFF executions", _neff_cols(profile), profile.neffs),
+        ("NeuronCore activity per step", _step_cols(), profile.steps),
+    ]
+    if profile.flow_join is not None:
+        # Only where Neuron's Parquet output was read: the section says the join was tried.
+        parts.append((_JOINED, _join_cols(), profile.flow_join.ops))
+    title = "**{}**\n" if fmt == "markdown" else "{}:"
+    blocks: list[Block] = [*titled(_header(profile), fmt)]
+    for name, cols, rows in parts:
+        blocks += ["", title.format(name), Grid(cols, rows) if rows else _empty(name, profile)]
+    return [*blocks, "", *titled(_footer(profile), fmt)]
 
-    def put(section: str, name: str, fld: str, value: object) -> None:
-        w.writerow([section, name, fld, "" if value is None else value])
 
+def _figures(profile: NeuronProfile) -> Iterator[tuple[str, str, str, object]]:
+    """Every figure of the profile as ``(section, name, field, value)``."""
     for s in profile.summaries:
-        put("engines", s.label, "kind", s.kind)
-        put("engines", s.label, "total_us", s.total_us)
+        yield "engines", s.label, "kind", s.kind
+        yield "engines", s.label, "total_us", s.total_us
         for e in s.engines:
-            put("engines", s.label, f"{e.engine}_active_us", e.active_us)
-            put("engines", s.label, f"{e.engine}_share_pct", e.share_pct)
+            yield "engines", s.label, f"{e.engine}_active_us", e.active_us
+            yield "engines", s.label, f"{e.engine}_share_pct", e.share_pct
         for fld in ("hbm_read_bytes", "hbm_write_bytes", "hardware_flops", "model_flops", "mfu_pct", "mbu_pct"):
-            put("engines", s.label, fld, getattr(s, fld))
+            yield "engines", s.label, fld, getattr(s, fld)
     for n in profile.neffs:
-        put("neffs", n.neff, "calls", n.calls)
-        put("neffs", n.neff, "device_us", n.device_us)
-        put("neffs", n.neff, "mean_us", n.mean_us)
-        put("neffs", n.neff, "min_us", n.min_us)
-        put("neffs", n.neff, "max_us", n.max_us)
-        put("neffs", n.neff, "cores", " ".join(str(c) for c in n.cores))
+        for fld in ("calls", "device_us", "mean_us", "min_us", "max_us"):
+            yield "neffs", n.neff, fld, getattr(n, fld)
+        yield "neffs", n.neff, "cores", " ".join(str(c) for c in n.cores)
     if profile.flow_join is not None:
         j = profile.flow_join
-        put("join", "flow_id", "executions", j.executions)
-        put("join", "flow_id", "matched", j.matched)
-        put("join", "flow_id", "match_rate", j.match_rate)
+        for fld in ("executions", "matched", "match_rate"):
+            yield "join", "flow_id", fld, getattr(j, fld)
         for o in j.ops:
-            put("join", f"{o.op} / {o.neff}", "executions", o.executions)
-            put("join", f"{o.op} / {o.neff}", "device_us", o.device_us)
+            yield "join", f"{o.op} / {o.neff}", "executions", o.executions
+            yield "join", f"{o.op} / {o.neff}", "device_us", o.device_us
     if profile.peak is not None:
-        put("peaks", "profile", "flops_per_s", profile.peak.flops_per_s)
-        put("peaks", "profile", "bytes_per_s", profile.peak.bytes_per_s)
+        yield "peaks", "profile", "flops_per_s", profile.peak.flops_per_s
+        yield "peaks", "profile", "bytes_per_s", profile.peak.bytes_per_s
     for st in profile.steps:
-        name = f"ProfilerStep#{st.step}"
         for fld in ("duration_us", "busy_us", "busy_pct", "idle_us", "executions", "gaps", "largest_gap_us"):
-            put("steps", name, fld, getattr(st, fld))
-    return buf.getvalue()
+            yield "steps", f"ProfilerStep#{st.step}", fld, getattr(st, fld)
 
 
 def _share(s: DeviceSummary, engine: str) -> float:
