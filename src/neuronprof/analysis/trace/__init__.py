@@ -30,7 +30,7 @@ from neuronprof.analysis.trace._files import collect_unreadable, missing_reason,
 from neuronprof.analysis.trace._model import StepSample, Trace, TraceOp
 from neuronprof.analysis.trace._reader import read_events
 from neuronprof.analysis.trace._rules import is_container_lane, process_roles
-from neuronprof.analysis.trace._sums import _build, _Keys, _Sums
+from neuronprof.analysis.trace._sums import EventKeys, _build, _Sums
 from neuronprof.model import RankTable, Table
 from neuronprof.typing import GroupBy, SortKey
 
@@ -170,7 +170,7 @@ def load_trace(source: TraceSource) -> Trace:
             folder_notes.append(
                 f"left out {len(stray)} other JSON file(s) in the folder (not named like the traces read): {shown}"
             )
-    keys = _Keys()
+    keys = EventKeys()
     read, unreadable = read_each(files, lambda f: read_events(f, keys))
     if unreadable:
         files = [f for f, _ in read]

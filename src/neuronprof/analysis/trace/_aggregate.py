@@ -28,7 +28,7 @@ from neuronprof.analysis.trace._rules import (
     process_evidence,
     process_roles,
 )
-from neuronprof.analysis.trace._sums import _build, _Keys, _Sums, _Thread
+from neuronprof.analysis.trace._sums import EventColumns, EventKeys, _build, _Sums
 
 _HOST_NOT_STEP = vocab.HOST_KINDS - {_K_STEP}
 
@@ -112,7 +112,7 @@ class _Aggregator(_Nesting):
         dev_by_corr: dict[int, int] = {}
         dev_by_ext: dict[int, int] = {}
         unlinked = 0
-        host: list[tuple[_Thread, Optional[list[int]]]] = []
+        host: list[tuple[EventColumns, Optional[list[int]]]] = []
         seen_kids: set[int] = set()
         # Derived views and container lanes: left out, counted for a note.
         derived: dict[tuple[str, str], int] = {}
@@ -258,9 +258,9 @@ class EventAggregator(_Filling):
     """
 
     def __init__(
-        self, source: str = "<events>", *, stopped_in_last_step: bool = True, keys: Optional[_Keys] = None
+        self, source: str = "<events>", *, stopped_in_last_step: bool = True, keys: Optional[EventKeys] = None
     ) -> None:
-        super().__init__(source, _Keys() if keys is None else keys)
+        super().__init__(source, EventKeys() if keys is None else keys)
         self.stopped_in_last_step = stopped_in_last_step
         self.file_notes = False
 
@@ -312,7 +312,7 @@ class EventAggregator(_Filling):
             self.runtime_corr.add(correlation)
         th = self.threads.get(thread)
         if th is None:
-            th = self.threads[thread] = _Thread()
+            th = self.threads[thread] = EventColumns()
         th.ts.append(start_ns)
         th.dur.append(duration_ns)
         th.kid.append(kid)

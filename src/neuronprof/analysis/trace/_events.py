@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from neuronprof.analysis.trace._rules import _K_STEP, _id, derived_lanes, process_roles
-from neuronprof.analysis.trace._sums import _Keys, _Sums, _Thread
+from neuronprof.analysis.trace._sums import EventColumns, EventKeys, _Sums
 
 __all__ = ["EventTable", "step_windows"]
 
@@ -53,8 +53,8 @@ class EventTable:
     """
 
     source: str
-    keys: _Keys = field(repr=False)
-    threads: Mapping[tuple[Any, Any], _Thread] = field(repr=False)
+    keys: EventKeys = field(repr=False)
+    threads: Mapping[tuple[Any, Any], EventColumns] = field(repr=False)
     procs: Mapping[Any, tuple[str, ...]] = field(default_factory=dict, repr=False)
     thread_names: Mapping[tuple[Any, Any], str] = field(default_factory=dict, repr=False)
     runtime_corr: frozenset[int] = field(default=frozenset(), repr=False)
@@ -66,7 +66,7 @@ class EventTable:
     notes: tuple[str, ...] = ()
     file_notes: bool = True
 
-    def timelines(self) -> Iterator[tuple[tuple[Any, Any], _Thread, bool]]:
+    def timelines(self) -> Iterator[tuple[tuple[Any, Any], EventColumns, bool]]:
         """The timelines that hold events, each with whether it is on a device process.
 
         Processes of derived views (torch_npu's "Overlap Analysis") and lanes that
@@ -85,10 +85,10 @@ class EventTable:
 class _Filling:
     """The columns of one source as a reader fills them; ``freeze`` makes the table."""
 
-    def __init__(self, path: str, keys: _Keys) -> None:
+    def __init__(self, path: str, keys: EventKeys) -> None:
         self.path = path
         self.keys = keys
-        self.threads: dict[Any, _Thread] = {}
+        self.threads: dict[Any, EventColumns] = {}
         self.procs: dict[Any, list[str]] = {}
         self.runtime_corr: set[int] = set()
         self.thread_names: dict[Any, str] = {}

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.trace._rules import _K_OTHER, _K_PY, _K_RUNTIME, _K_STEP, _is_sorted
-from neuronprof.analysis.trace._sums import _Keys, _Sums, _Thread
+from neuronprof.analysis.trace._sums import EventColumns, EventKeys, _Sums
 
 _END = 1 << 62  # later than any event (times are signed 64-bit ns)
 
@@ -24,7 +24,7 @@ _END = 1 << 62  # later than any event (times are signed 64-bit ns)
 class _Nesting:
     """The walk over one timeline's host events; state of the aggregation it adds up into."""
 
-    keys: _Keys
+    keys: EventKeys
     sums: _Sums
     stopped_in_last_step: bool
     # The program's spans that ran in two steps or more, per key: (count, ns left out between steps).
@@ -33,7 +33,7 @@ class _Nesting:
     off_steps: list[tuple[int, int]]
 
     def _walk(
-        self, th: _Thread, rows: Optional[list[int]], dev_by_corr: dict[int, int], dev_by_ext: dict[int, int]
+        self, th: EventColumns, rows: Optional[list[int]], dev_by_corr: dict[int, int], dev_by_ext: dict[int, int]
     ) -> None:
         """Nest the host events of one timeline (torch's rule) and add up self/total and device times."""
         ts, dur, kids, corrs, exts = th.ts, th.dur, th.kid, th.corr, th.ext

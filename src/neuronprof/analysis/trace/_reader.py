@@ -25,10 +25,10 @@ from neuronprof.analysis.trace._rules import (
     _time_ns,
     _us_text,
 )
-from neuronprof.analysis.trace._sums import _Keys, _Thread
+from neuronprof.analysis.trace._sums import EventColumns, EventKeys
 
 
-def read_events(path: str, keys: _Keys) -> EventTable:
+def read_events(path: str, keys: EventKeys) -> EventTable:
     """Read one trace file into an event table; the fast reader first, the stdlib reader when it cannot.
 
     Raises:
@@ -46,7 +46,7 @@ def read_events(path: str, keys: _Keys) -> EventTable:
 class _FileReader(_Filling):
     """Reads the events of one file, streamed, into the columns of an event table."""
 
-    def __init__(self, path: str, keys: _Keys, *, fast: Optional[bool]) -> None:
+    def __init__(self, path: str, keys: EventKeys, *, fast: Optional[bool]) -> None:
         super().__init__(path, keys)
         self.reader = TraceReader(path, fast=fast)
         self.open_b: dict[Any, list[Any]] = {}
@@ -155,7 +155,7 @@ class _FileReader(_Filling):
                                 f"{path}: event #{index} ({name!r}) has an invalid 'pid'/'tid' {tkey!r}"
                             ) from None
                         if thread is None:
-                            thread = threads[tkey] = _Thread()
+                            thread = threads[tkey] = EventColumns()
                         append = (
                             thread.ts.append,
                             thread.dur.append,

@@ -13,8 +13,8 @@ from neuronprof.analysis.trace._model import StepSample, Trace, TraceOp
 from neuronprof.analysis.trace._rules import _all_str, _decode_input, _device_label, _left_out_note
 
 
-class _Thread:
-    """The host or device events of one (pid, tid) timeline, stored compactly until the file ends."""
+class EventColumns:
+    """The events of one (pid, tid) timeline in five columns of equal length (integer ns, key index, ids)."""
 
     __slots__ = ("ts", "dur", "kid", "corr", "ext")
 
@@ -26,8 +26,8 @@ class _Thread:
         self.ext = array("q")  # External id, -1 when none (0 is a valid id)
 
 
-class _Keys:
-    """The operator keys of one load, shared by its files: ``(name, cat, dims, types, concrete)``."""
+class EventKeys:
+    """The event keys of one load, shared by its files: ``(name, cat, dims, types, concrete)``, with each one's kind."""
 
     def __init__(self) -> None:
         self.index: dict[tuple[Any, ...], int] = {}
@@ -136,7 +136,7 @@ class _Sums:
 
 
 def _build(
-    sums: _Sums, keys: _Keys, files: Sequence[str], *, rank: Optional[int] = None, tables: tuple[Any, ...] = ()
+    sums: _Sums, keys: EventKeys, files: Sequence[str], *, rank: Optional[int] = None, tables: tuple[Any, ...] = ()
 ) -> Trace:
     """Turn per-key sums into a Trace: keys with the same display name and decoded inputs are merged.
 
@@ -223,7 +223,7 @@ def _build(
     )
 
 
-def _step_sample(sample: list[Any], keys: _Keys, has_device: bool) -> StepSample:
+def _step_sample(sample: list[Any], keys: EventKeys, has_device: bool) -> StepSample:
     """One step's figures, per op name (keys of one name, e.g. of several shapes, summed)."""
     wall, device, cpu_by_key, dev_by_key, run, _start, waited = sample
     ops: dict[str, list[float]] = {}
