@@ -23,7 +23,7 @@ from neuronprof._recording import Recording, require_recorded, target_path
 from neuronprof.errors import NeuronProfWarning
 from neuronprof.export import ExportFormat, tensorboard_file_name
 
-__all__ = ["choose_cycle", "default_cycle", "export", "trace_writer"]
+__all__ = ["FORMATS", "choose_cycle", "default_cycle", "export", "trace_writer"]
 
 logger = logging.getLogger("neuronprof")
 
@@ -31,27 +31,43 @@ logger = logging.getLogger("neuronprof")
 def export(
     rec: Recording, path: Optional[PathLike], *, format: ExportFormat, overwrite: bool, cycle: Optional[int]
 ) -> Path:
-    """Write one cycle as ``format`` (``"chrome"``, ``"tensorboard"`` or ``"stacks"``); see ``Session.export``."""
+    """Write one cycle in a format of ``FORMATS`` (chrome, tensorboard, stacks); see ``Session.export``."""
     require_recorded(rec, "there is no trace to export")
     chosen = default_cycle(rec) if cycle is None else choose_cycle(rec, cycle)
     logger.info("exporting cycle %d of %d (%s)", chosen.index, rec.cycle_count, format)
-    if format == "tensorboard":
-        folder = Path(path) if path is not None else rec.output_dir / "tensorboard"
-        ensure_writable_dir(folder, create=True)
-        # One worker per process, one span per file, as tensorboard_trace_handler names them:
-        # the span number varies, the worker part never does.
-        span = time.time_ns()
-        while True:
-            target = folder / tensorboard_file_name(span, rank=rec.rank)
-            if not target.exists():
-                break
-            span += 1
-        atomic_write(target, trace_writer(rec, chosen), overwrite=overwrite)
-        return folder
-    if format == "stacks":
-        target = target_path(rec, path, suffix=".stacks.txt")
-        return atomic_write(target, _stacks_writer(rec, chosen), overwrite=overwrite)
+    return FORMATS[format](rec, chosen, path, overwrite)
+
+
+def _write_chrome(rec: Recording, chosen: _kineto.Cycle, path: Optional[PathLike], overwrite: bool) -> Path:
     return atomic_write(target_path(rec, path, suffix=".json"), trace_writer(rec, chosen), overwrite=overwrite)
+
+
+def _write_tensorboard(rec: Recording, chosen: _kineto.Cycle, path: Optional[PathLike], overwrite: bool) -> Path:
+    folder = Path(path) if path is not None else rec.output_dir / "tensorboard"
+    ensure_writable_dir(folder, create=True)
+    # One worker per process, one span per file, as tensorboard_trace_handler names them:
+    # the span number varies, the worker part never does.
+    span = time.time_ns()
+    while True:
+        target = folder / tensorboard_file_name(span, rank=rec.rank)
+        if not target.exists():
+            break
+        span += 1
+    atomic_write(target, trace_writer(rec, chosen), overwrite=overwrite)
+    return folder
+
+
+def _write_stacks(rec: Recording, chosen: _kineto.Cycle, path: Optional[PathLike], overwrite: bool) -> Path:
+    target = target_path(rec, path, suffix=".stacks.txt")
+    return atomic_write(target, _stacks_writer(rec, chosen), overwrite=overwrite)
+
+
+FormatWriter = Callable[[Recording, _kineto.Cycle, Optional[PathLike], bool], Path]
+"""Writes one cycle of a recording to a path (``None``: a default name in ``output_dir``), returns what it wrote."""
+
+FORMATS: dict[str, FormatWriter] = {"chrome": _write_chrome, "tensorboard": _write_tensorboard, "stacks": _write_stacks}
+"""The export formats made from the recording, by name: ``Session.export`` hands every other name of
+``ExportFormat`` to the backend (``export.DEVICE_EXPORTS``). A new format is a writer added here."""
 
 
 def default_cycle(rec: Recording) -> _kineto.Cycle:

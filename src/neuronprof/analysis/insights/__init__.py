@@ -26,8 +26,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Union
 
-from neuronprof.analysis.insights._compile_rules import _compiled
-from neuronprof.analysis.insights._device_rules import _copies, _idle_and_bound, _syncs
+from neuronprof.analysis.insights import _compile_rules, _device_rules, _dominant_rules, _op_rules, _step_rules
 from neuronprof.analysis.insights._findings import (
     DEVICE_KINDS,
     DOCS_URL_ENV,
@@ -40,9 +39,7 @@ from neuronprof.analysis.insights._findings import (
     docs_base_url,
     guide_url,
 )
-from neuronprof.analysis.insights._op_rules import _chains, _conversions, _dominant
 from neuronprof.analysis.insights._ranks import RANK_INSIGHTS_SCHEMA, RankInsights, analyze_ranks
-from neuronprof.analysis.insights._step_rules import _fallbacks, _low_precision, _pipeline, _step_time
 from neuronprof.analysis.insights._timeline import DeviceCategory, DeviceEvent, HostCategory, HostEvent, Timeline
 from neuronprof.analysis.insights._trace import timeline_from_trace
 from neuronprof.analysis.insights._tree import _Profile
@@ -74,6 +71,15 @@ __all__ = [
     "analyze_timeline",
     "timeline_from_trace",
 ]
+
+RULE_MODULES = (_device_rules, _op_rules, _compile_rules, _step_rules, _dominant_rules)
+"""The modules holding the rules; ``analyze`` applies each one's ``RULES`` in this order.
+
+A new finding's rule is a function ``rule(p) -> list[Finding]`` added to the ``RULES`` of
+the module it belongs to (a new module goes in this list). Rules run in order on one
+``_Profile``: a rule may read what an earlier one left on it (``p.claimed``: the copies
+a ``host_device_copy`` finding explains, which ``dtype_conversion`` leaves out).
+"""
 
 
 
@@ -109,21 +115,7 @@ def analyze(timeline: Timeline) -> Insights:
     if not p.steps:
         notes.append("the profile holds no events to analyse")
         return Insights((), timeline.backend, timeline.device_label, 0, notes=tuple(notes), source=timeline.source)
-    copies, claimed = _copies(p)
-    idle, host_us, busy_us, bound = _idle_and_bound(p)
-    findings = [
-        *copies,
-        *_syncs(p),
-        *idle,
-        *_chains(p),
-        *_conversions(p, claimed),
-        *_compiled(p),
-        *_pipeline(p),
-        *_step_time(p),
-        *_low_precision(p),
-        *_fallbacks(p),
-        *_dominant(p),
-    ]
+    findings = [f for module in RULE_MODULES for rule in module.RULES for f in rule(p)]
     if timeline.device_label is None and not p.has_device_time:
         notes.append(
             "CPU-only profile: there is no device, so the device findings (host↔device copies, hidden "
@@ -147,9 +139,9 @@ def analyze(timeline: Timeline) -> Insights:
         device_label=timeline.device_label,
         steps=p.n,
         step_us=p.mean_step_ns / 1000,
-        host_op_us=host_us,
-        device_busy_us=busy_us,
-        bound=bound,  # type: ignore[arg-type]
+        host_op_us=p.host_op_us,
+        device_busy_us=p.device_busy_us,
+        bound=p.bound,  # type: ignore[arg-type]
         notes=tuple(notes),
         source=timeline.source,
     )

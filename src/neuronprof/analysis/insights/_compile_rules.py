@@ -106,3 +106,7 @@ def _compiled(p: _Profile) -> list[Finding]:
             )
         )
     return findings
+
+
+RULES = (_compiled,)
+"""The rules of this module, in the order ``analyze`` applies them."""

@@ -35,7 +35,7 @@ from neuronprof.analysis.insights._tree import (
 )
 
 
-def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
+def _copies(p: _Profile) -> list[Finding]:
     """``host_device_copy``: data moved between host and device inside the steps.
 
     Rule: a copy op (``aten::copy_``, ``aten::_copy_from``...) counts when
@@ -61,7 +61,7 @@ def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
     step (their host time where there is no device time).
     """
     tally = _Tally()
-    claimed: set[int] = set()
+    claimed = p.claimed  # the copies this rule explains; the dtype-conversion rule leaves them out
     for tally.step, step in enumerate(p.steps):
         top_ids = {id(t) for t in step.top}
         for node in step.node.walk():
@@ -116,7 +116,7 @@ def _copies(p: _Profile) -> tuple[list[Finding], set[int]]:
                 suggestion=_copy_suggestion(cause_name, direction, scalar),
             )
         )
-    return findings, claimed
+    return findings
 
 
 def _copy_suggestion(cause_name: str, direction: Optional[str], scalar: Optional[bool]) -> str:
@@ -211,7 +211,7 @@ def _syncs(p: _Profile) -> list[Finding]:
     return findings
 
 
-def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Optional[float], str]:
+def _idle_and_bound(p: _Profile) -> list[Finding]:
     """``idle_device`` and ``cpu_bound``: how the step's time splits between host and device.
 
     Per step, the window runs from the start of ``ProfilerStep#N`` to the later of
@@ -234,8 +234,9 @@ def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Option
     """
     host_per_step = [sum(e - s for s, e in p.host_busy_in(st)) for st in p.steps]
     host_us = _per_step(sum(host_per_step), p.n) if p.n else None
+    p.host_op_us = host_us
     if not p.has_device_time:
-        return [], host_us, None, "unknown"
+        return []
     step_us = p.mean_step_ns / 1000
     busy_ns = 0
     idle_ns: list[int] = []
@@ -318,5 +319,10 @@ def _idle_and_bound(p: _Profile) -> tuple[list[Finding], Optional[float], Option
                 ),
             )
         )
-    return findings, host_us, busy_us, bound
+    p.device_busy_us, p.bound = busy_us, bound
+    return findings
+
+
+RULES = (_copies, _syncs, _idle_and_bound)
+"""The rules of this module, in the order ``analyze`` applies them."""
 

@@ -451,3 +451,7 @@ def _pipeline_suggestion(name: str, has_device: bool) -> str:
         f"load in the background: DataLoader(num_workers=4{pin}, persistent_workers=True), and move "
         "preprocessing into the workers" + (" or onto the device" if has_device else "")
     )
+
+
+RULES = (_pipeline, _step_time, _low_precision, _fallbacks)
+"""The rules of this module, in the order ``analyze`` applies them."""

@@ -291,6 +291,12 @@ class _Profile:
         # Shapes seen on any event are proof enough; otherwise what the feeder was told, if anything.
         self.record_shapes = True if any(ev.input_shapes is not None for ev in tl.host) else tl.record_shapes
         self.n = len(self.steps)
+        # Filled by the rules that measure them (see RULE_MODULES): the copies a host_device_copy
+        # finding explains, and the step's split between host and device that Insights reports.
+        self.claimed: set[int] = set()
+        self.host_op_us: Optional[float] = None
+        self.device_busy_us: Optional[float] = None
+        self.bound = "unknown"
 
     def step_ns(self, s: _Step) -> int:
         return max(s.end - s.start, 1)

@@ -1,0 +1,106 @@
+"""The rule of last resort: one op takes most of the time, so start there.
+
+Applied after every other rule (``RULE_MODULES`` lists this module last).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from neuronprof import _vocabulary as vocab
+from neuronprof.analysis.insights._dtypes import _torch_dtype
+from neuronprof.analysis.insights._findings import DOMINANT_MIN_STEP_SHARE, DOMINANT_SHARE, Evidence, Finding
+from neuronprof.analysis.insights._tree import _MACHINERY, _bookkeeping, _is_region, _per_step, _Profile, _share
+
+
+def _dominant(p: _Profile) -> list[Finding]:
+    """``dominant_op``: one op takes most of the time: start there.
+
+    Rule: self time per op name (device time where the profile has it, else host
+    time), summed over the steps; the top name fires when it holds more than
+    ``DOMINANT_SHARE`` (50 %) of the total and at least ``DOMINANT_MIN_STEP_SHARE``
+    (10 %) of the step. torch.compile's machinery (``## Call
+    CompiledFxGraph <hash> ##``, ``PythonDispatchMode``, the AOT runtime wrappers;
+    ``_MACHINERY``) is never named: its time counts for the compiled region around it
+    (``Torch-Compiled Region: k/n``), which is named instead when it dominates.
+    Collectives (``c10d::allreduce_``...) are never named: their time is communication.
+    No time-at-stake estimate: how much of it can be saved depends on the op.
+    """
+    totals: Counter[str] = Counter()
+    calls: Counter[str] = Counter()
+    dtypes: defaultdict[str, set[str]] = defaultdict(set)
+    for st in p.steps:
+        for node in st.node.walk():
+            if node.ev.category != "op" and not _is_region(node.name) and not _MACHINERY.search(node.name):
+                continue
+            if _bookkeeping(node.name) or (node.parent is not None and _bookkeeping(node.parent.name)):
+                continue
+            if vocab.is_collective(node.name, vocab.K_OP):
+                continue  # time in a collective is communication (communication_wait's), not an op to speed up
+            name = node.name
+            if _MACHINERY.search(name):
+                # A compiled graph's wrapper: its time is the compiled region's, else nobody's.
+                region = node.parent
+                while region is not None and not _is_region(region.name):
+                    region = region.parent
+                if region is None:
+                    continue
+                name = region.name
+            value = sum(d.end_ns - d.start_ns for d in node.device) if p.has_device_time else node.self_ns()
+            totals[name] += value
+            if name == node.name:
+                calls[name] += 1
+                dtypes[name].update(_torch_dtype(t) for t in node.ev.input_dtypes or ())
+    total = sum(totals.values())
+    if not total:
+        return []
+    name, value = totals.most_common(1)[0]
+    share = value / total
+    label = "device" if p.has_device_time else "host"
+    us = _per_step(value, p.n)
+    of_step = _share(us, p.mean_step_ns / 1000) or 0.0
+    if share <= DOMINANT_SHARE or len(totals) < 2 or of_step < DOMINANT_MIN_STEP_SHARE:
+        return []
+    return [
+        Finding(
+            kind="dominant_op",
+            title=f"{name} takes {share:.0%} of the {label} time in ops ({of_step:.0%} of the step): start there",
+            evidence=Evidence(
+                (name,),
+                calls[name] / p.n,
+                us,
+                of_step,
+                f"{share:.0%} of the self {label} time of all ops",
+            ),
+            estimated_us=None,
+            suggestion=_dominant_suggestion(p, name, dtypes[name]),
+        )
+    ]
+
+
+def _dominant_suggestion(p: _Profile, name: str, dtypes: set[str]) -> str:
+    """What to look at for the dominant op, in words true for this run (what it recorded, where it ran)."""
+    if _is_region(name):
+        return (
+            "it is compiled code already: try torch.compile(mode='max-autotune') or a larger batch, and see "
+            "what it runs with TORCH_COMPILE_DEBUG=1"
+        )
+    look = (
+        f"compare {name}'s input shapes (s.table() gives each shape its own row; offline: "
+        "neuronprof summarize --group-by shape)"
+        if p.record_shapes
+        else f"record shapes (record_shapes=True) to see {name}'s input shapes"
+    )
+    if p.has_device_time:
+        look += " and its place on the roofline (s.roofline())"
+    ways = ["a better layout", "a fused form"]
+    wide = dtypes & {"torch.float32", "torch.float64"}
+    low = dtypes & {"torch.bfloat16", "torch.float16"}
+    # A smaller dtype helps where the hardware computes it natively: a device, or a CPU known to.
+    if wide and not low and (p.has_device_time or (p.tl.native_dtypes or ())):
+        ways.insert(0, "a smaller dtype")
+    return f"{look}: {', '.join(ways[:-1])} or {ways[-1]} may speed it up"
+
+
+RULES = (_dominant,)
+"""The rules of this module, in the order ``analyze`` applies them."""
