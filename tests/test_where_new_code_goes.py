@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import neuronprof
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,6 +131,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow  # a subprocess that imports torch and runs a first profile
 def test_the_guide_names_every_file_a_toy_backend_finding_and_format_need(tmp_path: Path) -> None:
     source = Path(neuronprof.__file__).parent
     copy = tmp_path / "src" / "neuronprof"
