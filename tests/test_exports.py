@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import neuronprof
-from neuronprof import _kineto
+from neuronprof import _cycle_files
 from neuronprof.export import tensorboard_worker
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +34,7 @@ def load(path: Path) -> dict:
 def torch_saves(monkeypatch, tmp_path):
     """Keep a copy of kineto's own save of every cycle, as torch wrote it (a test seam)."""
     saves: dict[int, Path] = {}
-    original = _kineto.save_native_trace
+    original = _cycle_files.save_native_trace
 
     def spy(cycle, dest):
         ok = original(cycle, dest)
@@ -44,7 +44,7 @@ def torch_saves(monkeypatch, tmp_path):
             saves[cycle.index] = copy
         return ok
 
-    monkeypatch.setattr(_kineto, "save_native_trace", spy)
+    monkeypatch.setattr(_cycle_files, "save_native_trace", spy)
     return saves
 
 
@@ -159,7 +159,7 @@ def test_torchs_python_exporter_and_its_newer_arguments_reach_torch(tmp_path):
 
 
 def test_export_falls_back_when_kinetos_save_is_not_available(monkeypatch, tmp_path):
-    monkeypatch.setattr(_kineto, "save_native_trace", lambda cycle, dest: False)
+    monkeypatch.setattr(_cycle_files, "save_native_trace", lambda cycle, dest: False)
     with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, output_dir=tmp_path) as s:
         for _ in s.steps():
             torch.relu(torch.randn(8))

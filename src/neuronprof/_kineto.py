@@ -14,19 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof import _vocabulary as vocab
-from neuronprof._cycle_files import save_native_trace, write_chrome_trace, write_stacks
 
 if TYPE_CHECKING:
     from neuronprof.analysis.trace import EventTable
 
-__all__ = [
-    "Cycle",
-    "native_dtypes",
-    "read_cycle",
-    "save_native_trace",
-    "write_chrome_trace",
-    "write_stacks",
-]
+__all__ = ["Cycle", "native_dtypes", "read_cycle"]
 
 
 @dataclasses.dataclass

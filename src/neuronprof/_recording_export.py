@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
-from neuronprof import _kineto
+from neuronprof import _cycle_files, _kineto
 from neuronprof import _vocabulary as vocab
 from neuronprof._config import PathLike
 from neuronprof._io import atomic_write, ensure_writable_dir
@@ -119,7 +119,7 @@ def _stacks_writer(rec: Recording, chosen: _kineto.Cycle) -> Callable[[Path], No
     metric = "self_device_time_total" if rec.device_label is not None else "self_cpu_time_total"
 
     def write(dest: Path) -> None:
-        _kineto.write_stacks(chosen, dest, metric)
+        _cycle_files.write_stacks(chosen, dest, metric)
 
     return write
 
@@ -130,6 +130,6 @@ def trace_writer(rec: Recording, chosen: _kineto.Cycle) -> Callable[[Path], None
     metadata["neuronprof"][vocab.STOPPED_IN_LAST_STEP] = chosen.closed_at_exit
 
     def write(dest: Path) -> None:
-        _kineto.write_chrome_trace(chosen, dest, metadata)
+        _cycle_files.write_chrome_trace(chosen, dest, metadata)
 
     return write

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, Optional, TypeVar, Union, overload
 
-from neuronprof import _io, _kineto, _recording, _recording_export
+from neuronprof import _cycle_files, _io, _kineto, _recording, _recording_export
 from neuronprof import _vocabulary as vocab
 from neuronprof._config import DEFAULT_MODES, DEFAULT_OUTPUT_DIR, PathLike, SessionConfig, modes_given
 from neuronprof._guard import (
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from neuronprof.analysis.neuron import ToolChoice
     from neuronprof.analysis.trace import EventTable
 
-__all__ = ["Session", "SessionConfig", "session"]
+__all__ = ["Session", "session"]
 
 logger = logging.getLogger("neuronprof")
 
@@ -495,7 +495,7 @@ class Session:
         """Take kineto's one-time save of ``cycle`` into the private cache, or say what exports lose."""
         reason = "kineto could not write it (see its log above)"
         try:
-            if _kineto.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json"):
+            if _cycle_files.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json"):
                 return
         except OSError as exc:
             reason = f"{exc.strerror or exc} ({exc.filename or 'the temporary folder'})"

@@ -28,18 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for type checkers and the API reference; at run time, __getattr__ below
     from neuronprof.analysis._check import Check, CheckItem, check
-    from neuronprof.analysis._diff import DiffMatch, DiffMetric, DiffRow, TraceDiff, diff
-    from neuronprof.analysis._roofline import (
-        DEVICE_PEAKS,
-        Bound,
-        DevicePeak,
-        Roofline,
-        RooflineRow,
-        TimeSource,
-        device_peak,
-        roofline,
-    )
-    from neuronprof.analysis._verdict import Shift, Verdict, shift
+    from neuronprof.analysis._diff import DiffRow, TraceDiff, diff
+    from neuronprof.analysis._peaks import DEVICE_PEAKS, DevicePeak, device_peak
+    from neuronprof.analysis._roofline import Roofline, RooflineRow, roofline
+    from neuronprof.analysis._verdict import Shift, shift
     from neuronprof.analysis.errors import TraceError, UnknownDeviceError
     from neuronprof.analysis.flops import DTYPE_SIZES, OpCost, dtype_size, op_cost
     from neuronprof.analysis.insights import Evidence, Finding, FindingKind, Insights, RankInsights, advise
@@ -55,6 +47,7 @@ if TYPE_CHECKING:  # for type checkers and the API reference; at run time, __get
         summarize,
         summarize_ranks,
     )
+    from neuronprof.typing import Bound, DiffMatch, DiffMetric, TimeSource, Verdict
 
 __all__ = [
     "DEVICE_PEAKS",
@@ -105,18 +98,12 @@ __all__ = [
 # that reads only its op table never imports the roofline, the findings or the Neuron reader.
 _MODULES = {
     "_check": ("Check", "CheckItem", "check"),
-    "_diff": ("DiffMatch", "DiffMetric", "DiffRow", "TraceDiff", "diff"),
-    "_roofline": (
-        "Bound",
-        "DEVICE_PEAKS",
-        "DevicePeak",
-        "Roofline",
-        "RooflineRow",
-        "TimeSource",
-        "device_peak",
-        "roofline",
-    ),
-    "_verdict": ("Shift", "Verdict", "shift"),
+    "_diff": ("DiffRow", "TraceDiff", "diff"),
+    "_peaks": ("DEVICE_PEAKS", "DevicePeak", "device_peak"),
+    "_roofline": ("Roofline", "RooflineRow", "roofline"),
+    "_verdict": ("Shift", "shift"),
+    # The option types are defined with every other option type.
+    "neuronprof.typing": ("Bound", "DiffMatch", "DiffMetric", "TimeSource", "Verdict"),
     "errors": ("TraceError", "UnknownDeviceError"),
     "flops": ("DTYPE_SIZES", "OpCost", "dtype_size", "op_cost"),
     "insights": ("Evidence", "Finding", "FindingKind", "Insights", "RankInsights", "advise"),
@@ -133,7 +120,11 @@ _MODULES = {
         "summarize_ranks",
     ),
 }
-_WHERE = {name: f"{__name__}.{module}" for module, names in _MODULES.items() for name in names}
+_WHERE = {
+    name: module if module.startswith("neuronprof.") else f"{__name__}.{module}"
+    for module, names in _MODULES.items()
+    for name in names
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -18,7 +18,7 @@ from neuronprof.typing import DiffMatch, DiffMetric, DiffStatus, GroupBy, Measur
 if TYPE_CHECKING:
     from neuronprof.render import Block, Format
 
-__all__ = ["DiffMatch", "DiffMetric", "DiffRow", "TraceDiff", "diff"]
+__all__ = ["DiffRow", "TraceDiff", "diff"]
 
 DIFF_SCHEMA = "neuronprof.diff/1"
 

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union, cast, get_args
 
 from neuronprof._deprecation import renamed_keyword
 from neuronprof._model_base import ResultModel, ResultRow
-from neuronprof.analysis._peaks import DEVICE_PEAKS, DevicePeak, device_peak, resolve_peaks
-from neuronprof.analysis.errors import TraceError, UnknownDeviceError
+from neuronprof.analysis._peaks import DevicePeak, device_peak, resolve_peaks
+from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.flops import op_cost
 from neuronprof.analysis.trace import Trace, TraceSource, load_trace
 from neuronprof.model import Shape, _opt_int
@@ -33,17 +33,7 @@ from neuronprof.typing import Bound, DevicePreset, FlopsSource, MeasuredTime, Pe
 if TYPE_CHECKING:
     from neuronprof.render import Block, Format
 
-__all__ = [
-    "DEVICE_PEAKS",
-    "Bound",
-    "DevicePeak",
-    "Roofline",
-    "RooflineRow",
-    "TimeSource",
-    "UnknownDeviceError",
-    "device_peak",
-    "roofline",
-]
+__all__ = ["Roofline", "RooflineRow", "roofline"]
 
 ROOFLINE_SCHEMA = "neuronprof.roofline/1"
 

@@ -28,7 +28,7 @@ from typing import Any, Optional
 
 from neuronprof.typing import Verdict
 
-__all__ = ["Shift", "Verdict", "shift"]
+__all__ = ["Shift", "shift"]
 
 
 @dataclass(frozen=True)

@@ -33,16 +33,9 @@ from neuronprof.analysis.neuron._model import (
     NeuronProfile,
     StepDevice,
 )
-from neuronprof.analysis.neuron._read import (
-    SUMMARY_JSON,
-    SYSTEM_JSON,
-    ToolChoice,
-    neuron_profile,
-    parse_summary,
-    read_steps,
-    read_system_profile,
-    step_activity,
-)
+from neuronprof.analysis.neuron._read import SUMMARY_JSON, neuron_profile
+from neuronprof.analysis.neuron._summary import parse_summary
+from neuronprof.analysis.neuron._system import SYSTEM_JSON, read_steps, read_system_profile, step_activity
 from neuronprof.analysis.neuron._tool import (
     ENV_VAR,
     INSTALL_HINT,
@@ -52,6 +45,7 @@ from neuronprof.analysis.neuron._tool import (
     extract_json,
     find_neuron_tool,
 )
+from neuronprof.typing import ToolChoice
 
 __all__ = [
     "BOTTLENECK_ENGINES",

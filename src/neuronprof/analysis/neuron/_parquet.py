@@ -32,7 +32,6 @@ from neuronprof.analysis.neuron._names import (
     EVENT_COLUMNS,
     EXEC_EVENT,
     FRAMEWORK_LINK,
-    INGEST_FLAGS,
     METADATA,
     SYSTEM_EVENTS,
     TE_CLOCK_GHZ,
@@ -41,7 +40,6 @@ from neuronprof.analysis.neuron._names import (
 )
 
 __all__ = [
-    "INGEST_FLAGS",
     "PARQUET_DIR",
     "PYARROW_HINT",
     "FlowExecution",

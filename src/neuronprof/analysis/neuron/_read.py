@@ -27,7 +27,7 @@ from typing import Any, Optional, Union
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.neuron import _parquet
 from neuronprof.analysis.neuron._model import _START, DeviceSummary, NeffExecution, NeuronProfile
-from neuronprof.analysis.neuron._summary import SUMMARY_GLOB, looks_like_summary, parse_summary, read_summary_file
+from neuronprof.analysis.neuron._summary import SUMMARY_GLOB, looks_like_summary, read_summary_file
 from neuronprof.analysis.neuron._system import (
     SYSTEM_JSON,
     outside_steps,
@@ -44,17 +44,7 @@ from neuronprof.analysis.neuron._tool import (
 from neuronprof.errors import NeuronProfWarning
 from neuronprof.typing import ToolChoice
 
-__all__ = [
-    "DEFAULT_TIMEOUT",
-    "SUMMARY_JSON",
-    "SYSTEM_JSON",
-    "ToolChoice",
-    "neuron_profile",
-    "parse_summary",
-    "read_steps",
-    "read_system_profile",
-    "step_activity",
-]
+__all__ = ["DEFAULT_TIMEOUT", "SUMMARY_JSON", "neuron_profile"]
 
 SUMMARY_JSON = "neuron_summary.json"
 """The name neuronprof saves ``summary-json`` output under, beside the runtime's files."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional, Union
 
-from neuronprof.analysis._peaks import device_peak, resolve_peaks
-from neuronprof.analysis._roofline import DevicePeak, Roofline, place_on_roof
+from neuronprof.analysis._peaks import DevicePeak, device_peak, resolve_peaks
+from neuronprof.analysis._roofline import Roofline, place_on_roof
 from neuronprof.typing import DevicePreset, PeakSource
 
 if TYPE_CHECKING:

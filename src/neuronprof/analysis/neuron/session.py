@@ -23,9 +23,10 @@ from typing import Optional
 from neuronprof._vocabulary import is_step_row
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.neuron._model import NEFF_ROW_PREFIX, NeuronProfile
-from neuronprof.analysis.neuron._read import DEFAULT_TIMEOUT, ToolChoice, neuron_profile
+from neuronprof.analysis.neuron._read import DEFAULT_TIMEOUT, neuron_profile
 from neuronprof.errors import NeuronProfWarning
 from neuronprof.model import OpRow, Table
+from neuronprof.typing import ToolChoice
 
 __all__ = ["SessionNeuronProfile", "add_neuron_profile"]
 

@@ -23,10 +23,11 @@ from typing import Optional, Union
 
 from neuronprof._deprecation import renamed_keyword
 from neuronprof._vocabulary import event_kind
+from neuronprof.analysis._eventstream import missing_reason
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.trace._aggregate import EventAggregator, sum_events
 from neuronprof.analysis.trace._events import EventTable, step_windows
-from neuronprof.analysis.trace._files import collect_unreadable, missing_reason, read_each
+from neuronprof.analysis.trace._files import collect_unreadable, read_each
 from neuronprof.analysis.trace._model import StepSample, Trace, TraceOp
 from neuronprof.analysis.trace._reader import read_events
 from neuronprof.analysis.trace._rules import is_container_lane, process_roles

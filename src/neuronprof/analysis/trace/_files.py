@@ -17,10 +17,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Optional, TypeVar
 
-from neuronprof.analysis._eventstream import missing_reason
 from neuronprof.analysis.errors import TraceError
 
-__all__ = ["collect_unreadable", "empty_trace", "missing_reason", "read_each"]
+__all__ = ["collect_unreadable", "empty_trace", "read_each"]
 
 T = TypeVar("T")
 
