@@ -255,12 +255,11 @@ def read_steps(path: Union[str, os.PathLike[str]]) -> list[tuple[int, int, int]]
     Raises:
         TraceError: The trace cannot be read.
     """
-    from neuronprof.analysis.trace import load_trace, step_windows
+    from neuronprof.analysis.trace import EventKeys, read_events, step_windows
 
     # The trace reader's own events: the same steps the tables count, read by the one reader.
-    steps = [w for table in load_trace(path).event_tables for w in step_windows(table)]
-    steps.sort(key=lambda s: s[1])
-    return steps
+    # A framework trace that recorded nothing has no steps.
+    return step_windows(read_events(os.fspath(path), EventKeys(), empty_ok=True))
 
 
 def step_activity(executions: Sequence[NeffExecution], steps: Iterable[tuple[int, int, int]]) -> list[StepDevice]:

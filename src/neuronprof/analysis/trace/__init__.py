@@ -37,6 +37,7 @@ from neuronprof.typing import GroupBy, SortKey
 
 __all__ = [
     "EventAggregator",
+    "EventKeys",
     "EventTable",
     "GroupBy",
     "StepSample",
@@ -49,6 +50,7 @@ __all__ = [
     "is_container_lane",
     "load_trace",
     "process_roles",
+    "read_events",
     "summarize",
     "step_windows",
     "sum_events",

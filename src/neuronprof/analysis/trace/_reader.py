@@ -28,17 +28,23 @@ from neuronprof.analysis.trace._rules import (
 from neuronprof.analysis.trace._sums import EventColumns, EventKeys
 
 
-def read_events(path: str, keys: EventKeys) -> EventTable:
+def read_events(path: str, keys: EventKeys, *, empty_ok: bool = False) -> EventTable:
     """Read one trace file into an event table; the fast reader first, the stdlib reader when it cannot.
 
+    Args:
+        path: The trace file.
+        keys: The event keys of the load (shared by its files).
+        empty_ok: Return an empty table for a trace without events instead of refusing it.
+
     Raises:
-        TraceError: The file is missing, holds no events, or is not a readable trace.
+        TraceError: The file is missing or is not a readable trace, or (unless
+            ``empty_ok``) holds no events.
     """
     try:
         table = _FileReader(path, keys, fast=None).read()
     except FastPathFailed:
         table = _FileReader(path, keys, fast=False).read()
-    if not table.events:
+    if not table.events and not empty_ok:
         raise empty_trace(path)
     return table
 
