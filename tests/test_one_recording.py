@@ -61,7 +61,7 @@ def test_every_read_out_reads_the_record_converted_once(tmp_path: Path, conversi
 
     # Two cycles, each converted exactly once, whatever was read and how often.
     assert sorted(conversions.values()) == [1, 1]
-    assert first == again
+    assert first is again  # the findings are read once and kept with the record
     assert trace is s.recording
     assert table.steps == s.recording.steps == 4
 
@@ -94,6 +94,10 @@ def test_the_record_is_what_load_trace_returns_for_the_export(tmp_path: Path) ->
 
     assert host(live_events) == host(offline_events)
     assert live_events.source == "session"
+    # The table verbs take the same arguments live and offline.
+    live_table = s.table("cpu", None)
+    assert offline.table("cpu", None).rows == s.recording.table("cpu", None).rows
+    assert [r.name for r in live_table.rows] == [r.name for r in offline.table("cpu", None).rows]
     # The findings are the same function of the same events.
     assert [f.kind for f in s.recording.insights().findings] == [f.kind for f in offline.insights().findings]
 
@@ -116,3 +120,12 @@ def test_the_report_command_opens_the_trace_once(tmp_path: Path, monkeypatch: py
     assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 0
     assert sum(opened.values()) == 1
     assert (tmp_path / "r.html").stat().st_size > 0
+
+
+def test_a_row_is_looked_up_by_name_and_a_number_is_refused_clearly(tmp_path: Path) -> None:
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, output_dir=tmp_path) as s:
+        _loop(s)
+    table = s.table()
+    assert table.row("aten::relu").calls >= 1
+    with pytest.raises(TypeError, match="row's name"):
+        table.row(0)  # type: ignore[arg-type]

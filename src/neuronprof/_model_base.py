@@ -205,8 +205,11 @@ class ResultModel:
             name: The row's name, e.g. ``"aten::mm"``.
 
         Raises:
+            TypeError: ``name`` is not a string.
             KeyError: No row has that name; the message lists close matches.
         """
+        if not isinstance(name, str):
+            raise TypeError(f"row() takes a row's name (a str), got {type(name).__name__}: {name!r}")
         keys = [getattr(r, self._ROW_KEY) for r in self._rows()]
         if name in keys:
             return self._rows()[keys.index(name)]

@@ -237,11 +237,13 @@ def sort_and_cut(
 
 
 def insights(rec: Recording) -> Insights:
-    """The findings engine's reading of the kept cycles (see ``Session.insights``)."""
+    """The findings engine's reading of the kept cycles (see ``Session.insights``): read once, then kept."""
     from neuronprof.analysis.insights import analyze
 
     require_recorded(rec, "there is nothing to advise on")
-    return analyze(timeline(rec))
+    events = timeline(rec)
+    # The record's own findings (kept with it) unless a note was added for dropped cycles.
+    return rec.trace.insights() if events is rec.trace.timeline() else analyze(events)  # type: ignore[return-value]
 
 
 def timeline(rec: Recording) -> Timeline:
@@ -273,7 +275,6 @@ def report(
     rec: Recording, path: Optional[PathLike], *, overwrite: bool, world_size: Optional[int], baseline: Any = None
 ) -> Path:
     """Write the HTML report of the recording (see ``Session.report``)."""
-    from neuronprof.analysis.insights import analyze
     from neuronprof.report import environment, render_report
 
     require_recorded(rec, "there is nothing to report")
@@ -298,7 +299,7 @@ def report(
         two_runs = diff(baseline, rec.trace)
     text = render_report(
         local_table(rec).sorted("device"),
-        insights=analyze(events),
+        insights=insights(rec),
         timeline=events,
         settings=settings,
         baseline=two_runs,

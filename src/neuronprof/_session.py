@@ -908,7 +908,10 @@ class Session:
     # -- after the block -------------------------------------------------------
     def _require_done(self, what: str) -> None:
         if self._state == "new":
-            raise SessionStateError(f"{what} is available after the session has run; use it in a with-block first")
+            raise SessionStateError(
+                f"{what} is available after the session has run; use it in a with-block (or between s.start() "
+                "and s.stop()) first"
+            )
         if self._state == "running":
             raise SessionStateError(
                 f"{what} is available after the with-block ends; call it after the block (or after s.stop())"

@@ -151,8 +151,9 @@ def load_trace(source: TraceSource) -> Trace:
 
     Accepts Chrome/Perfetto JSON traces (``.json`` or ``.json.gz``) such as
     torch.profiler's ``export_chrome_trace`` writes, TensorBoard trace folders
-    and TorchNeuron output folders; several files are summed. Memory stays
-    bounded whatever the file size: events are streamed, never loaded whole.
+    and TorchNeuron output folders; several files are summed. Events are
+    streamed, never loaded whole, and kept in compact columns (about 25 bytes an
+    event: [`Trace.event_tables`][neuronprof.analysis.Trace], what the findings read).
 
     Args:
         source: A path, or a ``Trace`` (returned unchanged).

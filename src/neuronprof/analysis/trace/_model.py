@@ -163,7 +163,11 @@ class Trace:
         """
         from neuronprof.analysis.insights._trace import timeline_of
 
-        return timeline_of(self)
+        # A pure function of the record: read once, then kept with it (the record never changes).
+        cached = self.__dict__.get("_timeline")
+        if cached is None:
+            cached = self.__dict__["_timeline"] = timeline_of(self)
+        return cached
 
     def insights(self) -> Union[Insights, RankInsights]:
         """Say what to fix first: the findings of [`advise`][neuronprof.analysis.advise], read from the events held.
@@ -175,15 +179,18 @@ class Trace:
         """
         from neuronprof.analysis.insights import analyze_timeline
 
-        return analyze_timeline(self.timeline())
+        cached = self.__dict__.get("_insights")
+        if cached is None:
+            cached = self.__dict__["_insights"] = analyze_timeline(self.timeline())
+        return cached
 
     @renamed_keyword("limit", "row_limit")
     def table(
         self,
         sort_by: SortKey = "device",
-        *,
         row_limit: Optional[int] = None,
         device_only: bool = False,
+        *,
         group_by: GroupBy = "name",
     ) -> Table:
         """Return the trace as a [`Table`][neuronprof.Table], as ``session.table()`` would.
