@@ -198,7 +198,7 @@ def test_table_is_a_pure_function_of_what_was_recorded(tmp_path):
 
 @pytest.mark.slow
 def test_roofline_works_from_the_recorded_events_without_writing_a_trace(tmp_path, monkeypatch):
-    from neuronprof import _kineto
+    from neuronprof import _cycle_files
     from neuronprof.analysis import roofline
 
     lin = torch.nn.Linear(64, 64)
@@ -211,7 +211,7 @@ def test_roofline_works_from_the_recorded_events_without_writing_a_trace(tmp_pat
         raise AssertionError("roofline() must not write a trace")
 
     with monkeypatch.context() as m:
-        m.setattr(_kineto, "write_chrome_trace", no_writes)
+        m.setattr(_cycle_files, "write_chrome_trace", no_writes)
         m.setattr(neuronprof.Session, "export", no_writes)
         ours = s.roofline("trn2")
     text = str(ours)

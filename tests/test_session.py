@@ -215,7 +215,7 @@ def test_export_refuses_to_overwrite(out):
 def test_failed_write_raises_the_os_error_and_leaves_nothing(out, monkeypatch):
     import errno
 
-    from neuronprof import _kineto
+    from neuronprof import _cycle_files
 
     s = profile(lambda: naive_rmsnorm(X, W), out)
 
@@ -223,7 +223,7 @@ def test_failed_write_raises_the_os_error_and_leaves_nothing(out, monkeypatch):
         Path(dest).write_text('{"traceEvents": [')  # a partial file, as a real failure leaves
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(_kineto, "write_chrome_trace", disk_full)
+    monkeypatch.setattr(_cycle_files, "write_chrome_trace", disk_full)
     with pytest.raises(OSError) as info:
         s.export(out / "full.json")
     assert info.value.errno == errno.ENOSPC
