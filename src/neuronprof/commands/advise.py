@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 
 from neuronprof.commands._inputs import reads_files
+from neuronprof.commands._options import format_option
 
 HELP = "what to fix first: findings with their evidence (no torch needed)"
 DESCRIPTION = (
@@ -19,7 +20,7 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", help="trace file or folder (a folder of ranks' traces: findings per rank)")
-    parser.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
+    format_option(parser)
 
 
 @reads_files

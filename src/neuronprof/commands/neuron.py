@@ -10,7 +10,7 @@ from typing import get_args
 
 from neuronprof.commands import EXIT_TOOL, CommandError
 from neuronprof.commands._inputs import reads_files
-from neuronprof.commands._options import old_spelling
+from neuronprof.commands._options import format_option, old_spelling
 from neuronprof.typing import DevicePreset
 
 HELP = "engine breakdown and NEFF executions from Neuron's own profile (neuron-explorer)"
@@ -30,7 +30,7 @@ TIMEOUT = 120.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", help="profile folder, bundle, system_profile.json / *summary*.json, or a .neff")
     parser.add_argument("ntff", nargs="?", default=None, help="the .ntff of a .neff given as PATH")
-    parser.add_argument("--format", choices=("text", "markdown", "csv", "json"), default="text", help="output format")
+    format_option(parser, "text", "markdown", "csv", "json")
     parser.add_argument(
         "--plot", default=None, metavar="PATH", help="also draw the stacked engine bars to PATH (.png/.svg)"
     )
