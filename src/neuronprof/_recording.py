@@ -195,23 +195,15 @@ def data_notes(rec: Recording) -> tuple[str, ...]:
 
 def local_table(rec: Recording) -> Table:
     """Every recorded cycle of this process (kept or dropped) as one table, unsorted and uncut."""
+    from neuronprof.analysis.trace._model import table_of
+
     trace = rec.trace
     rows = tuple(
         dataclasses.replace(r, input_dtypes=None) for r in trace.rows("shape" if rec.config.record_shapes else "name")
     )
-    return Table(
-        rows=rows,
-        backend=rec.backend,
-        device_label=rec.device_label,
-        sort_by="none",
-        steps=trace.steps,
-        top_level_calls=trace.top_level_calls,
-        notes=tuple(dict.fromkeys((*rec.notes, *data_notes(rec), *trace.notes))),
-        rank=rec.rank,
-        communication_us=trace.communication_us,
-        step_us=sum(x.wall_us for x in trace.samples) if trace.samples else None,
-        collective_wait_us=sum(x.collective_wait_us for x in trace.samples) if trace.samples else None,
-    )
+    notes = tuple(dict.fromkeys((*rec.notes, *data_notes(rec), *trace.notes)))
+    facts = {"backend": rec.backend, "device_label": rec.device_label, "rank": rec.rank}
+    return table_of(trace, rows, sort_by="none", notes=notes, **facts)
 
 
 def sort_and_cut(
