@@ -267,10 +267,9 @@ def report(
     rec: Recording, path: Optional[PathLike], *, overwrite: bool, world_size: Optional[int], baseline: Any = None
 ) -> Path:
     """Write the HTML report of the recording (see ``Session.report``)."""
-    from neuronprof.report import environment, render_report
+    from neuronprof.report import environment, trace_report
 
     require_recorded(rec, "there is nothing to report")
-    events = timeline(rec)
     meta = rec.metadata["neuronprof"]
     settings: dict[str, Any] = {
         "backend": rec.backend,
@@ -284,18 +283,8 @@ def report(
         "record_shapes": rec.config.record_shapes,
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rec.started)),
     }
-    two_runs = None
-    if baseline is not None:
-        from neuronprof.analysis import diff
-
-        two_runs = diff(baseline, rec.trace)
-    text = render_report(
-        local_table(rec).sorted("device"),
-        insights=insights(rec),
-        timeline=events,
-        settings=settings,
-        baseline=two_runs,
-    )
+    table = local_table(rec).sorted("device")
+    text = trace_report(rec.trace, table, settings=settings, timeline=timeline(rec), baseline=baseline)
     target = target_path(rec, path, suffix=".html")
     return atomic_write(target, text_writer(text), overwrite=overwrite)
 

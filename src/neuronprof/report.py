@@ -265,6 +265,33 @@ def render_report(
     )
 
 
+def trace_report(
+    trace: Trace,
+    table: Table,
+    *,
+    settings: Mapping[str, Any],
+    timeline: Optional[Timeline] = None,
+    title: str = "neuronprof report",
+    baseline: Any = None,
+) -> str:
+    """``render_report`` of a loaded trace (a file's, or a session's record): its findings, timeline, two-run pane.
+
+    ``timeline`` defaults to ``trace.timeline()``, whose findings are the trace's own; ``baseline``
+    (a trace file, folder or ``Trace``) adds the pane of ``neuronprof diff BASELINE TRACE``.
+    """
+    from neuronprof.analysis.insights import analyze_timeline
+
+    own = trace.timeline()
+    timeline = own if timeline is None else timeline
+    insights = trace.insights() if timeline is own else analyze_timeline(timeline)
+    two_runs = None
+    if baseline is not None:
+        from neuronprof.analysis._diff import diff
+
+        two_runs = diff(baseline, trace)
+    return render_report(table, insights=insights, timeline=timeline, settings=settings, title=title, baseline=two_runs)
+
+
 def _two_runs_data(d: TraceDiff, rows: int = 15) -> dict[str, Any]:
     """The two-run pane: the verdicts and the largest changes, as ``neuronprof diff`` prints them."""
     from neuronprof.analysis.render import _diff_cols, _diff_footer, _diff_header
