@@ -81,11 +81,9 @@ def row_limit_option(parser: argparse.ArgumentParser) -> None:
     old_spelling(parser, "--limit", row_limit)
 
 
-def format_option(parser: argparse.ArgumentParser, *choices: str) -> None:
-    """Add ``--format`` (default ``text``) with these choices, or text, markdown and json."""
-    parser.add_argument(
-        "--format", choices=choices or ("text", "markdown", "json"), default="text", help="output format"
-    )
+def format_option(parser: argparse.ArgumentParser, choices: Sequence[str] = ("text", "markdown", "json")) -> None:
+    """Add ``--format`` (default ``text``) with these choices."""
+    parser.add_argument("--format", choices=choices, default="text", help="output format")
 
 
 def confidence_option(parser: argparse.ArgumentParser) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 
 from neuronprof.commands._inputs import reads_files
 from neuronprof.commands._options import format_option
@@ -29,10 +28,5 @@ def run(args: argparse.Namespace) -> int:
     from neuronprof.commands._output import emit
 
     result = advise(args.trace)
-    render: dict[str, Callable[[], str]] = {
-        "text": result.to_text,
-        "markdown": result.to_markdown,
-        "json": result.to_json,
-    }
-    emit(render[args.format]())
+    emit(getattr(result, f"to_{args.format}")())  # the model's own verb for the format
     return 0

@@ -47,6 +47,5 @@ def run(args: argparse.Namespace) -> int:
     result = diff(
         args.a, args.b, match=args.match, metric=args.metric, per_step=args.per_step, confidence=args.confidence
     )
-    render = {"text": result.to_text, "markdown": result.to_markdown, "json": lambda n: result.to_json(row_limit=n)}
-    emit(render[args.format](args.row_limit))
+    emit(getattr(result, f"to_{args.format}")(row_limit=args.row_limit))  # the model's own verb for the format
     return 0

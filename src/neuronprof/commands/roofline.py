@@ -58,8 +58,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.plot:
         result.plot(args.plot)
-    render = {"text": result.to_text, "markdown": result.to_markdown, "json": lambda n: result.to_json(row_limit=n)}
-    emit(render[args.format](args.row_limit))
+    emit(getattr(result, f"to_{args.format}")(row_limit=args.row_limit))  # the model's own verb for the format
     if args.plot:
         print(f"roofline plot written to {args.plot}", file=sys.stderr)
     return 0

@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="traces of several ranks (rank-N files, distributedInfo): side by side (auto, all) or summed (sum)",
     )
-    format_option(parser, "text", "markdown", "csv", "json")
+    format_option(parser, ("text", "markdown", "csv", "json"))
     old_spelling(parser, "--sort", sort_by)
     old_spelling(parser, "--by", group_by)
 
@@ -59,8 +59,7 @@ def run(args: argparse.Namespace) -> int:
             args.sort_by, row_limit=args.row_limit, device_only=args.device_only, group_by=args.group_by
         )
     # Each format is the model's own verb (the table is cut already; a cross-rank table is cut here).
-    verbs = {"text": model.to_text, "markdown": model.to_markdown, "csv": model.to_csv, "json": model.to_json}
-    emit(verbs[args.format](row_limit=args.row_limit))
+    emit(getattr(model, f"to_{args.format}")(row_limit=args.row_limit))
     if args.format == "csv":
         notes_to_stderr(model.notes)
     return 0
