@@ -56,11 +56,9 @@ def run(args: argparse.Namespace) -> int:
     if target.exists() and not args.overwrite:
         raise ValueError(f"{target} exists; pass --overwrite to replace it")
     trace = load_trace(source)  # the one read of the file: every pane reads its events
-    # Several ranks ran their steps side by side: each is read, and drawn, on its own.
-    insights = trace.insights()
     ranks: dict[str, Any] = {"steps": trace.steps, "rank": trace.rank}
-    if trace.ranks:
-        straggler = getattr(insights, "straggler", None)
+    if trace.ranks:  # several ranks ran their steps side by side: each is read, and drawn, on its own
+        straggler = getattr(trace.insights(), "straggler", None)
         ranks = {
             "ranks": f"{len(trace.ranks)}" + ("" if straggler is None else f"; straggler: rank {straggler}"),
             "steps": ", ".join(f"rank {t.rank}: {t.steps}" for t in trace.ranks),
