@@ -195,23 +195,15 @@ def data_notes(rec: Recording) -> tuple[str, ...]:
 
 def local_table(rec: Recording) -> Table:
     """Every recorded cycle of this process (kept or dropped) as one table, unsorted and uncut."""
+    from neuronprof.analysis.trace._model import table_of
+
     trace = rec.trace
     rows = tuple(
         dataclasses.replace(r, input_dtypes=None) for r in trace.rows("shape" if rec.config.record_shapes else "name")
     )
-    return Table(
-        rows=rows,
-        backend=rec.backend,
-        device_label=rec.device_label,
-        sort_by="none",
-        steps=trace.steps,
-        top_level_calls=trace.top_level_calls,
-        notes=tuple(dict.fromkeys((*rec.notes, *data_notes(rec), *trace.notes))),
-        rank=rec.rank,
-        communication_us=trace.communication_us,
-        step_us=sum(x.wall_us for x in trace.samples) if trace.samples else None,
-        collective_wait_us=sum(x.collective_wait_us for x in trace.samples) if trace.samples else None,
-    )
+    notes = tuple(dict.fromkeys((*rec.notes, *data_notes(rec), *trace.notes)))
+    facts = {"backend": rec.backend, "device_label": rec.device_label, "rank": rec.rank}
+    return table_of(trace, rows, sort_by="none", notes=notes, **facts)
 
 
 def sort_and_cut(
@@ -275,10 +267,9 @@ def report(
     rec: Recording, path: Optional[PathLike], *, overwrite: bool, world_size: Optional[int], baseline: Any = None
 ) -> Path:
     """Write the HTML report of the recording (see ``Session.report``)."""
-    from neuronprof.report import environment, render_report
+    from neuronprof.report import environment, trace_report
 
     require_recorded(rec, "there is nothing to report")
-    events = timeline(rec)
     meta = rec.metadata["neuronprof"]
     settings: dict[str, Any] = {
         "backend": rec.backend,
@@ -292,18 +283,8 @@ def report(
         "record_shapes": rec.config.record_shapes,
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rec.started)),
     }
-    two_runs = None
-    if baseline is not None:
-        from neuronprof.analysis import diff
-
-        two_runs = diff(baseline, rec.trace)
-    text = render_report(
-        local_table(rec).sorted("device"),
-        insights=insights(rec),
-        timeline=events,
-        settings=settings,
-        baseline=two_runs,
-    )
+    table = local_table(rec).sorted("device")
+    text = trace_report(rec.trace, table, settings=settings, timeline=timeline(rec), baseline=baseline)
     target = target_path(rec, path, suffix=".html")
     return atomic_write(target, text_writer(text), overwrite=overwrite)
 

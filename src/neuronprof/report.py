@@ -248,21 +248,51 @@ def render_report(
     notes = list(table.notes)
     if timeline is not None:
         notes.extend(n for n in timeline.notes if n not in notes)
-    page = _jinja_env().get_template("report.html.j2")
-    return str(
-        page.render(
-            title=title,
-            settings=facts,
-            table=table,
-            table_notes=notes,
-            totals=_totals(table),
-            findings=_findings_data(insights),
-            has_timeline=timeline is not None,
-            comparison=None,
-            two_runs=None if baseline is None else _two_runs_data(baseline),
-            data_json=_json_for_script(data),
-        )
+    return _page(
+        data,
+        title=title,
+        settings=facts,
+        table=table,
+        table_notes=notes,
+        totals=_totals(table),
+        findings=_findings_data(insights),
+        has_timeline=timeline is not None,
+        two_runs=None if baseline is None else _two_runs_data(baseline),
     )
+
+
+def _page(data: Mapping[str, Any], **panes: Any) -> str:
+    """The report template filled in; a pane not given (table, findings, comparison...) is left out."""
+    blank: dict[str, Any] = {"table": None, "table_notes": [], "totals": None, "findings": None, "has_timeline": False}
+    fields = {**blank, "comparison": None, "two_runs": None, **panes, "data_json": _json_for_script(data)}
+    return str(_jinja_env().get_template("report.html.j2").render(**fields))
+
+
+def trace_report(
+    trace: Trace,
+    table: Table,
+    *,
+    settings: Mapping[str, Any],
+    timeline: Optional[Timeline] = None,
+    title: str = "neuronprof report",
+    baseline: Any = None,
+) -> str:
+    """``render_report`` of a loaded trace (a file's, or a session's record): its findings, timeline, two-run pane.
+
+    ``timeline`` defaults to ``trace.timeline()``, whose findings are the trace's own; ``baseline``
+    (a trace file, folder or ``Trace``) adds the pane of ``neuronprof diff BASELINE TRACE``.
+    """
+    from neuronprof.analysis.insights import analyze_timeline
+
+    own = trace.timeline()
+    timeline = own if timeline is None else timeline
+    insights = trace.insights() if timeline is own else analyze_timeline(timeline)
+    two_runs = None
+    if baseline is not None:
+        from neuronprof.analysis._diff import diff
+
+        two_runs = diff(baseline, trace)
+    return render_report(table, insights=insights, timeline=timeline, settings=settings, title=title, baseline=two_runs)
 
 
 def _two_runs_data(d: TraceDiff, rows: int = 15) -> dict[str, Any]:
@@ -319,31 +349,18 @@ def render_comparison_report(
             }
         )
     data = {"schema": REPORT_SCHEMA, "table": None, "timeline": None, "variants": variants}
-    page = _jinja_env().get_template("report.html.j2")
-    return str(
-        page.render(
-            title=title,
-            settings=facts,
-            table=None,
-            table_notes=[],
-            totals=None,
-            findings=None,
-            has_timeline=False,
-            comparison={
-                "headers": [{"text": c.header, "left": c.left} for c in cols],
-                "rows": rows,
-                # The text footer marks best values with "*"; here they are highlighted.
-                "footer": [
-                    line.replace("* marks the best value in a column", "the best value of each column is highlighted")
-                    for line in comparison_footer(cmp)
-                ],
-                "chart": _chart(cmp),
-                "variants": variants,
-            },
-            two_runs=None,
-            data_json=_json_for_script(data),
-        )
-    )
+    comparison = {
+        "headers": [{"text": c.header, "left": c.left} for c in cols],
+        "rows": rows,
+        # The text footer marks best values with "*"; here they are highlighted.
+        "footer": [
+            line.replace("* marks the best value in a column", "the best value of each column is highlighted")
+            for line in comparison_footer(cmp)
+        ],
+        "chart": _chart(cmp),
+        "variants": variants,
+    }
+    return _page(data, title=title, settings=facts, comparison=comparison)
 
 
 def _fact(value: Any) -> str:

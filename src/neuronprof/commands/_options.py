@@ -14,9 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Optional, Union
 
-__all__ = ["CONFIDENCE_HELP", "confidence", "non_negative", "old_spelling", "percent", "rate"]
-
-CONFIDENCE_HELP = "confidence level of the verdicts' intervals, e.g. 0.95 or 95%% (default 95%%)"
+__all__ = ["confidence_option", "format_option", "non_negative", "old_spelling", "percent", "rate", "row_limit_option"]
 
 _SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 
@@ -73,6 +71,25 @@ def old_spelling(
             (``--no-tool`` means ``--tool never``).
     """
     parser.add_argument(old, dest=new.dest, action=_OldSpelling, new=new, means=means)
+
+
+def row_limit_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--row-limit N`` (show at most N rows; default all), with its old spelling ``--limit``."""
+    row_limit = parser.add_argument(
+        "--row-limit", type=non_negative, default=None, metavar="N", help="show at most N rows"
+    )
+    old_spelling(parser, "--limit", row_limit)
+
+
+def format_option(parser: argparse.ArgumentParser, choices: Sequence[str] = ("text", "markdown", "json")) -> None:
+    """Add ``--format`` (default ``text``) with these choices."""
+    parser.add_argument("--format", choices=choices, default="text", help="output format")
+
+
+def confidence_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--confidence C`` (default 95 %), the confidence level of the verdicts' intervals."""
+    help = "confidence level of the verdicts' intervals, e.g. 0.95 or 95%% (default 95%%)"
+    parser.add_argument("--confidence", type=confidence, default=0.95, metavar="C", help=help)
 
 
 def _fraction(text: str, what: str, example: str) -> float:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 
 from neuronprof.commands._inputs import reads_files
+from neuronprof.commands._options import format_option
 
 HELP = "what to fix first: findings with their evidence (no torch needed)"
 DESCRIPTION = (
@@ -19,7 +19,7 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", help="trace file or folder (a folder of ranks' traces: findings per rank)")
-    parser.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
+    format_option(parser)
 
 
 @reads_files
@@ -28,10 +28,5 @@ def run(args: argparse.Namespace) -> int:
     from neuronprof.commands._output import emit
 
     result = advise(args.trace)
-    render: dict[str, Callable[[], str]] = {
-        "text": result.to_text,
-        "markdown": result.to_markdown,
-        "json": result.to_json,
-    }
-    emit(render[args.format]())
+    emit(getattr(result, f"to_{args.format}")())  # the model's own verb for the format
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from neuronprof.commands._inputs import reads_files
-from neuronprof.commands._options import CONFIDENCE_HELP, confidence, old_spelling, percent
+from neuronprof.commands._options import confidence_option, old_spelling, percent
 
 HELP = "a CI gate: exit 1 when CURRENT is slower than BASELINE beyond a threshold (no torch needed)"
 DESCRIPTION = (
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--ops", action="append", default=[], metavar="NAME", help="judge this op's self time (repeatable)"
     )
     parser.add_argument("--device", action="store_true", help="judge device time instead of host time")
-    parser.add_argument("--confidence", type=confidence, default=0.95, metavar="C", help=CONFIDENCE_HELP)
+    confidence_option(parser)
     parser.add_argument("--markdown", action="store_true", help="print a Markdown block for a CI job summary")
     old_spelling(parser, "--op", ops)
 

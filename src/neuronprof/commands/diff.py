@@ -6,7 +6,7 @@ import argparse
 from typing import get_args
 
 from neuronprof.commands._inputs import reads_files
-from neuronprof.commands._options import CONFIDENCE_HELP, confidence, non_negative, old_spelling
+from neuronprof.commands._options import confidence_option, format_option, old_spelling, row_limit_option
 from neuronprof.typing import DiffMatch, DiffMetric
 
 HELP = "compare two traces op by op (no torch needed)"
@@ -33,13 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="time to compare (auto: device time when both traces have it)",
     )
     parser.add_argument("--per-step", action="store_true", help="divide times by each trace's number of steps")
-    parser.add_argument("--confidence", type=confidence, default=0.95, metavar="C", help=CONFIDENCE_HELP)
-    row_limit = parser.add_argument(
-        "--row-limit", type=non_negative, default=None, metavar="N", help="show at most N rows"
-    )
-    parser.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
+    confidence_option(parser)
+    row_limit_option(parser)
+    format_option(parser)
     old_spelling(parser, "--by", match)
-    old_spelling(parser, "--limit", row_limit)
 
 
 @reads_files
@@ -50,6 +47,5 @@ def run(args: argparse.Namespace) -> int:
     result = diff(
         args.a, args.b, match=args.match, metric=args.metric, per_step=args.per_step, confidence=args.confidence
     )
-    render = {"text": result.to_text, "markdown": result.to_markdown, "json": lambda n: result.to_json(row_limit=n)}
-    emit(render[args.format](args.row_limit))
+    emit(getattr(result, f"to_{args.format}")(row_limit=args.row_limit))  # the model's own verb for the format
     return 0

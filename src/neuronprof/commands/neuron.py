@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from collections.abc import Callable
 from typing import get_args
 
 from neuronprof.commands import EXIT_TOOL, CommandError
 from neuronprof.commands._inputs import reads_files
-from neuronprof.commands._options import old_spelling
+from neuronprof.commands._options import format_option, old_spelling
 from neuronprof.typing import DevicePreset
 
 HELP = "engine breakdown and NEFF executions from Neuron's own profile (neuron-explorer)"
@@ -30,7 +29,7 @@ TIMEOUT = 120.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", help="profile folder, bundle, system_profile.json / *summary*.json, or a .neff")
     parser.add_argument("ntff", nargs="?", default=None, help="the .ntff of a .neff given as PATH")
-    parser.add_argument("--format", choices=("text", "markdown", "csv", "json"), default="text", help="output format")
+    format_option(parser, ("text", "markdown", "csv", "json"))
     parser.add_argument(
         "--plot", default=None, metavar="PATH", help="also draw the stacked engine bars to PATH (.png/.svg)"
     )
@@ -81,13 +80,7 @@ def run(args: argparse.Namespace) -> int:
         message = str(w.message)
         if not any(n and n in message for n in profile.notes):
             print(f"neuronprof neuron: warning: {' '.join(message.split())}", file=sys.stderr)
-    render: dict[str, Callable[[], str]] = {
-        "text": profile.to_text,
-        "markdown": profile.to_markdown,
-        "csv": profile.to_csv,
-        "json": profile.to_json,
-    }
-    text = render[args.format]()
+    text: str = getattr(profile, f"to_{args.format}")()  # the model's own verb for the format
     if args.roofline is not None:
         rl = profile.roofline(args.roofline or None)
         text += "\n\n" + (rl.to_text() if args.format == "text" else rl.to_markdown())

@@ -41,9 +41,8 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from neuronprof._io import write_text
-    from neuronprof.analysis.insights import analyze_timeline
     from neuronprof.analysis.trace import load_trace
-    from neuronprof.report import environment, render_report, trace_settings
+    from neuronprof.report import environment, trace_report, trace_settings
 
     source = Path(args.trace)
     piped = getattr(args, "piped", {})
@@ -57,12 +56,9 @@ def run(args: argparse.Namespace) -> int:
     if target.exists() and not args.overwrite:
         raise ValueError(f"{target} exists; pass --overwrite to replace it")
     trace = load_trace(source)  # the one read of the file: every pane reads its events
-    timeline = trace.timeline()
-    # Several ranks ran their steps side by side: each is read, and drawn, on its own.
-    insights = analyze_timeline(timeline)
     ranks: dict[str, Any] = {"steps": trace.steps, "rank": trace.rank}
-    if trace.ranks:
-        straggler = getattr(insights, "straggler", None)
+    if trace.ranks:  # several ranks ran their steps side by side: each is read, and drawn, on its own
+        straggler = getattr(trace.insights(), "straggler", None)
         ranks = {
             "ranks": f"{len(trace.ranks)}" + ("" if straggler is None else f"; straggler: rank {straggler}"),
             "steps": ", ".join(f"rank {t.rank}: {t.steps}" for t in trace.ranks),
@@ -75,19 +71,8 @@ def run(args: argparse.Namespace) -> int:
         **ranks,
         "report made with neuronprof": environment()["neuronprof"],
     }
-    baseline = None
-    if args.baseline is not None:
-        from neuronprof.analysis._diff import diff
-
-        baseline = diff(args.baseline, trace)
-    text = render_report(
-        trace.table("device"),
-        insights=insights,
-        timeline=timeline,
-        settings=settings,
-        title=piped.get("trace", source.name),
-        baseline=baseline,
-    )
+    title = piped.get("trace", source.name)
+    text = trace_report(trace, trace.table("device"), settings=settings, title=title, baseline=args.baseline)
     write_text(target.resolve(), text, overwrite=args.overwrite)
     print(f"report written to {target}", file=sys.stderr)
     return 0

@@ -7,7 +7,7 @@ import sys
 from typing import get_args
 
 from neuronprof.commands._inputs import reads_files
-from neuronprof.commands._options import non_negative, old_spelling, rate
+from neuronprof.commands._options import format_option, old_spelling, rate, row_limit_option
 from neuronprof.typing import DevicePreset, TimeSource
 
 HELP = "compute- or memory-bound? each op against a device's roofline (no torch needed)"
@@ -42,13 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="measured time to use (auto: device time when the trace has it)",
     )
-    row_limit = parser.add_argument(
-        "--row-limit", type=non_negative, default=None, metavar="N", help="show at most N rows"
-    )
+    row_limit_option(parser)
     parser.add_argument("--plot", default=None, metavar="PATH", help="also draw the roofline to PATH (.png or .svg)")
-    parser.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
+    format_option(parser)
     old_spelling(parser, "--time", time_source)
-    old_spelling(parser, "--limit", row_limit)
 
 
 @reads_files
@@ -61,8 +58,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.plot:
         result.plot(args.plot)
-    render = {"text": result.to_text, "markdown": result.to_markdown, "json": lambda n: result.to_json(row_limit=n)}
-    emit(render[args.format](args.row_limit))
+    emit(getattr(result, f"to_{args.format}")(row_limit=args.row_limit))  # the model's own verb for the format
     if args.plot:
         print(f"roofline plot written to {args.plot}", file=sys.stderr)
     return 0

@@ -6,7 +6,7 @@ import argparse
 from typing import Any, get_args
 
 from neuronprof.commands._inputs import reads_files
-from neuronprof.commands._options import non_negative, old_spelling
+from neuronprof.commands._options import format_option, old_spelling, row_limit_option
 from neuronprof.typing import SORT_KEYS, GroupBy
 
 HELP = "per-operator table of a trace file or folder (no torch needed)"
@@ -27,9 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="sort key: device (default), device_total, cpu, cpu_total, calls, name, flops, "
         "or a torch.profiler key such as self_cpu_time_total",
     )
-    row_limit = parser.add_argument(
-        "--row-limit", type=non_negative, default=None, metavar="N", help="show at most N rows"
-    )
+    row_limit_option(parser)
     parser.add_argument("--device-only", action="store_true", help="only rows with device time")
     group_by = parser.add_argument(
         "--group-by",
@@ -43,9 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="traces of several ranks (rank-N files, distributedInfo): side by side (auto, all) or summed (sum)",
     )
-    parser.add_argument("--format", choices=("text", "markdown", "csv", "json"), default="text", help="output format")
+    format_option(parser, ("text", "markdown", "csv", "json"))
     old_spelling(parser, "--sort", sort_by)
-    old_spelling(parser, "--limit", row_limit)
     old_spelling(parser, "--by", group_by)
 
 
@@ -62,8 +59,7 @@ def run(args: argparse.Namespace) -> int:
             args.sort_by, row_limit=args.row_limit, device_only=args.device_only, group_by=args.group_by
         )
     # Each format is the model's own verb (the table is cut already; a cross-rank table is cut here).
-    verbs = {"text": model.to_text, "markdown": model.to_markdown, "csv": model.to_csv, "json": model.to_json}
-    emit(verbs[args.format](row_limit=args.row_limit))
+    emit(getattr(model, f"to_{args.format}")(row_limit=args.row_limit))
     if args.format == "csv":
         notes_to_stderr(model.notes)
     return 0

@@ -21,6 +21,23 @@ if TYPE_CHECKING:
     from neuronprof.analysis.trace._events import EventTable
 
 
+def table_of(trace: Trace, rows: tuple[OpRow, ...], **facts: Any) -> Table:
+    """A [`Table`][neuronprof.Table] of ``rows`` with the trace's own facts (backend, steps, times); ``facts`` win."""
+    samples = trace.samples
+    own: dict[str, Any] = {
+        "backend": trace.backend,
+        "device_label": trace.device_label,
+        "steps": trace.steps,
+        "top_level_calls": trace.top_level_calls,
+        "notes": trace.notes,
+        "rank": trace.rank,
+        "communication_us": trace.communication_us,
+        "step_us": sum(s.wall_us for s in samples) if samples else None,
+        "collective_wait_us": sum(s.collective_wait_us for s in samples) if samples else None,
+    }
+    return Table(rows=rows, **{**own, **facts})
+
+
 @dataclass(frozen=True)
 class TraceOp:
     """Everything a trace says about one operator (or device kernel) and one input signature.
@@ -208,18 +225,7 @@ class Trace:
             ValueError: Unknown ``sort_by`` or ``group_by``.
         """
         rows = self.rows(group_by)
-        table = Table(
-            rows=rows,
-            backend=self.backend,
-            device_label=self.device_label,
-            steps=self.steps,
-            top_level_calls=self.top_level_calls,
-            notes=self.notes,
-            rank=self.rank,
-            communication_us=self.communication_us,
-            step_us=sum(s.wall_us for s in self.samples) if self.samples else None,
-            collective_wait_us=sum(s.collective_wait_us for s in self.samples) if self.samples else None,
-        )
+        table = table_of(self, rows)
         # The totals of the whole trace travel with the table (and its JSON),
         # whether or not rows are filtered or cut.
         table = dataclasses.replace(
