@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._dtypes import _torch_dtype
+from neuronprof.analysis.insights._findings import Evidence, Finding, FindingKind
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
 
 # Op names the rules look for. They are torch's own (aten) names; backends that
@@ -456,6 +457,23 @@ class _Tally:
         k = len(self.steps[key])
         return "in every step" if k >= n else f"in {k} of {n} steps"
 
+    def finding(
+        self,
+        p: _Profile,
+        key: Any,
+        kind: FindingKind,
+        title: str,
+        ops: tuple[str, ...],
+        detail: str,
+        suggestion: str,
+        shown_ns: Optional[float] = None,
+    ) -> Finding:
+        """The finding for one key: its calls per step, its time per step (``shown_ns`` when given,
+        else the tallied time) and that time's share of the mean step; the tallied time is at stake."""
+        at_stake = _per_step(self.ns[key], p.n)
+        us = at_stake if shown_ns is None else _per_step(shown_ns, p.n)
+        evidence = Evidence(ops, self.calls[key] / p.n, us, _share(us, p.mean_step_ns / 1000), detail)
+        return Finding(kind=kind, title=title, evidence=evidence, estimated_us=at_stake, suggestion=suggestion)
 
 
 def _claimed_ancestor(node: _Node, claimed: set[int]) -> bool:
@@ -474,4 +492,3 @@ def _outer_wrapper(node: _Node) -> _Node:
         out = p
         p = p.parent
     return out
-
