@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from typing import Optional
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._dtypes import _torch_dtype
@@ -377,12 +376,7 @@ def _fallbacks(p: _Profile) -> list[Finding]:
 
 
 def _inside_fallback(node: _Node) -> bool:
-    parent: Optional[_Node] = node.parent
-    while parent is not None:
-        if any(c.name == _TO_CPU for c in parent.children):
-            return True
-        parent = parent.parent
-    return False
+    return node.parent is not None and any(c.name == _TO_CPU for p in node.parent.lineage() for c in p.children)
 
 
 def _pipeline(p: _Profile) -> list[Finding]:

@@ -97,6 +97,13 @@ class _Node:
     def dur(self) -> int:
         return self.ev.end_ns - self.ev.start_ns
 
+    def lineage(self) -> Iterator[_Node]:
+        """This node, its parent, the parent's parent... up to the root."""
+        p: Optional[_Node] = self
+        while p is not None:
+            yield p
+            p = p.parent
+
     def walk(self) -> Iterator[_Node]:
         stack = [self]
         while stack:
@@ -357,12 +364,7 @@ def _cause(node: _Node) -> Optional[_Node]:
 
 
 def _in_sync_op(node: _Node) -> bool:
-    p: Optional[_Node] = node
-    while p is not None:
-        if p.name in SYNC_OPS:
-            return True
-        p = p.parent
-    return False
+    return any(p.name in SYNC_OPS for p in node.lineage())
 
 
 HOST_TO_DEVICE = "host→device"
@@ -477,12 +479,7 @@ class _Tally:
 
 
 def _claimed_ancestor(node: _Node, claimed: set[int]) -> bool:
-    p: Optional[_Node] = node
-    while p is not None:
-        if id(p) in claimed:
-            return True
-        p = p.parent
-    return False
+    return any(id(p) in claimed for p in node.lineage())
 
 
 def _outer_wrapper(node: _Node) -> _Node:
