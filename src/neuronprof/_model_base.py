@@ -26,10 +26,25 @@ from neuronprof._model_rows import loads, row_from_dict, row_to_dict
 from neuronprof._vocabulary import limit_rows
 
 if TYPE_CHECKING:
+    import pandas
+
     from neuronprof.render import Block, Format
 
 M = TypeVar("M", bound="ResultModel")
 RowT = TypeVar("RowT", bound="ResultRow")
+
+
+def dataframe(caller: str, rows: list[dict[str, Any]], columns: list[str]) -> pandas.DataFrame:
+    """``pandas.DataFrame(rows, columns=columns)``, for ``<caller>.to_dataframe()``.
+
+    Raises:
+        ImportError: pandas is not installed (``pip install pandas``).
+    """
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError(f"{caller}.to_dataframe() needs pandas: pip install pandas") from None
+    return pd.DataFrame(rows, columns=columns)
 
 
 class ResultRow:

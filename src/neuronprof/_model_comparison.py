@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union, cast
 
-from neuronprof._model_base import ResultModel
+from neuronprof._model_base import ResultModel, dataframe
 from neuronprof._model_rows import COMPARISON_SCHEMA, _opt_float
 
 if TYPE_CHECKING:
@@ -273,13 +273,9 @@ class Comparison(ResultModel):
         Raises:
             ImportError: pandas is not installed (``pip install pandas``).
         """
-        try:
-            import pandas as pd
-        except ImportError:
-            raise ImportError("Comparison.to_dataframe() needs pandas: pip install pandas") from None
         nested = ("table", "wall_samples_us", "insights")
         columns = [f.name for f in dataclasses.fields(ComparisonRow) if f.name not in nested]
-        return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in self.rows], columns=columns)
+        return dataframe("Comparison", [{c: getattr(r, c) for c in columns} for r in self.rows], columns)
 
     def report(self, path: Union[str, os.PathLike[str]], *, overwrite: bool = False) -> Path:
         """Write one self-contained HTML page of the comparison, to look at and share.

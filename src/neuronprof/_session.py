@@ -24,7 +24,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, Optional, TypeVar, Union, overload
 
@@ -537,9 +537,7 @@ class Session:
                 self._dropped = sums
             else:
                 self._dropped.add(sums)
-            for key, (cpu, dev) in old.memory.items():
-                was = self._dropped_memory.get(key, (0, 0))
-                self._dropped_memory[key] = (was[0] + cpu, was[1] + dev)
+            _add_memory(self._dropped_memory, old.memory)
             old.events = None
             if old.cache is not None:
                 old.cache.unlink(missing_ok=True)
@@ -1124,9 +1122,7 @@ class Session:
             tables = [self._read_cycle(c, metadata) for c in self._cycles]
             memory = dict(self._dropped_memory)
             for c in self._cycles:
-                for key, (cpu, dev) in c.memory.items():
-                    was = memory.get(key, (0, 0))
-                    memory[key] = (was[0] + cpu, was[1] + dev)
+                _add_memory(memory, c.memory)
             self._recorded = _recording.record_trace(
                 tables,
                 earlier=self._dropped,
@@ -1444,6 +1440,15 @@ def session(
             max_events_per_nc=max_events_per_nc,
         )
     )
+
+
+def _add_memory(
+    total: dict[tuple[str, Any], tuple[int, int]], memory: Mapping[tuple[str, Any], tuple[int, int]]
+) -> None:
+    """Add one cycle's self host/device memory (bytes) per ``(name, input shapes)`` into ``total``."""
+    for key, (cpu, dev) in memory.items():
+        was = total.get(key, (0, 0))
+        total[key] = (was[0] + cpu, was[1] + dev)
 
 
 def _active_session() -> Optional[Session]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from neuronprof import _vocabulary
-from neuronprof._model_base import ResultModel, ResultRow
+from neuronprof._model_base import ResultModel, ResultRow, dataframe
 
 # The model's parts, each ≤ ~500 lines; this module is their one public face and
 # re-exports every name (documented and importable as ``neuronprof.model.X``).
@@ -353,12 +353,7 @@ class Table(ResultModel):
         Raises:
             ImportError: pandas is not installed (``pip install pandas``).
         """
-        try:
-            import pandas as pd
-        except ImportError:
-            raise ImportError("Table.to_dataframe() needs pandas: pip install pandas") from None
-        columns = [f.name for f in dataclasses.fields(OpRow)]
-        return pd.DataFrame([r.to_dict() for r in self.rows], columns=columns)
+        return dataframe("Table", [r.to_dict() for r in self.rows], [f.name for f in dataclasses.fields(OpRow)])
 
 
 def merge_rows(groups: Iterable[Sequence[OpRow]]) -> list[OpRow]:

@@ -93,11 +93,9 @@ def _copies(p: _Profile) -> list[Finding]:
                 if way in (HOST_TO_DEVICE, DEVICE_TO_HOST) and not _claimed_ancestor(node, claimed):
                     tally.add((node.name, way), d.end_ns - d.start_ns, (None, None, True))
     findings = []
-    step_us = p.mean_step_ns / 1000
-    for key, calls in tally.calls.items():
+    for key in tally.calls:
         cause_name, direction = key
         dtypes, scalar, on_device = tally.extra.get(key, (None, None, False))
-        us = _per_step(tally.ns[key], p.n)
         what = direction
         detail = f"{cause_name} copies data {what} on every call"
         if scalar:
@@ -108,12 +106,14 @@ def _copies(p: _Profile) -> list[Finding]:
             detail += "; host time (the copy has no device time here)"
         ops = (cause_name, "aten::copy_") if cause_name not in COPY_OPS else (cause_name,)
         findings.append(
-            Finding(
-                kind="host_device_copy",
-                title=f"{cause_name} copies data {what} {tally.when(key, p.n)}",
-                evidence=Evidence(ops, calls / p.n, us, _share(us, step_us), detail),
-                estimated_us=us,
-                suggestion=_copy_suggestion(cause_name, direction, scalar),
+            tally.finding(
+                p,
+                key,
+                "host_device_copy",
+                f"{cause_name} copies data {what} {tally.when(key, p.n)}",
+                ops,
+                detail,
+                _copy_suggestion(cause_name, direction, scalar),
             )
         )
     return findings
@@ -185,30 +185,20 @@ def _syncs(p: _Profile) -> list[Finding]:
                     tally.add(f"{parent.name} → {node.name}", node.dur)
         for node in sorted(loose, key=lambda n: n.ev.start_ns)[:-1]:
             tally.add(node.name, node.dur)
-    step_us = p.mean_step_ns / 1000
-    findings = []
-    for name, calls in tally.calls.items():
-        us = _per_step(tally.ns[name], p.n)
-        findings.append(
-            Finding(
-                kind="hidden_sync",
-                title=f"{name} makes the host wait for the device {tally.when(name, p.n)}",
-                evidence=Evidence(
-                    tuple(name.split(" → ")),
-                    calls / p.n,
-                    us,
-                    _share(us, step_us),
-                    ("a device→host copy (.cpu(), .tolist(), printing a tensor): " if name in tally.extra else "")
-                    + "the host stops launching work until the device has finished everything queued",
-                ),
-                estimated_us=us,
-                suggestion=(
-                    "keep values on the device (no .item(), .cpu(), .tolist() or printing of tensors inside "
-                    "the loop); read them once after the loop, or every N steps"
-                ),
-            )
+    return [
+        tally.finding(
+            p,
+            name,
+            "hidden_sync",
+            f"{name} makes the host wait for the device {tally.when(name, p.n)}",
+            tuple(name.split(" → ")),
+            ("a device→host copy (.cpu(), .tolist(), printing a tensor): " if name in tally.extra else "")
+            + "the host stops launching work until the device has finished everything queued",
+            "keep values on the device (no .item(), .cpu(), .tolist() or printing of tensors inside "
+            "the loop); read them once after the loop, or every N steps",
         )
-    return findings
+        for name in tally.calls
+    ]
 
 
 def _idle_and_bound(p: _Profile) -> list[Finding]:
@@ -325,4 +315,3 @@ def _idle_and_bound(p: _Profile) -> list[Finding]:
 
 RULES = (_copies, _syncs, _idle_and_bound)
 """The rules of this module, in the order ``analyze`` applies them."""
-

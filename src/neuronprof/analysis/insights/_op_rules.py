@@ -9,7 +9,6 @@ from typing import Any, Optional
 from neuronprof.analysis.insights._dtypes import _family
 from neuronprof.analysis.insights._findings import (
     CHAIN_MIN_OPS,
-    Evidence,
     Finding,
 )
 from neuronprof.analysis.insights._tree import (
@@ -24,7 +23,6 @@ from neuronprof.analysis.insights._tree import (
     _outer_wrapper,
     _per_step,
     _Profile,
-    _share,
     _Tally,
     _union,
 )
@@ -199,13 +197,10 @@ def _chains(p: _Profile) -> list[Finding]:
                 gaps[key] += gap_ns
             i = j
     findings = []
-    step_us = p.mean_step_ns / 1000
-    for key, calls in tally.calls.items():
+    for key in tally.calls:
         names = key[0]
         before, after = tally.extra[key]
-        total_ns, gap_total = totals[key], gaps[key]
-        us = _per_step(total_ns, p.n)
-        saved = _per_step(tally.ns[key], p.n)
+        gap_total = gaps[key]
         label = "device" if p.has_device_time else "host"
         detail = f"{len(names)} separate ops, each a full pass over memory; {label} time shown"
         if p.has_device_time and gap_total:
@@ -222,12 +217,8 @@ def _chains(p: _Profile) -> list[Finding]:
             title = f"{len(names)} elementwise ops in a row could be one fused op"
             ops = names
         findings.append(
-            Finding(
-                kind="unfused_chain",
-                title=title,
-                evidence=Evidence(ops, calls / p.n, us, _share(us, step_us), detail),
-                estimated_us=saved,
-                suggestion=_chain_suggestion(names, before, after),
+            tally.finding(
+                p, key, "unfused_chain", title, ops, detail, _chain_suggestion(names, before, after), totals[key]
             )
         )
     return findings
@@ -337,11 +328,9 @@ def _conversions(p: _Profile) -> list[Finding]:
             f"or not ({alike} look the same without dtypes); record_shapes=True would tell"
         )
     findings = []
-    step_us = p.mean_step_ns / 1000
-    for key, calls in tally.calls.items():
+    for key in tally.calls:
         name, dtypes = key
         _, scalar, explicit = tally.extra[key]
-        us = _per_step(tally.ns[key], p.n)
         conv = f" ({dtypes[0]} → {dtypes[1]})"
         if explicit:
             detail = f"an explicit conversion{conv} in the step"
@@ -357,12 +346,14 @@ def _conversions(p: _Profile) -> list[Finding]:
             else:
                 suggestion = f"create the tensor in the dtype of the others ({dtypes[1]}), once, before the loop"
         findings.append(
-            Finding(
-                kind="dtype_conversion",
-                title=f"{name} converts {dtypes[0]} to {dtypes[1]} {tally.when(key, p.n)}",
-                evidence=Evidence((name, "aten::_to_copy"), calls / p.n, us, _share(us, step_us), detail),
-                estimated_us=us,
-                suggestion=suggestion,
+            tally.finding(
+                p,
+                key,
+                "dtype_conversion",
+                f"{name} converts {dtypes[0]} to {dtypes[1]} {tally.when(key, p.n)}",
+                (name, "aten::_to_copy"),
+                detail,
+                suggestion,
             )
         )
     return findings

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from typing import Optional
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._dtypes import _torch_dtype
@@ -38,6 +37,7 @@ from neuronprof.analysis.insights._tree import (
 )
 
 Spans = list[tuple[int, int]]
+
 
 def _collective(node: _Node) -> bool:
     return vocab.is_collective(node.name, _kind(node))
@@ -358,40 +358,25 @@ def _fallbacks(p: _Profile) -> list[Finding]:
             if _inside_fallback(node):
                 continue
             tally.add(node.name, node.dur)
-    step_us = p.mean_step_ns / 1000
-    findings = []
-    for name, calls in tally.calls.items():
-        us = _per_step(tally.ns[name], p.n)
-        findings.append(
-            Finding(
-                kind="cpu_fallback",
-                title=f"{name} fell back to the CPU {tally.when(name, p.n)}",
-                evidence=Evidence(
-                    (name, _TO_CPU),
-                    calls / p.n,
-                    us,
-                    _share(us, step_us),
-                    f"{name} has no {p.tl.device_label or 'device'} kernel here: its inputs are copied to the host, "
-                    "it runs on the CPU and its results are copied back",
-                ),
-                estimated_us=us,
-                suggestion=(
-                    f"replace {name} with ops the device supports (the backend's supported-operator list; for "
-                    "TorchNeuron, the torch-neuronx operator compatibility table marks CPU_FALLBACK ops), or move "
-                    "it out of the step"
-                ),
-            )
+    return [
+        tally.finding(
+            p,
+            name,
+            "cpu_fallback",
+            f"{name} fell back to the CPU {tally.when(name, p.n)}",
+            (name, _TO_CPU),
+            f"{name} has no {p.tl.device_label or 'device'} kernel here: its inputs are copied to the host, "
+            "it runs on the CPU and its results are copied back",
+            f"replace {name} with ops the device supports (the backend's supported-operator list; for "
+            "TorchNeuron, the torch-neuronx operator compatibility table marks CPU_FALLBACK ops), or move "
+            "it out of the step",
         )
-    return findings
+        for name in tally.calls
+    ]
 
 
 def _inside_fallback(node: _Node) -> bool:
-    parent: Optional[_Node] = node.parent
-    while parent is not None:
-        if any(c.name == _TO_CPU for c in parent.children):
-            return True
-        parent = parent.parent
-    return False
+    return node.parent is not None and any(c.name == _TO_CPU for p in node.parent.lineage() for c in p.children)
 
 
 def _pipeline(p: _Profile) -> list[Finding]:

@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._dtypes import _torch_dtype
+from neuronprof.analysis.insights._findings import Evidence, Finding, FindingKind
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
 
 # Op names the rules look for. They are torch's own (aten) names; backends that
@@ -95,6 +96,13 @@ class _Node:
     @property
     def dur(self) -> int:
         return self.ev.end_ns - self.ev.start_ns
+
+    def lineage(self) -> Iterator[_Node]:
+        """This node, its parent, the parent's parent... up to the root."""
+        p: Optional[_Node] = self
+        while p is not None:
+            yield p
+            p = p.parent
 
     def walk(self) -> Iterator[_Node]:
         stack = [self]
@@ -356,12 +364,7 @@ def _cause(node: _Node) -> Optional[_Node]:
 
 
 def _in_sync_op(node: _Node) -> bool:
-    p: Optional[_Node] = node
-    while p is not None:
-        if p.name in SYNC_OPS:
-            return True
-        p = p.parent
-    return False
+    return any(p.name in SYNC_OPS for p in node.lineage())
 
 
 HOST_TO_DEVICE = "host→device"
@@ -456,15 +459,27 @@ class _Tally:
         k = len(self.steps[key])
         return "in every step" if k >= n else f"in {k} of {n} steps"
 
+    def finding(
+        self,
+        p: _Profile,
+        key: Any,
+        kind: FindingKind,
+        title: str,
+        ops: tuple[str, ...],
+        detail: str,
+        suggestion: str,
+        shown_ns: Optional[float] = None,
+    ) -> Finding:
+        """The finding for one key: its calls per step, its time per step (``shown_ns`` when given,
+        else the tallied time) and that time's share of the mean step; the tallied time is at stake."""
+        at_stake = _per_step(self.ns[key], p.n)
+        us = at_stake if shown_ns is None else _per_step(shown_ns, p.n)
+        evidence = Evidence(ops, self.calls[key] / p.n, us, _share(us, p.mean_step_ns / 1000), detail)
+        return Finding(kind=kind, title=title, evidence=evidence, estimated_us=at_stake, suggestion=suggestion)
 
 
 def _claimed_ancestor(node: _Node, claimed: set[int]) -> bool:
-    p: Optional[_Node] = node
-    while p is not None:
-        if id(p) in claimed:
-            return True
-        p = p.parent
-    return False
+    return any(id(p) in claimed for p in node.lineage())
 
 
 def _outer_wrapper(node: _Node) -> _Node:
@@ -474,4 +489,3 @@ def _outer_wrapper(node: _Node) -> _Node:
         out = p
         p = p.parent
     return out
-

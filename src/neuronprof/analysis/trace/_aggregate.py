@@ -198,20 +198,14 @@ class _Aggregator(_Nesting):
                 "steps' own thread, and these come on top"
             )
         self.off_steps.clear()
-        analysis_views = sorted(n for (k, n) in derived if k == "analysis")
-        if analysis_views:
-            count = sum(v for (k, _n), v in derived.items() if k == "analysis")
-            sums.notes.append(
-                f"{where}{count:,} span(s) on {', '.join(map(repr, analysis_views))} are an analysis view derived from "
-                "other events, not events; left out"
-            )
-        lanes = sorted(n for (k, n) in derived if k == "lane")
-        if lanes:
-            count = sum(v for (k, _n), v in derived.items() if k == "lane")
-            sums.notes.append(
-                f"{where}{count:,} span(s) on the device lane(s) {', '.join(map(repr, lanes))} contain or copy "
-                "the ops of another lane; left out (only ops are counted)"
-            )
+        for derived_kind, on, why in (
+            ("analysis", "", "are an analysis view derived from other events, not events; left out"),
+            ("lane", "the device lane(s) ", "contain or copy the ops of another lane; left out (only ops are counted)"),
+        ):
+            left_out_on = sorted(n for (k, n) in derived if k == derived_kind)
+            if left_out_on:
+                count = sum(v for (k, _n), v in derived.items() if k == derived_kind)
+                sums.notes.append(f"{where}{count:,} span(s) on {on}{', '.join(map(repr, left_out_on))} {why}")
         if sums.linked:
             sums.unlinked_ns += unlinked + sum(dev_by_corr.values()) + sum(dev_by_ext.values())
 
