@@ -55,7 +55,6 @@ class Cycle:
     memory: Mapping[tuple[str, Any], tuple[int, int]] = dataclasses.field(default_factory=dict)
 
 
-
 def activity_of(evt: Any) -> str:
     """A kineto event's activity type (``"cpu_op"``, ``"kernel"``...); before torch 2.12 (``gpu_check``) inferred."""
     get = getattr(evt, "activity_type", None)
@@ -67,6 +66,7 @@ def activity_of(evt: Any) -> str:
     if getattr(evt, "is_user_annotation", lambda: False)():
         return "user_annotation"
     return "cuda_runtime" if name.startswith(("cu", "hip")) and not name.startswith("cudnn") else "cpu_op"
+
 
 def _is_device_event(evt: Any) -> bool:
     device_type = getattr(evt, "device_type", None)
