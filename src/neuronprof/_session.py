@@ -320,16 +320,15 @@ class Session:
             raise
 
     def __enter__(self) -> Session:
+        self.start()
         try:
-            self.start()
+            return self
         except BaseException:
             # A Ctrl-C (or a signal's exception) that lands after start() has returned
             # but before the block begins: with-statements do not call __exit__ when
             # __enter__ raises, so the session stops here, as start() does for its own.
-            if self._state == "running":
-                self.stop(exc=sys.exc_info()[1])
+            self.stop(exc=sys.exc_info()[1])
             raise
-        return self
 
     def _enter(self) -> None:
         global _active, _forked_from_a_session
