@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from neuronprof.commands._inputs import reads_files
+from neuronprof.commands._options import jobs_options
 
 HELP = "one self-contained HTML report of a trace: table, findings, timeline (no torch needed)"
 DESCRIPTION = (
@@ -34,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TRACE",
         help="a baseline trace file or folder of runs: adds the two-run pane (neuronprof diff BASELINE TRACE)",
     )
+    jobs_options(parser)
 
 
 @reads_files
