@@ -161,14 +161,16 @@ def load_trace(source: TraceSource, *, jobs: Optional[int] = None, executor: Opt
 
     The files of a folder are read side by side, one worker process per core
     (each reads one file at a time, in bounded memory), and merged in file order:
-    the result is the one a single process gives. On platforms that start workers
-    by spawning a fresh interpreter (macOS, Windows), call this from a script's
+    the result is the one a single process gives. A folder of under 1 MiB, or a
+    single file, is read in this process. On platforms that start workers by
+    spawning a fresh interpreter (macOS, Windows), call this from a script's
     ``if __name__ == "__main__":`` block, or pass ``jobs=1``.
 
     Args:
         source: A path, or a ``Trace`` (returned unchanged).
         jobs: Worker processes for a folder's files (default: one per core, at most
-            one per file); ``1`` reads them here, one after another.
+            one per file, for a folder of 1 MiB or more); ``1`` reads them here, one
+            after another.
         executor: Read the files on a Dask cluster instead: ``"dask://HOST:PORT"``
             (a running scheduler; needs the ``dask`` extra, and the files at the same
             path on its workers), or any ``concurrent.futures.Executor`` (e.g. a Dask
