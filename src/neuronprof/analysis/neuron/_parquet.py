@@ -19,14 +19,14 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Optional, Union
 
 from neuronprof.analysis._eventstream import EventBatches
 from neuronprof.analysis._peaks import DevicePeak
-from neuronprof.analysis.neuron._join import FlowJoin, JoinedOp, join_flows, link_key
+from neuronprof.analysis.neuron._join import FlowJoin, join_flows, link_key, sum_ops
 from neuronprof.analysis.neuron._names import (
     DMA_BANDWIDTH,
     EVENT_COLUMNS,
@@ -189,7 +189,7 @@ def read_flow_executions(path: Path) -> tuple[list[FlowExecution], list[str]]:
         raise ValueError(f"{path.name} cannot be read ({type(exc).__name__}: {exc})") from None
     merged: dict[tuple[Any, ...], list[Any]] = {}
     rows = skipped = 0
-    for row in _exec_rows(table.to_pylist()):
+    for row in table.to_pylist():
         rows += 1
         flow = row.get("flow_id")
         flows = tuple(flow) if isinstance(flow, (list, tuple)) else (() if flow is None else (flow,))
@@ -238,10 +238,6 @@ def _ns(value: Any) -> Optional[int]:
     return None
 
 
-def _exec_rows(rows: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
-    return (r for r in rows if r.get("name") == EXEC_EVENT)
-
-
 def _attributes(text: Any) -> dict[str, Any]:
     if isinstance(text, dict):
         return text
@@ -284,15 +280,8 @@ class ParquetReads:
         """The folders' joins as one (None when no folder's Parquet output was joined)."""
         if len(self.joins) <= 1:
             return self.joins[0] if self.joins else None
-        totals: dict[tuple[str, str], list[float]] = {}
-        for j in self.joins:
-            for o in j.ops:
-                t = totals.setdefault((o.op, o.neff), [0, 0.0])
-                t[0] += o.executions
-                t[1] += o.device_us
-        ops = sorted((JoinedOp(op, n, int(c), us) for (op, n), (c, us) in totals.items()), key=lambda o: -o.device_us)
         return FlowJoin(
-            tuple(ops),
+            sum_ops((o.op, o.neff, o.executions, o.device_us) for j in self.joins for o in j.ops),
             sum(j.executions for j in self.joins),
             sum(j.matched for j in self.joins),
             sum(j.links for j in self.joins),
