@@ -309,8 +309,7 @@ def read_framework_links(path: Union[str, os.PathLike[str]]) -> dict[Any, str]:
                 ops.setdefault(thread, []).append((float(ts), float(ts + dur), op))
             args = ev.get("args")
             if isinstance(args, dict) and args.get(FRAMEWORK_LINK) is not None:
-                own = op
-                carriers.append((args[FRAMEWORK_LINK], thread, float(ts), float(ts + dur), str(name), own))
+                carriers.append((args[FRAMEWORK_LINK], thread, float(ts), float(ts + dur), str(name), op))
     links: dict[Any, str] = {}
     by_thread: dict[tuple[Any, Any], list[tuple[float, float, Any, str]]] = {}
     for seq, thread, start, end, name, own in carriers:

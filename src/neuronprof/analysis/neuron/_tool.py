@@ -235,8 +235,8 @@ def find_neuron_tool(tool: Optional[str] = None) -> NeuronTool:
     """Find Neuron's profile viewer and ask for its version.
 
     Looked for, in order: ``tool`` when given; the path in the environment
-    variable ``NEURONPROF_NEURON_EXPLORER``; ``neuron-explorer`` then
-    ``neuron-profile`` on ``PATH``; the same names in ``/opt/aws/neuron/bin``.
+    variable ``NEURONPROF_NEURON_EXPLORER``; ``neuron-explorer`` on ``PATH``,
+    then in ``/opt/aws/neuron/bin``; ``neuron-profile`` the same way.
 
     Args:
         tool: A path or command name to use instead of searching; None searches.
@@ -252,12 +252,7 @@ def find_neuron_tool(tool: Optional[str] = None) -> NeuronTool:
             raise NeuronToolMissing(f"{named} (from {where}) is not an executable neuron-explorer; {INSTALL_HINT}")
         return NeuronTool(found, os.path.basename(found), _version(found))
     for name in TOOL_NAMES:
-        found = shutil.which(name)
-        if found is None:
-            for folder in SEARCH_DIRS:
-                found = shutil.which(name, path=folder)
-                if found is not None:
-                    break
+        found = shutil.which(name) or shutil.which(name, path=os.pathsep.join(SEARCH_DIRS))
         if found is not None:
             return NeuronTool(found, name, _version(found))
     raise NeuronToolMissing(
@@ -366,10 +361,7 @@ def _run(
                 _kill(proc)
                 proc.wait()
         rc = proc.returncode
-    with open(out_path, encoding="utf-8", errors="replace") as f:
-        stdout = f.read()
-    with open(err_path, encoding="utf-8", errors="replace") as f:
-        stderr = f.read()
+    stdout, stderr = (Path(p).read_text(encoding="utf-8", errors="replace") for p in (out_path, err_path))
     return rc, stopped, stdout, stderr
 
 
