@@ -112,11 +112,6 @@ def _number(value: Any) -> Optional[float]:
     return number if math.isfinite(number) and number > 0 else None
 
 
-def _first_row(pq: Any, path: Path) -> dict[str, Any]:
-    table = pq.read_table(str(path))
-    return table.slice(0, 1).to_pylist()[0] if table.num_rows else {}
-
-
 def read_peak(data_path: Path) -> tuple[Optional[DevicePeak], str]:
     """Read the hardware peaks of the profile's ``Metadata`` tables under ``data_path``.
 
@@ -138,7 +133,8 @@ def read_peak(data_path: Path) -> tuple[Optional[DevicePeak], str]:
     peaks: set[tuple[float, float, float, float]] = set()
     for path in tables:
         try:
-            row = _first_row(pq, path)
+            table = pq.read_table(str(path))
+            row = table.slice(0, 1).to_pylist()[0] if table.num_rows else {}
         except Exception as exc:  # pyarrow's errors (ArrowInvalid, OSError...): a table it cannot read
             return None, f"its Metadata table cannot be read ({type(exc).__name__}: {exc})"
         values = [_number(row.get(k)) for k in (TE_ROWS, TE_COLS, TE_CLOCK_GHZ, DMA_BANDWIDTH)]

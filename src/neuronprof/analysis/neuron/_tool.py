@@ -148,18 +148,15 @@ class NeuronTool:
                     f"{self.name} view --output-format {output_format} wrote its output but did not exit; "
                     f"it was stopped {when} and its output used"
                 )
-            failed = f"{self.name} view failed with exit status {rc}: {_tail(stderr)}; {_hint(self)}"
-            if produced is None:
-                if hung:
-                    raise NeuronToolError(
-                        f"{self.name} did not finish within {timeout:g} s and wrote no output "
-                        f"({' '.join(cmd[1:4])} ...); {_hint(self)}"
-                    )
-                if rc != 0:
-                    raise NeuronToolError(failed)
-                raise NeuronToolError(f"{self.name} view wrote no output ({_tail(stderr)}); {_hint(self)}")
+            if produced is None and hung:
+                raise NeuronToolError(
+                    f"{self.name} did not finish within {timeout:g} s and wrote no output "
+                    f"({' '.join(cmd[1:4])} ...); {_hint(self)}"
+                )
             if rc != 0 and not hung:
-                raise NeuronToolError(failed)
+                raise NeuronToolError(f"{self.name} view failed with exit status {rc}: {_tail(stderr)}; {_hint(self)}")
+            if produced is None:
+                raise NeuronToolError(f"{self.name} view wrote no output ({_tail(stderr)}); {_hint(self)}")
             try:
                 return consume(produced)
             except (TraceError, ValueError) as exc:
