@@ -73,7 +73,7 @@ def _everything(trace: Any) -> list[Any]:
             t.keys.keys,
             t.keys.names,
             t.keys.kind,
-            {where: (list(th.ts), list(th.dur), list(th.kid), list(th.corr), list(th.ext)) for where, th in t.threads.items()},
+            {w: (list(th.ts), list(th.dur), list(th.kid), list(th.corr), list(th.ext)) for w, th in t.threads.items()},
             (dict(t.procs), dict(t.thread_names), t.runtime_corr, dict(t.metadata), dict(t.flops)),
             (t.events, dict(t.skipped), t.evidence, t.notes, t.file_notes),
         )
@@ -202,7 +202,10 @@ def test_bad_executors_are_refused_before_any_file_is_read(
 @pytest.mark.parametrize(
     ("option", "message"),
     [
-        (["--jobs", "0"], "argument --jobs: jobs must be 1 or more (1 reads in this process, one after another), got 0"),
+        (
+            ["--jobs", "0"],
+            "argument --jobs: jobs must be 1 or more (1 reads in this process, one after another), got 0",
+        ),
         (["--jobs", "-1"], "argument --jobs: jobs must be 1 or more"),
         (["--jobs", "two"], "argument --jobs: expected a whole number of worker processes, got 'two'"),
         (["--jobs", "1.5"], "argument --jobs: expected a whole number of worker processes, got '1.5'"),
@@ -272,7 +275,8 @@ def test_dask_cluster_reads_a_folder_into_what_one_process_reads(
     import distributed
 
     address = "dask://" + dask_cluster.scheduler_address.removeprefix("tcp://")
-    for argv in (["summarize", str(ranks)], ["advise", str(ranks), "--format", "json"], ["diff", str(runs), str(ranks)]):
+    commands = (["summarize", str(ranks)], ["advise", str(ranks), "--format", "json"], ["diff", str(runs), str(ranks)])
+    for argv in commands:
         printed = []
         for where in (["--jobs", "1"], ["--executor", address]):
             status = main([*argv, *where])

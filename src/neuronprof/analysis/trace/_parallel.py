@@ -5,10 +5,10 @@ with keys of its own, it reads the file's events and sums them (the nesting walk
 most of the work, is done in the worker too). What comes back is that file's
 event table (its columns pickle as raw bytes, 36 bytes an event: 1.5 MB for a
 19 MB kineto trace, pickled in milliseconds) and its per-key sums; the findings
-read the events, so the table comes back whole rather than the sums alone. The parent gives every file's keys one shared set,
-in file order (``shared_keys``), so the result is what one process reading the
-files one after another gets; ``jobs=1`` is that process, through the same
-function and the same merge.
+read the events, so the table comes back whole rather than the sums alone. The
+parent gives every file's keys one shared set, in file order (``shared_keys``),
+so the result is what one process reading the files one after another gets;
+``jobs=1`` is that process, through the same function and the same merge.
 
 Where: the standard library's ``ProcessPoolExecutor`` on this machine, or a Dask
 cluster's ``Client.get_executor()``: both are a ``concurrent.futures.Executor``, so
