@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import gzip
+import os
 import shutil
 import socket
 import sys
@@ -161,6 +162,42 @@ def test_a_corrupt_file_is_named_as_one_process_names_it(
     status, out, err = printed[1]
     assert status == EXIT_BAD_INPUT and not out
     assert err.startswith("neuronprof summarize: error: none of the 4 trace files can be read: rank-0.json.gz (")
+
+
+def _load_in_a_pool_worker(folder: str, jobs: Any) -> Any:
+    try:
+        return load_trace(folder, jobs=jobs).events
+    except ValueError as exc:
+        return str(exc)
+
+
+def test_a_pool_worker_reads_a_folder_in_its_own_process(ranks: Path) -> None:
+    """A daemon process (a multiprocessing pool's worker, Dask's) cannot start workers of its own."""
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        events, refused = pool.starmap(_load_in_a_pool_worker, [(str(ranks), None), (str(ranks), 2)])
+    assert events == load_trace(ranks, jobs=1).events
+    assert refused == (
+        "jobs=2: this process is a worker of a pool (a daemon process), which cannot start worker processes of its "
+        "own; pass jobs=1"
+    )
+
+
+def _killed(path: str) -> None:
+    os._exit(9)  # a worker that ends at once, as one killed for memory does
+
+
+def test_a_worker_that_dies_is_a_clear_error_and_the_next_read_starts_new_workers(
+    ranks: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _parallel.reading(jobs=2) as readers:
+        monkeypatch.setattr(_parallel, "read_file", _killed)
+        with pytest.raises(ChildProcessError, match="a worker process reading the traces stopped abruptly"):
+            load_trace(ranks)
+        monkeypatch.undo()
+        assert readers.pool is None
+        assert load_trace(ranks) == load_trace(ranks, jobs=1)
 
 
 @pytest.mark.parametrize(

@@ -117,6 +117,7 @@ class Readers:
         self.shown = executor if isinstance(executor, str) else None
         self.client: Any = None
         self.pool: Optional[Executor] = None
+        self.workers = 0
 
     def open(self) -> None:
         """Connect to the Dask scheduler, if one was named: before any file is read.
@@ -150,6 +151,7 @@ class Readers:
 
         Raises:
             TraceError: As ``read_each``.
+            ValueError: ``jobs`` above 1 in a daemon process (a worker of a pool), which cannot start workers.
             ChildProcessError: A worker process stopped abruptly (killed, out of memory).
         """
         executor = self._executor(files)
@@ -161,6 +163,8 @@ class Readers:
         try:
             return read_each(files, read_file, executor)
         except BrokenExecutor as exc:
+            if self.client is None:
+                self.close()  # a broken pool takes no more work: a later read starts another
             spawned = ""
             if multiprocessing.get_start_method() != "fork":
                 spawned = (
@@ -177,13 +181,28 @@ class Readers:
             return None
         if self.given is not None:
             return self.given
-        if self.pool is None:
-            workers = min(self.jobs or cores(), len(files))
-            if workers < 2 or self.jobs is None and _total_size(files) < SMALL_FOLDER:
+        if self.client is not None:
+            return self.pool
+        workers = min(self.jobs or cores(), len(files))
+        if workers < 2:
+            return None
+        import multiprocessing
+
+        if multiprocessing.current_process().daemon:
+            # A pool's or a cluster's worker may not start processes of its own.
+            if self.jobs is None:
                 return None
+            raise ValueError(
+                f"jobs={self.jobs}: this process is a worker of a pool (a daemon process), which cannot start "
+                "worker processes of its own; pass jobs=1"
+            )
+        if self.jobs is None and _total_size(files) < SMALL_FOLDER:
+            return None
+        if self.pool is None or self.workers < workers:  # started for a folder of fewer files
             from concurrent.futures import ProcessPoolExecutor
 
-            self.pool = ProcessPoolExecutor(workers)
+            self.close()
+            self.pool, self.workers = ProcessPoolExecutor(workers), workers
         return self.pool
 
     def close(self) -> None:
