@@ -95,7 +95,7 @@ def shared_keys(apart: Sequence[EventKeys]) -> tuple[EventKeys, list[list[int]]]
 class _Sums:
     """Per-key sums (integer ns) and what a file (or several) says about its run.
 
-    A field indexed by key (a list per key, a dict or set of keys) is renamed in ``rekey`` too.
+    A field indexed by key (a list per key, a dict or set of keys) is moved in ``rekey`` too.
     """
 
     def __init__(self, n: int = 0) -> None:
