@@ -4,11 +4,12 @@ Writes 16 ranks' traces (``rank-0.json`` ... ``rank-15.json``, kineto's layout a
 ``benchmarks/summarize.py`` writes it, 20 MB each by default) to a temporary
 folder, then runs the command line on it, ``--jobs 1`` and ``--jobs N`` in turn
 (interleaved rounds, each run its own process), and prints each side's median wall
-time, CPU time (the workers' included) and their ratio. Both sides must print the
-same table; the benchmark says so, or fails.
+time, CPU time (the workers' included), the cores each had (CPU over wall time)
+and the ratio of wall times. Both sides must print the same table; the benchmark
+says so, or fails.
 
-With N cores the ratio can approach N; on a machine shared with other work it is
-less.
+With N idle cores the ratio can approach N; on a machine busy with other work the
+"cores had" column shows how much of it the runs got, and the ratio is less.
 
 Usage::
 
@@ -100,9 +101,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         cpu_serial = statistics.median(c for _, c in figures[1])
         cpu_parallel = statistics.median(c for _, c in figures[args.jobs])
         print()
-        print(f"{'':12s} {'wall (median)':>14s} {'CPU (median)':>14s}")
-        print(f"{'--jobs 1':12s} {serial:12.2f} s {cpu_serial:12.2f} s")
-        print(f"{f'--jobs {args.jobs}':12s} {parallel:12.2f} s {cpu_parallel:12.2f} s")
+        # CPU over wall time: the cores a run had. Below its number of workers, the machine was busy with other work.
+        print(f"{'':12s} {'wall (median)':>14s} {'CPU (median)':>14s} {'cores had':>10s}")
+        print(f"{'--jobs 1':12s} {serial:12.2f} s {cpu_serial:12.2f} s {cpu_serial / serial:10.2f}")
+        print(f"{f'--jobs {args.jobs}':12s} {parallel:12.2f} s {cpu_parallel:12.2f} s {cpu_parallel / parallel:10.2f}")
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         print(
             f"\nwall time, --jobs 1 / --jobs {args.jobs}: x{serial / parallel:.2f} "
