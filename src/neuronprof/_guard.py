@@ -22,7 +22,6 @@ from typing import Any, Optional
 from neuronprof._io import default_termination, terminate
 
 __all__ = [
-    "distributed_rank",
     "dist_backend",
     "guard_profiler_starts",
     "local_rank",
@@ -45,15 +44,6 @@ _DEFERRED_SIGNALS = tuple(
     for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGALRM", "SIGVTALRM", "SIGUSR1", "SIGUSR2")
     if hasattr(signal, name)
 )
-
-
-def distributed_rank() -> tuple[Optional[int], Optional[int]]:
-    """Return (rank, world size) under an initialised torch.distributed, else (None, None)."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return None, None
 
 
 def local_rank() -> Optional[int]:

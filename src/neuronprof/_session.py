@@ -35,7 +35,6 @@ from neuronprof._config import DEFAULT_MODES, DEFAULT_OUTPUT_DIR, PathLike, Sess
 from neuronprof._guard import (
     UTF8_ERROR,
     dist_backend,
-    distributed_rank,
     foreign_starter,
     guard_profiler_starts,
     local_rank,
@@ -52,7 +51,7 @@ from neuronprof._guard import (
 from neuronprof._io import ensure_writable_dir, unique_path
 from neuronprof._recording import Recording
 from neuronprof.backends import SessionContext, format_writers, resolve_backend
-from neuronprof.backends.base import Backend
+from neuronprof.backends.base import Backend, distributed_rank
 from neuronprof.errors import BackendUnavailableError, NeuronProfWarning, SessionStateError
 from neuronprof.export import DEVICE_EXPORTS, EXPORT_FORMATS, ExportFormat, default_trace_name
 from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
