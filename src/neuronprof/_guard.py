@@ -202,17 +202,12 @@ _own_calls = threading.local()
 @contextlib.contextmanager
 def _own_profiler_calls() -> Iterator[None]:
     """Let the session's own profiler through the start guard (in this thread)."""
-    depth = _own_depth()
+    depth = getattr(_own_calls, "depth", 0)
     _own_calls.depth = depth + 1
     try:
         yield
     finally:
         _own_calls.depth = depth
-
-
-def _own_depth() -> int:
-    depth: int = getattr(_own_calls, "depth", 0)
-    return depth
 
 
 def guard_profiler_starts(refuse: Callable[[], BaseException]) -> Callable[[], None]:
@@ -234,7 +229,7 @@ def guard_profiler_starts(refuse: Callable[[], BaseException]) -> Callable[[], N
             continue
 
         def guard(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            if _own_depth():
+            if getattr(_own_calls, "depth", 0):
                 return _original(*args, **kwargs)
             raise refuse()
 

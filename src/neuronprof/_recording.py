@@ -35,7 +35,6 @@ __all__ = [
     "gather_rank_table",
     "insights",
     "local_table",
-    "nothing_recorded",
     "record_trace",
     "report",
     "require_recorded",
@@ -95,20 +94,18 @@ class Recording:
         return self.read()
 
 
-def nothing_recorded(rec: Recording, what: str) -> str:
-    """Say why no cycle was recorded: the block was interrupted, or the loop was too short."""
+def require_recorded(rec: Recording, what: str) -> None:
+    """Raise ``SessionStateError`` when no cycle was kept, saying why (an interrupt, or too short a loop)."""
+    if rec.cycles:
+        return
     if rec.interrupted is not None:
-        return (
+        raise SessionStateError(
             f"nothing was recorded, so {what}: the session was interrupted by {rec.interrupted} during "
             f"step {rec.steps_taken}, before a profiling cycle completed (see s.notes)"
         )
-    return f"nothing was recorded, so {what}: the loop ended before the schedule's active steps (see s.notes)"
-
-
-def require_recorded(rec: Recording, what: str) -> None:
-    """Raise ``SessionStateError`` (saying why) when no cycle was kept."""
-    if not rec.cycles:
-        raise SessionStateError(nothing_recorded(rec, what))
+    raise SessionStateError(
+        f"nothing was recorded, so {what}: the loop ended before the schedule's active steps (see s.notes)"
+    )
 
 
 def record_trace(
