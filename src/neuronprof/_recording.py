@@ -54,7 +54,6 @@ class Recording:
         device_label: Label of the device columns, or None without a device.
         device_name: The device's model as the backend names it (``"NVIDIA H200"``), or
             None when it names none.
-        has_device: Whether device time reaches torch.profiler (device columns are numbers, not blank).
         core: The captured cores.
         cycles: The kept cycles (``keep_cycles``), oldest first: their profiles and trace
             caches, for exports and ``s.profiler``.
@@ -74,7 +73,6 @@ class Recording:
     config: SessionConfig
     backend: str
     device_label: Optional[str]
-    has_device: bool
     core: Optional[str]
     cycles: tuple[_kineto.Cycle, ...]
     cycle_count: int

@@ -1132,7 +1132,6 @@ class Session:
             config=self.config,
             backend=self.backend,
             device_label=self.device_label,
-            has_device=self._has_device(),
             core=self.core,
             cycles=tuple(self._cycles),
             cycle_count=self._cycle_count,

@@ -123,11 +123,8 @@ class ProfileCallback(TrainerCallback):
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         folder = self._output_dir if self._output_dir is not None else Path(args.output_dir) / "neuronprof"
-        device = None
-        if model is not None:
-            param = next(iter(model.parameters()), None)
-            device = param.device if param is not None else None
-        self._driver.begin(folder, rank=trainer_rank(args), device=device or args.device)
+        param = next(iter(model.parameters()), None) if model is not None else None
+        self._driver.begin(folder, rank=trainer_rank(args), device=args.device if param is None else param.device)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         max_steps = getattr(state, "max_steps", 0) or 0
