@@ -56,8 +56,7 @@ def _write_tensorboard(rec: Recording, chosen: _kineto.Cycle, path: Optional[Pat
 
 
 def _write_stacks(rec: Recording, chosen: _kineto.Cycle, path: Optional[PathLike], overwrite: bool) -> Path:
-    target = target_path(rec, path, suffix=".stacks.txt")
-    return atomic_write(target, _stacks_writer(rec, chosen), overwrite=overwrite)
+    return atomic_write(target_path(rec, path, suffix=".stacks.txt"), _stacks_writer(rec, chosen), overwrite=overwrite)
 
 
 FormatWriter = Callable[[Recording, _kineto.Cycle, Optional[PathLike], bool], Path]

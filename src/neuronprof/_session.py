@@ -617,7 +617,7 @@ class Session:
                 self._abandon()
         finally:
             # A signal's exception can surface between any two of these (this is not
-            # inside _signals_deferred): each step runs even when the one before raised,
+            # inside signals_deferred): each step runs even when the one before raised,
             # and the process-wide lock goes first, so a new session can always start.
             try:
                 _active_lock.release()
@@ -1409,26 +1409,9 @@ def session(
         PermissionError: ``output_dir`` cannot be written.
         NotADirectoryError: ``output_dir`` is (inside) a file.
     """
-    # The parameters are SessionConfig's fields, with its defaults (tests/test_public_api.py checks).
-    return Session(
-        SessionConfig(
-            modes=modes,
-            core=core,
-            backend=backend,
-            wait=wait,
-            warmup=warmup,
-            active=active,
-            repeat=repeat,
-            output_dir=output_dir,
-            record_shapes=record_shapes,
-            with_stack=with_stack,
-            profile_memory=profile_memory,
-            with_flops=with_flops,
-            keep_cycles=keep_cycles,
-            profile_all_threads=profile_all_threads,
-            max_events_per_nc=max_events_per_nc,
-        )
-    )
+    # The parameters are SessionConfig's fields, with its defaults (tests/test_public_api.py checks),
+    # so they are handed on as they are: a new field is one more parameter here, nothing else.
+    return Session(SessionConfig(**locals()))
 
 
 def _add_memory(
