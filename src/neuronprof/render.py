@@ -317,10 +317,10 @@ def titled(head: Sequence[str], fmt: Format) -> list[str]:
     return [line + "  " for line in head] if fmt == "markdown" else list(head)
 
 
-def shown(rows: Sequence[object], total_rows: Optional[int]) -> list[str]:
+def shown(rows: Sequence[object], total_rows: Optional[int], what: str = "rows") -> list[str]:
     """``showing 20 of 143 rows`` when a limit cut the rows; nothing otherwise."""
     total = len(rows) if total_rows is None else total_rows
-    return [f"showing {len(rows)} of {total} rows"] if len(rows) < total else []
+    return [f"showing {len(rows)} of {total} {what}"] if len(rows) < total else []
 
 
 # -- the live table ----------------------------------------------------------------------
