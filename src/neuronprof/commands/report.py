@@ -74,7 +74,10 @@ def run(args: argparse.Namespace) -> int:
         "report made with neuronprof": environment()["neuronprof"],
     }
     title = piped.get("trace", source.name)
-    text = trace_report(trace, trace.table("device"), settings=settings, title=title, baseline=args.baseline)
+    # Grouped as the session's own report groups it: by input shape when they were recorded.
+    shapes = bool(trace.event_tables and trace.event_tables[0].metadata.get("record_shapes"))
+    table = trace.table("device", group_by="shape" if shapes else "name")
+    text = trace_report(trace, table, settings=settings, title=title, baseline=args.baseline)
     write_text(target.resolve(), text, overwrite=args.overwrite)
     print(f"report written to {target}", file=sys.stderr)
     return 0

@@ -156,8 +156,9 @@ def load_trace(source: TraceSource, *, jobs: Optional[int] = None, executor: Opt
     Accepts Chrome/Perfetto JSON traces (``.json`` or ``.json.gz``) such as
     torch.profiler's ``export_chrome_trace`` writes, TensorBoard trace folders
     and TorchNeuron output folders; several files are summed. Events are
-    streamed, never loaded whole, and kept in compact columns (about 25 bytes an
-    event: [`Trace.event_tables`][neuronprof.analysis.Trace], what the findings read).
+    streamed, never loaded whole, and kept in compact columns of machine numbers (a
+    few tens of bytes an event: [`Trace.event_tables`][neuronprof.analysis.Trace],
+    what the findings read).
 
     The files of a folder are read side by side, one worker process per core
     (each reads one file at a time, in bounded memory), and merged in file order:
