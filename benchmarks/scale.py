@@ -26,7 +26,8 @@ times. In each size's rounds every contender runs on the tiny trace too, just
 before its own run: that is its fixed cost, taken off before the growth is fitted.
 
 It prints each size's figures (wall time, CPU time = user + system of the child,
-peak RSS), then the ratios with their targets, PASS or MISS:
+peak RSS, and the spread of the CPU time over the rounds), then the ratios with their
+targets, PASS or MISS:
 
 * ``summarize`` CPU time over the typed decode's: at most 2x;
 * ``summarize`` peak RSS above the interpreter baseline over the file size: at most 0.5x;
@@ -170,6 +171,8 @@ class Figures:
     wall: float
     cpu: float
     rss: int
+    spread: float = 0.0
+    """(largest - smallest CPU time) / median over the rounds: how much the load moved the figure."""
 
 
 Result = Union[Figures, str]
@@ -402,10 +405,12 @@ def measure(runs: Sequence[Contender], rounds: int, env: dict[str, str], what: s
     results: dict[str, Result] = dict(failed)
     for key, figs in samples.items():
         if key not in failed:
+            cpu = statistics.median(f.cpu for f in figs)
             results[key] = Figures(
                 statistics.median(f.wall for f in figs),
-                statistics.median(f.cpu for f in figs),
+                cpu,
                 int(statistics.median(f.rss for f in figs)),
+                (max(f.cpu for f in figs) - min(f.cpu for f in figs)) / cpu if cpu > 0 else 0.0,
             )
     return results
 
@@ -538,11 +543,14 @@ def print_figures(i: Inputs, runs: Sequence[Contender], res: dict[str, Result], 
         files = len(list(i.ranks.glob("*.json")))
         folder = f"; rank folder: {files} files, {i.rank_size / MB:.1f} MB, {i.rank_events:,} events"
     print(f"\n== {i.label}: the trace {i.size / MB:.1f} MB, {i.events:,} events{folder}")
-    print(f"{'':46s} {'wall s':>8s} {'CPU s':>8s} {'peak RSS MiB':>13s} {'above baseline':>15s}")
+    print(f"{'':46s} {'wall s':>8s} {'CPU s':>8s} {'spread':>7s} {'peak RSS MiB':>13s} {'above baseline':>15s}")
     for c in runs:
         r = res[c.key]
         if isinstance(r, Figures):
-            print(f"{c.label:46s} {r.wall:8.2f} {r.cpu:8.2f} {r.rss / MIB:13.0f} {(r.rss - baseline) / MIB:15.0f}")
+            print(
+                f"{c.label:46s} {r.wall:8.2f} {r.cpu:8.2f} {r.spread:6.0%} {r.rss / MIB:13.0f} "
+                f"{(r.rss - baseline) / MIB:15.0f}"
+            )
         else:
             print(f"{c.label:46s} FAILED, {r}")
 

@@ -159,8 +159,8 @@ def test_a_tiny_run_prints_every_row_ratio_and_table(scale: ModuleType, tmp_path
         *(f"rank folder: neuronprof {name}" for name in ("summarize", "advise", "report", "roofline")),
     ]
     figures, _, rest = out.partition("== ratios")
-    for label in labels:  # wall, CPU, peak RSS, above the baseline
-        assert re.search(rf"^{re.escape(label)} +{number} +{number} +\d+ +-?\d+$", figures, re.M), label
+    for label in labels:  # wall, CPU, its spread, peak RSS, above the baseline
+        assert re.search(rf"^{re.escape(label)} +{number} +{number} +\d+% +\d+ +-?\d+$", figures, re.M), label
     assert "HTA TraceAnalysis" in figures or "HTA is not installed" in out
     ratios, _, rest = rest.partition("== growth exponent")
     names = ["summarize CPU / typed decode CPU"]
