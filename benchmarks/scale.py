@@ -14,9 +14,10 @@ folder of the same total size (``--ranks`` files naming their rank in kineto's
   Analysis' ``TraceAnalysis`` + kernel breakdown when ``hta`` is installed;
 * every offline command on the trace: ``summarize``, ``advise``, ``report``, ``diff``
   and ``check`` (against a hard link of the trace, so that two files are read),
-  ``roofline``, and ``neuron`` (which reads Neuron's own profile; a kineto trace
-  enters it as the framework trace beside a small ``system_profile.json``, where its
-  ProfilerStep spans give the per-step busy time);
+  ``roofline``, and ``neuron``, which reads Neuron's own profile: twice, once with the
+  trace as the framework trace beside a small ``system_profile.json`` (its ProfilerStep
+  spans give the per-step busy time), once given the trace itself, which it refuses
+  as not Neuron's (exit status 2: what that costs is measured);
 * ``summarize``, ``advise``, ``report`` and ``roofline`` on the rank folder.
 
 A tiny trace (about 50 kB) is run the same way first, beside ``python -c pass``,
@@ -25,9 +26,9 @@ above) and ``neuronprof COMMAND --help`` for every command: these give the start
 times. In each size's rounds every contender runs on the tiny trace too, just
 before its own run: that is its fixed cost, taken off before the growth is fitted.
 
-It prints each size's figures (wall time, CPU time = user + system of the child,
-peak RSS, and the spread of the CPU time over the rounds), then the ratios with their
-targets, PASS or MISS:
+It prints each size's figures (wall time, CPU time = user + system of the child, the
+spread of the CPU time over the rounds, the fixed cost, peak RSS), then the ratios with
+their targets, PASS or MISS:
 
 * ``summarize`` CPU time over the typed decode's: at most 2x;
 * ``summarize`` peak RSS above the interpreter baseline over the file size: at most 0.5x;
@@ -127,6 +128,8 @@ _CLI = "import sys\nfrom neuronprof.cli import main\nsys.exit(main())"
 
 REFERENCES = ("json.load", "typed", "hta")
 OFFLINE = ("summarize", "advise", "report", "diff", "check", "roofline", "neuron")
+REFUSED = "neuron, refusing the trace"
+"""``neuron`` given the kineto trace itself (selected by ``--only neuron``)."""
 FOLDER_COMMANDS = ("summarize", "advise", "report", "roofline")
 """Commands run on the rank folder too (``diff``/``check`` take a folder as runs, ``neuron`` as Neuron's files)."""
 
@@ -162,6 +165,8 @@ class Contender:
     argv: tuple[str, ...]
     reads: int = 1
     """Trace files it reads: CPU time is compared per file read."""
+    status: int = 0
+    """The exit status it ends with when it works as it should."""
 
 
 @dataclass(frozen=True)
@@ -311,8 +316,12 @@ def contenders(inputs: Inputs, out: Path, only: frozenset[str], hta: bool) -> li
         "neuron": Contender(
             "neuron", "neuronprof neuron (as framework trace)", (*cli, "neuron", str(inputs.neuron), "--tool", "never")
         ),
+        # Given the kineto trace itself, `neuron` says it is not Neuron's profile (exit status 2).
+        REFUSED: Contender(
+            REFUSED, "neuronprof neuron (the trace: refused)", (*cli, "neuron", t, "--tool", "never"), status=2
+        ),
     }
-    runs = [c for key, c in single.items() if key in only and (key != "hta" or hta)]
+    runs = [c for key, c in single.items() if key.split(",")[0] in only and (key != "hta" or hta)]
     if inputs.ranks is not None:
         folder = str(inputs.ranks)
         for name in FOLDER_COMMANDS:
@@ -360,8 +369,8 @@ _PROBE = textwrap.dedent(
 )
 
 
-def run_once(argv: Sequence[str], env: dict[str, str]) -> tuple[Optional[Figures], str]:
-    """Run ``python -c CODE *args`` in its own process; return its figures, or None and why it failed."""
+def run_once(argv: Sequence[str], env: dict[str, str], status: int = 0) -> tuple[Optional[Figures], str]:
+    """Run ``python -c CODE *args`` in its own process; its figures, or None and why it did not end with ``status``."""
     assert argv[0] == "-c", argv
     with tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory(prefix="neuronprof-scale-") as tmp:
         peak_file = Path(tmp) / "peak"
@@ -374,10 +383,10 @@ def run_once(argv: Sequence[str], env: dict[str, str]) -> tuple[Optional[Figures
             env={**env, _PEAK_FILE: str(peak_file)},
         )
         # wait4: this child's CPU time, with that of the workers it waited for.
-        _, status, usage = os.wait4(proc.pid, 0)
+        _, wait_status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        if proc.returncode != 0:
+        proc.returncode = os.waitstatus_to_exitcode(wait_status)
+        if proc.returncode != status:
             err.seek(0)
             tail = err.read()[-1500:].decode("utf-8", "replace")
             return None, f"exit status {proc.returncode}\n{textwrap.indent(tail.rstrip(), '    ')}"
@@ -397,7 +406,7 @@ def measure(runs: Sequence[Contender], rounds: int, env: dict[str, str], what: s
             if c.key in failed:
                 continue
             print(f"  {what}, round {r + 1}/{rounds}: {c.label}", file=sys.stderr, flush=True)
-            figures, why = run_once(c.argv, env)
+            figures, why = run_once(c.argv, env, c.status)
             if figures is None:
                 failed[c.key] = why
             else:
@@ -465,7 +474,7 @@ def ratios(
 
         put("summarize CPU / typed decode CPU", TYPED_LIMIT, i.label, _over(cpu("summarize"), cpu("typed")))
         put("summarize memory / file size", RSS_LIMIT, i.label, _over(mem("summarize"), i.size))
-        for prefix, names in (("", OFFLINE[1:]), ("ranks ", FOLDER_COMMANDS[1:])):
+        for prefix, names in (("", (*OFFLINE[1:], REFUSED)), ("ranks ", FOLDER_COMMANDS[1:])):
             where = "rank folder: " if prefix else ""
             for name in names:
                 key, base = prefix + name, prefix + "summarize"
@@ -543,13 +552,15 @@ def print_figures(i: Inputs, runs: Sequence[Contender], res: dict[str, Result], 
         files = len(list(i.ranks.glob("*.json")))
         folder = f"; rank folder: {files} files, {i.rank_size / MB:.1f} MB, {i.rank_events:,} events"
     print(f"\n== {i.label}: the trace {i.size / MB:.1f} MB, {i.events:,} events{folder}")
-    print(f"{'':46s} {'wall s':>8s} {'CPU s':>8s} {'spread':>7s} {'peak RSS MiB':>13s} {'above baseline':>15s}")
+    heads = ("wall s", "CPU s", "spread", "tiny CPU s", "peak RSS MiB", "above baseline")
+    print(f"{'':46s} {heads[0]:>8s} {heads[1]:>8s} {heads[2]:>7s} {heads[3]:>11s} {heads[4]:>13s} {heads[5]:>15s}")
     for c in runs:
-        r = res[c.key]
+        r, tiny = res[c.key], _fig(res, FIXED + c.key)
         if isinstance(r, Figures):
+            fixed = "n/a" if tiny is None else f"{tiny.cpu:.2f}"
             print(
-                f"{c.label:46s} {r.wall:8.2f} {r.cpu:8.2f} {r.spread:6.0%} {r.rss / MIB:13.0f} "
-                f"{(r.rss - baseline) / MIB:15.0f}"
+                f"{c.label:46s} {r.wall:8.2f} {r.cpu:8.2f} {r.spread:6.0%} {fixed:>11s} "
+                f"{r.rss / MIB:13.0f} {(r.rss - baseline) / MIB:15.0f}"
             )
         else:
             print(f"{c.label:46s} FAILED, {r}")

@@ -109,6 +109,15 @@ def test_ratios_count_cpu_per_file_read_and_memory_above_the_baseline(scale: Mod
     assert scale._cell(3.0, 2.0, False) == "3.00x"
 
 
+def test_a_run_counts_only_when_it_ends_with_its_expected_status(scale: ModuleType) -> None:
+    code = "import sys; print('oops', file=sys.stderr); sys.exit(2)"
+    figures, why = scale.run_once(("-c", code), _env())
+    assert figures is None and why.startswith("exit status 2") and "oops" in why
+    # `neuron` refusing a kineto trace ends with status 2: that is the run to measure.
+    figures, why = scale.run_once(("-c", code), _env(), 2)
+    assert why == "" and figures.cpu > 0 and figures.rss > 0
+
+
 def test_readme_block_is_replaced_between_its_markers_only(scale: ModuleType, tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
     readme.write_text(f"before\n{scale.README_START}\nold\n{scale.README_END}\nafter\n", encoding="utf-8")
@@ -156,22 +165,26 @@ def test_a_tiny_run_prints_every_row_ratio_and_table(scale: ModuleType, tmp_path
         "neuronprof diff (against a sibling)",
         "neuronprof check (against a sibling)",
         "neuronprof neuron (as framework trace)",
+        "neuronprof neuron (the trace: refused)",
         *(f"rank folder: neuronprof {name}" for name in ("summarize", "advise", "report", "roofline")),
     ]
     figures, _, rest = out.partition("== ratios")
-    for label in labels:  # wall, CPU, its spread, peak RSS, above the baseline
-        assert re.search(rf"^{re.escape(label)} +{number} +{number} +\d+% +\d+ +-?\d+$", figures, re.M), label
+    for label in labels:  # wall, CPU, its spread, the fixed cost, peak RSS, above the baseline
+        row = rf"^{re.escape(label)} +{number} +{number} +\d+% +{number} +\d+ +-?\d+$"
+        assert re.search(row, figures, re.M), label
     assert "HTA TraceAnalysis" in figures or "HTA is not installed" in out
     ratios, _, rest = rest.partition("== growth exponent")
     names = ["summarize CPU / typed decode CPU"]
     names += [
         f"{where}{c} CPU / summarize's" for where in ("", "rank folder: ") for c in ("advise", "report", "roofline")
     ]
-    names += ["neuron CPU / summarize's", "diff CPU per file / summarize's", "check CPU per file / summarize's"]
+    names += ["neuron CPU / summarize's", "neuron, refusing the trace CPU / summarize's"]
+    names += ["diff CPU per file / summarize's", "check CPU per file / summarize's"]
     for name in names:
         assert re.search(rf"^{re.escape(name)} +<= [\d.]+x +{number}x (PASS|MISS)$", ratios, re.M), name
     memory = ["summarize memory / file size"]
     memory += [f"{c} memory / summarize's" for c in ("advise", "report", "diff", "check", "roofline", "neuron")]
+    memory.append("neuron, refusing the trace memory / summarize's")
     memory += [f"rank folder: {c} memory / summarize's" for c in ("advise", "report", "roofline")]
     for name in memory:  # n/a where summarize's own peak is not above the baseline at this size
         assert re.search(rf"^{re.escape(name)} +<= [\d.]+x +({number}x (PASS|MISS)|n/a)$", ratios, re.M), name
