@@ -54,9 +54,7 @@ R = TypeVar("R")
 
 def format_us(value: Optional[float]) -> str:
     """Format microseconds for a table cell: blank for ``None``, one decimal otherwise."""
-    if value is None:
-        return ""
-    return f"{value:.1f}"
+    return "" if value is None else f"{value:.1f}"
 
 
 def format_int(value: Optional[int]) -> str:
@@ -415,8 +413,7 @@ def _table_footer(table: Table) -> list[str]:
     lines = ["; ".join(parts)]
     if table.communication_us is not None:
         lines.append(communication_line(table))
-    if table.total_rows is not None and table.total_rows > len(table.rows):
-        lines.append(f"showing {len(table.rows)} of {table.total_rows} rows")
+    lines += shown(table.rows, table.total_rows)
     lines.extend(f"note: {one_line(n)}" for n in table.notes)
     return lines
 
