@@ -246,6 +246,10 @@ def _params(mb: float, threads: int, ranks: int = 0) -> dict[str, float]:
     return {"generator": GENERATOR, "mb": mb, "threads": threads, **({"ranks": ranks} if ranks else {})}
 
 
+def _rank_files(home: Path, ranks: int) -> list[Path]:
+    return [home / "ranks" / f"rank{r}.pt.trace.json" for r in range(ranks)]
+
+
 def bytes_to_write(root: Path, sizes: Sequence[float], threads: int, ranks: int) -> int:
     """Bytes the traces not already kept under ``root`` will take."""
     need = 0.0
@@ -253,7 +257,7 @@ def bytes_to_write(root: Path, sizes: Sequence[float], threads: int, ranks: int)
         home = _home(root, mb)
         if _kept(home / "trace.params.json", _params(mb, threads), home / "trace" / "trace.pt.trace.json") is None:
             need += mb * MB
-        if ranks and _kept(home / "ranks.params.json", _params(mb, threads, ranks)) is None:
+        if ranks and _kept(home / "ranks.params.json", _params(mb, threads, ranks), *_rank_files(home, ranks)) is None:
             need += mb * MB
     return int(need)
 
@@ -266,7 +270,9 @@ def prepare(root: Path, mb: float, threads: int, ranks: int) -> Inputs:
     events = _kept(home / "trace.params.json", params, trace)
     if events is None:
         print(f"writing the {_label(mb)} trace to {trace}", file=sys.stderr, flush=True)
-        shutil.rmtree(trace.parent, ignore_errors=True)
+        # The links to the old trace go with it, or its disk space would stay taken.
+        for old in (trace.parent, home / "sibling", home / "neuron"):
+            shutil.rmtree(old, ignore_errors=True)
         trace.parent.mkdir(parents=True)
         events = _write(trace, mb * MB, threads)
         (home / "trace.params.json").write_text(json.dumps({"params": params, "events": events}), encoding="utf-8")
@@ -279,7 +285,7 @@ def prepare(root: Path, mb: float, threads: int, ranks: int) -> Inputs:
     folder, rank_events = None, 0
     if ranks:
         folder = home / "ranks"
-        files = [folder / f"rank{r}.pt.trace.json" for r in range(ranks)]
+        files = _rank_files(home, ranks)
         rparams = _params(mb, threads, ranks)
         kept = _kept(home / "ranks.params.json", rparams, *files)
         if kept is None:
@@ -760,12 +766,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     sys.path.insert(0, str(ROOT / "src"))
     from neuronprof.commands import COMMANDS as cli_commands
 
+    where = args.traces if args.traces is not None else Path(tempfile.gettempdir())
+    if args.traces is not None:
+        need = bytes_to_write(args.traces, [TINY_MB, *args.sizes], args.threads, args.ranks)
+    else:
+        need = int(sum(args.sizes) * MB * (2 if args.ranks else 1))
+    existing = next(p for p in (where.resolve(), *where.resolve().parents) if p.exists())
+    free = shutil.disk_usage(existing).free
+    if need > 0.9 * free:
+        parser.error(f"the traces need {need / MB:,.0f} MB and {existing} has {free / MB:,.0f} MB free")
     root = args.traces if args.traces is not None else Path(tempfile.mkdtemp(prefix="neuronprof-scale-"))
     root.mkdir(parents=True, exist_ok=True)
-    need = bytes_to_write(root, [TINY_MB, *args.sizes], args.threads, args.ranks)
-    free = shutil.disk_usage(root).free
-    if need > 0.9 * free:
-        parser.error(f"the traces need {need / MB:,.0f} MB and {root} has {free / MB:,.0f} MB free")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     import importlib.util
