@@ -55,6 +55,9 @@ Usage::
 
     python benchmarks/scale.py [--sizes 10,100,600] [--rounds 3] [--traces DIR] [--only summarize,advise]
     python benchmarks/scale.py --sizes 10,100 --readme   # rewrite README.md's performance table
+
+Over 500 lines on purpose: a benchmark is one script to copy and run, and its parts
+(traces, runs, ratios, tables) all read the one list of contenders.
 """
 
 from __future__ import annotations
