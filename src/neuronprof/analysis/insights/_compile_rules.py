@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Optional
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._findings import Evidence, Finding
@@ -11,6 +12,7 @@ from neuronprof.analysis.insights._tree import (
     _REGION,
     _clip,
     _is_region,
+    _NameMemo,
     _per_step,
     _Profile,
     _share,
@@ -38,17 +40,18 @@ def _compiled(p: _Profile) -> list[Finding]:
     frames_per_step: list[int] = []
     between_ns = 0
     compile_ns = 0
+    # Per distinct name: its region's (frame, version), else whether it is compile work.
+    read = _NameMemo(_read_name)
     for st in p.steps:
         frames: set[int] = set()
         compile_spans: list[tuple[int, int]] = []
-        for node in st.node.walk():
-            m = _REGION.match(node.name)
-            if m:
-                k, n = int(m.group(1)), int(m.group(2))
+        for node in st.nodes:
+            region, compile_work = read[node.name]
+            if region is not None:
+                k, n = region
                 frames.add(k)
                 versions[k].add(n)
-            elif _COMPILE_WORK.search(node.name) and not node.name.startswith(vocab.CACHE_LOOKUP):
-                # (the cache lookup is the guard check of every call, not compiling)
+            elif compile_work:
                 compile_spans.append((node.ev.start_ns, node.ev.end_ns))
         # The union of the compile ranges inside the step: the ranges nest ("compile_attempt_0
         # (dynamo_timed)" inside "compile_attempt_0") and must not be added up.
@@ -106,6 +109,15 @@ def _compiled(p: _Profile) -> list[Finding]:
             )
         )
     return findings
+
+
+def _read_name(name: str) -> tuple[Optional[tuple[int, int]], bool]:
+    """A compiled region's ``(frame, version)``, or ``None``; and whether the name is torch.compile's own work."""
+    m = _REGION.match(name)
+    if m:
+        return (int(m.group(1)), int(m.group(2))), False
+    # (the cache lookup is the guard check of every call, not compiling)
+    return None, bool(_COMPILE_WORK.search(name)) and not name.startswith(vocab.CACHE_LOOKUP)
 
 
 RULES = (_compiled,)

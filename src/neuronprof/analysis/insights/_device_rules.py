@@ -64,7 +64,7 @@ def _copies(p: _Profile) -> list[Finding]:
     claimed = p.claimed  # the copies this rule explains; the dtype-conversion rule leaves them out
     for tally.step, step in enumerate(p.steps):
         top_ids = {id(t) for t in step.top}
-        for node in step.node.walk():
+        for node in step.nodes:
             if node.name not in COPY_OPS or (node.parent is not None and node.parent.name in COPY_OPS):
                 continue
             if _in_sync_op(node):
@@ -85,8 +85,8 @@ def _copies(p: _Profile) -> list[Finding]:
                 direction = HOST_TO_DEVICE  # rule 2: a host value brought to the device for its op
             tally.add((cause_name, direction), cost, (_dtype_pair(node), scalar, bool(dev)))
         # Memcpys the host ops above did not claim (launched by other ops).
-        for node in step.node.walk():
-            if node.name in COPY_OPS or _in_sync_op(node):
+        for node in step.nodes:
+            if not node.device or node.name in COPY_OPS or _in_sync_op(node):
                 continue
             for d in node.device:
                 way = _direction([d.name]) if d.category == "memcpy" or _MEMCPY.search(d.name) else None
@@ -162,7 +162,7 @@ def _syncs(p: _Profile) -> list[Finding]:
     tally = _Tally()
     for tally.step, step in enumerate(p.steps):
         loose: list[_Node] = []
-        for node in step.node.walk():
+        for node in step.nodes:
             if node.name in SYNC_OPS:
                 if node.parent is not None and _in_sync_op(node.parent):
                     continue

@@ -267,7 +267,7 @@ def _conversions(p: _Profile) -> list[Finding]:
     narrowed = False
     for tally.step, step in enumerate(p.steps):
         top_ids = {id(t) for t in step.top}
-        for node in step.node.walk():
+        for node in step.nodes:
             if node.name != "aten::_to_copy":
                 continue
             copies = [n for n in node.walk() if n.name in COPY_OPS]

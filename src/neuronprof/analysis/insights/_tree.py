@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
@@ -105,11 +105,8 @@ class _Node:
             p = p.parent
 
     def walk(self) -> Iterator[_Node]:
-        stack = [self]
-        while stack:
-            node = stack.pop()
-            yield node
-            stack.extend(reversed(node.children))
+        """This node and everything under it, parents before children, children in order."""
+        return iter(_preorder(self))
 
     def device_ns(self) -> int:
         # The union: work on several streams at once is not counted twice.
@@ -120,14 +117,45 @@ class _Node:
         return self.dur - sum(e - s for s, e in _union((c.ev.start_ns, c.ev.end_ns) for c in self.children))
 
 
+def _preorder(root: _Node) -> list[_Node]:
+    """``root`` and everything under it as one list, parents before children, children in order."""
+    out: list[_Node] = []
+    stack = [root]
+    pop, push, add = stack.pop, stack.extend, out.append
+    while stack:
+        node = pop()
+        add(node)
+        if node.children:
+            push(reversed(node.children))
+    return out
+
+
 class _Step:
-    __slots__ = ("node", "top", "start", "end")
+    """One step: its span, the ops it calls directly, and every node under it (``nodes``, walked once)."""
+
+    __slots__ = ("node", "top", "start", "end", "nodes")
 
     def __init__(self, node: _Node) -> None:
         self.node = node
         self.top: list[_Node] = []
         self.start = node.ev.start_ns
         self.end = node.ev.end_ns
+        self.nodes: list[_Node] = []
+
+
+class _NameMemo(dict):  # type: ignore[type-arg]
+    """A test of a name (or a key), made once per distinct one: a trace repeats a few hundred names.
+
+    One per ``_Profile``, so that a long-lived process reading many profiles keeps no names.
+    """
+
+    def __init__(self, test: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.test = test
+
+    def __missing__(self, key: Any) -> Any:
+        value = self[key] = self.test(key)
+        return value
 
 
 def _is_region(name: str) -> bool:
@@ -249,15 +277,33 @@ def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def _clip(intervals: Sequence[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
-    """The parts of sorted, disjoint ``intervals`` inside ``[lo, hi)``."""
+def _clip(intervals: Sequence[tuple[int, int]], lo: int, hi: int, first: int = 0) -> list[tuple[int, int]]:
+    """The parts of sorted, disjoint ``intervals`` inside ``[lo, hi)``, looking from index ``first`` on."""
     out = []
-    for s, e in intervals:
+    for i in range(first, len(intervals)):
+        s, e = intervals[i]
         if s >= hi:
             break
         if e > lo:
             out.append((max(s, lo), min(e, hi)))
     return out
+
+
+class _Spans:
+    """Sorted, disjoint intervals (a ``_union``), cut to a window by bisection rather than by a scan from the start."""
+
+    __slots__ = ("spans", "ends")
+
+    def __init__(self, spans: list[tuple[int, int]]) -> None:
+        self.spans = spans
+        self.ends = [e for _, e in spans]  # sorted too: the intervals are disjoint
+
+    def __bool__(self) -> bool:
+        return bool(self.spans)
+
+    def clip(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """``_clip(spans, lo, hi)``: the intervals ending at or before ``lo`` are skipped at once."""
+        return _clip(self.spans, lo, hi, bisect_right(self.ends, lo))
 
 
 class _Profile:
@@ -289,11 +335,12 @@ class _Profile:
         # A step lasts until its own device work ends (torch.profiler may close the
         # step before the device catches up when nothing synchronises).
         for s in self.steps:
-            for m in s.node.walk():
+            s.nodes = _preorder(s.node)  # walked once here; every rule reads the list
+            for m in s.nodes:
                 for d in m.device:
                     s.end = max(s.end, d.end_ns)
         self.device_busy = _union((d.start_ns, d.end_ns) for d in tl.device)
-        self._busy_ends = [e for _, e in self.device_busy]
+        self._busy = _Spans(self.device_busy)
         self.has_device_time = bool(self.device_busy)
         self.has_device = tl.device_label is not None or self.has_device_time
         # Shapes seen on any event are proof enough; otherwise what the feeder was told, if anything.
@@ -314,9 +361,7 @@ class _Profile:
         return sum(self.step_ns(s) for s in self.steps) / self.n if self.n else 0.0
 
     def busy_in(self, s: _Step) -> list[tuple[int, int]]:
-        # The merged intervals are sorted and disjoint: their ends are sorted too.
-        first = bisect_right(self._busy_ends, s.start)
-        return _clip(self.device_busy[first:], s.start, s.end)
+        return self._busy.clip(s.start, s.end)
 
     def host_busy_in(self, s: _Step) -> list[tuple[int, int]]:
         # A synchronising op's time is spent waiting for the device, not launching work.
