@@ -279,14 +279,21 @@ def trace_report(
 ) -> str:
     """``render_report`` of a loaded trace (a file's, or a session's record): its findings, timeline, two-run pane.
 
-    ``timeline`` defaults to ``trace.timeline()``, whose findings are the trace's own; ``baseline``
+    ``timeline`` defaults to the trace's own events, whose findings are the trace's own; ``baseline``
     (a trace file, folder or ``Trace``) adds the pane of ``neuronprof diff BASELINE TRACE``.
     """
     from neuronprof.analysis.insights import analyze_timeline
+    from neuronprof.analysis.insights._trace import insights_of, timeline_of
+    from neuronprof.analysis.insights._tree import _Node
 
-    own = trace.timeline()
-    timeline = own if timeline is None else timeline
-    insights = trace.insights() if timeline is own else analyze_timeline(timeline)
+    insights: Union[Insights, RankInsights]
+    if timeline is None:
+        # The trace's events read once, straight into the findings' tree nodes: the findings read
+        # them, then the timeline pane draws them (a node has a host event's fields).
+        timeline = timeline_of(trace, _Node)
+        insights = insights_of(trace, timeline)
+    else:
+        insights = trace.insights() if timeline is trace.timeline() else analyze_timeline(timeline)
     two_runs = None
     if baseline is not None:
         from neuronprof.analysis._diff import diff

@@ -52,7 +52,7 @@ def _compiled(p: _Profile) -> list[Finding]:
                 frames.add(k)
                 versions[k].add(n)
             elif compile_work:
-                compile_spans.append((node.ev.start_ns, node.ev.end_ns))
+                compile_spans.append((node.start_ns, node.end_ns))
         # The union of the compile ranges inside the step: the ranges nest ("compile_attempt_0
         # (dynamo_timed)" inside "compile_attempt_0") and must not be added up.
         compile_ns += sum(e - s for s, e in _clip(_union(compile_spans), st.start, st.end))
@@ -60,8 +60,8 @@ def _compiled(p: _Profile) -> list[Finding]:
         if len(frames) > 1:
             regions = [t for t in st.top if _is_region(t.name)]
             if regions:
-                lo, hi = regions[0].ev.start_ns, regions[-1].ev.end_ns
-                between_ns += sum(t.dur for t in st.top if not _is_region(t.name) and lo <= t.ev.start_ns <= hi)
+                lo, hi = regions[0].start_ns, regions[-1].end_ns
+                between_ns += sum(t.dur for t in st.top if not _is_region(t.name) and lo <= t.start_ns <= hi)
     step_us = p.mean_step_ns / 1000
     recompiled = {k: sorted(v) for k, v in versions.items() if any(n > 0 for n in v)}
     if recompiled:

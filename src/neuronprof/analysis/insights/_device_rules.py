@@ -169,21 +169,21 @@ def _syncs(p: _Profile) -> list[Finding]:
                 tally.add(node.name, node.dur)
             elif node.name in COPY_OPS and not (node.parent is not None and node.parent.name in COPY_OPS):
                 certain, _, direction = _copy_evidence(node)
-                waits = any(n.ev.category == "runtime" and _SYNC_RUNTIME.search(n.name) for n in node.walk())
+                waits = any(n.category == "runtime" and _SYNC_RUNTIME.search(n.name) for n in node.walk())
                 # A synchronise call inside the copy is counted below, by its own name.
                 if certain and direction == DEVICE_TO_HOST and not waits and not _in_sync_op(node):
                     made_for = _cause(node)
                     source = made_for.name if made_for is not None else _outer_wrapper(node).name
                     tally.add(f"{source} → aten::copy_", node.dur, "a device→host copy")
-            elif node.ev.category == "runtime" and _SYNC_RUNTIME.search(node.name):
+            elif node.category == "runtime" and _SYNC_RUNTIME.search(node.name):
                 parent = node.parent
-                while parent is not None and parent.ev.category not in ("op", "step"):
+                while parent is not None and parent.category not in ("op", "step"):
                     parent = parent.parent
-                if parent is None or parent.ev.category == "step":
+                if parent is None or parent.category == "step":
                     loose.append(node)
                 elif not _in_sync_op(parent):
                     tally.add(f"{parent.name} → {node.name}", node.dur)
-        for node in sorted(loose, key=lambda n: n.ev.start_ns)[:-1]:
+        for node in sorted(loose, key=lambda n: n.start_ns)[:-1]:
             tally.add(node.name, node.dur)
     return [
         tally.finding(

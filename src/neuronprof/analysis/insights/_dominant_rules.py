@@ -51,7 +51,7 @@ def _dominant(p: _Profile) -> list[Finding]:
     for st in p.steps:
         for node in st.nodes:
             timed, bookkeeping, collective, machinery = read[node.name]
-            if node.ev.category != "op" and not timed:
+            if node.category != "op" and not timed:
                 continue
             if bookkeeping or (node.parent is not None and read[node.parent.name][1]):
                 continue
@@ -66,11 +66,16 @@ def _dominant(p: _Profile) -> list[Finding]:
                 if region is None:
                     continue
                 name = region.name
-            value = sum(d.end_ns - d.start_ns for d in node.device) if p.has_device_time else node.self_ns()
+            if not p.has_device_time:
+                value = node.self_ns()
+            elif node.device:
+                value = sum(d.end_ns - d.start_ns for d in node.device)
+            else:
+                value = 0
             totals[name] += value
             if name == node.name:
                 calls[name] += 1
-                dtypes[name].update(torch_dtypes[node.ev.input_dtypes or ()])
+                dtypes[name].update(torch_dtypes[node.input_dtypes or ()])
     total = sum(totals.values())
     if not total:
         return []

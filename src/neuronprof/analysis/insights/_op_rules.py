@@ -82,7 +82,7 @@ def _feeds(prev: _Node, cur: _Node) -> bool:
     an input of the same rank as the reduced one (``mean(-1, keepdim=True)``). Without
     shapes, any two consecutive ops on the step's thread with no other op between pass.
     """
-    a, b = prev.ev.input_shapes, cur.ev.input_shapes
+    a, b = prev.input_shapes, cur.input_shapes
     if not a or not b:
         return True
     a_shapes = {s for s in a if s}
@@ -105,7 +105,7 @@ def _feeds(prev: _Node, cur: _Node) -> bool:
 
 def _has_own_bias(matmul: _Node) -> bool:
     """Whether a matmul already adds a bias: ``aten::linear`` given a bias, or one that runs ``aten::addmm``."""
-    shapes = matmul.ev.input_shapes
+    shapes = matmul.input_shapes
     if matmul.name == "aten::linear" and shapes and len(shapes) >= 3 and shapes[2]:
         return True
     return any(n.name in ("aten::addmm", "aten::baddbmm") for n in matmul.walk() if n is not matmul)
@@ -120,7 +120,7 @@ def _bias_add(matmul: _Node, add: _Node) -> bool:
     own (``nn.Linear(bias=True)`` runs ``addmm``) has nothing left to fuse. Without
     shapes a bias and a residual look the same, so no claim is made.
     """
-    shapes = add.ev.input_shapes
+    shapes = add.input_shapes
     if not shapes or len(shapes) < 2 or not shapes[0] or not shapes[1] or _has_own_bias(matmul):
         return False
     big, small = sorted(shapes[:2], key=len, reverse=True)
@@ -183,13 +183,16 @@ def _chains(p: _Profile) -> list[Finding]:
                 names = tuple(n.name for n in run)
                 # Attention's matmuls are part of what the fused op replaces: their time counts too.
                 timed = [tops[i - 1], *run, tops[j]] if attention else run
-                costs = [n.device_ns() for n in timed] if p.has_device_time else [n.dur for n in timed]
-                # One fused pass remains; a fused bias add costs nothing extra.
-                stake = sum(costs) if addmm else sum(costs) - max(costs)
                 gap_ns = 0
                 if p.has_device_time:
-                    merged = _union((d.start_ns, d.end_ns) for n in timed for m in n.walk() for d in m.device)
+                    spans = [n.device_spans() for n in timed]
+                    costs = [sum(e - s for s, e in _union(mine)) for mine in spans]  # each op's device_ns()
+                    merged = _union(span for mine in spans for span in mine)
                     gap_ns = sum(b[0] - a[1] for a, b in zip(merged, merged[1:]))
+                else:
+                    costs = [n.dur for n in timed]
+                # One fused pass remains; a fused bias add costs nothing extra.
+                stake = sum(costs) if addmm else sum(costs) - max(costs)
                 # Plain chains are told apart by their ops; the fused forms also by their neighbours.
                 key = (names, before, after) if addmm or attention else (names, None, None)
                 tally.add(key, stake, (before, after))
@@ -292,7 +295,7 @@ def _conversions(p: _Profile) -> list[Finding]:
             # One finding per op and dtype pair: several conversions of one op are told apart.
             key = (cause.name if implicit and cause is not None else wrapper.name, pair)
             # The host call and its device work overlap in time: their union, not their sum.
-            spans = [(node.ev.start_ns, node.ev.end_ns)]
+            spans = [(node.start_ns, node.end_ns)]
             spans += [(d.start_ns, d.end_ns) for m in node.walk() for d in m.device]
             entry = (tally.step, key, sum(e - s for s, e in _union(spans)), (pair, scalar, explicit))
             narrowing = pair[0] in _WIDE and pair[1] in _LOW

@@ -103,7 +103,7 @@ def _subtract(spans: Sequence[tuple[int, int]], cut: Sequence[tuple[int, int]]) 
 
 def _recording(node: _Node) -> str:
     """Which recording (trace file or profiling cycle) an event belongs to: the feeders' thread prefix."""
-    return node.ev.thread.split(":", 1)[0]
+    return node.thread.split(":", 1)[0]
 
 
 class _StepTime:
@@ -113,8 +113,8 @@ class _StepTime:
         self.collective = is_collective = _collectives()
         collectives: defaultdict[str, Spans] = defaultdict(list)
         for n in p.nodes:
-            if is_collective[n.name, n.ev.category]:
-                collectives[_recording(n)].append((n.ev.start_ns, n.ev.end_ns))
+            if is_collective[n.name, n.category]:
+                collectives[_recording(n)].append((n.start_ns, n.end_ns))
         self._host_collectives = {k: _Spans(_union(v)) for k, v in collectives.items()}
         kernel = _NameMemo(_collective_kernel)
         self._device_collectives = _Spans(_union((d.start_ns, d.end_ns) for d in p.tl.device if kernel[d.name]))
@@ -123,11 +123,11 @@ class _StepTime:
 
     def communication(self, st: _Step) -> tuple[Spans, Spans, Spans]:
         """(all collective time, the part with no compute beside it, host waits) in the step, as spans."""
-        host_end = st.node.ev.end_ns
+        host_end = st.node.end_ns
         mine = self._host_collectives.get(_recording(st.node))
         host = mine.clip(st.start, host_end) if mine is not None else []
         is_collective = self.collective
-        compute = _union((t.ev.start_ns, t.ev.end_ns) for t in st.top if not is_collective[t.name, t.ev.category])
+        compute = _union((t.start_ns, t.end_ns) for t in st.top if not is_collective[t.name, t.category])
         device_compute = self._device_compute.clip(st.start, st.end)
         host_exposed = _subtract(_subtract(host, compute), device_compute)
         device = self._device_collectives.clip(st.start, st.end)
@@ -137,18 +137,18 @@ class _StepTime:
     def host_gaps(self, st: _Step, waits: Spans) -> Spans:
         """The step's host time outside every op, the DataLoader, runtime calls and collective waits."""
         is_collective, dataloader = self.collective, self._dataloader
-        covered = [(t.ev.start_ns, t.ev.end_ns) for t in st.top if not is_collective[t.name, t.ev.category]]
+        covered = [(t.start_ns, t.end_ns) for t in st.top if not is_collective[t.name, t.category]]
         for node in st.nodes:
-            if node.ev.category == "runtime" or dataloader[node.name]:
-                covered.append((node.ev.start_ns, node.ev.end_ns))
+            if node.category == "runtime" or dataloader[node.name]:
+                covered.append((node.start_ns, node.end_ns))
         covered.extend(waits)
         if not st.top:
             return []  # no op: nothing to be between
         if st.node.name == WHOLE_RECORDING:
             # No step marks where the loop starts and ends: only the time between the first and last op.
-            window = (min(t.ev.start_ns for t in st.top), max(t.ev.end_ns for t in st.top))
+            window = (min(t.start_ns for t in st.top), max(t.end_ns for t in st.top))
         else:
-            window = (st.start, st.node.ev.end_ns)
+            window = (st.start, st.node.end_ns)
         return _subtract([window], _union(covered))
 
 
@@ -167,11 +167,11 @@ class _Neighbours:
     def __init__(self, st: _Step) -> None:
         top = st.top
         # By end, ties in reverse order of the step (the last of equal ends is the first in the step)...
-        self._by_end = sorted(range(len(top)), key=lambda i: (top[i].ev.end_ns, -i))
-        self._ends = [top[i].ev.end_ns for i in self._by_end]
+        self._by_end = sorted(range(len(top)), key=lambda i: (top[i].end_ns, -i))
+        self._ends = [top[i].end_ns for i in self._by_end]
         # ...and by start, ties in the step's order.
-        self._by_start = sorted(range(len(top)), key=lambda i: (top[i].ev.start_ns, i))
-        self._starts = [top[i].ev.start_ns for i in self._by_start]
+        self._by_start = sorted(range(len(top)), key=lambda i: (top[i].start_ns, i))
+        self._starts = [top[i].start_ns for i in self._by_start]
         self._top = top
 
     def __call__(self, gap: tuple[int, int]) -> tuple[str, str]:
@@ -225,7 +225,7 @@ def _step_time(p: _Profile) -> list[Finding]:
                 gaps.append((gap[1] - gap[0], *neighbours(gap), st.node.name))
     is_collective = times.collective
     for n in p.nodes:
-        if is_collective[n.name, n.ev.category] and n.ev.category != "op":  # the spans and kernels, not the ops
+        if is_collective[n.name, n.category] and n.category != "op":  # the spans and kernels, not the ops
             names[n.name] += 1
     kernel = _NameMemo(_collective_kernel)
     for d in p.tl.device:
@@ -312,9 +312,9 @@ def _low_precision(p: _Profile) -> list[Finding]:
     lows = _NameMemo(lambda dtypes: sorted({_torch_dtype(t) for t in dtypes} & set(LOW_PRECISION)))
     for i, st in enumerate(p.steps):
         for node in st.nodes:
-            if node.ev.category != "op" or not node.ev.input_dtypes:
+            if node.category != "op" or not node.input_dtypes:
                 continue
-            low = lows[node.ev.input_dtypes]
+            low = lows[node.input_dtypes]
             if not low or node.device or node.name in _VIEWS:
                 continue  # device work is done in the device's own precision
             ns = node.self_ns()

@@ -10,12 +10,13 @@ import re
 from bisect import bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Optional
+from operator import attrgetter
+from typing import Any, Optional, Union
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._dtypes import _torch_dtype
 from neuronprof.analysis.insights._findings import Evidence, Finding, FindingKind
-from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
+from neuronprof.analysis.insights._timeline import DeviceEvent, HostCategory, HostEvent, Timeline
 
 # Op names the rules look for. They are torch's own (aten) names; backends that
 # implement ops under other names are matched by the runtime/device rules instead.
@@ -78,24 +79,77 @@ def _bookkeeping(name: str) -> bool:
     return name.startswith(vocab.CACHE_LOOKUP) or bool(_COMPILE_WORK.search(name))
 
 
+_NONE: tuple[Any, ...] = ()
+"""A node's children or device work until it has some: most nodes have neither, and an empty list costs 56 bytes."""
+
+
 class _Node:
-    """A host event with its place in the call tree."""
+    """A host event with its place in the call tree.
 
-    __slots__ = ("ev", "children", "parent", "device")
+    It holds the event's own fields, under [`HostEvent`][neuronprof.analysis.insights.HostEvent]'s
+    names and in its order, so that a trace's events are read straight into the tree
+    (``timeline_of(trace, _Node)``) without a ``HostEvent`` apiece: one object per event,
+    not two, for a trace of millions of events. Read-only to the rules.
+    """
 
-    def __init__(self, ev: HostEvent) -> None:
-        self.ev = ev
-        self.children: list[_Node] = []
+    __slots__ = (
+        "name",
+        "start_ns",
+        "end_ns",
+        "thread",
+        "category",
+        "ext_id",
+        "correlation",
+        "input_shapes",
+        "input_dtypes",
+        "children",
+        "parent",
+        "device",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        thread: str = "0",
+        category: HostCategory = "op",
+        ext_id: Optional[int] = None,
+        correlation: Optional[int] = None,
+        input_shapes: Optional[tuple[tuple[int, ...], ...]] = None,
+        input_dtypes: Optional[tuple[str, ...]] = None,
+    ) -> None:
+        self.name = name
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.thread = thread
+        self.category = category
+        self.ext_id = ext_id
+        self.correlation = correlation
+        self.input_shapes = input_shapes
+        self.input_dtypes = input_dtypes
+        self.children: Sequence[_Node] = _NONE
         self.parent: Optional[_Node] = None
-        self.device: list[DeviceEvent] = []
+        self.device: Sequence[DeviceEvent] = _NONE
 
-    @property
-    def name(self) -> str:
-        return self.ev.name
+    @classmethod
+    def of(cls, ev: HostEvent) -> _Node:
+        """The node of a timeline's host event."""
+        return cls(
+            ev.name,
+            ev.start_ns,
+            ev.end_ns,
+            ev.thread,
+            ev.category,
+            ev.ext_id,
+            ev.correlation,
+            ev.input_shapes,
+            ev.input_dtypes,
+        )
 
     @property
     def dur(self) -> int:
-        return self.ev.end_ns - self.ev.start_ns
+        return self.end_ns - self.start_ns
 
     def lineage(self) -> Iterator[_Node]:
         """This node, its parent, the parent's parent... up to the root."""
@@ -106,15 +160,21 @@ class _Node:
 
     def walk(self) -> Iterator[_Node]:
         """This node and everything under it, parents before children, children in order."""
-        return iter(_preorder(self))
+        return iter(_preorder(self) if self.children else (self,))
+
+    def device_spans(self) -> list[tuple[int, int]]:
+        """The device work of this node and everything under it, as ``(start, end)`` ns."""
+        if not self.children:
+            return [(d.start_ns, d.end_ns) for d in self.device]
+        return [(d.start_ns, d.end_ns) for n in _preorder(self) for d in n.device]
 
     def device_ns(self) -> int:
         # The union: work on several streams at once is not counted twice.
-        return sum(e - s for s, e in _union((d.start_ns, d.end_ns) for n in self.walk() for d in n.device))
+        return sum(e - s for s, e in _union(self.device_spans()))
 
     def self_ns(self) -> int:
         # The duration less the union of the children (overlapping children count once).
-        return self.dur - sum(e - s for s, e in _union((c.ev.start_ns, c.ev.end_ns) for c in self.children))
+        return self.dur - sum(e - s for s, e in _union((c.start_ns, c.end_ns) for c in self.children))
 
 
 def _preorder(root: _Node) -> list[_Node]:
@@ -138,8 +198,8 @@ class _Step:
     def __init__(self, node: _Node) -> None:
         self.node = node
         self.top: list[_Node] = []
-        self.start = node.ev.start_ns
-        self.end = node.ev.end_ns
+        self.start = node.start_ns
+        self.end = node.end_ns
         self.nodes: list[_Node] = []
 
 
@@ -168,7 +228,7 @@ def _top_level(step: _Node) -> list[_Node]:
     stack = list(reversed(step.children))
     while stack:
         node = stack.pop()
-        cat = node.ev.category
+        cat = node.category
         # The vocabulary's top-level call (a compiled region once, the guard check never),
         # less torch.compile's own compiling, which runs on the first call only.
         if vocab.counts_as_call(_kind(node), node.name) and not _COMPILE_WORK.search(node.name):
@@ -178,24 +238,40 @@ def _top_level(step: _Node) -> list[_Node]:
     return out
 
 
-def _build_tree(host: Sequence[HostEvent]) -> list[_Node]:
-    """Rebuild the nesting per thread (parents first: by start, then longest first)."""
-    by_thread: dict[str, list[HostEvent]] = defaultdict(list)
+_START, _END = attrgetter("start_ns"), attrgetter("end_ns")
+
+
+def _build_tree(host: Sequence[Union[HostEvent, _Node]]) -> list[_Node]:
+    """Rebuild the nesting per thread (parents first: by start, then longest first).
+
+    A timeline's events become nodes; nodes read straight from a trace (``timeline_of(trace,
+    _Node)``) are used as they are, their place in a tree built afresh.
+    """
+    by_thread: dict[str, list[_Node]] = defaultdict(list)
     for ev in host:
-        by_thread[ev.thread].append(ev)
+        if isinstance(ev, _Node):
+            ev.children, ev.parent, ev.device = _NONE, None, _NONE
+            by_thread[ev.thread].append(ev)
+        else:
+            by_thread[ev.thread].append(_Node.of(ev))
     nodes: list[_Node] = []
     for events in by_thread.values():
-        events.sort(key=lambda e: (e.start_ns, -(e.end_ns - e.start_ns)))
+        # By start, then longest first (equal starts: the later end first); both sorts are stable.
+        events.sort(key=_END, reverse=True)
+        events.sort(key=_START)
         stack: list[_Node] = []
-        for ev in events:
-            node = _Node(ev)
-            while stack and (ev.start_ns >= stack[-1].ev.end_ns or ev.end_ns > stack[-1].ev.end_ns):
+        for node in events:
+            end = node.end_ns
+            while stack and (node.start_ns >= stack[-1].end_ns or end > stack[-1].end_ns):
                 stack.pop()
             if stack:
-                node.parent = stack[-1]
-                stack[-1].children.append(node)
+                parent = node.parent = stack[-1]
+                if parent.children:
+                    parent.children.append(node)  # type: ignore[attr-defined]
+                else:
+                    parent.children = [node]
             stack.append(node)
-            nodes.append(node)
+        nodes += events
     return nodes
 
 
@@ -217,7 +293,8 @@ def _fold_redispatches(nodes: list[_Node]) -> list[_Node]:
             parent.children = node.children
             for child in node.children:
                 child.parent = parent
-            parent.device.extend(node.device)
+            if node.device:
+                parent.device = [*parent.device, *node.device]
             folded.add(id(node))
     return [n for n in nodes if id(n) not in folded] if folded else nodes
 
@@ -228,7 +305,7 @@ _KINDS = {"op": vocab.K_OP, "python": vocab.K_PY, "step": vocab.K_STEP, "runtime
 
 def _kind(node: _Node) -> int:
     """A host event's kind in the vocabulary's terms, for its rules (``counts_as_call``, ``is_collective``...)."""
-    return _KINDS.get(node.ev.category, vocab.K_OTHER)
+    return _KINDS.get(node.category, vocab.K_OTHER)
 
 
 def _link_device(nodes: Sequence[_Node], device: Sequence[DeviceEvent]) -> int:
@@ -241,39 +318,49 @@ def _link_device(nodes: Sequence[_Node], device: Sequence[DeviceEvent]) -> int:
     runtime_by_corr: dict[int, _Node] = {}
     op_by_ext: dict[int, _Node] = {}
     for n in nodes:
-        if n.ev.category == "runtime" and n.ev.correlation is not None:
-            runtime_by_corr.setdefault(n.ev.correlation, n)
-        elif (n.ev.category == "op" or _is_region(n.name)) and n.ev.ext_id is not None:
-            op_by_ext.setdefault(n.ev.ext_id, n)
+        if n.category == "runtime" and n.correlation is not None:
+            runtime_by_corr.setdefault(n.correlation, n)
+        elif (n.category == "op" or _is_region(n.name)) and n.ext_id is not None:
+            op_by_ext.setdefault(n.ext_id, n)
     unlinked = 0
     for d in device:
         target: Optional[_Node] = None
         rt = runtime_by_corr.get(d.correlation) if d.correlation is not None else None
         if rt is not None:
-            owner = op_by_ext.get(rt.ev.ext_id) if rt.ev.ext_id is not None else None
-            if owner is not None and owner.ev.start_ns <= rt.ev.start_ns and rt.ev.end_ns <= owner.ev.end_ns:
+            owner = op_by_ext.get(rt.ext_id) if rt.ext_id is not None else None
+            if owner is not None and owner.start_ns <= rt.start_ns and rt.end_ns <= owner.end_ns:
                 target = owner
             else:
                 target = rt.parent
-                while target is not None and target.ev.category != "op" and not _is_region(target.name):
+                while target is not None and target.category != "op" and not _is_region(target.name):
                     target = target.parent
         if target is None and d.ext_id is not None:
             target = op_by_ext.get(d.ext_id)
         if target is None:
             unlinked += 1
+        elif target.device:
+            target.device.append(d)  # type: ignore[attr-defined]
         else:
-            target.device.append(d)
+            target.device = [d]
     return unlinked
 
 
 def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, disjoint intervals covering what ``intervals`` cover; touching ones are joined, empty ones kept."""
+    spans = sorted(intervals)
+    if len(spans) < 2:
+        return spans
     merged: list[tuple[int, int]] = []
-    for s, e in sorted(intervals):
-        if merged and s <= merged[-1][1]:
-            if e > merged[-1][1]:
-                merged[-1] = (merged[-1][0], e)
+    it = iter(spans)
+    lo, hi = next(it)
+    for s, e in it:
+        if s <= hi:
+            if e > hi:
+                hi = e
         else:
-            merged.append((s, e))
+            merged.append((lo, hi))
+            lo, hi = s, e
+    merged.append((lo, hi))
     return merged
 
 
@@ -317,7 +404,7 @@ class _Profile:
         self.nodes = _fold_redispatches(self.nodes)
         self.steps: list[_Step] = []
         for n in self.nodes:
-            if n.ev.category == "step":
+            if n.category == "step":
                 step = _Step(n)
                 self.steps.append(step)
                 step.top = _top_level(n)
@@ -325,10 +412,10 @@ class _Profile:
         if not self.steps and self.nodes:
             self.notes.append("no ProfilerStep in this profile: the whole recording is read as one step")
             roots = [n for n in self.nodes if n.parent is None]
-            start = min(n.ev.start_ns for n in roots)
-            end = max(n.ev.end_ns for n in roots)
-            fake = _Node(HostEvent(WHOLE_RECORDING, start, end, category="step"))
-            fake.children = sorted(roots, key=lambda n: n.ev.start_ns)
+            start = min(n.start_ns for n in roots)
+            end = max(n.end_ns for n in roots)
+            fake = _Node(WHOLE_RECORDING, start, end, category="step")
+            fake.children = sorted(roots, key=lambda n: n.start_ns)
             step = _Step(fake)
             step.top = _top_level(fake)
             self.steps.append(step)
@@ -346,6 +433,7 @@ class _Profile:
         # Shapes seen on any event are proof enough; otherwise what the feeder was told, if anything.
         self.record_shapes = True if any(ev.input_shapes is not None for ev in tl.host) else tl.record_shapes
         self.n = len(self.steps)
+        self.mean_step_ns = sum(self.step_ns(s) for s in self.steps) / self.n if self.n else 0.0
         # Filled by the rules that measure them (see RULE_MODULES): the copies a host_device_copy
         # finding explains, and the step's split between host and device that Insights reports.
         self.claimed: set[int] = set()
@@ -356,16 +444,12 @@ class _Profile:
     def step_ns(self, s: _Step) -> int:
         return max(s.end - s.start, 1)
 
-    @property
-    def mean_step_ns(self) -> float:
-        return sum(self.step_ns(s) for s in self.steps) / self.n if self.n else 0.0
-
     def busy_in(self, s: _Step) -> list[tuple[int, int]]:
         return self._busy.clip(s.start, s.end)
 
     def host_busy_in(self, s: _Step) -> list[tuple[int, int]]:
         # A synchronising op's time is spent waiting for the device, not launching work.
-        return _union((n.ev.start_ns, n.ev.end_ns) for n in s.top if n.name not in SYNC_OPS)
+        return _union((n.start_ns, n.end_ns) for n in s.top if n.name not in SYNC_OPS)
 
 
 def _steady(p: _Profile, per_step_ns: Sequence[float], threshold: float) -> Optional[str]:
@@ -401,8 +485,8 @@ def _share(us: Optional[float], step_us: float) -> Optional[float]:
 def _cause(node: _Node) -> Optional[_Node]:
     """The op a copy or conversion was made for: the nearest ancestor that is not a conversion wrapper."""
     p = node.parent
-    while p is not None and p.ev.category != "step":
-        if (p.ev.category == "op" or _is_region(p.name)) and p.name not in CONVERSION_WRAPPERS:
+    while p is not None and p.category != "step":
+        if (p.category == "op" or _is_region(p.name)) and p.name not in CONVERSION_WRAPPERS:
             return p
         p = p.parent
     return None
@@ -449,7 +533,7 @@ def _copy_evidence(node: _Node) -> tuple[bool, bool, Optional[str]]:
             device_work = True
             if d.category == "memcpy" or _MEMCPY.search(d.name):
                 memcpy_names.append(d.name)
-        if n.ev.category == "runtime" and _MEMCPY.search(n.name):
+        if n.category == "runtime" and _MEMCPY.search(n.name):
             memcpy_names.append(n.name)
     direction = _direction(memcpy_names)
     return direction in (HOST_TO_DEVICE, DEVICE_TO_HOST), device_work, direction
@@ -458,8 +542,8 @@ def _copy_evidence(node: _Node) -> tuple[bool, bool, Optional[str]]:
 def _dtype_pair(copy: _Node) -> Optional[tuple[str, str]]:
     """(from, to) dtypes of a copy, read from ``aten::copy_(dst, src)`` input types."""
     for n in copy.walk():
-        if n.name == "aten::copy_" and n.ev.input_dtypes and len(n.ev.input_dtypes) >= 2:
-            dst, src = n.ev.input_dtypes[0], n.ev.input_dtypes[1]
+        if n.name == "aten::copy_" and n.input_dtypes and len(n.input_dtypes) >= 2:
+            dst, src = n.input_dtypes[0], n.input_dtypes[1]
             if dst and src:
                 return _torch_dtype(src), _torch_dtype(dst)
     return None
@@ -468,7 +552,7 @@ def _dtype_pair(copy: _Node) -> Optional[tuple[str, str]]:
 def _in_optimizer(node: _Node) -> bool:
     """Whether the op runs inside ``Optimizer.step``/``zero_grad`` (torch.optim's own internals)."""
     p: Optional[_Node] = node.parent
-    while p is not None and p.ev.category != "step":
+    while p is not None and p.category != "step":
         if _OPTIMIZER.match(p.name):
             return True
         p = p.parent
@@ -477,8 +561,8 @@ def _in_optimizer(node: _Node) -> bool:
 
 def _is_scalar_source(copy: _Node) -> Optional[bool]:
     for n in copy.walk():
-        if n.name == "aten::copy_" and n.ev.input_shapes and len(n.ev.input_shapes) >= 2:
-            return n.ev.input_shapes[1] == ()
+        if n.name == "aten::copy_" and n.input_shapes and len(n.input_shapes) >= 2:
+            return n.input_shapes[1] == ()
     return None
 
 
