@@ -50,14 +50,14 @@ def _dominant(p: _Profile) -> list[Finding]:
     torch_dtypes = _NameMemo(lambda types: [_torch_dtype(t) for t in types])
     for st in p.steps:
         for node in st.nodes:
-            timed, bookkeeping, collective, machinery = read[node.name]
-            if node.category != "op" and not timed:
+            name = node.name
+            timed, bookkeeping, collective, machinery = read[name]
+            if not timed and node.category != "op":
                 continue
             if bookkeeping or (node.parent is not None and read[node.parent.name][1]):
                 continue
             if collective:
                 continue  # time in a collective is communication (communication_wait's), not an op to speed up
-            name = node.name
             if machinery:
                 # A compiled graph's wrapper: its time is the compiled region's, else nobody's.
                 region = node.parent
@@ -68,10 +68,10 @@ def _dominant(p: _Profile) -> list[Finding]:
                 name = region.name
             if not p.has_device_time:
                 value = node.self_ns()
-            elif node.device:
-                value = sum(d.end_ns - d.start_ns for d in node.device)
             else:
                 value = 0
+                for d in node.device:
+                    value += d.end_ns - d.start_ns
             totals[name] += value
             if name == node.name:
                 calls[name] += 1

@@ -158,7 +158,7 @@ def _chains(p: _Profile) -> list[Finding]:
     gaps: defaultdict[Any, int] = defaultdict(int)  # device idle between their executions
     for tally.step, step in enumerate(p.steps):
         tops = step.top
-        link = [not _in_optimizer(t) and t.name in ELEMENTWISE_OPS for t in tops]
+        link = [t.name in ELEMENTWISE_OPS and not _in_optimizer(t) for t in tops]
         i = 0
         while i < len(tops):
             if not link[i]:

@@ -163,10 +163,16 @@ class _Node:
         return iter(_preorder(self) if self.children else (self,))
 
     def device_spans(self) -> list[tuple[int, int]]:
-        """The device work of this node and everything under it, as ``(start, end)`` ns."""
-        if not self.children:
-            return [(d.start_ns, d.end_ns) for d in self.device]
-        return [(d.start_ns, d.end_ns) for n in _preorder(self) for d in n.device]
+        """The device work of this node and everything under it, as ``(start, end)`` ns, in no set order."""
+        out = [(d.start_ns, d.end_ns) for d in self.device]
+        stack = list(self.children)
+        while stack:
+            n = stack.pop()
+            if n.device:
+                out += [(d.start_ns, d.end_ns) for d in n.device]
+            if n.children:
+                stack += n.children
+        return out
 
     def device_ns(self) -> int:
         # The union: work on several streams at once is not counted twice.
@@ -222,20 +228,32 @@ def _is_region(name: str) -> bool:
     return name.startswith(vocab.COMPILED_REGION)
 
 
-def _top_level(step: _Node) -> list[_Node]:
-    """The ops the step calls directly: Python frames and annotations are transparent."""
+def _top_level(step: _Node, reads: Optional[_NameMemo] = None) -> list[_Node]:
+    """The ops the step calls directly: Python frames and annotations are transparent.
+
+    ``reads``: ``_top_level_read`` of each ``(name, category)``, kept between the steps of a profile.
+    """
+    reads = _NameMemo(_top_level_read) if reads is None else reads
     out: list[_Node] = []
     stack = list(reversed(step.children))
     while stack:
         node = stack.pop()
-        cat = node.category
-        # The vocabulary's top-level call (a compiled region once, the guard check never),
-        # less torch.compile's own compiling, which runs on the first call only.
-        if vocab.counts_as_call(_kind(node), node.name) and not _COMPILE_WORK.search(node.name):
+        call, transparent = reads[node.name, node.category]
+        if call:
             out.append(node)
-        elif cat in ("python", "annotation", "other") and not _DATALOADER.search(node.name):
+        elif transparent and node.children:
             stack.extend(reversed(node.children))
     return out
+
+
+def _top_level_read(key: tuple[str, str]) -> tuple[bool, bool]:
+    """Under a step, whether a ``(name, category)`` is a top-level call, else whether the calls under it are."""
+    name, category = key
+    # The vocabulary's top-level call (a compiled region once, the guard check never),
+    # less torch.compile's own compiling, which runs on the first call only.
+    if vocab.counts_as_call(_KINDS.get(category, vocab.K_OTHER), name) and not _COMPILE_WORK.search(name):
+        return True, False
+    return False, category in ("python", "annotation", "other") and not _DATALOADER.search(name)
 
 
 _START, _END = attrgetter("start_ns"), attrgetter("end_ns")
@@ -403,11 +421,12 @@ class _Profile:
         self.unlinked = _link_device(self.nodes, tl.device) if tl.device else 0
         self.nodes = _fold_redispatches(self.nodes)
         self.steps: list[_Step] = []
+        reads = _NameMemo(_top_level_read)
         for n in self.nodes:
             if n.category == "step":
                 step = _Step(n)
                 self.steps.append(step)
-                step.top = _top_level(n)
+                step.top = _top_level(n, reads)
         self.steps.sort(key=lambda s: s.start)
         if not self.steps and self.nodes:
             self.notes.append("no ProfilerStep in this profile: the whole recording is read as one step")
@@ -417,15 +436,13 @@ class _Profile:
             fake = _Node(WHOLE_RECORDING, start, end, category="step")
             fake.children = sorted(roots, key=lambda n: n.start_ns)
             step = _Step(fake)
-            step.top = _top_level(fake)
+            step.top = _top_level(fake, reads)
             self.steps.append(step)
         # A step lasts until its own device work ends (torch.profiler may close the
         # step before the device catches up when nothing synchronises).
         for s in self.steps:
             s.nodes = _preorder(s.node)  # walked once here; every rule reads the list
-            for m in s.nodes:
-                for d in m.device:
-                    s.end = max(s.end, d.end_ns)
+            s.end = max([s.end, *(d.end_ns for m in s.nodes if m.device for d in m.device)])
         self.device_busy = _union((d.start_ns, d.end_ns) for d in tl.device)
         self._busy = _Spans(self.device_busy)
         self.has_device_time = bool(self.device_busy)
@@ -493,7 +510,13 @@ def _cause(node: _Node) -> Optional[_Node]:
 
 
 def _in_sync_op(node: _Node) -> bool:
-    return any(p.name in SYNC_OPS for p in node.lineage())
+    """Whether the node or one above it is a synchronising op (``SYNC_OPS``)."""
+    p: Optional[_Node] = node
+    while p is not None:
+        if p.name in SYNC_OPS:
+            return True
+        p = p.parent
+    return False
 
 
 HOST_TO_DEVICE = "host→device"
@@ -608,7 +631,12 @@ class _Tally:
 
 
 def _claimed_ancestor(node: _Node, claimed: set[int]) -> bool:
-    return any(id(p) in claimed for p in node.lineage())
+    p: Optional[_Node] = node
+    while p is not None:
+        if id(p) in claimed:
+            return True
+        p = p.parent
+    return False
 
 
 def _outer_wrapper(node: _Node) -> _Node:
