@@ -237,21 +237,22 @@ def _idle_and_bound(p: _Profile) -> list[Finding]:
             owner[(d.start_ns, d.end_ns)] = node.name
     dev_sorted = sorted(p.tl.device, key=lambda d: d.start_ns)
     starts = [d.start_ns for d in dev_sorted]
-    longest = max((d.end_ns - d.start_ns for d in dev_sorted), default=0)
+    ends = [d.end_ns for d in dev_sorted]
+    # Each device event's name in the gaps: the op that launched work of its span, else its own.
+    names = [owner.get((d.start_ns, d.end_ns), d.name) for d in dev_sorted]
+    longest = max((e - s for s, e in zip(starts, ends)), default=0)
     for st in p.steps:
         busy = p.busy_in(st)
         busy_ns += sum(e - s for s, e in busy)
         idle_ns.append(p.step_ns(st) - sum(e - s for s, e in busy))
         # Only events starting within one longest duration before the window can overlap it.
         lo, hi = bisect_left(starts, st.start - longest), bisect_left(starts, st.end)
-        events = [d for d in dev_sorted[lo:hi] if d.end_ns > st.start]
+        events = [i for i in range(lo, hi) if ends[i] > st.start]
+        where = st.node.name if st.node.name.startswith("ProfilerStep#") else "the recording"
         for a, b in zip(events, events[1:]):
-            gap = b.start_ns - a.end_ns
+            gap = starts[b] - ends[a]
             if gap > 0:
-                where = st.node.name if st.node.name.startswith("ProfilerStep#") else "the recording"
-                gaps.append(
-                    (gap, owner.get((a.start_ns, a.end_ns), a.name), owner.get((b.start_ns, b.end_ns), b.name), where)
-                )
+                gaps.append((gap, names[a], names[b], where))
     busy_us = _per_step(busy_ns, p.n)
     idle_us = max(step_us - busy_us, 0.0)
     findings = []

@@ -23,6 +23,7 @@ from neuronprof.analysis.insights._tree import (
     _outer_wrapper,
     _per_step,
     _Profile,
+    _covered,
     _Tally,
     _union,
 )
@@ -156,6 +157,17 @@ def _chains(p: _Profile) -> list[Finding]:
     tally = _Tally()
     totals: defaultdict[Any, int] = defaultdict(int)  # the chains' own time
     gaps: defaultdict[Any, int] = defaultdict(int)  # device idle between their executions
+    # _feeds reads a name and two recorded signatures, which a trace repeats: decided once per
+    # (name, signature, signature). The signatures are held by the nodes all along: their ids stay theirs.
+    fed: dict[tuple[str, int, int], bool] = {}
+
+    def feeds(prev: _Node, cur: _Node) -> bool:
+        key = (prev.name, id(prev.input_shapes), id(cur.input_shapes))
+        found = fed.get(key)
+        if found is None:
+            found = fed[key] = _feeds(prev, cur)
+        return found
+
     for tally.step, step in enumerate(p.steps):
         tops = step.top
         link = [t.name in ELEMENTWISE_OPS and not _in_optimizer(t) for t in tops]
@@ -165,13 +177,13 @@ def _chains(p: _Profile) -> list[Finding]:
                 i += 1
                 continue
             j = i + 1
-            while j < len(tops) and link[j] and _feeds(tops[j - 1], tops[j]):
+            while j < len(tops) and link[j] and feeds(tops[j - 1], tops[j]):
                 j += 1
             before = tops[i - 1].name if i > 0 else None
             addmm = (
                 before in MATMUL_OPS
                 and tops[i].name in ("aten::add", "aten::add_")
-                and _feeds(tops[i - 1], tops[i])
+                and feeds(tops[i - 1], tops[i])
                 and _bias_add(tops[i - 1], tops[i])
             )
             if addmm:
@@ -186,7 +198,7 @@ def _chains(p: _Profile) -> list[Finding]:
                 gap_ns = 0
                 if p.has_device_time:
                     spans = [n.device_spans() for n in timed]
-                    costs = [sum(e - s for s, e in _union(mine)) for mine in spans]  # each op's device_ns()
+                    costs = [_covered(mine) for mine in spans]  # each op's device_ns()
                     merged = _union(span for mine in spans for span in mine)
                     gap_ns = sum(b[0] - a[1] for a, b in zip(merged, merged[1:]))
                 else:

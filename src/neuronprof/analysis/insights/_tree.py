@@ -6,10 +6,12 @@ torch.compile's ranges).
 
 from __future__ import annotations
 
+import gc
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from operator import attrgetter
 from typing import Any, Optional, Union
 
@@ -72,6 +74,22 @@ _OPTIMIZER = re.compile(r"^Optimizer\.(step|zero_grad)#")
 
 WHOLE_RECORDING = "(whole recording)"
 """The step a profile without ``ProfilerStep`` spans is read as."""
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a profile's objects are made (as the trace reader does).
+
+    Reading a large trace makes hundreds of thousands of nodes, none of them garbage yet:
+    the collector's passes over them only slow the reading down. Restored whatever happens.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _bookkeeping(name: str) -> bool:
@@ -176,7 +194,7 @@ class _Node:
 
     def device_ns(self) -> int:
         # The union: work on several streams at once is not counted twice.
-        return sum(e - s for s, e in _union(self.device_spans()))
+        return _covered(self.device_spans())
 
     def self_ns(self) -> int:
         # The duration less the union of the children (overlapping children count once).
@@ -382,11 +400,17 @@ def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def _clip(intervals: Sequence[tuple[int, int]], lo: int, hi: int, first: int = 0) -> list[tuple[int, int]]:
-    """The parts of sorted, disjoint ``intervals`` inside ``[lo, hi)``, looking from index ``first`` on."""
+def _covered(spans: Sequence[tuple[int, int]]) -> int:
+    """How long the union of ``spans`` is (ns)."""
+    if len(spans) < 2:
+        return spans[0][1] - spans[0][0] if spans else 0
+    return sum(e - s for s, e in _union(spans))
+
+
+def _clip(intervals: Sequence[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
+    """The parts of sorted, disjoint ``intervals`` inside ``[lo, hi)``."""
     out = []
-    for i in range(first, len(intervals)):
-        s, e = intervals[i]
+    for s, e in intervals:
         if s >= hi:
             break
         if e > lo:
@@ -395,20 +419,34 @@ def _clip(intervals: Sequence[tuple[int, int]], lo: int, hi: int, first: int = 0
 
 
 class _Spans:
-    """Sorted, disjoint intervals (a ``_union``), cut to a window by bisection rather than by a scan from the start."""
+    """Sorted, disjoint intervals (a ``_union``), cut to a window by bisection rather than by a scan."""
 
-    __slots__ = ("spans", "ends")
+    __slots__ = ("spans", "starts", "ends")
 
     def __init__(self, spans: list[tuple[int, int]]) -> None:
         self.spans = spans
+        self.starts = [s for s, _ in spans]
         self.ends = [e for _, e in spans]  # sorted too: the intervals are disjoint
 
     def __bool__(self) -> bool:
         return bool(self.spans)
 
     def clip(self, lo: int, hi: int) -> list[tuple[int, int]]:
-        """``_clip(spans, lo, hi)``: the intervals ending at or before ``lo`` are skipped at once."""
-        return _clip(self.spans, lo, hi, bisect_right(self.ends, lo))
+        """``_clip(spans, lo, hi)``, found by bisection: the intervals that end after ``lo`` and start before ``hi``.
+
+        Of sorted, disjoint intervals only the first of them can start before ``lo`` and
+        only the last end after ``hi``: those two are cut to the window.
+        """
+        first, stop = bisect_right(self.ends, lo), bisect_left(self.starts, hi)
+        out = self.spans[first:stop]
+        if out:
+            s, e = out[0]
+            if s < lo or e > hi:
+                out[0] = (max(s, lo), min(e, hi))
+            s, e = out[-1]
+            if e > hi:
+                out[-1] = (s, hi)
+        return out
 
 
 class _Profile:
