@@ -10,6 +10,7 @@ import gc
 import re
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
+from itertools import groupby
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from operator import attrgetter
@@ -274,7 +275,7 @@ def _top_level_read(key: tuple[str, str]) -> tuple[bool, bool]:
     return False, category in ("python", "annotation", "other") and not _DATALOADER.search(name)
 
 
-_START, _END = attrgetter("start_ns"), attrgetter("end_ns")
+_START, _END, _THREAD = attrgetter("start_ns"), attrgetter("end_ns"), attrgetter("thread")
 
 
 def _build_tree(host: Sequence[Union[HostEvent, _Node]]) -> list[_Node]:
@@ -283,30 +284,37 @@ def _build_tree(host: Sequence[Union[HostEvent, _Node]]) -> list[_Node]:
     A timeline's events become nodes; nodes read straight from a trace (``timeline_of(trace,
     _Node)``) are used as they are, their place in a tree built afresh.
     """
-    by_thread: dict[str, list[_Node]] = defaultdict(list)
-    for ev in host:
-        if isinstance(ev, _Node):
-            ev.children, ev.parent, ev.device = _NONE, None, _NONE
-            by_thread[ev.thread].append(ev)
+    if not all(type(ev) is _Node for ev in host):
+        host = [ev if type(ev) is _Node else _Node.of(ev) for ev in host]
+    by_thread: dict[str, list[_Node]] = {}
+    for thread, run in groupby(host, _THREAD):  # a trace's events come thread by thread
+        if thread in by_thread:
+            by_thread[thread] += run  # type: ignore[arg-type]
         else:
-            by_thread[ev.thread].append(_Node.of(ev))
+            by_thread[thread] = list(run)  # type: ignore[arg-type]
     nodes: list[_Node] = []
     for events in by_thread.values():
         # By start, then longest first (equal starts: the later end first); both sorts are stable.
         events.sort(key=_END, reverse=True)
         events.sort(key=_START)
         stack: list[_Node] = []
+        ends: list[int] = []  # the stack's ends
         for node in events:
-            end = node.end_ns
-            while stack and (node.start_ns >= stack[-1].end_ns or end > stack[-1].end_ns):
+            start, end = node.start_ns, node.end_ns
+            while ends and (start >= ends[-1] or end > ends[-1]):
+                ends.pop()
                 stack.pop()
+            node.children = node.device = _NONE
             if stack:
                 parent = node.parent = stack[-1]
                 if parent.children:
                     parent.children.append(node)  # type: ignore[attr-defined]
                 else:
                     parent.children = [node]
+            else:
+                node.parent = None
             stack.append(node)
+            ends.append(end)
         nodes += events
     return nodes
 
@@ -354,9 +362,10 @@ def _link_device(nodes: Sequence[_Node], device: Sequence[DeviceEvent]) -> int:
     runtime_by_corr: dict[int, _Node] = {}
     op_by_ext: dict[int, _Node] = {}
     for n in nodes:
-        if n.category == "runtime" and n.correlation is not None:
+        category = n.category
+        if category == "runtime" and n.correlation is not None:
             runtime_by_corr.setdefault(n.correlation, n)
-        elif (n.category == "op" or _is_region(n.name)) and n.ext_id is not None:
+        elif (category == "op" or _is_region(n.name)) and n.ext_id is not None:
             op_by_ext.setdefault(n.ext_id, n)
     unlinked = 0
     for d in device:
