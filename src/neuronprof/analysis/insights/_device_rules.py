@@ -25,6 +25,7 @@ from neuronprof.analysis.insights._tree import (
     _dtype_pair,
     _in_sync_op,
     _is_scalar_source,
+    _NameMemo,
     _Node,
     _outer_wrapper,
     _per_step,
@@ -62,6 +63,8 @@ def _copies(p: _Profile) -> list[Finding]:
     """
     tally = _Tally()
     claimed = p.claimed  # the copies this rule explains; the dtype-conversion rule leaves them out
+    # A device event's copy direction in the trace's words, by (name, category): None when not a memcpy.
+    ways = _NameMemo(lambda key: _direction([key[0]]) if key[1] == "memcpy" or _MEMCPY.search(key[0]) else None)
     for tally.step, step in enumerate(p.steps):
         top_ids = {id(t) for t in step.top}
         for node in step.nodes:
@@ -86,11 +89,18 @@ def _copies(p: _Profile) -> list[Finding]:
             tally.add((cause_name, direction), cost, (_dtype_pair(node), scalar, bool(dev)))
         # Memcpys the host ops above did not claim (launched by other ops).
         for node in step.nodes:
-            if not node.device or node.name in COPY_OPS or _in_sync_op(node):
+            if not node.device:
                 continue
+            left_out = None  # a copy op's, or a synchronising op's: asked at its first host↔device memcpy
             for d in node.device:
-                way = _direction([d.name]) if d.category == "memcpy" or _MEMCPY.search(d.name) else None
-                if way in (HOST_TO_DEVICE, DEVICE_TO_HOST) and not _claimed_ancestor(node, claimed):
+                way = ways[d.name, d.category]
+                if way not in (HOST_TO_DEVICE, DEVICE_TO_HOST):
+                    continue
+                if left_out is None:
+                    left_out = node.name in COPY_OPS or _in_sync_op(node)
+                if left_out:
+                    break
+                if not _claimed_ancestor(node, claimed):
                     tally.add((node.name, way), d.end_ns - d.start_ns, (None, None, True))
     findings = []
     for key in tally.calls:

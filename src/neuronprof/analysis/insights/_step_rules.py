@@ -121,29 +121,38 @@ class _StepTime:
         self._device_compute = _Spans(_union((d.start_ns, d.end_ns) for d in p.tl.device if not kernel[d.name]))
         self._dataloader = _NameMemo(lambda name: bool(_DATALOADER.search(name)))
 
-    def communication(self, st: _Step) -> tuple[Spans, Spans, Spans]:
-        """(all collective time, the part with no compute beside it, host waits) in the step, as spans."""
+    def ops(self, st: _Step) -> Spans:
+        """The spans of the step's top-level ops, less the collectives."""
+        is_collective = self.collective
+        return [(t.start_ns, t.end_ns) for t in st.top if not is_collective[t.name, t.category]]
+
+    def communication(self, st: _Step, ops: Spans) -> tuple[Spans, Spans, Spans]:
+        """(all collective time, the part with no compute beside it, host waits) in the step, as spans.
+
+        ``ops``: the step's ``ops()``, the host's compute.
+        """
         host_end = st.node.end_ns
         mine = self._host_collectives.get(_recording(st.node))
         host = mine.clip(st.start, host_end) if mine is not None else []
-        is_collective = self.collective
-        compute = _union((t.start_ns, t.end_ns) for t in st.top if not is_collective[t.name, t.category])
+        device = self._device_collectives.clip(st.start, st.end)
+        if not host and not device:
+            return [], [], []  # no collective in the step (the spans below would all be empty)
+        compute = _union(ops)
         device_compute = self._device_compute.clip(st.start, st.end)
         host_exposed = _subtract(_subtract(host, compute), device_compute)
-        device = self._device_collectives.clip(st.start, st.end)
         device_exposed = _subtract(device, device_compute)
         return _union([*host, *device]), _union([*host_exposed, *device_exposed]), host_exposed
 
-    def host_gaps(self, st: _Step, waits: Spans) -> Spans:
+    def host_gaps(self, st: _Step, ops: Spans, waits: Spans) -> Spans:
         """The step's host time outside every op, the DataLoader, runtime calls and collective waits."""
-        is_collective, dataloader = self.collective, self._dataloader
-        covered = [(t.start_ns, t.end_ns) for t in st.top if not is_collective[t.name, t.category]]
+        if not st.top:
+            return []  # no op: nothing to be between
+        dataloader = self._dataloader
+        covered = list(ops)
         for node in st.nodes:
             if node.category == "runtime" or dataloader[node.name]:
                 covered.append((node.start_ns, node.end_ns))
         covered.extend(waits)
-        if not st.top:
-            return []  # no op: nothing to be between
         if st.node.name == WHOLE_RECORDING:
             # No step marks where the loop starts and ends: only the time between the first and last op.
             window = (min(t.start_ns for t in st.top), max(t.end_ns for t in st.top))
@@ -174,13 +183,18 @@ class _Neighbours:
         self._starts = [top[i].start_ns for i in self._by_start]
         self._top = top
 
-    def __call__(self, gap: tuple[int, int]) -> tuple[str, str]:
-        k = bisect_right(self._ends, gap[0]) - 1
-        j = bisect_left(self._starts, gap[1])
-        return (
-            self._top[self._by_end[k]].name if k >= 0 else _EDGES[0],
-            self._top[self._by_start[j]].name if j < len(self._starts) else _EDGES[1],
-        )
+    def of_gaps(self, gaps: Spans, where: str) -> list[tuple[int, str, str, str]]:
+        """``(length, op before, op after, where)`` of each gap of the step."""
+        top, by_end, by_start, ends, starts = self._top, self._by_end, self._by_start, self._ends, self._starts
+        first, last, n = _EDGES[0], _EDGES[1], len(starts)
+        out = []
+        for lo, hi in gaps:
+            k = bisect_right(ends, lo) - 1
+            j = bisect_left(starts, hi)
+            out.append(
+                (hi - lo, top[by_end[k]].name if k >= 0 else first, top[by_start[j]].name if j < n else last, where)
+            )
+        return out
 
 
 def _step_time(p: _Profile) -> list[Finding]:
@@ -214,15 +228,14 @@ def _step_time(p: _Profile) -> list[Finding]:
     names: Counter[str] = Counter()
     gaps: list[tuple[int, str, str, str]] = []
     for st in p.steps:
-        comm, exposed, waits = times.communication(st)
+        ops = times.ops(st)
+        comm, exposed, waits = times.communication(st, ops)
         comm_ns += _length(comm)
         exposed_ns.append(_length(exposed))
-        host_gaps = times.host_gaps(st, waits)
+        host_gaps = times.host_gaps(st, ops, waits)
         gap_ns.append(_length(host_gaps))
         if host_gaps:
-            neighbours = _Neighbours(st)
-            for gap in host_gaps:
-                gaps.append((gap[1] - gap[0], *neighbours(gap), st.node.name))
+            gaps += _Neighbours(st).of_gaps(host_gaps, st.node.name)
     is_collective = times.collective
     for n in p.nodes:
         if is_collective[n.name, n.category] and n.category != "op":  # the spans and kernels, not the ops
