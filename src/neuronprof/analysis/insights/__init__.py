@@ -82,7 +82,6 @@ a ``host_device_copy`` finding explains, which ``dtype_conversion`` leaves out).
 """
 
 
-
 def analyze(timeline: Timeline) -> Insights:
     """Return the findings of a profile's timeline, most costly first.
 
@@ -146,7 +145,6 @@ def analyze(timeline: Timeline) -> Insights:
         notes=tuple(notes),
         source=timeline.source,
     )
-
 
 
 def analyze_timeline(timeline: Timeline) -> Union[Insights, RankInsights]:

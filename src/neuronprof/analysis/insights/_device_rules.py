@@ -25,6 +25,7 @@ from neuronprof.analysis.insights._tree import (
     _dtype_pair,
     _in_sync_op,
     _is_scalar_source,
+    _LargestGaps,
     _NameMemo,
     _Node,
     _outer_wrapper,
@@ -240,7 +241,7 @@ def _idle_and_bound(p: _Profile) -> list[Finding]:
     step_us = p.mean_step_ns / 1000
     busy_ns = 0
     idle_ns: list[int] = []
-    gaps: list[tuple[int, str, str, str]] = []
+    largest = _LargestGaps()
     owner: dict[tuple[int, int], str] = {}
     for node in p.nodes:
         for d in node.device:
@@ -262,18 +263,14 @@ def _idle_and_bound(p: _Profile) -> list[Finding]:
         for a, b in zip(events, events[1:]):
             gap = starts[b] - ends[a]
             if gap > 0:
-                gaps.append((gap, names[a], names[b], where))
+                largest.add(gap, names[a], names[b], where)
     busy_us = _per_step(busy_ns, p.n)
     idle_us = max(step_us - busy_us, 0.0)
     findings = []
     words = _steady(p, idle_ns, IDLE_SHARE)
     if words:
-        gaps.sort(key=lambda g: -g[0])
         # The largest gap of each pair of ops only: a loop repeats the same gap every step.
-        largest: dict[tuple[str, str], tuple[int, str, str, str]] = {}
-        for g in gaps:
-            largest.setdefault((g[1], g[2]), g)
-        gaps = list(largest.values())[:GAPS_SHOWN]
+        gaps = largest.shown(GAPS_SHOWN)
         shown = "; ".join(f"{g[0] / 1000:.1f} µs between {g[1]} and {g[2]} (in {g[3]})" for g in gaps)
         detail = f"device busy {busy_us:.1f} of {step_us:.1f} µs per step"
         if shown:

@@ -16,6 +16,7 @@ from neuronprof.analysis.insights._tree import (
     ELEMENTWISE_OPS,
     MATMUL_OPS,
     _cause,
+    _covered,
     _dtype_pair,
     _in_optimizer,
     _is_scalar_source,
@@ -23,7 +24,6 @@ from neuronprof.analysis.insights._tree import (
     _outer_wrapper,
     _per_step,
     _Profile,
-    _covered,
     _Tally,
     _union,
 )

@@ -26,6 +26,7 @@ from neuronprof.analysis.insights._tree import (
     _DATALOADER,
     _KINDS,
     WHOLE_RECORDING,
+    _LargestGaps,
     _NameMemo,
     _Node,
     _per_step,
@@ -118,7 +119,12 @@ class _StepTime:
         self._host_collectives = {k: _Spans(_union(v)) for k, v in collectives.items()}
         kernel = _NameMemo(_collective_kernel)
         self._device_collectives = _Spans(_union((d.start_ns, d.end_ns) for d in p.tl.device if kernel[d.name]))
-        self._device_compute = _Spans(_union((d.start_ns, d.end_ns) for d in p.tl.device if not kernel[d.name]))
+        # Without collective kernels, the device computes whenever it is busy: the profile's own union.
+        self._device_compute = (
+            _Spans(_union((d.start_ns, d.end_ns) for d in p.tl.device if not kernel[d.name]))
+            if self._device_collectives
+            else p.busy
+        )
         self._dataloader = _NameMemo(lambda name: bool(_DATALOADER.search(name)))
 
     def ops(self, st: _Step) -> Spans:
@@ -183,18 +189,16 @@ class _Neighbours:
         self._starts = [top[i].start_ns for i in self._by_start]
         self._top = top
 
-    def of_gaps(self, gaps: Spans, where: str) -> list[tuple[int, str, str, str]]:
-        """``(length, op before, op after, where)`` of each gap of the step."""
+    def add_gaps(self, gaps: Spans, where: str, largest: _LargestGaps) -> None:
+        """Add each gap of the step to ``largest``, with the ops on either side."""
         top, by_end, by_start, ends, starts = self._top, self._by_end, self._by_start, self._ends, self._starts
         first, last, n = _EDGES[0], _EDGES[1], len(starts)
-        out = []
         for lo, hi in gaps:
             k = bisect_right(ends, lo) - 1
             j = bisect_left(starts, hi)
-            out.append(
-                (hi - lo, top[by_end[k]].name if k >= 0 else first, top[by_start[j]].name if j < n else last, where)
+            largest.add(
+                hi - lo, top[by_end[k]].name if k >= 0 else first, top[by_start[j]].name if j < n else last, where
             )
-        return out
 
 
 def _step_time(p: _Profile) -> list[Finding]:
@@ -226,7 +230,7 @@ def _step_time(p: _Profile) -> list[Finding]:
     exposed_ns: list[int] = []
     gap_ns: list[int] = []
     names: Counter[str] = Counter()
-    gaps: list[tuple[int, str, str, str]] = []
+    largest = _LargestGaps()
     for st in p.steps:
         ops = times.ops(st)
         comm, exposed, waits = times.communication(st, ops)
@@ -235,7 +239,7 @@ def _step_time(p: _Profile) -> list[Finding]:
         host_gaps = times.host_gaps(st, ops, waits)
         gap_ns.append(_length(host_gaps))
         if host_gaps:
-            gaps += _Neighbours(st).of_gaps(host_gaps, st.node.name)
+            _Neighbours(st).add_gaps(host_gaps, st.node.name, largest)
     is_collective = times.collective
     for n in p.nodes:
         if is_collective[n.name, n.category] and n.category != "op":  # the spans and kernels, not the ops
@@ -274,10 +278,7 @@ def _step_time(p: _Profile) -> list[Finding]:
     ops_per_step = sum(len(st.top) for st in p.steps) / p.n
     words = _steady(p, gap_ns, HOST_OVERHEAD_SHARE) if ops_per_step >= HOST_OVERHEAD_MIN_OPS else None
     if words:
-        largest: dict[tuple[str, str], tuple[int, str, str, str]] = {}
-        for g in sorted(gaps, key=lambda g: -g[0]):
-            largest.setdefault((g[1], g[2]), g)
-        shown = list(largest.values())[:GAPS_SHOWN]
+        shown = largest.shown(GAPS_SHOWN)
         findings.append(
             Finding(
                 kind="host_overhead",

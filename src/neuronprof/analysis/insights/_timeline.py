@@ -101,4 +101,3 @@ class Timeline:
     native_dtypes: Optional[tuple[str, ...]] = None
     rank: Optional[int] = None
     ranks: tuple[Timeline, ...] = ()
-

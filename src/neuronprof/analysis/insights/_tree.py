@@ -10,9 +10,9 @@ import gc
 import re
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
-from itertools import groupby
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from itertools import groupby
 from operator import attrgetter
 from typing import Any, Optional, Union
 
@@ -458,6 +458,36 @@ class _Spans:
         return out
 
 
+Gap = tuple[int, str, str, str]
+"""A gap as the findings show it: ``(length ns, name before, name after, where)``."""
+
+
+class _LargestGaps:
+    """The largest gap of each pair of neighbours, kept as the gaps come: what a finding lists.
+
+    ``shown(k)`` gives what sorting every gap longest first (a stable sort) and keeping the first
+    gap of each ``(before, after)`` pair gives, its first ``k``, without holding every gap: a
+    long trace has one gap per op or kernel.
+    """
+
+    __slots__ = ("_best", "_count")
+
+    def __init__(self) -> None:
+        self._best: dict[tuple[str, str], tuple[int, int, Gap]] = {}
+        self._count = 0
+
+    def add(self, gap: int, before: str, after: str, where: str) -> None:
+        key = (before, after)
+        best = self._best.get(key)
+        if best is None or gap > best[0]:  # on a tie the earlier gap stays, as a stable sort keeps it
+            self._best[key] = (gap, self._count, (gap, before, after, where))
+        self._count += 1
+
+    def shown(self, k: int) -> list[Gap]:
+        """The ``k`` largest, one per pair, longest first (the earlier on a tie)."""
+        return [g for _, _, g in sorted(self._best.values(), key=lambda b: (-b[0], b[1]))[:k]]
+
+
 class _Profile:
     """The timeline, structured: steps, their top-level ops, device work per op."""
 
@@ -490,9 +520,8 @@ class _Profile:
         for s in self.steps:
             s.nodes = _preorder(s.node)  # walked once here; every rule reads the list
             s.end = max([s.end, *(d.end_ns for m in s.nodes if m.device for d in m.device)])
-        self.device_busy = _union((d.start_ns, d.end_ns) for d in tl.device)
-        self._busy = _Spans(self.device_busy)
-        self.has_device_time = bool(self.device_busy)
+        self.busy = _Spans(_union((d.start_ns, d.end_ns) for d in tl.device))  # the device's busy time
+        self.has_device_time = bool(self.busy)
         self.has_device = tl.device_label is not None or self.has_device_time
         # Shapes seen on any event are proof enough; otherwise what the feeder was told, if anything.
         self.record_shapes = True if any(ev.input_shapes is not None for ev in tl.host) else tl.record_shapes
@@ -509,7 +538,7 @@ class _Profile:
         return max(s.end - s.start, 1)
 
     def busy_in(self, s: _Step) -> list[tuple[int, int]]:
-        return self._busy.clip(s.start, s.end)
+        return self.busy.clip(s.start, s.end)
 
     def host_busy_in(self, s: _Step) -> list[tuple[int, int]]:
         # A synchronising op's time is spent waiting for the device, not launching work.
