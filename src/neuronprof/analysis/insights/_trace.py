@@ -158,7 +158,7 @@ def _read_events(
     keys = table.keys
     raw_names = keys.raw_names
     # Per key, what the timeline calls it: (host category or None for device work, device
-    # category, input shapes, input dtypes); decided once per key and timeline role.
+    # category, input shapes, input dtypes, name); decided once per key and timeline role.
     seen: dict[bool, dict[int, tuple[Any, ...]]] = {False: {}, True: {}}
     add_host, add_device = host.append, device.append
     for (pid, tid), th, device_process in table.timelines():
@@ -167,24 +167,15 @@ def _read_events(
         for t, d, k, c, x in zip(th.ts, th.dur, th.kid, th.corr, th.ext):
             what = known.get(k)
             if what is None:
-                what = known[k] = _what(keys, k, device_process, evidence)
-            hcat, dcat, shapes, dtypes = what
+                what = known[k] = (*_what(keys, k, device_process, evidence), raw_names[k])
+            hcat, dcat, shapes, dtypes, name = what
             if hcat is None:
                 if dcat is not None:
-                    add_device(
-                        DeviceEvent(
-                            raw_names[k],
-                            t,
-                            t + d,
-                            dcat,
-                            x if x >= 0 else None,
-                            c if c >= 0 else None,
-                        )
-                    )
+                    add_device(DeviceEvent(name, t, t + d, dcat, x if x >= 0 else None, c if c >= 0 else None))
                 continue
             add_host(
                 host_event(
-                    raw_names[k],
+                    name,
                     t,
                     t + d,
                     thread,

@@ -111,6 +111,9 @@ class _Node:
     not two, for a trace of millions of events. Read-only to the rules.
     """
 
+    children: Sequence[_Node]
+    parent: Optional[_Node]
+    device: Sequence[DeviceEvent]
     __slots__ = (
         "name",
         "start_ns",
@@ -147,9 +150,7 @@ class _Node:
         self.correlation = correlation
         self.input_shapes = input_shapes
         self.input_dtypes = input_dtypes
-        self.children: Sequence[_Node] = _NONE
-        self.parent: Optional[_Node] = None
-        self.device: Sequence[DeviceEvent] = _NONE
+        # Its place in the tree (children, parent, device) is set by _build_tree, which every node goes through.
 
     @classmethod
     def of(cls, ev: HostEvent) -> _Node:
@@ -511,6 +512,7 @@ class _Profile:
             start = min(n.start_ns for n in roots)
             end = max(n.end_ns for n in roots)
             fake = _Node(WHOLE_RECORDING, start, end, category="step")
+            fake.parent, fake.device = None, _NONE
             fake.children = sorted(roots, key=lambda n: n.start_ns)
             step = _Step(fake)
             step.top = _top_level(fake, reads)
