@@ -7,6 +7,7 @@ several ranks gets each rank's own lanes.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ MAX_HOST_DEPTH = 6
 """Nesting levels drawn per host thread; deeper calls are summarised by their parents."""
 
 _HOST_CATEGORIES = ("step", "op", "annotation", "runtime", "other")
+_START, _END = attrgetter("start_ns"), attrgetter("end_ns")
 
 
 def timeline_data(timeline: Timeline) -> dict[str, Any]:
@@ -77,26 +79,33 @@ def _lay_out(
         return len(lanes) - 1
 
     # Host: nesting depth per thread from a stack of open intervals.
-    placed: list[tuple[int, str, int, Any]] = []  # (depth, thread, order, event)
+    by_depth: list[list[tuple[int, str, Any]]] = [[] for _ in range(MAX_HOST_DEPTH)]  # (depth, thread, event)
     threads: dict[str, list[Any]] = {}
     for e in host:
         if e.category != "step":
             threads.setdefault(e.thread, []).append(e)
+    too_deep = 0
     for thread, per_thread in threads.items():
-        per_thread.sort(key=lambda e: (e.start_ns, -e.end_ns))
+        # By start, then the later end first: two stable sorts on plain keys.
+        per_thread.sort(key=_END, reverse=True)
+        per_thread.sort(key=_START)
         stack: list[int] = []
         for e in per_thread:
-            while stack and stack[-1] <= e.start_ns:
+            start = e.start_ns
+            while stack and stack[-1] <= start:
                 stack.pop()
-            placed.append((len(stack), thread, len(placed), e))
+            depth = len(stack)
+            if depth < MAX_HOST_DEPTH:
+                by_depth[depth].append((depth, thread, e))
+            else:
+                too_deep += 1
             stack.append(e.end_ns)
-    too_deep = sum(1 for p in placed if p[0] >= MAX_HOST_DEPTH)
-    placed = [p for p in placed if p[0] < MAX_HOST_DEPTH]
-    steps_ev = sorted((e for e in host if e.category == "step"), key=lambda e: e.start_ns)
-    budget = cap - len(steps_ev) - min(len(device), cap // 2)
-    placed.sort(key=lambda p: (p[0], p[2]))
-    dropped = too_deep + max(0, len(placed) - max(budget, 0))
-    placed = placed[: max(budget, 0)]
+    steps_ev = sorted((e for e in host if e.category == "step"), key=_START)
+    budget = max(cap - len(steps_ev) - min(len(device), cap // 2), 0)
+    # The shallowest first, each depth in the order laid out, up to the budget.
+    placed = [p for level in by_depth for p in level]
+    dropped = too_deep + max(0, len(placed) - budget)
+    placed = placed[:budget]
 
     lane_of: dict[tuple[str, int], int] = {}
     if steps_ev:
@@ -106,7 +115,7 @@ def _lay_out(
                 [steps_lane, us(e.start_ns), round((e.end_ns - e.start_ns) / 1000, 3), name_index(e.name), 1]
             )
     thread_names = {t: f"host thread {i}" for i, t in enumerate(sorted(threads, key=str))}
-    for depth, thread, _, e in sorted(placed, key=lambda p: (thread_names[p[1]], p[0])):
+    for depth, thread, e in sorted(placed, key=lambda p: (thread_names[p[1]], p[0])):
         key = (thread, depth)
         if key not in lane_of:
             lane_of[key] = lane(f"{thread_names[thread]} · depth {depth}", "host")
@@ -115,7 +124,7 @@ def _lay_out(
             [lane_of[key], us(e.start_ns), round((e.end_ns - e.start_ns) / 1000, 3), name_index(e.name), kind]
         )
     # Device: greedy lanes, so that overlapping work (several streams) stays visible.
-    device.sort(key=lambda e: e.start_ns)
+    device.sort(key=_START)
     device = device[: cap // 2]
     dropped += max(0, len(timeline.device) - len(device))
     ends: list[int] = []
