@@ -7,16 +7,17 @@ from typing import Optional
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._findings import Evidence, Finding
+from neuronprof.analysis.insights._intervals import _clip, _union
+from neuronprof.analysis.insights._tally import (
+    _per_step,
+    _share,
+)
 from neuronprof.analysis.insights._tree import (
     _COMPILE_WORK,
     _REGION,
-    _clip,
     _is_region,
     _NameMemo,
-    _per_step,
     _Profile,
-    _share,
-    _union,
 )
 
 

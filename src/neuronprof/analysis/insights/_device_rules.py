@@ -8,16 +8,10 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Optional
 
-from neuronprof.analysis.insights._findings import CPU_BOUND_SHARE, GAPS_SHOWN, IDLE_SHARE, Evidence, Finding
-from neuronprof.analysis.insights._tree import (
-    _MEMCPY,
-    _SYNC_RUNTIME,
-    COPY_OPS,
+from neuronprof.analysis.insights._copies import (
     DEVICE_TO_DEVICE,
     DEVICE_TO_HOST,
-    ELEMENTWISE_OPS,
     HOST_TO_DEVICE,
-    SYNC_OPS,
     _cause,
     _claimed_ancestor,
     _copy_evidence,
@@ -25,15 +19,25 @@ from neuronprof.analysis.insights._tree import (
     _dtype_pair,
     _in_sync_op,
     _is_scalar_source,
-    _LargestGaps,
-    _NameMemo,
-    _Node,
     _outer_wrapper,
+)
+from neuronprof.analysis.insights._findings import CPU_BOUND_SHARE, GAPS_SHOWN, IDLE_SHARE, Evidence, Finding
+from neuronprof.analysis.insights._intervals import _LargestGaps
+from neuronprof.analysis.insights._tally import (
     _per_step,
-    _Profile,
     _share,
     _steady,
     _Tally,
+)
+from neuronprof.analysis.insights._tree import (
+    _MEMCPY,
+    _SYNC_RUNTIME,
+    COPY_OPS,
+    ELEMENTWISE_OPS,
+    SYNC_OPS,
+    _NameMemo,
+    _Node,
+    _Profile,
 )
 
 

@@ -10,14 +10,16 @@ from collections import Counter, defaultdict
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._dtypes import _torch_dtype
 from neuronprof.analysis.insights._findings import DOMINANT_MIN_STEP_SHARE, DOMINANT_SHARE, Evidence, Finding
+from neuronprof.analysis.insights._tally import (
+    _per_step,
+    _share,
+)
 from neuronprof.analysis.insights._tree import (
     _MACHINERY,
     _bookkeeping,
     _is_region,
     _NameMemo,
-    _per_step,
     _Profile,
-    _share,
 )
 
 

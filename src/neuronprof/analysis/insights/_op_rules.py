@@ -6,26 +6,29 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from neuronprof.analysis.insights._copies import (
+    _cause,
+    _dtype_pair,
+    _in_optimizer,
+    _is_scalar_source,
+    _outer_wrapper,
+)
 from neuronprof.analysis.insights._dtypes import _family
 from neuronprof.analysis.insights._findings import (
     CHAIN_MIN_OPS,
     Finding,
 )
+from neuronprof.analysis.insights._intervals import _covered, _union
+from neuronprof.analysis.insights._tally import (
+    _per_step,
+    _Tally,
+)
 from neuronprof.analysis.insights._tree import (
     COPY_OPS,
     ELEMENTWISE_OPS,
     MATMUL_OPS,
-    _cause,
-    _covered,
-    _dtype_pair,
-    _in_optimizer,
-    _is_scalar_source,
     _Node,
-    _outer_wrapper,
-    _per_step,
     _Profile,
-    _Tally,
-    _union,
 )
 
 _FUSED_FORMS: tuple[tuple[str, frozenset[str], str], ...] = (

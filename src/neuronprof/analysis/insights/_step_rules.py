@@ -22,21 +22,21 @@ from neuronprof.analysis.insights._findings import (
     Evidence,
     Finding,
 )
+from neuronprof.analysis.insights._intervals import _LargestGaps, _Spans, _union
+from neuronprof.analysis.insights._tally import (
+    _per_step,
+    _share,
+    _steady,
+    _Tally,
+)
 from neuronprof.analysis.insights._tree import (
     _DATALOADER,
     _KINDS,
     WHOLE_RECORDING,
-    _LargestGaps,
     _NameMemo,
     _Node,
-    _per_step,
     _Profile,
-    _share,
-    _Spans,
-    _steady,
     _Step,
-    _Tally,
-    _union,
 )
 
 Spans = list[tuple[int, int]]

@@ -1,4 +1,4 @@
-"""The timeline, structured for the rules: call trees per thread, device work per op, steps, tallies.
+"""The timeline, structured for the rules: call trees per thread, device work per op, steps.
 
 Also the op names and patterns the rules look for (torch's own ``aten`` names and
 torch.compile's ranges).
@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import gc
 import re
-from bisect import bisect_left, bisect_right
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import groupby
 from operator import attrgetter
 from typing import Any, Optional, Union
 
 from neuronprof import _vocabulary as vocab
-from neuronprof.analysis.insights._dtypes import _torch_dtype
-from neuronprof.analysis.insights._findings import Evidence, Finding, FindingKind
+from neuronprof.analysis.insights._intervals import _covered, _Spans, _union
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostCategory, HostEvent, Timeline
 
 # Op names the rules look for. They are torch's own (aten) names; backends that
@@ -229,7 +226,7 @@ class _Step:
         self.nodes: list[_Node] = []
 
 
-class _NameMemo(dict):  # type: ignore[type-arg]
+class _NameMemo(dict[Any, Any]):
     """A test of a name (or a key), made once per distinct one: a trace repeats a few hundred names.
 
     One per ``_Profile``, so that a long-lived process reading many profiles keeps no names.
@@ -286,7 +283,7 @@ def _build_tree(host: Sequence[Union[HostEvent, _Node]]) -> list[_Node]:
     _Node)``) are used as they are, their place in a tree built afresh.
     """
     if not all(type(ev) is _Node for ev in host):
-        host = [ev if type(ev) is _Node else _Node.of(ev) for ev in host]
+        host = [ev if isinstance(ev, _Node) else _Node.of(ev) for ev in host]
     by_thread: dict[str, list[_Node]] = {}
     for thread, run in groupby(host, _THREAD):  # a trace's events come thread by thread
         if thread in by_thread:
@@ -391,104 +388,6 @@ def _link_device(nodes: Sequence[_Node], device: Sequence[DeviceEvent]) -> int:
     return unlinked
 
 
-def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Sorted, disjoint intervals covering what ``intervals`` cover; touching ones are joined, empty ones kept."""
-    spans = sorted(intervals)
-    if len(spans) < 2:
-        return spans
-    merged: list[tuple[int, int]] = []
-    it = iter(spans)
-    lo, hi = next(it)
-    for s, e in it:
-        if s <= hi:
-            if e > hi:
-                hi = e
-        else:
-            merged.append((lo, hi))
-            lo, hi = s, e
-    merged.append((lo, hi))
-    return merged
-
-
-def _covered(spans: Sequence[tuple[int, int]]) -> int:
-    """How long the union of ``spans`` is (ns)."""
-    if len(spans) < 2:
-        return spans[0][1] - spans[0][0] if spans else 0
-    return sum(e - s for s, e in _union(spans))
-
-
-def _clip(intervals: Sequence[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
-    """The parts of sorted, disjoint ``intervals`` inside ``[lo, hi)``."""
-    out = []
-    for s, e in intervals:
-        if s >= hi:
-            break
-        if e > lo:
-            out.append((max(s, lo), min(e, hi)))
-    return out
-
-
-class _Spans:
-    """Sorted, disjoint intervals (a ``_union``), cut to a window by bisection rather than by a scan."""
-
-    __slots__ = ("spans", "starts", "ends")
-
-    def __init__(self, spans: list[tuple[int, int]]) -> None:
-        self.spans = spans
-        self.starts = [s for s, _ in spans]
-        self.ends = [e for _, e in spans]  # sorted too: the intervals are disjoint
-
-    def __bool__(self) -> bool:
-        return bool(self.spans)
-
-    def clip(self, lo: int, hi: int) -> list[tuple[int, int]]:
-        """``_clip(spans, lo, hi)``, found by bisection: the intervals that end after ``lo`` and start before ``hi``.
-
-        Of sorted, disjoint intervals only the first of them can start before ``lo`` and
-        only the last end after ``hi``: those two are cut to the window.
-        """
-        first, stop = bisect_right(self.ends, lo), bisect_left(self.starts, hi)
-        out = self.spans[first:stop]
-        if out:
-            s, e = out[0]
-            if s < lo or e > hi:
-                out[0] = (max(s, lo), min(e, hi))
-            s, e = out[-1]
-            if e > hi:
-                out[-1] = (s, hi)
-        return out
-
-
-Gap = tuple[int, str, str, str]
-"""A gap as the findings show it: ``(length ns, name before, name after, where)``."""
-
-
-class _LargestGaps:
-    """The largest gap of each pair of neighbours, kept as the gaps come: what a finding lists.
-
-    ``shown(k)`` gives what sorting every gap longest first (a stable sort) and keeping the first
-    gap of each ``(before, after)`` pair gives, its first ``k``, without holding every gap: a
-    long trace has one gap per op or kernel.
-    """
-
-    __slots__ = ("_best", "_count")
-
-    def __init__(self) -> None:
-        self._best: dict[tuple[str, str], tuple[int, int, Gap]] = {}
-        self._count = 0
-
-    def add(self, gap: int, before: str, after: str, where: str) -> None:
-        key = (before, after)
-        best = self._best.get(key)
-        if best is None or gap > best[0]:  # on a tie the earlier gap stays, as a stable sort keeps it
-            self._best[key] = (gap, self._count, (gap, before, after, where))
-        self._count += 1
-
-    def shown(self, k: int) -> list[Gap]:
-        """The ``k`` largest, one per pair, longest first (the earlier on a tie)."""
-        return [g for _, _, g in sorted(self._best.values(), key=lambda b: (-b[0], b[1]))[:k]]
-
-
 class _Profile:
     """The timeline, structured: steps, their top-level ops, device work per op."""
 
@@ -545,182 +444,3 @@ class _Profile:
     def host_busy_in(self, s: _Step) -> list[tuple[int, int]]:
         # A synchronising op's time is spent waiting for the device, not launching work.
         return _union((n.start_ns, n.end_ns) for n in s.top if n.name not in SYNC_OPS)
-
-
-def _steady(p: _Profile, per_step_ns: Sequence[float], threshold: float) -> Optional[str]:
-    """How a share of the step is said when it holds, or ``None`` when it does not fire.
-
-    A rule on a share of the step fires when the mean share is at least ``threshold``
-    *and* at least half of the steps reach it on their own, so one slow step (a
-    pause of the machine) cannot raise it. Its words say "of each step" only when
-    every step reaches it.
-    """
-    if not p.n or p.mean_step_ns <= 0:
-        return None
-    mean = sum(per_step_ns) / p.n / p.mean_step_ns
-    over = sum(1 for v, st in zip(per_step_ns, p.steps) if v / p.step_ns(st) >= threshold)
-    if mean < threshold or 2 * over < p.n:
-        return None
-    if over == p.n:
-        return f"{mean:.0%} of each step"
-    return f"{mean:.0%} of the step on average ({over} of {p.n} steps at {threshold:.0%} or more)"
-
-
-def _per_step(total_ns: float, n: int) -> float:
-    return total_ns / n / 1000.0
-
-
-def _share(us: Optional[float], step_us: float) -> Optional[float]:
-    # Not clamped: a share above 1 is a rule's overcount, to be seen, not hidden.
-    if us is None or step_us <= 0:
-        return None
-    return us / step_us
-
-
-def _cause(node: _Node) -> Optional[_Node]:
-    """The op a copy or conversion was made for: the nearest ancestor that is not a conversion wrapper."""
-    p = node.parent
-    while p is not None and p.category != "step":
-        if (p.category == "op" or _is_region(p.name)) and p.name not in CONVERSION_WRAPPERS:
-            return p
-        p = p.parent
-    return None
-
-
-def _in_sync_op(node: _Node) -> bool:
-    """Whether the node or one above it is a synchronising op (``SYNC_OPS``)."""
-    p: Optional[_Node] = node
-    while p is not None:
-        if p.name in SYNC_OPS:
-            return True
-        p = p.parent
-    return False
-
-
-HOST_TO_DEVICE = "host→device"
-DEVICE_TO_HOST = "device→host"
-DEVICE_TO_DEVICE = "device→device"
-
-
-def _direction(names: Iterable[str]) -> Optional[str]:
-    """A copy's direction in the trace's own words (``Memcpy HtoD``, ``cuMemcpyDtoHAsync``...); ``None``: unknown.
-
-    A device-to-device word (``DtoD``, ``PtoP``) wins over the others: one such copy
-    makes the whole copy device-side. ``cudaMemcpyAsync`` names no direction.
-    """
-    found = None
-    for name in names:
-        if _DTOD.search(name):
-            return DEVICE_TO_DEVICE
-        if found is None and _HTOD.search(name):
-            found = HOST_TO_DEVICE
-        elif found is None and _DTOH.search(name):
-            found = DEVICE_TO_HOST
-    return found
-
-
-def _copy_evidence(node: _Node) -> tuple[bool, bool, Optional[str]]:
-    """Return (a host↔device copy named by the trace, launched device work, direction) for a copy op's subtree.
-
-    The direction comes from the names of the device memcpys and runtime copy calls
-    under the op; a copy is host↔device only when one of them says so. A copy whose
-    words name no direction (a bare ``cudaMemcpyAsync`` with no device event) or a
-    device-to-device one is no host↔device evidence.
-    """
-    memcpy_names: list[str] = []
-    device_work = False
-    for n in node.walk():
-        for d in n.device:
-            device_work = True
-            if d.category == "memcpy" or _MEMCPY.search(d.name):
-                memcpy_names.append(d.name)
-        if n.category == "runtime" and _MEMCPY.search(n.name):
-            memcpy_names.append(n.name)
-    direction = _direction(memcpy_names)
-    return direction in (HOST_TO_DEVICE, DEVICE_TO_HOST), device_work, direction
-
-
-def _dtype_pair(copy: _Node) -> Optional[tuple[str, str]]:
-    """(from, to) dtypes of a copy, read from ``aten::copy_(dst, src)`` input types."""
-    for n in copy.walk():
-        if n.name == "aten::copy_" and n.input_dtypes and len(n.input_dtypes) >= 2:
-            dst, src = n.input_dtypes[0], n.input_dtypes[1]
-            if dst and src:
-                return _torch_dtype(src), _torch_dtype(dst)
-    return None
-
-
-def _in_optimizer(node: _Node) -> bool:
-    """Whether the op runs inside ``Optimizer.step``/``zero_grad`` (torch.optim's own internals)."""
-    p: Optional[_Node] = node.parent
-    while p is not None and p.category != "step":
-        if _OPTIMIZER.match(p.name):
-            return True
-        p = p.parent
-    return False
-
-
-def _is_scalar_source(copy: _Node) -> Optional[bool]:
-    for n in copy.walk():
-        if n.name == "aten::copy_" and n.input_shapes and len(n.input_shapes) >= 2:
-            return n.input_shapes[1] == ()
-    return None
-
-
-class _Tally:
-    """Occurrences of one pattern, grouped by a key, summed over the steps."""
-
-    def __init__(self) -> None:
-        self.calls: Counter[Any] = Counter()
-        self.ns: defaultdict[Any, float] = defaultdict(float)
-        self.extra: dict[Any, Any] = {}
-        self.steps: defaultdict[Any, set[int]] = defaultdict(set)
-        self.step = 0  # the step being read: set by the rule's loop
-
-    def add(self, key: Any, ns: float, extra: Any = None) -> None:
-        self.calls[key] += 1
-        self.ns[key] += ns
-        self.steps[key].add(self.step)
-        if extra is not None:
-            self.extra.setdefault(key, extra)
-
-    def when(self, key: Any, n: int) -> str:
-        """``"in every step"``, or ``"in k of n steps"`` when the pattern is missing from some."""
-        k = len(self.steps[key])
-        return "in every step" if k >= n else f"in {k} of {n} steps"
-
-    def finding(
-        self,
-        p: _Profile,
-        key: Any,
-        kind: FindingKind,
-        title: str,
-        ops: tuple[str, ...],
-        detail: str,
-        suggestion: str,
-        shown_ns: Optional[float] = None,
-    ) -> Finding:
-        """The finding for one key: its calls per step, its time per step (``shown_ns`` when given,
-        else the tallied time) and that time's share of the mean step; the tallied time is at stake."""
-        at_stake = _per_step(self.ns[key], p.n)
-        us = at_stake if shown_ns is None else _per_step(shown_ns, p.n)
-        evidence = Evidence(ops, self.calls[key] / p.n, us, _share(us, p.mean_step_ns / 1000), detail)
-        return Finding(kind=kind, title=title, evidence=evidence, estimated_us=at_stake, suggestion=suggestion)
-
-
-def _claimed_ancestor(node: _Node, claimed: set[int]) -> bool:
-    p: Optional[_Node] = node
-    while p is not None:
-        if id(p) in claimed:
-            return True
-        p = p.parent
-    return False
-
-
-def _outer_wrapper(node: _Node) -> _Node:
-    out = node
-    p = node.parent
-    while p is not None and p.name in CONVERSION_WRAPPERS:
-        out = p
-        p = p.parent
-    return out
