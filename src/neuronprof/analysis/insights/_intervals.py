@@ -49,17 +49,20 @@ def _clip(intervals: Sequence[tuple[int, int]], lo: int, hi: int) -> list[tuple[
 
 
 class _Spans:
-    """Sorted, disjoint intervals (a ``_union``), cut to a window by bisection rather than by a scan."""
+    """Sorted, disjoint intervals (a ``_union``), cut to a window by bisection rather than by a scan.
 
-    __slots__ = ("spans", "starts", "ends")
+    Kept as two lists of ints (starts, ends), not as tuples: a trace's device work is
+    one interval per kernel.
+    """
+
+    __slots__ = ("starts", "ends")
 
     def __init__(self, spans: list[tuple[int, int]]) -> None:
-        self.spans = spans
         self.starts = [s for s, _ in spans]
         self.ends = [e for _, e in spans]  # sorted too: the intervals are disjoint
 
     def __bool__(self) -> bool:
-        return bool(self.spans)
+        return bool(self.starts)
 
     def clip(self, lo: int, hi: int) -> list[tuple[int, int]]:
         """``_clip(spans, lo, hi)``, found by bisection: the intervals that end after ``lo`` and start before ``hi``.
@@ -68,7 +71,7 @@ class _Spans:
         only the last end after ``hi``: those two are cut to the window.
         """
         first, stop = bisect_right(self.ends, lo), bisect_left(self.starts, hi)
-        out = self.spans[first:stop]
+        out = list(zip(self.starts[first:stop], self.ends[first:stop]))
         if out:
             s, e = out[0]
             if s < lo or e > hi:

@@ -305,10 +305,14 @@ def _build_tree(host: Sequence[Union[HostEvent, _Node]]) -> list[_Node]:
             node.children = node.device = _NONE
             if stack:
                 parent = node.parent = stack[-1]
-                if parent.children:
-                    parent.children.append(node)  # type: ignore[attr-defined]
+                # A 1-tuple for an only child (most nodes with children have one or two), a list from the second.
+                children = parent.children
+                if not children:
+                    parent.children = (node,)
+                elif type(children) is tuple:
+                    parent.children = [*children, node]
                 else:
-                    parent.children = [node]
+                    children.append(node)  # type: ignore[attr-defined]
             else:
                 node.parent = None
             stack.append(node)
@@ -381,10 +385,15 @@ def _link_device(nodes: Sequence[_Node], device: Sequence[DeviceEvent]) -> int:
             target = op_by_ext.get(d.ext_id)
         if target is None:
             unlinked += 1
-        elif target.device:
-            target.device.append(d)  # type: ignore[attr-defined]
+            continue
+        # As a node's children: a 1-tuple for an op's one kernel (the most common), a list from the second.
+        work = target.device
+        if not work:
+            target.device = (d,)
+        elif type(work) is tuple:
+            target.device = [*work, d]
         else:
-            target.device = [d]
+            work.append(d)  # type: ignore[attr-defined]
     return unlinked
 
 
