@@ -111,11 +111,16 @@ def analyze(timeline: Timeline) -> Insights:
         )
     with _collector_paused():
         p = _Profile(timeline)
-        notes = p.notes
-        if not p.steps:
-            notes.append("the profile holds no events to analyse")
-            return Insights((), timeline.backend, timeline.device_label, 0, notes=tuple(notes), source=timeline.source)
-        findings = [f for module in RULE_MODULES for rule in module.RULES for f in rule(p)]
+        try:
+            notes = p.notes
+            if not p.steps:
+                notes.append("the profile holds no events to analyse")
+                return Insights(
+                    (), timeline.backend, timeline.device_label, 0, notes=tuple(notes), source=timeline.source
+                )
+            findings = [f for module in RULE_MODULES for rule in module.RULES for f in rule(p)]
+        finally:
+            p.release()
     if timeline.device_label is None and not p.has_device_time:
         notes.append(
             "CPU-only profile: there is no device, so the device findings (host↔device copies, hidden "
