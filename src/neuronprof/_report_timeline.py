@@ -7,6 +7,7 @@ several ranks gets each rank's own lanes.
 
 from __future__ import annotations
 
+from itertools import islice
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -42,11 +43,13 @@ def timeline_data(timeline: Timeline) -> dict[str, Any]:
         where kind is 0 host op, 1 step, 2 runtime/annotation/other, 3 device.
     """
     parts = list(timeline.ranks) or [timeline]
-    starts = [e.start_ns for t in parts for e in t.host if e.category in _HOST_CATEGORIES]
-    starts += [e.start_ns for t in parts for e in t.device]
+    firsts = [
+        min((e.start_ns for t in parts for e in t.host if e.category in _HOST_CATEGORIES), default=None),
+        min((e.start_ns for t in parts for e in t.device), default=None),
+    ]
+    origin = min((f for f in firsts if f is not None), default=0)
     names: dict[str, int] = {}
     out: dict[str, Any] = {"lanes": [], "names": [], "events": [], "steps": [], "dropped": 0}
-    origin = min(starts) if starts else 0
     # Each rank gets an equal share of the events drawn.
     budget = MAX_TIMELINE_EVENTS // len(parts)
     for part in parts:
@@ -63,7 +66,6 @@ def _lay_out(
 ) -> None:
     """Add one timeline's lanes and events to ``out`` (``_timeline_data``), at most ``cap`` events."""
     prefix = "" if rank is None else f"rank {rank} · "
-    host = [e for e in timeline.host if e.category in _HOST_CATEGORIES]
     device = list(timeline.device)
     lanes: list[dict[str, Any]] = out["lanes"]
     events: list[list[Any]] = out["events"]
@@ -79,13 +81,17 @@ def _lay_out(
         return len(lanes) - 1
 
     # Host: nesting depth per thread from a stack of open intervals.
-    by_depth: list[list[tuple[int, str, Any]]] = [[] for _ in range(MAX_HOST_DEPTH)]  # (depth, thread, event)
+    by_depth: list[list[Any]] = [[] for _ in range(MAX_HOST_DEPTH)]  # each depth's events, as laid out
     threads: dict[str, list[Any]] = {}
-    for e in host:
-        if e.category != "step":
+    steps_ev = []
+    for e in timeline.host:
+        category = e.category
+        if category == "step":
+            steps_ev.append(e)
+        elif category in _HOST_CATEGORIES:
             threads.setdefault(e.thread, []).append(e)
     too_deep = 0
-    for thread, per_thread in threads.items():
+    for per_thread in threads.values():
         # By start, then the later end first: two stable sorts on plain keys.
         per_thread.sort(key=_END, reverse=True)
         per_thread.sort(key=_START)
@@ -96,16 +102,15 @@ def _lay_out(
                 stack.pop()
             depth = len(stack)
             if depth < MAX_HOST_DEPTH:
-                by_depth[depth].append((depth, thread, e))
+                by_depth[depth].append(e)
             else:
                 too_deep += 1
             stack.append(e.end_ns)
-    steps_ev = sorted((e for e in host if e.category == "step"), key=_START)
+    steps_ev.sort(key=_START)
     budget = max(cap - len(steps_ev) - min(len(device), cap // 2), 0)
     # The shallowest first, each depth in the order laid out, up to the budget.
-    placed = [p for level in by_depth for p in level]
-    dropped = too_deep + max(0, len(placed) - budget)
-    placed = placed[:budget]
+    placed = list(islice(((depth, e.thread, e) for depth, level in enumerate(by_depth) for e in level), budget))
+    dropped = too_deep + sum(map(len, by_depth)) - len(placed)
 
     lane_of: dict[tuple[str, int], int] = {}
     if steps_ev:
