@@ -193,7 +193,10 @@ def _chains(p: _Profile) -> list[Finding]:
                 j = i + 1  # the bias add alone; what follows it (an activation...) is read as a run of its own
             run = tops[i:j]
             after = tops[j].name if j < len(tops) else None
-            attention = _is_attention([n.name for n in run], before, after)
+            # (between two matmuls only: most runs are not, and need no list of names)
+            attention = (
+                before in MATMUL_OPS and after in MATMUL_OPS and _is_attention([n.name for n in run], before, after)
+            )
             if len(run) >= CHAIN_MIN_OPS or addmm or attention:
                 names = tuple(n.name for n in run)
                 # Attention's matmuls are part of what the fused op replaces: their time counts too.
