@@ -1,8 +1,7 @@
 """Files of a recorded cycle: kineto's one-time save kept as a cache, Chrome trace exports, collapsed stacks.
 
-Split from ``_kineto`` (which re-exports these names and is what callers use):
-what reads a cycle's events into the model stays there; what writes a cycle's
-files is here.
+Split from ``_kineto``: what reads a cycle's events into the model stays there;
+what writes a cycle's files is here.
 """
 
 from __future__ import annotations
@@ -158,10 +157,9 @@ def _route_torch_export(cycle: Cycle) -> None:
         # for torch's Python exporter, which rewrites the events, so the cache cannot serve it.
         rewrites = bool(more.get("cuda_graph_annotations")) or more.get("graph_lanes", "none") != "none"
         kept = record()
-        cache = kept.cache if kept is not None else None
         plain_copy = not (use_python_export or rewrites)
-        if plain_copy and kept is not None and cache is not None and _cache_intact(kept, cache):
-            copy_trace(cache, Path(path))
+        if plain_copy and kept is not None and kept.cache is not None and _cache_intact(kept, kept.cache):
+            copy_trace(kept.cache, Path(path))
             return
         if use_python_export or more:
             original(own(), path, metadata, use_python_export=use_python_export, **more)

@@ -22,7 +22,6 @@ from typing import Any, Optional
 from neuronprof._io import default_termination, terminate
 
 __all__ = [
-    "distributed_rank",
     "dist_backend",
     "guard_profiler_starts",
     "local_rank",
@@ -45,15 +44,6 @@ _DEFERRED_SIGNALS = tuple(
     for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGALRM", "SIGVTALRM", "SIGUSR1", "SIGUSR2")
     if hasattr(signal, name)
 )
-
-
-def distributed_rank() -> tuple[Optional[int], Optional[int]]:
-    """Return (rank, world size) under an initialised torch.distributed, else (None, None)."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return None, None
 
 
 def local_rank() -> Optional[int]:
@@ -212,17 +202,12 @@ _own_calls = threading.local()
 @contextlib.contextmanager
 def _own_profiler_calls() -> Iterator[None]:
     """Let the session's own profiler through the start guard (in this thread)."""
-    depth = _own_depth()
+    depth = getattr(_own_calls, "depth", 0)
     _own_calls.depth = depth + 1
     try:
         yield
     finally:
         _own_calls.depth = depth
-
-
-def _own_depth() -> int:
-    depth: int = getattr(_own_calls, "depth", 0)
-    return depth
 
 
 def guard_profiler_starts(refuse: Callable[[], BaseException]) -> Callable[[], None]:
@@ -244,7 +229,7 @@ def guard_profiler_starts(refuse: Callable[[], BaseException]) -> Callable[[], N
             continue
 
         def guard(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            if _own_depth():
+            if getattr(_own_calls, "depth", 0):
                 return _original(*args, **kwargs)
             raise refuse()
 

@@ -93,7 +93,9 @@ def read_cycle(cycle: Cycle, keys: Any, metadata: Mapping[str, Any]) -> EventTab
     Reads kineto's own event list (``profile.kineto_results.events()``): the
     events, integer-ns times, threads, correlation ids and recorded inputs kineto
     writes into the cycle's Chrome trace, through the columns a trace file's reader
-    fills, so the live read-outs and those of the export agree by construction.
+    fills, so the live read-outs and those of the export agree by construction
+    (FLOP counts excepted: live they are torch's own, with ``with_flops=True``; a
+    saved trace that holds none gets the roofline's formulas instead).
     Builds without kineto results fall back to ``function_events`` (µs times, no
     device links). With ``profile_memory=True``, torch's memory per op is taken too.
 

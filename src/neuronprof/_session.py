@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import functools
 import gc
 import json
 import logging
@@ -34,7 +35,6 @@ from neuronprof._config import DEFAULT_MODES, DEFAULT_OUTPUT_DIR, PathLike, Sess
 from neuronprof._guard import (
     UTF8_ERROR,
     dist_backend,
-    distributed_rank,
     foreign_starter,
     guard_profiler_starts,
     local_rank,
@@ -51,7 +51,7 @@ from neuronprof._guard import (
 from neuronprof._io import ensure_writable_dir, unique_path
 from neuronprof._recording import Recording
 from neuronprof.backends import SessionContext, format_writers, resolve_backend
-from neuronprof.backends.base import Backend
+from neuronprof.backends.base import Backend, distributed_rank
 from neuronprof.errors import BackendUnavailableError, NeuronProfWarning, SessionStateError
 from neuronprof.export import DEVICE_EXPORTS, EXPORT_FORMATS, ExportFormat, default_trace_name
 from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
@@ -75,8 +75,6 @@ T = TypeVar("T")
 # session would silently corrupt the first. The lock is taken without blocking.
 _active_lock = threading.Lock()
 _active: Optional[Session] = None
-# What other modules of the package ask of the process's profiler state.
-_profiler_running = profiler_running
 
 
 class Session:
@@ -154,18 +152,15 @@ class Session:
         self.with_stack = config.with_stack
         self.profile_memory = config.profile_memory
         self.with_flops = config.with_flops
-        output_dir = config.output_dir
-        backend = config.backend
 
-        self._backend, skipped = resolve_backend(backend)
+        self._backend, skipped = resolve_backend(config.backend)
         for line in skipped:
             logger.debug(line)
         self._refuse_if_conflicting()
-        self._explicit_output_dir = output_dir is not None
-        raw_dir = Path(output_dir) if output_dir is not None else Path(DEFAULT_OUTPUT_DIR)
+        explicit = config.output_dir is not None
         # An explicit folder is created now, so that an impossible one fails here;
         # the default one is only created when something is written into it.
-        self._output_dir = ensure_writable_dir(raw_dir, create=self._explicit_output_dir)
+        self._output_dir = ensure_writable_dir(Path(config.output_dir or DEFAULT_OUTPUT_DIR), create=explicit)
 
         self._notes: list[str] = []
         self._state = "new"
@@ -187,8 +182,6 @@ class Session:
         self._rank: Optional[int] = None
         self._world_size: Optional[int] = None
         self._ctx: Optional[SessionContext] = None
-        # The note that device time was expected but none recorded: found once, then read.
-        self._device_note: Optional[tuple[Optional[str]]] = None
         self._unguard: Callable[[], None] = lambda: None
         self._start_thread: Optional[int] = None
         self._interrupted: Optional[str] = None
@@ -221,7 +214,7 @@ class Session:
     def notes(self) -> list[str]:
         """Remarks about this session: modes the backend cannot capture, short loops..."""
         data = _recording.data_notes(self._record()) if self._state == "done" else ()
-        device = self._empty_device_note() if self._state == "done" else None
+        device = self._empty_device_note if self._state == "done" else None
         return [*self._notes, *data, *([device] if device else [])]
 
     @property
@@ -238,9 +231,7 @@ class Session:
     @property
     def total_steps(self) -> Optional[int]:
         """Steps the schedule needs: ``(wait + warmup + active) * repeat``; None if repeat is 0."""
-        if self.repeat == 0:
-            return None
-        return (self.wait + self.warmup + self.active) * self.repeat
+        return self.config.total_steps
 
     @property
     def steps_taken(self) -> int:
@@ -381,20 +372,18 @@ class Session:
             ensure_writable_dir(self._output_dir, create=True)
         experimental = self._experimental_config(self._backend.experimental_config(ctx))
         self._take_backend_notes()
-        kwargs: dict[str, Any] = {
-            "activities": self._backend.activities(),
-            "schedule": torch.profiler.schedule(
+        prof = tracked_profile_class()(
+            activities=self._backend.activities(),
+            schedule=torch.profiler.schedule(
                 wait=self.wait, warmup=self.warmup, active=self.active, repeat=self.repeat
             ),
-            "on_trace_ready": self._on_trace_ready,
-            "record_shapes": self.record_shapes,
-            "with_stack": self.with_stack,
-            "profile_memory": self.profile_memory,
-            "with_flops": self.with_flops,
-        }
-        if experimental is not None:
-            kwargs["experimental_config"] = experimental
-        prof = tracked_profile_class()(**kwargs)
+            on_trace_ready=self._on_trace_ready,
+            record_shapes=self.record_shapes,
+            with_stack=self.with_stack,
+            profile_memory=self.profile_memory,
+            with_flops=self.with_flops,
+            experimental_config=experimental,
+        )
         # kineto writes these into every cycle's trace header itself, so an export is a plain copy.
         # (torch adds record_shapes and distributedInfo there on its own.)
         prof.neuronprof_metadata = self._kineto_metadata(stopped_in_last_step=False)
@@ -438,21 +427,18 @@ class Session:
         mode is never asked for: the collapsed stacks are read from the Python-frame
         events, and verbose adds a "Call stack" field that kineto writes unescaped.)
         """
-        wanted: dict[str, Any] = {}
-        if self.profile_all_threads:
-            wanted["profile_all_threads"] = True
-        if not wanted:
+        if not self.profile_all_threads:
             return backend_config
         from torch._C._profiler import _ExperimentalConfig
 
         if backend_config is None:
-            return _ExperimentalConfig(**wanted)
+            return _ExperimentalConfig(profile_all_threads=True)
         if type(backend_config) is _ExperimentalConfig:
             # Its other fields cannot be read back; the backends set only these two.
             return _ExperimentalConfig(
                 custom_profiler_config=backend_config.custom_profiler_config,  # type: ignore[attr-defined]
                 trace_only=backend_config.trace_only,
-                **wanted,
+                profile_all_threads=True,
             )
         self._note(
             f"the {self.backend} backend configures torch.profiler with its own {type(backend_config).__name__}, "
@@ -552,9 +538,8 @@ class Session:
             old.cache = None
 
     def _take_backend_notes(self) -> None:
-        if self._ctx is not None:
-            for message in self._backend.session_notes(self._ctx):
-                self._note(message)
+        for message in self._backend.session_notes(self._context()):
+            self._note(message)
 
     def _has_device(self) -> bool:
         # Device columns exist where the backend has a device and its time reaches
@@ -632,7 +617,7 @@ class Session:
                 self._abandon()
         finally:
             # A signal's exception can surface between any two of these (this is not
-            # inside _signals_deferred): each step runs even when the one before raised,
+            # inside signals_deferred): each step runs even when the one before raised,
             # and the process-wide lock goes first, so a new session can always start.
             try:
                 _active_lock.release()
@@ -1013,7 +998,7 @@ class Session:
         table = _recording.local_table(record)
         # What only the backend's own files say (TorchNeuron: NeuronCore time from Neuron's profile).
         table = self._backend.complete_table(table, self._context(), heuristic=neuron_heuristic)
-        message = self._empty_device_note()
+        message = self._empty_device_note
         if message is not None and not table.has_device_time:
             warnings.warn(message, NeuronProfWarning, stacklevel=2)
             if message not in table.notes:
@@ -1147,7 +1132,6 @@ class Session:
             config=self.config,
             backend=self.backend,
             device_label=self.device_label,
-            has_device=self._has_device(),
             core=self.core,
             cycles=tuple(self._cycles),
             cycle_count=self._cycle_count,
@@ -1162,22 +1146,20 @@ class Session:
             device_name=self._device_name,
         )
 
+    @functools.cached_property
     def _empty_device_note(self) -> Optional[str]:
-        """The note for device time asked for and expected, of which no row has any; found once, then read."""
-        if self._device_note is None:
-            message = None
-            wants_device = "device" in self.modes and "device" in self._backend.supported_modes
-            # The backend knows whether device time was expected at all; when it was not,
-            # its note (already in s.notes) explains why instead.
-            expected = self._backend.empty_device_warning(self._context()) if wants_device and self._cycles else None
-            if expected:
-                table = _recording.local_table(self._record())
-                if not table.has_device_time:
-                    # Device time may come from the backend's own files (TorchNeuron: Neuron's profile).
-                    table = self._backend.complete_table(table, self._context(), heuristic=False)
-                message = None if table.has_device_time else expected
-            self._device_note = (message,)
-        return self._device_note[0]
+        """The note for device time asked for and expected, of which no row has any; found once, after the block."""
+        wants_device = "device" in self.modes and "device" in self._backend.supported_modes
+        # The backend knows whether device time was expected at all; when it was not,
+        # its note (already in s.notes) explains why instead.
+        expected = self._backend.empty_device_warning(self._context()) if wants_device and self._cycles else None
+        if not expected:
+            return None
+        table = _recording.local_table(self._record())
+        if not table.has_device_time:
+            # Device time may come from the backend's own files (TorchNeuron: Neuron's profile).
+            table = self._backend.complete_table(table, self._context(), heuristic=False)
+        return None if table.has_device_time else expected
 
     def _trace_metadata(self) -> dict[str, Any]:
         import torch
@@ -1427,26 +1409,9 @@ def session(
         PermissionError: ``output_dir`` cannot be written.
         NotADirectoryError: ``output_dir`` is (inside) a file.
     """
-    # The parameters are SessionConfig's fields, with its defaults (tests/test_public_api.py checks).
-    return Session(
-        SessionConfig(
-            modes=modes,
-            core=core,
-            backend=backend,
-            wait=wait,
-            warmup=warmup,
-            active=active,
-            repeat=repeat,
-            output_dir=output_dir,
-            record_shapes=record_shapes,
-            with_stack=with_stack,
-            profile_memory=profile_memory,
-            with_flops=with_flops,
-            keep_cycles=keep_cycles,
-            profile_all_threads=profile_all_threads,
-            max_events_per_nc=max_events_per_nc,
-        )
-    )
+    # The parameters are SessionConfig's fields, with its defaults (tests/test_public_api.py checks),
+    # so they are handed on as they are: a new field is one more parameter here, nothing else.
+    return Session(SessionConfig(**locals()))
 
 
 def _add_memory(
