@@ -228,15 +228,19 @@ def insights(rec: Recording) -> Insights:
     from neuronprof.analysis.insights import analyze
 
     require_recorded(rec, "there is nothing to advise on")
-    events = timeline(rec)
-    # The record's own findings (kept with it) unless a note was added for dropped cycles.
-    return rec.trace.insights() if events is rec.trace.timeline() else analyze(events)  # type: ignore[return-value]
+    # The record's own findings (kept with it) unless a note is added for dropped cycles.
+    return analyze(timeline(rec)) if _dropped(rec) else rec.trace.insights()  # type: ignore[return-value]
+
+
+def _dropped(rec: Recording) -> bool:
+    """Whether cycles beyond ``keep_cycles`` were dropped (the findings then say so)."""
+    return len(rec.cycles) < rec.cycle_count
 
 
 def timeline(rec: Recording) -> Timeline:
     """The findings engine's input: the kept cycles' events (read from the record, not from torch)."""
     events = rec.trace.timeline()
-    if len(rec.cycles) < rec.cycle_count:
+    if _dropped(rec):
         note = "cycles beyond keep_cycles were dropped; the findings cover the cycles still kept"
         events = dataclasses.replace(events, notes=(*events.notes, note))
     return events
@@ -279,7 +283,9 @@ def report(
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rec.started)),
     }
     table = local_table(rec).sorted("device")
-    text = trace_report(rec.trace, table, settings=settings, timeline=timeline(rec), baseline=baseline)
+    # The record's own events (read once, into the findings' nodes) unless a note is added for dropped cycles.
+    events = timeline(rec) if _dropped(rec) else None
+    text = trace_report(rec.trace, table, settings=settings, timeline=events, baseline=baseline)
     target = target_path(rec, path, suffix=".html")
     return atomic_write(target, text_writer(text), overwrite=overwrite)
 
