@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import errno
 import functools
-import gc
 import json
 import logging
 import os
@@ -34,15 +33,17 @@ from neuronprof import _vocabulary as vocab
 from neuronprof._config import DEFAULT_MODES, DEFAULT_OUTPUT_DIR, PathLike, SessionConfig, modes_given
 from neuronprof._guard import (
     UTF8_ERROR,
+    SignalGuard,
     dist_backend,
     foreign_starter,
     guard_profiler_starts,
+    idle_transition,
     local_rank,
     profiler_running,
     profiler_taken,
     quiet_cycle_warning,
+    release_profile,
     schedule_phase,
-    signals_deferred,
     stop_abandoned,
     taken_message,
     tracked_profile_class,
@@ -183,6 +184,8 @@ class Session:
         self._world_size: Optional[int] = None
         self._ctx: Optional[SessionContext] = None
         self._unguard: Callable[[], None] = lambda: None
+        self._signals = SignalGuard()
+        self._record_function: Any = None
         self._start_thread: Optional[int] = None
         self._interrupted: Optional[str] = None
         self._device_name: Optional[str] = None
@@ -300,14 +303,18 @@ class Session:
             raise SessionStateError("a session runs once; create a new one with neuronprof.session(...)")
         try:
             # Python raises a signal's exception right after any C call, e.g. after the
-            # lock was taken and before the code that would release it: hold signals back.
-            with signals_deferred():
+            # lock was taken and before the code that would release it: hold signals back
+            # (their handlers stay wrapped until the session stops: see SignalGuard).
+            self._signals = SignalGuard()
+            with self._signals.hold():
                 self._enter()
         except BaseException:
             if self._state == "running":
                 # A held-back Ctrl-C arrived once the start was complete; with-statements
                 # do not call __exit__ when __enter__ raises, so stop here.
                 self.stop(exc=sys.exc_info()[1])
+            else:
+                self._signals.uninstall()
             raise
 
     def __enter__(self) -> Session:
@@ -389,8 +396,9 @@ class Session:
         prof.neuronprof_metadata = self._kineto_metadata(stopped_in_last_step=False)
         self._started = time.time()
         self._start_thread = threading.get_ident()
+        self._record_function = torch.autograd.profiler.record_function  # (looked up once: every step opens one)
         self._profiler = prof
-        with signals_deferred():
+        with self._signals.hold():
             try:
                 prof.__enter__()
             except BaseException:
@@ -474,12 +482,16 @@ class Session:
         cycle = _kineto.Cycle(index=self._cycle_count, profile=prof.profiler, closed_at_exit=self._exiting)
         self._cycle_count += 1
         self._cycles.append(cycle)
-        # kineto's save works once; take it before the backend's exporter (TorchNeuron's
-        # may consume it), into a private cache that every export() copies.
-        self._keep_native_trace(cycle)
+        # kineto's save works once: it is taken into a private cache that every export copies, by
+        # the first export that needs it (a cycle nobody exports is never written: the end of the
+        # block costs what torch's stop does). The cycle's export_chrome_trace takes and copies it too.
+        cycle.save = functools.partial(_keep_native_trace, weakref.ref(self))  # (no reference cycle)
+        _cycle_files.route_torch_export(cycle)
         assert self._ctx is not None
-        # Once saved, the cycle's export_chrome_trace copies the cache, so the backend's
-        # exporter (TorchNeuron's writes trace.json for Neuron Explorer) gets the same trace.
+        if type(self._backend).on_trace_ready is not Backend.on_trace_ready:
+            # A backend's exporter (TorchNeuron's writes trace.json for Neuron Explorer) may spend
+            # kineto's save itself: it is taken first, and the backend's export gets a copy.
+            _cycle_files.take_save(cycle)
         cycle.backend_trace = self._backend.on_trace_ready(prof, self._ctx)
         self._take_backend_notes()
         self._drop_old_cycles()
@@ -487,9 +499,13 @@ class Session:
     def _keep_native_trace(self, cycle: _kineto.Cycle) -> None:
         """Take kineto's one-time save of ``cycle`` into the private cache, or say what exports lose."""
         reason = "kineto could not write it (see its log above)"
+        if cycle.profile is None:
+            return  # dropped (keep_cycles): nothing is exported of it
         try:
-            if _cycle_files.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json"):
-                return
+            # A termination request while kineto writes removes the private copy first.
+            with _io.cleaned_up_on_termination():
+                if _cycle_files.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json"):
+                    return
         except OSError as exc:
             reason = f"{exc.strerror or exc} ({exc.filename or 'the temporary folder'})"
         self._note(
@@ -532,6 +548,7 @@ class Session:
                 self._dropped.add(sums)
             _add_memory(self._dropped_memory, old.memory)
             old.events = None
+            old.save = None
             if old.cache is not None:
                 old.cache.unlink(missing_ok=True)
             old.profile = None
@@ -580,8 +597,12 @@ class Session:
             )
         # The end saves the last cycle: a termination request until it is done removes
         # the private copies (and what else is in progress) before it ends the process.
-        with _io.cleaned_up_on_termination():
-            self._exit(None if exc is None else type(exc), exc)
+        try:
+            with _io.cleaned_up_on_termination():
+                self._exit(None if exc is None else type(exc), exc)
+        finally:
+            # The program's own signal handlers, as they were (or as it set them inside the block).
+            self._signals.uninstall()
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         # A block whose session was stopped inside it with stop() has nothing left to end.
@@ -617,7 +638,7 @@ class Session:
                 self._abandon()
         finally:
             # A signal's exception can surface between any two of these (this is not
-            # inside signals_deferred): each step runs even when the one before raised,
+            # inside the signal guard): each step runs even when the one before raised,
             # and the process-wide lock goes first, so a new session can always start.
             try:
                 _active_lock.release()
@@ -642,28 +663,35 @@ class Session:
             self._note(f"stopping the profiler after the block's {exc_type.__name__} failed too: {failure!r}")
             failure = None
         self._check_steps(interrupted=exc_type is not None or failure is not None)
-        # torch leaves each profile's objects in reference cycles (pytorch#193348): collected
-        # here, as raw torch.profiler users are told to, so that session after session does not grow.
-        gc.collect()
+        # So that session after session does not grow, without a full collection (as raw torch.profiler
+        # users are told to make) at every block's end: a dropped session frees its profiler at once.
+        release_profile(self._profiler)
         if failure is not None:
             raise failure
 
-    def _drive(self, transition: Callable[..., Any], *args: Any) -> None:
+    def _drive(self, transition: Callable[..., Any], *args: Any, idle: bool = False) -> None:
         """Run one torch.profiler state change so that an interrupt cannot leave it half-made.
 
         Signals that would raise (Ctrl-C, alarms) wait until the change is complete;
         any exception that still escapes it stops the profiler without re-entering
         torch's schedule (which crashes on a half-made profiler) and is re-raised.
+        ``idle``: the transition starts, stops and saves nothing (see ``idle_transition``).
         """
-        with signals_deferred():
+        with self._signals.hold(state_change=not idle):
             try:
-                if self.repeat == 1:
+                if idle or self.repeat == 1:
                     transition(*args)
                 else:
                     with quiet_cycle_warning():
                         transition(*args)
             except BaseException:
-                self._abandon()
+                if not idle:
+                    self._abandon()
+                elif self._profiler is not None:
+                    # A wait step's transition only counts: cut short (by a handler the block installed,
+                    # which is wrapped at the next state change), it leaves no profiler state half-made,
+                    # so the session goes on, with torch's count.
+                    self._steps_taken = getattr(self._profiler, "step_num", self._steps_taken)
                 raise
 
     def _left_in_fork(self) -> None:
@@ -675,6 +703,7 @@ class Session:
         self._forked = True
         self._unguard()
         self._unguard = lambda: None
+        self._signals.uninstall()
         self._profiler = None
         self._cycles = []
 
@@ -806,7 +835,7 @@ class Session:
         foreign = self._foreign_profiler()
         if foreign is not None:
             raise SessionStateError(foreign)
-        self._drive(self._advance)
+        self._drive(self._advance, idle=idle_transition(self.config, self._steps_taken))
         self._open_step_span()
 
     def _step_refused(self) -> NoReturn:
@@ -831,9 +860,7 @@ class Session:
         if prof is None or self._abandoned or not getattr(prof, "record_steps", False):
             return
         if getattr(prof, "step_rec_fn", None) is None:
-            from torch.autograd import profiler as autograd_profiler
-
-            span = autograd_profiler.record_function(f"{vocab.STEP_PREFIX}{prof.step_num}")
+            span = self._record_function(f"{vocab.STEP_PREFIX}{prof.step_num}")
             span.__enter__()
             prof.step_rec_fn = span
 
@@ -1412,6 +1439,12 @@ def session(
     # The parameters are SessionConfig's fields, with its defaults (tests/test_public_api.py checks),
     # so they are handed on as they are: a new field is one more parameter here, nothing else.
     return Session(SessionConfig(**locals()))
+
+
+def _keep_native_trace(session: weakref.ref[Session], cycle: _kineto.Cycle) -> None:
+    alive = session()
+    if alive is not None:
+        alive._keep_native_trace(cycle)
 
 
 def _add_memory(
