@@ -13,14 +13,13 @@ import json
 import mmap
 import os
 import re
-import warnings
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof._io import atomic_write, clone_or_copy, copy_trace
 from neuronprof._vocabulary import K_DEVICE, K_PY, is_own_frame, is_step_row
-from neuronprof.errors import NeuronProfWarning
+from neuronprof.errors import warn_user
 
 if TYPE_CHECKING:
     from neuronprof._kineto import Cycle
@@ -220,12 +219,10 @@ def _cache_intact(cycle: Cycle, cache: Path) -> bool:
     except OSError:
         intact = False
     if not intact:
-        warnings.warn(
+        warn_user(
             f"neuronprof's private copy of cycle {cycle.index}'s trace ({cache}) was changed or removed by "
             "another program; exports of this cycle are now written by torch's Python exporter from the "
-            "recorded events, which differs from torch's own save (memory events as slices, fewer header keys)",
-            NeuronProfWarning,
-            stacklevel=4,
+            "recorded events, which differs from torch's own save (memory events as slices, fewer header keys)"
         )
         with contextlib.suppress(OSError):
             cache.unlink(missing_ok=True)

@@ -22,7 +22,6 @@ import os
 import sys
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -53,7 +52,7 @@ from neuronprof._io import ensure_writable_dir, unique_path
 from neuronprof._recording import Recording
 from neuronprof.backends import SessionContext, format_writers, resolve_backend
 from neuronprof.backends.base import Backend, distributed_rank
-from neuronprof.errors import BackendUnavailableError, NeuronProfWarning, SessionStateError
+from neuronprof.errors import BackendUnavailableError, SessionStateError, warn_user
 from neuronprof.export import DEVICE_EXPORTS, EXPORT_FORMATS, ExportFormat, default_trace_name
 from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
 from neuronprof.typing import RANKS, BackendName, Core, DevicePreset, Mode, Ranks
@@ -776,7 +775,7 @@ class Session:
         else:
             message += f"; {recorded} recorded step(s) are kept"
         self._note(message)
-        warnings.warn(message, NeuronProfWarning, stacklevel=3)
+        warn_user(message)
 
     def _recorded_steps(self) -> tuple[int, bool]:
         """Return (recorded steps, whether the last one was cut short by leaving ``steps()``).
@@ -1027,7 +1026,7 @@ class Session:
         table = self._backend.complete_table(table, self._context(), heuristic=neuron_heuristic)
         message = self._empty_device_note
         if message is not None and not table.has_device_time:
-            warnings.warn(message, NeuronProfWarning, stacklevel=2)
+            warn_user(message)
             if message not in table.notes:
                 table = dataclasses.replace(table, notes=(*table.notes, message))
         return _recording.sort_and_cut(record, table, sort_by=sort_by, row_limit=row_limit, device_only=device_only)

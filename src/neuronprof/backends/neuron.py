@@ -38,7 +38,6 @@ conflicts with torch.profiler (Neuron 2.33.1: "Don't combine it with torch.profi
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -55,7 +54,7 @@ from neuronprof.backends.base import (
     release_line,
 )
 from neuronprof.backends.privateuse1 import _PackagedPrivateUse1Backend
-from neuronprof.errors import NeuronProfWarning, SessionStateError, warn_user
+from neuronprof.errors import SessionStateError, warn_user
 from neuronprof.typing import Mode, NeuronBuild, ToolChoice
 
 if TYPE_CHECKING:
@@ -414,11 +413,9 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         try:
             NeuronProfiler(config).export_trace(prof)
         except Exception as exc:  # Neuron's files are a bonus; the torch data is kept regardless.
-            warnings.warn(
+            warn_user(
                 f"NeuronProfiler.export_trace failed ({type(exc).__name__}: {exc}); the torch.profiler "
-                "data is kept and s.table()/s.export() still work",
-                NeuronProfWarning,
-                stacklevel=2,
+                "data is kept and s.table()/s.export() still work"
             )
             return None
         new = [p for p in _neuron_files.framework_traces(folder, FRAMEWORK_TRACE_PATTERNS) if p not in before]

@@ -18,7 +18,6 @@ import fnmatch
 import glob
 import os
 import re
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -42,7 +41,7 @@ from neuronprof.analysis.neuron._tool import (
     NeuronToolMissing,
     find_neuron_tool,
 )
-from neuronprof.errors import NeuronProfWarning
+from neuronprof.errors import warn_user
 from neuronprof.typing import ToolChoice
 
 __all__ = ["DEFAULT_TIMEOUT", "SUMMARY_JSON", "neuron_profile"]
@@ -162,11 +161,7 @@ class _Runner:
             self.missing = str(exc)
             if not self.warn_missing:
                 return
-        warnings.warn(
-            f"{exc} (NeuronCore time from Neuron's profile is left out; the profile data itself is kept)",
-            NeuronProfWarning,
-            stacklevel=4,
-        )
+        warn_user(f"{exc} (NeuronCore time from Neuron's profile is left out; the profile data itself is kept)")
 
     def view(
         self, inputs: Sequence[tuple[str, Union[str, os.PathLike[str]]]], fmt: str, consume: Callable[[str], Any]
