@@ -144,3 +144,17 @@ def test_a_row_is_looked_up_by_name_and_a_number_is_refused_clearly(tmp_path: Pa
     assert table.row("aten::relu").calls >= 1
     with pytest.raises(TypeError, match="row's name"):
         table.row(0)  # type: ignore[arg-type]
+
+
+def test_the_session_table_keeps_the_recorded_dtypes_as_the_record_and_the_export_do(tmp_path: Path) -> None:
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=2, record_shapes=True, output_dir=tmp_path) as s:
+        _loop(s)
+    offline = neuronprof.load_trace(s.export(tmp_path / "run.json"))
+
+    def dtypes(table: Any) -> dict[tuple[str, Any], Any]:
+        return {(r.name, r.input_shapes): r.input_dtypes for r in table.rows}
+
+    live = dtypes(s.table("cpu", None))
+    assert live[("aten::mm", ((32, 32), (32, 32)))] == ("float", "float")
+    assert live == dtypes(s.recording.table("cpu", None, group_by="shape"))
+    assert live == dtypes(offline.table("cpu", None, group_by="shape"))

@@ -196,9 +196,7 @@ def local_table(rec: Recording) -> Table:
     from neuronprof.analysis.trace._model import table_of
 
     trace = rec.trace
-    rows = tuple(
-        dataclasses.replace(r, input_dtypes=None) for r in trace.rows("shape" if rec.config.record_shapes else "name")
-    )
+    rows = trace.rows("shape" if rec.config.record_shapes else "name")
     notes = tuple(dict.fromkeys((*rec.notes, *data_notes(rec), *trace.notes)))
     facts = {"backend": rec.backend, "device_label": rec.device_label, "rank": rec.rank}
     return table_of(trace, rows, sort_by="none", notes=notes, **facts)
