@@ -41,15 +41,45 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return found
 
 
-def test_the_session_module_names_no_backend():
-    source = Path(_session.__file__).read_text(encoding="utf-8")
+def _backend_mentions(source: str) -> list[tuple[int, str]]:
+    """Where code (not docstrings) names one backend: its name as a string (or the start of one
+    in a comparison or a string test), a backend module or a backend's class."""
+    from neuronprof import backends
+
+    classes = {c.__name__ for c in vars(backends).values() if isinstance(c, type) and issubclass(c, Backend)}
+    classes -= {"Backend", "PrivateUse1Backend"}  # the interface and the base any PrivateUse1 device subclasses
     tree = ast.parse(source)
     docstrings = _docstrings(tree)
-    named = [
-        (node.lineno, node.value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Constant) and id(node) not in docstrings and node.value in BUILTIN_NAMES
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and id(node) not in docstrings and isinstance(node.value, str):
+            text = node.value.lower()
+            if text in BUILTIN_NAMES or (len(text) >= 3 and any(n.startswith(text) for n in BUILTIN_NAMES)):
+                found.append((node.lineno, node.value))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                if name and (name.split(".")[-1] in BUILTIN_NAMES or name in classes):
+                    found.append((node.lineno, name))
+        elif isinstance(node, (ast.Name, ast.Attribute)):
+            name = node.id if isinstance(node, ast.Name) else node.attr
+            if name in classes:
+                found.append((node.lineno, name))
+    return found
+
+
+def test_the_session_module_names_no_backend():
+    # The check finds each way of naming a backend.
+    probes = [
+        'if self.backend == "neuron": pass',
+        'if name.startswith("neu"): pass',
+        "from neuronprof.backends import neuron",
+        "from neuronprof.backends.tpu import TpuBackend",
+        "isinstance(b, CudaBackend)",
     ]
+    assert all(_backend_mentions(p) for p in probes)
+    assert not _backend_mentions('"""Works on neuron and tpu."""\nx = self.backend')
+    named = _backend_mentions(Path(_session.__file__).read_text(encoding="utf-8"))
     assert named == [], f"_session.py branches on backend names: {named}"
 
 

@@ -55,14 +55,13 @@ from neuronprof.backends.base import Backend, distributed_rank
 from neuronprof.errors import BackendUnavailableError, SessionStateError, warn_user
 from neuronprof.export import DEVICE_EXPORTS, EXPORT_FORMATS, ExportFormat, default_trace_name
 from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
-from neuronprof.typing import RANKS, BackendName, Core, DevicePreset, Mode, Ranks
+from neuronprof.typing import RANKS, BackendName, Core, DevicePreset, Mode, Ranks, ToolChoice
 
 if TYPE_CHECKING:
     import torch.profiler
 
     from neuronprof.analysis import DevicePeak, NeuronProfile, Roofline, Trace
     from neuronprof.analysis.insights import Insights
-    from neuronprof.analysis.neuron import ToolChoice
     from neuronprof.analysis.trace import EventTable
 
 __all__ = ["Session", "session"]
