@@ -178,9 +178,9 @@ def test_writers_and_plumbing_import_no_torch_session_or_backend() -> None:
         if n.startswith("neuronprof") and not n.startswith("neuronprof.typing")
     ]
     bad += [f"neuronprof.typing imports {n}" for n in MODULES["neuronprof.typing"].top if n.startswith("neuronprof")]
-    # The vocabulary and the deprecation helper are leaves too (anywhere, not only at module level),
+    # The vocabulary, the deprecation and lazy-name helpers are leaves too (anywhere, not only at module level),
     # and none of the plumbing imports torch.
-    for leaf in ("neuronprof._vocabulary", "neuronprof._deprecation"):
+    for leaf in _LEAVES:
         bad += [f"{leaf} imports {n}" for n in MODULES[leaf].top | MODULES[leaf].lazy if n.startswith("neuronprof")]
     plumbing = [MODULES[n] for n in ("neuronprof._io", "neuronprof.errors", "neuronprof.typing", *_LEAVES)]
     bad += _broken(plumbing, ("torch",), anywhere=True)
@@ -191,7 +191,7 @@ def test_writers_and_plumbing_import_no_torch_session_or_backend() -> None:
     assert not bad, "\n".join(bad)
 
 
-_LEAVES = ("neuronprof._vocabulary", "neuronprof._deprecation")
+_LEAVES = ("neuronprof._vocabulary", "neuronprof._deprecation", "neuronprof._lazy")
 
 
 # Calls that write a file. Outside _io.py they may appear only in the content
