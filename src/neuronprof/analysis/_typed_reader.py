@@ -1,12 +1,16 @@
-"""Read a Chrome/Perfetto JSON trace as batches of the few fields the trace loader reads.
+"""Read a Chrome/Perfetto JSON trace as pieces of events: only the few fields the trace loader reads.
 
-With msgspec installed (the ``fast`` extra), the text of the ``traceEvents`` array
-is cut into pieces of a few MiB at event boundaries and each piece is decoded in
-one call into typed structs that skip every other field: several times faster than
-the stdlib scanner, and memory holds one piece at a time. Without msgspec, or for
-any file the fast path cannot read, the stdlib
-[`EventStream`][neuronprof.analysis._eventstream.EventStream] is used: it is
-slower, and it is what reports precise errors for malformed files.
+With msgspec installed, the text of the ``traceEvents`` array is cut into pieces
+of a few MiB at event boundaries ([`Piece`][neuronprof.analysis._typed_reader.Piece])
+and each piece is decoded in one call into structs that skip every other field:
+several times faster than the stdlib scanner, and memory holds one piece at a
+time. A piece is first decoded into strictly typed structs (``TypedEvent``:
+times as their JSON text, ids as ``int``) that the loader reads column by
+column; a piece that does not fit those types (an id written as text, a legacy
+field name) is decoded again into loosely typed ones (``Event``) that it reads
+event by event. Without msgspec, or for any file the fast path cannot read, the
+stdlib [`EventStream`][neuronprof.analysis._eventstream.EventStream] is used: it
+is slower, and it is what reports precise errors for malformed files.
 
 ``msgspec`` and ``_FAST_CHUNK`` are read from this module's globals at each read,
 so a test (or a benchmark) can switch the fast path off here.
@@ -15,15 +19,16 @@ so a test (or a benchmark) can switch the fast path off here.
 from __future__ import annotations
 
 import json
+import math
 import re
 import zlib
 from collections.abc import Iterator
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from neuronprof.analysis._eventstream import EventStream, open_trace
 from neuronprof.analysis.errors import TraceError
 
-__all__ = ["FastPathFailed", "TraceReader"]
+__all__ = ["FastPathFailed", "Piece", "TraceReader"]
 
 _FAST_CHUNK = 4 << 20
 _TRACE_EVENTS_KEY = b'"traceEvents"'
@@ -101,6 +106,7 @@ def _json_bytes(value: Any) -> Optional[bytes]:
 
 
 _NO_RAW: Any = None
+EMPTY_RAW: Any = None  # an empty ``msgspec.Raw``: a typed field that is absent
 
 if msgspec is not None:
 
@@ -132,23 +138,110 @@ if msgspec is not None:
         dur: Any = None
         args: Optional[Args] = None
 
-    class _Tail(msgspec.Struct, gc=False):
-        traceEvents: list[Event]  # noqa: N815 - the trace's own key
+    _EMPTY = EMPTY_RAW = msgspec.Raw()
+
+    class TypedArgs(msgspec.Struct, gc=False):
+        """A span's ``args`` as kineto writes them: ids are ints; a field that is not is read by ``Event`` instead.
+
+        A field the column reader does not handle (the lower-case ``external id``,
+        the legacy ``Input dims``) is typed ``None``: any value fails the typed
+        decode, and the piece is read event by event.
+        """
+
+        correlation: int = -1
+        ext: int = msgspec.field(name="External id", default=-1)
+        ext_lower: None = msgspec.field(name="external id", default=None)
+        dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_EMPTY)
+        dims_legacy: None = msgspec.field(name="Input dims", default=None)
+        types: msgspec.Raw = msgspec.field(name="Input type", default=_EMPTY)
+        concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=_EMPTY)
+        flops: Any = None
+        device_type: Any = None
+
+    class TypedSpan(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
+        """A complete event (``"ph": "X"``): its start as JSON text (``Raw``, empty when absent), its duration a float.
+
+        A duration is a small number of µs, which a float holds to far better than a
+        nanosecond (the reader checks it, see ``_reader._durations``); a start is not.
+        """
+
+        name: Optional[str] = None
+        cat: Optional[str] = None
+        pid: Any = None
+        tid: Any = None
+        ts: msgspec.Raw = _EMPTY
+        dur: float = math.nan
+        args: Optional[TypedArgs] = None
+
+    class MetaArgs(msgspec.Struct, gc=False):
+        """The ``args`` of a metadata event: the process or thread name, the process labels."""
+
+        name: Any = None
+        labels: Any = None
+
+    class TypedMeta(msgspec.Struct, gc=False, tag_field="ph", tag="M"):
+        """A metadata event (``"ph": "M"``): process and thread names and labels."""
+
+        name: Any = None
+        pid: Any = None
+        tid: Any = None
+        args: Optional[MetaArgs] = None
+
+    # Every other phase the trace format defines, as an empty struct of its own (nothing
+    # of it is read but its count). Begin/end pairs ("B"/"E") are not among them: a piece
+    # that has them is read event by event.
+    SKIPPED_PHASES = {
+        msgspec.defstruct(f"Phase_{ord(ph)}", [], gc=False, tag_field="ph", tag=ph): ph
+        for ph in "iICbnestfPONDRcSTpF()"
+    }
+    TypedEvent: Any = Union.__getitem__((TypedSpan, TypedMeta, *SKIPPED_PHASES))  # a union made at run time
 
     # float_hook=str: a number with a fraction or exponent arrives as its text, so
     # that timestamps are converted to integer nanoseconds without float rounding.
     _BATCH = msgspec.json.Decoder(list[Event], float_hook=str)
-    _TAIL = msgspec.json.Decoder(_Tail, float_hook=str)
+    _TYPED = msgspec.json.Decoder(list[TypedEvent], float_hook=str)
     _RAW_MEMBERS = msgspec.json.Decoder(dict[str, msgspec.Raw])
     _ANY = msgspec.json.Decoder()
+    _NUMBER = msgspec.json.Decoder(float_hook=str)
+
+
+def raw_number(raw: Any) -> Any:
+    """A ``TypedEvent`` time (JSON text) as ``Event`` has it: an int, the text of a number, or what else it is."""
+    return _NUMBER.decode(raw) if raw else None
+
+
+class Piece:
+    """About a few MiB of consecutive events, decoded as the reader needs them.
+
+    Attributes:
+        typed: The events as ``TypedEvent`` structs, or ``None`` when the piece does not fit
+            their types (or the stdlib reader read it).
+        count: How many events the piece holds.
+    """
+
+    __slots__ = ("typed", "count", "_text", "_plain")
+
+    def __init__(self, typed: Optional[list[Any]], text: Optional[bytes], plain: Optional[list[Any]]) -> None:
+        self.typed = typed
+        self._text = text
+        self._plain = plain
+        self.count = len(typed if typed is not None else plain or ())
+
+    def plain(self) -> list[Any]:
+        """The events as ``Event`` structs (``PyEvent`` from the stdlib reader): every value as the file has it."""
+        if self._plain is None:  # a piece of the fast reader: its text is kept
+            self._plain = _BATCH.decode(self._text or b"[]")
+        return self._plain
+
 
 
 class TraceReader:
-    """Read one trace file as batches of events (objects with ``ph``, ``name``, ``ts``... attributes).
+    """Read one trace file as pieces of events (objects with ``ph``, ``name``, ``ts``... attributes).
 
-    Numbers with a fraction arrive as text (``str``), integers as ``int``, so
-    that timestamps can be read exactly. Top-level members other than
-    ``traceEvents`` are in :attr:`metadata` once iteration has finished.
+    In ``Event`` structs (``Piece.plain``) numbers with a fraction arrive as
+    text (``str``), integers as ``int``, so that timestamps can be read exactly.
+    Top-level members other than ``traceEvents`` are in :attr:`metadata` once
+    iteration has finished.
 
     Args:
         path: The trace file (``.json`` or ``.json.gz``).
@@ -165,14 +258,24 @@ class TraceReader:
         self.repair_notes: list[str] = []  # what the stdlib reader changed to read a file torch wrote unescaped
 
     def batches(self) -> Iterator[list[Any]]:
-        """Yield lists of events, in file order.
+        """Yield lists of events (``Event`` or ``PyEvent``), in file order.
+
+        Raises:
+            TraceError: The file cannot be read as a trace (stdlib reader).
+            FastPathFailed: The fast reader cannot read it (only with ``fast=True``).
+        """
+        for piece in self.pieces():
+            yield piece.plain()
+
+    def pieces(self) -> Iterator[Piece]:
+        """Yield the events in pieces, in file order (see [`Piece`][neuronprof.analysis._typed_reader.Piece]).
 
         Raises:
             TraceError: The file cannot be read as a trace (stdlib reader).
             FastPathFailed: The fast reader cannot read it (only with ``fast=True``).
         """
         if self.fast:
-            yield from self._fast_batches()
+            yield from self._fast_pieces()
             return
         stream = EventStream(self.path, exact=True)
         batch: list[Any] = []
@@ -180,16 +283,16 @@ class TraceReader:
             batch.append(PyEvent(event))
             if len(batch) >= 4096:
                 self.events = stream.events
-                yield batch
+                yield Piece(None, None, batch)
                 batch = []
         self.events = stream.events
         self.metadata = stream.metadata
         self.repair_notes = stream.repair_notes()
         if batch:
-            yield batch
+            yield Piece(None, None, batch)
 
     # -- the msgspec reader --------------------------------------------------------------
-    def _fast_batches(self) -> Iterator[list[Any]]:
+    def _fast_pieces(self) -> Iterator[Piece]:
         try:
             binary = open_trace(self.path)
         except TraceError:
@@ -201,7 +304,21 @@ class TraceReader:
         finally:
             binary.close()
 
-    def _fast(self, binary: Any) -> Iterator[list[Any]]:
+    @staticmethod
+    def _piece(text: bytes) -> Piece:
+        """Decode the JSON array ``text`` of events: typed when it fits, loosely typed otherwise.
+
+        Raises:
+            msgspec.DecodeError: ``text`` is not JSON (a cut inside an event).
+            msgspec.ValidationError: An event is not an object, or its ``args`` is not.
+        """
+        try:
+            return Piece(_TYPED.decode(text), text, None)
+        except msgspec.ValidationError:
+            # Not the types kineto writes (or not JSON at all: the loose decode says which).
+            return Piece(None, text, _BATCH.decode(text))
+
+    def _fast(self, binary: Any) -> Iterator[Piece]:
         buf = b""
         eof = False
 
@@ -277,7 +394,7 @@ class TraceReader:
                 if m is None or m.end() >= len(buf):
                     continue
                 try:
-                    batch = _BATCH.decode(b"".join((b"[", memoryview(buf)[pos : brace + 1], b"]")))
+                    piece = self._piece(b"".join((b"[", memoryview(buf)[pos : brace + 1], b"]")))
                 except msgspec.ValidationError:
                     raise
                 except msgspec.DecodeError:
@@ -291,8 +408,8 @@ class TraceReader:
                 need = len(buf) - pos + _FAST_CHUNK
                 continue
             need = _FAST_CHUNK
-            self.events += len(batch)
-            yield batch
+            self.events += piece.count
+            yield piece
             buf = buf[cut:]
             pos = 0
 
@@ -304,13 +421,14 @@ class TraceReader:
                 tail = tail[:-1]
             if not tail.endswith(b"]"):
                 tail += b"]"
-            batch = _BATCH.decode(b"[" + tail)
+            text = b"[" + tail
         else:
-            text = b'{"traceEvents":[' + tail
-            batch = _TAIL.decode(text).traceEvents
-            for key, raw in _RAW_MEMBERS.decode(text).items():
+            after: dict[str, Any] = _RAW_MEMBERS.decode(b'{"traceEvents":[' + tail)
+            for key, raw in after.items():
                 if key != "traceEvents":
                     self.metadata[key] = _ANY.decode(raw)
-        self.events += len(batch)
-        if batch:
-            yield batch
+            text = bytes(after["traceEvents"])
+        piece = self._piece(text)
+        self.events += piece.count
+        if piece.count:
+            yield piece

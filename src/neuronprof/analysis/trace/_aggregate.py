@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
+from neuronprof.analysis.trace import _nesting_columns
 from neuronprof.analysis.trace._events import EventTable, _Filling
 from neuronprof.analysis.trace._model import Trace
 from neuronprof.analysis.trace._nesting import _Nesting
@@ -117,6 +118,7 @@ class _Aggregator(_Nesting):
         # Derived views and container lanes: left out, counted for a note.
         derived: dict[tuple[str, str], int] = {}
         views = derived_lanes(self.thread_names, device_pids)
+        runtime_ids = None  # runtime_corr as a sorted array, for the column walk
         for (pid, tid), th in self.threads.items():
             device_rows: Iterable[int]
             host_rows: Optional[list[int]]
@@ -127,6 +129,16 @@ class _Aggregator(_Nesting):
             if (pid, tid) in views:
                 what = ("lane", self.thread_names[(pid, tid)].strip())
                 derived[what] = derived.get(what, 0) + len(th.kid)
+                continue
+            if len(th.kid) >= _nesting_columns.COLUMNS_MIN:
+                if runtime_ids is None:
+                    runtime_ids = _nesting_columns.sorted_ids(runtime_corr)
+                rows, lost = _nesting_columns.device_columns(
+                    sums, keys, th, pid in device_pids, runtime_ids, dev_by_corr, dev_by_ext, seen_kids
+                )
+                unlinked += lost
+                if rows is None or len(rows):
+                    host.append((th, rows))
                 continue
             if pid in device_pids:
                 # Host spans are host spans whatever their pid (kineto writes some threads'

@@ -1,14 +1,27 @@
-"""Reading one trace file (streamed, bounded memory) into the aggregation's per-thread arrays."""
+"""Reading one trace file (streamed, bounded memory) into the aggregation's per-thread arrays.
+
+A piece of a few thousand events that fits kineto's own types is read column by
+column (``_columns``): each field of every event is taken out in one pass, the
+times are parsed from their text in one call, and the events are added to their
+timelines with numpy. Anything that does not fit (begin/end pairs, ids written as
+text, a time that is not a plain number, a malformed event) is read event by event
+(``_each``), which is also the pure-Python reader and what reports errors. Both
+give the same columns, keys and notes, in the same order.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import gc
 import os
+import sys
+from collections import Counter
+from itertools import compress, repeat
+from operator import eq, is_, not_
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
-from neuronprof.analysis._typed_reader import FastPathFailed, PyEvent, TraceReader
+from neuronprof.analysis._typed_reader import EMPTY_RAW, FastPathFailed, Piece, PyEvent, TraceReader, raw_number
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.trace._events import EventTable, _Filling
 from neuronprof.analysis.trace._files import empty_trace
@@ -24,8 +37,19 @@ from neuronprof.analysis.trace._rules import (
     _time_error,
     _time_ns,
     _us_text,
+    ns_column,
 )
 from neuronprof.analysis.trace._sums import EventColumns, EventKeys
+
+# Pieces with fewer events, and files smaller than this (when numpy is not imported yet), are
+# read event by event: numpy's set-up and import cost more than the columns save there.
+_COLUMNS_MIN = 2048
+_COLUMNS_FILE = 16 << 20
+# A span's key and lane, packed in one int64: the key above, the lane in the low bits.
+_LANE_BITS = 24
+_LANE_MASK = (1 << _LANE_BITS) - 1
+_NEW = -2  # a span not seen before (-1: one of a category left out)
+
 
 
 def read_events(path: str, keys: EventKeys, *, empty_ok: bool = False) -> EventTable:
@@ -57,8 +81,51 @@ class _FileReader(_Filling):
         self.reader = TraceReader(path, fast=fast)
         self.open_b: dict[Any, list[Any]] = {}
         self.stray_e = 0
+        # The timelines by number, in the order of ``threads`` (the column reader groups by number).
+        self.thread_at: dict[Any, int] = {}
+        self.columns: list[EventColumns] = []
+        # The column reader's spans seen: (name, cat, pid, tid[, inputs as JSON text]) -> key and lane, packed.
+        self.seen: dict[tuple[Any, ...], int] = {}
+        self.kinds: Any = None  # keys.kind as a numpy array, grown with the keys
 
     def read(self) -> EventTable:
+        index = 0
+        # The collector only slows this loop down: it creates millions of short-lived
+        # objects and no reference cycles. Restored whatever happens.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        # Columns need numpy: worth importing for a large file only.
+        columns = "numpy" in sys.modules or _size_hint(self.path) >= _COLUMNS_FILE
+        try:
+            for piece in self.reader.pieces():
+                typed = piece.typed
+                if typed is None or not columns or len(typed) < _COLUMNS_MIN or not self._columns(piece):
+                    self._each(piece.plain(), index)
+                index += piece.count
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        path = self.path
+        self.sums.events = self.reader.events
+        self.sums.notes.extend(self.reader.repair_notes)
+        open_b = sum(map(len, self.open_b.values()))
+        if open_b:
+            self.sums.notes.append(f"{os.path.basename(path)}: {open_b} 'B' event(s) never ended")
+        if self.stray_e:
+            self.sums.notes.append(
+                f"{os.path.basename(path)}: {self.stray_e} 'E' event(s) end no 'B' event and are left out"
+            )
+        return self.freeze(self.reader.metadata)
+
+    def _thread(self, tkey: tuple[Any, Any]) -> EventColumns:
+        thread = self.threads[tkey] = EventColumns()
+        self.thread_at[tkey] = len(self.columns)
+        self.columns.append(thread)
+        return thread
+
+    # -- event by event: any event, and the errors ------------------------------------------
+    def _each(self, batch: list[Any], index: int) -> None:
+        """Read ``batch`` (``Event`` or ``PyEvent``), whose first event is event #``index`` of the file."""
         path = self.path
         keys = self.keys
         index_get = keys.index.get
@@ -70,128 +137,283 @@ class _FileReader(_Filling):
         last_pid: Any = _MISSING
         last_tid: Any = _MISSING
         append: Any = None
-        index = -1
+        index -= 1
         ev: Any = None
-        # The collector only slows this loop down: it creates millions of short-lived
-        # objects and no reference cycles. Restored whatever happens.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
         try:
-            for batch in self.reader.batches():
-                for ev in batch:
-                    index += 1
-                    ph = ev.ph
-                    if ph != "X":
-                        if ph == "M":
-                            self._metadata(ev)
-                            continue
-                        if ph != "B" and ph != "E":
-                            skipped[ph] = skipped.get(ph, 0) + 1
-                            continue
-                        ev = self._begin_end(ev, ph, index)
-                        if ev is None:
-                            continue
-                    cat = ev.cat
-                    name = ev.name
-                    if cat in _SKIP_CATS and vocab.skipped(name, cat):
-                        skipped[cat] = skipped.get(cat, 0) + 1
+            for ev in batch:
+                index += 1
+                ph = ev.ph
+                if ph != "X":
+                    if ph == "M":
+                        self._metadata(ev)
                         continue
-                    if type(name) is not str:
-                        raise TraceError(f"{path}: event #{index} (ph 'X') has no 'name' string")
-                    ts = ev.ts
-                    t = _time_ns(ts)
-                    if t is None:
-                        raise TraceError(_time_error(path, index, name, "ts", ts))
-                    dur = ev.dur
-                    d = _time_ns(dur)
-                    if d is None:
-                        raise TraceError(_time_error(path, index, name, "dur", dur))
-                    if d < 0:
-                        raise TraceError(f"{path}: event #{index} ({name!r}) has a negative duration ({dur})")
-                    a = ev.args
-                    if a is None:
-                        key: tuple[Any, ...] = (name, cat, None, None, None)
-                        corr = ext = -1
-                    else:
-                        dims = a.dims
-                        if dims is None:
-                            dims = a.dims_legacy
-                        types = a.types
-                        concrete = a.concrete
-                        key = (
-                            name,
-                            cat,
-                            None if dims is None else bytes(dims),
-                            None if types is None else bytes(types),
-                            None if concrete is None else bytes(concrete),
-                        )
-                        corr = a.correlation
-                        if type(corr) is not int or not 0 <= corr < _MAX_ID:
-                            corr = _id(corr)
-                        ext = a.ext
-                        if ext is None:
-                            ext = a.ext_lower
-                        if type(ext) is not int or not 0 <= ext < _MAX_ID:
-                            ext = _id(ext)
+                    if ph != "B" and ph != "E":
+                        skipped[ph] = skipped.get(ph, 0) + 1
+                        continue
+                    ev = self._begin_end(ev, ph, index)
+                    if ev is None:
+                        continue
+                cat = ev.cat
+                name = ev.name
+                if cat in _SKIP_CATS and vocab.skipped(name, cat):
+                    skipped[cat] = skipped.get(cat, 0) + 1
+                    continue
+                if type(name) is not str:
+                    raise TraceError(f"{path}: event #{index} (ph 'X') has no 'name' string")
+                ts = ev.ts
+                t = _time_ns(ts)
+                if t is None:
+                    raise TraceError(_time_error(path, index, name, "ts", ts))
+                dur = ev.dur
+                d = _time_ns(dur)
+                if d is None:
+                    raise TraceError(_time_error(path, index, name, "dur", dur))
+                if d < 0:
+                    raise TraceError(f"{path}: event #{index} ({name!r}) has a negative duration ({dur})")
+                a = ev.args
+                if a is None:
+                    key: tuple[Any, ...] = (name, cat, None, None, None)
+                    corr = ext = -1
+                else:
+                    dims = a.dims
+                    if dims is None:
+                        dims = a.dims_legacy
+                    types = a.types
+                    concrete = a.concrete
+                    key = (
+                        name,
+                        cat,
+                        None if dims is None else bytes(dims),
+                        None if types is None else bytes(types),
+                        None if concrete is None else bytes(concrete),
+                    )
+                    corr = a.correlation
+                    if type(corr) is not int or not 0 <= corr < _MAX_ID:
+                        corr = _id(corr)
+                    ext = a.ext
+                    if ext is None:
+                        ext = a.ext_lower
+                    if type(ext) is not int or not 0 <= ext < _MAX_ID:
+                        ext = _id(ext)
+                try:
+                    kid = index_get(key)
+                except TypeError:  # an unhashable category: not one we know
+                    key = (name, None, *key[2:])
+                    kid = index_get(key)
+                if kid is None:
+                    kid = keys.add(key)
+                if a is not None:
+                    flops = a.flops
+                    if flops is not None:
+                        _add_flops(flops_by_key, kid, flops)
+                    kd = kinds[kid]
+                    if kd == _K_RUNTIME:
+                        if corr >= 0:
+                            runtime_corr.add(corr)
+                    elif kd == _K_DEVICE and type(a.device_type) is str:
+                        self.sums.evidence.append(a.device_type)
+                pid = ev.pid
+                tid = ev.tid
+                if append is None or pid != last_pid or tid != last_tid:
+                    tkey = (pid, tid)
                     try:
-                        kid = index_get(key)
-                    except TypeError:  # an unhashable category: not one we know
-                        key = (name, None, *key[2:])
-                        kid = index_get(key)
-                    if kid is None:
-                        kid = keys.add(key)
-                    if a is not None:
-                        flops = a.flops
-                        if flops is not None:
-                            _add_flops(flops_by_key, kid, flops)
-                        kd = kinds[kid]
-                        if kd == _K_RUNTIME:
-                            if corr >= 0:
-                                runtime_corr.add(corr)
-                        elif kd == _K_DEVICE and type(a.device_type) is str:
-                            self.sums.evidence.append(a.device_type)
-                    pid = ev.pid
-                    tid = ev.tid
-                    if append is None or pid != last_pid or tid != last_tid:
-                        tkey = (pid, tid)
-                        try:
-                            thread = threads.get(tkey)
-                        except TypeError:
-                            raise TraceError(
-                                f"{path}: event #{index} ({name!r}) has an invalid 'pid'/'tid' {tkey!r}"
-                            ) from None
-                        if thread is None:
-                            thread = threads[tkey] = EventColumns()
-                        append = (
-                            thread.ts.append,
-                            thread.dur.append,
-                            thread.kid.append,
-                            thread.corr.append,
-                            thread.ext.append,
-                        )
-                        last_pid, last_tid = pid, tid
-                    append[0](t)
-                    append[1](d)
-                    append[2](kid)
-                    append[3](corr)
-                    append[4](ext)
+                        thread = threads.get(tkey)
+                    except TypeError:
+                        raise TraceError(
+                            f"{path}: event #{index} ({name!r}) has an invalid 'pid'/'tid' {tkey!r}"
+                        ) from None
+                    if thread is None:
+                        thread = self._thread(tkey)
+                    append = (
+                        thread.ts.append,
+                        thread.dur.append,
+                        thread.kid.append,
+                        thread.corr.append,
+                        thread.ext.append,
+                    )
+                    last_pid, last_tid = pid, tid
+                append[0](t)
+                append[1](d)
+                append[2](kid)
+                append[3](corr)
+                append[4](ext)
         except (TraceError, FastPathFailed):
             raise
         except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
             raise TraceError(f"{path}: malformed event #{index}: {exc}") from None
-        finally:
-            if gc_was_enabled:
-                gc.enable()
-        self.sums.events = self.reader.events
-        self.sums.notes.extend(self.reader.repair_notes)
-        open_b = sum(map(len, self.open_b.values()))
-        if open_b:
-            self.sums.notes.append(f"{os.path.basename(path)}: {open_b} 'B' event(s) never ended")
-        if self.stray_e:
-            self.sums.notes.append(
-                f"{os.path.basename(path)}: {self.stray_e} 'E' event(s) end no 'B' event and are left out"
+
+    # -- column by column: a piece as kineto writes it ----------------------------------------
+    def _columns(self, piece: Piece) -> bool:
+        """Read a piece of ``TypedEvent``s column by column; False (having changed nothing) when it cannot.
+
+        The same columns, keys, counts and notes as ``_each``, in the same order. Each
+        span is looked up once, by its name, category, lane and inputs (their JSON
+        text): what ``_each`` decides per event (its key, its lane, whether it is left
+        out) is decided here once per new combination. A piece with a time that is not
+        a plain number, a negative duration, a span without a name, an unhashable lane
+        or an id past int64 is left to ``_each``.
+        """
+        import numpy as np
+        from msgspec.structs import astuple
+
+        from neuronprof.analysis._typed_reader import SKIPPED_PHASES, TypedArgs, TypedMeta, TypedSpan
+
+        global _NO_ARGS
+        if _NO_ARGS is None:
+            _NO_ARGS = TypedArgs()
+        events = piece.typed
+        if events is None:
+            return False
+        phases = list(map(type, events))
+        if phases.count(TypedSpan) == len(phases):
+            xs = events
+            counts: Counter[Any] = Counter()
+        else:
+            counts = Counter(phases)
+            xs = list(compress(events, map(is_, phases, repeat(TypedSpan))))
+        n = len(xs)
+        if not n:
+            columns: Any = ((),) * 7
+            inputs: Any = ((),) * 9
+        else:
+            # The fields of every span, a column each (one call per span: msgspec's astuple).
+            columns = tuple(zip(*map(astuple, xs)))
+            try:
+                inputs = tuple(zip(*map(astuple, columns[6])))
+            except TypeError:  # spans without args
+                inputs = tuple(zip(*map(astuple, (_NO_ARGS if a is None else a for a in columns[6]))))
+        names, cats, pids, tids, starts, durations, _args = columns
+        corrs, exts, _lower, dims, _legacy, types, concrete, flops, device_types = inputs
+        # The lookup key of each span: (name, cat, pid, tid), with the JSON text of its
+        # recorded inputs for those that have any (bare spans are looked up apart).
+        spans = list(zip(names, cats, pids, tids))
+        bare = list(map(eq, zip(dims, types, concrete), repeat(_NO_INPUTS)))
+        n_bare = bare.count(True)
+        groups: list[tuple[Any, list[Any]]] = []
+        if n_bare:
+            groups.append((None, spans) if n_bare == n else (np.fromiter(bare, bool, n), list(compress(spans, bare))))
+        if n_bare < n:
+            shaped = [spans, dims, types, concrete]
+            if n_bare:
+                shaped = [list(compress(column, map(not_, bare))) for column in shaped]
+            groups.append(
+                (
+                    None if not n_bare else ~groups[0][0],
+                    list(zip(shaped[0], map(bytes, shaped[1]), map(bytes, shaped[2]), map(bytes, shaped[3]))),
+                )
             )
-        return self.freeze(self.reader.metadata)
+        seen = self.seen
+        try:
+            found = [np.fromiter(map(seen.get, group, repeat(_NEW)), np.int64, len(group)) for _, group in groups]
+        except TypeError:  # an unhashable lane: ``_each`` says which
+            return False
+        ts = ns_column(starts, raw_number)
+        dur = _durations(np.fromiter(durations, np.float64, n))
+        if ts is None or dur is None:
+            return False  # a time that is not a plain number, a negative or huge duration: ``_each`` reads them
+        try:
+            corr = np.fromiter(corrs, np.int64, n)
+            ext = np.fromiter(exts, np.int64, n)
+        except OverflowError:
+            return False
+        # New spans, in the order they first come (the order keys and lanes are made in).
+        firsts: list[tuple[int, Any]] = []
+        for (mask, group), f in zip(groups, found):
+            at = np.flatnonzero(f == _NEW).tolist()
+            if at:
+                where = at if mask is None else np.flatnonzero(mask)[at].tolist()
+                firsts += zip(where, [group[j] for j in at])
+        firsts.sort(key=lambda item: item[0])
+        new = list(dict.fromkeys(span for _, span in firsts))
+        for span in new:
+            name, cat = _parts(span)[:2]
+            if name is None and not (cat in _SKIP_CATS and vocab.skipped(name, cat)):
+                return False  # a span without a name: ``_each`` says which
+
+        # Nothing can fail from here on: add the piece.
+        left_out = [(phases.index(cls), SKIPPED_PHASES[cls], k) for cls, k in counts.items() if cls in SKIPPED_PHASES]
+        if counts.get(TypedMeta):
+            for ev in compress(events, map(is_, phases, repeat(TypedMeta))):
+                self._metadata(ev)
+        for span in new:
+            seen[span] = self._lookup(span)
+        packed = np.empty(n, np.int64)
+        for (mask, group), f in zip(groups, found):
+            if new:
+                at = np.flatnonzero(f == _NEW)
+                f[at] = [seen[group[j]] for j in at.tolist()]
+            if mask is None:
+                packed = f
+            else:
+                packed[mask] = f
+        if n and packed.min() < 0:  # spans of a category left out (kineto's own span...), counted by category
+            out = packed < 0
+            where = np.flatnonzero(out)
+            if xs is not events:
+                where = np.flatnonzero(np.fromiter(map(is_, phases, repeat(TypedSpan)), bool, len(events)))[where]
+            first: dict[Any, list[int]] = {}
+            for i, at in zip(np.flatnonzero(out).tolist(), where.tolist()):
+                seen_at = first.setdefault(spans[i][1], [at, 0])
+                seen_at[1] += 1
+            left_out += [(at, cat, count) for cat, (at, count) in first.items()]
+            keep = ~out
+            packed, ts, dur, corr, ext = packed[keep], ts[keep], dur[keep], corr[keep], ext[keep]
+            flops = tuple(compress(flops, keep.tolist()))
+            device_types = tuple(compress(device_types, keep.tolist()))
+        skipped = self.sums.skipped
+        for _at, what, count in sorted(left_out, key=lambda item: item[0]):
+            skipped[what] = skipped.get(what, 0) + count
+        kid = packed >> _LANE_BITS
+        lane = packed & _LANE_MASK
+        kinds = self.kinds
+        if kinds is None or len(kinds) != len(self.keys.kind):
+            kinds = self.kinds = np.array(self.keys.kind, np.int8)
+        if flops.count(None) != len(flops) or device_types.count(None) != len(device_types):
+            for i, (f, device_type) in enumerate(zip(flops, device_types)):
+                if f is not None:
+                    _add_flops(self.sums.flops, int(kid[i]), f)
+                if type(device_type) is str and kinds[kid[i]] == _K_DEVICE:
+                    self.sums.evidence.append(device_type)
+        corr[(corr < 0) | (corr >= _MAX_ID)] = -1
+        ext[(ext < 0) | (ext >= _MAX_ID)] = -1
+        runtime = corr[(kinds[kid] == _K_RUNTIME) & (corr >= 0)]
+        if len(runtime):
+            self.runtime_corr.update(runtime.tolist())
+        kid = kid.astype(np.int32)
+        if not len(kid):
+            return True
+        first_lane = lane[0]
+        if (lane == first_lane).all():
+            _extend(self.columns[first_lane], ts, dur, kid, corr, ext)
+            return True
+        lanes = np.unique(lane)
+        if len(lanes) <= 4:  # a few lanes: a mask each is cheaper than a sort
+            for where in lanes.tolist():
+                on = lane == where
+                _extend(self.columns[where], ts[on], dur[on], kid[on], corr[on], ext[on])
+            return True
+        order = np.argsort(lane, kind="stable")
+        lane = lane[order]
+        bounds = np.flatnonzero(lane[1:] != lane[:-1]) + 1
+        ts, dur, kid, corr, ext = ts[order], dur[order], kid[order], corr[order], ext[order]
+        for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(lane)]):
+            _extend(self.columns[lane[lo]], ts[lo:hi], dur[lo:hi], kid[lo:hi], corr[lo:hi], ext[lo:hi])
+        return True
+
+    def _lookup(self, span: tuple[Any, ...]) -> int:
+        """A new (name, cat, pid, tid[, inputs]) as the column reader packs it: key and lane, or -1 when left out."""
+        name, cat, pid, tid, dims, types, concrete = _parts(span)
+        if cat in _SKIP_CATS and vocab.skipped(name, cat):
+            return -1
+        key = (name, cat, dims or None, types or None, concrete or None)
+        kid = self.keys.index.get(key)
+        if kid is None:
+            kid = self.keys.add(key)
+        where = self.thread_at.get((pid, tid))
+        if where is None:
+            self._thread((pid, tid))
+            where = len(self.columns) - 1
+        return kid << _LANE_BITS | where
 
     def _metadata(self, ev: Any) -> None:
         args = ev.args
@@ -242,3 +464,49 @@ class _FileReader(_Filling):
         span.ts = _us_text(start)
         span.dur = _us_text(ts - start)
         return span
+
+
+def _parts(span: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The column reader's lookup key as (name, cat, pid, tid, dims, types, concrete), inputs b"" when none."""
+    if type(span[0]) is tuple:
+        return (*span[0], *span[1:])
+    return (*span, b"", b"", b"")
+
+
+def _size_hint(path: str) -> int:
+    """About how many bytes of JSON a trace file holds (a gzipped one, some eight times its size)."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return 0
+    return size * 8 if path.endswith(".gz") else size
+
+
+def _durations(dur: Any) -> Any:
+    """Durations in µs (float64) as int64 ns, when each is exactly what ``_time_ns`` makes of its text; else None.
+
+    A duration under 2**33 µs is within 2**-10 ns of its text times 1000 as a float, so
+    its nearest integer is the text's own when it is closer than a quarter; one that is
+    not (four decimals or more, near a half), negative, or longer is left to ``_time_ns``.
+    """
+    import numpy as np
+
+    if not len(dur):
+        return dur.astype(np.int64)
+    ns = dur * 1000.0
+    whole = np.rint(ns)
+    if not (dur.min() >= 0 and dur.max() < 2.0**33 and np.abs(ns - whole).max() < 0.25):
+        return None
+    return whole.astype(np.int64)
+
+
+def _extend(th: EventColumns, ts: Any, dur: Any, kid: Any, corr: Any, ext: Any) -> None:
+    th.ts.frombytes(ts.tobytes())
+    th.dur.frombytes(dur.tobytes())
+    th.kid.frombytes(kid.tobytes())
+    th.corr.frombytes(corr.tobytes())
+    th.ext.frombytes(ext.tobytes())
+
+
+_NO_ARGS: Any = None  # ``TypedArgs()``: what a span without args reads as (made with the first piece)
+_NO_INPUTS = (EMPTY_RAW, EMPTY_RAW, EMPTY_RAW)
