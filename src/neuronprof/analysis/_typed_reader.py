@@ -145,16 +145,24 @@ if msgspec is not None:
 
         A field the column reader does not handle (the lower-case ``external id``,
         the legacy ``Input dims``) is typed ``None``: any value fails the typed
-        decode, and the piece is read event by event.
+        decode, and the piece is read event by event. FLOPs and device types are
+        rare: typed ``None`` here too, and read by ``TypedArgsWithExtras`` in a file
+        that has them.
         """
 
-        correlation: int = -1
         ext: int = msgspec.field(name="External id", default=-1)
-        ext_lower: None = msgspec.field(name="external id", default=None)
-        dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_EMPTY)
-        dims_legacy: None = msgspec.field(name="Input dims", default=None)
-        types: msgspec.Raw = msgspec.field(name="Input type", default=_EMPTY)
         concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=_EMPTY)
+        types: msgspec.Raw = msgspec.field(name="Input type", default=_EMPTY)
+        dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_EMPTY)
+        correlation: int = -1
+        ext_lower: None = msgspec.field(name="external id", default=None)
+        dims_legacy: None = msgspec.field(name="Input dims", default=None)
+        flops: None = None
+        device_type: None = None
+
+    class TypedArgsWithExtras(TypedArgs, gc=False):
+        """``TypedArgs`` with FLOPs (``with_flops=True``) and device types, for a file that has them."""
+
         flops: Any = None
         device_type: Any = None
 
@@ -172,6 +180,11 @@ if msgspec is not None:
         ts: msgspec.Raw = _EMPTY
         dur: float = math.nan
         args: Optional[TypedArgs] = None
+
+    class TypedSpanWithExtras(TypedSpan, tag="X"):
+        """``TypedSpan`` whose ``args`` may hold FLOPs and device types."""
+
+        args: Optional[TypedArgsWithExtras] = None
 
     class MetaArgs(msgspec.Struct, gc=False):
         """The ``args`` of a metadata event: the process or thread name, the process labels."""
@@ -194,12 +207,14 @@ if msgspec is not None:
         msgspec.defstruct(f"Phase_{ord(ph)}", [], gc=False, tag_field="ph", tag=ph): ph
         for ph in "iICbnestfPONDRcSTpF()"
     }
-    TypedEvent: Any = Union.__getitem__((TypedSpan, TypedMeta, *SKIPPED_PHASES))  # a union made at run time
+    TypedEvent: Any = Union.__getitem__((TypedSpan, TypedMeta, *SKIPPED_PHASES))  # unions made at run time
+    TypedEventWithExtras: Any = Union.__getitem__((TypedSpanWithExtras, TypedMeta, *SKIPPED_PHASES))
 
     # float_hook=str: a number with a fraction or exponent arrives as its text, so
     # that timestamps are converted to integer nanoseconds without float rounding.
     _BATCH = msgspec.json.Decoder(list[Event], float_hook=str)
     _TYPED = msgspec.json.Decoder(list[TypedEvent], float_hook=str)
+    _TYPED_EXTRAS = msgspec.json.Decoder(list[TypedEventWithExtras], float_hook=str)
     _RAW_MEMBERS = msgspec.json.Decoder(dict[str, msgspec.Raw])
     _ANY = msgspec.json.Decoder()
     _NUMBER = msgspec.json.Decoder(float_hook=str)
@@ -216,13 +231,17 @@ class Piece:
     Attributes:
         typed: The events as ``TypedEvent`` structs, or ``None`` when the piece does not fit
             their types (or the stdlib reader read it).
+        extras: Whether ``typed`` spans' args hold FLOPs and device types (``TypedArgsWithExtras``).
         count: How many events the piece holds.
     """
 
-    __slots__ = ("typed", "count", "_text", "_plain")
+    __slots__ = ("typed", "extras", "count", "_text", "_plain")
 
-    def __init__(self, typed: Optional[list[Any]], text: Optional[bytes], plain: Optional[list[Any]]) -> None:
+    def __init__(
+        self, typed: Optional[list[Any]], text: Optional[bytes], plain: Optional[list[Any]], *, extras: bool = False
+    ) -> None:
         self.typed = typed
+        self.extras = extras
         self._text = text
         self._plain = plain
         self.count = len(typed if typed is not None else plain or ())
@@ -256,6 +275,8 @@ class TraceReader:
         self.metadata: dict[str, Any] = {}
         self.events = 0
         self.repair_notes: list[str] = []  # what the stdlib reader changed to read a file torch wrote unescaped
+        self._extras = False  # a piece had FLOPs or device types: read the rest with them
+        self._untyped = 0  # pieces in a row that did not fit the typed structs
 
     def batches(self) -> Iterator[list[Any]]:
         """Yield lists of events (``Event`` or ``PyEvent``), in file order.
@@ -304,19 +325,32 @@ class TraceReader:
         finally:
             binary.close()
 
-    @staticmethod
-    def _piece(text: bytes) -> Piece:
+    def _piece(self, text: bytes) -> Piece:
         """Decode the JSON array ``text`` of events: typed when it fits, loosely typed otherwise.
+
+        The typed decode without FLOPs is tried first; once a piece needed them, the
+        rest of the file is read with them. A file whose pieces keep failing the typed
+        decode is read loosely typed from then on (one decode a piece).
 
         Raises:
             msgspec.DecodeError: ``text`` is not JSON (a cut inside an event).
             msgspec.ValidationError: An event is not an object, or its ``args`` is not.
         """
-        try:
-            return Piece(_TYPED.decode(text), text, None)
-        except msgspec.ValidationError:
-            # Not the types kineto writes (or not JSON at all: the loose decode says which).
-            return Piece(None, text, _BATCH.decode(text))
+        if self._untyped < 2:
+            if not self._extras:
+                try:
+                    return Piece(_TYPED.decode(text), text, None)
+                except msgspec.ValidationError:
+                    pass
+            try:
+                piece = Piece(_TYPED_EXTRAS.decode(text), text, None, extras=True)
+                self._extras = True
+                self._untyped = 0
+                return piece
+            except msgspec.ValidationError:
+                self._untyped += 1
+        # Not the types kineto writes (or not JSON at all: the loose decode says which).
+        return Piece(None, text, _BATCH.decode(text))
 
     def _fast(self, binary: Any) -> Iterator[Piece]:
         buf = b""

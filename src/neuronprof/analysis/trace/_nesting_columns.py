@@ -142,7 +142,8 @@ def walk_columns(
     first_sample = len(samples)
     roots = np.flatnonzero(depth == 0)  # the first event is one
     at_roots = np.searchsorted(roots, np.arange(0, len(t), BLOCK))
-    starts = np.unique(roots[at_roots[at_roots < len(roots)]])
+    starts = roots[at_roots[at_roots < len(roots)]]
+    starts = starts[np.append(True, starts[1:] != starts[:-1])]  # sorted: drop repeats
     del roots, at_roots
     for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(t)]):
         sl = slice(lo, hi)
@@ -221,8 +222,8 @@ def device_columns(
     k = np.frombuffer(th.kid, np.int32)
     kind = np.array(keys.kind, np.int8)[k]
     if device_process:
-        device = (kind == K_DEVICE) | ~np.isin(kind, list(vocab.HOST_KINDS))
-        host = np.isin(kind, [K_OP, _K_PY, _K_RUNTIME])
+        host = (kind == K_OP) | (kind == _K_PY) | (kind == _K_RUNTIME)
+        device = (kind == K_DEVICE) | ~(host | (kind == _K_STEP))  # vocab.on_device(kind, True)
     else:
         device = kind == K_DEVICE
         if not device.any():
@@ -260,11 +261,13 @@ def device_columns(
     by_ext = ~by_corr & (x >= 0)
     for link, ids in ((dev_by_corr, c[by_corr]), (dev_by_ext, x[by_ext])):
         if len(ids):
-            uniq, inverse = np.unique(ids, return_inverse=True)
+            uniq, _first, inverse = np.unique(ids, return_index=True, return_inverse=True)
             total = np.zeros(len(uniq), np.int64)
             np.add.at(total, inverse, d[by_corr] if link is dev_by_corr else d[by_ext])
-            for i, ns in zip(uniq.tolist(), total.tolist()):
-                link[i] = link.get(i, 0) + ns
+            add = dict(zip(uniq.tolist(), total.tolist()))
+            for i in add.keys() & link.keys():  # ids of this timeline's kernels seen on another already
+                add[i] += link[i]
+            link.update(add)
     return np.flatnonzero(host), int(d[~by_corr & ~by_ext].sum())
 
 
@@ -506,7 +509,7 @@ def _add_async(sums: Any, keys: Any, durations: Any) -> None:
     _commit(sums.calls, calls)
     _commit(sums.cpu_total, total)
     sums.async_ns += int(durations.sum())
-    sums.async_keys.update(np.unique(keys).tolist())
+    sums.async_keys.update(np.flatnonzero(calls).tolist())
 
 
 def _commit(target: list[int], values: Any) -> None:

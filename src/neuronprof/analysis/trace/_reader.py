@@ -17,7 +17,7 @@ import os
 import sys
 from collections import Counter
 from itertools import compress, repeat
-from operator import eq, is_, not_
+from operator import attrgetter, eq, is_, not_
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
@@ -256,7 +256,13 @@ class _FileReader(_Filling):
         import numpy as np
         from msgspec.structs import astuple
 
-        from neuronprof.analysis._typed_reader import SKIPPED_PHASES, TypedArgs, TypedMeta, TypedSpan
+        from neuronprof.analysis._typed_reader import (
+            SKIPPED_PHASES,
+            TypedArgs,
+            TypedMeta,
+            TypedSpan,
+            TypedSpanWithExtras,
+        )
 
         global _NO_ARGS
         if _NO_ARGS is None:
@@ -264,30 +270,33 @@ class _FileReader(_Filling):
         events = piece.typed
         if events is None:
             return False
+        span_type = TypedSpanWithExtras if piece.extras else TypedSpan
         phases = list(map(type, events))
-        if phases.count(TypedSpan) == len(phases):
+        if phases.count(span_type) == len(phases):
             xs = events
             counts: Counter[Any] = Counter()
         else:
             counts = Counter(phases)
-            xs = list(compress(events, map(is_, phases, repeat(TypedSpan))))
+            xs = list(compress(events, map(is_, phases, repeat(span_type))))
         n = len(xs)
         if not n:
             columns: Any = ((),) * 7
-            inputs: Any = ((),) * 9
+            inputs: Any = ((),) * 5
         else:
             # The fields of every span, a column each (one call per span: msgspec's astuple).
             columns = tuple(zip(*map(astuple, xs)))
             try:
-                inputs = tuple(zip(*map(astuple, columns[6])))
-            except TypeError:  # spans without args
-                inputs = tuple(zip(*map(astuple, (_NO_ARGS if a is None else a for a in columns[6]))))
-        names, cats, pids, tids, starts, durations, _args = columns
-        corrs, exts, _lower, dims, _legacy, types, concrete, flops, device_types = inputs
+                inputs = tuple(zip(*map(_INPUTS, columns[6])))
+            except AttributeError:  # spans without args
+                inputs = tuple(zip(*map(_INPUTS, (_NO_ARGS if a is None else a for a in columns[6]))))
+        names, cats, pids, tids, starts, durations, args = columns
+        corrs, exts, dims, types, concrete = inputs
         # The lookup key of each span: (name, cat, pid, tid), with the JSON text of its
         # recorded inputs for those that have any (bare spans are looked up apart).
         spans = list(zip(names, cats, pids, tids))
-        bare = list(map(eq, zip(dims, types, concrete), repeat(_NO_INPUTS)))
+        bare = list(map(is_, dims, repeat(EMPTY_RAW)))
+        if list(map(is_, types, repeat(EMPTY_RAW))) != bare or list(map(is_, concrete, repeat(EMPTY_RAW))) != bare:
+            bare = list(map(eq, zip(dims, types, concrete), repeat(_NO_INPUTS)))
         n_bare = bare.count(True)
         groups: list[tuple[Any, list[Any]]] = []
         if n_bare:
@@ -295,7 +304,8 @@ class _FileReader(_Filling):
         if n_bare < n:
             shaped = [spans, dims, types, concrete]
             if n_bare:
-                shaped = [list(compress(column, map(not_, bare))) for column in shaped]
+                has_inputs = list(map(not_, bare))
+                shaped = [list(compress(column, has_inputs)) for column in shaped]
             groups.append(
                 (
                     None if not n_bare else ~groups[0][0],
@@ -350,7 +360,7 @@ class _FileReader(_Filling):
             out = packed < 0
             where = np.flatnonzero(out)
             if xs is not events:
-                where = np.flatnonzero(np.fromiter(map(is_, phases, repeat(TypedSpan)), bool, len(events)))[where]
+                where = np.flatnonzero(np.fromiter(map(is_, phases, repeat(span_type)), bool, len(events)))[where]
             first: dict[Any, list[int]] = {}
             for i, at in zip(np.flatnonzero(out).tolist(), where.tolist()):
                 seen_at = first.setdefault(spans[i][1], [at, 0])
@@ -358,8 +368,7 @@ class _FileReader(_Filling):
             left_out += [(at, cat, count) for cat, (at, count) in first.items()]
             keep = ~out
             packed, ts, dur, corr, ext = packed[keep], ts[keep], dur[keep], corr[keep], ext[keep]
-            flops = tuple(compress(flops, keep.tolist()))
-            device_types = tuple(compress(device_types, keep.tolist()))
+            args = tuple(compress(args, keep.tolist()))
         skipped = self.sums.skipped
         for _at, what, count in sorted(left_out, key=lambda item: item[0]):
             skipped[what] = skipped.get(what, 0) + count
@@ -368,12 +377,14 @@ class _FileReader(_Filling):
         kinds = self.kinds
         if kinds is None or len(kinds) != len(self.keys.kind):
             kinds = self.kinds = np.array(self.keys.kind, np.int8)
-        if flops.count(None) != len(flops) or device_types.count(None) != len(device_types):
-            for i, (f, device_type) in enumerate(zip(flops, device_types)):
-                if f is not None:
-                    _add_flops(self.sums.flops, int(kid[i]), f)
-                if type(device_type) is str and kinds[kid[i]] == _K_DEVICE:
-                    self.sums.evidence.append(device_type)
+        if piece.extras:  # FLOPs or device types in the file: added span by span
+            for i, a in enumerate(args):
+                if a is None:
+                    continue
+                if a.flops is not None:
+                    _add_flops(self.sums.flops, int(kid[i]), a.flops)
+                if type(a.device_type) is str and kinds[kid[i]] == _K_DEVICE:
+                    self.sums.evidence.append(a.device_type)
         corr[(corr < 0) | (corr >= _MAX_ID)] = -1
         ext[(ext < 0) | (ext >= _MAX_ID)] = -1
         runtime = corr[(kinds[kid] == _K_RUNTIME) & (corr >= 0)]
@@ -386,7 +397,7 @@ class _FileReader(_Filling):
         if (lane == first_lane).all():
             _extend(self.columns[first_lane], ts, dur, kid, corr, ext)
             return True
-        lanes = np.unique(lane)
+        lanes = np.flatnonzero(np.bincount(lane))
         if len(lanes) <= 4:  # a few lanes: a mask each is cheaper than a sort
             for where in lanes.tolist():
                 on = lane == where
@@ -509,4 +520,5 @@ def _extend(th: EventColumns, ts: Any, dur: Any, kid: Any, corr: Any, ext: Any) 
 
 
 _NO_ARGS: Any = None  # ``TypedArgs()``: what a span without args reads as (made with the first piece)
+_INPUTS = attrgetter("correlation", "ext", "dims", "types", "concrete")
 _NO_INPUTS = (EMPTY_RAW, EMPTY_RAW, EMPTY_RAW)
