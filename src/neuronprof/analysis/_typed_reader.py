@@ -4,7 +4,7 @@ With msgspec installed, the text of the ``traceEvents`` array is cut into pieces
 of a few MiB at event boundaries ([`Piece`][neuronprof.analysis._typed_reader.Piece])
 and each piece is decoded in one call into structs that skip every other field:
 several times faster than the stdlib scanner, and memory holds one piece at a
-time. A piece is first decoded into strictly typed structs (``TypedEvent``:
+time. A piece is first decoded into strictly typed structs (``TypedSpan``:
 times as their JSON text, ids as ``int``) that the loader reads column by
 column; a piece that does not fit those types (an id written as text, a legacy
 field name) is decoded again into loosely typed ones (``Event``) that it reads
@@ -23,7 +23,7 @@ import math
 import re
 import zlib
 from collections.abc import Iterator
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 from neuronprof.analysis._eventstream import EventStream, open_trace
 from neuronprof.analysis.errors import TraceError
@@ -166,23 +166,45 @@ if msgspec is not None:
         flops: Any = None
         device_type: Any = None
 
+    # kineto's categories (its ActivityType names, and PyTorch 1.8's): decoded as these very
+    # strings, which hash once, instead of a new string for every event.
+    KinetoCategory = Literal[
+        "cpu_op", "user_annotation", "gpu_user_annotation", "gpu_memcpy", "gpu_memset", "kernel",
+        "external_correlation", "cuda_runtime", "cuda_driver", "cpu_instant_event", "python_function",
+        "overhead", "cuda_sync", "glow_runtime", "mtia_runtime", "mtia_ccp_events", "mtia_insight",
+        "cuda_profiler_range", "hpu_op", "xpu_runtime", "xpu_driver", "collective_comm",
+        "privateuse1_runtime", "privateuse1_driver", "Trace", "ac2g",
+        "Operator", "Kernel", "Memcpy", "Memset", "Runtime",
+    ]  # fmt: skip
+
     class TypedSpan(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
         """A complete event (``"ph": "X"``): its start as JSON text (``Raw``, empty when absent), its duration a float.
 
         A duration is a small number of µs, which a float holds to far better than a
         nanosecond (the reader checks it, see ``_reader._durations``); a start is not.
+        Its category is one of kineto's (``AnyCategorySpan`` reads a file with others).
         """
 
         name: Optional[str] = None
-        cat: Optional[str] = None
+        cat: Optional[KinetoCategory] = None
         pid: Any = None
         tid: Any = None
         ts: msgspec.Raw = _EMPTY
         dur: float = math.nan
         args: Optional[TypedArgs] = None
 
-    class TypedSpanWithExtras(TypedSpan, tag="X"):
+    class AnyCategorySpan(TypedSpan, tag="X"):
+        """``TypedSpan`` of any category."""
+
+        cat: Optional[str] = None  # type: ignore[assignment]  # wider than the base's, on purpose
+
+    class SpanWithExtras(TypedSpan, tag="X"):
         """``TypedSpan`` whose ``args`` may hold FLOPs and device types."""
+
+        args: Optional[TypedArgsWithExtras] = None
+
+    class AnyCategorySpanWithExtras(AnyCategorySpan, tag="X"):
+        """``AnyCategorySpan`` whose ``args`` may hold FLOPs and device types."""
 
         args: Optional[TypedArgsWithExtras] = None
 
@@ -207,21 +229,25 @@ if msgspec is not None:
         msgspec.defstruct(f"Phase_{ord(ph)}", [], gc=False, tag_field="ph", tag=ph): ph
         for ph in "iICbnestfPONDRcSTpF()"
     }
-    TypedEvent: Any = Union.__getitem__((TypedSpan, TypedMeta, *SKIPPED_PHASES))  # unions made at run time
-    TypedEventWithExtras: Any = Union.__getitem__((TypedSpanWithExtras, TypedMeta, *SKIPPED_PHASES))
+    # The typed decoders, leanest first: a file is read with the first that fits its pieces
+    # (see ``TraceReader._piece``); each gives its span class and whether args hold extras.
+    SPAN_DECODERS: list[tuple[Any, Any]] = []
+    for _span in (TypedSpan, AnyCategorySpan, SpanWithExtras, AnyCategorySpanWithExtras):
+        _events: Any = Union.__getitem__((_span, TypedMeta, *SKIPPED_PHASES))  # a union made at run time
+        SPAN_DECODERS.append((msgspec.json.Decoder(list[_events], float_hook=str), _span))
+    del _span, _events
+    WITH_EXTRAS = (SpanWithExtras, AnyCategorySpanWithExtras)
 
     # float_hook=str: a number with a fraction or exponent arrives as its text, so
     # that timestamps are converted to integer nanoseconds without float rounding.
     _BATCH = msgspec.json.Decoder(list[Event], float_hook=str)
-    _TYPED = msgspec.json.Decoder(list[TypedEvent], float_hook=str)
-    _TYPED_EXTRAS = msgspec.json.Decoder(list[TypedEventWithExtras], float_hook=str)
     _RAW_MEMBERS = msgspec.json.Decoder(dict[str, msgspec.Raw])
     _ANY = msgspec.json.Decoder()
     _NUMBER = msgspec.json.Decoder(float_hook=str)
 
 
 def raw_number(raw: Any) -> Any:
-    """A ``TypedEvent`` time (JSON text) as ``Event`` has it: an int, the text of a number, or what else it is."""
+    """A ``TypedSpan`` time (JSON text) as ``Event`` has it: an int, the text of a number, or what else it is."""
     return _NUMBER.decode(raw) if raw else None
 
 
@@ -229,19 +255,22 @@ class Piece:
     """About a few MiB of consecutive events, decoded as the reader needs them.
 
     Attributes:
-        typed: The events as ``TypedEvent`` structs, or ``None`` when the piece does not fit
-            their types (or the stdlib reader read it).
-        extras: Whether ``typed`` spans' args hold FLOPs and device types (``TypedArgsWithExtras``).
+        typed: The events as typed structs (spans of class ``span``, ``TypedMeta`` and one
+            empty struct per other phase), or ``None`` when the piece does not fit their
+            types (or the stdlib reader read it).
+        span: The class of ``typed``'s spans (``TypedSpan`` or one of its variants).
+        extras: Whether their args hold FLOPs and device types (``TypedArgsWithExtras``).
         count: How many events the piece holds.
     """
 
-    __slots__ = ("typed", "extras", "count", "_text", "_plain")
+    __slots__ = ("typed", "span", "extras", "count", "_text", "_plain")
 
     def __init__(
-        self, typed: Optional[list[Any]], text: Optional[bytes], plain: Optional[list[Any]], *, extras: bool = False
+        self, typed: Optional[list[Any]], text: Optional[bytes], plain: Optional[list[Any]], span: Any = None
     ) -> None:
         self.typed = typed
-        self.extras = extras
+        self.span = span
+        self.extras = span in WITH_EXTRAS
         self._text = text
         self._plain = plain
         self.count = len(typed if typed is not None else plain or ())
@@ -275,7 +304,7 @@ class TraceReader:
         self.metadata: dict[str, Any] = {}
         self.events = 0
         self.repair_notes: list[str] = []  # what the stdlib reader changed to read a file torch wrote unescaped
-        self._extras = False  # a piece had FLOPs or device types: read the rest with them
+        self._level = 0  # the typed decoder the file's pieces fit so far (``SPAN_DECODERS``)
         self._untyped = 0  # pieces in a row that did not fit the typed structs
 
     def batches(self) -> Iterator[list[Any]]:
@@ -328,27 +357,25 @@ class TraceReader:
     def _piece(self, text: bytes) -> Piece:
         """Decode the JSON array ``text`` of events: typed when it fits, loosely typed otherwise.
 
-        The typed decode without FLOPs is tried first; once a piece needed them, the
-        rest of the file is read with them. A file whose pieces keep failing the typed
-        decode is read loosely typed from then on (one decode a piece).
+        The leanest typed decoder is tried first (kineto's categories, no FLOPs); a
+        piece that needs a fuller one moves the rest of the file to it. A file whose
+        pieces keep failing every typed decoder is read loosely typed from then on.
 
         Raises:
             msgspec.DecodeError: ``text`` is not JSON (a cut inside an event).
             msgspec.ValidationError: An event is not an object, or its ``args`` is not.
         """
         if self._untyped < 2:
-            if not self._extras:
+            for level in range(self._level, len(SPAN_DECODERS)):
+                decoder, span = SPAN_DECODERS[level]
                 try:
-                    return Piece(_TYPED.decode(text), text, None)
+                    piece = Piece(decoder.decode(text), text, None, span)
                 except msgspec.ValidationError:
-                    pass
-            try:
-                piece = Piece(_TYPED_EXTRAS.decode(text), text, None, extras=True)
-                self._extras = True
+                    continue
+                self._level = level
                 self._untyped = 0
                 return piece
-            except msgspec.ValidationError:
-                self._untyped += 1
+            self._untyped += 1
         # Not the types kineto writes (or not JSON at all: the loose decode says which).
         return Piece(None, text, _BATCH.decode(text))
 

@@ -244,7 +244,7 @@ class _FileReader(_Filling):
 
     # -- column by column: a piece as kineto writes it ----------------------------------------
     def _columns(self, piece: Piece) -> bool:
-        """Read a piece of ``TypedEvent``s column by column; False (having changed nothing) when it cannot.
+        """Read a piece of typed events column by column; False (having changed nothing) when it cannot.
 
         The same columns, keys, counts and notes as ``_each``, in the same order. Each
         span is looked up once, by its name, category, lane and inputs (their JSON
@@ -255,13 +255,7 @@ class _FileReader(_Filling):
         """
         import numpy as np
 
-        from neuronprof.analysis._typed_reader import (
-            SKIPPED_PHASES,
-            TypedArgs,
-            TypedMeta,
-            TypedSpan,
-            TypedSpanWithExtras,
-        )
+        from neuronprof.analysis._typed_reader import SKIPPED_PHASES, TypedArgs, TypedMeta
 
         global _NO_ARGS
         if _NO_ARGS is None:
@@ -269,7 +263,7 @@ class _FileReader(_Filling):
         events = piece.typed
         if events is None:
             return False
-        span_type = TypedSpanWithExtras if piece.extras else TypedSpan
+        span_type = piece.span
         phases = list(map(type, events))
         if phases.count(span_type) == len(phases):
             xs = events
@@ -299,11 +293,9 @@ class _FileReader(_Filling):
                 (None, spans) if n_bare == n else (np.array(bare, bool), [span for span, b in zip(spans, bare) if b])
             )
         if n_bare < n:
-            shaped = [
-                (span, bytes(a.dims), bytes(a.types), bytes(a.concrete))
-                for span, a, b in zip(spans, args, bare)
-                if not b
-            ]
+            # The three inputs' texts in one bytes, NUL between (no JSON text holds one).
+            join = b"\0".join
+            shaped = [(span, join((a.dims, a.types, a.concrete))) for span, a, b in zip(spans, args, bare) if not b]
             groups.append((~groups[0][0] if n_bare else None, shaped))
         seen = self.seen
         try:
@@ -361,7 +353,7 @@ class _FileReader(_Filling):
             left_out += [(at, cat, count) for cat, (at, count) in first.items()]
             keep = ~out
             packed, ts, dur, corr, ext = packed[keep], ts[keep], dur[keep], corr[keep], ext[keep]
-            args = tuple(compress(args, keep.tolist()))
+            args = list(compress(args, keep.tolist()))
         skipped = self.sums.skipped
         for _at, what, count in sorted(left_out, key=lambda item: item[0]):
             skipped[what] = skipped.get(what, 0) + count
@@ -473,7 +465,7 @@ class _FileReader(_Filling):
 def _parts(span: tuple[Any, ...]) -> tuple[Any, ...]:
     """The column reader's lookup key as (name, cat, pid, tid, dims, types, concrete), inputs b"" when none."""
     if type(span[0]) is tuple:
-        return (*span[0], *span[1:])
+        return (*span[0], *span[1].split(b"\0"))
     return (*span, b"", b"", b"")
 
 
@@ -515,7 +507,7 @@ def _extend(th: EventColumns, ts: Any, dur: Any, kid: Any, corr: Any, ext: Any) 
 _NO_ARGS: Any = None  # ``TypedArgs()``: what a span without args reads as (made with the first piece)
 
 
-class _Seen(dict):  # type: ignore[type-arg]
+class _Seen(dict[tuple[Any, ...], int]):
     """The column reader's spans seen, packed key and lane by span; ``_NEW`` for one not seen yet."""
 
     def __missing__(self, span: Any) -> int:
