@@ -264,13 +264,12 @@ class _FileReader(_Filling):
         if events is None:
             return False
         span_type = piece.span
-        phases = list(map(type, events))
-        if phases.count(span_type) == len(phases):
-            xs = events
-            counts: Counter[Any] = Counter()
-        else:
+        xs = [e for e in events if type(e) is span_type]
+        phases: list[Any] = []
+        counts: Counter[Any] = Counter()
+        if len(xs) != len(events):
+            phases = list(map(type, events))
             counts = Counter(phases)
-            xs = list(compress(events, map(is_, phases, repeat(span_type))))
         n = len(xs)
         # The fields of every span, a column each. Comprehensions: the interpreter's own
         # loop reads a struct's fields faster than attrgetter or astuple do.
@@ -282,24 +281,19 @@ class _FileReader(_Filling):
             args = [_NO_ARGS if a is None else a for a in args]
         corrs = [a.correlation for a in args]
         exts = [a.ext for a in args]
-        # The lookup key of each span: (name, cat, pid, tid), with the JSON text of its
-        # recorded inputs for those that have any (bare spans are looked up apart).
+        # The lookup key of each span: (name, cat, pid, tid), with the JSON text of its recorded
+        # inputs when it has any, the three in one bytes with NUL between (no JSON text holds one).
         empty = EMPTY_RAW
-        bare = [a.dims is empty and a.types is empty and a.concrete is empty for a in args]
-        n_bare = bare.count(True)
-        groups: list[tuple[Any, list[Any]]] = []
-        if n_bare:
-            groups.append(
-                (None, spans) if n_bare == n else (np.array(bare, bool), [span for span, b in zip(spans, bare) if b])
-            )
-        if n_bare < n:
-            # The three inputs' texts in one bytes, NUL between (no JSON text holds one).
-            join = b"\0".join
-            shaped = [(span, join((a.dims, a.types, a.concrete))) for span, a, b in zip(spans, args, bare) if not b]
-            groups.append((~groups[0][0] if n_bare else None, shaped))
+        join = b"\0".join
+        keys = [
+            span
+            if a.dims is empty and a.types is empty and a.concrete is empty
+            else (span, join((a.dims, a.types, a.concrete)))
+            for span, a in zip(spans, args)
+        ]
         seen = self.seen
         try:
-            found = [np.fromiter(map(seen.__getitem__, group), np.int64, len(group)) for _, group in groups]
+            found = np.fromiter(map(seen.__getitem__, keys), np.int64, n)
         except TypeError:  # an unhashable lane: ``_each`` says which
             return False
         ts = ns_column(starts, raw_number)
@@ -312,16 +306,10 @@ class _FileReader(_Filling):
         except OverflowError:
             return False
         # New spans, in the order they first come (the order keys and lanes are made in).
-        firsts: list[tuple[int, Any]] = []
-        for (mask, group), f in zip(groups, found):
-            at = np.flatnonzero(f == _NEW).tolist()
-            if at:
-                where = at if mask is None else np.flatnonzero(mask)[at].tolist()
-                firsts += zip(where, [group[j] for j in at])
-        firsts.sort(key=lambda item: item[0])
-        new = list(dict.fromkeys(span for _, span in firsts))
-        for span in new:
-            name, cat = _parts(span)[:2]
+        unseen = np.flatnonzero(found == _NEW).tolist()
+        new = list(dict.fromkeys([keys[i] for i in unseen]))
+        for key in new:
+            name, cat = _parts(key)[:2]
             if name is None and not (cat in _SKIP_CATS and vocab.skipped(name, cat)):
                 return False  # a span without a name: ``_each`` says which
 
@@ -330,21 +318,15 @@ class _FileReader(_Filling):
         if counts.get(TypedMeta):
             for ev in compress(events, map(is_, phases, repeat(TypedMeta))):
                 self._metadata(ev)
-        for span in new:
-            seen[span] = self._lookup(span)
-        packed = np.empty(n, np.int64)
-        for (mask, group), f in zip(groups, found):
-            if new:
-                at = np.flatnonzero(f == _NEW)
-                f[at] = [seen[group[j]] for j in at.tolist()]
-            if mask is None:
-                packed = f
-            else:
-                packed[mask] = f
+        for key in new:
+            seen[key] = self._lookup(key)
+        if unseen:
+            found[unseen] = [seen[keys[i]] for i in unseen]
+        packed = found
         if n and packed.min() < 0:  # spans of a category left out (kineto's own span...), counted by category
             out = packed < 0
             where = np.flatnonzero(out)
-            if xs is not events:
+            if phases:
                 where = np.flatnonzero(np.fromiter(map(is_, phases, repeat(span_type)), bool, len(events)))[where]
             first: dict[Any, list[int]] = {}
             for i, at in zip(np.flatnonzero(out).tolist(), where.tolist()):
