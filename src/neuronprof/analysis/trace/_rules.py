@@ -174,9 +174,8 @@ def ns_column(raws: Sequence[Any], number: Callable[[Any], Any]) -> Any:
         if dots == n:
             # Three characters after each point, up to the comma (or the closing bracket) that ends its time.
             u = np.frombuffer(text, np.uint8)
-            points = np.flatnonzero(u == 46)
-            ends = np.flatnonzero(u == 44)
-            if len(ends) == n - 1 and points[-1] == len(text) - 5 and (ends == points[:-1] + 4).all():
+            ends = np.append(np.flatnonzero(u == 44), len(text) - 1)
+            if len(ends) == n and (u[ends - 4] == 46).all():
                 return np.fromiter(_INTS.decode(text.replace(b".", b"")), np.int64, n)
         elif dots == 0:
             whole = np.fromiter(_INTS.decode(text), np.int64, n)
