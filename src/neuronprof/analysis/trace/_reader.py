@@ -16,8 +16,7 @@ import gc
 import os
 import sys
 from collections import Counter
-from itertools import compress, repeat
-from operator import is_
+from itertools import compress
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
@@ -265,11 +264,7 @@ class _FileReader(_Filling):
             return False
         span_type = piece.span
         xs = [e for e in events if type(e) is span_type]
-        phases: list[Any] = []
-        counts: Counter[Any] = Counter()
-        if len(xs) != len(events):
-            phases = list(map(type, events))
-            counts = Counter(phases)
+        counts: Counter[Any] = Counter(map(type, events)) if len(xs) != len(events) else Counter()
         n = len(xs)
         # The fields of every span, a column each. Comprehensions: the interpreter's own
         # loop reads a struct's fields faster than attrgetter or astuple do.
@@ -314,9 +309,15 @@ class _FileReader(_Filling):
                 return False  # a span without a name: ``_each`` says which
 
         # Nothing can fail from here on: add the piece.
-        left_out = [(phases.index(cls), SKIPPED_PHASES[cls], k) for cls, k in counts.items() if cls in SKIPPED_PHASES]
+        skipped = self.sums.skipped
+        left_out = [
+            # Where a phase is first seen matters only for one not counted yet (the note's order).
+            (0 if SKIPPED_PHASES[cls] in skipped else _first(events, cls), SKIPPED_PHASES[cls], k)
+            for cls, k in counts.items()
+            if cls in SKIPPED_PHASES
+        ]
         if counts.get(TypedMeta):
-            for ev in compress(events, map(is_, phases, repeat(TypedMeta))):
+            for ev in [e for e in events if type(e) is TypedMeta]:
                 self._metadata(ev)
         for key in new:
             seen[key] = self._lookup(key)
@@ -326,8 +327,8 @@ class _FileReader(_Filling):
         if n and packed.min() < 0:  # spans of a category left out (kineto's own span...), counted by category
             out = packed < 0
             where = np.flatnonzero(out)
-            if phases:
-                where = np.flatnonzero(np.fromiter(map(is_, phases, repeat(span_type)), bool, len(events)))[where]
+            if counts:  # positions among all the events, not the spans
+                where = np.flatnonzero(np.fromiter((type(e) is span_type for e in events), bool, len(events)))[where]
             first: dict[Any, list[int]] = {}
             for i, at in zip(np.flatnonzero(out).tolist(), where.tolist()):
                 seen_at = first.setdefault(spans[i][1], [at, 0])
@@ -336,7 +337,6 @@ class _FileReader(_Filling):
             keep = ~out
             packed, ts, dur, corr, ext = packed[keep], ts[keep], dur[keep], corr[keep], ext[keep]
             args = list(compress(args, keep.tolist()))
-        skipped = self.sums.skipped
         for _at, what, count in sorted(left_out, key=lambda item: item[0]):
             skipped[what] = skipped.get(what, 0) + count
         kid = packed >> _LANE_BITS
@@ -442,6 +442,11 @@ class _FileReader(_Filling):
         span.ts = _us_text(start)
         span.dur = _us_text(ts - start)
         return span
+
+
+def _first(events: list[Any], cls: type) -> int:
+    """Where the first event of class ``cls`` is in ``events``."""
+    return next(i for i, e in enumerate(events) if type(e) is cls)
 
 
 def _parts(span: tuple[Any, ...]) -> tuple[Any, ...]:
