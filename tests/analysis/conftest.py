@@ -39,6 +39,7 @@ def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
         monkeypatch.setattr(_reader, "_COLUMNS_MIN", 0)
         monkeypatch.setattr(_reader, "_COLUMNS_FILE", 0)
         monkeypatch.setattr(_nesting_columns, "COLUMNS_MIN", 0)
+        monkeypatch.setattr(_nesting_columns, "COLUMNS_MIN_COLD", 0)
     else:
         import neuronprof.analysis._typed_reader as jsonstream
 

@@ -162,6 +162,7 @@ def _columns_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_reader, "_COLUMNS_MIN", 0)
     monkeypatch.setattr(_reader, "_COLUMNS_FILE", 0)
     monkeypatch.setattr(_nesting_columns, "COLUMNS_MIN", 0)
+    monkeypatch.setattr(_nesting_columns, "COLUMNS_MIN_COLD", 0)
     monkeypatch.setattr(_nesting_columns, "BLOCK", 64)  # several blocks of top-level spans
 
 
@@ -206,6 +207,7 @@ def _sums_view(table: EventTable, *, columns: bool, monkeypatch: pytest.MonkeyPa
     """Everything the walk adds up for ``table`` (per key, per step, notes) and the table and samples it makes."""
     with monkeypatch.context() as m:
         m.setattr(_nesting_columns, "COLUMNS_MIN", 0 if columns else 1 << 60)
+        m.setattr(_nesting_columns, "COLUMNS_MIN_COLD", 0)
         m.setattr(_nesting_columns, "BLOCK", 64)
         sums = sum_events(table)
     view = {name: list(value) if isinstance(value, list) else value for name, value in vars(sums).items()}

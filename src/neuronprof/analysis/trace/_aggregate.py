@@ -130,7 +130,7 @@ class _Aggregator(_Nesting):
                 what = ("lane", self.thread_names[(pid, tid)].strip())
                 derived[what] = derived.get(what, 0) + len(th.kid)
                 continue
-            if len(th.kid) >= _nesting_columns.COLUMNS_MIN:
+            if _nesting_columns.worth_it(len(th.kid)):
                 if runtime_ids is None:
                     runtime_ids = _nesting_columns.sorted_ids(runtime_corr)
                 rows, lost = _nesting_columns.device_columns(

@@ -37,7 +37,7 @@ class _Nesting:
         self, th: EventColumns, rows: Optional[list[int]], dev_by_corr: dict[int, int], dev_by_ext: dict[int, int]
     ) -> None:
         """Nest the host events of one timeline (torch's rule) and add up self/total and device times."""
-        if len(th.kid if rows is None else rows) >= _nesting_columns.COLUMNS_MIN:
+        if _nesting_columns.worth_it(len(th.kid if rows is None else rows)):
             kc = getattr(self, "_key_columns", None)
             if kc is None or kc.size != len(self.keys.kind):
                 kc = self._key_columns = _nesting_columns.KeyColumns(self.keys)

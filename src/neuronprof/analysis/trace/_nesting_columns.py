@@ -18,6 +18,7 @@ nothing) any timeline that does not nest cleanly, which ``_walk`` then reads.
 
 from __future__ import annotations
 
+import sys
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -30,10 +31,18 @@ from neuronprof.analysis.trace._sums import EventColumns, EventKeys, _Sums
 if TYPE_CHECKING:
     from neuronprof.analysis.trace._nesting import _Nesting
 
-__all__ = ["COLUMNS_MIN", "KeyColumns", "device_columns", "sorted_ids", "walk_columns"]
+__all__ = ["COLUMNS_MIN", "COLUMNS_MIN_COLD", "KeyColumns", "device_columns", "sorted_ids", "walk_columns", "worth_it"]
 
 COLUMNS_MIN = 4096
 """Timelines with fewer events than this are walked event by event (numpy's set-up costs more there)."""
+
+COLUMNS_MIN_COLD = 32768
+"""The same before numpy is imported: importing it costs about what walking this many events does."""
+
+
+def worth_it(events: int) -> bool:
+    """Whether a timeline of this many events is walked on columns (``walk_columns``, ``device_columns``)."""
+    return events >= (COLUMNS_MIN if "numpy" in sys.modules else max(COLUMNS_MIN, COLUMNS_MIN_COLD))
 
 BLOCK = 1 << 16
 """About how many events one block of top-level spans holds (its working arrays are some 100 bytes an event)."""
