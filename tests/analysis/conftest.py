@@ -34,10 +34,10 @@ def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     """
     if request.param == "fast":
         pytest.importorskip("msgspec")
-        from neuronprof.analysis.trace import _nesting_columns, _reader
+        from neuronprof.analysis.trace import _nesting_columns, _reader_columns
 
-        monkeypatch.setattr(_reader, "_COLUMNS_MIN", 0)
-        monkeypatch.setattr(_reader, "_COLUMNS_FILE", 0)
+        monkeypatch.setattr(_reader_columns, "COLUMNS_MIN", 0)
+        monkeypatch.setattr(_reader_columns, "COLUMNS_FILE", 0)
         monkeypatch.setattr(_nesting_columns, "COLUMNS_MIN", 0)
         monkeypatch.setattr(_nesting_columns, "COLUMNS_MIN_COLD", 0)
     else:

@@ -1,6 +1,6 @@
 """The column reader and the column walk give what the event-by-event reader and walk give, on generated traces.
 
-A large trace is read a piece at a time column by column (``_reader._columns``:
+A large trace is read a piece at a time column by column (``_reader_columns``:
 msgspec's typed decode, times parsed in bulk) and its long timelines nested with
 numpy (``_nesting_columns``); anything unusual is left to the event-by-event
 reader and walk, which are also what runs without msgspec. Here the column paths
@@ -29,7 +29,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import neuronprof.analysis._typed_reader as typed_reader
-from neuronprof.analysis.trace import EventKeys, EventTable, _nesting_columns, _reader, read_events, sum_events
+from neuronprof.analysis.trace import (
+    EventKeys,
+    EventTable,
+    _nesting_columns,
+    _reader,
+    _reader_columns,
+    read_events,
+    sum_events,
+)
 from neuronprof.analysis.trace._rules import _decode_input, _time_ns, ns_column
 from neuronprof.analysis.trace._sums import _build
 
@@ -159,8 +167,8 @@ def _trace(seed: int) -> str:
 
 def _columns_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
     """Switch the column reader and the column walk on for every piece and timeline, however small."""
-    monkeypatch.setattr(_reader, "_COLUMNS_MIN", 0)
-    monkeypatch.setattr(_reader, "_COLUMNS_FILE", 0)
+    monkeypatch.setattr(_reader_columns, "COLUMNS_MIN", 0)
+    monkeypatch.setattr(_reader_columns, "COLUMNS_FILE", 0)
     monkeypatch.setattr(_nesting_columns, "COLUMNS_MIN", 0)
     monkeypatch.setattr(_nesting_columns, "COLUMNS_MIN_COLD", 0)
     monkeypatch.setattr(_nesting_columns, "BLOCK", 64)  # several blocks of top-level spans
@@ -171,7 +179,7 @@ def _read(path: Path, *, columns: bool, fast: bool, monkeypatch: pytest.MonkeyPa
         if columns:
             _columns_everywhere(m)
         else:
-            m.setattr(_reader, "_COLUMNS_MIN", 1 << 60)
+            m.setattr(_reader_columns, "COLUMNS_MIN", 1 << 60)
         if not fast:
             m.setattr(typed_reader, "msgspec", None)
         try:

@@ -23,15 +23,13 @@ from itertools import repeat
 from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof import _vocabulary as vocab
-from neuronprof.analysis.trace._rules import _K_DEVICE as K_DEVICE
-from neuronprof.analysis.trace._rules import _K_OP as K_OP
 from neuronprof.analysis.trace._rules import _K_PY, _K_RUNTIME, _K_STEP
-from neuronprof.analysis.trace._sums import EventColumns, EventKeys, _Sums
+from neuronprof.analysis.trace._sums import EventColumns, EventKeys
 
 if TYPE_CHECKING:
     from neuronprof.analysis.trace._nesting import _Nesting
 
-__all__ = ["COLUMNS_MIN", "COLUMNS_MIN_COLD", "KeyColumns", "device_columns", "sorted_ids", "walk_columns", "worth_it"]
+__all__ = ["COLUMNS_MIN", "COLUMNS_MIN_COLD", "KeyColumns", "walk_columns", "worth_it"]
 
 COLUMNS_MIN = 4096
 """Timelines with fewer events than this are walked event by event (numpy's set-up costs more there)."""
@@ -41,7 +39,7 @@ COLUMNS_MIN_COLD = 32768
 
 
 def worth_it(events: int) -> bool:
-    """Whether a timeline of this many events is walked on columns (``walk_columns``, ``device_columns``)."""
+    """Whether a timeline of this many events is walked on columns (``walk_columns``, its device rows too)."""
     return events >= (COLUMNS_MIN if "numpy" in sys.modules else max(COLUMNS_MIN, COLUMNS_MIN_COLD))
 
 BLOCK = 1 << 16
@@ -196,88 +194,6 @@ def walk_columns(
     sums.steps += steps
     sums.linked |= totals.linked
     return True
-
-
-def sorted_ids(ids: Any) -> Any:
-    """A set of ids (ints) as a sorted int64 array, for ``device_columns``."""
-    import numpy as np
-
-    return np.sort(np.fromiter(ids, np.int64, len(ids)))
-
-
-def device_columns(
-    sums: _Sums,
-    keys: EventKeys,
-    th: EventColumns,
-    device_process: bool,
-    runtime_corr: Any,
-    dev_by_corr: dict[int, int],
-    dev_by_ext: dict[int, int],
-    seen: set[int],
-) -> tuple[Any, int]:
-    """The device rows of one timeline added up, as ``_Aggregator._finish`` does row by row.
-
-    Each device event is a call of its own row (an event of a device process that is
-    not device work by its category gets a device twin of its key), and its time is
-    linked for the walk: by ``correlation`` to a runtime call (``runtime_corr``: their
-    ids, a sorted int64 array), else by ``External id``.
-
-    Returns:
-        The timeline's host rows (``None`` when every event is one) and the device time
-        that could be linked to nothing (ns).
-    """
-    import numpy as np
-
-    k = np.frombuffer(th.kid, np.int32)
-    kind = np.array(keys.kind, np.int8)[k]
-    if device_process:
-        host = (kind == K_OP) | (kind == _K_PY) | (kind == _K_RUNTIME)
-        device = (kind == K_DEVICE) | ~(host | (kind == _K_STEP))  # vocab.on_device(kind, True)
-    else:
-        device = kind == K_DEVICE
-        if not device.any():
-            return None, 0
-        host = ~device
-    rows = np.flatnonzero(device)
-    kids = k[rows].astype(np.int64)
-    twin = kind[rows] != K_DEVICE
-    if twin.any():
-        # An event of a device process with no device category (XLA's ops): a device row
-        # of its own, apart from a host span of the same name; twins made in row order.
-        plain, first = np.unique(kids[twin], return_index=True)
-        made = {int(kk): keys.device_twin(int(kk)) for kk in plain[np.argsort(first)].tolist()}
-        sums.grow(len(keys.keys))
-        kids[twin] = [made[kk] for kk in kids[twin].tolist()]
-    d = np.frombuffer(th.dur, np.int64)[rows]
-    calls = np.bincount(kids)
-    took = np.zeros(len(calls), np.int64)
-    np.add.at(took, kids, d)
-    for kk in np.flatnonzero(calls).tolist():
-        sums.calls[kk] += int(calls[kk])
-        sums.dev_self[kk] += int(took[kk])
-        sums.dev_total[kk] += int(took[kk])
-        sums.on_device[kk] = True
-    present, first = np.unique(kids, return_index=True)
-    seen.update(present[np.argsort(first)].tolist())
-    c = np.frombuffer(th.corr, np.int64)[rows]
-    by_corr = c >= 0
-    if by_corr.any() and len(runtime_corr):
-        at = np.minimum(np.searchsorted(runtime_corr, c), len(runtime_corr) - 1)
-        by_corr &= runtime_corr[at] == c
-    else:
-        by_corr[:] = False
-    x = np.frombuffer(th.ext, np.int64)[rows]
-    by_ext = ~by_corr & (x >= 0)
-    for link, ids in ((dev_by_corr, c[by_corr]), (dev_by_ext, x[by_ext])):
-        if len(ids):
-            uniq, _first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-            total = np.zeros(len(uniq), np.int64)
-            np.add.at(total, inverse, d[by_corr] if link is dev_by_corr else d[by_ext])
-            add = dict(zip(uniq.tolist(), total.tolist()))
-            for i in add.keys() & link.keys():  # ids of this timeline's kernels seen on another already
-                add[i] += link[i]
-            link.update(add)
-    return np.flatnonzero(host), int(d[~by_corr & ~by_ext].sum())
 
 
 def _nesting(t: Any, d: Any, e: Any) -> Optional[tuple[Any, Any]]:

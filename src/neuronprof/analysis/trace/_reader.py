@@ -1,12 +1,10 @@
 """Reading one trace file (streamed, bounded memory) into the aggregation's per-thread arrays.
 
 A piece of a few thousand events that fits kineto's own types is read column by
-column (``_columns``): each field of every event is taken out in one pass, the
-times are parsed from their text in one call, and the events are added to their
-timelines with numpy. Anything that does not fit (begin/end pairs, ids written as
-text, a time that is not a plain number, a malformed event) is read event by event
-(``_each``), which is also the pure-Python reader and what reports errors. Both
-give the same columns, keys and notes, in the same order.
+column (``_reader_columns``). Anything that does not fit (begin/end pairs, ids
+written as text, a time that is not a plain number, a malformed event) is read
+event by event here (``_each``), which is also the pure-Python reader and what
+reports errors. Both give the same columns, keys and notes, in the same order.
 """
 
 from __future__ import annotations
@@ -15,15 +13,15 @@ import contextlib
 import gc
 import os
 import sys
-from collections import Counter
-from itertools import compress
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
-from neuronprof.analysis._typed_reader import EMPTY_RAW, FastPathFailed, Piece, PyEvent, TraceReader, raw_number
+from neuronprof.analysis._typed_reader import FastPathFailed, PyEvent, TraceReader
 from neuronprof.analysis.errors import TraceError
-from neuronprof.analysis.trace._events import EventTable, _Filling
+from neuronprof.analysis.trace import _reader_columns
+from neuronprof.analysis.trace._events import EventTable
 from neuronprof.analysis.trace._files import empty_trace
+from neuronprof.analysis.trace._reader_columns import _ColumnReader
 from neuronprof.analysis.trace._rules import (
     _K_DEVICE,
     _K_RUNTIME,
@@ -36,19 +34,8 @@ from neuronprof.analysis.trace._rules import (
     _time_error,
     _time_ns,
     _us_text,
-    ns_column,
 )
-from neuronprof.analysis.trace._sums import EventColumns, EventKeys
-
-# Pieces with fewer events, and files smaller than this (when numpy is not imported yet), are
-# read event by event: numpy's set-up and import cost more than the columns save there.
-_COLUMNS_MIN = 2048
-_COLUMNS_FILE = 16 << 20
-# A span's key and lane, packed in one int64: the key above, the lane in the low bits.
-_LANE_BITS = 24
-_LANE_MASK = (1 << _LANE_BITS) - 1
-_NEW = -2  # a span not seen before (-1: one of a category left out)
-
+from neuronprof.analysis.trace._sums import EventKeys
 
 
 def read_events(path: str, keys: EventKeys, *, empty_ok: bool = False) -> EventTable:
@@ -72,7 +59,7 @@ def read_events(path: str, keys: EventKeys, *, empty_ok: bool = False) -> EventT
     return table
 
 
-class _FileReader(_Filling):
+class _FileReader(_ColumnReader):
     """Reads the events of one file, streamed, into the columns of an event table."""
 
     def __init__(self, path: str, keys: EventKeys, *, fast: Optional[bool]) -> None:
@@ -80,12 +67,6 @@ class _FileReader(_Filling):
         self.reader = TraceReader(path, fast=fast)
         self.open_b: dict[Any, list[Any]] = {}
         self.stray_e = 0
-        # The timelines by number, in the order of ``threads`` (the column reader groups by number).
-        self.thread_at: dict[Any, int] = {}
-        self.columns: list[EventColumns] = []
-        # The column reader's spans seen: (name, cat, pid, tid[, inputs as JSON text]) -> key and lane, packed.
-        self.seen: dict[tuple[Any, ...], int] = _Seen()
-        self.kinds: Any = None  # keys.kind as a numpy array, grown with the keys
 
     def read(self) -> EventTable:
         index = 0
@@ -94,11 +75,16 @@ class _FileReader(_Filling):
         gc_was_enabled = gc.isenabled()
         gc.disable()
         # Columns need numpy: worth importing for a large file only.
-        columns = "numpy" in sys.modules or _size_hint(self.path) >= _COLUMNS_FILE
+        columns = "numpy" in sys.modules or _reader_columns.size_hint(self.path) >= _reader_columns.COLUMNS_FILE
         try:
             for piece in self.reader.pieces():
                 typed = piece.typed
-                if typed is None or not columns or len(typed) < _COLUMNS_MIN or not self._columns(piece):
+                if (
+                    typed is None
+                    or not columns
+                    or len(typed) < _reader_columns.COLUMNS_MIN
+                    or not self._columns(piece)
+                ):
                     self._each(piece.plain(), index)
                 index += piece.count
         finally:
@@ -115,12 +101,6 @@ class _FileReader(_Filling):
                 f"{os.path.basename(path)}: {self.stray_e} 'E' event(s) end no 'B' event and are left out"
             )
         return self.freeze(self.reader.metadata)
-
-    def _thread(self, tkey: tuple[Any, Any]) -> EventColumns:
-        thread = self.threads[tkey] = EventColumns()
-        self.thread_at[tkey] = len(self.columns)
-        self.columns.append(thread)
-        return thread
 
     # -- event by event: any event, and the errors ------------------------------------------
     def _each(self, batch: list[Any], index: int) -> None:
@@ -241,158 +221,6 @@ class _FileReader(_Filling):
         except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
             raise TraceError(f"{path}: malformed event #{index}: {exc}") from None
 
-    # -- column by column: a piece as kineto writes it ----------------------------------------
-    def _columns(self, piece: Piece) -> bool:
-        """Read a piece of typed events column by column; False (having changed nothing) when it cannot.
-
-        The same columns, keys, counts and notes as ``_each``, in the same order. Each
-        span is looked up once, by its name, category, lane and inputs (their JSON
-        text): what ``_each`` decides per event (its key, its lane, whether it is left
-        out) is decided here once per new combination. A piece with a time that is not
-        a plain number, a negative duration, a span without a name, an unhashable lane
-        or an id past int64 is left to ``_each``.
-        """
-        import numpy as np
-
-        from neuronprof.analysis._typed_reader import SKIPPED_PHASES, TypedArgs, TypedMeta
-
-        global _NO_ARGS
-        if _NO_ARGS is None:
-            _NO_ARGS = TypedArgs()
-        events = piece.typed
-        if events is None:
-            return False
-        span_type = piece.span
-        xs = [e for e in events if type(e) is span_type]
-        counts: Counter[Any] = Counter(map(type, events)) if len(xs) != len(events) else Counter()
-        n = len(xs)
-        # The fields of every span, a column each. Comprehensions: the interpreter's own
-        # loop reads a struct's fields faster than attrgetter or astuple do.
-        spans = [(e.name, e.cat, e.pid, e.tid) for e in xs]
-        starts = [e.ts for e in xs]
-        durations = [e.dur for e in xs]
-        args = [e.args for e in xs]
-        if None in args:
-            args = [_NO_ARGS if a is None else a for a in args]
-        corrs = [a.correlation for a in args]
-        exts = [a.ext for a in args]
-        # The lookup key of each span: (name, cat, pid, tid), with the JSON text of its recorded
-        # inputs when it has any, the three in one bytes with NUL between (no JSON text holds one).
-        empty = EMPTY_RAW
-        join = b"\0".join
-        keys = [
-            span
-            if a.dims is empty and a.types is empty and a.concrete is empty
-            else (span, join((a.dims, a.types, a.concrete)))
-            for span, a in zip(spans, args)
-        ]
-        seen = self.seen
-        try:
-            found = np.fromiter(map(seen.__getitem__, keys), np.int64, n)
-        except TypeError:  # an unhashable lane: ``_each`` says which
-            return False
-        ts = ns_column(starts, raw_number)
-        dur = _durations(np.array(durations, np.float64))
-        if ts is None or dur is None:
-            return False  # a time that is not a plain number, a negative or huge duration: ``_each`` reads them
-        try:
-            corr = np.array(corrs, np.int64)
-            ext = np.array(exts, np.int64)
-        except OverflowError:
-            return False
-        # New spans, in the order they first come (the order keys and lanes are made in).
-        unseen = np.flatnonzero(found == _NEW).tolist()
-        new = list(dict.fromkeys([keys[i] for i in unseen]))
-        for key in new:
-            name, cat = _parts(key)[:2]
-            if name is None and not (cat in _SKIP_CATS and vocab.skipped(name, cat)):
-                return False  # a span without a name: ``_each`` says which
-
-        # Nothing can fail from here on: add the piece.
-        skipped = self.sums.skipped
-        left_out = [
-            # Where a phase is first seen matters only for one not counted yet (the note's order).
-            (0 if SKIPPED_PHASES[cls] in skipped else _first(events, cls), SKIPPED_PHASES[cls], k)
-            for cls, k in counts.items()
-            if cls in SKIPPED_PHASES
-        ]
-        if counts.get(TypedMeta):
-            for ev in [e for e in events if type(e) is TypedMeta]:
-                self._metadata(ev)
-        for key in new:
-            seen[key] = self._lookup(key)
-        if unseen:
-            found[unseen] = [seen[keys[i]] for i in unseen]
-        packed = found
-        if n and packed.min() < 0:  # spans of a category left out (kineto's own span...), counted by category
-            out = packed < 0
-            where = np.flatnonzero(out)
-            if counts:  # positions among all the events, not the spans
-                where = np.flatnonzero(np.fromiter((type(e) is span_type for e in events), bool, len(events)))[where]
-            first: dict[Any, list[int]] = {}
-            for i, at in zip(np.flatnonzero(out).tolist(), where.tolist()):
-                seen_at = first.setdefault(spans[i][1], [at, 0])
-                seen_at[1] += 1
-            left_out += [(at, cat, count) for cat, (at, count) in first.items()]
-            keep = ~out
-            packed, ts, dur, corr, ext = packed[keep], ts[keep], dur[keep], corr[keep], ext[keep]
-            args = list(compress(args, keep.tolist()))
-        for _at, what, count in sorted(left_out, key=lambda item: item[0]):
-            skipped[what] = skipped.get(what, 0) + count
-        kid = packed >> _LANE_BITS
-        lane = packed & _LANE_MASK
-        kinds = self.kinds
-        if kinds is None or len(kinds) != len(self.keys.kind):
-            kinds = self.kinds = np.array(self.keys.kind, np.int8)
-        if piece.extras:  # FLOPs or device types in the file: added span by span
-            for i, a in enumerate(args):
-                if a is None:
-                    continue
-                if a.flops is not None:
-                    _add_flops(self.sums.flops, int(kid[i]), a.flops)
-                if type(a.device_type) is str and kinds[kid[i]] == _K_DEVICE:
-                    self.sums.evidence.append(a.device_type)
-        corr[(corr < 0) | (corr >= _MAX_ID)] = -1
-        ext[(ext < 0) | (ext >= _MAX_ID)] = -1
-        runtime = corr[(kinds[kid] == _K_RUNTIME) & (corr >= 0)]
-        if len(runtime):
-            self.runtime_corr.update(runtime.tolist())
-        kid = kid.astype(np.int32)
-        if not len(kid):
-            return True
-        first_lane = lane[0]
-        if (lane == first_lane).all():
-            _extend(self.columns[first_lane], ts, dur, kid, corr, ext)
-            return True
-        lanes = np.flatnonzero(np.bincount(lane))
-        if len(lanes) <= 4:  # a few lanes: a mask each is cheaper than a sort
-            for where in lanes.tolist():
-                on = lane == where
-                _extend(self.columns[where], ts[on], dur[on], kid[on], corr[on], ext[on])
-            return True
-        order = np.argsort(lane, kind="stable")
-        lane = lane[order]
-        bounds = np.flatnonzero(lane[1:] != lane[:-1]) + 1
-        ts, dur, kid, corr, ext = ts[order], dur[order], kid[order], corr[order], ext[order]
-        for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(lane)]):
-            _extend(self.columns[lane[lo]], ts[lo:hi], dur[lo:hi], kid[lo:hi], corr[lo:hi], ext[lo:hi])
-        return True
-
-    def _lookup(self, span: tuple[Any, ...]) -> int:
-        """A new (name, cat, pid, tid[, inputs]) as the column reader packs it: key and lane, or -1 when left out."""
-        name, cat, pid, tid, dims, types, concrete = _parts(span)
-        if cat in _SKIP_CATS and vocab.skipped(name, cat):
-            return -1
-        key = (name, cat, dims or None, types or None, concrete or None)
-        kid = self.keys.index.get(key)
-        if kid is None:
-            kid = self.keys.add(key)
-        where = self.thread_at.get((pid, tid))
-        if where is None:
-            self._thread((pid, tid))
-            where = len(self.columns) - 1
-        return kid << _LANE_BITS | where
-
     def _metadata(self, ev: Any) -> None:
         args = ev.args
         if args is None:
@@ -442,60 +270,3 @@ class _FileReader(_Filling):
         span.ts = _us_text(start)
         span.dur = _us_text(ts - start)
         return span
-
-
-def _first(events: list[Any], cls: type) -> int:
-    """Where the first event of class ``cls`` is in ``events``."""
-    return next(i for i, e in enumerate(events) if type(e) is cls)
-
-
-def _parts(span: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The column reader's lookup key as (name, cat, pid, tid, dims, types, concrete), inputs b"" when none."""
-    if type(span[0]) is tuple:
-        return (*span[0], *span[1].split(b"\0"))
-    return (*span, b"", b"", b"")
-
-
-def _size_hint(path: str) -> int:
-    """About how many bytes of JSON a trace file holds (a gzipped one, some eight times its size)."""
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        return 0
-    return size * 8 if path.endswith(".gz") else size
-
-
-def _durations(dur: Any) -> Any:
-    """Durations in µs (float64) as int64 ns, when each is exactly what ``_time_ns`` makes of its text; else None.
-
-    A duration under 2**33 µs is within 2**-10 ns of its text times 1000 as a float, so
-    its nearest integer is the text's own when it is closer than a quarter; one that is
-    not (four decimals or more, near a half), negative, or longer is left to ``_time_ns``.
-    """
-    import numpy as np
-
-    if not len(dur):
-        return dur.astype(np.int64)
-    ns = dur * 1000.0
-    whole = np.rint(ns)
-    if not (dur.min() >= 0 and dur.max() < 2.0**33 and np.abs(ns - whole).max() < 0.25):
-        return None
-    return whole.astype(np.int64)
-
-
-def _extend(th: EventColumns, ts: Any, dur: Any, kid: Any, corr: Any, ext: Any) -> None:
-    th.ts.frombytes(ts.tobytes())
-    th.dur.frombytes(dur.tobytes())
-    th.kid.frombytes(kid.tobytes())
-    th.corr.frombytes(corr.tobytes())
-    th.ext.frombytes(ext.tobytes())
-
-
-_NO_ARGS: Any = None  # ``TypedArgs()``: what a span without args reads as (made with the first piece)
-
-
-class _Seen(dict[tuple[Any, ...], int]):
-    """The column reader's spans seen, packed key and lane by span; ``_NEW`` for one not seen yet."""
-
-    def __missing__(self, span: Any) -> int:
-        return _NEW
