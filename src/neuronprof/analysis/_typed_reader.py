@@ -107,6 +107,10 @@ def _json_bytes(value: Any) -> Optional[bytes]:
 
 _NO_RAW: Any = None
 EMPTY_RAW: Any = None  # an empty ``msgspec.Raw``: a typed field that is absent
+# Without msgspec: no typed decoders, no typed structs (see below).
+SPAN_DECODERS: list[tuple[Any, Any]] = []
+SKIPPED_PHASES: dict[Any, str] = {}
+WITH_EXTRAS: tuple[Any, ...] = ()
 
 if msgspec is not None:
 
@@ -231,7 +235,6 @@ if msgspec is not None:
     }
     # The typed decoders, leanest first: a file is read with the first that fits its pieces
     # (see ``TraceReader._piece``); each gives its span class and whether args hold extras.
-    SPAN_DECODERS: list[tuple[Any, Any]] = []
     for _span in (TypedSpan, AnyCategorySpan, SpanWithExtras, AnyCategorySpanWithExtras):
         _events: Any = Union.__getitem__((_span, TypedMeta, *SKIPPED_PHASES))  # a union made at run time
         SPAN_DECODERS.append((msgspec.json.Decoder(list[_events], float_hook=str), _span))
