@@ -288,3 +288,18 @@ def test_times_read_in_bulk_are_the_times_read_one_by_one(texts: list[str]) -> N
         assert bulk is None
     else:
         assert bulk is not None and bulk.tolist() == one_by_one
+
+
+def test_bytes_the_typed_decode_skips_but_the_loose_one_reads_still_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Not UTF-8 in a span's args "name": the typed decode skips that field, the loose one (read
+    # when the piece is left to the event-by-event reader) refuses it: the stdlib reader reads it.
+    span = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1.5, "dur": 2, "args": {}}
+    text = json.dumps({"traceEvents": [{**span, "args": {"name": "XX"}}, {**span, "ts": "3.0"}]})
+    path = tmp_path / "t.json"
+    path.write_bytes(text.encode().replace(b"XX", b"\x80"))
+    for columns in (True, False):
+        table = _read(path, columns=columns, fast=True, monkeypatch=monkeypatch)
+        assert not isinstance(table, str), table
+        assert [len(th.ts) for th in table.threads.values()] == [2]

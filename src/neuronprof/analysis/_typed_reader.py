@@ -28,7 +28,7 @@ from typing import Any, Literal, Optional, Union
 from neuronprof.analysis._eventstream import EventStream, open_trace
 from neuronprof.analysis.errors import TraceError
 
-__all__ = ["FastPathFailed", "Piece", "TraceReader"]
+__all__ = ["DECODE_ERRORS", "FastPathFailed", "Piece", "TraceReader"]
 
 _FAST_CHUNK = 4 << 20
 _TRACE_EVENTS_KEY = b'"traceEvents"'
@@ -107,6 +107,8 @@ def _json_bytes(value: Any) -> Optional[bytes]:
 
 _NO_RAW: Any = None
 EMPTY_RAW: Any = None  # an empty ``msgspec.Raw``: a typed field that is absent
+# What msgspec raises for a text it cannot decode (nothing without it).
+DECODE_ERRORS: tuple[type[Exception], ...] = () if msgspec is None else (msgspec.DecodeError,)
 # Without msgspec: no typed decoders, no typed structs (see below).
 SPAN_DECODERS: list[tuple[Any, Any]] = []
 SKIPPED_PHASES: dict[Any, str] = {}

@@ -16,7 +16,7 @@ import sys
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
-from neuronprof.analysis._typed_reader import FastPathFailed, PyEvent, TraceReader
+from neuronprof.analysis._typed_reader import DECODE_ERRORS, FastPathFailed, PyEvent, TraceReader
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.trace import _reader_columns
 from neuronprof.analysis.trace._events import EventTable
@@ -87,6 +87,10 @@ class _FileReader(_ColumnReader):
                 ):
                     self._each(piece.plain(), index)
                 index += piece.count
+        except DECODE_ERRORS as exc:
+            # A piece that decoded typed may still hold what msgspec refuses in a field only
+            # the loose decode reads (bytes that are not UTF-8): the stdlib reader's to say.
+            raise FastPathFailed(str(exc)) from None
         finally:
             if gc_was_enabled:
                 gc.enable()
