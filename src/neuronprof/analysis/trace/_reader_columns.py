@@ -77,7 +77,9 @@ class _ColumnReader(_Filling):
             return False
         span_type = piece.span
         xs = [e for e in events if type(e) is span_type]
-        counts: Counter[Any] = Counter(map(type, events)) if len(xs) != len(events) else Counter()
+        counts: Counter[Any] = Counter()
+        if len(xs) != len(events):  # the other phases' counts
+            counts = Counter([type(e) for e in events if type(e) is not span_type])
         n = len(xs)
         # The fields of every span, a column each. Comprehensions: the interpreter's own
         # loop reads a struct's fields faster than attrgetter or astuple do.
