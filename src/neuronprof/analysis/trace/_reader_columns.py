@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Mapping
 from itertools import compress
 from typing import Any
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis._typed_reader import EMPTY_RAW, Piece, raw_number
-from neuronprof.analysis.trace._events import _Filling
+from neuronprof.analysis.trace._events import EventTable, _Filling
 from neuronprof.analysis.trace._rules import _K_DEVICE, _K_RUNTIME, _MAX_ID, _SKIP_CATS, _add_flops, ns_column
 from neuronprof.analysis.trace._sums import EventColumns, EventKeys
 
@@ -45,6 +46,17 @@ class _ColumnReader(_Filling):
         # The spans seen: (name, cat, pid, tid[, inputs as JSON text]) -> key and lane, packed.
         self.seen: dict[tuple[Any, ...], int] = _Seen()
         self.kinds: Any = None  # keys.kind as a numpy array, grown with the keys
+        # Runtime calls' correlation ids, a numpy array per piece: made Python ints only once the
+        # file is read, so that a million of them are not scattered among the pieces' objects.
+        self.runtime_parts: list[Any] = []
+
+    def freeze(self, metadata: Mapping[str, Any]) -> EventTable:
+        if self.runtime_parts:
+            import numpy as np
+
+            self.runtime_corr.update(np.unique(np.concatenate(self.runtime_parts)).tolist())
+            self.runtime_parts.clear()
+        return super().freeze(metadata)
 
     def _thread(self, tkey: tuple[Any, Any]) -> EventColumns:
         thread = self.threads[tkey] = EventColumns()
@@ -171,7 +183,7 @@ class _ColumnReader(_Filling):
         ext[(ext < 0) | (ext >= _MAX_ID)] = -1
         runtime = corr[(kinds[kid] == _K_RUNTIME) & (corr >= 0)]
         if len(runtime):
-            self.runtime_corr.update(runtime.tolist())
+            self.runtime_parts.append(runtime)  # made a set once, at the end (see ``freeze``)
         kid = kid.astype(np.int32)
         if not len(kid):
             return True
