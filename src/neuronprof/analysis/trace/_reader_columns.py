@@ -93,26 +93,34 @@ class _ColumnReader(_Filling):
         if len(xs) != len(events):  # the other phases' counts
             counts = Counter([type(e) for e in events if type(e) is not span_type])
         n = len(xs)
-        # The fields of every span, a column each. Comprehensions: the interpreter's own
-        # loop reads a struct's fields faster than attrgetter or astuple do.
-        spans = [(e.name, e.cat, e.pid, e.tid) for e in xs]
-        starts = [e.ts for e in xs]
-        durations = [e.dur for e in xs]
-        args = [e.args for e in xs]
-        if None in args:
-            args = [_NO_ARGS if a is None else a for a in args]
-        corrs = [a.correlation for a in args]
-        exts = [a.ext for a in args]
-        # The lookup key of each span: (name, cat, pid, tid), with the JSON text of its recorded
-        # inputs when it has any, the three in one bytes with NUL between (no JSON text holds one).
-        empty = EMPTY_RAW
-        join = b"\0".join
-        keys = [
-            span
-            if a.dims is empty and a.types is empty and a.concrete is empty
-            else (span, join((a.dims, a.types, a.concrete)))
-            for span, a in zip(spans, args)
-        ]
+        # The fields of every span, a column each, in one loop (the interpreter's own attribute
+        # reads of msgspec's structs beat attrgetter and astuple). The lookup key of a span is
+        # (name, cat, pid, tid), with the JSON text of its recorded inputs when it has any, the
+        # three in one bytes with NUL between (no JSON text holds one).
+        keys: list[Any] = []
+        starts: list[Any] = []
+        durations: list[float] = []
+        corrs: list[int] = []
+        exts: list[int] = []
+        args: list[Any] = []
+        add_key, add_start, add_duration = keys.append, starts.append, durations.append
+        add_corr, add_ext, add_args = corrs.append, exts.append, args.append
+        empty, no_args, join = EMPTY_RAW, _NO_ARGS, b"\0".join
+        for e in xs:
+            a = e.args
+            if a is None:
+                a = no_args
+            span = (e.name, e.cat, e.pid, e.tid)
+            dims, types, concrete = a.dims, a.types, a.concrete
+            if dims is empty and types is empty and concrete is empty:
+                add_key(span)
+            else:
+                add_key((span, join((dims, types, concrete))))
+            add_start(e.ts)
+            add_duration(e.dur)
+            add_corr(a.correlation)
+            add_ext(a.ext)
+            add_args(a)
         seen = self.seen
         try:
             found = np.fromiter(map(seen.__getitem__, keys), np.int64, n)
@@ -158,7 +166,7 @@ class _ColumnReader(_Filling):
                 where = np.flatnonzero(np.fromiter((type(e) is span_type for e in events), bool, len(events)))[where]
             first: dict[Any, list[int]] = {}
             for i, at in zip(np.flatnonzero(out).tolist(), where.tolist()):
-                seen_at = first.setdefault(spans[i][1], [at, 0])
+                seen_at = first.setdefault(_parts(keys[i])[1], [at, 0])
                 seen_at[1] += 1
             left_out += [(at, cat, count) for cat, (at, count) in first.items()]
             keep = ~out
