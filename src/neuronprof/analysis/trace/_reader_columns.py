@@ -88,15 +88,12 @@ class _ColumnReader(_Filling):
         if events is None:
             return False
         span_type = piece.span
-        xs = [e for e in events if type(e) is span_type]
-        counts: Counter[Any] = Counter()
-        if len(xs) != len(events):  # the other phases' counts
-            counts = Counter([type(e) for e in events if type(e) is not span_type])
-        n = len(xs)
         # The fields of every span, a column each, in one loop (the interpreter's own attribute
-        # reads of msgspec's structs beat attrgetter and astuple). The lookup key of a span is
-        # (name, cat, pid, tid), with the JSON text of its recorded inputs when it has any, the
-        # three in one bytes with NUL between (no JSON text holds one).
+        # reads of msgspec's structs beat attrgetter and astuple); the other events' phases. The
+        # lookup key of a span is (name, cat, pid, tid), with the JSON text of its recorded
+        # inputs when it has any, the three in one bytes with NUL between (no JSON text holds one).
+        others: list[type] = []
+        add_other = others.append
         keys: list[Any] = []
         starts: list[Any] = []
         durations: list[float] = []
@@ -106,7 +103,10 @@ class _ColumnReader(_Filling):
         add_key, add_start, add_duration = keys.append, starts.append, durations.append
         add_corr, add_ext, add_args = corrs.append, exts.append, args.append
         empty, no_args, join = EMPTY_RAW, _NO_ARGS, b"\0".join
-        for e in xs:
+        for e in events:
+            if type(e) is not span_type:
+                add_other(type(e))
+                continue
             a = e.args
             if a is None:
                 a = no_args
@@ -121,6 +121,8 @@ class _ColumnReader(_Filling):
             add_corr(a.correlation)
             add_ext(a.ext)
             add_args(a)
+        n = len(keys)
+        counts: Counter[Any] = Counter(others)
         seen = self.seen
         try:
             found = np.fromiter(map(seen.__getitem__, keys), np.int64, n)
