@@ -77,9 +77,9 @@ CHILD = textwrap.dedent(
         size = __import__("os").path.getsize(out + "/torch.json")
     else:
         import neuronprof
-        from neuronprof import _kineto
-        save = _kineto.save_native_trace
-        _kineto.save_native_trace = lambda cycle, dest: measured(lambda: save(cycle, dest))
+        from neuronprof import _cycle_files
+        save = _cycle_files.save_native_trace
+        _cycle_files.save_native_trace = lambda cycle, dest: measured(lambda: save(cycle, dest))
         with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, output_dir=out) as s:
             for i in s.steps():
                 if i == 1:

@@ -54,11 +54,13 @@ _OPS = [
 ]
 
 
-def _cpu_op(out: IO[str], name: str, ts: float, dur: float, ext: int, dims: str, types: str, concrete: str) -> None:
+def _cpu_op(
+    out: IO[str], name: str, ts: float, dur: float, ext: int, dims: str, types: str, concrete: str, tid: int = 4242
+) -> None:
     out.write(
         "  {\n"
         '    "ph": "X",\n    "cat": "cpu_op",\n'
-        f'    "name": "{name}",\n    "pid": 4242,\n    "tid": 4242,\n'
+        f'    "name": "{name}",\n    "pid": 4242,\n    "tid": {tid},\n'
         f'    "ts": {ts:.3f},\n    "dur": {dur:.3f}\n    ,\n'
         '    "args": {\n'
         f'      "External id": {ext},"Sequence number": 0, "Fwd thread id": 0, "Record function id": 0, '
@@ -68,16 +70,43 @@ def _cpu_op(out: IO[str], name: str, ts: float, dur: float, ext: int, dims: str,
     )
 
 
-def write_trace(path: Path, n_events: int, seed: int = 0) -> int:
-    """Write a kineto-style CUDA trace with at least ``n_events`` events; return the number written."""
+def write_trace(
+    path: Path,
+    n_events: int,
+    seed: int = 0,
+    *,
+    threads: int = 1,
+    ops_per_step: int = 250,
+    rank: Optional[int] = None,
+    world_size: int = 1,
+) -> int:
+    """Write a kineto-style CUDA trace with at least ``n_events`` events; return the number written.
+
+    Args:
+        path: The file to write (``.gz``: gzipped).
+        n_events: Events to write at least: whole steps are written, ``6 * ops_per_step + 1`` events each.
+        seed: Seed of the random op choice and durations.
+        threads: Host threads the ops take turns on (tid 4242, 4243...), each launching on its own
+            CUDA stream (7, 8...); the ``ProfilerStep#N`` spans stay on the first thread.
+        ops_per_step: Ops per step, each with its ``aten::empty``, launch, kernel and flow pair.
+        rank: When given, the header's ``distributedInfo`` names this rank of ``world_size``.
+        world_size: The ``world_size`` of ``distributedInfo``.
+    """
+    if threads < 1 or ops_per_step < 1:
+        raise ValueError(f"threads and ops_per_step must be at least 1, not {threads} and {ops_per_step}")
     rng = random.Random(seed)
     opener = gzip.open if path.name.endswith(".gz") else open
     written = 0
     with opener(path, "wt", encoding="utf-8") as out:  # type: ignore[operator]
         out.write(
             '{\n  "schemaVersion": 1,\n  "deviceProperties": [\n    {\n      "id": 0, "name": "NVIDIA H100 80GB HBM3", '
-            '"totalGlobalMem": 85045477376\n    }\n  ],\n  "record_shapes": 1,\n'
-            '  "displayTimeUnit": "ms",\n  "baseTimeNanoseconds": 1790857026000000000,\n  "traceEvents": [\n'
+            '"totalGlobalMem": 85045477376\n    }\n  ],\n'
+        )
+        if rank is not None:
+            out.write(f'  "distributedInfo": {{"backend": "nccl", "rank": {rank}, "world_size": {world_size}}},\n')
+        out.write(
+            '  "record_shapes": 1,\n  "displayTimeUnit": "ms",\n  "baseTimeNanoseconds": 1790857026000000000,\n'
+            '  "traceEvents": [\n'
         )
         for pid, label in ((4242, "CPU"), (0, "GPU 0")):
             out.write(
@@ -91,7 +120,7 @@ def write_trace(path: Path, n_events: int, seed: int = 0) -> int:
         while written < n_events:
             step += 1
             ext += 1
-            step_start, step_ops = ts, 250
+            step_start, step_ops = ts, ops_per_step
             out.write(
                 "  {\n"
                 '    "ph": "X",\n    "cat": "user_annotation",\n'
@@ -101,12 +130,13 @@ def write_trace(path: Path, n_events: int, seed: int = 0) -> int:
             )
             written += 1
             ts += 0.5
-            for _ in range(step_ops):
+            for i in range(step_ops):
+                tid, stream = 4242 + i % threads, 7 + i % threads
                 name, dims, types, concrete = _OPS[rng.randrange(len(_OPS))]
                 ext += 1
                 corr += 1
                 op_ext = ext
-                _cpu_op(out, name, ts, 30.0, op_ext, dims, types, concrete)
+                _cpu_op(out, name, ts, 30.0, op_ext, dims, types, concrete, tid)
                 ext += 1
                 _cpu_op(
                     out,
@@ -117,25 +147,27 @@ def write_trace(path: Path, n_events: int, seed: int = 0) -> int:
                     "[[], [], [], [], [], []]",
                     '["ScalarList", "Scalar", "", "", "", ""]',
                     '["[4096, 4096]", "6", "", "", "", ""]',
+                    tid,
                 )
                 out.write(
                     "  {\n"
-                    '    "ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4242, "tid": 4242,\n'
+                    '    "ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4242, '
+                    f'"tid": {tid},\n'
                     f'    "ts": {ts + 5:.3f}, "dur": {rng.uniform(3, 6):.3f},\n'
                     f'    "args": {{\n      "External id": {op_ext},\n      "cbid": 211, "correlation": {corr}\n'
                     "    }\n  },\n"
                     "  {\n"
                     '    "ph": "X", "cat": "kernel", '
-                    f'"name": "void at::native::kernel_{name[6:]}<float>(int, float*)", "pid": 0, "tid": 7,\n'
+                    f'"name": "void at::native::kernel_{name[6:]}<float>(int, float*)", "pid": 0, "tid": {stream},\n'
                     f'    "ts": {ts + 12:.3f}, "dur": {rng.uniform(5, 25):.3f},\n'
                     f'    "args": {{\n      "External id": {op_ext},\n      "queued": 0, "device": 0, "context": 1,\n'
-                    f'      "stream": 7, "correlation": {corr},\n      "registers per thread": 32,\n'
+                    f'      "stream": {stream}, "correlation": {corr},\n      "registers per thread": 32,\n'
                     '      "shared memory": 0,\n      "blocks per SM": 4.5,\n      "warps per SM": 18.0,\n'
                     '      "grid": [2048, 1, 1],\n      "block": [128, 1, 1],\n'
                     '      "est. achieved occupancy %": 50\n    }\n  },\n'
-                    f'  {{\n    "ph": "s", "id": {corr}, "pid": 4242, "tid": 4242, "ts": {ts + 5:.3f},\n'
+                    f'  {{\n    "ph": "s", "id": {corr}, "pid": 4242, "tid": {tid}, "ts": {ts + 5:.3f},\n'
                     '    "cat": "ac2g", "name": "ac2g"\n  },\n'
-                    f'  {{\n    "ph": "f", "id": {corr}, "pid": 0, "tid": 7, "ts": {ts + 12:.3f},\n'
+                    f'  {{\n    "ph": "f", "id": {corr}, "pid": 0, "tid": {stream}, "ts": {ts + 12:.3f},\n'
                     '    "cat": "ac2g", "name": "ac2g", "bp": "e"\n  },\n'
                 )
                 written += 6

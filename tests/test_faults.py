@@ -601,10 +601,13 @@ def test_a_session_removes_private_folders_of_processes_that_died(tmp_path):
     code = """
         import os, signal, sys, tempfile
         import torch, neuronprof
+        from neuronprof import _cycle_files
         with neuronprof.session(backend="cpu", output_dir="out", wait=0, warmup=1, active=1, repeat=2) as s:
             for _ in s.steps():
                 torch.relu(torch.randn(4, 4))
-                if s.steps_taken == 2:  # the first cycle is saved into the private folder by now
+                if s.steps_taken == 2:
+                    # The first cycle's private copy, as its first export would take it (a test seam).
+                    _cycle_files.take_save(s._cycles[0])
                     print(sorted(os.listdir(tempfile.gettempdir())), flush=True)
                     os.kill(os.getpid(), signal.SIGKILL)
     """
@@ -676,15 +679,24 @@ def test_a_failed_save_says_what_exports_lose(tmp_path):
         resource.setrlimit(resource.RLIMIT_FSIZE, (2048, hard))
         with neuronprof.session(backend="cpu", output_dir="out") as s:
             s.run(lambda: torch.relu(torch.randn(64, 64)))
+        try:
+            s.export("out/first.json")  # the first export takes kineto's save: it cannot be written
+        except OSError:
+            pass  # (nor can the export itself, under the same limit)
         resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
-        print("RESULT" + json.dumps(s.notes))
+        written = s.export("out/second.json")
+        names = {e.get("name") for e in json.load(open(written))["traceEvents"]}
+        print("RESULT" + json.dumps({"notes": s.notes, "kept": "aten::relu" in names}))
     """
     proc = run_python(code, tmp_path)
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
     assert line, proc.stderr[-3000:]
-    notes = json.loads(line[0][len("RESULT") :])
+    result = json.loads(line[0][len("RESULT") :])
+    notes = result["notes"]
     said = [n for n in notes if "could not keep torch's own save" in n]
     assert said and "Python exporter" in said[0] and "memory events" in said[0], notes
+    assert result["kept"], "what was recorded is exported all the same"
+
 
 
 @pytest.mark.slow
@@ -747,6 +759,9 @@ def test_forks_at_random_moments_can_profile_and_leave_the_parent_whole(tmp_path
             os.close(w)
             children.append((pid, r))
 
+        # neuronprof imports its session on first use: done before the alarms, as any module a
+        # signal handler uses must be (a handler that runs mid-import sees a half-made module).
+        neuronprof.session
         signal.signal(signal.SIGALRM, fork_here)
         for _ in range(3):
             signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0005, 0.05))

@@ -183,3 +183,27 @@ def test_print_of_a_cross_rank_table_shows_its_20_largest_rows(models) -> None:
     rt = models["RankTable"]
     assert str(rt) == rt.to_text(row_limit=20)
     assert json.loads(rt.to_json(row_limit=2))["total_rows"] == len(rt.rows)
+
+
+@pytest.mark.parametrize("name", [n for n in CLASSES if n not in ("NeuronProfile", "Comparison", "RankInsights")])
+def test_a_cut_model_counts_the_whole_and_says_how_much_it_shows(models, name: str) -> None:
+    m = models[name]
+    total = len(m)
+    assert total > 1, name
+    cut = m.head(1)
+    assert len(cut) == 1
+    for fmt in ("to_text", "to_markdown", "to_html"):
+        for text in (getattr(cut, fmt)(), getattr(m, fmt)(row_limit=1)):
+            assert f"showing 1 of {total} " in text, (name, fmt)
+        assert "showing 1 of" not in getattr(m, fmt)(), (name, fmt)
+    back = type(m).from_json(m.to_json(row_limit=1))
+    assert back == cut
+    assert f"showing 1 of {total} " in back.to_text()
+
+
+def test_the_findings_header_counts_every_finding_of_a_cut(models) -> None:
+    insights = models["Insights"]
+    total = len(insights)
+    assert insights.head(1).to_text().startswith(f"{total} finding(s) over")
+    with pytest.raises(KeyError, match="no finding of kind 'no_such_kind'"):
+        insights.row("no_such_kind")

@@ -232,3 +232,22 @@ def test_a_huge_timeline_is_capped_and_says_so() -> None:
     tl = embedded(page)["timeline"]
     assert len(tl["events"]) <= MAX_TIMELINE_EVENTS and tl["dropped"] >= 500
     assert len(page.encode()) < 1_000_000
+
+
+@pytest.mark.parametrize("record_shapes", [True, False])
+def test_the_session_report_and_the_report_of_its_export_hold_the_same_table(
+    tmp_path: Path, record_shapes: bool
+) -> None:
+    x, w = torch.randn(32, 64), torch.randn(64, 64)
+    with neuronprof.session(
+        backend="cpu", wait=0, warmup=1, active=2, record_shapes=record_shapes, output_dir=tmp_path
+    ) as s:
+        for i in s.steps():
+            workload(x[: 8 + 8 * (i % 2)], w)  # two input shapes of the same ops
+    live = embedded(s.report(tmp_path / "live.html").read_text(encoding="utf-8"))["table"]
+    trace = s.export(tmp_path / "run.json")
+    assert analysis_main(["report", str(trace), "-o", str(tmp_path / "offline.html")]) == 0
+    offline = embedded((tmp_path / "offline.html").read_text(encoding="utf-8"))["table"]
+    assert offline["rows"] == live["rows"]
+    names = [r["name"] for r in live["rows"]]
+    assert (len(names) > len(set(names))) is record_shapes  # by shape: one op name on several rows

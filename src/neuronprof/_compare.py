@@ -57,7 +57,8 @@ from typing_extensions import Unpack
 
 from neuronprof import _vocabulary
 from neuronprof._config import SessionConfig, SessionOptions
-from neuronprof._session import Session, _active_session, _profiler_running
+from neuronprof._guard import profiler_running
+from neuronprof._session import Session, _active_session
 from neuronprof.errors import SessionStateError, VariantError
 from neuronprof.model import Comparison, ComparisonRow, Table
 from neuronprof.typing import Phase
@@ -303,7 +304,7 @@ def compare(
     probe = Session(config)
     if probe.total_steps is None:
         raise ValueError("repeat must be at least 1 in compare(): each variant's session needs a finite schedule")
-    if _active_session() is not None or _profiler_running():
+    if _active_session() is not None or profiler_running():
         raise SessionStateError(
             "compare() runs its own profiling sessions; call it outside any `with neuronprof.session()` "
             "block or torch.profiler profile"

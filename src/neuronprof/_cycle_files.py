@@ -1,8 +1,7 @@
 """Files of a recorded cycle: kineto's one-time save kept as a cache, Chrome trace exports, collapsed stacks.
 
-Split from ``_kineto`` (which re-exports these names and is what callers use):
-what reads a cycle's events into the model stays there; what writes a cycle's
-files is here.
+Split from ``_kineto``: what reads a cycle's events into the model stays there;
+what writes a cycle's files is here.
 """
 
 from __future__ import annotations
@@ -26,17 +25,25 @@ from neuronprof.errors import NeuronProfWarning
 if TYPE_CHECKING:
     from neuronprof._kineto import Cycle
 
-__all__ = ["escape_names", "save_native_trace", "write_chrome_trace", "write_stacks"]
+__all__ = ["escape_names", "route_torch_export", "save_native_trace", "take_save", "write_chrome_trace", "write_stacks"]
+
+
+def take_save(cycle: Cycle) -> None:
+    """Take kineto's save of ``cycle`` into its cache now, if it is still to be taken (see ``Cycle.save``)."""
+    save, cycle.save = cycle.save, None
+    if save is not None:
+        save(cycle)
 
 
 def save_native_trace(cycle: Cycle, dest: Path) -> bool:
     """Save the cycle with kineto's own writer (C++, streaming) into ``dest``, once.
 
     kineto's save works once per cycle ("Trace is already saved" afterwards), so
-    the session takes it into a private cache when the cycle ends, before any
-    backend exporter can consume it, and copies the cache for every export. The
-    cycle's own ``export_chrome_trace`` (what ``s.profiler.export_chrome_trace``
-    and backend exporters call) copies the cache too, so torch's API keeps working.
+    the session takes it into a private cache, the first time an export needs
+    it (or when the cycle ends, before a backend exporter that may consume it),
+    and copies the cache for every export. The cycle's own ``export_chrome_trace``
+    (what ``s.profiler.export_chrome_trace`` and backend exporters call) copies
+    the cache too (``route_torch_export``), so torch's API keeps working.
 
     Returns:
         True when ``dest`` holds the trace; False when kineto could not save it
@@ -60,7 +67,6 @@ def save_native_trace(cycle: Cycle, dest: Path) -> bool:
     dest.chmod(0o444)
     cycle.cache = dest
     cycle.cache_stamp = _stamp(dest)
-    _route_torch_export(cycle)
     return True
 
 
@@ -143,8 +149,8 @@ def _escaped_name_line(line: bytes) -> bytes:
     return match.group(1) + escaped + match.group(3) + match.group(4)
 
 
-def _route_torch_export(cycle: Cycle) -> None:
-    """Make the cycle's ``export_chrome_trace`` copy the cache instead of kineto's spent save."""
+def route_torch_export(cycle: Cycle) -> None:
+    """Make the cycle's ``export_chrome_trace`` copy the cache (taken first if need be), not spend kineto's save."""
     profile = cycle.profile
     # Neither the profile nor the cycle is held strongly here: a reference cycle would keep
     # every cycle's events alive until a full garbage collection (repeat=0 would grow).
@@ -158,10 +164,11 @@ def _route_torch_export(cycle: Cycle) -> None:
         # for torch's Python exporter, which rewrites the events, so the cache cannot serve it.
         rewrites = bool(more.get("cuda_graph_annotations")) or more.get("graph_lanes", "none") != "none"
         kept = record()
-        cache = kept.cache if kept is not None else None
         plain_copy = not (use_python_export or rewrites)
-        if plain_copy and kept is not None and cache is not None and _cache_intact(kept, cache):
-            copy_trace(cache, Path(path))
+        if plain_copy and kept is not None:
+            take_save(kept)
+        if plain_copy and kept is not None and kept.cache is not None and _cache_intact(kept, kept.cache):
+            copy_trace(kept.cache, Path(path))
             return
         if use_python_export or more:
             original(own(), path, metadata, use_python_export=use_python_export, **more)
@@ -256,6 +263,7 @@ def write_chrome_trace(cycle: Cycle, dest: Path, metadata: dict[str, Any]) -> No
         OSError: The write failed (disk full, file too large, permission denied).
         RuntimeError: The cycle's events were dropped and no saved copy exists.
     """
+    take_save(cycle)
     if cycle.cache is not None:
         if _export_cache(cycle, cycle.cache, dest):
             return

@@ -7,7 +7,6 @@ profiles one tiny op on the device and says what actually reached torch.profiler
 from __future__ import annotations
 
 import glob
-import json
 import platform
 import tempfile
 import warnings
@@ -56,10 +55,6 @@ def _reason_for(name: str, reason: str, asked: str) -> str:
         if found:
             return f"{head}{found.rstrip('; ')}"
     return reason
-
-
-# Chrome-trace categories of host-side runtime and driver calls (kineto's names).
-_RUNTIME_CATEGORIES = ("privateuse1_runtime", "privateuse1_driver", "cuda_runtime", "cuda_driver")
 
 
 def diagnose(backend: str = "auto") -> dict[str, Any]:
@@ -190,6 +185,7 @@ def probe(backend: str = "auto") -> dict[str, Any]:
     import torch
 
     from neuronprof._session import session
+    from neuronprof._vocabulary import K_RUNTIME
     from neuronprof.backends import resolve_backend
 
     chosen, _ = resolve_backend(backend)
@@ -221,12 +217,16 @@ def probe(backend: str = "auto") -> dict[str, Any]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             table = s.table(row_limit=None)
-            trace = s.export()
-        with open(trace, encoding="utf-8") as f:
-            events = json.load(f).get("traceEvents", [])
+        # Runtime and driver calls, as the vocabulary tells them (the record's events, read once).
+        runtime = sum(
+            1
+            for events in s.recording.event_tables
+            for _, lane, _ in events.timelines()
+            for kid in lane.kid
+            if events.keys.kind[kid] == K_RUNTIME
+        )
     kernels = [r.name for r in table.rows if r.on_device and (r.self_device_us or 0) > 0]
     linked = [r.name for r in table.rows if not r.on_device and (r.self_device_us or 0) > 0]
-    runtime = sum(1 for e in events if str(e.get("cat", "")).lower() in _RUNTIME_CATEGORIES)
     result: ProbeResult
     if kernels and linked:
         result = "linked"

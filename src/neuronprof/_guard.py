@@ -9,6 +9,7 @@ they know nothing of what it records.
 
 from __future__ import annotations
 
+import _signal  # signal's C functions: the same handlers without the enum conversions of every call
 import contextlib
 import os
 import signal
@@ -16,15 +17,15 @@ import sys
 import threading
 import types
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Optional
 
-from neuronprof._io import default_termination, terminate
+from neuronprof._io import terminate
 
 __all__ = [
-    "distributed_rank",
     "dist_backend",
     "guard_profiler_starts",
+    "idle_transition",
     "local_rank",
     "profiler_running",
     "profiler_started",
@@ -32,28 +33,22 @@ __all__ = [
     "schedule_phase",
     "taken_message",
     "quiet_cycle_warning",
-    "signals_deferred",
+    "release_profile",
+    "SignalGuard",
     "stop_abandoned",
     "tracked_profile_class",
     "unreadable_source_files",
 ]
 
 # Signals whose Python handlers are held back while torch.profiler changes state
-# (see signals_deferred): Ctrl-C, termination requests, timers, user signals.
+# (see SignalGuard): Ctrl-C, termination requests, timers, user signals.
 _DEFERRED_SIGNALS = tuple(
     getattr(signal, name)
     for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGALRM", "SIGVTALRM", "SIGUSR1", "SIGUSR2")
     if hasattr(signal, name)
 )
-
-
-def distributed_rank() -> tuple[Optional[int], Optional[int]]:
-    """Return (rank, world size) under an initialised torch.distributed, else (None, None)."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return None, None
+# The termination requests whose default action ends the process (as ``_io.terminate`` knows them).
+_TERMINATION_REQUESTS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 def local_rank() -> Optional[int]:
@@ -79,48 +74,127 @@ def quiet_cycle_warning() -> Iterator[None]:
         yield
 
 
-@contextlib.contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Hold back Python signal handlers (Ctrl-C, alarms) until the block is done, then run them.
+class _Relay:
+    """A signal handler as a ``SignalGuard`` installs it: runs ``run``, or holds the signal during a change."""
 
-    SIGTERM and SIGHUP left at their default action wait too; when one came, what
-    neuronprof was writing or keeps privately is removed and the process then ends
-    as the signal's default action would have ended it.
+    __slots__ = ("guard", "original", "run")
 
-    torch.profiler's state changes are not interrupt-safe: a KeyboardInterrupt in
-    the middle of one leaves a half-made profiler that crashes the process when it
-    is stopped. Python runs signal handlers in the main thread only, so other
-    threads need nothing.
+    def __init__(self, guard: SignalGuard, run: Callable[[int, Any], Any], original: Any) -> None:
+        self.guard = guard
+        self.run = run
+        self.original = original  # what the guard puts back
+
+    def __call__(self, signum: int, frame: Any) -> Any:
+        if self.guard._depth:
+            self.guard._pending.append((signum, self.run))
+            return None
+        return self.run(signum, frame)
+
+    def __repr__(self) -> str:
+        return f"<neuronprof's relay of {self.original!r}>"
+
+
+class SignalGuard:
+    """Holds signal handlers back while torch.profiler changes state, then runs them: one per session.
+
+    torch.profiler's state changes are not interrupt-safe: a KeyboardInterrupt in the
+    middle of one leaves a half-made profiler that crashes the process when it is
+    stopped. Inside ``with guard.hold():`` the Python handlers of Ctrl-C, timers and user
+    signals wait until the change is complete, then run, in the order the signals came.
+    Python runs signal handlers in the main thread only, so other threads need nothing.
+
+    Each Python handler is wrapped once, by the first ``hold()``, in a relay that runs it
+    at once outside a change; ``uninstall()`` (when the session ends) puts it back. So
+    entering the guard changes no handler and makes no system call (re-installing seven
+    handlers at every step cost more than torch's own ``step()``). While the session is
+    open, ``signal.getsignal`` returns the relay (which calls the handler); a handler the
+    program installs inside the block is wrapped at the next state change.
+
+    SIGTERM and SIGHUP left at their default action keep it between changes (the process
+    ends at once, even inside a long C call); a state change (one that may start, stop or
+    save a profile) makes them wait too, and when one came, what neuronprof was writing or
+    keeps privately is removed and the process then ends as the default action would have
+    ended it.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending: list[int] = []
 
-    def hold(signum: int, frame: Any) -> None:
-        pending.append(signum)
+    __slots__ = ("_change", "_depth", "_main", "_pending", "_seen", "_terminations_held")
 
-    saved: dict[int, Callable[[int, Any], Any]] = {}
-    default: set[int] = set()
-    try:
-        for sig in _DEFERRED_SIGNALS:
-            handler = signal.getsignal(sig)
-            if callable(handler):
-                saved[sig] = handler
-            elif default_termination(sig):
-                # A termination request would end the process at once, mid-change and
-                # leaving its files: it waits too, then removes them and ends the process.
-                saved[sig] = terminate
-                default.add(sig)
-            else:
-                continue
-            signal.signal(sig, hold)
-        yield
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, signal.SIG_DFL if sig in default else handler)
-        for sig in pending:
-            saved[sig](sig, None)
+    def __init__(self) -> None:
+        """Make the guard of a session that starts now (in this process: a fork has its own main thread)."""
+        self._main = threading.main_thread().ident
+        self._depth = 0
+        self._pending: list[tuple[int, Callable[[int, Any], Any]]] = []
+        self._seen: tuple[Any, ...] = ()  # the handlers as the last change left them: nothing new to wrap
+        self._change = True
+        self._terminations_held: list[int] = []
+
+    def hold(self, *, state_change: bool = True) -> SignalGuard:
+        """Return the guard, to enter: ``with guard.hold():`` holds signals until the block is done.
+
+        Args:
+            state_change: False for a transition that starts, stops and saves nothing (a wait
+                step's): the handlers wrapped so far wait, and nothing else is looked at.
+        """
+        self._change = state_change
+        return self
+
+    def __enter__(self) -> None:
+        if threading.get_ident() != self._main:
+            return
+        self._depth += 1
+        if self._depth > 1 or not self._change:
+            return
+        try:
+            handlers = tuple(map(_signal.getsignal, _DEFERRED_SIGNALS))
+            if handlers != self._seen:
+                self._wrap(handlers)
+            self._hold_terminations()
+        except BaseException:
+            # A handler not wrapped yet raised: what was held is put back and run, as at the end.
+            self.__exit__(None, None, None)
+            raise
+
+    def _wrap(self, handlers: tuple[Any, ...]) -> None:
+        for sig, handler in zip(_DEFERRED_SIGNALS, handlers):
+            if callable(handler) and not (type(handler) is _Relay and handler.guard is self):
+                _signal.signal(sig, _Relay(self, handler, handler))
+        self._seen = tuple(map(_signal.getsignal, _DEFERRED_SIGNALS))
+
+    def _hold_terminations(self) -> None:
+        # A termination request would end the process at once, mid-change and leaving its
+        # files: it waits too, then removes them and ends the process.
+        for sig in _TERMINATION_REQUESTS:
+            if _signal.getsignal(sig) == _signal.SIG_DFL:
+                _signal.signal(sig, _Relay(self, terminate, _signal.SIG_DFL))
+                self._terminations_held.append(sig)
+
+    def __exit__(self, *exc: object) -> None:
+        if threading.get_ident() != self._main:
+            return
+        self._depth -= 1
+        if self._depth:
+            return
+        if self._terminations_held:
+            self._put_back(self._terminations_held)
+            self._terminations_held.clear()
+        if self._pending:
+            pending, self._pending = self._pending, []
+            for sig, run in pending:
+                run(sig, None)
+
+    def uninstall(self) -> None:
+        """Put every wrapped handler back (a handler the program replaced the relay with stays)."""
+        self._depth = 0
+        self._pending.clear()
+        self._terminations_held.clear()
+        if threading.get_ident() == threading.main_thread().ident:
+            self._put_back(_DEFERRED_SIGNALS)
+
+    def _put_back(self, signals: Iterable[int]) -> None:
+        for sig in signals:
+            handler = _signal.getsignal(sig)
+            if type(handler) is _Relay and handler.guard is self:
+                _signal.signal(sig, handler.original)
 
 
 def unreadable_source_files() -> list[str]:
@@ -212,17 +286,12 @@ _own_calls = threading.local()
 @contextlib.contextmanager
 def _own_profiler_calls() -> Iterator[None]:
     """Let the session's own profiler through the start guard (in this thread)."""
-    depth = _own_depth()
+    depth = getattr(_own_calls, "depth", 0)
     _own_calls.depth = depth + 1
     try:
         yield
     finally:
         _own_calls.depth = depth
-
-
-def _own_depth() -> int:
-    depth: int = getattr(_own_calls, "depth", 0)
-    return depth
 
 
 def guard_profiler_starts(refuse: Callable[[], BaseException]) -> Callable[[], None]:
@@ -244,7 +313,7 @@ def guard_profiler_starts(refuse: Callable[[], BaseException]) -> Callable[[], N
             continue
 
         def guard(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            if _own_depth():
+            if getattr(_own_calls, "depth", 0):
                 return _original(*args, **kwargs)
             raise refuse()
 
@@ -304,16 +373,32 @@ def stop_abandoned(prof: Any) -> None:
             tracker.erase_step_count("ProfilerStep")
 
 
+def release_profile(prof: Any) -> None:
+    """Break the reference cycles a stopped ``torch.profiler.profile`` is left in (pytorch#193348).
+
+    torch keeps bound methods of the profile in its own ``action_map`` (and the
+    session's ``on_trace_ready`` points back at the session), so a profile nobody
+    holds any more stays in memory, with its cycles' events, until a full garbage
+    collection. With these links cut, dropping the session frees them at once. A
+    stopped profile never changes state again, so its read-outs and exports still work.
+    """
+    if prof is None:
+        return
+    action_map = getattr(prof, "action_map", None)
+    if isinstance(action_map, dict):
+        action_map.clear()
+    prof.on_trace_ready = None
+
+
 def profiler_started() -> bool:
     """True while a torch profiler is started: torch's own flag, set at start and cleared by any stop.
 
     The C++ state is per thread unless profile_all_threads is on, so it alone
     cannot tell; the flag is what any profile's exit clears.
     """
-    import torch
-    from torch.autograd import profiler as autograd_profiler
+    import torch  # (torch's modules read as attributes: a from-import costs more than the check, every step)
 
-    flag = getattr(autograd_profiler, "_is_profiler_enabled", None)
+    flag = getattr(torch.autograd.profiler, "_is_profiler_enabled", None)
     return bool(flag) or bool(torch._C._autograd._profiler_enabled())
 
 
@@ -324,6 +409,18 @@ def dist_backend() -> Optional[str]:
         return str(dist.get_backend())
     except Exception:  # not initialised, or a backend without a name
         return None
+
+
+def idle_transition(config: Any, steps_taken: int) -> bool:
+    """Whether torch's ``step()`` after step ``steps_taken`` leaves the profiler off: wait step to wait step.
+
+    That transition starts, stops and saves nothing (torch's ``schedule`` returns
+    ``NONE`` for both steps: within a cycle's wait, or after the last cycle).
+    """
+    cycle = config.wait + config.warmup + config.active
+    if config.repeat and steps_taken >= cycle * config.repeat:
+        return True
+    return steps_taken % cycle + 1 < config.wait
 
 
 def schedule_phase(config: Any, steps_taken: int) -> str:
@@ -346,23 +443,30 @@ def profiler_taken(prof: Any, *, start_thread: Optional[int], all_threads: bool)
     (``guard_profiler_starts``); these checks catch those started beneath it.
     """
     import torch
-    from torch.autograd import profiler as autograd_profiler
 
+    # (Checked at every step: written with as few calls as it takes.)
     recording = getattr(prof, "kineto_state", "idle") == "recording"
-    started = profiler_started()
-    # A profiler running while the session's is not: one was started and left running.
-    running = not recording and started
+    enabled = torch._C._autograd._profiler_enabled()
+    started = enabled or getattr(torch.autograd.profiler, "_is_profiler_enabled", False)  # profiler_started()
+    if not recording:
+        # A profiler running while the session's is not: one was started and left running.
+        return "running" if started else _erased_step_counter(torch)
     # torch's C++ state is per thread: trust it in the thread that started the session,
     # and not with profile_all_threads (where the threads it records change it).
-    here = threading.get_ident() == start_thread and not all_threads
-    stopped = recording and (not started or (here and not torch._C._autograd._profiler_enabled()))
-    # torch.profiler.profile registers its step counter on creation and erases it
-    # on exit: a profile that ended inside the block erased this session's.
-    tracker = getattr(getattr(autograd_profiler, "KinetoStepTracker", None), "_step_dict", None)
-    erased = isinstance(tracker, dict) and "ProfilerStep" not in tracker
-    if running:
-        return "running"
-    return "stopped" if stopped or erased else None
+    if not started or (not enabled and not all_threads and threading.get_ident() == start_thread):
+        return "stopped"
+    return _erased_step_counter(torch)
+
+
+def _erased_step_counter(torch: Any) -> Optional[str]:
+    """``"stopped"`` when the session's step counter is gone: a ``torch.profiler.profile`` ended inside the block.
+
+    torch.profiler.profile registers its step counter on creation and erases it on exit.
+    """
+    try:
+        return None if "ProfilerStep" in torch.autograd.profiler.KinetoStepTracker._step_dict else "stopped"
+    except (AttributeError, TypeError):  # a torch without the tracker
+        return None
 
 
 def taken_message(taken: str, *, steps_taken: int, cycle_count: int) -> str:

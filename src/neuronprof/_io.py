@@ -461,13 +461,13 @@ def write_text(target: Path, text: str, *, overwrite: bool = False) -> Path:
 
 
 def write_figure(
-    target: Path, figure: Figure, *, overwrite: bool = True, parents: bool = True, **savefig: Any
+    target: Path, draw: Callable[[], Figure], *, overwrite: bool = True, parents: bool = True, **savefig: Any
 ) -> Path:
-    """Save a matplotlib ``Figure`` to ``target`` atomically, in the format its suffix names.
+    """Draw a matplotlib ``Figure`` and save it to ``target`` atomically, in the format its suffix names.
 
     Args:
         target: The image file.
-        figure: The figure.
+        draw: Returns the figure; called once the suffix is known to be good.
         overwrite: Replace an existing file.
         parents: Create missing parent folders; otherwise a missing folder is an error.
         **savefig: Passed on to ``Figure.savefig``.
@@ -479,6 +479,7 @@ def write_figure(
     """
     target = Path(target)
     fmt = figure_format(target)
+    figure = draw()
     if parents:
         ensure_writable_dir(target.parent, create=True)
     return atomic_write(target, figure_writer(figure, fmt, **savefig), overwrite=overwrite)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -32,9 +32,12 @@ class Cycle:
             torch.profiler replaces it at the next cycle, so each one is kept here.
         backend_trace: A Chrome trace the backend saved itself (TorchNeuron's
             ``NeuronProfiler`` does), used when kineto's own save was consumed.
-        cache: kineto's own save of the cycle, taken once when the cycle ended
-            (read-only); every export is a copy of it (a reflink where the file
-            system has them), never a second name of it.
+        save: Takes kineto's own save of the cycle into ``cache``; set when the cycle
+            ends, run (once) by the first export that needs the file
+            (``_cycle_files.take_save``), so a cycle nobody exports is never written.
+        cache: kineto's own save of the cycle, once taken (read-only); every export
+            is a copy of it (a reflink where the file system has them), never a
+            second name of it.
         cache_stamp: ``(inode, size, mtime_ns, ctime_ns)`` of the cache when it was
             saved, to notice that anything changed it before an export.
         closed_at_exit: The cycle was ended by the session's exit, so its last
@@ -48,6 +51,7 @@ class Cycle:
     index: int
     profile: Any
     backend_trace: Optional[Path] = None
+    save: Optional[Callable[[Cycle], None]] = None
     cache: Optional[Path] = None
     cache_stamp: Optional[tuple[int, ...]] = None
     closed_at_exit: bool = False
@@ -93,7 +97,9 @@ def read_cycle(cycle: Cycle, keys: Any, metadata: Mapping[str, Any]) -> EventTab
     Reads kineto's own event list (``profile.kineto_results.events()``): the
     events, integer-ns times, threads, correlation ids and recorded inputs kineto
     writes into the cycle's Chrome trace, through the columns a trace file's reader
-    fills, so the live read-outs and those of the export agree by construction.
+    fills, so the live read-outs and those of the export agree by construction
+    (FLOP counts excepted: live they are torch's own, with ``with_flops=True``; a
+    saved trace that holds none gets the roofline's formulas instead).
     Builds without kineto results fall back to ``function_events`` (µs times, no
     device links). With ``profile_memory=True``, torch's memory per op is taken too.
 

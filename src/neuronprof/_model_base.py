@@ -91,6 +91,7 @@ class ResultModel:
     _KIND: ClassVar[str]
     _ROWS: ClassVar[Optional[str]] = "rows"
     _ROW_KEY: ClassVar[str] = "name"
+    _ROW_WORDS: ClassVar[str] = "row named"  # what row()'s KeyError calls a missing row
     _TOTALS: ClassVar[tuple[str, ...]] = ()
     _JSON: ClassVar[Mapping[str, Any]] = {}
     _STR_ROW_LIMIT: ClassVar[Optional[int]] = None
@@ -230,7 +231,7 @@ class ResultModel:
             return self._rows()[keys.index(name)]
         close = [k for k in keys if name.lower() in k.lower()][:5]
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(f"no row named {name!r}{hint}")
+        raise KeyError(f"no {self._ROW_WORDS} {name!r}{hint}")
 
     # -- renderings --------------------------------------------------------------------
     def _render(self, fmt: Format, row_limit: Optional[int]) -> str:

@@ -193,15 +193,12 @@ class RankTable(ResultModel):
         ``None`` for a rank whose table has no steps (or was made before the figure was
         recorded). See [`Table.compute_us`][neuronprof.Table.compute_us].
         """
-        return _compute_per_step(self.tables)
+        return _per_step(self.tables, "compute_us")
 
     @property
     def collective_wait_per_step_us(self) -> tuple[Optional[float], ...]:
         """Per rank (indexed by rank), its mean time in collectives per step (µs); ``None`` without steps."""
-        return tuple(
-            None if t.collective_wait_us is None or t.steps <= 0 else t.collective_wait_us / t.steps
-            for t in self.tables
-        )
+        return _per_step(self.tables, "collective_wait_us")
 
     @property
     def straggler(self) -> Optional[int]:
@@ -303,7 +300,7 @@ class RankTable(ResultModel):
                 value = getattr(r, metric)
                 values[rank] = (values[rank] or 0.0) + (value or 0.0)
                 counts[rank] += r.calls
-        straggler = vocab.straggler(_compute_per_step(tables))
+        straggler = vocab.straggler(_per_step(tables, "compute_us"))
         rows = []
         for key, values in per_key.items():
             present = sorted(v for v in values if v is not None)
@@ -382,9 +379,10 @@ class RankTable(ResultModel):
             raise ValueError(f"invalid cross-rank table: missing field {exc.args[0]!r}") from None
 
 
-def _compute_per_step(tables: Sequence[Table]) -> tuple[Optional[float], ...]:
-    """Per rank, its compute per step (µs); ``None`` without steps (see ``RankTable.compute_per_step_us``)."""
-    return tuple(None if t.compute_us is None or t.steps <= 0 else t.compute_us / t.steps for t in tables)
+def _per_step(tables: Sequence[Table], figure: str) -> tuple[Optional[float], ...]:
+    """Per rank, the table's ``figure`` (µs) per step; ``None`` without steps or without the figure."""
+    values = [getattr(t, figure) for t in tables]
+    return tuple(None if v is None or t.steps <= 0 else v / t.steps for v, t in zip(values, tables))
 
 
 def _slowest_rank(values: Sequence[Optional[float]], name: str, on_device: bool, straggler: Optional[int]) -> int:

@@ -75,7 +75,7 @@ def loads(text: Union[str, bytes]) -> Any:
 def _sort_field(by: str) -> str:
     if not isinstance(by, str) or by not in _SORT_FIELD:
         raise ValueError(f"unknown sort_by {by!r}; use one of: {', '.join(SORT_KEYS)}")
-    return _vocabulary.sort_field(by)
+    return _SORT_FIELD[by]
 
 
 COMPARISON_SCHEMA = "neuronprof.comparison/1"

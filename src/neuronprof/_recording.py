@@ -35,7 +35,6 @@ __all__ = [
     "gather_rank_table",
     "insights",
     "local_table",
-    "nothing_recorded",
     "record_trace",
     "report",
     "require_recorded",
@@ -55,7 +54,6 @@ class Recording:
         device_label: Label of the device columns, or None without a device.
         device_name: The device's model as the backend names it (``"NVIDIA H200"``), or
             None when it names none.
-        has_device: Whether device time reaches torch.profiler (device columns are numbers, not blank).
         core: The captured cores.
         cycles: The kept cycles (``keep_cycles``), oldest first: their profiles and trace
             caches, for exports and ``s.profiler``.
@@ -75,7 +73,6 @@ class Recording:
     config: SessionConfig
     backend: str
     device_label: Optional[str]
-    has_device: bool
     core: Optional[str]
     cycles: tuple[_kineto.Cycle, ...]
     cycle_count: int
@@ -95,20 +92,18 @@ class Recording:
         return self.read()
 
 
-def nothing_recorded(rec: Recording, what: str) -> str:
-    """Say why no cycle was recorded: the block was interrupted, or the loop was too short."""
+def require_recorded(rec: Recording, what: str) -> None:
+    """Raise ``SessionStateError`` when no cycle was kept, saying why (an interrupt, or too short a loop)."""
+    if rec.cycles:
+        return
     if rec.interrupted is not None:
-        return (
+        raise SessionStateError(
             f"nothing was recorded, so {what}: the session was interrupted by {rec.interrupted} during "
             f"step {rec.steps_taken}, before a profiling cycle completed (see s.notes)"
         )
-    return f"nothing was recorded, so {what}: the loop ended before the schedule's active steps (see s.notes)"
-
-
-def require_recorded(rec: Recording, what: str) -> None:
-    """Raise ``SessionStateError`` (saying why) when no cycle was kept."""
-    if not rec.cycles:
-        raise SessionStateError(nothing_recorded(rec, what))
+    raise SessionStateError(
+        f"nothing was recorded, so {what}: the loop ended before the schedule's active steps (see s.notes)"
+    )
 
 
 def record_trace(
@@ -233,15 +228,19 @@ def insights(rec: Recording) -> Insights:
     from neuronprof.analysis.insights import analyze
 
     require_recorded(rec, "there is nothing to advise on")
-    events = timeline(rec)
-    # The record's own findings (kept with it) unless a note was added for dropped cycles.
-    return rec.trace.insights() if events is rec.trace.timeline() else analyze(events)  # type: ignore[return-value]
+    # The record's own findings (kept with it) unless a note is added for dropped cycles.
+    return analyze(timeline(rec)) if _dropped(rec) else rec.trace.insights()  # type: ignore[return-value]
+
+
+def _dropped(rec: Recording) -> bool:
+    """Whether cycles beyond ``keep_cycles`` were dropped (the findings then say so)."""
+    return len(rec.cycles) < rec.cycle_count
 
 
 def timeline(rec: Recording) -> Timeline:
     """The findings engine's input: the kept cycles' events (read from the record, not from torch)."""
     events = rec.trace.timeline()
-    if len(rec.cycles) < rec.cycle_count:
+    if _dropped(rec):
         note = "cycles beyond keep_cycles were dropped; the findings cover the cycles still kept"
         events = dataclasses.replace(events, notes=(*events.notes, note))
     return events
@@ -284,7 +283,9 @@ def report(
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rec.started)),
     }
     table = local_table(rec).sorted("device")
-    text = trace_report(rec.trace, table, settings=settings, timeline=timeline(rec), baseline=baseline)
+    # The record's own events (read once, into the findings' nodes) unless a note is added for dropped cycles.
+    events = timeline(rec) if _dropped(rec) else None
+    text = trace_report(rec.trace, table, settings=settings, timeline=events, baseline=baseline)
     target = target_path(rec, path, suffix=".html")
     return atomic_write(target, text_writer(text), overwrite=overwrite)
 

@@ -8,6 +8,7 @@ per call); the Neuron bundle, which needs the backend's folders, stays with the
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import time
 import warnings
@@ -48,18 +49,14 @@ def _write_tensorboard(rec: Recording, chosen: _kineto.Cycle, path: Optional[Pat
     # One worker per process, one span per file, as tensorboard_trace_handler names them:
     # the span number varies, the worker part never does.
     span = time.time_ns()
-    while True:
-        target = folder / tensorboard_file_name(span, rank=rec.rank)
-        if not target.exists():
-            break
+    while (folder / tensorboard_file_name(span, rank=rec.rank)).exists():
         span += 1
-    atomic_write(target, trace_writer(rec, chosen), overwrite=overwrite)
+    atomic_write(folder / tensorboard_file_name(span, rank=rec.rank), trace_writer(rec, chosen), overwrite=overwrite)
     return folder
 
 
 def _write_stacks(rec: Recording, chosen: _kineto.Cycle, path: Optional[PathLike], overwrite: bool) -> Path:
-    target = target_path(rec, path, suffix=".stacks.txt")
-    return atomic_write(target, _stacks_writer(rec, chosen), overwrite=overwrite)
+    return atomic_write(target_path(rec, path, suffix=".stacks.txt"), _stacks_writer(rec, chosen), overwrite=overwrite)
 
 
 FormatWriter = Callable[[Recording, _kineto.Cycle, Optional[PathLike], bool], Path]
@@ -117,19 +114,11 @@ def _stacks_writer(rec: Recording, chosen: _kineto.Cycle) -> Callable[[Path], No
             "session(); if you did, the session turned them off, and s.notes says why"
         )
     metric = "self_device_time_total" if rec.device_label is not None else "self_cpu_time_total"
-
-    def write(dest: Path) -> None:
-        _cycle_files.write_stacks(chosen, dest, metric)
-
-    return write
+    return functools.partial(_cycle_files.write_stacks, chosen, metric=metric)
 
 
 def trace_writer(rec: Recording, chosen: _kineto.Cycle) -> Callable[[Path], None]:
     """A writer of ``chosen``'s Chrome trace, with neuronprof's metadata (how the cycle ended included)."""
     metadata: dict[str, Any] = copy.deepcopy(rec.metadata)
     metadata["neuronprof"][vocab.STOPPED_IN_LAST_STEP] = chosen.closed_at_exit
-
-    def write(dest: Path) -> None:
-        _cycle_files.write_chrome_trace(chosen, dest, metadata)
-
-    return write
+    return functools.partial(_cycle_files.write_chrome_trace, chosen, metadata=metadata)

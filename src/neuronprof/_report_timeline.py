@@ -7,6 +7,8 @@ several ranks gets each rank's own lanes.
 
 from __future__ import annotations
 
+from itertools import islice
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
@@ -22,6 +24,7 @@ MAX_HOST_DEPTH = 6
 """Nesting levels drawn per host thread; deeper calls are summarised by their parents."""
 
 _HOST_CATEGORIES = ("step", "op", "annotation", "runtime", "other")
+_START, _END = attrgetter("start_ns"), attrgetter("end_ns")
 
 
 def timeline_data(timeline: Timeline) -> dict[str, Any]:
@@ -40,11 +43,13 @@ def timeline_data(timeline: Timeline) -> dict[str, Any]:
         where kind is 0 host op, 1 step, 2 runtime/annotation/other, 3 device.
     """
     parts = list(timeline.ranks) or [timeline]
-    starts = [e.start_ns for t in parts for e in t.host if e.category in _HOST_CATEGORIES]
-    starts += [e.start_ns for t in parts for e in t.device]
+    firsts = [
+        min((e.start_ns for t in parts for e in t.host if e.category in _HOST_CATEGORIES), default=None),
+        min((e.start_ns for t in parts for e in t.device), default=None),
+    ]
+    origin = min((f for f in firsts if f is not None), default=0)
     names: dict[str, int] = {}
     out: dict[str, Any] = {"lanes": [], "names": [], "events": [], "steps": [], "dropped": 0}
-    origin = min(starts) if starts else 0
     # Each rank gets an equal share of the events drawn.
     budget = MAX_TIMELINE_EVENTS // len(parts)
     for part in parts:
@@ -61,7 +66,6 @@ def _lay_out(
 ) -> None:
     """Add one timeline's lanes and events to ``out`` (``_timeline_data``), at most ``cap`` events."""
     prefix = "" if rank is None else f"rank {rank} · "
-    host = [e for e in timeline.host if e.category in _HOST_CATEGORIES]
     device = list(timeline.device)
     lanes: list[dict[str, Any]] = out["lanes"]
     events: list[list[Any]] = out["events"]
@@ -77,26 +81,36 @@ def _lay_out(
         return len(lanes) - 1
 
     # Host: nesting depth per thread from a stack of open intervals.
-    placed: list[tuple[int, str, int, Any]] = []  # (depth, thread, order, event)
+    by_depth: list[list[Any]] = [[] for _ in range(MAX_HOST_DEPTH)]  # each depth's events, as laid out
     threads: dict[str, list[Any]] = {}
-    for e in host:
-        if e.category != "step":
+    steps_ev = []
+    for e in timeline.host:
+        category = e.category
+        if category == "step":
+            steps_ev.append(e)
+        elif category in _HOST_CATEGORIES:
             threads.setdefault(e.thread, []).append(e)
-    for thread, per_thread in threads.items():
-        per_thread.sort(key=lambda e: (e.start_ns, -e.end_ns))
+    too_deep = 0
+    for per_thread in threads.values():
+        # By start, then the later end first: two stable sorts on plain keys.
+        per_thread.sort(key=_END, reverse=True)
+        per_thread.sort(key=_START)
         stack: list[int] = []
         for e in per_thread:
-            while stack and stack[-1] <= e.start_ns:
+            start = e.start_ns
+            while stack and stack[-1] <= start:
                 stack.pop()
-            placed.append((len(stack), thread, len(placed), e))
+            depth = len(stack)
+            if depth < MAX_HOST_DEPTH:
+                by_depth[depth].append(e)
+            else:
+                too_deep += 1
             stack.append(e.end_ns)
-    too_deep = sum(1 for p in placed if p[0] >= MAX_HOST_DEPTH)
-    placed = [p for p in placed if p[0] < MAX_HOST_DEPTH]
-    steps_ev = sorted((e for e in host if e.category == "step"), key=lambda e: e.start_ns)
-    budget = cap - len(steps_ev) - min(len(device), cap // 2)
-    placed.sort(key=lambda p: (p[0], p[2]))
-    dropped = too_deep + max(0, len(placed) - max(budget, 0))
-    placed = placed[: max(budget, 0)]
+    steps_ev.sort(key=_START)
+    budget = max(cap - len(steps_ev) - min(len(device), cap // 2), 0)
+    # The shallowest first, each depth in the order laid out, up to the budget.
+    placed = list(islice(((depth, e.thread, e) for depth, level in enumerate(by_depth) for e in level), budget))
+    dropped = too_deep + sum(map(len, by_depth)) - len(placed)
 
     lane_of: dict[tuple[str, int], int] = {}
     if steps_ev:
@@ -106,7 +120,7 @@ def _lay_out(
                 [steps_lane, us(e.start_ns), round((e.end_ns - e.start_ns) / 1000, 3), name_index(e.name), 1]
             )
     thread_names = {t: f"host thread {i}" for i, t in enumerate(sorted(threads, key=str))}
-    for depth, thread, _, e in sorted(placed, key=lambda p: (thread_names[p[1]], p[0])):
+    for depth, thread, e in sorted(placed, key=lambda p: (thread_names[p[1]], p[0])):
         key = (thread, depth)
         if key not in lane_of:
             lane_of[key] = lane(f"{thread_names[thread]} · depth {depth}", "host")
@@ -115,7 +129,7 @@ def _lay_out(
             [lane_of[key], us(e.start_ns), round((e.end_ns - e.start_ns) / 1000, 3), name_index(e.name), kind]
         )
     # Device: greedy lanes, so that overlapping work (several streams) stays visible.
-    device.sort(key=lambda e: e.start_ns)
+    device.sort(key=_START)
     device = device[: cap // 2]
     dropped += max(0, len(timeline.device) - len(device))
     ends: list[int] = []

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import gc
+import functools
 import json
 import logging
 import os
@@ -33,16 +33,17 @@ from neuronprof import _vocabulary as vocab
 from neuronprof._config import DEFAULT_MODES, DEFAULT_OUTPUT_DIR, PathLike, SessionConfig, modes_given
 from neuronprof._guard import (
     UTF8_ERROR,
+    SignalGuard,
     dist_backend,
-    distributed_rank,
     foreign_starter,
     guard_profiler_starts,
+    idle_transition,
     local_rank,
     profiler_running,
     profiler_taken,
     quiet_cycle_warning,
+    release_profile,
     schedule_phase,
-    signals_deferred,
     stop_abandoned,
     taken_message,
     tracked_profile_class,
@@ -51,7 +52,7 @@ from neuronprof._guard import (
 from neuronprof._io import ensure_writable_dir, unique_path
 from neuronprof._recording import Recording
 from neuronprof.backends import SessionContext, format_writers, resolve_backend
-from neuronprof.backends.base import Backend
+from neuronprof.backends.base import Backend, distributed_rank
 from neuronprof.errors import BackendUnavailableError, NeuronProfWarning, SessionStateError
 from neuronprof.export import DEVICE_EXPORTS, EXPORT_FORMATS, ExportFormat, default_trace_name
 from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
@@ -75,8 +76,6 @@ T = TypeVar("T")
 # session would silently corrupt the first. The lock is taken without blocking.
 _active_lock = threading.Lock()
 _active: Optional[Session] = None
-# What other modules of the package ask of the process's profiler state.
-_profiler_running = profiler_running
 
 
 class Session:
@@ -154,18 +153,15 @@ class Session:
         self.with_stack = config.with_stack
         self.profile_memory = config.profile_memory
         self.with_flops = config.with_flops
-        output_dir = config.output_dir
-        backend = config.backend
 
-        self._backend, skipped = resolve_backend(backend)
+        self._backend, skipped = resolve_backend(config.backend)
         for line in skipped:
             logger.debug(line)
         self._refuse_if_conflicting()
-        self._explicit_output_dir = output_dir is not None
-        raw_dir = Path(output_dir) if output_dir is not None else Path(DEFAULT_OUTPUT_DIR)
+        explicit = config.output_dir is not None
         # An explicit folder is created now, so that an impossible one fails here;
         # the default one is only created when something is written into it.
-        self._output_dir = ensure_writable_dir(raw_dir, create=self._explicit_output_dir)
+        self._output_dir = ensure_writable_dir(Path(config.output_dir or DEFAULT_OUTPUT_DIR), create=explicit)
 
         self._notes: list[str] = []
         self._state = "new"
@@ -187,9 +183,9 @@ class Session:
         self._rank: Optional[int] = None
         self._world_size: Optional[int] = None
         self._ctx: Optional[SessionContext] = None
-        # The note that device time was expected but none recorded: found once, then read.
-        self._device_note: Optional[tuple[Optional[str]]] = None
         self._unguard: Callable[[], None] = lambda: None
+        self._signals = SignalGuard()
+        self._record_function: Any = None
         self._start_thread: Optional[int] = None
         self._interrupted: Optional[str] = None
         self._device_name: Optional[str] = None
@@ -221,7 +217,7 @@ class Session:
     def notes(self) -> list[str]:
         """Remarks about this session: modes the backend cannot capture, short loops..."""
         data = _recording.data_notes(self._record()) if self._state == "done" else ()
-        device = self._empty_device_note() if self._state == "done" else None
+        device = self._empty_device_note if self._state == "done" else None
         return [*self._notes, *data, *([device] if device else [])]
 
     @property
@@ -238,9 +234,7 @@ class Session:
     @property
     def total_steps(self) -> Optional[int]:
         """Steps the schedule needs: ``(wait + warmup + active) * repeat``; None if repeat is 0."""
-        if self.repeat == 0:
-            return None
-        return (self.wait + self.warmup + self.active) * self.repeat
+        return self.config.total_steps
 
     @property
     def steps_taken(self) -> int:
@@ -309,14 +303,18 @@ class Session:
             raise SessionStateError("a session runs once; create a new one with neuronprof.session(...)")
         try:
             # Python raises a signal's exception right after any C call, e.g. after the
-            # lock was taken and before the code that would release it: hold signals back.
-            with signals_deferred():
+            # lock was taken and before the code that would release it: hold signals back
+            # (their handlers stay wrapped until the session stops: see SignalGuard).
+            self._signals = SignalGuard()
+            with self._signals.hold():
                 self._enter()
         except BaseException:
             if self._state == "running":
                 # A held-back Ctrl-C arrived once the start was complete; with-statements
                 # do not call __exit__ when __enter__ raises, so stop here.
                 self.stop(exc=sys.exc_info()[1])
+            else:
+                self._signals.uninstall()
             raise
 
     def __enter__(self) -> Session:
@@ -381,27 +379,26 @@ class Session:
             ensure_writable_dir(self._output_dir, create=True)
         experimental = self._experimental_config(self._backend.experimental_config(ctx))
         self._take_backend_notes()
-        kwargs: dict[str, Any] = {
-            "activities": self._backend.activities(),
-            "schedule": torch.profiler.schedule(
+        prof = tracked_profile_class()(
+            activities=self._backend.activities(),
+            schedule=torch.profiler.schedule(
                 wait=self.wait, warmup=self.warmup, active=self.active, repeat=self.repeat
             ),
-            "on_trace_ready": self._on_trace_ready,
-            "record_shapes": self.record_shapes,
-            "with_stack": self.with_stack,
-            "profile_memory": self.profile_memory,
-            "with_flops": self.with_flops,
-        }
-        if experimental is not None:
-            kwargs["experimental_config"] = experimental
-        prof = tracked_profile_class()(**kwargs)
+            on_trace_ready=self._on_trace_ready,
+            record_shapes=self.record_shapes,
+            with_stack=self.with_stack,
+            profile_memory=self.profile_memory,
+            with_flops=self.with_flops,
+            experimental_config=experimental,
+        )
         # kineto writes these into every cycle's trace header itself, so an export is a plain copy.
         # (torch adds record_shapes and distributedInfo there on its own.)
         prof.neuronprof_metadata = self._kineto_metadata(stopped_in_last_step=False)
         self._started = time.time()
         self._start_thread = threading.get_ident()
+        self._record_function = torch.autograd.profiler.record_function  # (looked up once: every step opens one)
         self._profiler = prof
-        with signals_deferred():
+        with self._signals.hold():
             try:
                 prof.__enter__()
             except BaseException:
@@ -438,21 +435,18 @@ class Session:
         mode is never asked for: the collapsed stacks are read from the Python-frame
         events, and verbose adds a "Call stack" field that kineto writes unescaped.)
         """
-        wanted: dict[str, Any] = {}
-        if self.profile_all_threads:
-            wanted["profile_all_threads"] = True
-        if not wanted:
+        if not self.profile_all_threads:
             return backend_config
         from torch._C._profiler import _ExperimentalConfig
 
         if backend_config is None:
-            return _ExperimentalConfig(**wanted)
+            return _ExperimentalConfig(profile_all_threads=True)
         if type(backend_config) is _ExperimentalConfig:
             # Its other fields cannot be read back; the backends set only these two.
             return _ExperimentalConfig(
                 custom_profiler_config=backend_config.custom_profiler_config,  # type: ignore[attr-defined]
                 trace_only=backend_config.trace_only,
-                **wanted,
+                profile_all_threads=True,
             )
         self._note(
             f"the {self.backend} backend configures torch.profiler with its own {type(backend_config).__name__}, "
@@ -488,12 +482,16 @@ class Session:
         cycle = _kineto.Cycle(index=self._cycle_count, profile=prof.profiler, closed_at_exit=self._exiting)
         self._cycle_count += 1
         self._cycles.append(cycle)
-        # kineto's save works once; take it before the backend's exporter (TorchNeuron's
-        # may consume it), into a private cache that every export() copies.
-        self._keep_native_trace(cycle)
+        # kineto's save works once: it is taken into a private cache that every export copies, by
+        # the first export that needs it (a cycle nobody exports is never written: the end of the
+        # block costs what torch's stop does). The cycle's export_chrome_trace takes and copies it too.
+        cycle.save = functools.partial(_keep_native_trace, weakref.ref(self))  # (no reference cycle)
+        _cycle_files.route_torch_export(cycle)
         assert self._ctx is not None
-        # Once saved, the cycle's export_chrome_trace copies the cache, so the backend's
-        # exporter (TorchNeuron's writes trace.json for Neuron Explorer) gets the same trace.
+        if type(self._backend).on_trace_ready is not Backend.on_trace_ready:
+            # A backend's exporter (TorchNeuron's writes trace.json for Neuron Explorer) may spend
+            # kineto's save itself: it is taken first, and the backend's export gets a copy.
+            _cycle_files.take_save(cycle)
         cycle.backend_trace = self._backend.on_trace_ready(prof, self._ctx)
         self._take_backend_notes()
         self._drop_old_cycles()
@@ -501,9 +499,13 @@ class Session:
     def _keep_native_trace(self, cycle: _kineto.Cycle) -> None:
         """Take kineto's one-time save of ``cycle`` into the private cache, or say what exports lose."""
         reason = "kineto could not write it (see its log above)"
+        if cycle.profile is None:
+            return  # dropped (keep_cycles): nothing is exported of it
         try:
-            if _cycle_files.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json"):
-                return
+            # A termination request while kineto writes removes the private copy first.
+            with _io.cleaned_up_on_termination():
+                if _cycle_files.save_native_trace(cycle, self._private_dir() / f"cycle{cycle.index}.json"):
+                    return
         except OSError as exc:
             reason = f"{exc.strerror or exc} ({exc.filename or 'the temporary folder'})"
         self._note(
@@ -546,15 +548,15 @@ class Session:
                 self._dropped.add(sums)
             _add_memory(self._dropped_memory, old.memory)
             old.events = None
+            old.save = None
             if old.cache is not None:
                 old.cache.unlink(missing_ok=True)
             old.profile = None
             old.cache = None
 
     def _take_backend_notes(self) -> None:
-        if self._ctx is not None:
-            for message in self._backend.session_notes(self._ctx):
-                self._note(message)
+        for message in self._backend.session_notes(self._context()):
+            self._note(message)
 
     def _has_device(self) -> bool:
         # Device columns exist where the backend has a device and its time reaches
@@ -595,8 +597,12 @@ class Session:
             )
         # The end saves the last cycle: a termination request until it is done removes
         # the private copies (and what else is in progress) before it ends the process.
-        with _io.cleaned_up_on_termination():
-            self._exit(None if exc is None else type(exc), exc)
+        try:
+            with _io.cleaned_up_on_termination():
+                self._exit(None if exc is None else type(exc), exc)
+        finally:
+            # The program's own signal handlers, as they were (or as it set them inside the block).
+            self._signals.uninstall()
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         # A block whose session was stopped inside it with stop() has nothing left to end.
@@ -632,7 +638,7 @@ class Session:
                 self._abandon()
         finally:
             # A signal's exception can surface between any two of these (this is not
-            # inside _signals_deferred): each step runs even when the one before raised,
+            # inside the signal guard): each step runs even when the one before raised,
             # and the process-wide lock goes first, so a new session can always start.
             try:
                 _active_lock.release()
@@ -657,28 +663,35 @@ class Session:
             self._note(f"stopping the profiler after the block's {exc_type.__name__} failed too: {failure!r}")
             failure = None
         self._check_steps(interrupted=exc_type is not None or failure is not None)
-        # torch leaves each profile's objects in reference cycles (pytorch#193348): collected
-        # here, as raw torch.profiler users are told to, so that session after session does not grow.
-        gc.collect()
+        # So that session after session does not grow, without a full collection (as raw torch.profiler
+        # users are told to make) at every block's end: a dropped session frees its profiler at once.
+        release_profile(self._profiler)
         if failure is not None:
             raise failure
 
-    def _drive(self, transition: Callable[..., Any], *args: Any) -> None:
+    def _drive(self, transition: Callable[..., Any], *args: Any, idle: bool = False) -> None:
         """Run one torch.profiler state change so that an interrupt cannot leave it half-made.
 
         Signals that would raise (Ctrl-C, alarms) wait until the change is complete;
         any exception that still escapes it stops the profiler without re-entering
         torch's schedule (which crashes on a half-made profiler) and is re-raised.
+        ``idle``: the transition starts, stops and saves nothing (see ``idle_transition``).
         """
-        with signals_deferred():
+        with self._signals.hold(state_change=not idle):
             try:
-                if self.repeat == 1:
+                if idle or self.repeat == 1:
                     transition(*args)
                 else:
                     with quiet_cycle_warning():
                         transition(*args)
             except BaseException:
-                self._abandon()
+                if not idle:
+                    self._abandon()
+                elif self._profiler is not None:
+                    # A wait step's transition only counts: cut short (by a handler the block installed,
+                    # which is wrapped at the next state change), it leaves no profiler state half-made,
+                    # so the session goes on, with torch's count.
+                    self._steps_taken = getattr(self._profiler, "step_num", self._steps_taken)
                 raise
 
     def _left_in_fork(self) -> None:
@@ -690,6 +703,7 @@ class Session:
         self._forked = True
         self._unguard()
         self._unguard = lambda: None
+        self._signals.uninstall()
         self._profiler = None
         self._cycles = []
 
@@ -821,7 +835,7 @@ class Session:
         foreign = self._foreign_profiler()
         if foreign is not None:
             raise SessionStateError(foreign)
-        self._drive(self._advance)
+        self._drive(self._advance, idle=idle_transition(self.config, self._steps_taken))
         self._open_step_span()
 
     def _step_refused(self) -> NoReturn:
@@ -846,9 +860,7 @@ class Session:
         if prof is None or self._abandoned or not getattr(prof, "record_steps", False):
             return
         if getattr(prof, "step_rec_fn", None) is None:
-            from torch.autograd import profiler as autograd_profiler
-
-            span = autograd_profiler.record_function(f"{vocab.STEP_PREFIX}{prof.step_num}")
+            span = self._record_function(f"{vocab.STEP_PREFIX}{prof.step_num}")
             span.__enter__()
             prof.step_rec_fn = span
 
@@ -1013,7 +1025,7 @@ class Session:
         table = _recording.local_table(record)
         # What only the backend's own files say (TorchNeuron: NeuronCore time from Neuron's profile).
         table = self._backend.complete_table(table, self._context(), heuristic=neuron_heuristic)
-        message = self._empty_device_note()
+        message = self._empty_device_note
         if message is not None and not table.has_device_time:
             warnings.warn(message, NeuronProfWarning, stacklevel=2)
             if message not in table.notes:
@@ -1147,7 +1159,6 @@ class Session:
             config=self.config,
             backend=self.backend,
             device_label=self.device_label,
-            has_device=self._has_device(),
             core=self.core,
             cycles=tuple(self._cycles),
             cycle_count=self._cycle_count,
@@ -1162,22 +1173,20 @@ class Session:
             device_name=self._device_name,
         )
 
+    @functools.cached_property
     def _empty_device_note(self) -> Optional[str]:
-        """The note for device time asked for and expected, of which no row has any; found once, then read."""
-        if self._device_note is None:
-            message = None
-            wants_device = "device" in self.modes and "device" in self._backend.supported_modes
-            # The backend knows whether device time was expected at all; when it was not,
-            # its note (already in s.notes) explains why instead.
-            expected = self._backend.empty_device_warning(self._context()) if wants_device and self._cycles else None
-            if expected:
-                table = _recording.local_table(self._record())
-                if not table.has_device_time:
-                    # Device time may come from the backend's own files (TorchNeuron: Neuron's profile).
-                    table = self._backend.complete_table(table, self._context(), heuristic=False)
-                message = None if table.has_device_time else expected
-            self._device_note = (message,)
-        return self._device_note[0]
+        """The note for device time asked for and expected, of which no row has any; found once, after the block."""
+        wants_device = "device" in self.modes and "device" in self._backend.supported_modes
+        # The backend knows whether device time was expected at all; when it was not,
+        # its note (already in s.notes) explains why instead.
+        expected = self._backend.empty_device_warning(self._context()) if wants_device and self._cycles else None
+        if not expected:
+            return None
+        table = _recording.local_table(self._record())
+        if not table.has_device_time:
+            # Device time may come from the backend's own files (TorchNeuron: Neuron's profile).
+            table = self._backend.complete_table(table, self._context(), heuristic=False)
+        return None if table.has_device_time else expected
 
     def _trace_metadata(self) -> dict[str, Any]:
         import torch
@@ -1427,26 +1436,15 @@ def session(
         PermissionError: ``output_dir`` cannot be written.
         NotADirectoryError: ``output_dir`` is (inside) a file.
     """
-    # The parameters are SessionConfig's fields, with its defaults (tests/test_public_api.py checks).
-    return Session(
-        SessionConfig(
-            modes=modes,
-            core=core,
-            backend=backend,
-            wait=wait,
-            warmup=warmup,
-            active=active,
-            repeat=repeat,
-            output_dir=output_dir,
-            record_shapes=record_shapes,
-            with_stack=with_stack,
-            profile_memory=profile_memory,
-            with_flops=with_flops,
-            keep_cycles=keep_cycles,
-            profile_all_threads=profile_all_threads,
-            max_events_per_nc=max_events_per_nc,
-        )
-    )
+    # The parameters are SessionConfig's fields, with its defaults (tests/test_public_api.py checks),
+    # so they are handed on as they are: a new field is one more parameter here, nothing else.
+    return Session(SessionConfig(**locals()))
+
+
+def _keep_native_trace(session: weakref.ref[Session], cycle: _kineto.Cycle) -> None:
+    alive = session()
+    if alive is not None:
+        alive._keep_native_trace(cycle)
 
 
 def _add_memory(

@@ -115,7 +115,6 @@ __all__ = [
     "merged_intervals",
     "on_device",
     "row_name",
-    "sort_field",
     "sort_rows",
     "step_count",
     "step_pieces",
@@ -686,18 +685,6 @@ SORT_FIELD: dict[str, str] = {
     "self_device_memory_usage": "self_device_memory_bytes",
 }
 DEVICE_FIELDS = frozenset({"self_device_us", "device_total_us"})
-
-
-def sort_field(by: str) -> str:
-    """The row field a sort key orders by.
-
-    Raises:
-        ValueError: ``by`` is not a known sort key.
-    """
-    try:
-        return SORT_FIELD[by]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown sort_by {by!r}; use one of: {', '.join(SORT_FIELD)}") from None
 
 
 def sort_rows(rows: Iterable[RowT], field_name: str) -> list[RowT]:

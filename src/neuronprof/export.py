@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 
-from neuronprof._io import atomic_folder, copy_tree, figure_format, text_writer, write_figure, write_text
+from neuronprof._io import atomic_folder, copy_tree, text_writer, write_figure, write_text
 from neuronprof.typing import EXPORT_FORMATS, ExportFormat
 
 if TYPE_CHECKING:
@@ -187,9 +187,7 @@ def neuron_bundle(
         if sessions is None:
             copy_tree(source, tmp / "system")
             found = {p.parent for p in (tmp / "system").rglob("*") if p.is_file()}
-            ordered: list[tuple[int, Path]] = [
-                (i, d) for i, d in enumerate(sorted(found, key=lambda d: (d.stat().st_mtime, str(d))))
-            ]
+            ordered = list(enumerate(sorted(found, key=lambda d: (d.stat().st_mtime, str(d)))))
         else:
             # Only the given folders: earlier sessions in the same output folder stay out,
             # and each cycle's framework trace goes to that cycle's own folder.
@@ -205,9 +203,8 @@ def neuron_bundle(
         device: list[str] = []
         for index, folder in ordered:
             rel = folder.relative_to(tmp)
-            has_trace = any(folder.glob("*trace*.json"))
-            if not has_trace and framework_trace is not None and framework_trace(index, folder / "trace.json"):
-                has_trace = True
+            if framework_trace is not None and not any(folder.glob("*trace*.json")):
+                framework_trace(index, folder / "trace.json")
             for f in sorted(folder.iterdir()):
                 if f.is_file():
                     files.append(f"  {rel / f.name}\n      {_describe_neuron_file(f.name)}")
@@ -267,9 +264,7 @@ def save_comparison_plot(cmp: Comparison, path: PathLike) -> Path:
     """
     from neuronprof.render import render_comparison_figure
 
-    target = Path(path)
-    figure_format(target)
-    return write_figure(target, render_comparison_figure(cmp), bbox_inches="tight")
+    return write_figure(Path(path), lambda: render_comparison_figure(cmp), bbox_inches="tight")
 
 
 def save_roofline_plot(rl: Roofline, path: PathLike, *, label_top: int = 8) -> Path:
@@ -282,10 +277,8 @@ def save_roofline_plot(rl: Roofline, path: PathLike, *, label_top: int = 8) -> P
     """
     from neuronprof.analysis.render import render_roofline_figure
 
-    target = Path(path)
-    figure_format(target)
     # Unlike the other plots, Roofline.plot never created folders: a mistyped one stays an error.
-    return write_figure(target, render_roofline_figure(rl, label_top=label_top), parents=False)
+    return write_figure(Path(path), lambda: render_roofline_figure(rl, label_top=label_top), parents=False)
 
 
 def save_engines_plot(profile: NeuronProfile, path: PathLike, *, normalize: bool = False) -> Path:
@@ -297,6 +290,4 @@ def save_engines_plot(profile: NeuronProfile, path: PathLike, *, normalize: bool
     """
     from neuronprof.analysis.neuron._render import render_engines_figure
 
-    target = Path(path)
-    figure_format(target)
-    return write_figure(target, render_engines_figure(profile, normalize=normalize))
+    return write_figure(Path(path), lambda: render_engines_figure(profile, normalize=normalize))

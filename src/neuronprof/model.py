@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
@@ -19,19 +19,16 @@ from neuronprof._model_base import ResultModel, ResultRow, dataframe
 # The model's parts, each ≤ ~500 lines; this module is their one public face and
 # re-exports every name (documented and importable as ``neuronprof.model.X``).
 from neuronprof._model_comparison import Comparison, ComparisonRow
-from neuronprof._model_ranks import _METRIC_WORDS, _RANK_METRICS, RankOpRow, RankTable  # noqa: F401
+from neuronprof._model_ranks import RankOpRow, RankTable
 from neuronprof._model_rows import (  # noqa: F401
     _DEVICE_FIELDS,
-    _SORT_FIELD,
     COMPARISON_SCHEMA,
     RANK_TABLE_SCHEMA,
     TABLE_SCHEMA,
-    RowT,
     Shape,
     _opt_float,
     _opt_int,
     _sort_field,
-    loads,
     row_from_dict,
     row_to_dict,
 )
@@ -199,9 +196,8 @@ class Table(ResultModel):
     @property
     def self_cpu_us(self) -> float:
         """Sum of self CPU time over all rows (before any ``row_limit``), in microseconds."""
-        if self.total_self_cpu_us is not None:
-            return self.total_self_cpu_us
-        return sum(r.self_cpu_us for r in self.rows)
+        assert self.total_self_cpu_us is not None  # set by __post_init__
+        return self.total_self_cpu_us
 
     @property
     def self_device_us(self) -> Optional[float]:
@@ -211,9 +207,7 @@ class Table(ResultModel):
         kernel's time, so only kernel rows are summed when there are any, as
         torch.profiler does for its "Self DEVICE time total".
         """
-        if self.total_self_device_us is not None:
-            return self.total_self_device_us
-        return _vocabulary.device_total(self.rows)
+        return self.total_self_device_us  # set by __post_init__ (None only when no row has device time)
 
     @property
     def compute_us(self) -> Optional[float]:
@@ -354,15 +348,3 @@ class Table(ResultModel):
             ImportError: pandas is not installed (``pip install pandas``).
         """
         return dataframe("Table", [r.to_dict() for r in self.rows], [f.name for f in dataclasses.fields(OpRow)])
-
-
-def merge_rows(groups: Iterable[Sequence[OpRow]]) -> list[OpRow]:
-    """Sum rows with the same name (and shapes) across several tables' rows.
-
-    Used to combine profiling cycles (``repeat > 1``) into one table. Order
-    follows first appearance. The rule is the vocabulary's one merge.
-    """
-    return _vocabulary.merge_rows(groups)
-
-
-# -- several ranks ------------------------------------------------------------------------

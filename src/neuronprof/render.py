@@ -54,9 +54,7 @@ R = TypeVar("R")
 
 def format_us(value: Optional[float]) -> str:
     """Format microseconds for a table cell: blank for ``None``, one decimal otherwise."""
-    if value is None:
-        return ""
-    return f"{value:.1f}"
+    return "" if value is None else f"{value:.1f}"
 
 
 def format_int(value: Optional[int]) -> str:
@@ -319,10 +317,10 @@ def titled(head: Sequence[str], fmt: Format) -> list[str]:
     return [line + "  " for line in head] if fmt == "markdown" else list(head)
 
 
-def shown(rows: Sequence[object], total_rows: Optional[int]) -> list[str]:
+def shown(rows: Sequence[object], total_rows: Optional[int], what: str = "rows") -> list[str]:
     """``showing 20 of 143 rows`` when a limit cut the rows; nothing otherwise."""
     total = len(rows) if total_rows is None else total_rows
-    return [f"showing {len(rows)} of {total} rows"] if len(rows) < total else []
+    return [f"showing {len(rows)} of {total} {what}"] if len(rows) < total else []
 
 
 # -- the live table ----------------------------------------------------------------------
@@ -415,8 +413,7 @@ def _table_footer(table: Table) -> list[str]:
     lines = ["; ".join(parts)]
     if table.communication_us is not None:
         lines.append(communication_line(table))
-    if table.total_rows is not None and table.total_rows > len(table.rows):
-        lines.append(f"showing {len(table.rows)} of {table.total_rows} rows")
+    lines += shown(table.rows, table.total_rows)
     lines.extend(f"note: {one_line(n)}" for n in table.notes)
     return lines
 

@@ -18,7 +18,7 @@ import dataclasses
 import json
 import platform
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union, cast
 from urllib.parse import urlsplit
 
 from neuronprof._report_timeline import MAX_TIMELINE_EVENTS, timeline_data
@@ -239,15 +239,36 @@ def render_report(
     """
     if not isinstance(table, Table):
         raise TypeError(f"render_report() takes a Table, got {type(table).__name__}")
+    drawn = None if timeline is None else _Drawn(timeline_data(timeline), timeline.notes)
+    return _profile_page(table, insights=insights, drawn=drawn, settings=settings, title=title, baseline=baseline)
+
+
+class _Drawn(NamedTuple):
+    """The timeline pane of a page: what ``timeline_data`` gives, and the timeline's notes."""
+
+    data: dict[str, Any]
+    notes: tuple[str, ...]
+
+
+def _profile_page(
+    table: Table,
+    *,
+    insights: Union[Insights, RankInsights, None],
+    drawn: Optional[_Drawn],
+    settings: Optional[Mapping[str, Any]],
+    title: str,
+    baseline: Optional[TraceDiff],
+) -> str:
+    """``render_report``'s page, its timeline pane drawn already (``None``: none)."""
     facts = {str(k): _fact(v) for k, v in (settings or {}).items() if v is not None}
     data = {
         "schema": REPORT_SCHEMA,
         "table": _table_data(table),
-        "timeline": timeline_data(timeline) if timeline is not None else None,
+        "timeline": drawn.data if drawn is not None else None,
     }
     notes = list(table.notes)
-    if timeline is not None:
-        notes.extend(n for n in timeline.notes if n not in notes)
+    if drawn is not None:
+        notes.extend(n for n in drawn.notes if n not in notes)
     return _page(
         data,
         title=title,
@@ -256,7 +277,7 @@ def render_report(
         table_notes=notes,
         totals=_totals(table),
         findings=_findings_data(insights),
-        has_timeline=timeline is not None,
+        has_timeline=drawn is not None,
         two_runs=None if baseline is None else _two_runs_data(baseline),
     )
 
@@ -279,20 +300,30 @@ def trace_report(
 ) -> str:
     """``render_report`` of a loaded trace (a file's, or a session's record): its findings, timeline, two-run pane.
 
-    ``timeline`` defaults to ``trace.timeline()``, whose findings are the trace's own; ``baseline``
+    ``timeline`` defaults to the trace's own events, whose findings are the trace's own; ``baseline``
     (a trace file, folder or ``Trace``) adds the pane of ``neuronprof diff BASELINE TRACE``.
     """
     from neuronprof.analysis.insights import analyze_timeline
+    from neuronprof.analysis.insights._trace import insights_of, timeline_of
+    from neuronprof.analysis.insights._tree import _Node
 
-    own = trace.timeline()
-    timeline = own if timeline is None else timeline
-    insights = trace.insights() if timeline is own else analyze_timeline(timeline)
+    insights: Union[Insights, RankInsights]
+    if timeline is None:
+        # The trace's events read once, straight into the findings' tree nodes (a node has a host
+        # event's fields): drawn first, then read by the findings, then let go before the page is made.
+        events = timeline_of(trace, _Node)
+        drawn = _Drawn(timeline_data(events), events.notes)
+        insights = insights_of(trace, events)
+        del events
+    else:
+        insights = trace.insights() if timeline is trace.timeline() else analyze_timeline(timeline)
+        drawn = _Drawn(timeline_data(timeline), timeline.notes)
     two_runs = None
     if baseline is not None:
         from neuronprof.analysis._diff import diff
 
         two_runs = diff(baseline, trace)
-    return render_report(table, insights=insights, timeline=timeline, settings=settings, title=title, baseline=two_runs)
+    return _profile_page(table, insights=insights, drawn=drawn, settings=settings, title=title, baseline=two_runs)
 
 
 def _two_runs_data(d: TraceDiff, rows: int = 15) -> dict[str, Any]:

@@ -124,14 +124,10 @@ class TraceDiff(ResultModel):
         self._as_tuples("rows", "notes")
         if self.total_rows is None:
             object.__setattr__(self, "total_rows", len(self.rows))
-        if self._total_a_us is None:
-            object.__setattr__(
-                self, "_total_a_us", float(sum(_metric(r, self.metric, "a") or 0.0 for r in self._counted()))
-            )
-        if self._total_b_us is None:
-            object.__setattr__(
-                self, "_total_b_us", float(sum(_metric(r, self.metric, "b") or 0.0 for r in self._counted()))
-            )
+        for side in ("a", "b"):
+            if getattr(self, f"_total_{side}_us") is None:
+                times = (getattr(r, f"self_{self.metric}_us_{side}") for r in self._counted())
+                object.__setattr__(self, f"_total_{side}_us", float(sum(t or 0.0 for t in times)))
 
     @property
     def total_a_us(self) -> float:
@@ -218,11 +214,6 @@ class TraceDiff(ResultModel):
 
 def _shift_or_none(data: Any) -> Optional[Shift]:
     return None if data is None else Shift.from_dict(data)
-
-
-def _metric(row: DiffRow, metric: str, side: str) -> Optional[float]:
-    value: Optional[float] = getattr(row, f"self_{metric}_us_{side}")
-    return value
 
 
 def diff(

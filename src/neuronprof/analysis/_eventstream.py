@@ -78,13 +78,24 @@ def open_trace(path: str) -> Union[IO[bytes], gzip.GzipFile]:
     except OSError as exc:
         raw.close()
         raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if magic == _GZIP_MAGIC:
-        raw.close()
+    return _GzipOwningFile(raw) if magic == _GZIP_MAGIC else raw
+
+
+class _GzipOwningFile(gzip.GzipFile):
+    """Un-gzips an open file and closes it with itself (``GzipFile(fileobj=)`` would leave it open).
+
+    So a gzipped trace is opened once, not once for its magic number and again to read it.
+    """
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        super().__init__(fileobj=raw, mode="rb")
+        self._raw = raw
+
+    def close(self) -> None:
         try:
-            return gzip.open(path, "rb")
-        except OSError as exc:
-            raise TraceError(f"{path}: cannot open: {exc.strerror or exc}") from None
-    return raw
+            super().close()
+        finally:
+            self._raw.close()
 
 
 class EventStream:

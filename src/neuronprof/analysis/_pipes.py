@@ -1,8 +1,8 @@
 """Inputs that can be read only once (``-``, ``/dev/stdin``, a FIFO, ``<(...)``) copied to a private file first.
 
-The readers open a trace more than once: the fast reader falls back to the
-stdlib one on a file it cannot read, and ``report`` reads the table, the
-findings and the settings in turn. A pipe gives its bytes once, so its bytes are
+A trace may be read twice: the fast reader falls back to the stdlib one, which
+starts again from the first byte, on a file it cannot read. A pipe gives its
+bytes once, so its bytes are
 streamed (1 MiB at a time, never held whole) into a file in a private temporary
 folder (``_io.private_dir``), which is read instead and removed when the command
 ends, also when it is ended by SIGTERM or SIGHUP.

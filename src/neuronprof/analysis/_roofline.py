@@ -415,9 +415,7 @@ def place_trace(
     Raises:
         TraceError: ``time_source="device"`` and no device time is attributed to host ops.
     """
-    has_attributed = any(not o.on_device and o.self_device_us is not None for o in trace.ops) and any(
-        (o.self_device_us or 0) > 0 for o in trace.ops if not o.on_device
-    )
+    has_attributed = any((o.self_device_us or 0) > 0 for o in trace.ops if not o.on_device)
     if time_source == "auto":
         use: MeasuredTime = "device" if has_attributed else "cpu"
     elif time_source == "device" and not has_attributed:

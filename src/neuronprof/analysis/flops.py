@@ -146,7 +146,7 @@ class _Args:
         return [t for t in self.tensors if t is not None]
 
     def in_bytes(self) -> float:
-        return float(sum(_numel(s) * e for s, e in self.all_tensors()))
+        return float(sum(math.prod(s) * e for s, e in self.all_tensors()))
 
     def text(self, i: int) -> str:
         return self.concrete[i] if i < len(self.concrete) and isinstance(self.concrete[i], str) else ""
@@ -154,10 +154,6 @@ class _Args:
 
 def _is_shape(d: Any) -> bool:
     return isinstance(d, tuple) and all(type(x) is int and x >= 0 for x in d)
-
-
-def _numel(shape: Sequence[int]) -> int:
-    return math.prod(shape)
 
 
 def _broadcast(shapes: Sequence[Sequence[int]]) -> Optional[tuple[int, ...]]:
@@ -199,7 +195,7 @@ def _elementwise(per_element: float) -> Callable[[_Args], Optional[OpCost]]:
         if out is None:
             return None
         elem = max(e for _, e in tensors)
-        n = _numel(out)
+        n = math.prod(out)
         return OpCost(per_element * n, a.in_bytes() + n * elem)
 
     return cost
@@ -208,19 +204,19 @@ def _elementwise(per_element: float) -> Callable[[_Args], Optional[OpCost]]:
 def _copy(a: _Args) -> Optional[OpCost]:
     lists = [t for lst in a.lists if lst for t in lst]
     if lists:  # cat/stack: read every tensor, write them all again
-        moved = sum(_numel(s) * a.elem for s, _ in lists)
+        moved = sum(math.prod(s) * a.elem for s, _ in lists)
         return OpCost(0.0, 2.0 * moved)
     src = a.tensor(0)
     if src is None:
         return None
-    return OpCost(0.0, 2.0 * _numel(src[0]) * src[1])
+    return OpCost(0.0, 2.0 * math.prod(src[0]) * src[1])
 
 
 def _copy_into(a: _Args) -> Optional[OpCost]:
     tensors = a.all_tensors()
     if not tensors:
         return None
-    return OpCost(0.0, a.in_bytes() if len(tensors) > 1 else 2.0 * _numel(tensors[0][0]) * tensors[0][1])
+    return OpCost(0.0, a.in_bytes() if len(tensors) > 1 else 2.0 * math.prod(tensors[0][0]) * tensors[0][1])
 
 
 def _to_copy(a: _Args) -> Optional[OpCost]:
@@ -229,7 +225,7 @@ def _to_copy(a: _Args) -> Optional[OpCost]:
         return None
     codes = _ints(a.text(1))
     out_elem = _SCALAR_TYPE_SIZES.get(codes[0], src[1]) if codes and len(codes) == 1 else src[1]
-    n = _numel(src[0])
+    n = math.prod(src[0])
     return OpCost(0.0, n * (src[1] + out_elem))
 
 
@@ -237,7 +233,7 @@ def _fill(a: _Args) -> Optional[OpCost]:
     dst = a.tensor(0)
     if dst is None:
         return None
-    return OpCost(0.0, float(_numel(dst[0]) * dst[1]))
+    return OpCost(0.0, float(math.prod(dst[0]) * dst[1]))
 
 
 def _reduction(per_element: float) -> Callable[[_Args], Optional[OpCost]]:
@@ -246,7 +242,7 @@ def _reduction(per_element: float) -> Callable[[_Args], Optional[OpCost]]:
         if src is None:
             return None
         shape, elem = src
-        n = _numel(shape)
+        n = math.prod(shape)
         dims = _ints(a.text(1))
         if dims is None or not shape:
             out = 1
@@ -255,7 +251,7 @@ def _reduction(per_element: float) -> Callable[[_Args], Optional[OpCost]]:
             for d in dims:
                 if -len(shape) <= d < len(shape):
                     kept[d] = 1
-            out = _numel(kept)
+            out = math.prod(kept)
         return OpCost(per_element * n, a.in_bytes() + out * elem)
 
     return cost
@@ -268,7 +264,7 @@ def _same_shape_out(per_element: float) -> Callable[[_Args], Optional[OpCost]]:
         src = a.tensor(0)
         if src is None:
             return None
-        n = _numel(src[0])
+        n = math.prod(src[0])
         return OpCost(per_element * n, a.in_bytes() + n * src[1])
 
     return cost
@@ -287,7 +283,7 @@ def _matmul_dims(x: tuple[int, ...], y: tuple[int, ...]) -> Optional[tuple[int, 
     batch = _broadcast([xs[:-2], ys[:-2]])
     if batch is None:
         return None
-    return _numel(batch), m, k, n
+    return math.prod(batch), m, k, n
 
 
 def _mm(x_index: int) -> Callable[[_Args], Optional[OpCost]]:
@@ -308,7 +304,7 @@ def _linear(a: _Args) -> Optional[OpCost]:
     x, w = a.tensor(0), a.tensor(1)
     if x is None or w is None or not x[0] or len(w[0]) != 2 or x[0][-1] != w[0][1]:
         return None
-    rows = _numel(x[0][:-1])
+    rows = math.prod(x[0][:-1])
     k, n = w[0][1], w[0][0]
     return OpCost(2.0 * rows * k * n, a.in_bytes() + rows * n * x[1])
 
@@ -323,9 +319,9 @@ def _attention(first: int, seq_axis: int, factor: float, backward: bool) -> Call
             return None
         seq_q, seq_k = qs[seq_axis], ks[seq_axis]
         e, ev = qs[-1], vs[-1]
-        batch = _numel(qs) // max(1, seq_q * e)
+        batch = math.prod(qs) // max(1, seq_q * e)
         flops = factor * 2.0 * batch * seq_q * seq_k * (e + ev)
-        written = (_numel(qs) + _numel(ks) + _numel(vs)) * q[1] if backward else batch * seq_q * ev * q[1]
+        written = (math.prod(qs) + math.prod(ks) + math.prod(vs)) * q[1] if backward else batch * seq_q * ev * q[1]
         return OpCost(flops, a.in_bytes() + written)
 
     return cost
@@ -356,10 +352,10 @@ def _conv(stride_at: int, transposed_at: Optional[int], groups_at: int) -> Calla
             return None
         c_out = w[0][1] * groups if transposed else w[0][0]
         c_in = x[0][1]
-        out_numel = x[0][0] * c_out * _numel(out_sp)
-        flops = 2.0 * out_numel * (c_in // groups) * _numel(kernel)
+        out_numel = x[0][0] * c_out * math.prod(out_sp)
+        flops = 2.0 * out_numel * (c_in // groups) * math.prod(kernel)
         if transposed:  # the same work, counted over the input instead
-            flops = 2.0 * _numel(x[0]) * (w[0][1]) * _numel(kernel)
+            flops = 2.0 * math.prod(x[0]) * (w[0][1]) * math.prod(kernel)
         return OpCost(flops, a.in_bytes() + out_numel * x[1])
 
     return cost
@@ -420,8 +416,7 @@ _register(
 )
 _register("_flash_attention_backward _efficient_attention_backward", _attention(1, -3, 2.0, backward=True))
 _register("convolution _convolution", _conv(3, 6, 8))
-_register("conv1d conv2d conv3d", _conv(3, None, 6))
-_register("cudnn_convolution mkldnn_convolution", _conv(3, None, 6))
+_register("conv1d conv2d conv3d cudnn_convolution mkldnn_convolution", _conv(3, None, 6))
 _register("copy_ clone contiguous_ cat stack", _copy)
 _register("_copy_from _copy_from_and_resize", _copy_into)
 _register("_to_copy", _to_copy)

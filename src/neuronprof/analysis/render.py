@@ -179,10 +179,9 @@ def _of_counters(rl: Roofline) -> bool:
 def _roofline_header(rl: Roofline) -> list[str]:
     p = rl.device
     peaks = f"{p.flops_per_s / 1e12:g} TFLOP/s"
-    if p.fp32_flops_per_s is not None:
-        peaks = f"{p.flops_per_s / 1e12:g} TFLOP/s (16-bit), {p.fp32_flops_per_s / 1e12:g} TFLOP/s (FP32)"
     ridge = f"{p.ridge:.1f} FLOP/byte"
     if p.fp32_flops_per_s is not None:
+        peaks += f" (16-bit), {p.fp32_flops_per_s / 1e12:g} TFLOP/s (FP32)"
         ridge += f" (16-bit), {p.fp32_flops_per_s / p.bytes_per_s:.1f} (FP32)"
     lines = [f"roofline on {p.name}" + (f": {p.description}" if p.description else "")]
     lines.append(f"peaks: {peaks}, {p.bytes_per_s / 1e9:g} GB/s; ridge point {ridge}")

@@ -48,15 +48,7 @@ def claim_cycle_dir(ctx: SessionContext, session_dirs: Sequence[Path]) -> Option
 
 def framework_traces(folder: Optional[Path], patterns: Sequence[str]) -> list[Path]:
     """Return the framework traces in a session folder (names matching ``patterns``)."""
-    out: list[Path] = []
-    if folder is not None:
-        for pattern in patterns:
-            out.extend(folder.glob(pattern))
-    return out
-
-
-def _cycle_dirs(ctx: SessionContext) -> list[Optional[Path]]:
-    return list(ctx.extras.get("cycle_dirs", ()))
+    return [] if folder is None else [p for pattern in patterns for p in folder.glob(pattern)]
 
 
 def reader(ctx: SessionContext, root: Optional[Path]) -> SessionNeuronProfile:
@@ -70,7 +62,7 @@ def reader(ctx: SessionContext, root: Optional[Path]) -> SessionNeuronProfile:
     if found is None:
         from neuronprof.analysis.neuron.session import SessionNeuronProfile
 
-        found = SessionNeuronProfile(root, sessions=_cycle_dirs(ctx))
+        found = SessionNeuronProfile(root, sessions=list(ctx.extras.get("cycle_dirs", ())))
         ctx.extras["profile_reader"] = found
     return found
 

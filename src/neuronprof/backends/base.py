@@ -12,6 +12,7 @@ asks these questions of every backend alike and never names one.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
@@ -34,6 +35,8 @@ __all__ = [
     "device_event_counts",
     "core_indices",
     "cores_not_visible",
+    "distributed_rank",
+    "parameter_names",
     "parse_core",
     "privateuse1_name",
     "release_line",
@@ -132,6 +135,27 @@ def release_line(version: Optional[str]) -> tuple[int, int]:
     """Return a version string's (major, minor): ``"2.13.3.0"`` → ``(2, 13)``; ``(0, 0)`` if it has none."""
     match = re.match(r"(\d+)\.(\d+)", version or "")
     return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+def distributed_rank() -> tuple[Optional[int], Optional[int]]:
+    """Return (rank, world size) under an initialised torch.distributed, else (None, None)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return None, None
+
+
+def parameter_names(cls: Any) -> set[str]:
+    """Return the names of the parameters ``cls`` (or a function) takes; empty where its signature cannot be read.
+
+    A ``**kwargs`` parameter is one more name, not every name: a binding that
+    forwards keywords may still reject the one asked about.
+    """
+    try:
+        return set(inspect.signature(cls).parameters)
+    except (TypeError, ValueError):
+        return set()
 
 
 def privateuse1_name() -> Optional[str]:

@@ -15,8 +15,6 @@ class CpuBackend(Backend):
     """
 
     name = "cpu"
-    device_label = None
-    supported_modes = frozenset()
 
     def is_available(self) -> bool:
         return True

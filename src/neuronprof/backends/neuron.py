@@ -37,7 +37,6 @@ conflicts with torch.profiler (Neuron 2.33.1: "Don't combine it with torch.profi
 
 from __future__ import annotations
 
-import inspect
 import os
 import warnings
 from pathlib import Path
@@ -52,6 +51,7 @@ from neuronprof.backends.base import (
     core_indices,
     cores_not_visible,
     device_event_counts,
+    parameter_names,
     release_line,
 )
 from neuronprof.backends.privateuse1 import _PackagedPrivateUse1Backend
@@ -143,9 +143,6 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         # PrivateUse1ProfilerRegistry, so no torch release is refused here.
         return None
 
-    def default_core(self, ctx: SessionContext) -> Optional[str]:
-        return None
-
     def profile_dir(self, ctx: SessionContext) -> Path:
         """Return the folder given to TorchNeuron as ``profile_output_dir`` for this session.
 
@@ -179,7 +176,7 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         config_cls = getattr(profiling, "NeuronConfig", None)
         if config_cls is None:
             return "legacy"
-        if _accepts_keyword(config_cls, _CORRELATE):
+        if _CORRELATE in parameter_names(config_cls):
             return "correlating"
         # The beta's releases are numbered after the torch they pair with (2.13.3.0, 2.14.3.0);
         # the builds before it pinned torch 2.10 or older.
@@ -285,8 +282,9 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         ctx.extras["build"] = build
         # Only folders written from now on belong to this session.
         ctx.extras["dirs_before"] = frozenset(_neuron_files.pid_dirs(self.profile_dir(ctx)))
-        # Neuron Runtime also reads the variable itself, so it counts on every build.
-        ctx.extras["neff_cache_dir"] = self._neff_cache_dir()
+        # Neuron Runtime also reads the variable itself, so it counts on every build. (TorchNeuron's
+        # default NEFF cache folder is not documented; only the variable is.)
+        ctx.extras["neff_cache_dir"] = os.environ.get(NEFF_CACHE_ENV) or None
         config = self._legacy_config(ctx) if build == "legacy" else self._neuron_config(ctx, build)
         ctx.extras["neuron_config"] = config
         pairing = self.torch_pairing_problem()
@@ -310,10 +308,6 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
             )
         return config
 
-    def _neff_cache_dir(self) -> Optional[str]:
-        # TorchNeuron's default NEFF cache folder is not documented; only the variable is.
-        return os.environ.get(NEFF_CACHE_ENV) or None
-
     def _neuron_config(self, ctx: SessionContext, build: NeuronBuild) -> Any:
         from torch_neuronx import profiling
 
@@ -331,8 +325,8 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         # runtime, and leaving the key out already captures every core of the process.
         if ctx.core is not None and ctx.core != "all":
             kwargs["capture_enabled_for_nc"] = ctx.core
-        neff_cache = self._neff_cache_dir()
-        if neff_cache is not None and _accepts_keyword(NeuronConfig, "neff_cache_dir"):
+        neff_cache = ctx.extras.get("neff_cache_dir")
+        if neff_cache is not None and "neff_cache_dir" in parameter_names(NeuronConfig):
             kwargs["neff_cache_dir"] = neff_cache
         if ctx.max_events_per_nc is not None:
             kwargs["max_events_per_nc"] = ctx.max_events_per_nc
@@ -373,10 +367,10 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
             return
         # synchronize() with no argument waits for the current device only. A selector
         # naming none of this process's cores still leaves its own work to wait for.
-        indices = core_indices(ctx.core, count) or list(range(count))
-        for index in dict.fromkeys(indices):
+        indices = list(dict.fromkeys(core_indices(ctx.core, count) or range(count)))
+        for index in indices:
             module.synchronize(index)
-        self._read_memory(ctx, list(dict.fromkeys(indices)))
+        self._read_memory(ctx, indices)
 
     def _read_memory(self, ctx: SessionContext, indices: list[int]) -> None:
         # TorchNeuron's allocator is asynchronous: its statistics are right only after a sync
@@ -479,12 +473,3 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         if facts["available"]:
             facts["build"] = self.build()
         return facts
-
-
-def _accepts_keyword(cls: Any, name: str) -> bool:
-    try:
-        params = inspect.signature(cls).parameters
-    except (TypeError, ValueError):
-        return False
-    # **kwargs does not count: a binding that forwards them may still reject the name.
-    return name in params

@@ -128,11 +128,9 @@ class _PackagedPrivateUse1Backend(PrivateUse1Backend):
         return module
 
     def is_available(self) -> bool:
-        if self._import() is None:
-            return False
-        return super().is_available()
+        return self._import() is not None and super().is_available()
 
     def unavailable_reason(self) -> str:
         if self._import() is None:
             return self._import_error or self.install_hint
-        return self.torch_problem() or super().unavailable_reason()
+        return super().unavailable_reason()

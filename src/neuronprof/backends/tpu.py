@@ -23,7 +23,6 @@ Facts it follows (TorchTPU 0.2.0):
 
 from __future__ import annotations
 
-import inspect
 import os
 import socket
 import threading
@@ -32,7 +31,14 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from neuronprof.backends.base import DeviceTime, SessionContext, add_note, device_event_counts
+from neuronprof.backends.base import (
+    DeviceTime,
+    SessionContext,
+    add_note,
+    device_event_counts,
+    distributed_rank,
+    parameter_names,
+)
 from neuronprof.backends.privateuse1 import _PackagedPrivateUse1Backend, privateuse1_torch_problem
 from neuronprof.errors import warn_user
 
@@ -114,12 +120,12 @@ class TpuBackend(_PackagedPrivateUse1Backend):
         import torch
 
         config_cls = torch.tpu.profiler.TpuProfilerConfig  # type: ignore[attr-defined]
-        params = _parameters(config_cls)
+        params = parameter_names(config_cls)
         run_dir = self._run_dir(ctx)
         kwargs: dict[str, Any] = {"run_dir": str(run_dir)}
         if "device" not in ctx.modes and "device_tracer_level" in params:
             kwargs["device_tracer_level"] = 0
-        rank = _distributed_rank()
+        rank = distributed_rank()[0]
         if rank is not None and "worker_rank" in params:
             kwargs["worker_rank"] = str(rank)
         ctx.extras["worker_rank"] = kwargs.get("worker_rank")
@@ -187,18 +193,3 @@ def _build_quietly(config_cls: Any, kwargs: dict[str, Any]) -> Any:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_EXPERIMENTAL_MESSAGE, category=UserWarning)
         return config_cls(**kwargs)
-
-
-def _distributed_rank() -> Optional[int]:
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return int(dist.get_rank())
-    return None
-
-
-def _parameters(cls: Any) -> set[str]:
-    try:
-        return set(inspect.signature(cls).parameters)
-    except (TypeError, ValueError):
-        return set()

@@ -20,24 +20,28 @@ def reads_files(run: Run) -> Run:
     """Wrap a command's ``run`` that reads trace or profile files.
 
     A piped input is copied to a private file before ``run`` starts, and named in
-    messages as the user named it. An expected failure (unreadable or invalid input, a
-    missing optional package, a path that cannot be written, memory running out) becomes
-    a ``CommandError`` of one ``error:`` line, exit
-    status 2. Files of a folder left out as unreadable are named on stderr, one per
-    line, and a command that otherwise succeeded exits with ``EXIT_PARTIAL`` (3).
+    messages as the user named it. A folder's files are read side by side as
+    ``--jobs``/``--executor`` say (a Dask scheduler is reached before ``run`` starts).
+    An expected failure (unreadable or invalid input, a missing optional package, a
+    scheduler out of reach, a path that cannot be written, memory running out) becomes
+    a ``CommandError`` of one ``error:`` line, exit status 2. Files of a folder left out
+    as unreadable are named on stderr, one per line, and a command that otherwise
+    succeeded exits with ``EXIT_PARTIAL`` (3).
     """
 
     @functools.wraps(run)
     def guarded(args: argparse.Namespace) -> int:
         from neuronprof.analysis._pipes import spooled_inputs
         from neuronprof.analysis.errors import TraceError
-        from neuronprof.analysis.trace import collect_unreadable
+        from neuronprof.analysis.trace import collect_unreadable, reading
 
         shown: dict[str, str] = {}
         left_out: dict[str, str] = {}
         failed = None
+        jobs, executor = getattr(args, "jobs", None), getattr(args, "executor", None)
         try:
-            with spooled_inputs(args, _PIPED) as shown, collect_unreadable() as left_out:
+            # One pool of workers (or one connection to a cluster) for every file the command reads.
+            with reading(jobs, executor), spooled_inputs(args, _PIPED) as shown, collect_unreadable() as left_out:
                 try:
                     status = run(args)
                 except CommandError as exc:

@@ -14,7 +14,16 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Optional, Union
 
-__all__ = ["confidence_option", "format_option", "non_negative", "old_spelling", "percent", "rate", "row_limit_option"]
+__all__ = [
+    "confidence_option",
+    "format_option",
+    "jobs_options",
+    "non_negative",
+    "old_spelling",
+    "percent",
+    "rate",
+    "row_limit_option",
+]
 
 _SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 
@@ -90,6 +99,53 @@ def confidence_option(parser: argparse.ArgumentParser) -> None:
     """Add ``--confidence C`` (default 95 %), the confidence level of the verdicts' intervals."""
     help = "confidence level of the verdicts' intervals, e.g. 0.95 or 95%% (default 95%%)"
     parser.add_argument("--confidence", type=confidence, default=0.95, metavar="C", help=help)
+
+
+def jobs_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--jobs N`` and ``--executor dask://HOST:PORT``: where a folder's files are read (one or the other)."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--jobs",
+        type=jobs,
+        default=None,
+        metavar="N",
+        help="worker processes reading a folder's files side by side (default: one per core, for folders of 1 MiB "
+        "or more; 1 reads them in this process, one after another)",
+    )
+    where.add_argument(
+        "--executor",
+        type=executor,
+        default=None,
+        metavar="dask://HOST:PORT",
+        help="read a folder's files on a running Dask cluster instead (needs neuronprof[dask], and the files at "
+        "the same path on its workers)",
+    )
+
+
+def jobs(text: str) -> int:
+    """A number of worker processes: a whole number >= 1."""
+    from neuronprof._executors import check_jobs
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of worker processes, got {text!r}") from None
+    try:
+        check_jobs(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
+def executor(text: str) -> str:
+    """A Dask scheduler's address, ``dask://HOST:PORT`` (checked here; reached when the command starts)."""
+    from neuronprof._executors import dask_address
+
+    try:
+        dask_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _fraction(text: str, what: str, example: str) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from neuronprof.commands._inputs import reads_files
-from neuronprof.commands._options import format_option
+from neuronprof.commands._options import format_option, jobs_options
 
 HELP = "what to fix first: findings with their evidence (no torch needed)"
 DESCRIPTION = (
@@ -20,6 +20,7 @@ DESCRIPTION = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", help="trace file or folder (a folder of ranks' traces: findings per rank)")
     format_option(parser)
+    jobs_options(parser)
 
 
 @reads_files

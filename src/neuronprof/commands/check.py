@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from neuronprof.commands._inputs import reads_files
-from neuronprof.commands._options import confidence_option, old_spelling, percent
+from neuronprof.commands._options import confidence_option, jobs_options, old_spelling, percent
 
 HELP = "a CI gate: exit 1 when CURRENT is slower than BASELINE beyond a threshold (no torch needed)"
 DESCRIPTION = (
@@ -34,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     confidence_option(parser)
     parser.add_argument("--markdown", action="store_true", help="print a Markdown block for a CI job summary")
     old_spelling(parser, "--op", ops)
+    jobs_options(parser)
 
 
 @reads_files

@@ -6,7 +6,7 @@ import argparse
 from typing import get_args
 
 from neuronprof.commands._inputs import reads_files
-from neuronprof.commands._options import confidence_option, format_option, old_spelling, row_limit_option
+from neuronprof.commands._options import confidence_option, format_option, jobs_options, old_spelling, row_limit_option
 from neuronprof.typing import DiffMatch, DiffMetric
 
 HELP = "compare two traces op by op (no torch needed)"
@@ -37,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     row_limit_option(parser)
     format_option(parser)
     old_spelling(parser, "--by", match)
+    jobs_options(parser)
 
 
 @reads_files

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from neuronprof.commands._inputs import reads_files
+from neuronprof.commands._options import jobs_options
 
 HELP = "one self-contained HTML report of a trace: table, findings, timeline (no torch needed)"
 DESCRIPTION = (
@@ -34,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TRACE",
         help="a baseline trace file or folder of runs: adds the two-run pane (neuronprof diff BASELINE TRACE)",
     )
+    jobs_options(parser)
 
 
 @reads_files
@@ -72,7 +74,10 @@ def run(args: argparse.Namespace) -> int:
         "report made with neuronprof": environment()["neuronprof"],
     }
     title = piped.get("trace", source.name)
-    text = trace_report(trace, trace.table("device"), settings=settings, title=title, baseline=args.baseline)
+    # Grouped as the session's own report groups it: by input shape when they were recorded.
+    shapes = bool(trace.event_tables and trace.event_tables[0].metadata.get("record_shapes"))
+    table = trace.table("device", group_by="shape" if shapes else "name")
+    text = trace_report(trace, table, settings=settings, title=title, baseline=args.baseline)
     write_text(target.resolve(), text, overwrite=args.overwrite)
     print(f"report written to {target}", file=sys.stderr)
     return 0

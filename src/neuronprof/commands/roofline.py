@@ -7,7 +7,7 @@ import sys
 from typing import get_args
 
 from neuronprof.commands._inputs import reads_files
-from neuronprof.commands._options import format_option, old_spelling, rate, row_limit_option
+from neuronprof.commands._options import format_option, jobs_options, old_spelling, rate, row_limit_option
 from neuronprof.typing import DevicePreset, TimeSource
 
 HELP = "compute- or memory-bound? each op against a device's roofline (no torch needed)"
@@ -46,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", default=None, metavar="PATH", help="also draw the roofline to PATH (.png or .svg)")
     format_option(parser)
     old_spelling(parser, "--time", time_source)
+    jobs_options(parser)
 
 
 @reads_files

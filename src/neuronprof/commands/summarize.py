@@ -6,7 +6,7 @@ import argparse
 from typing import Any, get_args
 
 from neuronprof.commands._inputs import reads_files
-from neuronprof.commands._options import format_option, old_spelling, row_limit_option
+from neuronprof.commands._options import format_option, jobs_options, old_spelling, row_limit_option
 from neuronprof.typing import SORT_KEYS, GroupBy
 
 HELP = "per-operator table of a trace file or folder (no torch needed)"
@@ -44,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     format_option(parser, ("text", "markdown", "csv", "json"))
     old_spelling(parser, "--sort", sort_by)
     old_spelling(parser, "--by", group_by)
+    jobs_options(parser)
 
 
 @reads_files

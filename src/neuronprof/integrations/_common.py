@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
+from neuronprof.backends.base import distributed_rank
 from neuronprof.errors import SessionStateError
 
 if TYPE_CHECKING:
@@ -28,10 +29,9 @@ def missing_extra(library: str, extra: str) -> ImportError:
 
 def global_rank() -> int:
     """The process's rank: ``torch.distributed``'s when initialised, else ``$RANK``, else 0."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return int(dist.get_rank())
+    rank = distributed_rank()[0]
+    if rank is not None:
+        return rank
     value = os.environ.get("RANK", "")
     return int(value) if value.isdigit() else 0
 

@@ -14,7 +14,8 @@ import weakref
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from neuronprof.integrations._common import StepDriver, global_rank, missing_extra
+from neuronprof.backends.base import distributed_rank
+from neuronprof.integrations._common import StepDriver, missing_extra
 
 try:
     from transformers import TrainerCallback
@@ -30,11 +31,8 @@ def trainer_rank(args: Any) -> int:
     A process group set up outside the Trainer's arguments (``process_index`` left at 0)
     would otherwise make two ranks write the same ``rank-0.*`` files.
     """
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return global_rank()
-    return int(getattr(args, "process_index", 0))
+    rank = distributed_rank()[0]
+    return rank if rank is not None else int(getattr(args, "process_index", 0))
 
 
 class ProfileCallback(TrainerCallback):
@@ -125,11 +123,8 @@ class ProfileCallback(TrainerCallback):
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         folder = self._output_dir if self._output_dir is not None else Path(args.output_dir) / "neuronprof"
-        device = None
-        if model is not None:
-            param = next(iter(model.parameters()), None)
-            device = param.device if param is not None else None
-        self._driver.begin(folder, rank=trainer_rank(args), device=device or args.device)
+        param = next(iter(model.parameters()), None) if model is not None else None
+        self._driver.begin(folder, rank=trainer_rank(args), device=args.device if param is None else param.device)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         max_steps = getattr(state, "max_steps", 0) or 0

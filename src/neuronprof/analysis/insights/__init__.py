@@ -42,7 +42,7 @@ from neuronprof.analysis.insights._findings import (
 from neuronprof.analysis.insights._ranks import RANK_INSIGHTS_SCHEMA, RankInsights, analyze_ranks
 from neuronprof.analysis.insights._timeline import DeviceCategory, DeviceEvent, HostCategory, HostEvent, Timeline
 from neuronprof.analysis.insights._trace import timeline_from_trace
-from neuronprof.analysis.insights._tree import _Profile
+from neuronprof.analysis.insights._tree import _collector_paused, _Profile
 
 if TYPE_CHECKING:
     from neuronprof.analysis.trace import Trace
@@ -82,7 +82,6 @@ a ``host_device_copy`` finding explains, which ``dtype_conversion`` leaves out).
 """
 
 
-
 def analyze(timeline: Timeline) -> Insights:
     """Return the findings of a profile's timeline, most costly first.
 
@@ -110,12 +109,18 @@ def analyze(timeline: Timeline) -> Insights:
             f"this timeline holds {len(timeline.ranks)} ranks, whose steps ran side by side: read each rank on its "
             "own with analyze_ranks(timeline)"
         )
-    p = _Profile(timeline)
-    notes = p.notes
-    if not p.steps:
-        notes.append("the profile holds no events to analyse")
-        return Insights((), timeline.backend, timeline.device_label, 0, notes=tuple(notes), source=timeline.source)
-    findings = [f for module in RULE_MODULES for rule in module.RULES for f in rule(p)]
+    with _collector_paused():
+        p = _Profile(timeline)
+        try:
+            notes = p.notes
+            if not p.steps:
+                notes.append("the profile holds no events to analyse")
+                return Insights(
+                    (), timeline.backend, timeline.device_label, 0, notes=tuple(notes), source=timeline.source
+                )
+            findings = [f for module in RULE_MODULES for rule in module.RULES for f in rule(p)]
+        finally:
+            p.release()
     if timeline.device_label is None and not p.has_device_time:
         notes.append(
             "CPU-only profile: there is no device, so the device findings (host↔device copies, hidden "
@@ -145,7 +150,6 @@ def analyze(timeline: Timeline) -> Insights:
         notes=tuple(notes),
         source=timeline.source,
     )
-
 
 
 def analyze_timeline(timeline: Timeline) -> Union[Insights, RankInsights]:

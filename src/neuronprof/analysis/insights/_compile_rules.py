@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Optional
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._findings import Evidence, Finding
+from neuronprof.analysis.insights._intervals import _clip, _union
+from neuronprof.analysis.insights._tally import (
+    _per_step,
+    _share,
+)
 from neuronprof.analysis.insights._tree import (
     _COMPILE_WORK,
     _REGION,
-    _clip,
     _is_region,
-    _per_step,
+    _NameMemo,
     _Profile,
-    _share,
-    _union,
 )
 
 
@@ -38,18 +41,19 @@ def _compiled(p: _Profile) -> list[Finding]:
     frames_per_step: list[int] = []
     between_ns = 0
     compile_ns = 0
+    # Per distinct name: its region's (frame, version), else whether it is compile work.
+    read = _NameMemo(_read_name)
     for st in p.steps:
         frames: set[int] = set()
         compile_spans: list[tuple[int, int]] = []
-        for node in st.node.walk():
-            m = _REGION.match(node.name)
-            if m:
-                k, n = int(m.group(1)), int(m.group(2))
+        for node in st.nodes:
+            region, compile_work = read[node.name]
+            if region is not None:
+                k, n = region
                 frames.add(k)
                 versions[k].add(n)
-            elif _COMPILE_WORK.search(node.name) and not node.name.startswith(vocab.CACHE_LOOKUP):
-                # (the cache lookup is the guard check of every call, not compiling)
-                compile_spans.append((node.ev.start_ns, node.ev.end_ns))
+            elif compile_work:
+                compile_spans.append((node.start_ns, node.end_ns))
         # The union of the compile ranges inside the step: the ranges nest ("compile_attempt_0
         # (dynamo_timed)" inside "compile_attempt_0") and must not be added up.
         compile_ns += sum(e - s for s, e in _clip(_union(compile_spans), st.start, st.end))
@@ -57,8 +61,8 @@ def _compiled(p: _Profile) -> list[Finding]:
         if len(frames) > 1:
             regions = [t for t in st.top if _is_region(t.name)]
             if regions:
-                lo, hi = regions[0].ev.start_ns, regions[-1].ev.end_ns
-                between_ns += sum(t.dur for t in st.top if not _is_region(t.name) and lo <= t.ev.start_ns <= hi)
+                lo, hi = regions[0].start_ns, regions[-1].end_ns
+                between_ns += sum(t.dur for t in st.top if not _is_region(t.name) and lo <= t.start_ns <= hi)
     step_us = p.mean_step_ns / 1000
     recompiled = {k: sorted(v) for k, v in versions.items() if any(n > 0 for n in v)}
     if recompiled:
@@ -106,6 +110,15 @@ def _compiled(p: _Profile) -> list[Finding]:
             )
         )
     return findings
+
+
+def _read_name(name: str) -> tuple[Optional[tuple[int, int]], bool]:
+    """A compiled region's ``(frame, version)``, or ``None``; and whether the name is torch.compile's own work."""
+    m = _REGION.match(name)
+    if m:
+        return (int(m.group(1)), int(m.group(2))), False
+    # (the cache lookup is the guard check of every call, not compiling)
+    return None, bool(_COMPILE_WORK.search(name)) and not name.startswith(vocab.CACHE_LOOKUP)
 
 
 RULES = (_compiled,)

@@ -8,16 +8,10 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Optional
 
-from neuronprof.analysis.insights._findings import CPU_BOUND_SHARE, GAPS_SHOWN, IDLE_SHARE, Evidence, Finding
-from neuronprof.analysis.insights._tree import (
-    _MEMCPY,
-    _SYNC_RUNTIME,
-    COPY_OPS,
+from neuronprof.analysis.insights._copies import (
     DEVICE_TO_DEVICE,
     DEVICE_TO_HOST,
-    ELEMENTWISE_OPS,
     HOST_TO_DEVICE,
-    SYNC_OPS,
     _cause,
     _claimed_ancestor,
     _copy_evidence,
@@ -25,13 +19,25 @@ from neuronprof.analysis.insights._tree import (
     _dtype_pair,
     _in_sync_op,
     _is_scalar_source,
-    _Node,
     _outer_wrapper,
+)
+from neuronprof.analysis.insights._findings import CPU_BOUND_SHARE, GAPS_SHOWN, IDLE_SHARE, Evidence, Finding
+from neuronprof.analysis.insights._intervals import _LargestGaps
+from neuronprof.analysis.insights._tally import (
     _per_step,
-    _Profile,
     _share,
     _steady,
     _Tally,
+)
+from neuronprof.analysis.insights._tree import (
+    _MEMCPY,
+    _SYNC_RUNTIME,
+    COPY_OPS,
+    ELEMENTWISE_OPS,
+    SYNC_OPS,
+    _NameMemo,
+    _Node,
+    _Profile,
 )
 
 
@@ -62,9 +68,11 @@ def _copies(p: _Profile) -> list[Finding]:
     """
     tally = _Tally()
     claimed = p.claimed  # the copies this rule explains; the dtype-conversion rule leaves them out
+    # A device event's copy direction in the trace's words, by (name, category): None when not a memcpy.
+    ways = _NameMemo(lambda key: _direction([key[0]]) if key[1] == "memcpy" or _MEMCPY.search(key[0]) else None)
     for tally.step, step in enumerate(p.steps):
         top_ids = {id(t) for t in step.top}
-        for node in step.node.walk():
+        for node in step.nodes:
             if node.name not in COPY_OPS or (node.parent is not None and node.parent.name in COPY_OPS):
                 continue
             if _in_sync_op(node):
@@ -85,12 +93,19 @@ def _copies(p: _Profile) -> list[Finding]:
                 direction = HOST_TO_DEVICE  # rule 2: a host value brought to the device for its op
             tally.add((cause_name, direction), cost, (_dtype_pair(node), scalar, bool(dev)))
         # Memcpys the host ops above did not claim (launched by other ops).
-        for node in step.node.walk():
-            if node.name in COPY_OPS or _in_sync_op(node):
+        for node in step.nodes:
+            if not node.device:
                 continue
+            left_out = None  # a copy op's, or a synchronising op's: asked at its first host↔device memcpy
             for d in node.device:
-                way = _direction([d.name]) if d.category == "memcpy" or _MEMCPY.search(d.name) else None
-                if way in (HOST_TO_DEVICE, DEVICE_TO_HOST) and not _claimed_ancestor(node, claimed):
+                way = ways[d.name, d.category]
+                if way not in (HOST_TO_DEVICE, DEVICE_TO_HOST):
+                    continue
+                if left_out is None:
+                    left_out = node.name in COPY_OPS or _in_sync_op(node)
+                if left_out:
+                    break
+                if not _claimed_ancestor(node, claimed):
                     tally.add((node.name, way), d.end_ns - d.start_ns, (None, None, True))
     findings = []
     for key in tally.calls:
@@ -162,28 +177,28 @@ def _syncs(p: _Profile) -> list[Finding]:
     tally = _Tally()
     for tally.step, step in enumerate(p.steps):
         loose: list[_Node] = []
-        for node in step.node.walk():
+        for node in step.nodes:
             if node.name in SYNC_OPS:
                 if node.parent is not None and _in_sync_op(node.parent):
                     continue
                 tally.add(node.name, node.dur)
             elif node.name in COPY_OPS and not (node.parent is not None and node.parent.name in COPY_OPS):
                 certain, _, direction = _copy_evidence(node)
-                waits = any(n.ev.category == "runtime" and _SYNC_RUNTIME.search(n.name) for n in node.walk())
+                waits = any(n.category == "runtime" and _SYNC_RUNTIME.search(n.name) for n in node.walk())
                 # A synchronise call inside the copy is counted below, by its own name.
                 if certain and direction == DEVICE_TO_HOST and not waits and not _in_sync_op(node):
                     made_for = _cause(node)
                     source = made_for.name if made_for is not None else _outer_wrapper(node).name
                     tally.add(f"{source} → aten::copy_", node.dur, "a device→host copy")
-            elif node.ev.category == "runtime" and _SYNC_RUNTIME.search(node.name):
+            elif node.category == "runtime" and _SYNC_RUNTIME.search(node.name):
                 parent = node.parent
-                while parent is not None and parent.ev.category not in ("op", "step"):
+                while parent is not None and parent.category not in ("op", "step"):
                     parent = parent.parent
-                if parent is None or parent.ev.category == "step":
+                if parent is None or parent.category == "step":
                     loose.append(node)
                 elif not _in_sync_op(parent):
                     tally.add(f"{parent.name} → {node.name}", node.dur)
-        for node in sorted(loose, key=lambda n: n.ev.start_ns)[:-1]:
+        for node in sorted(loose, key=lambda n: n.start_ns)[:-1]:
             tally.add(node.name, node.dur)
     return [
         tally.finding(
@@ -230,39 +245,36 @@ def _idle_and_bound(p: _Profile) -> list[Finding]:
     step_us = p.mean_step_ns / 1000
     busy_ns = 0
     idle_ns: list[int] = []
-    gaps: list[tuple[int, str, str, str]] = []
+    largest = _LargestGaps()
     owner: dict[tuple[int, int], str] = {}
     for node in p.nodes:
         for d in node.device:
             owner[(d.start_ns, d.end_ns)] = node.name
     dev_sorted = sorted(p.tl.device, key=lambda d: d.start_ns)
     starts = [d.start_ns for d in dev_sorted]
-    longest = max((d.end_ns - d.start_ns for d in dev_sorted), default=0)
+    ends = [d.end_ns for d in dev_sorted]
+    # Each device event's name in the gaps: the op that launched work of its span, else its own.
+    names = [owner.get((d.start_ns, d.end_ns), d.name) for d in dev_sorted]
+    longest = max((e - s for s, e in zip(starts, ends)), default=0)
     for st in p.steps:
         busy = p.busy_in(st)
         busy_ns += sum(e - s for s, e in busy)
         idle_ns.append(p.step_ns(st) - sum(e - s for s, e in busy))
         # Only events starting within one longest duration before the window can overlap it.
         lo, hi = bisect_left(starts, st.start - longest), bisect_left(starts, st.end)
-        events = [d for d in dev_sorted[lo:hi] if d.end_ns > st.start]
+        events = [i for i in range(lo, hi) if ends[i] > st.start]
+        where = st.node.name if st.node.name.startswith("ProfilerStep#") else "the recording"
         for a, b in zip(events, events[1:]):
-            gap = b.start_ns - a.end_ns
+            gap = starts[b] - ends[a]
             if gap > 0:
-                where = st.node.name if st.node.name.startswith("ProfilerStep#") else "the recording"
-                gaps.append(
-                    (gap, owner.get((a.start_ns, a.end_ns), a.name), owner.get((b.start_ns, b.end_ns), b.name), where)
-                )
+                largest.add(gap, names[a], names[b], where)
     busy_us = _per_step(busy_ns, p.n)
     idle_us = max(step_us - busy_us, 0.0)
     findings = []
     words = _steady(p, idle_ns, IDLE_SHARE)
     if words:
-        gaps.sort(key=lambda g: -g[0])
         # The largest gap of each pair of ops only: a loop repeats the same gap every step.
-        largest: dict[tuple[str, str], tuple[int, str, str, str]] = {}
-        for g in gaps:
-            largest.setdefault((g[1], g[2]), g)
-        gaps = list(largest.values())[:GAPS_SHOWN]
+        gaps = largest.shown(GAPS_SHOWN)
         shown = "; ".join(f"{g[0] / 1000:.1f} µs between {g[1]} and {g[2]} (in {g[3]})" for g in gaps)
         detail = f"device busy {busy_us:.1f} of {step_us:.1f} µs per step"
         if shown:

@@ -10,7 +10,17 @@ from collections import Counter, defaultdict
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._dtypes import _torch_dtype
 from neuronprof.analysis.insights._findings import DOMINANT_MIN_STEP_SHARE, DOMINANT_SHARE, Evidence, Finding
-from neuronprof.analysis.insights._tree import _MACHINERY, _bookkeeping, _is_region, _per_step, _Profile, _share
+from neuronprof.analysis.insights._tally import (
+    _per_step,
+    _share,
+)
+from neuronprof.analysis.insights._tree import (
+    _MACHINERY,
+    _bookkeeping,
+    _is_region,
+    _NameMemo,
+    _Profile,
+)
 
 
 def _dominant(p: _Profile) -> list[Finding]:
@@ -29,16 +39,28 @@ def _dominant(p: _Profile) -> list[Finding]:
     totals: Counter[str] = Counter()
     calls: Counter[str] = Counter()
     dtypes: defaultdict[str, set[str]] = defaultdict(set)
+    # What the rule reads from a name, decided once per distinct name: (an op's own time or the compiled
+    # region's around it, torch.compile's bookkeeping, a collective op's, a compiled graph's wrapper).
+    read = _NameMemo(
+        lambda name: (
+            _is_region(name) or bool(_MACHINERY.search(name)),
+            _bookkeeping(name),
+            vocab.is_collective(name, vocab.K_OP),
+            bool(_MACHINERY.search(name)),
+        )
+    )
+    torch_dtypes = _NameMemo(lambda types: [_torch_dtype(t) for t in types])
     for st in p.steps:
-        for node in st.node.walk():
-            if node.ev.category != "op" and not _is_region(node.name) and not _MACHINERY.search(node.name):
-                continue
-            if _bookkeeping(node.name) or (node.parent is not None and _bookkeeping(node.parent.name)):
-                continue
-            if vocab.is_collective(node.name, vocab.K_OP):
-                continue  # time in a collective is communication (communication_wait's), not an op to speed up
+        for node in st.nodes:
             name = node.name
-            if _MACHINERY.search(name):
+            timed, bookkeeping, collective, machinery = read[name]
+            if not timed and node.category != "op":
+                continue
+            if bookkeeping or (node.parent is not None and read[node.parent.name][1]):
+                continue
+            if collective:
+                continue  # time in a collective is communication (communication_wait's), not an op to speed up
+            if machinery:
                 # A compiled graph's wrapper: its time is the compiled region's, else nobody's.
                 region = node.parent
                 while region is not None and not _is_region(region.name):
@@ -46,11 +68,16 @@ def _dominant(p: _Profile) -> list[Finding]:
                 if region is None:
                     continue
                 name = region.name
-            value = sum(d.end_ns - d.start_ns for d in node.device) if p.has_device_time else node.self_ns()
+            if not p.has_device_time:
+                value = node.self_ns()
+            else:
+                value = 0
+                for d in node.device:
+                    value += d.end_ns - d.start_ns
             totals[name] += value
             if name == node.name:
                 calls[name] += 1
-                dtypes[name].update(_torch_dtype(t) for t in node.ev.input_dtypes or ())
+                dtypes[name].update(torch_dtypes[node.input_dtypes or ()])
     total = sum(totals.values())
     if not total:
         return []

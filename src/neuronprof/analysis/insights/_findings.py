@@ -271,6 +271,8 @@ class Insights(ResultModel):
             host is), ``"neither"``, or ``"unknown"`` without device time.
         notes: Findings that were skipped and why, and remarks on the input.
         source: Where the profile came from.
+        total_findings: How many findings there were before a cut (``head``,
+            ``row_limit``); the header counts them and a cut says "showing n of m".
     """
 
     findings: tuple[Finding, ...]
@@ -283,12 +285,15 @@ class Insights(ResultModel):
     bound: Literal["device", "cpu", "neither", "unknown"] = "unknown"
     notes: tuple[str, ...] = field(default=())
     source: str = ""
+    total_findings: Optional[int] = None
 
     SCHEMA: ClassVar[str] = INSIGHTS_SCHEMA
     _KIND: ClassVar[str] = "neuronprof insights"
     _ROWS: ClassVar[Optional[str]] = "findings"
     _ROW_KEY: ClassVar[str] = "kind"
+    _ROW_WORDS: ClassVar[str] = "finding of kind"
     _JSON: ClassVar[Mapping[str, Any]] = {"ensure_ascii": False}
+    _TOTALS: ClassVar[tuple[str, ...]] = ("total_findings",)
 
     def __post_init__(self) -> None:
         findings = tuple(self.findings)
@@ -303,6 +308,8 @@ class Insights(ResultModel):
 
         object.__setattr__(self, "findings", tuple(sorted(findings, key=key)))
         self._as_tuples("notes")
+        if self.total_findings is None:
+            object.__setattr__(self, "total_findings", len(findings))
 
     def minor(self) -> list[Finding]:
         """Return the minor findings: time at stake under ``MIN_SHARE`` (1 %) of the step; listed last."""
@@ -325,7 +332,7 @@ class Insights(ResultModel):
     # -- renderers ------------------------------------------------------------------
     def _header(self) -> str:
         where = self.backend if self.device_label is None else f"{self.backend}, {self.device_label}"
-        head = f"{len(self.findings)} finding(s) over {self.steps} step(s) ({where})"
+        head = f"{self.total_findings} finding(s) over {self.steps} step(s) ({where})"
         parts = []
         if self.step_us is not None:
             parts.append(f"step {_us(self.step_us)}")
@@ -339,7 +346,7 @@ class Insights(ResultModel):
 
     def _view(self, fmt: Format, row_limit: Optional[int]) -> list[Block]:
         """Text and Markdown: a numbered list, the minor findings last; HTML and CSV: a table of the findings."""
-        from neuronprof.render import Column, Grid, csv_value
+        from neuronprof.render import Column, Grid, csv_value, shown
 
         if row_limit is not None:
             return self.head(row_limit)._view(fmt, None)
@@ -366,7 +373,8 @@ class Insights(ResultModel):
                 Column("Try", lambda f: f.suggestion, left=True),
                 Column("See", _see, left=True),
             ]
-            return [self._header(), Grid(cols, self.findings), "", *(f"note: {n}" for n in self.notes)]
+            cut = shown(self.findings, self.total_findings, "findings")
+            return [self._header(), Grid(cols, self.findings), "", *cut, *(f"note: {n}" for n in self.notes)]
         lines = [self._header()] if fmt == "text" else [f"**{self._header()}**", ""]
         for i, f in enumerate(self.findings, 1):
             if fmt == "text":
@@ -386,6 +394,7 @@ class Insights(ResultModel):
             lines.append(f"    - see: [{_md(section)}]({f.docs}) in the guide, 'Reading the findings'")
         if not self.findings:
             lines.append("(nothing to flag)")
+        lines += shown(self.findings, self.total_findings, "findings")
         if fmt == "text":
             return [*lines, *(f"note: {n}" for n in self.notes)]
         return [*lines, *([""] if self.notes else []), *(f"- note: {_md(n)}" for n in self.notes)]

@@ -6,25 +6,29 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from neuronprof.analysis.insights._copies import (
+    _cause,
+    _dtype_pair,
+    _in_optimizer,
+    _is_scalar_source,
+    _outer_wrapper,
+)
 from neuronprof.analysis.insights._dtypes import _family
 from neuronprof.analysis.insights._findings import (
     CHAIN_MIN_OPS,
     Finding,
 )
+from neuronprof.analysis.insights._intervals import _covered, _union
+from neuronprof.analysis.insights._tally import (
+    _per_step,
+    _Tally,
+)
 from neuronprof.analysis.insights._tree import (
     COPY_OPS,
     ELEMENTWISE_OPS,
     MATMUL_OPS,
-    _cause,
-    _dtype_pair,
-    _in_optimizer,
-    _is_scalar_source,
     _Node,
-    _outer_wrapper,
-    _per_step,
     _Profile,
-    _Tally,
-    _union,
 )
 
 _FUSED_FORMS: tuple[tuple[str, frozenset[str], str], ...] = (
@@ -82,7 +86,7 @@ def _feeds(prev: _Node, cur: _Node) -> bool:
     an input of the same rank as the reduced one (``mean(-1, keepdim=True)``). Without
     shapes, any two consecutive ops on the step's thread with no other op between pass.
     """
-    a, b = prev.ev.input_shapes, cur.ev.input_shapes
+    a, b = prev.input_shapes, cur.input_shapes
     if not a or not b:
         return True
     a_shapes = {s for s in a if s}
@@ -105,7 +109,7 @@ def _feeds(prev: _Node, cur: _Node) -> bool:
 
 def _has_own_bias(matmul: _Node) -> bool:
     """Whether a matmul already adds a bias: ``aten::linear`` given a bias, or one that runs ``aten::addmm``."""
-    shapes = matmul.ev.input_shapes
+    shapes = matmul.input_shapes
     if matmul.name == "aten::linear" and shapes and len(shapes) >= 3 and shapes[2]:
         return True
     return any(n.name in ("aten::addmm", "aten::baddbmm") for n in matmul.walk() if n is not matmul)
@@ -120,7 +124,7 @@ def _bias_add(matmul: _Node, add: _Node) -> bool:
     own (``nn.Linear(bias=True)`` runs ``addmm``) has nothing left to fuse. Without
     shapes a bias and a residual look the same, so no claim is made.
     """
-    shapes = add.ev.input_shapes
+    shapes = add.input_shapes
     if not shapes or len(shapes) < 2 or not shapes[0] or not shapes[1] or _has_own_bias(matmul):
         return False
     big, small = sorted(shapes[:2], key=len, reverse=True)
@@ -156,40 +160,57 @@ def _chains(p: _Profile) -> list[Finding]:
     tally = _Tally()
     totals: defaultdict[Any, int] = defaultdict(int)  # the chains' own time
     gaps: defaultdict[Any, int] = defaultdict(int)  # device idle between their executions
+    # _feeds reads a name and two recorded signatures, which a trace repeats: decided once per
+    # (name, signature, signature). The signatures are held by the nodes all along: their ids stay theirs.
+    fed: dict[tuple[str, int, int], bool] = {}
+
+    def feeds(prev: _Node, cur: _Node) -> bool:
+        key = (prev.name, id(prev.input_shapes), id(cur.input_shapes))
+        found = fed.get(key)
+        if found is None:
+            found = fed[key] = _feeds(prev, cur)
+        return found
+
     for tally.step, step in enumerate(p.steps):
         tops = step.top
-        link = [not _in_optimizer(t) and t.name in ELEMENTWISE_OPS for t in tops]
+        link = [t.name in ELEMENTWISE_OPS and not _in_optimizer(t) for t in tops]
         i = 0
         while i < len(tops):
             if not link[i]:
                 i += 1
                 continue
             j = i + 1
-            while j < len(tops) and link[j] and _feeds(tops[j - 1], tops[j]):
+            while j < len(tops) and link[j] and feeds(tops[j - 1], tops[j]):
                 j += 1
             before = tops[i - 1].name if i > 0 else None
             addmm = (
                 before in MATMUL_OPS
                 and tops[i].name in ("aten::add", "aten::add_")
-                and _feeds(tops[i - 1], tops[i])
+                and feeds(tops[i - 1], tops[i])
                 and _bias_add(tops[i - 1], tops[i])
             )
             if addmm:
                 j = i + 1  # the bias add alone; what follows it (an activation...) is read as a run of its own
             run = tops[i:j]
             after = tops[j].name if j < len(tops) else None
-            attention = _is_attention([n.name for n in run], before, after)
+            # (between two matmuls only: most runs are not, and need no list of names)
+            attention = (
+                before in MATMUL_OPS and after in MATMUL_OPS and _is_attention([n.name for n in run], before, after)
+            )
             if len(run) >= CHAIN_MIN_OPS or addmm or attention:
                 names = tuple(n.name for n in run)
                 # Attention's matmuls are part of what the fused op replaces: their time counts too.
                 timed = [tops[i - 1], *run, tops[j]] if attention else run
-                costs = [n.device_ns() for n in timed] if p.has_device_time else [n.dur for n in timed]
-                # One fused pass remains; a fused bias add costs nothing extra.
-                stake = sum(costs) if addmm else sum(costs) - max(costs)
                 gap_ns = 0
                 if p.has_device_time:
-                    merged = _union((d.start_ns, d.end_ns) for n in timed for m in n.walk() for d in m.device)
+                    spans = [n.device_spans() for n in timed]
+                    costs = [_covered(mine) for mine in spans]  # each op's device_ns()
+                    merged = _union(span for mine in spans for span in mine)
                     gap_ns = sum(b[0] - a[1] for a, b in zip(merged, merged[1:]))
+                else:
+                    costs = [n.dur for n in timed]
+                # One fused pass remains; a fused bias add costs nothing extra.
+                stake = sum(costs) if addmm else sum(costs) - max(costs)
                 # Plain chains are told apart by their ops; the fused forms also by their neighbours.
                 key = (names, before, after) if addmm or attention else (names, None, None)
                 tally.add(key, stake, (before, after))
@@ -267,7 +288,7 @@ def _conversions(p: _Profile) -> list[Finding]:
     narrowed = False
     for tally.step, step in enumerate(p.steps):
         top_ids = {id(t) for t in step.top}
-        for node in step.node.walk():
+        for node in step.nodes:
             if node.name != "aten::_to_copy":
                 continue
             copies = [n for n in node.walk() if n.name in COPY_OPS]
@@ -292,7 +313,7 @@ def _conversions(p: _Profile) -> list[Finding]:
             # One finding per op and dtype pair: several conversions of one op are told apart.
             key = (cause.name if implicit and cause is not None else wrapper.name, pair)
             # The host call and its device work overlap in time: their union, not their sum.
-            spans = [(node.ev.start_ns, node.ev.end_ns)]
+            spans = [(node.start_ns, node.end_ns)]
             spans += [(d.start_ns, d.end_ns) for m in node.walk() for d in m.device]
             entry = (tally.step, key, sum(e - s for s, e in _union(spans)), (pair, scalar, explicit))
             narrowing = pair[0] in _WIDE and pair[1] in _LOW

@@ -6,6 +6,7 @@ work on a CPU that emulates it, and ops that fell back to the CPU inside a devic
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 
@@ -21,30 +22,33 @@ from neuronprof.analysis.insights._findings import (
     Evidence,
     Finding,
 )
-from neuronprof.analysis.insights._tree import (
-    _DATALOADER,
-    WHOLE_RECORDING,
-    _clip,
-    _kind,
-    _Node,
+from neuronprof.analysis.insights._intervals import _LargestGaps, _Spans, _union
+from neuronprof.analysis.insights._tally import (
     _per_step,
-    _Profile,
     _share,
     _steady,
-    _Step,
     _Tally,
-    _union,
+)
+from neuronprof.analysis.insights._tree import (
+    _DATALOADER,
+    _KINDS,
+    WHOLE_RECORDING,
+    _NameMemo,
+    _Node,
+    _Profile,
+    _Step,
 )
 
 Spans = list[tuple[int, int]]
 
 
-def _collective(node: _Node) -> bool:
-    return vocab.is_collective(node.name, _kind(node))
-
-
 def _collective_kernel(name: str) -> bool:
     return vocab.is_collective(name, vocab.K_DEVICE)
+
+
+def _collectives() -> _NameMemo:
+    """``_collective`` of a node, by its ``(name, category)``, decided once per distinct pair."""
+    return _NameMemo(lambda key: vocab.is_collective(key[0], _KINDS.get(key[1], vocab.K_OTHER)))
 
 
 _VIEWS = frozenset(
@@ -100,60 +104,101 @@ def _subtract(spans: Sequence[tuple[int, int]], cut: Sequence[tuple[int, int]]) 
 
 def _recording(node: _Node) -> str:
     """Which recording (trace file or profiling cycle) an event belongs to: the feeders' thread prefix."""
-    return node.ev.thread.split(":", 1)[0]
+    return node.thread.split(":", 1)[0]
 
 
 class _StepTime:
     """Per step: the collectives' time, the part with no compute beside it, and the host's gaps between ops."""
 
     def __init__(self, p: _Profile) -> None:
+        self.collective = is_collective = _collectives()
         collectives: defaultdict[str, Spans] = defaultdict(list)
         for n in p.nodes:
-            if _collective(n):
-                collectives[_recording(n)].append((n.ev.start_ns, n.ev.end_ns))
-        self._host_collectives = {k: _union(v) for k, v in collectives.items()}
-        self._device_collectives = _union((d.start_ns, d.end_ns) for d in p.tl.device if _collective_kernel(d.name))
-        self._device_compute = _union((d.start_ns, d.end_ns) for d in p.tl.device if not _collective_kernel(d.name))
+            if is_collective[n.name, n.category]:
+                collectives[_recording(n)].append((n.start_ns, n.end_ns))
+        self._host_collectives = {k: _Spans(_union(v)) for k, v in collectives.items()}
+        kernel = _NameMemo(_collective_kernel)
+        self._device_collectives = _Spans(_union((d.start_ns, d.end_ns) for d in p.tl.device if kernel[d.name]))
+        # Without collective kernels, the device computes whenever it is busy: the profile's own union.
+        self._device_compute = (
+            _Spans(_union((d.start_ns, d.end_ns) for d in p.tl.device if not kernel[d.name]))
+            if self._device_collectives
+            else p.busy
+        )
+        self._dataloader = _NameMemo(lambda name: bool(_DATALOADER.search(name)))
 
-    def communication(self, st: _Step) -> tuple[Spans, Spans, Spans]:
-        """(all collective time, the part with no compute beside it, host waits) in the step, as spans."""
-        host_end = st.node.ev.end_ns
-        host = _clip(self._host_collectives.get(_recording(st.node), []), st.start, host_end)
-        compute = _union((t.ev.start_ns, t.ev.end_ns) for t in st.top if not _collective(t))
-        device_compute = _clip(self._device_compute, st.start, st.end)
+    def ops(self, st: _Step) -> Spans:
+        """The spans of the step's top-level ops, less the collectives."""
+        is_collective = self.collective
+        return [(t.start_ns, t.end_ns) for t in st.top if not is_collective[t.name, t.category]]
+
+    def communication(self, st: _Step, ops: Spans) -> tuple[Spans, Spans, Spans]:
+        """(all collective time, the part with no compute beside it, host waits) in the step, as spans.
+
+        ``ops``: the step's ``ops()``, the host's compute.
+        """
+        host_end = st.node.end_ns
+        mine = self._host_collectives.get(_recording(st.node))
+        host = mine.clip(st.start, host_end) if mine is not None else []
+        device = self._device_collectives.clip(st.start, st.end)
+        if not host and not device:
+            return [], [], []  # no collective in the step (the spans below would all be empty)
+        compute = _union(ops)
+        device_compute = self._device_compute.clip(st.start, st.end)
         host_exposed = _subtract(_subtract(host, compute), device_compute)
-        device = _clip(self._device_collectives, st.start, st.end)
         device_exposed = _subtract(device, device_compute)
         return _union([*host, *device]), _union([*host_exposed, *device_exposed]), host_exposed
 
-    def host_gaps(self, st: _Step, waits: Spans) -> Spans:
+    def host_gaps(self, st: _Step, ops: Spans, waits: Spans) -> Spans:
         """The step's host time outside every op, the DataLoader, runtime calls and collective waits."""
-        covered = [(t.ev.start_ns, t.ev.end_ns) for t in st.top if not _collective(t)]
-        for node in st.node.walk():
-            if node.ev.category == "runtime" or _DATALOADER.search(node.name):
-                covered.append((node.ev.start_ns, node.ev.end_ns))
-        covered.extend(waits)
         if not st.top:
             return []  # no op: nothing to be between
+        dataloader = self._dataloader
+        covered = list(ops)
+        for node in st.nodes:
+            if node.category == "runtime" or dataloader[node.name]:
+                covered.append((node.start_ns, node.end_ns))
+        covered.extend(waits)
         if st.node.name == WHOLE_RECORDING:
             # No step marks where the loop starts and ends: only the time between the first and last op.
-            window = (min(t.ev.start_ns for t in st.top), max(t.ev.end_ns for t in st.top))
+            window = (min(t.start_ns for t in st.top), max(t.end_ns for t in st.top))
         else:
-            window = (st.start, st.node.ev.end_ns)
+            window = (st.start, st.node.end_ns)
         return _subtract([window], _union(covered))
 
 
 _EDGES = ("the step's start", "the step's end")
 
 
-def _neighbours(st: _Step, gap: tuple[int, int]) -> tuple[str, str]:
-    """The ops on either side of a gap (the step's start or end at its edges: ``_EDGES``, not ops)."""
-    before = [t for t in st.top if t.ev.end_ns <= gap[0]]
-    after = [t for t in st.top if t.ev.start_ns >= gap[1]]
-    return (
-        max(before, key=lambda t: t.ev.end_ns).name if before else _EDGES[0],
-        min(after, key=lambda t: t.ev.start_ns).name if after else _EDGES[1],
-    )
+class _Neighbours:
+    """The ops on either side of a gap in a step (the step's start or end at its edges: ``_EDGES``, not ops).
+
+    Before a gap: the top-level op that ends last at or before its start (the first such op
+    in the step's order on a tie); after it: the one that starts first at or after its end
+    (likewise). Found by bisection in the ops sorted by end and by start: a step of n ops has
+    about n gaps, and a scan of every op per gap made a long step quadratic.
+    """
+
+    def __init__(self, st: _Step) -> None:
+        top = st.top
+        # By end, ties in reverse order of the step (the last of equal ends is the first in the step)...
+        self._by_end = sorted(range(len(top)), key=lambda i: (top[i].end_ns, -i))
+        self._ends = [top[i].end_ns for i in self._by_end]
+        # ...and by start, ties in the step's order.
+        self._by_start = sorted(range(len(top)), key=lambda i: (top[i].start_ns, i))
+        self._starts = [top[i].start_ns for i in self._by_start]
+        self._top = top
+
+    def add_gaps(self, gaps: Spans, where: str, largest: _LargestGaps) -> None:
+        """Add each gap of the step to ``largest``, with the ops on either side."""
+        top, by_end, by_start, ends, starts = self._top, self._by_end, self._by_start, self._ends, self._starts
+        first, last, n = _EDGES[0], _EDGES[1], len(starts)
+        for lo, hi in gaps:
+            k = bisect_right(ends, lo) - 1
+            j = bisect_left(starts, hi)
+            largest.add(
+                hi - lo, top[by_end[k]].name if k >= 0 else first, top[by_start[j]].name if j < n else last, where
+            )
 
 
 def _step_time(p: _Profile) -> list[Finding]:
@@ -185,20 +230,23 @@ def _step_time(p: _Profile) -> list[Finding]:
     exposed_ns: list[int] = []
     gap_ns: list[int] = []
     names: Counter[str] = Counter()
-    gaps: list[tuple[int, str, str, str]] = []
+    largest = _LargestGaps()
     for st in p.steps:
-        comm, exposed, waits = times.communication(st)
+        ops = times.ops(st)
+        comm, exposed, waits = times.communication(st, ops)
         comm_ns += _length(comm)
         exposed_ns.append(_length(exposed))
-        host_gaps = times.host_gaps(st, waits)
+        host_gaps = times.host_gaps(st, ops, waits)
         gap_ns.append(_length(host_gaps))
-        for gap in host_gaps:
-            gaps.append((gap[1] - gap[0], *_neighbours(st, gap), st.node.name))
+        if host_gaps:
+            _Neighbours(st).add_gaps(host_gaps, st.node.name, largest)
+    is_collective = times.collective
     for n in p.nodes:
-        if _collective(n) and n.ev.category != "op":  # the spans and kernels, not the ops issuing them
+        if is_collective[n.name, n.category] and n.category != "op":  # the spans and kernels, not the ops
             names[n.name] += 1
+    kernel = _NameMemo(_collective_kernel)
     for d in p.tl.device:
-        if _collective_kernel(d.name):
+        if kernel[d.name]:
             names[d.name] += 1
     findings = []
     step_us = p.mean_step_ns / 1000
@@ -230,10 +278,7 @@ def _step_time(p: _Profile) -> list[Finding]:
     ops_per_step = sum(len(st.top) for st in p.steps) / p.n
     words = _steady(p, gap_ns, HOST_OVERHEAD_SHARE) if ops_per_step >= HOST_OVERHEAD_MIN_OPS else None
     if words:
-        largest: dict[tuple[str, str], tuple[int, str, str, str]] = {}
-        for g in sorted(gaps, key=lambda g: -g[0]):
-            largest.setdefault((g[1], g[2]), g)
-        shown = list(largest.values())[:GAPS_SHOWN]
+        shown = largest.shown(GAPS_SHOWN)
         findings.append(
             Finding(
                 kind="host_overhead",
@@ -277,11 +322,13 @@ def _low_precision(p: _Profile) -> list[Finding]:
     by_dtype: Counter[str] = Counter()
     per_step: defaultdict[str, list[int]] = defaultdict(lambda: [0] * p.n)
     ops: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    # The low-precision dtypes among an op's inputs, per recorded signature (a trace repeats a few).
+    lows = _NameMemo(lambda dtypes: sorted({_torch_dtype(t) for t in dtypes} & set(LOW_PRECISION)))
     for i, st in enumerate(p.steps):
-        for node in st.node.walk():
-            if node.ev.category != "op" or not node.ev.input_dtypes:
+        for node in st.nodes:
+            if node.category != "op" or not node.input_dtypes:
                 continue
-            low = sorted({_torch_dtype(t) for t in node.ev.input_dtypes} & set(LOW_PRECISION))
+            low = lows[node.input_dtypes]
             if not low or node.device or node.name in _VIEWS:
                 continue  # device work is done in the device's own precision
             ns = node.self_ns()
@@ -352,7 +399,9 @@ def _fallbacks(p: _Profile) -> list[Finding]:
         return []
     tally = _Tally()
     for tally.step, st in enumerate(p.steps):
-        for node in st.node.walk():
+        if not any(node.name == _TO_CPU for node in st.nodes):
+            continue  # no fallback in this step: most steps
+        for node in st.nodes:
             if node.name == _TO_CPU or not any(c.name == _TO_CPU for c in node.children):
                 continue
             if _inside_fallback(node):
@@ -389,9 +438,10 @@ def _pipeline(p: _Profile) -> list[Finding]:
     per_step = [0] * p.n
     calls = 0
     name = ""
+    dataloader = _NameMemo(lambda name: bool(_DATALOADER.search(name)))
     for i, st in enumerate(p.steps):
-        for node in st.node.walk():
-            if _DATALOADER.search(node.name) and not (node.parent is not None and _DATALOADER.search(node.parent.name)):
+        for node in st.nodes:
+            if dataloader[node.name] and not (node.parent is not None and dataloader[node.parent.name]):
                 per_step[i] += node.dur
                 calls += 1
                 name = node.name

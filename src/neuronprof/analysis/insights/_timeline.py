@@ -16,7 +16,7 @@ DeviceCategory = Literal["kernel", "memcpy", "memset"]
 # == the input: a small torch-free timeline ============================================
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a trace holds millions: no __dict__ apiece
 class HostEvent:
     """One host-side event of a profile: an op, a runtime call, an annotation, a step.
 
@@ -46,7 +46,7 @@ class HostEvent:
     input_dtypes: Optional[tuple[str, ...]] = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeviceEvent:
     """One piece of device work: a kernel, a memory copy or a memset.
 
@@ -101,4 +101,3 @@ class Timeline:
     native_dtypes: Optional[tuple[str, ...]] = None
     rank: Optional[int] = None
     ranks: tuple[Timeline, ...] = ()
-

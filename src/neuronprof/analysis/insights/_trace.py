@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Any, Optional, Union
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostCategory, HostEvent, Timeline
-from neuronprof.analysis.insights._tree import _MEMCPY
+from neuronprof.analysis.insights._tree import _MEMCPY, _collector_paused, _Node
 from neuronprof.analysis.trace._rules import (
     _decode_input,
     _device_label,
@@ -19,7 +20,9 @@ from neuronprof.analysis.trace._rules import (
 )
 
 if TYPE_CHECKING:
+    from neuronprof.analysis.insights import Insights, RankInsights
     from neuronprof.analysis.trace import EventTable, Trace
+
 
 def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     """Read a Chrome/Perfetto trace file or folder into a [`Timeline`][neuronprof.analysis.insights.Timeline].
@@ -41,7 +44,30 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     return load_trace(path).timeline()
 
 
-def timeline_of(trace: Trace) -> Timeline:
+def insights_of(trace: Trace, events: Optional[Timeline] = None) -> Union[Insights, RankInsights]:
+    """A trace's findings, made once and kept with it (what ``Trace.insights()`` returns).
+
+    The events are read from the trace's tables straight into the engine's call tree
+    (``timeline_of(trace, _Node)``): no [`HostEvent`][neuronprof.analysis.insights.HostEvent]
+    is made, which halves the objects (and much of the time and memory) on a large trace.
+    The findings are those of ``analyze_timeline(trace.timeline())``: the same events, in
+    the same order.
+
+    Args:
+        trace: The loaded trace.
+        events: ``timeline_of(trace, _Node)`` when the caller has made it already (the
+            report draws it); its tree is rebuilt by the engine.
+    """
+    from neuronprof.analysis.insights import analyze_timeline
+
+    # A pure function of the record: made once, then kept with it (the record never changes).
+    cached = trace.__dict__.get("_insights")
+    if cached is None:
+        cached = trace.__dict__["_insights"] = analyze_timeline(events or timeline_of(trace, _Node))
+    return cast("Union[Insights, RankInsights]", cached)
+
+
+def timeline_of(trace: Trace, host_event: Callable[..., Any] = HostEvent) -> Timeline:
     """The findings engine's input from a trace's event tables (a pure function of them).
 
     What an event is (device work, a step, an op, a runtime call) and which processes
@@ -49,8 +75,11 @@ def timeline_of(trace: Trace) -> Timeline:
     XLA viewer's "Steps"/"XLA Modules" lanes) is the event table's rule, the one the
     sums follow. A live session's tables (no file) make a timeline whose source is
     ``"session"``.
+
+    ``host_event`` makes each host event from ``HostEvent``'s fields, in its order; the
+    engine's own ``_Node`` reads them straight into its call tree (``insights_of``).
     """
-    host: list[HostEvent] = []
+    host: list[Any] = []
     device: list[DeviceEvent] = []
     backend, label = "cpu", None
     record_shapes: Optional[bool] = None
@@ -60,7 +89,8 @@ def timeline_of(trace: Trace) -> Timeline:
     parts: list[tuple[Optional[int], tuple[int, int, int, int]]] = []
     for fi, table in enumerate(trace.event_tables):
         first = (len(host), len(device))
-        _read_events(fi, table, host, device, evidence)
+        with _collector_paused():
+            _read_events(fi, table, host, device, evidence, host_event)
         meta = table.metadata.get("neuronprof")
         if isinstance(meta, dict) and isinstance(meta.get("backend"), str):
             backend = meta["backend"]
@@ -117,45 +147,43 @@ def timeline_of(trace: Trace) -> Timeline:
 
 
 def _read_events(
-    fi: int, table: EventTable, host: list[HostEvent], device: list[DeviceEvent], evidence: set[str]
+    fi: int,
+    table: EventTable,
+    host: list[Any],
+    device: list[DeviceEvent],
+    evidence: set[str],
+    host_event: Callable[..., Any] = HostEvent,
 ) -> None:
     """Append one table's events to the timeline's host and device events."""
     keys = table.keys
     raw_names = keys.raw_names
     # Per key, what the timeline calls it: (host category or None for device work, device
-    # category, input shapes, input dtypes); decided once per key and timeline role.
-    seen: dict[tuple[int, bool], tuple[Any, ...]] = {}
+    # category, input shapes, input dtypes, name); decided once per key and timeline role.
+    seen: dict[bool, dict[int, tuple[Any, ...]]] = {False: {}, True: {}}
+    add_host, add_device = host.append, device.append
     for (pid, tid), th, device_process in table.timelines():
         thread = f"{fi}:{pid}:{tid}"
+        known = seen[device_process]
         for t, d, k, c, x in zip(th.ts, th.dur, th.kid, th.corr, th.ext):
-            what = seen.get((k, device_process))
+            what = known.get(k)
             if what is None:
-                what = seen[(k, device_process)] = _what(keys, k, device_process, evidence)
-            hcat, dcat, shapes, dtypes = what
+                what = known[k] = (*_what(keys, k, device_process, evidence), raw_names[k])
+            hcat, dcat, shapes, dtypes, name = what
             if hcat is None:
                 if dcat is not None:
-                    device.append(
-                        DeviceEvent(
-                            raw_names[k],
-                            t,
-                            t + d,
-                            dcat,
-                            ext_id=x if x >= 0 else None,
-                            correlation=c if c >= 0 else None,
-                        )
-                    )
+                    add_device(DeviceEvent(name, t, t + d, dcat, x if x >= 0 else None, c if c >= 0 else None))
                 continue
-            host.append(
-                HostEvent(
-                    raw_names[k],
+            add_host(
+                host_event(
+                    name,
                     t,
                     t + d,
-                    thread=thread,
-                    category=hcat,
-                    ext_id=x if x >= 0 else None,
-                    correlation=c if c >= 0 and hcat == "runtime" else None,
-                    input_shapes=shapes,
-                    input_dtypes=dtypes,
+                    thread,
+                    hcat,
+                    x if x >= 0 else None,
+                    c if c >= 0 and hcat == "runtime" else None,
+                    shapes,
+                    dtypes,
                 )
             )
 

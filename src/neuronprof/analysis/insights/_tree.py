@@ -1,4 +1,4 @@
-"""The timeline, structured for the rules: call trees per thread, device work per op, steps, tallies.
+"""The timeline, structured for the rules: call trees per thread, device work per op, steps.
 
 Also the op names and patterns the rules look for (torch's own ``aten`` names and
 torch.compile's ranges).
@@ -6,16 +6,17 @@ torch.compile's ranges).
 
 from __future__ import annotations
 
+import gc
 import re
-from bisect import bisect_right
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Optional
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from itertools import groupby
+from operator import attrgetter
+from typing import Any, Optional, Union
 
 from neuronprof import _vocabulary as vocab
-from neuronprof.analysis.insights._dtypes import _torch_dtype
-from neuronprof.analysis.insights._findings import Evidence, Finding, FindingKind
-from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
+from neuronprof.analysis.insights._intervals import _covered, _Spans, _union
+from neuronprof.analysis.insights._timeline import DeviceEvent, HostCategory, HostEvent, Timeline
 
 # Op names the rules look for. They are torch's own (aten) names; backends that
 # implement ops under other names are matched by the runtime/device rules instead.
@@ -73,29 +74,99 @@ WHOLE_RECORDING = "(whole recording)"
 """The step a profile without ``ProfilerStep`` spans is read as."""
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a profile's objects are made (as the trace reader does).
+
+    Reading a large trace makes hundreds of thousands of nodes, none of them garbage yet:
+    the collector's passes over them only slow the reading down. Restored whatever happens.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _bookkeeping(name: str) -> bool:
     """torch.compile's own work (guard checks, compiling): not an op of the user's code."""
     return name.startswith(vocab.CACHE_LOOKUP) or bool(_COMPILE_WORK.search(name))
 
 
+_NONE: tuple[Any, ...] = ()
+"""A node's children or device work until it has some: most nodes have neither, and an empty list costs 56 bytes."""
+
+
 class _Node:
-    """A host event with its place in the call tree."""
+    """A host event with its place in the call tree.
 
-    __slots__ = ("ev", "children", "parent", "device")
+    It holds the event's own fields, under [`HostEvent`][neuronprof.analysis.insights.HostEvent]'s
+    names and in its order, so that a trace's events are read straight into the tree
+    (``timeline_of(trace, _Node)``) without a ``HostEvent`` apiece: one object per event,
+    not two, for a trace of millions of events. Read-only to the rules.
+    """
 
-    def __init__(self, ev: HostEvent) -> None:
-        self.ev = ev
-        self.children: list[_Node] = []
-        self.parent: Optional[_Node] = None
-        self.device: list[DeviceEvent] = []
+    children: Sequence[_Node]
+    parent: Optional[_Node]
+    device: Sequence[DeviceEvent]
+    __slots__ = (
+        "name",
+        "start_ns",
+        "end_ns",
+        "thread",
+        "category",
+        "ext_id",
+        "correlation",
+        "input_shapes",
+        "input_dtypes",
+        "children",
+        "parent",
+        "device",
+    )
 
-    @property
-    def name(self) -> str:
-        return self.ev.name
+    def __init__(
+        self,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        thread: str = "0",
+        category: HostCategory = "op",
+        ext_id: Optional[int] = None,
+        correlation: Optional[int] = None,
+        input_shapes: Optional[tuple[tuple[int, ...], ...]] = None,
+        input_dtypes: Optional[tuple[str, ...]] = None,
+    ) -> None:
+        self.name = name
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.thread = thread
+        self.category = category
+        self.ext_id = ext_id
+        self.correlation = correlation
+        self.input_shapes = input_shapes
+        self.input_dtypes = input_dtypes
+        # Its place in the tree (children, parent, device) is set by _build_tree, which every node goes through.
+
+    @classmethod
+    def of(cls, ev: HostEvent) -> _Node:
+        """The node of a timeline's host event."""
+        return cls(
+            ev.name,
+            ev.start_ns,
+            ev.end_ns,
+            ev.thread,
+            ev.category,
+            ev.ext_id,
+            ev.correlation,
+            ev.input_shapes,
+            ev.input_dtypes,
+        )
 
     @property
     def dur(self) -> int:
-        return self.ev.end_ns - self.ev.start_ns
+        return self.end_ns - self.start_ns
 
     def lineage(self) -> Iterator[_Node]:
         """This node, its parent, the parent's parent... up to the root."""
@@ -105,69 +176,148 @@ class _Node:
             p = p.parent
 
     def walk(self) -> Iterator[_Node]:
-        stack = [self]
+        """This node and everything under it, parents before children, children in order."""
+        return iter(_preorder(self) if self.children else (self,))
+
+    def device_spans(self) -> list[tuple[int, int]]:
+        """The device work of this node and everything under it, as ``(start, end)`` ns, in no set order."""
+        out = [(d.start_ns, d.end_ns) for d in self.device]
+        stack = list(self.children)
         while stack:
-            node = stack.pop()
-            yield node
-            stack.extend(reversed(node.children))
+            n = stack.pop()
+            if n.device:
+                out += [(d.start_ns, d.end_ns) for d in n.device]
+            if n.children:
+                stack += n.children
+        return out
 
     def device_ns(self) -> int:
         # The union: work on several streams at once is not counted twice.
-        return sum(e - s for s, e in _union((d.start_ns, d.end_ns) for n in self.walk() for d in n.device))
+        return _covered(self.device_spans())
 
     def self_ns(self) -> int:
         # The duration less the union of the children (overlapping children count once).
-        return self.dur - sum(e - s for s, e in _union((c.ev.start_ns, c.ev.end_ns) for c in self.children))
+        return self.dur - sum(e - s for s, e in _union((c.start_ns, c.end_ns) for c in self.children))
+
+
+def _preorder(root: _Node) -> list[_Node]:
+    """``root`` and everything under it as one list, parents before children, children in order."""
+    out: list[_Node] = []
+    stack = [root]
+    pop, push, add = stack.pop, stack.extend, out.append
+    while stack:
+        node = pop()
+        add(node)
+        if node.children:
+            push(reversed(node.children))
+    return out
 
 
 class _Step:
-    __slots__ = ("node", "top", "start", "end")
+    """One step: its span, the ops it calls directly, and every node under it (``nodes``, walked once)."""
+
+    __slots__ = ("node", "top", "start", "end", "nodes")
 
     def __init__(self, node: _Node) -> None:
         self.node = node
         self.top: list[_Node] = []
-        self.start = node.ev.start_ns
-        self.end = node.ev.end_ns
+        self.start = node.start_ns
+        self.end = node.end_ns
+        self.nodes: list[_Node] = []
+
+
+class _NameMemo(dict[Any, Any]):
+    """A test of a name (or a key), made once per distinct one: a trace repeats a few hundred names.
+
+    One per ``_Profile``, so that a long-lived process reading many profiles keeps no names.
+    """
+
+    def __init__(self, test: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.test = test
+
+    def __missing__(self, key: Any) -> Any:
+        value = self[key] = self.test(key)
+        return value
 
 
 def _is_region(name: str) -> bool:
     return name.startswith(vocab.COMPILED_REGION)
 
 
-def _top_level(step: _Node) -> list[_Node]:
-    """The ops the step calls directly: Python frames and annotations are transparent."""
+def _top_level(step: _Node, reads: Optional[_NameMemo] = None) -> list[_Node]:
+    """The ops the step calls directly: Python frames and annotations are transparent.
+
+    ``reads``: ``_top_level_read`` of each ``(name, category)``, kept between the steps of a profile.
+    """
+    reads = _NameMemo(_top_level_read) if reads is None else reads
     out: list[_Node] = []
     stack = list(reversed(step.children))
     while stack:
         node = stack.pop()
-        cat = node.ev.category
-        # The vocabulary's top-level call (a compiled region once, the guard check never),
-        # less torch.compile's own compiling, which runs on the first call only.
-        if vocab.counts_as_call(_kind(node), node.name) and not _COMPILE_WORK.search(node.name):
+        call, transparent = reads[node.name, node.category]
+        if call:
             out.append(node)
-        elif cat in ("python", "annotation", "other") and not _DATALOADER.search(node.name):
+        elif transparent and node.children:
             stack.extend(reversed(node.children))
     return out
 
 
-def _build_tree(host: Sequence[HostEvent]) -> list[_Node]:
-    """Rebuild the nesting per thread (parents first: by start, then longest first)."""
-    by_thread: dict[str, list[HostEvent]] = defaultdict(list)
-    for ev in host:
-        by_thread[ev.thread].append(ev)
+def _top_level_read(key: tuple[str, str]) -> tuple[bool, bool]:
+    """Under a step, whether a ``(name, category)`` is a top-level call, else whether the calls under it are."""
+    name, category = key
+    # The vocabulary's top-level call (a compiled region once, the guard check never),
+    # less torch.compile's own compiling, which runs on the first call only.
+    if vocab.counts_as_call(_KINDS.get(category, vocab.K_OTHER), name) and not _COMPILE_WORK.search(name):
+        return True, False
+    return False, category in ("python", "annotation", "other") and not _DATALOADER.search(name)
+
+
+_START, _END, _THREAD = attrgetter("start_ns"), attrgetter("end_ns"), attrgetter("thread")
+
+
+def _build_tree(host: Sequence[Union[HostEvent, _Node]]) -> list[_Node]:
+    """Rebuild the nesting per thread (parents first: by start, then longest first).
+
+    A timeline's events become nodes; nodes read straight from a trace (``timeline_of(trace,
+    _Node)``) are used as they are, their place in a tree built afresh.
+    """
+    if not all(type(ev) is _Node for ev in host):
+        host = [ev if isinstance(ev, _Node) else _Node.of(ev) for ev in host]
+    by_thread: dict[str, list[_Node]] = {}
+    for thread, run in groupby(host, _THREAD):  # a trace's events come thread by thread
+        if thread in by_thread:
+            by_thread[thread] += run  # type: ignore[arg-type]
+        else:
+            by_thread[thread] = list(run)  # type: ignore[arg-type]
     nodes: list[_Node] = []
     for events in by_thread.values():
-        events.sort(key=lambda e: (e.start_ns, -(e.end_ns - e.start_ns)))
+        # By start, then longest first (equal starts: the later end first); both sorts are stable.
+        events.sort(key=_END, reverse=True)
+        events.sort(key=_START)
         stack: list[_Node] = []
-        for ev in events:
-            node = _Node(ev)
-            while stack and (ev.start_ns >= stack[-1].ev.end_ns or ev.end_ns > stack[-1].ev.end_ns):
+        ends: list[int] = []  # the stack's ends
+        for node in events:
+            start, end = node.start_ns, node.end_ns
+            while ends and (start >= ends[-1] or end > ends[-1]):
+                ends.pop()
                 stack.pop()
+            node.children = node.device = _NONE
             if stack:
-                node.parent = stack[-1]
-                stack[-1].children.append(node)
+                parent = node.parent = stack[-1]
+                # A 1-tuple for an only child (most nodes with children have one or two), a list from the second.
+                children = parent.children
+                if not children:
+                    parent.children = (node,)
+                elif type(children) is tuple:
+                    parent.children = [*children, node]
+                else:
+                    children.append(node)  # type: ignore[attr-defined]
+            else:
+                node.parent = None
             stack.append(node)
-            nodes.append(node)
+            ends.append(end)
+        nodes += events
     return nodes
 
 
@@ -189,7 +339,8 @@ def _fold_redispatches(nodes: list[_Node]) -> list[_Node]:
             parent.children = node.children
             for child in node.children:
                 child.parent = parent
-            parent.device.extend(node.device)
+            if node.device:
+                parent.device = [*parent.device, *node.device]
             folded.add(id(node))
     return [n for n in nodes if id(n) not in folded] if folded else nodes
 
@@ -200,7 +351,7 @@ _KINDS = {"op": vocab.K_OP, "python": vocab.K_PY, "step": vocab.K_STEP, "runtime
 
 def _kind(node: _Node) -> int:
     """A host event's kind in the vocabulary's terms, for its rules (``counts_as_call``, ``is_collective``...)."""
-    return _KINDS.get(node.ev.category, vocab.K_OTHER)
+    return _KINDS.get(node.category, vocab.K_OTHER)
 
 
 def _link_device(nodes: Sequence[_Node], device: Sequence[DeviceEvent]) -> int:
@@ -213,51 +364,37 @@ def _link_device(nodes: Sequence[_Node], device: Sequence[DeviceEvent]) -> int:
     runtime_by_corr: dict[int, _Node] = {}
     op_by_ext: dict[int, _Node] = {}
     for n in nodes:
-        if n.ev.category == "runtime" and n.ev.correlation is not None:
-            runtime_by_corr.setdefault(n.ev.correlation, n)
-        elif (n.ev.category == "op" or _is_region(n.name)) and n.ev.ext_id is not None:
-            op_by_ext.setdefault(n.ev.ext_id, n)
+        category = n.category
+        if category == "runtime" and n.correlation is not None:
+            runtime_by_corr.setdefault(n.correlation, n)
+        elif (category == "op" or _is_region(n.name)) and n.ext_id is not None:
+            op_by_ext.setdefault(n.ext_id, n)
     unlinked = 0
     for d in device:
         target: Optional[_Node] = None
         rt = runtime_by_corr.get(d.correlation) if d.correlation is not None else None
         if rt is not None:
-            owner = op_by_ext.get(rt.ev.ext_id) if rt.ev.ext_id is not None else None
-            if owner is not None and owner.ev.start_ns <= rt.ev.start_ns and rt.ev.end_ns <= owner.ev.end_ns:
+            owner = op_by_ext.get(rt.ext_id) if rt.ext_id is not None else None
+            if owner is not None and owner.start_ns <= rt.start_ns and rt.end_ns <= owner.end_ns:
                 target = owner
             else:
                 target = rt.parent
-                while target is not None and target.ev.category != "op" and not _is_region(target.name):
+                while target is not None and target.category != "op" and not _is_region(target.name):
                     target = target.parent
         if target is None and d.ext_id is not None:
             target = op_by_ext.get(d.ext_id)
         if target is None:
             unlinked += 1
+            continue
+        # As a node's children: a 1-tuple for an op's one kernel (the most common), a list from the second.
+        work = target.device
+        if not work:
+            target.device = (d,)
+        elif type(work) is tuple:
+            target.device = [*work, d]
         else:
-            target.device.append(d)
+            work.append(d)  # type: ignore[attr-defined]
     return unlinked
-
-
-def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for s, e in sorted(intervals):
-        if merged and s <= merged[-1][1]:
-            if e > merged[-1][1]:
-                merged[-1] = (merged[-1][0], e)
-        else:
-            merged.append((s, e))
-    return merged
-
-
-def _clip(intervals: Sequence[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
-    """The parts of sorted, disjoint ``intervals`` inside ``[lo, hi)``."""
-    out = []
-    for s, e in intervals:
-        if s >= hi:
-            break
-        if e > lo:
-            out.append((max(s, lo), min(e, hi)))
-    return out
 
 
 class _Profile:
@@ -270,35 +407,36 @@ class _Profile:
         self.unlinked = _link_device(self.nodes, tl.device) if tl.device else 0
         self.nodes = _fold_redispatches(self.nodes)
         self.steps: list[_Step] = []
+        reads = _NameMemo(_top_level_read)
         for n in self.nodes:
-            if n.ev.category == "step":
+            if n.category == "step":
                 step = _Step(n)
                 self.steps.append(step)
-                step.top = _top_level(n)
+                step.top = _top_level(n, reads)
         self.steps.sort(key=lambda s: s.start)
         if not self.steps and self.nodes:
             self.notes.append("no ProfilerStep in this profile: the whole recording is read as one step")
             roots = [n for n in self.nodes if n.parent is None]
-            start = min(n.ev.start_ns for n in roots)
-            end = max(n.ev.end_ns for n in roots)
-            fake = _Node(HostEvent(WHOLE_RECORDING, start, end, category="step"))
-            fake.children = sorted(roots, key=lambda n: n.ev.start_ns)
+            start = min(n.start_ns for n in roots)
+            end = max(n.end_ns for n in roots)
+            fake = _Node(WHOLE_RECORDING, start, end, category="step")
+            fake.parent, fake.device = None, _NONE
+            fake.children = sorted(roots, key=lambda n: n.start_ns)
             step = _Step(fake)
-            step.top = _top_level(fake)
+            step.top = _top_level(fake, reads)
             self.steps.append(step)
         # A step lasts until its own device work ends (torch.profiler may close the
         # step before the device catches up when nothing synchronises).
         for s in self.steps:
-            for m in s.node.walk():
-                for d in m.device:
-                    s.end = max(s.end, d.end_ns)
-        self.device_busy = _union((d.start_ns, d.end_ns) for d in tl.device)
-        self._busy_ends = [e for _, e in self.device_busy]
-        self.has_device_time = bool(self.device_busy)
+            s.nodes = _preorder(s.node)  # walked once here; every rule reads the list
+            s.end = max([s.end, *(d.end_ns for m in s.nodes if m.device for d in m.device)])
+        self.busy = _Spans(_union((d.start_ns, d.end_ns) for d in tl.device))  # the device's busy time
+        self.has_device_time = bool(self.busy)
         self.has_device = tl.device_label is not None or self.has_device_time
         # Shapes seen on any event are proof enough; otherwise what the feeder was told, if anything.
         self.record_shapes = True if any(ev.input_shapes is not None for ev in tl.host) else tl.record_shapes
         self.n = len(self.steps)
+        self.mean_step_ns = sum(self.step_ns(s) for s in self.steps) / self.n if self.n else 0.0
         # Filled by the rules that measure them (see RULE_MODULES): the copies a host_device_copy
         # finding explains, and the step's split between host and device that Insights reports.
         self.claimed: set[int] = set()
@@ -306,186 +444,24 @@ class _Profile:
         self.device_busy_us: Optional[float] = None
         self.bound = "unknown"
 
+    def release(self) -> None:
+        """Take the call tree apart once the rules have read it.
+
+        A parent and its children refer to each other: left so, a large trace's nodes wait
+        for the garbage collector; taken apart, they are freed with their timeline.
+        """
+        for n in self.nodes:
+            n.parent = None
+            n.children = n.device = _NONE
+        for s in self.steps:
+            s.node.children, s.nodes, s.top = _NONE, [], []
+
     def step_ns(self, s: _Step) -> int:
         return max(s.end - s.start, 1)
 
-    @property
-    def mean_step_ns(self) -> float:
-        return sum(self.step_ns(s) for s in self.steps) / self.n if self.n else 0.0
-
     def busy_in(self, s: _Step) -> list[tuple[int, int]]:
-        # The merged intervals are sorted and disjoint: their ends are sorted too.
-        first = bisect_right(self._busy_ends, s.start)
-        return _clip(self.device_busy[first:], s.start, s.end)
+        return self.busy.clip(s.start, s.end)
 
     def host_busy_in(self, s: _Step) -> list[tuple[int, int]]:
         # A synchronising op's time is spent waiting for the device, not launching work.
-        return _union((n.ev.start_ns, n.ev.end_ns) for n in s.top if n.name not in SYNC_OPS)
-
-
-def _steady(p: _Profile, per_step_ns: Sequence[float], threshold: float) -> Optional[str]:
-    """How a share of the step is said when it holds, or ``None`` when it does not fire.
-
-    A rule on a share of the step fires when the mean share is at least ``threshold``
-    *and* at least half of the steps reach it on their own, so one slow step (a
-    pause of the machine) cannot raise it. Its words say "of each step" only when
-    every step reaches it.
-    """
-    if not p.n or p.mean_step_ns <= 0:
-        return None
-    mean = sum(per_step_ns) / p.n / p.mean_step_ns
-    over = sum(1 for v, st in zip(per_step_ns, p.steps) if v / p.step_ns(st) >= threshold)
-    if mean < threshold or 2 * over < p.n:
-        return None
-    if over == p.n:
-        return f"{mean:.0%} of each step"
-    return f"{mean:.0%} of the step on average ({over} of {p.n} steps at {threshold:.0%} or more)"
-
-
-def _per_step(total_ns: float, n: int) -> float:
-    return total_ns / n / 1000.0
-
-
-def _share(us: Optional[float], step_us: float) -> Optional[float]:
-    # Not clamped: a share above 1 is a rule's overcount, to be seen, not hidden.
-    if us is None or step_us <= 0:
-        return None
-    return us / step_us
-
-
-def _cause(node: _Node) -> Optional[_Node]:
-    """The op a copy or conversion was made for: the nearest ancestor that is not a conversion wrapper."""
-    p = node.parent
-    while p is not None and p.ev.category != "step":
-        if (p.ev.category == "op" or _is_region(p.name)) and p.name not in CONVERSION_WRAPPERS:
-            return p
-        p = p.parent
-    return None
-
-
-def _in_sync_op(node: _Node) -> bool:
-    return any(p.name in SYNC_OPS for p in node.lineage())
-
-
-HOST_TO_DEVICE = "host→device"
-DEVICE_TO_HOST = "device→host"
-DEVICE_TO_DEVICE = "device→device"
-
-
-def _direction(names: Iterable[str]) -> Optional[str]:
-    """A copy's direction in the trace's own words (``Memcpy HtoD``, ``cuMemcpyDtoHAsync``...); ``None``: unknown.
-
-    A device-to-device word (``DtoD``, ``PtoP``) wins over the others: one such copy
-    makes the whole copy device-side. ``cudaMemcpyAsync`` names no direction.
-    """
-    found = None
-    for name in names:
-        if _DTOD.search(name):
-            return DEVICE_TO_DEVICE
-        if found is None and _HTOD.search(name):
-            found = HOST_TO_DEVICE
-        elif found is None and _DTOH.search(name):
-            found = DEVICE_TO_HOST
-    return found
-
-
-def _copy_evidence(node: _Node) -> tuple[bool, bool, Optional[str]]:
-    """Return (a host↔device copy named by the trace, launched device work, direction) for a copy op's subtree.
-
-    The direction comes from the names of the device memcpys and runtime copy calls
-    under the op; a copy is host↔device only when one of them says so. A copy whose
-    words name no direction (a bare ``cudaMemcpyAsync`` with no device event) or a
-    device-to-device one is no host↔device evidence.
-    """
-    memcpy_names: list[str] = []
-    device_work = False
-    for n in node.walk():
-        for d in n.device:
-            device_work = True
-            if d.category == "memcpy" or _MEMCPY.search(d.name):
-                memcpy_names.append(d.name)
-        if n.ev.category == "runtime" and _MEMCPY.search(n.name):
-            memcpy_names.append(n.name)
-    direction = _direction(memcpy_names)
-    return direction in (HOST_TO_DEVICE, DEVICE_TO_HOST), device_work, direction
-
-
-def _dtype_pair(copy: _Node) -> Optional[tuple[str, str]]:
-    """(from, to) dtypes of a copy, read from ``aten::copy_(dst, src)`` input types."""
-    for n in copy.walk():
-        if n.name == "aten::copy_" and n.ev.input_dtypes and len(n.ev.input_dtypes) >= 2:
-            dst, src = n.ev.input_dtypes[0], n.ev.input_dtypes[1]
-            if dst and src:
-                return _torch_dtype(src), _torch_dtype(dst)
-    return None
-
-
-def _in_optimizer(node: _Node) -> bool:
-    """Whether the op runs inside ``Optimizer.step``/``zero_grad`` (torch.optim's own internals)."""
-    p: Optional[_Node] = node.parent
-    while p is not None and p.ev.category != "step":
-        if _OPTIMIZER.match(p.name):
-            return True
-        p = p.parent
-    return False
-
-
-def _is_scalar_source(copy: _Node) -> Optional[bool]:
-    for n in copy.walk():
-        if n.name == "aten::copy_" and n.ev.input_shapes and len(n.ev.input_shapes) >= 2:
-            return n.ev.input_shapes[1] == ()
-    return None
-
-
-class _Tally:
-    """Occurrences of one pattern, grouped by a key, summed over the steps."""
-
-    def __init__(self) -> None:
-        self.calls: Counter[Any] = Counter()
-        self.ns: defaultdict[Any, float] = defaultdict(float)
-        self.extra: dict[Any, Any] = {}
-        self.steps: defaultdict[Any, set[int]] = defaultdict(set)
-        self.step = 0  # the step being read: set by the rule's loop
-
-    def add(self, key: Any, ns: float, extra: Any = None) -> None:
-        self.calls[key] += 1
-        self.ns[key] += ns
-        self.steps[key].add(self.step)
-        if extra is not None:
-            self.extra.setdefault(key, extra)
-
-    def when(self, key: Any, n: int) -> str:
-        """``"in every step"``, or ``"in k of n steps"`` when the pattern is missing from some."""
-        k = len(self.steps[key])
-        return "in every step" if k >= n else f"in {k} of {n} steps"
-
-    def finding(
-        self,
-        p: _Profile,
-        key: Any,
-        kind: FindingKind,
-        title: str,
-        ops: tuple[str, ...],
-        detail: str,
-        suggestion: str,
-        shown_ns: Optional[float] = None,
-    ) -> Finding:
-        """The finding for one key: its calls per step, its time per step (``shown_ns`` when given,
-        else the tallied time) and that time's share of the mean step; the tallied time is at stake."""
-        at_stake = _per_step(self.ns[key], p.n)
-        us = at_stake if shown_ns is None else _per_step(shown_ns, p.n)
-        evidence = Evidence(ops, self.calls[key] / p.n, us, _share(us, p.mean_step_ns / 1000), detail)
-        return Finding(kind=kind, title=title, evidence=evidence, estimated_us=at_stake, suggestion=suggestion)
-
-
-def _claimed_ancestor(node: _Node, claimed: set[int]) -> bool:
-    return any(id(p) in claimed for p in node.lineage())
-
-
-def _outer_wrapper(node: _Node) -> _Node:
-    out = node
-    p = node.parent
-    while p is not None and p.name in CONVERSION_WRAPPERS:
-        out = p
-        p = p.parent
-    return out
+        return _union((n.start_ns, n.end_ns) for n in s.top if n.name not in SYNC_OPS)

@@ -13,14 +13,13 @@ and keeps unmatched executions on their NEFF rows. Not verified on hardware.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from neuronprof.analysis.neuron._names import FRAMEWORK_LINK
 
-__all__ = ["FlowJoin", "JoinedOp", "join_flows", "link_key"]
-
+__all__ = ["FlowJoin", "JoinedOp", "join_flows", "link_key", "sum_ops"]
 
 
 @dataclass(frozen=True)
@@ -114,19 +113,20 @@ def join_flows(executions: Sequence[Any], links: Mapping[Any, str], *, source: s
         links: ``nrt_sequence_id`` -> op, as ``read_framework_links`` returns it.
         source: What was joined, for the result.
     """
-    totals: dict[tuple[str, str], list[float]] = {}
-    matched = 0
+    joined = []
     for ex in executions:
         op = next((links[k] for k in map(link_key, ex.flow_ids) if k in links), None)
-        if op is None:
-            continue
-        matched += 1
-        t = totals.setdefault((op, ex.neff), [0, 0.0])
-        t[0] += 1
-        t[1] += ex.duration_us
-    ops = sorted(
-        (JoinedOp(op, neff, int(n), us) for (op, neff), (n, us) in totals.items()),
-        key=lambda j: j.device_us,
-        reverse=True,
-    )
-    return FlowJoin(tuple(ops), len(executions), matched, len(links), source)
+        if op is not None:
+            joined.append((op, ex.neff, 1, ex.duration_us))
+    return FlowJoin(sum_ops(joined), len(executions), len(joined), len(links), source)
+
+
+def sum_ops(ops: Iterable[tuple[str, str, int, float]]) -> tuple[JoinedOp, ...]:
+    """``(op, NEFF, executions, device µs)`` summed into one row per (op, NEFF), most device time first."""
+    totals: dict[tuple[str, str], list[float]] = {}
+    for op, neff, n, us in ops:
+        t = totals.setdefault((op, neff), [0, 0.0])
+        t[0] += n
+        t[1] += us
+    rows = (JoinedOp(op, neff, int(n), us) for (op, neff), (n, us) in totals.items())
+    return tuple(sorted(rows, key=lambda j: j.device_us, reverse=True))

@@ -19,14 +19,14 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Optional, Union
 
 from neuronprof.analysis._eventstream import EventBatches
 from neuronprof.analysis._peaks import DevicePeak
-from neuronprof.analysis.neuron._join import FlowJoin, JoinedOp, join_flows, link_key
+from neuronprof.analysis.neuron._join import FlowJoin, join_flows, link_key, sum_ops
 from neuronprof.analysis.neuron._names import (
     DMA_BANDWIDTH,
     EVENT_COLUMNS,
@@ -112,11 +112,6 @@ def _number(value: Any) -> Optional[float]:
     return number if math.isfinite(number) and number > 0 else None
 
 
-def _first_row(pq: Any, path: Path) -> dict[str, Any]:
-    table = pq.read_table(str(path))
-    return table.slice(0, 1).to_pylist()[0] if table.num_rows else {}
-
-
 def read_peak(data_path: Path) -> tuple[Optional[DevicePeak], str]:
     """Read the hardware peaks of the profile's ``Metadata`` tables under ``data_path``.
 
@@ -138,7 +133,8 @@ def read_peak(data_path: Path) -> tuple[Optional[DevicePeak], str]:
     peaks: set[tuple[float, float, float, float]] = set()
     for path in tables:
         try:
-            row = _first_row(pq, path)
+            table = pq.read_table(str(path))
+            row = table.slice(0, 1).to_pylist()[0] if table.num_rows else {}
         except Exception as exc:  # pyarrow's errors (ArrowInvalid, OSError...): a table it cannot read
             return None, f"its Metadata table cannot be read ({type(exc).__name__}: {exc})"
         values = [_number(row.get(k)) for k in (TE_ROWS, TE_COLS, TE_CLOCK_GHZ, DMA_BANDWIDTH)]
@@ -189,7 +185,7 @@ def read_flow_executions(path: Path) -> tuple[list[FlowExecution], list[str]]:
         raise ValueError(f"{path.name} cannot be read ({type(exc).__name__}: {exc})") from None
     merged: dict[tuple[Any, ...], list[Any]] = {}
     rows = skipped = 0
-    for row in _exec_rows(table.to_pylist()):
+    for row in table.to_pylist():
         rows += 1
         flow = row.get("flow_id")
         flows = tuple(flow) if isinstance(flow, (list, tuple)) else (() if flow is None else (flow,))
@@ -238,10 +234,6 @@ def _ns(value: Any) -> Optional[int]:
     return None
 
 
-def _exec_rows(rows: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
-    return (r for r in rows if r.get("name") == EXEC_EVENT)
-
-
 def _attributes(text: Any) -> dict[str, Any]:
     if isinstance(text, dict):
         return text
@@ -284,15 +276,8 @@ class ParquetReads:
         """The folders' joins as one (None when no folder's Parquet output was joined)."""
         if len(self.joins) <= 1:
             return self.joins[0] if self.joins else None
-        totals: dict[tuple[str, str], list[float]] = {}
-        for j in self.joins:
-            for o in j.ops:
-                t = totals.setdefault((o.op, o.neff), [0, 0.0])
-                t[0] += o.executions
-                t[1] += o.device_us
-        ops = sorted((JoinedOp(op, n, int(c), us) for (op, n), (c, us) in totals.items()), key=lambda o: -o.device_us)
         return FlowJoin(
-            tuple(ops),
+            sum_ops((o.op, o.neff, o.executions, o.device_us) for j in self.joins for o in j.ops),
             sum(j.executions for j in self.joins),
             sum(j.matched for j in self.joins),
             sum(j.links for j in self.joins),
@@ -320,8 +305,7 @@ def read_framework_links(path: Union[str, os.PathLike[str]]) -> dict[Any, str]:
                 ops.setdefault(thread, []).append((float(ts), float(ts + dur), op))
             args = ev.get("args")
             if isinstance(args, dict) and args.get(FRAMEWORK_LINK) is not None:
-                own = op
-                carriers.append((args[FRAMEWORK_LINK], thread, float(ts), float(ts + dur), str(name), own))
+                carriers.append((args[FRAMEWORK_LINK], thread, float(ts), float(ts + dur), str(name), op))
     links: dict[Any, str] = {}
     by_thread: dict[tuple[Any, Any], list[tuple[float, float, Any, str]]] = {}
     for seq, thread, start, end, name, own in carriers:

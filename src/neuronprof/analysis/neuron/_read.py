@@ -21,6 +21,7 @@ import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -218,6 +219,18 @@ def _read_folders(
     summaries: list[DeviceSummary] = []
     executions: list[NeffExecution] = []
     steps: list[tuple[int, int, int]] = []
+
+    def from_tool(f: _Folder, fmt: str, read: Callable[[str], Any], name: str) -> Any:
+        """Have the tool write ``f``'s ``fmt`` JSON and read it; with ``save``, keep it beside the runtime's files."""
+
+        def consume(path: str) -> Any:
+            result = read(path)
+            if save:
+                _save(path, f.path / name, notes)
+            return result
+
+        return runner.view([("-d", f.path)], fmt, consume)
+
     system_folders = [f for f in folders if f.has_system]
     device_only = [f for f in folders if not f.has_system and f.ntffs]
     if system_folders and device_only:
@@ -242,28 +255,12 @@ def _read_folders(
                 executions.extend(found)
                 notes.extend(more)
         elif f.runtime:
-
-            def consume_system(path: str, f: _Folder = f) -> tuple[list[NeffExecution], list[str]]:
-                result = read_system_profile(path, label=f"system profile of {f.path}")
-                if save:
-                    _save(path, f.path / SYSTEM_JSON, notes)
-                return result
-
-            got = runner.view([("-d", f.path)], "json", consume_system)
+            got = from_tool(f, "json", partial(read_system_profile, label=f"system profile of {f.path}"), SYSTEM_JSON)
             if got is not None:
                 executions.extend(got[0])
                 notes.extend(got[1])
         if not f.summaries and f.runtime:
-
-            def consume_summary(path: str, f: _Folder = f) -> list[DeviceSummary]:
-                result = read_summary_file(path, notes=notes)
-                if save:
-                    _save(path, f.path / SUMMARY_JSON, notes)
-                return result
-
-            got_s = runner.view([("-d", f.path)], "summary-json", consume_summary)
-            if got_s is not None:
-                summaries.extend(got_s)
+            summaries.extend(from_tool(f, "summary-json", partial(read_summary_file, notes=notes), SUMMARY_JSON) or ())
         # The tool is run for the Parquet output only where it ran for the JSON: a bundle needs none.
         ingest = runner.ingest if f.runtime and runner.used is not None and not runner.failed else None
         _parquet.read_folder(
@@ -280,13 +277,8 @@ def _read_folders(
         if f.summaries:
             continue
         for neff, ntff in pairs:
-
-            def consume_pair(path: str, neff: Path = neff) -> list[DeviceSummary]:
-                return read_summary_file(path, label=neff.name, notes=notes)
-
-            got_p = runner.view([("-n", neff), ("-s", ntff)], "summary-json", consume_pair)
-            if got_p is not None:
-                summaries.extend(got_p)
+            pair_summary = partial(read_summary_file, label=neff.name, notes=notes)
+            summaries.extend(runner.view([("-n", neff), ("-s", ntff)], "summary-json", pair_summary) or ())
     return summaries, executions, steps
 
 

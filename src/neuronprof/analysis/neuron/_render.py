@@ -63,10 +63,8 @@ def _engine_cols() -> list[Column[DeviceSummary]]:
     cols += [Column(f"{_ENGINE_TITLES[e]} µs (share)", _engine_cell(e)) for e in ENGINES]
     cols.append(Column("Bottleneck", lambda s: _ENGINE_TITLES[s.bottleneck] if s.bottleneck else "", left=True))
     cols += [
-        Column("HBM read (MB)", lambda s: _num(None if s.hbm_read_bytes is None else float(s.hbm_read_bytes), 1e6, 2)),
-        Column(
-            "HBM write (MB)", lambda s: _num(None if s.hbm_write_bytes is None else float(s.hbm_write_bytes), 1e6, 2)
-        ),
+        Column("HBM read (MB)", lambda s: _num(s.hbm_read_bytes, 1e6, 2)),
+        Column("HBM write (MB)", lambda s: _num(s.hbm_write_bytes, 1e6, 2)),
         Column("HW GFLOP", lambda s: _num(s.hardware_flops, 1e9, 3)),
         Column("Model GFLOP", lambda s: _num(s.model_flops, 1e9, 3)),
         Column("MFU (%)", lambda s: _num(s.mfu_pct)),
@@ -251,10 +249,7 @@ def render_engines_figure(profile: NeuronProfile, *, normalize: bool = False) ->
         widths = [_share(s, engine) if normalize else s.engine(engine).active_us or 0.0 for s in shown]
         ax.barh(ys, widths, left=left, color=_COLOURS[engine], label=_ENGINE_TITLES[engine], height=0.6)
         left = [a + b for a, b in zip(left, widths)]
-    if normalize:
-        totals = [(y, 100.0) for y, s in zip(ys, shown) if s.total_us is not None]
-    else:
-        totals = [(y, s.total_us) for y, s in zip(ys, shown) if s.total_us is not None]
+    totals = [(y, 100.0 if normalize else s.total_us) for y, s in zip(ys, shown) if s.total_us is not None]
     if totals:
         ax.scatter([t for _, t in totals], [y for y, _ in totals], marker="|", s=600, color="black", label="total time")
     ax.set_yticks(ys)

@@ -14,12 +14,6 @@ if TYPE_CHECKING:
 __all__ = ["profile_roofline"]
 
 
-def _subject(profile: NeuronProfile) -> str:
-    what = f"the Neuron profile {profile.source}" if profile.source else "the Neuron profile"
-    why = profile.peak_note or "Neuron's Parquet output was not read"
-    return f"{what}, which carries no hardware peaks ({why}),"
-
-
 def profile_roofline(
     profile: NeuronProfile,
     device: Optional[Union[DevicePreset, DevicePeak]] = None,
@@ -57,18 +51,19 @@ def profile_roofline(
         ]
     else:
         # A preset of the hand-typed table: the profiles are a NeuronCore's, of a generation they do not name.
+        why = profile.peak_note or "Neuron's Parquet output was not read"
+        what = f"the Neuron profile {profile.source}" if profile.source else "the Neuron profile"
         peak, origin = resolve_peaks(
             device,
             peak_flops=peak_flops,
             peak_bw=peak_bw,
             device_label="NEURON",
             device_name=None,
-            subject=_subject(profile),
+            subject=f"{what}, which carries no hardware peaks ({why}),",
         )
         if own is not None:
             where = [f"the peaks asked for are used, not the profile's own ({own.description})"]
         elif origin == "preset":
-            why = profile.peak_note or "Neuron's Parquet output was not read"
             where = [f"peaks from neuronprof's hand-typed preset table, a fallback: the profile carries none ({why})"]
         else:
             where = []

@@ -122,6 +122,7 @@ _RECORD_FIELDS = (
 )
 """The fields of an ``nc_exec_running`` record that the reader uses (all others are skipped)."""
 
+
 def _record_type() -> tuple[Any, Optional[Callable[[str], list[Any]]]]:
     """The record class, and a decoder of a JSON array of records into it (``None`` without msgspec)."""
     try:
@@ -236,9 +237,6 @@ def _in_ns(ts: Any, dur: Any, unit: Any) -> tuple[Optional[int], Optional[int]]:
     return ts * scale, dur * scale
 
 
-
-
-
 # -- framework trace and steps ------------------------------------------------------------
 
 
@@ -305,7 +303,6 @@ def step_activity(executions: Sequence[NeffExecution], steps: Iterable[tuple[int
             )
         )
     return out
-
 
 
 def outside_steps(executions: Sequence[NeffExecution], steps: Sequence[tuple[int, int, int]]) -> list[str]:

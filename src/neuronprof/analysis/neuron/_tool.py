@@ -148,18 +148,15 @@ class NeuronTool:
                     f"{self.name} view --output-format {output_format} wrote its output but did not exit; "
                     f"it was stopped {when} and its output used"
                 )
-            failed = f"{self.name} view failed with exit status {rc}: {_tail(stderr)}; {_hint(self)}"
-            if produced is None:
-                if hung:
-                    raise NeuronToolError(
-                        f"{self.name} did not finish within {timeout:g} s and wrote no output "
-                        f"({' '.join(cmd[1:4])} ...); {_hint(self)}"
-                    )
-                if rc != 0:
-                    raise NeuronToolError(failed)
-                raise NeuronToolError(f"{self.name} view wrote no output ({_tail(stderr)}); {_hint(self)}")
+            if produced is None and hung:
+                raise NeuronToolError(
+                    f"{self.name} did not finish within {timeout:g} s and wrote no output "
+                    f"({' '.join(cmd[1:4])} ...); {_hint(self)}"
+                )
             if rc != 0 and not hung:
-                raise NeuronToolError(failed)
+                raise NeuronToolError(f"{self.name} view failed with exit status {rc}: {_tail(stderr)}; {_hint(self)}")
+            if produced is None:
+                raise NeuronToolError(f"{self.name} view wrote no output ({_tail(stderr)}); {_hint(self)}")
             try:
                 return consume(produced)
             except (TraceError, ValueError) as exc:
@@ -235,8 +232,8 @@ def find_neuron_tool(tool: Optional[str] = None) -> NeuronTool:
     """Find Neuron's profile viewer and ask for its version.
 
     Looked for, in order: ``tool`` when given; the path in the environment
-    variable ``NEURONPROF_NEURON_EXPLORER``; ``neuron-explorer`` then
-    ``neuron-profile`` on ``PATH``; the same names in ``/opt/aws/neuron/bin``.
+    variable ``NEURONPROF_NEURON_EXPLORER``; ``neuron-explorer`` on ``PATH``,
+    then in ``/opt/aws/neuron/bin``; ``neuron-profile`` the same way.
 
     Args:
         tool: A path or command name to use instead of searching; None searches.
@@ -252,12 +249,7 @@ def find_neuron_tool(tool: Optional[str] = None) -> NeuronTool:
             raise NeuronToolMissing(f"{named} (from {where}) is not an executable neuron-explorer; {INSTALL_HINT}")
         return NeuronTool(found, os.path.basename(found), _version(found))
     for name in TOOL_NAMES:
-        found = shutil.which(name)
-        if found is None:
-            for folder in SEARCH_DIRS:
-                found = shutil.which(name, path=folder)
-                if found is not None:
-                    break
+        found = shutil.which(name) or shutil.which(name, path=os.pathsep.join(SEARCH_DIRS))
         if found is not None:
             return NeuronTool(found, name, _version(found))
     raise NeuronToolMissing(
@@ -366,10 +358,7 @@ def _run(
                 _kill(proc)
                 proc.wait()
         rc = proc.returncode
-    with open(out_path, encoding="utf-8", errors="replace") as f:
-        stdout = f.read()
-    with open(err_path, encoding="utf-8", errors="replace") as f:
-        stderr = f.read()
+    stdout, stderr = (Path(p).read_text(encoding="utf-8", errors="replace") for p in (out_path, err_path))
     return rc, stopped, stdout, stderr
 
 

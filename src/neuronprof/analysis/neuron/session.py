@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Optional
 
@@ -212,10 +212,9 @@ def add_neuron_profile(
             f"(largest gap {s.largest_gap_us:.1f} µs)"
             for s in profile.steps[:_SHOWN_STEPS]
         )
-        more = f"; {len(profile.steps) - _SHOWN_STEPS} more in s.neuron_profile().steps" if len(
-            profile.steps
-        ) > _SHOWN_STEPS else ""
-        notes.append(f"NeuronCore time per step (Neuron's profile): {shown}{more}")
+        more = len(profile.steps) - _SHOWN_STEPS
+        rest = f"; {more} more in s.neuron_profile().steps" if more > 0 else ""
+        notes.append(f"NeuronCore time per step (Neuron's profile): {shown}{rest}")
     return table.with_rows(rows, notes=notes)
 
 
@@ -227,6 +226,15 @@ def _key(op: str) -> str:
     return op.split("::")[-1].strip("_").lower()
 
 
+def _op_rows(rows: list[OpRow], key: Callable[[str], str]) -> dict[str, list[int]]:
+    """The positions of the host op rows (not kernels, steps or NEFF rows), by ``key`` of their name."""
+    found: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        if not (r.on_device or is_step_row(r.name) or r.name.startswith(NEFF_ROW_PREFIX)):
+            found.setdefault(key(r.name), []).append(i)
+    return found
+
+
 def _join_onto_ops(rows: list[OpRow], profile: NeuronProfile) -> tuple[list[OpRow], int]:
     """Put the flow_id join's device time on the op rows of that name; return the rows and how many got time.
 
@@ -234,10 +242,7 @@ def _join_onto_ops(rows: list[OpRow], profile: NeuronProfile) -> tuple[list[OpRo
     names the op, not its shapes, and a split between the rows would be a guess.
     """
     assert profile.flow_join is not None
-    by_name: dict[str, list[int]] = {}
-    for i, r in enumerate(rows):
-        if not (r.on_device or is_step_row(r.name) or r.name.startswith(NEFF_ROW_PREFIX)):
-            by_name.setdefault(r.name, []).append(i)
+    by_name = _op_rows(rows, lambda name: name)
     out = list(rows)
     done = 0
     for op, us in profile.flow_join.by_op().items():
@@ -250,11 +255,7 @@ def _join_onto_ops(rows: list[OpRow], profile: NeuronProfile) -> tuple[list[OpRo
 
 def _match_by_name(rows: list[OpRow], profile: NeuronProfile) -> tuple[list[OpRow], int]:
     """Put each NEFF's device time on the one op whose name is a token of the NEFF's name."""
-    by_key: dict[str, list[int]] = {}
-    for i, r in enumerate(rows):
-        if r.on_device or is_step_row(r.name) or r.name.startswith(NEFF_ROW_PREFIX):
-            continue
-        by_key.setdefault(_key(r.name), []).append(i)
+    by_key = _op_rows(rows, _key)
     extra: dict[int, float] = {}
     matched = 0
     for s in profile.neffs:

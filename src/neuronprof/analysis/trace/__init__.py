@@ -10,7 +10,8 @@ the same [`Table`][neuronprof.Table] that ``session.table()`` returns.
 The package's modules, each one concern: ``_rules`` (numbers, ids and producer
 rules), ``_model`` (``Trace``, ``TraceOp``), ``_sums`` (per-key sums and how they
 become a ``Trace``), ``_aggregate`` (the one aggregation, shared with the live
-session), ``_reader`` (one trace file); this module finds the files and loads them.
+session), ``_reader`` (one trace file), ``_parallel`` (a folder's files side by
+side, in worker processes or on a Dask cluster); this module finds the files and loads them.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from neuronprof.analysis._eventstream import missing_reason
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.trace._aggregate import EventAggregator, sum_events
 from neuronprof.analysis.trace._events import EventTable, step_windows
-from neuronprof.analysis.trace._files import collect_unreadable, read_each
+from neuronprof.analysis.trace._files import collect_unreadable
 from neuronprof.analysis.trace._model import StepSample, Trace, TraceOp
+from neuronprof.analysis.trace._parallel import ExecutorLike, Readers, merge_reads, readers_for, reading
 from neuronprof.analysis.trace._reader import read_events
 from neuronprof.analysis.trace._rules import is_container_lane, process_roles
 from neuronprof.analysis.trace._sums import EventKeys, _build, _Sums
@@ -39,6 +41,7 @@ __all__ = [
     "EventAggregator",
     "EventKeys",
     "EventTable",
+    "ExecutorLike",
     "GroupBy",
     "StepSample",
     "Trace",
@@ -51,6 +54,7 @@ __all__ = [
     "load_trace",
     "process_roles",
     "read_events",
+    "reading",
     "summarize",
     "step_windows",
     "sum_events",
@@ -146,25 +150,50 @@ def _stray_files(folder: str, files: Sequence[str]) -> list[str]:
     return sorted(out)
 
 
-def load_trace(source: TraceSource) -> Trace:
+def load_trace(source: TraceSource, *, jobs: Optional[int] = None, executor: Optional[ExecutorLike] = None) -> Trace:
     """Read a trace file or folder into a [`Trace`][neuronprof.analysis.Trace].
 
     Accepts Chrome/Perfetto JSON traces (``.json`` or ``.json.gz``) such as
     torch.profiler's ``export_chrome_trace`` writes, TensorBoard trace folders
     and TorchNeuron output folders; several files are summed. Events are
-    streamed, never loaded whole, and kept in compact columns (about 25 bytes an
-    event: [`Trace.event_tables`][neuronprof.analysis.Trace], what the findings read).
+    streamed, never loaded whole, and kept in compact columns of machine numbers (a
+    few tens of bytes an event: [`Trace.event_tables`][neuronprof.analysis.Trace],
+    what the findings read).
+
+    The files of a folder are read side by side, one worker process per core
+    (each reads one file at a time, in bounded memory), and merged in file order:
+    the result is the one a single process gives. A folder of under 1 MiB, or a
+    single file, is read in this process. On platforms that start workers by
+    spawning a fresh interpreter (macOS, Windows), call this from a script's
+    ``if __name__ == "__main__":`` block, or pass ``jobs=1``.
 
     Args:
         source: A path, or a ``Trace`` (returned unchanged).
+        jobs: Worker processes for a folder's files (default: one per core, at most
+            one per file, for a folder of 1 MiB or more); ``1`` reads them here, one
+            after another.
+        executor: Read the files on a Dask cluster instead: ``"dask://HOST:PORT"``
+            (a running scheduler; needs the ``dask`` extra, and the files at the same
+            path on its workers), or any ``concurrent.futures.Executor`` (e.g. a Dask
+            ``Client.get_executor()``). Excludes ``jobs``.
 
     Raises:
         TraceError: The path is missing, or a file is not a readable trace.
+        TypeError: ``jobs`` is not a whole number, or ``executor`` not a string or an executor.
+        ValueError: ``jobs`` below 1, an executor not written ``dask://HOST:PORT``, or both given.
+        ImportError: A ``dask://`` executor without Dask's ``distributed`` installed.
+        ConnectionError: The Dask scheduler cannot be reached.
+        ChildProcessError: A worker process stopped abruptly (e.g. killed for memory).
     """
     if isinstance(source, Trace):
         return source
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"load_trace() takes a path or a Trace, got {type(source).__name__}")
+    with readers_for(jobs, executor) as readers:  # checks jobs and executor before any file is read
+        return _load(source, readers)
+
+
+def _load(source: Union[str, os.PathLike[str]], readers: Readers) -> Trace:
     files = find_trace_files(source)
     folder_notes: list[str] = []
     if os.path.isdir(source):
@@ -174,13 +203,12 @@ def load_trace(source: TraceSource) -> Trace:
             folder_notes.append(
                 f"left out {len(stray)} other JSON file(s) in the folder (not named like the traces read): {shown}"
             )
-    keys = EventKeys()
-    read, unreadable = read_each(files, lambda f: read_events(f, keys))
+    read, unreadable = readers.read(files)
     if unreadable:
         files = [f for f, _ in read]
         folder_notes.insert(0, unreadable)
-    tables = tuple(table for _, table in read)
-    return _traces(tables, files, folder_notes)
+    tables, sums = merge_reads([each for _, each in read])
+    return _traces(tables, files, folder_notes, sums=sums)
 
 
 def trace_of(tables: Sequence[EventTable], *, earlier: Optional[_Sums] = None) -> Trace:
@@ -196,13 +224,19 @@ def trace_of(tables: Sequence[EventTable], *, earlier: Optional[_Sums] = None) -
 
 
 def _traces(
-    tables: tuple[EventTable, ...], files: Sequence[str], folder_notes: list[str], *, earlier: Optional[_Sums] = None
+    tables: tuple[EventTable, ...],
+    files: Sequence[str],
+    folder_notes: list[str],
+    *,
+    earlier: Optional[_Sums] = None,
+    sums: Optional[Sequence[_Sums]] = None,
 ) -> Trace:
+    """Sum the tables (or take their ``sums``, made where they were read) into a Trace."""
     if not tables:
         raise ValueError("no event tables to sum")
     keys = tables[0].keys
     first = 0 if earlier is None else 1
-    per_file = ([] if earlier is None else [earlier]) + [sum_events(t) for t in tables]
+    per_file = ([] if earlier is None else [earlier]) + (list(sums) if sums else [sum_events(t) for t in tables])
     ranks: dict[int, list[int]] = {}
     for i, s in enumerate(per_file):
         if s.rank is not None:
@@ -250,6 +284,8 @@ def summarize(
     row_limit: Optional[int] = None,
     device_only: bool = False,
     group_by: GroupBy = "name",
+    jobs: Optional[int] = None,
+    executor: Optional[ExecutorLike] = None,
 ) -> Table:
     """Return a trace's per-operator [`Table`][neuronprof.Table] (what ``neuronprof summarize`` prints).
 
@@ -259,16 +295,25 @@ def summarize(
         row_limit: Keep at most this many rows.
         device_only: Keep only rows with device time.
         group_by: ``"name"`` or ``"shape"`` (see [`GroupBy`][neuronprof.typing.GroupBy]).
+        jobs: Worker processes reading a folder's files, as for [`load_trace`][neuronprof.analysis.load_trace].
+        executor: A Dask cluster reading them instead, as for ``load_trace``.
 
     Raises:
         TraceError: The trace cannot be read.
-        ValueError: Unknown ``sort_by`` or ``group_by``.
+        ValueError: Unknown ``sort_by`` or ``group_by``; bad ``jobs`` or ``executor`` (see ``load_trace``).
     """
-    return load_trace(source).table(sort_by, row_limit=row_limit, device_only=device_only, group_by=group_by)
+    trace = load_trace(source, jobs=jobs, executor=executor)
+    return trace.table(sort_by, row_limit=row_limit, device_only=device_only, group_by=group_by)
 
 
 def summarize_ranks(
-    source: TraceSource, *, sort_by: SortKey = "device", group_by: GroupBy = "name", device_only: bool = False
+    source: TraceSource,
+    *,
+    sort_by: SortKey = "device",
+    group_by: GroupBy = "name",
+    device_only: bool = False,
+    jobs: Optional[int] = None,
+    executor: Optional[ExecutorLike] = None,
 ) -> RankTable:
     """Return every rank's table side by side (``session.table(ranks="all")`` offline).
 
@@ -281,6 +326,8 @@ def summarize_ranks(
             ``"calls"``, ``"name"`` ...).
         group_by: ``"name"`` (one row per op) or ``"shape"`` (per op and input shapes).
         device_only: Keep only rows with device time.
+        jobs: Worker processes reading the ranks' files, as for [`load_trace`][neuronprof.analysis.load_trace].
+        executor: A Dask cluster reading them instead, as for ``load_trace``.
 
     Returns:
         A [`RankTable`][neuronprof.model.RankTable] with, per op, each rank's self times (µs)
@@ -289,6 +336,8 @@ def summarize_ranks(
 
     Raises:
         TraceError: The trace cannot be read.
-        ValueError: Unknown ``sort_by`` or ``group_by``, or a key the cross-rank view cannot sort by.
+        ValueError: Unknown ``sort_by`` or ``group_by``, or a key the cross-rank view cannot sort by;
+            bad ``jobs`` or ``executor`` (see ``load_trace``).
     """
-    return load_trace(source).rank_table(sort_by, group_by=group_by, device_only=device_only)
+    trace = load_trace(source, jobs=jobs, executor=executor)
+    return trace.rank_table(sort_by, group_by=group_by, device_only=device_only)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from array import array
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -80,6 +81,29 @@ class EventTable:
             if pid in analysis_pids or where in views:
                 continue
             yield where, th, pid in device_pids
+
+    def rekeyed(self, keys: EventKeys, new: Sequence[int]) -> EventTable:
+        """The same events under other keys: key ``k`` becomes ``new[k]`` of ``keys`` (tables read apart, merged)."""
+        if keys is self.keys:
+            return self
+        same = list(new) == list(range(len(new)))  # the first file's keys often keep their indices
+        threads: dict[tuple[Any, Any], EventColumns] = {}
+        for where, th in self.threads.items():
+            moved = threads[where] = EventColumns()
+            moved.ts, moved.dur, moved.corr, moved.ext = th.ts, th.dur, th.corr, th.ext
+            moved.kid = th.kid if same else array("i", map(new.__getitem__, th.kid))
+        flops = {new[k]: v for k, v in self.flops.items()}
+        return replace(self, keys=keys, threads=MappingProxyType(threads), flops=MappingProxyType(flops))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled to cross from a worker process: read-only mappings do not pickle, so they travel as dicts.
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return _unpickled, ({k: dict(v) if isinstance(v, MappingProxyType) else v for k, v in values.items()},)
+
+
+def _unpickled(values: dict[str, Any]) -> EventTable:
+    wrapped: dict[str, Any] = {k: MappingProxyType(v) if type(v) is dict else v for k, v in values.items()}
+    return EventTable(**wrapped)
 
 
 class _Filling:

@@ -194,12 +194,9 @@ class Trace:
             [`RankInsights`][neuronprof.analysis.insights.RankInsights] when the trace
             holds several ranks.
         """
-        from neuronprof.analysis.insights import analyze_timeline
+        from neuronprof.analysis.insights._trace import insights_of
 
-        cached = self.__dict__.get("_insights")
-        if cached is None:
-            cached = self.__dict__["_insights"] = analyze_timeline(self.timeline())
-        return cached
+        return insights_of(self)
 
     @renamed_keyword("limit", "row_limit")
     def table(

@@ -66,8 +66,37 @@ class EventKeys:
         return twin
 
 
+def shared_keys(apart: Sequence[EventKeys]) -> tuple[EventKeys, list[list[int]]]:
+    """One set of keys for the keys of files read apart, and each file's map from its key indices to the set's.
+
+    The keys come in the order one set shared by the files would have given them:
+    every file's keys first, in file order, then the device twins the sums made
+    (``device_twin``), so that the rows, which keep key order between equals,
+    come out as one shared set gives them.
+    """
+    if len(apart) == 1:
+        return apart[0], [list(range(len(apart[0].keys)))]
+    shared = EventKeys()
+    index_get, maps = shared.index.get, []
+    for keys in apart:
+        twins = set(keys.twins.values())
+        new = [-1] * len(keys.keys)
+        for kid, key in enumerate(keys.keys):
+            if kid not in twins:
+                found = index_get(key)
+                new[kid] = shared.add(key) if found is None else found
+        maps.append(new)
+    for keys, new in zip(apart, maps):
+        for kid, twin in sorted(keys.twins.items(), key=operator.itemgetter(1)):  # in the order they were made
+            new[twin] = shared.device_twin(new[kid])
+    return shared, maps
+
+
 class _Sums:
-    """Per-key sums (integer ns) and what a file (or several) says about its run."""
+    """Per-key sums (integer ns) and what a file (or several) says about its run.
+
+    A field indexed by key (a list per key, a dict or set of keys) is moved in ``rekey`` too.
+    """
 
     def __init__(self, n: int = 0) -> None:
         self.calls = [0] * n
@@ -102,6 +131,26 @@ class _Sums:
             for lst in (self.calls, self.cpu_self, self.cpu_total, self.dev_self, self.dev_total):
                 lst.extend([0] * extra)
             self.on_device.extend([False] * extra)
+
+    def rekey(self, new: Sequence[int], n: int) -> None:
+        """Move the sums to other key indices: key ``k`` becomes ``new[k]`` of ``n`` keys (``new`` one-to-one)."""
+        for name, empty in (
+            ("calls", 0),
+            ("cpu_self", 0),
+            ("cpu_total", 0),
+            ("dev_self", 0),
+            ("dev_total", 0),
+            ("on_device", False),
+        ):
+            moved = [empty] * n
+            for k, value in enumerate(getattr(self, name)):
+                moved[new[k]] = value
+            setattr(self, name, moved)
+        self.flops = {new[k]: v for k, v in self.flops.items()}
+        self.async_keys = {new[k] for k in self.async_keys}
+        for sample in self.samples:
+            sample[2] = {new[k]: ns for k, ns in sample[2].items()}
+            sample[3] = {new[k]: ns for k, ns in sample[3].items()}
 
     def add(self, other: _Sums) -> None:
         self.grow(len(other.calls))

@@ -1,0 +1,112 @@
+"""Time intervals for the rules: unions, windows, lengths, and the largest gaps between neighbours.
+
+Every interval is ``(start, end)`` in integer nanoseconds. The rules measure shares of a
+step with them (device busy, host in ops, collectives) on traces of millions of events,
+so a window is cut by bisection and gaps are kept as they come, never by rescanning.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Sequence
+
+
+def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, disjoint intervals covering what ``intervals`` cover; touching ones are joined, empty ones kept."""
+    spans = sorted(intervals)
+    if len(spans) < 2:
+        return spans
+    merged: list[tuple[int, int]] = []
+    it = iter(spans)
+    lo, hi = next(it)
+    for s, e in it:
+        if s <= hi:
+            if e > hi:
+                hi = e
+        else:
+            merged.append((lo, hi))
+            lo, hi = s, e
+    merged.append((lo, hi))
+    return merged
+
+
+def _covered(spans: Sequence[tuple[int, int]]) -> int:
+    """How long the union of ``spans`` is (ns)."""
+    if len(spans) < 2:
+        return spans[0][1] - spans[0][0] if spans else 0
+    return sum(e - s for s, e in _union(spans))
+
+
+def _clip(intervals: Sequence[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
+    """The parts of sorted, disjoint ``intervals`` inside ``[lo, hi)``."""
+    out = []
+    for s, e in intervals:
+        if s >= hi:
+            break
+        if e > lo:
+            out.append((max(s, lo), min(e, hi)))
+    return out
+
+
+class _Spans:
+    """Sorted, disjoint intervals (a ``_union``), cut to a window by bisection rather than by a scan.
+
+    Kept as two lists of ints (starts, ends), not as tuples: a trace's device work is
+    one interval per kernel.
+    """
+
+    __slots__ = ("starts", "ends")
+
+    def __init__(self, spans: list[tuple[int, int]]) -> None:
+        self.starts = [s for s, _ in spans]
+        self.ends = [e for _, e in spans]  # sorted too: the intervals are disjoint
+
+    def __bool__(self) -> bool:
+        return bool(self.starts)
+
+    def clip(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """``_clip(spans, lo, hi)``, found by bisection: the intervals that end after ``lo`` and start before ``hi``.
+
+        Of sorted, disjoint intervals only the first of them can start before ``lo`` and
+        only the last end after ``hi``: those two are cut to the window.
+        """
+        first, stop = bisect_right(self.ends, lo), bisect_left(self.starts, hi)
+        out = list(zip(self.starts[first:stop], self.ends[first:stop]))
+        if out:
+            s, e = out[0]
+            if s < lo or e > hi:
+                out[0] = (max(s, lo), min(e, hi))
+            s, e = out[-1]
+            if e > hi:
+                out[-1] = (s, hi)
+        return out
+
+
+Gap = tuple[int, str, str, str]
+"""A gap as the findings show it: ``(length ns, name before, name after, where)``."""
+
+
+class _LargestGaps:
+    """The largest gap of each pair of neighbours, kept as the gaps come: what a finding lists.
+
+    ``shown(k)`` gives what sorting every gap longest first (a stable sort) and keeping the first
+    gap of each ``(before, after)`` pair gives, its first ``k``, without holding every gap: a
+    long trace has one gap per op or kernel.
+    """
+
+    __slots__ = ("_best", "_count")
+
+    def __init__(self) -> None:
+        self._best: dict[tuple[str, str], tuple[int, int, Gap]] = {}
+        self._count = 0
+
+    def add(self, gap: int, before: str, after: str, where: str) -> None:
+        key = (before, after)
+        best = self._best.get(key)
+        if best is None or gap > best[0]:  # on a tie the earlier gap stays, as a stable sort keeps it
+            self._best[key] = (gap, self._count, (gap, before, after, where))
+        self._count += 1
+
+    def shown(self, k: int) -> list[Gap]:
+        """The ``k`` largest, one per pair, longest first (the earlier on a tie)."""
+        return [g for _, _, g in sorted(self._best.values(), key=lambda b: (-b[0], b[1]))[:k]]

@@ -1,0 +1,214 @@
+"""Property tests of the findings engine's fast paths against straightforward references.
+
+The engine reads traces of millions of events, so it finds things by bisection, keeps
+running bests instead of lists, and reads a trace's events straight into its call tree.
+Each of those is checked here, on generated inputs, against the plain version it
+replaces (a scan, a full sort, the ``HostEvent`` timeline): same result, ties included.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from analysis.trace_builders import op, write_trace
+from neuronprof._report_timeline import timeline_data
+from neuronprof.analysis import load_trace
+from neuronprof.analysis.insights import analyze_timeline
+from neuronprof.analysis.insights._intervals import _clip, _LargestGaps, _Spans, _union
+from neuronprof.analysis.insights._step_rules import _EDGES, _Neighbours
+from neuronprof.analysis.insights._trace import timeline_of
+from neuronprof.analysis.insights._tree import _Node, _Step
+
+_spans = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 15)).map(lambda t: (t[0], t[0] + t[1])), max_size=25)
+
+
+def _reference_union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for s, e in sorted(intervals):
+        if merged and s <= merged[-1][1]:
+            if e > merged[-1][1]:
+                merged[-1] = (merged[-1][0], e)
+        else:
+            merged.append((s, e))
+    return merged
+
+
+@given(_spans)
+def test_the_union_is_the_plain_merge(spans: list[tuple[int, int]]) -> None:
+    assert _union(spans) == _reference_union(spans)
+
+
+@given(_spans, st.integers(-5, 80), st.integers(-5, 80))
+def test_a_window_cut_by_bisection_is_the_scan(spans: list[tuple[int, int]], lo: int, hi: int) -> None:
+    merged = _union(spans)
+    assert _Spans(merged).clip(lo, hi) == _clip(merged, lo, hi)
+
+
+class _Collected:
+    def __init__(self) -> None:
+        self.gaps: list[tuple[int, str, str, str]] = []
+
+    def add(self, gap: int, before: str, after: str, where: str) -> None:
+        self.gaps.append((gap, before, after, where))
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 10)), min_size=1, max_size=20),
+    st.lists(st.tuples(st.integers(-5, 60), st.integers(0, 10)), max_size=20),
+)
+def test_the_ops_beside_a_gap_are_the_scans(ops: list[tuple[int, int]], gaps: list[tuple[int, int]]) -> None:
+    step = _Node("ProfilerStep#1", 0, 100, category="step")
+    top = [_Node(f"op{i}", s, s + d) for i, (s, d) in enumerate(ops)]  # equal ends and starts: ties
+    st_ = _Step(step)
+    st_.top = top
+    windows = [(s, s + d) for s, d in gaps]
+    got = _Collected()
+    _Neighbours(st_).add_gaps(windows, "ProfilerStep#1", got)  # type: ignore[arg-type]
+    expected = []
+    for lo, hi in windows:
+        # The scan it replaces: the last-ending op before the gap, the first-starting one after (first on a tie).
+        before = [t for t in top if t.end_ns <= lo]
+        after = [t for t in top if t.start_ns >= hi]
+        expected.append(
+            (
+                hi - lo,
+                max(before, key=lambda t: t.end_ns).name if before else _EDGES[0],
+                min(after, key=lambda t: t.start_ns).name if after else _EDGES[1],
+                "ProfilerStep#1",
+            )
+        )
+    assert got.gaps == expected
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 6), st.sampled_from("abc"), st.sampled_from("xy"), st.sampled_from("PQ"))),
+    st.integers(0, 8),
+)
+def test_the_largest_gaps_are_the_sorted_firsts(gaps: list[tuple[int, str, str, str]], k: int) -> None:
+    largest = _LargestGaps()
+    for g in gaps:
+        largest.add(*g)
+    # The reference: every gap, longest first (a stable sort), the first of each pair of ops.
+    firsts: dict[tuple[str, str], tuple[int, str, str, str]] = {}
+    for g in sorted(gaps, key=lambda g: -g[0]):
+        firsts.setdefault((g[1], g[2]), g)
+    assert largest.shown(k) == list(firsts.values())[:k]
+
+
+# -- a trace read straight into the call tree reads as its HostEvent timeline does ----------
+
+_OPS = ["aten::add", "aten::mul", "aten::pow", "aten::mean", "aten::mm", "aten::copy_", "aten::_to_copy", "aten::item"]
+_OTHER = [
+    ("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "user_annotation"),
+    ("Torch-Compiled Region: 0/1", "cpu_op"),
+    ("model.py(12): forward", "python_function"),
+    ("nccl:all_reduce", "user_annotation"),
+]
+_DEVICE = [("gemm_kernel", "kernel"), ("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy"), ("ncclDevKernel_x", "kernel")]
+
+
+def _random_trace(seed: int) -> list[dict[str, Any]]:
+    """Steps of nested ops, frames, runtime calls and the kernels they launch, on one or two threads."""
+    r = random.Random(seed)
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+    ]
+    ids = iter(range(1, 10**6))
+
+    def fill(t0: int, t1: int, tid: int, depth: int, owner: int) -> None:
+        t = t0
+        while t < t1 - 2 and r.random() < 0.9:
+            t += r.randint(0, 20)
+            end = min(t + r.randint(1, max(1, 120 // (depth + 1))), t1)
+            if end <= t:
+                return
+            ext = next(ids)
+            if depth and r.random() < 0.25:
+                name = r.choice(["cudaLaunchKernel", "cudaMemcpyAsync", "cudaStreamSynchronize"])
+                events.append(op(name, t, end - t, cat="cuda_runtime", tid=tid, External_id=owner, correlation=ext))
+                kernel, cat = r.choice(_DEVICE)
+                start = end + r.randint(0, 20)
+                dur = r.randint(1, 60)
+                events.append(op(kernel, start, dur, cat=cat, pid=0, tid=7, External_id=owner, correlation=ext))
+            elif r.random() < 0.2:
+                name, cat = r.choice(_OTHER)
+                events.append(op(name, t, end - t, cat=cat, tid=tid, External_id=ext))
+                if depth < 3:
+                    fill(t, end, tid, depth + 1, ext)
+            else:
+                shapes = [r.choice([[4, 8], [8], []]) for _ in range(2)]
+                types = [r.choice(["float", "c10::BFloat16", "Scalar"]) for _ in range(2)]
+                name = r.choice(_OPS)
+                events.append(op(name, t, end - t, tid=tid, External_id=ext, Input_Dims=shapes, Input_type=types))
+                if depth < 3 and r.random() < 0.6:
+                    fill(t, end, tid, depth + 1, ext)
+            t = end
+
+    t = 100
+    for step in range(1, r.randint(1, 3) + 1):
+        length = r.randint(100, 1500)
+        for tid in (1, 2)[: r.randint(1, 2)]:
+            events.append(op(f"ProfilerStep#{step}", t, length, cat="user_annotation", tid=tid))
+            fill(t + 1, t + length - 1, tid, 0, 0)
+        t += length + r.randint(0, 50)
+    r.shuffle(events)
+    return events
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 2**32))
+def test_a_trace_read_into_the_tree_gives_its_timelines_findings_and_drawing(tmp_path: Path, seed: int) -> None:
+    path = write_trace(tmp_path / f"{seed}.json", _random_trace(seed))
+    trace = load_trace(path)
+    events = trace.timeline()  # one HostEvent per event: the public timeline
+    nodes = timeline_of(trace, _Node)  # one tree node per event: what the findings and the report read
+    assert [(n.name, n.start_ns, n.end_ns, n.thread, n.category) for n in nodes.host] == [
+        (e.name, e.start_ns, e.end_ns, e.thread, e.category) for e in events.host
+    ]
+    assert trace.insights() == analyze_timeline(events)
+    assert analyze_timeline(nodes) == analyze_timeline(nodes)  # read twice: its tree is built afresh
+    assert timeline_data(nodes) == timeline_data(events)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["t1", "t2"]), st.integers(0, 50), st.integers(1, 30), st.sampled_from(["op", "runtime"])
+        ),
+        max_size=60,
+    ),
+    st.integers(2, 40),
+)
+def test_the_report_draws_the_shallowest_events_first_as_a_full_sort_does(
+    monkeypatch: Any, spans: list[tuple[str, int, int, str]], cap: int
+) -> None:
+    import neuronprof._report_timeline as drawing
+    from neuronprof.analysis.insights import HostEvent, Timeline
+
+    monkeypatch.setattr(drawing, "MAX_TIMELINE_EVENTS", cap)
+    host = [HostEvent(f"e{i}", s, s + d, thread=t, category=c) for i, (t, s, d, c) in enumerate(spans)]  # type: ignore[arg-type]
+    out = timeline_data(Timeline(tuple(host)))
+    # The reference: every event's depth, all of them sorted by (depth, order), cut to the budget.
+    placed = []
+    for thread in dict.fromkeys(e.thread for e in host):
+        stack: list[int] = []
+        for e in sorted((e for e in host if e.thread == thread), key=lambda e: (e.start_ns, -e.end_ns)):
+            while stack and stack[-1] <= e.start_ns:
+                stack.pop()
+            placed.append((len(stack), thread, len(placed), e))
+            stack.append(e.end_ns)
+    kept = sorted((p for p in placed if p[0] < drawing.MAX_HOST_DEPTH), key=lambda p: (p[0], p[2]))[:cap]
+    lanes = {t: f"host thread {i}" for i, t in enumerate(sorted({e.thread for e in host}))}
+    expected = [
+        (f"{lanes[thread]} · depth {depth}", e.name)
+        for depth, thread, _, e in sorted(kept, key=lambda p: (lanes[p[1]], p[0]))
+    ]
+    drawn = [(out["lanes"][ev[0]]["name"], out["names"][ev[3]]) for ev in out["events"]]
+    assert drawn == expected
+    assert out["dropped"] == len(host) - len(kept)

@@ -1,0 +1,205 @@
+"""benchmarks/scale.py: its arithmetic on hand-built figures, and a run end to end at a tiny size.
+
+No figure is judged here (timings belong to the benchmark itself): the tests check that
+the growth fit, the ratios and the README block are computed as documented, and that a
+run prints a row for every contender, ratio and command.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+
+from neuronprof.commands import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks" / "scale.py"
+
+
+@pytest.fixture(scope="module")
+def scale() -> ModuleType:
+    # scale.py imports its siblings (summarize.py's trace writer) as top-level modules,
+    # as it does when run as a script; they are taken out of sys.modules again after.
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("scale_benchmark", BENCH)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up while it runs
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCH.parent))
+        for name in ("summarize", "neuron_profile", "scale_benchmark"):
+            sys.modules.pop(name, None)
+    return module
+
+
+def _size(label: str, mb: float, size: int) -> Any:
+    return SimpleNamespace(label=label, mb=mb, size=size, rank_size=size)
+
+
+def test_growth_is_the_slope_of_log_time_less_the_fixed_cost(scale: ModuleType) -> None:
+    fig, fixed = scale.Figures, scale.FIXED
+    sizes = [_size(f"{mb} MB", mb, mb * 10**6) for mb in (10, 100, 600)]
+    by_size = {
+        i.label: {
+            "linear": fig(1.0, 0.5 + 3e-8 * i.size, 0),
+            "square": fig(1.0, 0.5 + 1e-15 * i.size**2, 0),
+            # The fixed cost of each size is its own: it moves with the load of the machine.
+            fixed + "linear": fig(0.1, 0.5, 0),
+            fixed + "square": fig(0.1, 0.5, 0),
+        }
+        for i in sizes
+    }
+    assert scale.growth(sizes, by_size, "linear") == pytest.approx(1.0)
+    assert scale.growth(sizes, by_size, "square") == pytest.approx(2.0)
+    by_size["10 MB"] = {k: fig(1.0, v.cpu + 0.2, 0) for k, v in by_size["10 MB"].items()}
+    assert scale.growth(sizes, by_size, "linear") == pytest.approx(1.0)
+    # One size, or a time not above the fixed cost: no exponent rather than a made-up one.
+    assert scale.growth(sizes[:1], by_size, "linear") is None
+    for i in sizes[1:]:
+        by_size[i.label][fixed + "linear"] = fig(0.1, 100.0, 0)
+    assert scale.growth(sizes, by_size, "linear") is None
+    assert scale._growth_cell(1.05, True) == "1.05 PASS"
+    assert scale._growth_cell(0.85, True) == "0.85 MISS"
+
+
+def test_ratios_count_cpu_per_file_read_and_memory_above_the_baseline(scale: ModuleType) -> None:
+    fig, mib = scale.Figures, 2**20
+    runs = {
+        c.key: c
+        for c in scale.contenders(
+            SimpleNamespace(
+                trace=Path("t.json"), sibling=Path("s.json"), neuron=Path("n"), ranks=None, label="100 MB", mb=100
+            ),
+            Path("out"),
+            frozenset(("typed", "summarize", "advise", "diff")),
+            hta=False,
+        )
+    }
+    assert set(runs) == {"typed", "summarize", "advise", "diff"} and runs["diff"].reads == 2
+    baseline = 20 * mib
+    by_size = {
+        "100 MB": {
+            "typed": fig(1.0, 1.0, 200 * mib),
+            "summarize": fig(3.0, 3.0, 70 * mib),
+            "advise": fig(6.0, 6.0, 170 * mib),
+            "diff": fig(6.0, 6.0, 70 * mib),
+        }
+    }
+    rows = {
+        r.name: r.values["100 MB"] for r in scale.ratios([_size("100 MB", 100, 100 * 10**6)], by_size, runs, baseline)
+    }
+    assert rows["summarize CPU / typed decode CPU"] == pytest.approx(3.0)
+    assert rows["summarize memory / file size"] == pytest.approx(50 * mib / 10**8)
+    assert rows["advise CPU / summarize's"] == pytest.approx(2.0)
+    assert rows["advise memory / summarize's"] == pytest.approx(3.0)
+    assert rows["diff CPU per file / summarize's"] == pytest.approx(1.0)
+    assert rows["diff memory / summarize's"] == pytest.approx(1.0)
+    assert scale._cell(3.0, 2.0, True) == "3.00x MISS"
+    assert scale._cell(1.5, 1.5, True) == "1.50x PASS"
+    assert scale._cell(3.0, 2.0, False) == "3.00x"
+
+
+def test_a_run_counts_only_when_it_ends_with_its_expected_status(scale: ModuleType) -> None:
+    code = "import sys; print('oops', file=sys.stderr); sys.exit(2)"
+    figures, why = scale.run_once(("-c", code), _env())
+    assert figures is None and why.startswith("exit status 2") and "oops" in why
+    # `neuron` refusing a kineto trace ends with status 2: that is the run to measure.
+    figures, why = scale.run_once(("-c", code), _env(), 2)
+    assert why == "" and figures.cpu > 0 and figures.rss > 0
+
+
+def test_readme_block_is_replaced_between_its_markers_only(scale: ModuleType, tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"before\n{scale.README_START}\nold\n{scale.README_END}\nafter\n", encoding="utf-8")
+    scale.rewrite_readme(readme, "| new |")
+    assert readme.read_text(encoding="utf-8") == f"before\n{scale.README_START}\n| new |\n{scale.README_END}\nafter\n"
+
+
+def test_a_readme_without_the_markers_is_refused_before_any_work(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("no block\n", encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--traces", str(tmp_path / "traces"), "--readme", str(readme)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
+    assert proc.returncode == 2
+    assert "has no <!-- scale-benchmark:start --> ... <!-- scale-benchmark:end --> block" in proc.stderr
+    assert not (tmp_path / "traces").exists()
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+
+
+@pytest.mark.slow
+def test_a_tiny_run_prints_every_row_ratio_and_table(scale: ModuleType, tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"before\n{scale.README_START}\nold\n{scale.README_END}\nafter\n", encoding="utf-8")
+    args = ["--sizes", "0.4", "--rounds", "1", "--ranks", "2", "--judge-from", "0", "--markdown"]
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), *args, "--traces", str(tmp_path / "traces"), "--readme", str(readme)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    number = r"\d+\.\d+"
+    labels = [
+        "json.load + per-name sums",
+        "msgspec typed decode + per-name sums",
+        *(f"neuronprof {name}" for name in ("summarize", "advise", "report", "roofline")),
+        "neuronprof diff (against a sibling)",
+        "neuronprof check (against a sibling)",
+        "neuronprof neuron (as framework trace)",
+        "neuronprof neuron (the trace: refused)",
+        *(f"rank folder: neuronprof {name}" for name in ("summarize", "advise", "report", "roofline")),
+    ]
+    figures, _, rest = out.partition("== ratios")
+    for label in labels:  # wall, CPU, its spread, the fixed cost, peak RSS, above the baseline
+        row = rf"^{re.escape(label)} +{number} +{number} +\d+% +{number} +\d+ +-?\d+$"
+        assert re.search(row, figures, re.M), label
+    assert "HTA TraceAnalysis" in figures or "HTA is not installed" in out
+    ratios, _, rest = rest.partition("== growth exponent")
+    names = ["summarize CPU / typed decode CPU"]
+    names += [
+        f"{where}{c} CPU / summarize's" for where in ("", "rank folder: ") for c in ("advise", "report", "roofline")
+    ]
+    names += ["neuron CPU / summarize's", "neuron, refusing the trace CPU / summarize's"]
+    names += ["diff CPU per file / summarize's", "check CPU per file / summarize's"]
+    for name in names:
+        assert re.search(rf"^{re.escape(name)} +<= [\d.]+x +{number}x (PASS|MISS)$", ratios, re.M), name
+    memory = ["summarize memory / file size"]
+    memory += [f"{c} memory / summarize's" for c in ("advise", "report", "diff", "check", "roofline", "neuron")]
+    memory.append("neuron, refusing the trace memory / summarize's")
+    memory += [f"rank folder: {c} memory / summarize's" for c in ("advise", "report", "roofline")]
+    for name in memory:  # n/a where summarize's own peak is not above the baseline at this size
+        assert re.search(rf"^{re.escape(name)} +<= [\d.]+x +({number}x (PASS|MISS)|n/a)$", ratios, re.M), name
+    assert re.search(rf"^rank folder summarize wall / the trace's +- +{number}x$", ratios, re.M)
+    growth, _, startup = rest.partition("== start-up")
+    for label in labels:
+        assert re.search(rf"^{re.escape(label)} +n/a$", growth, re.M), label  # one size: no exponent
+    for name in COMMANDS:
+        assert re.search(rf"^{name} +\d+ +\d+ +(\d+ +\d+|- +-) +(PASS|MISS)$", startup, re.M), name
+    block = readme.read_text(encoding="utf-8")
+    assert block.startswith(f"before\n{scale.README_START}\nMeasured by `python benchmarks/scale.py --sizes 0.4`")
+    assert block.endswith(f"{scale.README_END}\nafter\n") and "\nold\n" not in block
+    for line in (
+        "| neuronprof summarize | ",
+        "| advise / summarize: CPU; memory | <= 1.5x | ",
+        "| `neuronprof doctor` |",
+    ):
+        assert line in block and line in out, line
