@@ -58,8 +58,9 @@ class _ColumnReader(_Filling):
         parts = self.runtime_parts
         if self.runtime_corr:  # pieces read event by event too
             parts.append(np.fromiter(self.runtime_corr, np.int64, len(self.runtime_corr)))
-        ids = np.unique(np.concatenate(parts))
+        ids = np.sort(np.concatenate(parts))
         parts.clear()
+        ids = ids[np.append(True, ids[1:] != ids[:-1])]  # not np.unique: it imports numpy.ma
         return IdSet(ids)
 
     def _thread(self, tkey: tuple[Any, Any]) -> EventColumns:
