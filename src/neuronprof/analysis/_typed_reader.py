@@ -155,9 +155,9 @@ if msgspec is not None:
 
         A field the column reader does not handle (the lower-case ``external id``,
         the legacy ``Input dims``) is typed ``None``: any value fails the typed
-        decode, and the piece is read event by event. FLOPs, device types and Neuron Runtime's ids are
-        rare: typed ``None`` here too, and read by ``TypedArgsWithExtras`` in a file
-        that has them.
+        decode, and the piece is read event by event. FLOPs, device types and Neuron
+        Runtime's ids are rare: typed ``None`` here too, and read by
+        ``TypedArgsWithExtras`` in a file that has them.
         """
 
         ext: int = msgspec.field(name="External id", default=-1)

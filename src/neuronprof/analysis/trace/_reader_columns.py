@@ -203,8 +203,8 @@ class _ColumnReader(_Filling):
                 if a.sequence_id is not None:
                     if lanes_at is None:
                         lanes_at = {at: tkey for tkey, at in self.thread_at.items()}
-                    where = lanes_at[int(lane[i])]
-                    self.sequence_ids.append((a.sequence_id, where, int(ts[i]), int(dur[i]), int(kid[i])))
+                    on = lanes_at[int(lane[i])]
+                    self.sequence_ids.append((a.sequence_id, on, int(ts[i]), int(dur[i]), int(kid[i])))
         corr[(corr < 0) | (corr >= _MAX_ID)] = -1
         ext[(ext < 0) | (ext >= _MAX_ID)] = -1
         runtime = corr[(kinds[kid] == _K_RUNTIME) & (corr >= 0)]
