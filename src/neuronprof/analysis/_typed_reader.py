@@ -13,7 +13,7 @@ stdlib [`EventStream`][neuronprof.analysis._eventstream.EventStream] is used: it
 is slower, and it is what reports precise errors for malformed files.
 
 ``msgspec`` and ``_FAST_CHUNK`` are read from this module's globals at each read,
-so a test (or a benchmark) can switch the fast path off here. Kept in one module on
+so a test (or a benchmark) can switch the fast path off here. It is kept in one module on
 purpose: the typed structs, their pure-Python twins and the decoders that try them in
 turn must name the same fields, which is easiest to check side by side.
 """
