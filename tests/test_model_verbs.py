@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from neuronprof.analysis import NeuronProfile, Roofline, TraceDiff, diff, load_trace, roofline
+from neuronprof.analysis import Check, NeuronProfile, Roofline, TraceDiff, check, diff, load_trace, roofline
 from neuronprof.analysis.insights import Insights, RankInsights, advise
 from neuronprof.model import Comparison, ComparisonRow, RankTable, Table
 
@@ -60,11 +60,13 @@ def models() -> dict[str, object]:
         "NeuronProfile": NeuronProfile(notes=("no system profile",)),
         "Insights": advise(TRACES / "llama_train_bf16.json.gz"),
         "RankInsights": advise(TRACES / "ddp_straggler"),
+        "Check": check(one, one, ops=[r.name for r in table.rows[:3]]),
     }
 
 
 CLASSES = {
-    c.__name__: c for c in (Table, RankTable, Comparison, TraceDiff, Roofline, NeuronProfile, Insights, RankInsights)
+    c.__name__: c
+    for c in (Table, RankTable, Comparison, TraceDiff, Roofline, NeuronProfile, Insights, RankInsights, Check)
 }
 
 
@@ -251,3 +253,9 @@ def test_a_neuron_profile_gives_each_section_as_a_dataframe() -> None:
     assert len(neffs) == 1 and neffs.iloc[0]["calls"] == 2
     with pytest.raises(ValueError, match="section must be one of"):
         p.to_dataframe(section="engines")
+
+
+def test_a_check_refuses_one_op_name_given_as_a_string() -> None:
+    one = TRACES / "gpt2_train.json.gz"
+    with pytest.raises(ValueError, match=r"ops must be a list of op names, e\.g\. ops=\['aten::mm'\]"):
+        check(one, one, ops="aten::mm")

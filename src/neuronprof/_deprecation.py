@@ -26,10 +26,13 @@ def renamed_keyword(old: str, new: str) -> Callable[[F], F]:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if old in kwargs:
+                # A method is named by the class it was called on (Table.to_text), not the base defining it.
+                own = args and getattr(type(args[0]), fn.__name__, None) is wrapper
+                called = f"{type(args[0]).__name__}.{fn.__name__}" if own else fn.__qualname__
                 if new in kwargs:
-                    raise TypeError(f"{fn.__qualname__}() got both {old}= and {new}=; pass only {new}=")
+                    raise TypeError(f"{called}() got both {old}= and {new}=; pass only {new}=")
                 warnings.warn(
-                    f"{fn.__qualname__}({old}=...) is deprecated; use {new}=... (the same meaning)",
+                    f"{called}({old}=...) is deprecated; use {new}=... (the same meaning)",
                     DeprecationWarning,
                     stacklevel=2,
                 )

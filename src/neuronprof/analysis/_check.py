@@ -12,22 +12,27 @@ missing: the line says what) or the input is bad. A regression wins over "cannot
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Optional
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
+from neuronprof._model_base import ResultModel, ResultRow
 from neuronprof.analysis._samples import judge, op_time, sample_unit, step_device_time, step_time, trace_of
 from neuronprof.analysis._verdict import Shift
 from neuronprof.analysis.trace import TraceSource, load_trace
 from neuronprof.typing import MeasuredTime
 
+if TYPE_CHECKING:
+    from neuronprof.render import Block, Column, Format
+
 __all__ = ["Check", "CheckItem", "check"]
 
 OK, REGRESSION, CANNOT_TELL = 0, 1, 2
+CHECK_SCHEMA = "neuronprof.check/1"
 
 
 @dataclass(frozen=True)
-class CheckItem:
+class CheckItem(ResultRow):
     """One judged figure of a [`Check`][neuronprof.analysis.Check].
 
     Attributes:
@@ -42,6 +47,26 @@ class CheckItem:
     shift: Optional[Shift]
     status: int
     reason: Optional[str] = None
+
+    _KIND: ClassVar[str] = "check item"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the item as a JSON-ready dict (its shift nested)."""
+        shift = None if self.shift is None else self.shift.to_dict()
+        return {"what": self.what, "shift": shift, "status": self.status, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CheckItem:
+        """Build an item from ``to_dict()`` output.
+
+        Raises:
+            ValueError: A field is missing or of the wrong type.
+        """
+        status, shift = data.get("status"), data.get("shift")
+        if not isinstance(data.get("what"), str) or status not in (OK, REGRESSION, CANNOT_TELL):
+            raise ValueError(f"not a {cls._KIND}: {dict(data)!r}")
+        reason = data.get("reason")
+        return cls(str(data["what"]), None if shift is None else Shift.from_dict(shift), int(status), reason)
 
     def line(self, max_slowdown: float) -> str:
         """The figure's line for a CI log.
@@ -61,37 +86,65 @@ class CheckItem:
 
 
 @dataclass(frozen=True)
-class Check:
+class Check(ResultModel):
     """The gate's answer: every judged figure, and the exit status they make.
+
+    It has the verbs of every result: ``print()``/``to_text`` (one line per figure for a
+    CI log), ``to_markdown`` (a block for a CI job summary, e.g. ``$GITHUB_STEP_SUMMARY``),
+    ``to_csv``, ``to_html``, ``to_dataframe``, ``to_json``/``from_json``, ``head`` and
+    ``row`` (a figure by its name).
 
     Attributes:
         items: The judged figures, in the order asked.
         max_slowdown: The threshold, as a fraction (0.05 for 5 %).
         confidence: The intervals' confidence level.
         unit: What one sample is (a step, or a run's median step), in words.
+        total_items: How many figures were judged before any limit (``head``).
     """
 
     items: tuple[CheckItem, ...]
     max_slowdown: float
     confidence: float
     unit: str
+    total_items: Optional[int] = None
+    # The exit status of every figure, taken before any limit (carried by head() and the JSON).
+    _exit_code: Optional[float] = field(default=None, init=False, repr=False)
+
+    SCHEMA: ClassVar[str] = CHECK_SCHEMA
+    _KIND: ClassVar[str] = "a neuronprof check"
+    _ROWS: ClassVar[Optional[str]] = "items"
+    _ROW_KEY: ClassVar[str] = "what"
+    _ROW_WORDS: ClassVar[str] = "figure named"
+    _TOTALS: ClassVar[tuple[str, ...]] = ("total_items", "_exit_code")
+
+    def __post_init__(self) -> None:
+        self._as_tuples("items")
+        if self.total_items is None:
+            object.__setattr__(self, "total_items", len(self.items))
+        statuses = {i.status for i in self.items}
+        code = REGRESSION if REGRESSION in statuses else CANNOT_TELL if CANNOT_TELL in statuses else OK
+        object.__setattr__(self, "_exit_code", float(code))
 
     @property
     def exit_code(self) -> int:
-        """1 when any figure regressed (a regression is never hidden), else 2 when any cannot be told, else 0."""
-        statuses = {i.status for i in self.items}
-        return REGRESSION if REGRESSION in statuses else CANNOT_TELL if CANNOT_TELL in statuses else OK
+        """1 when any figure regressed (a regression is never hidden), else 2 when any cannot be told, else 0.
 
-    def to_text(self) -> str:
-        """One line per figure for a CI log, and what a sample was."""
-        return "\n".join([*(i.line(self.max_slowdown) for i in self.items), f"note: {self.unit}"])
+        Of every figure judged, also after ``head``.
+        """
+        return int(self._exit_code or 0)
 
-    def to_markdown(self) -> str:
-        """A block for a CI job summary (e.g. ``$GITHUB_STEP_SUMMARY``)."""
-        from neuronprof.render import Column, Grid, lay_out
+    # -- the model's own parts of the shared verbs (see neuronprof._model_base) ---------------
+    def _view(self, fmt: Format, row_limit: Optional[int]) -> list[Block]:
+        from neuronprof.render import Column, Grid, shown
 
+        items = self.head(row_limit).items
+        cut = shown(items, self.total_items, "figures")
+        if fmt == "text":
+            return [*(i.line(self.max_slowdown) for i in items), *cut, f"note: {self.unit}"]
         head = {OK: "✅ no regression", REGRESSION: "❌ regression", CANNOT_TELL: "⚠️ cannot tell"}[self.exit_code]
         results = {OK: "ok", REGRESSION: "**regression**", CANNOT_TELL: "cannot tell"}
+        if fmt != "markdown":
+            results = {OK: "ok", REGRESSION: "regression", CANNOT_TELL: "cannot tell"}
         cols: list[Column[CheckItem]] = [
             Column("Figure", lambda i: i.what, left=True),
             Column("Result", lambda i: results[i.status], left=True),
@@ -102,8 +155,30 @@ class Check:
             Column("Samples", lambda i: f"{i.shift.n_a} vs {i.shift.n_b}" if i.shift is not None else "", left=True),
             Column("Why", lambda i: i.reason or "", left=True),
         ]
-        title = f"### neuronprof check: {head} (threshold {self.max_slowdown:.0%}, {self.confidence:.0%} confidence)"
-        return lay_out([title, "", Grid(cols, self.items), "", f"Samples: {self.unit}."], "markdown")
+        title = f"neuronprof check: {head} (threshold {self.max_slowdown:.0%}, {self.confidence:.0%} confidence)"
+        if fmt == "markdown":
+            title = "### " + title
+        return [title, "", Grid(cols, items), "", *cut, f"Samples: {self.unit}."]
+
+    def _data(self) -> dict[str, Any]:
+        return {
+            "max_slowdown": self.max_slowdown,
+            "confidence": self.confidence,
+            "unit": self.unit,
+            "total_items": self.total_items,
+            "exit_code": self.exit_code,
+            "items": [i.to_dict() for i in self.items],
+        }
+
+    @classmethod
+    def _from_data(cls, data: Mapping[str, Any]) -> Check:
+        return cls(
+            items=tuple(CheckItem.from_dict(i) for i in data["items"]),
+            max_slowdown=float(data.get("max_slowdown", 0.0)),
+            confidence=float(data.get("confidence", 0.95)),
+            unit=str(data.get("unit", "")),
+            total_items=None if data.get("total_items") is None else int(data["total_items"]),
+        )
 
 
 def _interval(i: CheckItem) -> str:
@@ -142,8 +217,12 @@ def check(
 
     Raises:
         TraceError: A profile cannot be read.
-        ValueError: ``max_slowdown`` negative, or ``confidence`` out of range.
+        ValueError: ``ops`` is not a list of names (a single ``str`` is refused: it
+            would be judged letter by letter), ``max_slowdown`` is negative, or
+            ``confidence`` is out of range.
     """
+    if isinstance(ops, str) or not all(isinstance(o, str) for o in ops):
+        raise ValueError(f"ops must be a list of op names, e.g. ops=[{ops!r}], got {ops!r}")
     if not max_slowdown >= 0:
         raise ValueError(f"max_slowdown must be zero or more, got {max_slowdown!r}")
     if not 0.5 <= confidence < 1:
