@@ -315,3 +315,10 @@ def test_a_command_module_is_all_a_new_command_needs(monkeypatch: pytest.MonkeyP
     assert main(["toy", "--fail", "5"]) == 5
     assert capsys.readouterr().err == "neuronprof toy: first line\nneuronprof toy: second line\n"
     assert "a toy command" in neuronprof.cli.build_parser().format_help()
+
+
+def test_roofline_on_device_time_a_trace_lacks_says_the_flag_to_use(tmp_path: Path, capsys) -> None:
+    path = write_trace(tmp_path / "cpu.json", [op("aten::mm", 0, 100, dims=[[64, 64], [64, 64]])])
+    assert main(["roofline", str(path), "--device", "h100", "--time-source", "device"]) == 2
+    err = capsys.readouterr().err
+    assert "--time-source cpu" in err and "no device time is attributed" in err

@@ -420,7 +420,8 @@ def place_trace(
         use: MeasuredTime = "device" if has_attributed else "cpu"
     elif time_source == "device" and not has_attributed:
         raise TraceError(
-            f"{trace.source}: no device time is attributed to host ops in this trace; use time_source='cpu'"
+            f"{trace.source}: no device time is attributed to host ops in this trace; use the CPU time "
+            "(time_source='cpu'; on the command line, --time-source cpu)"
         )
     else:
         use = cast(MeasuredTime, time_source)
