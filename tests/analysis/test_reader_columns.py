@@ -19,6 +19,7 @@ spelling a producer writes (three decimals, integers, six decimals, strings).
 from __future__ import annotations
 
 import json
+import pickle
 import random
 import re
 from pathlib import Path
@@ -38,6 +39,7 @@ from neuronprof.analysis.trace import (
     read_events,
     sum_events,
 )
+from neuronprof.analysis.trace._events import IdSet
 from neuronprof.analysis.trace._rules import _decode_input, _time_ns, ns_column
 from neuronprof.analysis.trace._sums import _build
 
@@ -303,3 +305,29 @@ def test_bytes_the_typed_decode_skips_but_the_loose_one_reads_still_load(
         table = _read(path, columns=columns, fast=True, monkeypatch=monkeypatch)
         assert not isinstance(table, str), table
         assert [len(th.ts) for th in table.threads.values()] == [2]
+
+
+def test_runtime_ids_from_pieces_read_both_ways_are_one_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Pieces of a few events: one holds an id written as text (read event by event), the others
+    # are read column by column; the runtime calls' ids of both end in one set, as the stdlib reads them.
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 2,
+         "args": {"correlation": str(i) if i == 7 else i}}
+        for i in range(40)
+    ]  # fmt: skip
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}), encoding="utf-8")
+    monkeypatch.setattr(typed_reader, "_FAST_CHUNK", 512)
+    ran: list[str] = []
+    columns, each = _reader._FileReader._columns, _reader._FileReader._each
+    monkeypatch.setattr(_reader._FileReader, "_columns", lambda self, p: columns(self, p) and not ran.append("columns"))
+    monkeypatch.setattr(_reader._FileReader, "_each", lambda self, *a: ran.append("each") or each(self, *a))
+    with monkeypatch.context() as m:
+        _columns_everywhere(m)
+        table = read_events(str(path), EventKeys())
+    assert "columns" in ran and "each" in ran  # both ways
+    assert isinstance(table.runtime_corr, IdSet)
+    stdlib = _read(path, columns=False, fast=False, monkeypatch=monkeypatch)
+    assert table.runtime_corr == set(range(40)) == stdlib.runtime_corr
+    assert 7 in table.runtime_corr and 40 not in table.runtime_corr and -1 not in table.runtime_corr
+    assert pickle.loads(pickle.dumps(table.runtime_corr)) == table.runtime_corr

@@ -1,7 +1,7 @@
 """Read a Chrome/Perfetto JSON trace as pieces of events: only the few fields the trace loader reads.
 
 With msgspec installed, the text of the ``traceEvents`` array is cut into pieces
-of a few MiB at event boundaries ([`Piece`][neuronprof.analysis._typed_reader.Piece])
+of about 1 MiB at event boundaries ([`Piece`][neuronprof.analysis._typed_reader.Piece])
 and each piece is decoded in one call into structs that skip every other field:
 several times faster than the stdlib scanner, and memory holds one piece at a
 time. A piece is first decoded into strictly typed structs (``TypedSpan``:
@@ -30,7 +30,7 @@ from neuronprof.analysis.errors import TraceError
 
 __all__ = ["DECODE_ERRORS", "FastPathFailed", "Piece", "TraceReader"]
 
-_FAST_CHUNK = 4 << 20
+_FAST_CHUNK = 1 << 20  # a piece's structs (some 5x its text) stay a small part of a large trace's memory
 _TRACE_EVENTS_KEY = b'"traceEvents"'
 _COMMA_AFTER = re.compile(rb"[ \t\n\r]*,")
 _OPEN_ARRAY = re.compile(rb"[ \t\n\r]*:[ \t\n\r]*\[")
@@ -191,8 +191,9 @@ if msgspec is not None:
         Its category is one of kineto's (``AnyCategorySpan`` reads a file with others).
         """
 
-        name: Optional[str] = None
+        # In the order kineto writes them (msgspec matches each key against the next field first).
         cat: Optional[KinetoCategory] = None
+        name: Optional[str] = None
         pid: Any = None
         tid: Any = None
         ts: msgspec.Raw = _EMPTY
@@ -257,7 +258,7 @@ def raw_number(raw: Any) -> Any:
 
 
 class Piece:
-    """About a few MiB of consecutive events, decoded as the reader needs them.
+    """About 1 MiB of consecutive events, decoded as the reader needs them.
 
     Attributes:
         typed: The events as typed structs (spans of class ``span``, ``TypedMeta`` and one
@@ -285,7 +286,6 @@ class Piece:
         if self._plain is None:  # a piece of the fast reader: its text is kept
             self._plain = _BATCH.decode(self._text or b"[]")
         return self._plain
-
 
 
 class TraceReader:

@@ -15,19 +15,19 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Set
 from itertools import compress
 from typing import Any
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis._typed_reader import EMPTY_RAW, Piece, raw_number
-from neuronprof.analysis.trace._events import EventTable, _Filling
+from neuronprof.analysis.trace._events import IdSet, _Filling
 from neuronprof.analysis.trace._rules import _K_DEVICE, _K_RUNTIME, _MAX_ID, _SKIP_CATS, _add_flops, ns_column
 from neuronprof.analysis.trace._sums import EventColumns, EventKeys
 
 # Pieces with fewer events, and files smaller than this (when numpy is not imported yet), are
 # read event by event: numpy's set-up and import cost more than the columns save there.
-COLUMNS_MIN = 2048
+COLUMNS_MIN = 256
 COLUMNS_FILE = 16 << 20
 # A span's key and lane, packed in one int64: the key above, the lane in the low bits.
 _LANE_BITS = 24
@@ -46,17 +46,22 @@ class _ColumnReader(_Filling):
         # The spans seen: (name, cat, pid, tid[, inputs as JSON text]) -> key and lane, packed.
         self.seen: dict[tuple[Any, ...], int] = _Seen()
         self.kinds: Any = None  # keys.kind as a numpy array, grown with the keys
-        # Runtime calls' correlation ids, a numpy array per piece: made Python ints only once the
-        # file is read, so that a million of them are not scattered among the pieces' objects.
+        # Runtime calls' correlation ids, a numpy array per piece: one sorted array (``IdSet``) once
+        # the file is read, not a million Python ints.
         self.runtime_parts: list[Any] = []
 
-    def freeze(self, metadata: Mapping[str, Any]) -> EventTable:
-        if self.runtime_parts:
-            import numpy as np
+    def _runtime_ids(self) -> Set[int]:
+        if not self.runtime_parts:
+            return super()._runtime_ids()
+        import numpy as np
 
-            self.runtime_corr.update(np.unique(np.concatenate(self.runtime_parts)).tolist())
-            self.runtime_parts.clear()
-        return super().freeze(metadata)
+        parts = self.runtime_parts
+        if self.runtime_corr:  # pieces read event by event too
+            parts.append(np.fromiter(self.runtime_corr, np.int64, len(self.runtime_corr)))
+        ids = np.sort(np.concatenate(parts))
+        parts.clear()
+        ids = ids[np.append(True, ids[1:] != ids[:-1])]  # not np.unique: it imports numpy.ma
+        return IdSet(ids)
 
     def _thread(self, tkey: tuple[Any, Any]) -> EventColumns:
         thread = self.threads[tkey] = EventColumns()
