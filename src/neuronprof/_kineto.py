@@ -11,7 +11,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 from neuronprof import _vocabulary as vocab
 
@@ -130,12 +130,6 @@ def read_cycle(cycle: Cycle, keys: Any, metadata: Mapping[str, Any]) -> EventTab
     return cycle.events
 
 
-def _text_list(values: Any) -> Optional[list[Any]]:
-    if not values:
-        return None
-    return [list(v) if isinstance(v, (list, tuple)) else v for v in values]
-
-
 def _feed(agg: Any, profile: Any) -> None:
     """Hand one cycle's events to an ``EventAggregator`` as its trace would hold them."""
     events = _kineto_events(profile)
@@ -147,47 +141,145 @@ def _feed(agg: Any, profile: Any) -> None:
             start = round(evt.time_range.start * 1000)
             agg.add(evt.name, cat, start, round(evt.time_range.end * 1000) - start, where)
         return
-    # A runtime call sits on the thread of the op that made it, as in the trace (kineto may
-    # give it another thread id; torch's own table moves it the same way).
-    op_thread = {
+    try:
+        _feed_events(agg, events)
+    except _CallBeforeItsOp:
+        agg.restart()  # the same events again, in the same order, with every op's thread known first
+        _feed_events(agg, events, _op_threads(events, _activity_reader(events[0])))
+
+
+def _op_threads(events: list[Any], activity: Callable[[Any], str]) -> dict[int, int]:
+    """Each op's thread by its correlation id: where its runtime calls are put (a pass of its own)."""
+    return {
         int(evt.correlation_id()): int(evt.start_thread_id())
         for evt in events
-        if vocab.event_kind(evt.name(), activity_of(evt)) not in (vocab.K_RUNTIME, vocab.K_DEVICE)
+        if vocab.event_kind(evt.name(), activity(evt)) not in (vocab.K_RUNTIME, vocab.K_DEVICE)
     }
+
+
+class _CallBeforeItsOp(Exception):
+    """A runtime call came before its op in kineto's list: the cycle is read again, ops first."""
+
+
+def _feed_events(agg: Any, events: list[Any], op_thread: Optional[dict[int, int]] = None) -> None:
+    """Put kineto's events into ``agg``, in their order, in one pass over them.
+
+    A runtime call sits on the thread of the op that made it, as in the trace (kineto may
+    give it another thread id; torch's own table moves it the same way). The ops come
+    before their calls in kineto's list, so one pass learns each op's thread as it goes
+    (``op_thread`` None); should a call name an op that comes later, ``_CallBeforeItsOp``
+    is raised, and the caller reads the cycle again with every op's thread known first
+    (``_op_threads``).
+
+    Each event costs only the kineto calls its kind needs (recorded inputs for ops,
+    links for runtime calls and device work); a ``(name, activity)``'s kind is worked
+    out once.
+    """
+    from neuronprof.analysis.trace import encoder
+
+    first = events[0] if events else None
+    activity = _activity_reader(first)
+    hidden = first is not None and hasattr(first, "is_hidden_event")
+    encode = encoder()
+    incremental = op_thread is None
+    threads: dict[int, int] = {} if op_thread is None else op_thread
+    guessed: set[int] = set()  # ops named by a call before their own event was met (incremental only)
+    kinds: dict[tuple[str, str], int] = {}
+    texts: dict[str, bytes] = {}
+    put = agg.put
+    k_op, k_runtime, k_device = vocab.K_OP, vocab.K_RUNTIME, vocab.K_DEVICE
     for evt in events:
         name = evt.name()
-        cat = activity_of(evt)
-        if name in _INSTANTS or cat == _INSTANT_ACTIVITY or getattr(evt, "is_hidden_event", lambda: False)():
+        cat = activity(evt)
+        kind = kinds.get((name, cat))
+        if kind is None:
+            kind = kinds[name, cat] = vocab.event_kind(name, cat)
+        left_out = name in _INSTANTS or cat == _INSTANT_ACTIVITY or (hidden and evt.is_hidden_event())
+        if kind in (k_device, k_runtime):
+            if left_out:
+                continue
+            corr, linked = int(evt.correlation_id()), int(evt.linked_correlation_id())
+            if kind == k_device:
+                thread: tuple[Any, Any] = (f"device {evt.device_index()}", int(evt.device_resource_id()))
+            else:
+                op = threads.get(linked)
+                if op is None:
+                    op = int(evt.start_thread_id())
+                    if incremental:
+                        guessed.add(linked)
+                thread = ("host", op)
+            # As kineto writes them: runtime calls and device work carry a "correlation" and
+            # their op's id as "External id"; an op's "External id" is its own correlation id.
+            put(
+                name,
+                cat,
+                int(evt.start_ns()),
+                int(evt.duration_ns()),
+                thread,
+                None,
+                None,
+                None,
+                corr,
+                linked or -1,
+                None,
+            )
             continue
-        kind = vocab.event_kind(name, cat)
-        linked_kind = kind in (vocab.K_RUNTIME, vocab.K_DEVICE)
-        if kind == vocab.K_DEVICE:
-            thread: tuple[Any, Any] = (f"device {evt.device_index()}", int(evt.device_resource_id()))
-        elif kind == vocab.K_RUNTIME:
-            tid = int(evt.start_thread_id())
-            thread = ("host", op_thread.get(int(evt.linked_correlation_id()), tid))
-        else:
-            thread = ("host", int(evt.start_thread_id()))
-        corr, linked = int(evt.correlation_id()), int(evt.linked_correlation_id())
-        is_op = kind == vocab.K_OP
-        dtypes = evt.dtypes() if is_op else None
-        concrete = evt.concrete_inputs() if is_op and dtypes else None
-        agg.add(
+        corr, tid = int(evt.correlation_id()), int(evt.start_thread_id())
+        if incremental:
+            threads[corr] = tid
+        if left_out:
+            continue
+        dims = types = concrete = None
+        flops = None
+        if kind == k_op:
+            # kineto's lists as they are (shapes: lists of ints; dtypes: text), encoded as JSON.
+            shapes = evt.shapes()
+            dims = encode(shapes) if shapes else None
+            dtypes = evt.dtypes()
+            if dtypes:
+                types = encode(dtypes)
+                values = evt.concrete_inputs()
+                if values:
+                    concrete = _concrete_bytes(values, texts, encode)
+            flops = int(evt.flops() or 0) or None
+        put(
             name,
             cat,
             int(evt.start_ns()),
             int(evt.duration_ns()),
-            thread,
-            input_dims=_text_list(evt.shapes()) if is_op else None,
-            input_types=[str(t) for t in dtypes] if dtypes else None,
-            # As kineto writes them: runtime calls and device work carry a "correlation" and
-            # their op's id as "External id"; an op's "External id" is its own correlation id.
-            correlation=corr if linked_kind else -1,
-            external_id=(linked or -1) if linked_kind else corr,
-            flops=int(evt.flops() or 0) or None,
-            # As kineto writes "Concrete Inputs": text, "" for a tensor or None.
-            concrete_inputs=[_concrete_text(v) for v in concrete] if concrete else None,
+            ("host", tid),
+            dims,
+            types,
+            concrete,
+            -1,
+            corr,
+            flops,
         )
+    if guessed and not guessed.isdisjoint(threads):
+        raise _CallBeforeItsOp
+
+
+def _activity_reader(first: Any) -> Callable[[Any], str]:
+    """``activity_of``, with the question of which torch this is settled once for a list of events."""
+    get = getattr(type(first), "activity_type", None)
+    if get is not None and isinstance(first.activity_type(), str):
+        return cast("Callable[[Any], str]", get)  # the method itself: one call an event
+    if get is not None:
+        return lambda evt: str(evt.activity_type())
+    return activity_of
+
+
+def _concrete_bytes(values: list[Any], texts: dict[str, bytes], encode: Callable[[Any], bytes]) -> bytes:
+    """``Concrete Inputs`` as kineto writes them (text, ``""`` for a tensor), as JSON; once per list of values.
+
+    The values' ``repr`` is the key of the text made of them: exact (``1``, ``1.0``,
+    ``True``, ``nan`` and ``None`` are all told apart, where a tuple or JSON would merge some).
+    """
+    key = repr(values)
+    found = texts.get(key)
+    if found is None:
+        found = texts[key] = encode([_concrete_text(v) for v in values])
+    return found
 
 
 def _memory_by_row(profile: Any) -> dict[tuple[str, Any], tuple[int, int]]:
@@ -222,6 +314,7 @@ def _concrete_text(value: Any) -> str:
 
 
 # -- what the findings need to know of this machine ------------------------------------------
+
 
 @functools.cache  # a property of the machine: asked once per process
 def native_dtypes() -> tuple[str, ...]:

@@ -481,3 +481,22 @@ def test_sessions_reads_only_the_session_folders_given(tmp_path):
         neuron_profile(out, tool="never", sessions=str(out / "i-0abc_pid_100" / "1000"))  # type: ignore[arg-type]
     with pytest.raises(TraceError, match="no such session folder"):
         neuron_profile(out, tool="never", sessions=[out / "i-0abc_pid_100" / "3000"])
+
+
+def test_a_chrome_trace_is_refused_from_its_first_bytes_before_it_is_read(tmp_path, capsys):
+    # A torch.profiler trace given where Neuron's system profile is expected. Past its start the
+    # file is not JSON at all: reading it would fail on that, so the error below shows that the
+    # refusal came from the start alone, before any event was read.
+    trace = tmp_path / "trace.pt.trace.json"
+    head = json.dumps({"schemaVersion": 1, "deviceProperties": [{"name": "GPU"}]})[:-1]
+    trace.write_text(head + ', "traceEvents": [{"ph": "X", "name": "aten::mm", "ts": 1, "dur": 2}, not json at all')
+    with pytest.raises(TraceError, match="a Chrome trace .*'traceEvents'.*not Neuron's system profile"):
+        read_system_profile(trace)
+    with pytest.raises(TraceError, match="neuronprof summarize"):
+        neuron_profile(trace, tool="never")
+    assert main(["neuron", str(trace), "--tool", "never"]) == 2
+    assert "a Chrome trace" in capsys.readouterr().err
+    # A system profile is still read, whatever else its start names.
+    profile = tmp_path / "system_profile.json"
+    write_system_profile(profile, [exec_record(0, 1_000)], traceEvents=[])
+    assert len(read_system_profile(profile)[0]) == 1

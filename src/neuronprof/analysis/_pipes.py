@@ -18,8 +18,6 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from neuronprof._io import cleaned_up_on_termination, private_dir, remove_private_dir
-
 __all__ = ["is_pipe", "spooled_inputs"]
 
 _BLOCK = 1 << 20
@@ -52,6 +50,9 @@ def spooled_inputs(args: argparse.Namespace, names: Sequence[str]) -> Iterator[d
         return
     if sum(getattr(args, n) == "-" for n in pipes) > 1:
         raise ValueError("'-' (standard input) can be given for one input only")
+    # Imported here: a command given files (most runs) never needs the temporary-file machinery.
+    from neuronprof._io import cleaned_up_on_termination, private_dir, remove_private_dir
+
     folder = private_dir("input")
     shown: dict[str, str] = {}
     try:

@@ -17,10 +17,12 @@ import contextlib
 import gc
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from neuronprof.analysis._eventstream import EventBatches
+from neuronprof.analysis._eventstream import EventBatches, open_trace
+from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.neuron._model import _START, NeffExecution, StepDevice, sorted_cores
 
 if TYPE_CHECKING:
@@ -32,6 +34,9 @@ SYSTEM_JSON = "system_profile.json"
 """The file name ``neuron-explorer view --output-format json`` gives a session folder's system profile."""
 
 _EXEC = "nc_exec_running"
+_HEAD = 1 << 16
+"""Bytes of a file's start read to tell a Chrome trace from a system profile before reading it."""
+_CHROME_EVENTS = re.compile(rb'"traceEvents"\s*:\s*\[')
 _UNIT_NS = {"ns": 1, "us": 1000, "ms": 1_000_000, "s": 1_000_000_000}
 
 
@@ -69,6 +74,7 @@ def read_system_profile(
         TraceError: The file is missing, not JSON, or has no ``trace_event`` list.
     """
     p = os.fspath(path)
+    _refuse_chrome_trace(p)
     state = _Merge()
     # Only the executions are decoded, straight into _ExecRecord (msgspec skips every other field);
     # other runtime events are skipped unread. A stretch the fast path cannot cut comes as dicts.
@@ -94,6 +100,28 @@ def read_system_profile(
     if stream.events and not state.records and not state.bad:
         notes.append(f"{name} holds no {_EXEC} records (no NEFF ran on a profiled NeuronCore)")
     return executions, notes
+
+
+def _refuse_chrome_trace(path: str) -> None:
+    """Refuse a Chrome trace (torch.profiler's ``traceEvents``) from its first bytes, before it is read.
+
+    A system profile's events are under ``trace_event``; streaming a large Chrome trace
+    to find that out would read all of it (its events decoded as one other member).
+
+    Raises:
+        TraceError: The file's start names ``traceEvents`` and no ``trace_event``.
+    """
+    with open_trace(path) as f:
+        try:
+            head = f.read(_HEAD)
+        except (OSError, EOFError):
+            return  # the stream names what is wrong with the file
+    if b'"trace_event"' not in head and _CHROME_EVENTS.search(head):
+        raise TraceError(
+            f"{path}: a Chrome trace (its events are under 'traceEvents', as torch.profiler writes them), not "
+            "Neuron's system profile (events under 'trace_event'): read it with `neuronprof summarize`; beside "
+            "Neuron's profile, a trace.json is read as the framework trace"
+        )
 
 
 @contextlib.contextmanager

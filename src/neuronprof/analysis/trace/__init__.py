@@ -16,6 +16,7 @@ side, in worker processes or on a Dask cluster); this module finds the files and
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import os
@@ -26,7 +27,7 @@ from neuronprof._deprecation import renamed_keyword
 from neuronprof._vocabulary import event_kind
 from neuronprof.analysis._eventstream import missing_reason
 from neuronprof.analysis.errors import TraceError
-from neuronprof.analysis.trace._aggregate import EventAggregator, sum_events
+from neuronprof.analysis.trace._aggregate import EventAggregator, encoder, sum_events
 from neuronprof.analysis.trace._events import EventTable, step_windows
 from neuronprof.analysis.trace._files import collect_unreadable
 from neuronprof.analysis.trace._model import StepSample, Trace, TraceOp
@@ -48,6 +49,7 @@ __all__ = [
     "TraceOp",
     "TraceSource",
     "collect_unreadable",
+    "encoder",
     "event_kind",
     "find_trace_files",
     "is_container_lane",
@@ -204,11 +206,43 @@ def _load(source: Union[str, os.PathLike[str]], readers: Readers) -> Trace:
                 f"left out {len(stray)} other JSON file(s) in the folder (not named like the traces read): {shown}"
             )
     read, unreadable = readers.read(files)
+    if _size(files) >= _TRIM_FROM:
+        _return_freed_memory()
     if unreadable:
         files = [f for f, _ in read]
         folder_notes.insert(0, unreadable)
     tables, sums = merge_reads([each for _, each in read])
     return _traces(tables, files, folder_notes, sums=sums)
+
+
+_TRIM_FROM = 32 << 20
+"""Bytes of trace read from which the memory the reading freed is given back (``_return_freed_memory``)."""
+
+
+def _size(files: Sequence[str]) -> int:
+    total = 0
+    for f in files:
+        with contextlib.suppress(OSError):
+            total += os.path.getsize(f)
+    return total
+
+
+def _return_freed_memory() -> None:
+    """Give the memory the reading freed back to the system (glibc's ``malloc_trim``), where there is glibc.
+
+    Reading a large file decodes it piece by piece: the pieces are freed, but glibc keeps
+    the freed pages, while the objects the findings and the report make next come from
+    new ones (Python's allocator maps its own): without this, their memory adds to the
+    reading's instead of taking its place. Costs a few milliseconds; a no-op elsewhere.
+    """
+    import ctypes
+
+    try:
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # the C library the interpreter runs on
+    except (OSError, TypeError):  # no such handle on this platform
+        return
+    if trim is not None:
+        trim(0)
 
 
 def trace_of(tables: Sequence[EventTable], *, earlier: Optional[_Sums] = None) -> Trace:

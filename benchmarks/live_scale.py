@@ -1,0 +1,119 @@
+"""A large live session: ``s.table()`` and the end of the ``with`` block, against torch.profiler's own costs.
+
+One recorded step of ``--ops`` tiny ops (``torch.add`` on a 2-element tensor; each makes
+a few kineto events, the count is printed) is profiled on the CPU, each side in its own
+fresh process, in ``--rounds`` interleaved rounds (torch, neuronprof, torch...), and the
+medians of the CPU time (user + system, this process) are printed side by side:
+
+* the end of the block: raw ``torch.profiler.profile`` leaving its ``with`` block (kineto
+  stops and post-processes), against ``neuronprof.session`` leaving its ``with`` block
+  (the cycle's end, then the session's: kineto's stop and whatever the session adds).
+  The session writes no file there: kineto's save is taken only by the first export
+  that needs it, so nothing is timed for it here (benchmarks/export.py times that save);
+* the table: the reference is one pass over kineto's own event list
+  (``prof.profiler.kineto_results.events()``) reading what a table needs of each event
+  (name, activity type, start, duration, thread, correlation ids, recorded shapes),
+  summed per name, plus sorting the events by thread and start (what the nesting walk
+  needs) and the rows by time; against neuronprof's ``s.table()`` (kineto's events read
+  into the session's event table, nested, summed, sorted: the first read-out of a
+  session pays for that read; the profile's own ``key_averages().table()`` is not
+  timed, it is far slower).
+
+Targets: table / reference pass <= 1.0; end of block / torch's stop <= 1.0 (the session
+takes no save of its own there).
+
+    python benchmarks/live_scale.py [--ops 200000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import textwrap
+
+from _child import run_child
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys, time
+    import torch
+    side, ops = sys.argv[1], int(sys.argv[2])
+    torch.set_num_threads(1)
+    x = torch.ones(2)
+    clock = time.process_time
+
+    def work():
+        for _ in range(ops):
+            torch.add(x, 1)
+
+    if side == "torch":
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            work()
+            before = clock()
+        stop = clock() - before
+        start = clock()
+        events = prof.profiler.kineto_results.events()
+        sums, spans = {}, []
+        for e in events:
+            name = e.name()
+            e.activity_type()
+            e.shapes()
+            dur = e.duration_ns()
+            spans.append((e.start_thread_id(), e.start_ns(), dur, e.correlation_id(), e.linked_correlation_id()))
+            row = sums.get(name)
+            if row is None:
+                sums[name] = [1, dur]
+            else:
+                row[0] += 1
+                row[1] += dur
+        spans.sort()
+        rows = sorted(sums.items(), key=lambda kv: kv[1][1], reverse=True)
+        n = len(events)
+        del events  # kineto's event objects freed, as the session frees those it read
+        table = clock() - start
+        result = {"stop": stop, "table": table, "events": n}
+    else:
+        import neuronprof
+
+        with neuronprof.session(backend="cpu", wait=0, warmup=0, active=1, record_shapes=True) as s:
+            for _ in s.steps():
+                work()
+                before = clock()
+        stop = clock() - before
+        start = clock()
+        table = s.table()
+        result = {"stop": stop, "table": clock() - start, "events": s.trace().events}
+    print("RESULT" + json.dumps(result))
+    """
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", type=int, default=200_000, help="ops in the recorded step (default 200000)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds, medians taken (default 3)")
+    args = parser.parse_args()
+    runs: dict[str, list[dict[str, float]]] = {"torch": [], "neuronprof": []}
+    for _ in range(args.rounds):
+        for side in runs:
+            runs[side].append(run_child(CHILD, side, str(args.ops), prefix="neuronprof-live-"))
+
+    def med(side: str, key: str) -> float:
+        return statistics.median(r[key] for r in runs[side])
+
+    events = int(med("torch", "events"))
+    print(f"{args.ops:,} ops, {events:,} kineto events (neuronprof's table read {int(med('neuronprof', 'events')):,})")
+    print(f"{'CPU s, median of ' + str(args.rounds):32s} {'torch':>10s} {'neuronprof':>11s} {'ratio':>7s} target")
+    for label, key in (
+        ("end of the with block", "stop"),
+        ("table (reference: one pass+sort)", "table"),
+    ):
+        t, n = med("torch", key), med("neuronprof", key)
+        ratio = n / t if t > 0 else float("inf")
+        print(f"{label:32s} {t:10.2f} {n:11.2f} {ratio:6.2f}x <= 1.0 {'PASS' if ratio <= 1.0 else 'MISS'}")
+
+
+if __name__ == "__main__":
+    main()
