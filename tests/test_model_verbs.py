@@ -230,7 +230,7 @@ def test_every_model_renders_with_row_limit_first_and_as_a_dataframe(models, nam
     # The renderings take the same first argument, the row limit.
     for fmt in ("to_text", "to_markdown", "to_csv", "to_html"):
         assert getattr(m, fmt)(1) == getattr(m, fmt)(row_limit=1), (name, fmt)
-    with pytest.raises(TypeError, match="notes=True"):
+    with pytest.raises(ValueError, match="pass notes=True by name"):
         m.to_csv(True)
     frame = m.to_dataframe()
     rows = list(m) if name != "NeuronProfile" else list(m.neffs)
@@ -259,3 +259,27 @@ def test_a_check_refuses_one_op_name_given_as_a_string() -> None:
     one = TRACES / "gpt2_train.json.gz"
     with pytest.raises(ValueError, match=r"ops must be a list of op names, e\.g\. ops=\['aten::mm'\]"):
         check(one, one, ops="aten::mm")
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+def test_a_row_limit_that_is_not_a_number_is_refused_by_every_verb(models, name: str) -> None:
+    m = models[name]
+    for bad in ("x", True, 1.5):
+        with pytest.raises(ValueError, match="row_limit must be an int or None"):
+            m.head(bad)
+        for verb in (m.to_text, m.to_markdown, m.to_html, m.to_csv, m.to_json, m.to_dict, m.to_dataframe):
+            with pytest.raises(ValueError, match="row_limit must be an int or None"):
+                verb(row_limit=bad)
+
+
+def test_summarize_refuses_a_bad_option_before_reading_the_trace(tmp_path) -> None:
+    from neuronprof.analysis import summarize, summarize_ranks
+
+    missing = tmp_path / "not_read.json"  # never opened: the option is refused first
+    for bad in ({"sort_by": "x"}, {"group_by": "x"}, {"row_limit": "x"}, {"device_only": "yes"}):
+        with pytest.raises(ValueError, match="sort_by|group_by|row_limit|device_only"):
+            summarize(missing, **bad)
+    with pytest.raises(ValueError, match="group_by"):
+        summarize_ranks(missing, group_by="x")
+    with pytest.raises(ValueError, match="row_limit must be an int or None"):
+        load_trace(TRACES / "gpt2_train.json.gz").table(row_limit="5")

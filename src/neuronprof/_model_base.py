@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional, TypeVar, Union
 
 from neuronprof._deprecation import renamed_keyword
 from neuronprof._model_rows import loads, row_from_dict, row_to_dict
-from neuronprof._vocabulary import limit_rows
+from neuronprof._vocabulary import check_row_limit, limit_rows
 
 if TYPE_CHECKING:
     import pandas
@@ -254,6 +254,7 @@ class ResultModel:
     def _render(self, fmt: Format, row_limit: Optional[int]) -> str:
         from neuronprof.render import lay_out
 
+        check_row_limit(row_limit)  # also where a model of sections shows every row
         return lay_out(self._view(fmt, row_limit), fmt)
 
     def __str__(self) -> str:
@@ -287,12 +288,16 @@ class ResultModel:
                 (read it back with ``pandas.read_csv(..., comment="#")``).
 
         Raises:
-            TypeError: ``row_limit`` is a bool: ``to_csv(True)`` once meant ``notes=True``.
+            ValueError: ``row_limit`` is not an int or None; a bool says that ``to_csv(True)``
+                once meant ``notes=True``.
         """
         from neuronprof.render import csv_notes
 
         if isinstance(row_limit, bool):
-            raise TypeError(f"to_csv() takes row_limit first; for the notes pass notes={row_limit} by name")
+            raise ValueError(
+                f"row_limit must be an int or None, got {row_limit!r}: to_csv() takes row_limit first; for the "
+                f"notes, pass notes={row_limit} by name"
+            )
         text = self._render("csv", row_limit)
         return text + (csv_notes(getattr(self, "notes", ())) if notes else "")
 

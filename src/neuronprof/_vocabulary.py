@@ -110,6 +110,7 @@ __all__ = [
     "is_own_frame",
     "is_row",
     "is_step_row",
+    "check_row_limit",
     "limit_rows",
     "merge_rows",
     "merged_intervals",
@@ -701,6 +702,12 @@ def sort_rows(rows: Iterable[RowT], field_name: str) -> list[RowT]:
     return present + missing
 
 
+def check_row_limit(n: object) -> None:
+    """Refuse a ``row_limit`` that is neither an int nor None (a bool included) with a ``ValueError``."""
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int)):
+        raise ValueError(f"row_limit must be an int or None, got {n!r}")
+
+
 def limit_rows(rows: Sequence[T], n: Optional[int]) -> Sequence[T]:
     """The first ``n`` rows (all of them when ``n`` is None or negative).
 
@@ -708,7 +715,11 @@ def limit_rows(rows: Sequence[T], n: Optional[int]) -> Sequence[T]:
     model computes its totals (and ``total_rows``) from all its rows before any limit,
     keeps them through ``head(n)`` and writes them to JSON, so a table read back from
     ``to_json(row_limit=n)`` reports the same totals as the whole one.
+
+    Raises:
+        ValueError: ``n`` is neither an int nor None (a bool included).
     """
+    check_row_limit(n)
     if n is None or n < 0 or n >= len(rows):
         return rows
     return rows[:n]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -322,3 +323,36 @@ def test_roofline_on_device_time_a_trace_lacks_says_the_flag_to_use(tmp_path: Pa
     assert main(["roofline", str(path), "--device", "h100", "--time-source", "device"]) == 2
     err = capsys.readouterr().err
     assert "--time-source cpu" in err and "no device time is attributed" in err
+
+
+_OPENED: list[list[str]] = []
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event == "open" and _OPENED and isinstance(args[0], (str, bytes, os.PathLike)):
+        _OPENED[-1].append(os.path.abspath(os.fsdecode(args[0])))
+
+
+sys.addaudithook(_audit)  # a hook cannot be removed: it records only while a test listens
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["diff", "{a}", "{missing}"],
+        ["check", "{a}", "{missing}"],
+        ["report", "{a}", "--baseline", "{missing}", "-o", "{out}"],
+        ["roofline", "{a}", "--device", "h100", "--plot", "{out}.txt"],
+    ],
+)
+def test_bad_input_is_refused_before_any_trace_is_read(tmp_path: Path, capsys, command: list[str]) -> None:
+    a = write_trace(tmp_path / "a.json", [op("aten::mm", 0, 100, dims=[[64, 64], [64, 64]])])
+    names = {"a": str(a), "missing": str(tmp_path / "missing.json"), "out": str(tmp_path / "r.html")}
+    _OPENED.append([])
+    try:
+        status = main([part.format(**names) for part in command])
+    finally:
+        opened = _OPENED.pop()
+    assert status == 2
+    assert str(a) not in opened, "the first trace was read before the bad input was seen"
+    assert f"neuronprof {command[0]}: error: " in capsys.readouterr().err

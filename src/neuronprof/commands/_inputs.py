@@ -42,6 +42,7 @@ def reads_files(run: Run) -> Run:
         try:
             # One pool of workers (or one connection to a cluster) for every file the command reads.
             with reading(jobs, executor), spooled_inputs(args, _PIPED) as shown, collect_unreadable() as left_out:
+                _refuse_missing(args)
                 try:
                     status = run(args)
                 except CommandError as exc:
@@ -61,6 +62,20 @@ def reads_files(run: Run) -> Run:
         return status
 
     return guarded
+
+
+def _refuse_missing(args: argparse.Namespace) -> None:
+    """Refuse an input that does not exist before any is read (``diff A MISSING`` reads no A)."""
+    import os
+
+    from neuronprof.analysis._eventstream import missing_reason
+    from neuronprof.analysis.errors import TraceError
+
+    for name in _PIPED:
+        given = getattr(args, name, None)
+        for path in given if isinstance(given, list) else [given]:
+            if isinstance(path, str) and not os.path.exists(path):
+                raise TraceError(f"{path}: {missing_reason(path)}")
 
 
 def _shown(text: str, shown: dict[str, str]) -> str:

@@ -30,7 +30,7 @@ from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.trace._aggregate import EventAggregator, encoder, sum_events
 from neuronprof.analysis.trace._events import EventTable, step_windows
 from neuronprof.analysis.trace._files import collect_unreadable
-from neuronprof.analysis.trace._model import StepSample, Trace, TraceOp
+from neuronprof.analysis.trace._model import StepSample, Trace, TraceOp, check_table_options
 from neuronprof.analysis.trace._parallel import ExecutorLike, Readers, merge_reads, readers_for, reading
 from neuronprof.analysis.trace._reader import read_events
 from neuronprof.analysis.trace._rules import is_container_lane, process_roles
@@ -334,8 +334,11 @@ def summarize(
 
     Raises:
         TraceError: The trace cannot be read.
-        ValueError: Unknown ``sort_by`` or ``group_by``; bad ``jobs`` or ``executor`` (see ``load_trace``).
+        ValueError: Unknown ``sort_by`` or ``group_by``, a ``row_limit`` that is not an int
+            or None, a ``device_only`` that is not a bool (each refused before the trace is
+            read); bad ``jobs`` or ``executor`` (see ``load_trace``).
     """
+    check_table_options(sort_by, row_limit, device_only, group_by)
     trace = load_trace(source, jobs=jobs, executor=executor)
     return trace.table(sort_by, row_limit=row_limit, device_only=device_only, group_by=group_by)
 
@@ -373,5 +376,6 @@ def summarize_ranks(
         ValueError: Unknown ``sort_by`` or ``group_by``, or a key the cross-rank view cannot sort by;
             bad ``jobs`` or ``executor`` (see ``load_trace``).
     """
+    check_table_options(sort_by, None, device_only, group_by)
     trace = load_trace(source, jobs=jobs, executor=executor)
     return trace.rank_table(sort_by, group_by=group_by, device_only=device_only)

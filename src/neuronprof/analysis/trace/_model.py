@@ -14,11 +14,27 @@ from neuronprof import _vocabulary as vocab
 from neuronprof._deprecation import renamed_keyword
 from neuronprof.analysis.trace._rules import _flat_shapes
 from neuronprof.model import OpRow, RankTable, Shape, Table
-from neuronprof.typing import GroupBy, SortKey
+from neuronprof.typing import SORT_KEYS, GroupBy, SortKey
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights import Insights, RankInsights, Timeline
     from neuronprof.analysis.trace._events import EventTable
+
+
+def check_table_options(sort_by: Any, row_limit: Any, device_only: Any, group_by: Any) -> None:
+    """Refuse a table option that is not one, before any work (a trace read, a table built).
+
+    Raises:
+        ValueError: An unknown ``sort_by`` or ``group_by``, a ``row_limit`` that is not an
+            int or None, or a ``device_only`` that is not a bool.
+    """
+    if sort_by not in SORT_KEYS:
+        raise ValueError(f"unknown sort_by {sort_by!r}; use one of: {', '.join(SORT_KEYS)}")
+    vocab.check_row_limit(row_limit)
+    if not isinstance(device_only, bool):
+        raise ValueError(f"device_only must be True or False, got {device_only!r}")
+    if group_by not in ("name", "shape"):
+        raise ValueError(f"unknown group_by {group_by!r}; use 'name' or 'shape'")
 
 
 def table_of(trace: Trace, rows: tuple[OpRow, ...], **facts: Any) -> Table:
@@ -219,8 +235,10 @@ class Trace:
                 ``input_dtypes`` is kept where the merged calls agree on it).
 
         Raises:
-            ValueError: Unknown ``sort_by`` or ``group_by``.
+            ValueError: Unknown ``sort_by`` or ``group_by``, a ``row_limit`` that is not
+                an int or None, or a ``device_only`` that is not a bool.
         """
+        check_table_options(sort_by, row_limit, device_only, group_by)
         rows = self.rows(group_by)
         table = table_of(self, rows)
         # The totals of the whole trace travel with the table (and its JSON),
