@@ -1,19 +1,17 @@
 """Read a Chrome/Perfetto JSON trace as pieces of events: only the few fields the trace loader reads.
 
-With msgspec installed, the text of the ``traceEvents`` array is cut into pieces
-of about 1 MiB at event boundaries ([`Piece`][neuronprof.analysis._typed_reader.Piece])
-and each piece is decoded in one call into structs that skip every other field:
-several times faster than the stdlib scanner, and memory holds one piece at a
-time. A piece is first decoded into strictly typed structs (``TypedSpan``:
-times as their JSON text, ids as ``int``) that the loader reads column by
-column; a piece that does not fit those types (an id written as text, a legacy
-field name) is decoded again into loosely typed ones (``Event``) that it reads
-event by event. Without msgspec, or for any file the fast path cannot read, the
-stdlib [`EventStream`][neuronprof.analysis._eventstream.EventStream] is used: it
-is slower, and it is what reports precise errors for malformed files.
-
-``msgspec`` and ``_FAST_CHUNK`` are read from this module's globals at each read,
-so a test (or a benchmark) can switch the fast path off here.
+With msgspec installed, the text of the ``traceEvents`` array is cut into pieces of
+about 1 MiB at event boundaries ([`Piece`][neuronprof.analysis._typed_reader.Piece]),
+each decoded in one call into structs that skip every other field: several times
+faster than the stdlib scanner, and memory holds one piece at a time. A piece is
+first decoded into strictly typed structs (``TypedSpan``: times as their JSON text,
+ids as ``int``) that the loader reads column by column; a piece that does not fit
+those types (an id written as text, a legacy field name) is decoded again into
+loosely typed ones (``Event``) that it reads event by event. Without msgspec, or for
+any file the fast path cannot read, the stdlib
+[`EventStream`][neuronprof.analysis._eventstream.EventStream] is used: slower, and
+what reports precise errors for malformed files. ``msgspec`` and ``_FAST_CHUNK`` are
+read from this module's globals at each read, so a test can switch the fast path off.
 """
 
 from __future__ import annotations
@@ -64,6 +62,7 @@ class PyArgs:
         "concrete",
         "flops",
         "device_type",
+        "sequence_id",
         "name",
         "labels",
     )
@@ -79,6 +78,7 @@ class PyArgs:
         self.concrete = _json_bytes(get("Concrete Inputs"))
         self.flops = get("flops")
         self.device_type = get("device_type")
+        self.sequence_id = get("nrt_sequence_id")
         self.name = get("name")
         self.labels = get("labels")
 
@@ -107,9 +107,8 @@ def _json_bytes(value: Any) -> Optional[bytes]:
 
 _NO_RAW: Any = None
 EMPTY_RAW: Any = None  # an empty ``msgspec.Raw``: a typed field that is absent
-# What msgspec raises for a text it cannot decode (nothing without it).
+# What msgspec raises for a text it cannot decode; without msgspec, no typed decoders or structs.
 DECODE_ERRORS: tuple[type[Exception], ...] = () if msgspec is None else (msgspec.DecodeError,)
-# Without msgspec: no typed decoders, no typed structs (see below).
 SPAN_DECODERS: list[tuple[Any, Any]] = []
 SKIPPED_PHASES: dict[Any, str] = {}
 WITH_EXTRAS: tuple[Any, ...] = ()
@@ -121,14 +120,15 @@ if msgspec is not None:
 
         correlation: Any = None
         ext: Any = msgspec.field(name="External id", default=None)
-        ext_lower: Any = msgspec.field(name="external id", default=None)
-        # Raw: kept as JSON text (skipped, not decoded); None when absent.
+        ext_lower: Any = msgspec.field(name="external id", default=None)  # Raw below: JSON text, None if absent
         dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_NO_RAW)
         dims_legacy: msgspec.Raw = msgspec.field(name="Input dims", default=_NO_RAW)
         types: msgspec.Raw = msgspec.field(name="Input type", default=_NO_RAW)
         concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=_NO_RAW)
         flops: Any = None
         device_type: Any = None
+        # Neuron Runtime's id of the execution an event ran (TorchNeuron's framework trace).
+        sequence_id: Any = msgspec.field(name="nrt_sequence_id", default=None)
         name: Any = None
         labels: Any = None
 
@@ -149,11 +149,9 @@ if msgspec is not None:
     class TypedArgs(msgspec.Struct, gc=False):
         """A span's ``args`` as kineto writes them: ids are ints; a field that is not is read by ``Event`` instead.
 
-        A field the column reader does not handle (the lower-case ``external id``,
-        the legacy ``Input dims``) is typed ``None``: any value fails the typed
-        decode, and the piece is read event by event. FLOPs and device types are
-        rare: typed ``None`` here too, and read by ``TypedArgsWithExtras`` in a file
-        that has them.
+        A field typed ``None`` fails the typed decode whatever its value: the lower-case
+        ``external id`` and legacy ``Input dims`` (read event by event), and the rare
+        FLOPs, device types and Neuron's ``nrt_sequence_id`` (``TypedArgsWithExtras``).
         """
 
         ext: int = msgspec.field(name="External id", default=-1)
@@ -165,12 +163,14 @@ if msgspec is not None:
         dims_legacy: None = msgspec.field(name="Input dims", default=None)
         flops: None = None
         device_type: None = None
+        sequence_id: None = msgspec.field(name="nrt_sequence_id", default=None)
 
     class TypedArgsWithExtras(TypedArgs, gc=False):
-        """``TypedArgs`` with FLOPs (``with_flops=True``) and device types, for a file that has them."""
+        """``TypedArgs`` with FLOPs (``with_flops=True``), device types and Neuron's sequence ids."""
 
         flops: Any = None
         device_type: Any = None
+        sequence_id: Any = msgspec.field(name="nrt_sequence_id", default=None)
 
     # kineto's categories (its ActivityType names, and PyTorch 1.8's): decoded as these very
     # strings, which hash once, instead of a new string for every event.
@@ -265,7 +265,7 @@ class Piece:
             empty struct per other phase), or ``None`` when the piece does not fit their
             types (or the stdlib reader read it).
         span: The class of ``typed``'s spans (``TypedSpan`` or one of its variants).
-        extras: Whether their args hold FLOPs and device types (``TypedArgsWithExtras``).
+        extras: Whether their args hold FLOPs, device types, sequence ids (``TypedArgsWithExtras``).
         count: How many events the piece holds.
     """
 

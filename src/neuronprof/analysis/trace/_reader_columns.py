@@ -191,7 +191,8 @@ class _ColumnReader(_Filling):
         kinds = self.kinds
         if kinds is None or len(kinds) != len(self.keys.kind):
             kinds = self.kinds = np.array(self.keys.kind, np.int8)
-        if piece.extras:  # FLOPs or device types in the file: added span by span
+        if piece.extras:  # FLOPs, device types or sequence ids in the file: added span by span
+            lanes = list(self.thread_at)
             for i, a in enumerate(args):
                 if a is None:
                     continue
@@ -199,6 +200,8 @@ class _ColumnReader(_Filling):
                     _add_flops(self.sums.flops, int(kid[i]), a.flops)
                 if type(a.device_type) is str and kinds[kid[i]] == _K_DEVICE:
                     self.sums.evidence.append(a.device_type)
+                if a.sequence_id is not None:
+                    self.sequence_ids.append((a.sequence_id, lanes[lane[i]], int(ts[i]), int(dur[i]), int(kid[i])))
         corr[(corr < 0) | (corr >= _MAX_ID)] = -1
         ext[(ext < 0) | (ext >= _MAX_ID)] = -1
         runtime = corr[(kinds[kid] == _K_RUNTIME) & (corr >= 0)]
