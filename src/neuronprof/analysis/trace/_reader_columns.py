@@ -192,7 +192,7 @@ class _ColumnReader(_Filling):
         if kinds is None or len(kinds) != len(self.keys.kind):
             kinds = self.kinds = np.array(self.keys.kind, np.int8)
         if piece.extras:  # FLOPs, device types or sequence ids in the file: added span by span
-            lanes = list(self.thread_at)
+            lane_keys = list(self.thread_at)
             for i, a in enumerate(args):
                 if a is None:
                     continue
@@ -201,7 +201,7 @@ class _ColumnReader(_Filling):
                 if type(a.device_type) is str and kinds[kid[i]] == _K_DEVICE:
                     self.sums.evidence.append(a.device_type)
                 if a.sequence_id is not None:
-                    self.sequence_ids.append((a.sequence_id, lanes[lane[i]], int(ts[i]), int(dur[i]), int(kid[i])))
+                    self.sequence_ids.append((a.sequence_id, lane_keys[lane[i]], int(ts[i]), int(dur[i]), int(kid[i])))
         corr[(corr < 0) | (corr >= _MAX_ID)] = -1
         ext[(ext < 0) | (ext >= _MAX_ID)] = -1
         runtime = corr[(kinds[kid] == _K_RUNTIME) & (corr >= 0)]
