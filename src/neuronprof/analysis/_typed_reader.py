@@ -206,12 +206,12 @@ if msgspec is not None:
         cat: Optional[str] = None  # type: ignore[assignment]  # wider than the base's, on purpose
 
     class SpanWithExtras(TypedSpan, tag="X"):
-        """``TypedSpan`` whose ``args`` may hold FLOPs and device types."""
+        """``TypedSpan`` whose ``args`` may hold FLOPs, device types and sequence ids."""
 
         args: Optional[TypedArgsWithExtras] = None
 
     class AnyCategorySpanWithExtras(AnyCategorySpan, tag="X"):
-        """``AnyCategorySpan`` whose ``args`` may hold FLOPs and device types."""
+        """``AnyCategorySpan`` whose ``args`` may hold FLOPs, device types and sequence ids."""
 
         args: Optional[TypedArgsWithExtras] = None
 
