@@ -125,6 +125,8 @@ def _trace(seed: int) -> str:
                     args["flops"] = rng.choice([100, 2.5e3])
             elif rng.random() < 0.2:
                 args = {}
+            if args is not None and rng.random() < 0.05:  # Neuron Runtime's id (TorchNeuron's framework trace)
+                args = {**args, "nrt_sequence_id": rng.choice([rng.randint(0, 99), str(rng.randint(0, 99))])}
             span(name, cat, 1, tid, t, d, args)
             if d > 2 and depth < 5 and rng.random() < 0.6:
                 nest(tid, t + rng.randint(0, 2), t + d, depth + 1)

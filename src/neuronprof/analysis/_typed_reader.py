@@ -1,17 +1,21 @@
 """Read a Chrome/Perfetto JSON trace as pieces of events: only the few fields the trace loader reads.
 
-With msgspec installed, the text of the ``traceEvents`` array is cut into pieces of
-about 1 MiB at event boundaries ([`Piece`][neuronprof.analysis._typed_reader.Piece]),
-each decoded in one call into structs that skip every other field: several times
-faster than the stdlib scanner, and memory holds one piece at a time. A piece is
-first decoded into strictly typed structs (``TypedSpan``: times as their JSON text,
-ids as ``int``) that the loader reads column by column; a piece that does not fit
-those types (an id written as text, a legacy field name) is decoded again into
-loosely typed ones (``Event``) that it reads event by event. Without msgspec, or for
-any file the fast path cannot read, the stdlib
-[`EventStream`][neuronprof.analysis._eventstream.EventStream] is used: slower, and
-what reports precise errors for malformed files. ``msgspec`` and ``_FAST_CHUNK`` are
-read from this module's globals at each read, so a test can switch the fast path off.
+With msgspec installed, the text of the ``traceEvents`` array is cut into pieces
+of about 1 MiB at event boundaries ([`Piece`][neuronprof.analysis._typed_reader.Piece])
+and each piece is decoded in one call into structs that skip every other field:
+several times faster than the stdlib scanner, and memory holds one piece at a
+time. A piece is first decoded into strictly typed structs (``TypedSpan``:
+times as their JSON text, ids as ``int``) that the loader reads column by
+column; a piece that does not fit those types (an id written as text, a legacy
+field name) is decoded again into loosely typed ones (``Event``) that it reads
+event by event. Without msgspec, or for any file the fast path cannot read, the
+stdlib [`EventStream`][neuronprof.analysis._eventstream.EventStream] is used: it
+is slower, and it is what reports precise errors for malformed files.
+
+``msgspec`` and ``_FAST_CHUNK`` are read from this module's globals at each read,
+so a test (or a benchmark) can switch the fast path off here. It is kept in one module on
+purpose: the typed structs, their pure-Python twins and the decoders that try them in
+turn must name the same fields, which is easiest to check side by side.
 """
 
 from __future__ import annotations
@@ -107,8 +111,9 @@ def _json_bytes(value: Any) -> Optional[bytes]:
 
 _NO_RAW: Any = None
 EMPTY_RAW: Any = None  # an empty ``msgspec.Raw``: a typed field that is absent
-# What msgspec raises for a text it cannot decode; without msgspec, no typed decoders or structs.
+# What msgspec raises for a text it cannot decode (nothing without it).
 DECODE_ERRORS: tuple[type[Exception], ...] = () if msgspec is None else (msgspec.DecodeError,)
+# Without msgspec: no typed decoders, no typed structs (see below).
 SPAN_DECODERS: list[tuple[Any, Any]] = []
 SKIPPED_PHASES: dict[Any, str] = {}
 WITH_EXTRAS: tuple[Any, ...] = ()
@@ -120,7 +125,8 @@ if msgspec is not None:
 
         correlation: Any = None
         ext: Any = msgspec.field(name="External id", default=None)
-        ext_lower: Any = msgspec.field(name="external id", default=None)  # Raw below: JSON text, None if absent
+        ext_lower: Any = msgspec.field(name="external id", default=None)
+        # Raw: kept as JSON text (skipped, not decoded); None when absent.
         dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_NO_RAW)
         dims_legacy: msgspec.Raw = msgspec.field(name="Input dims", default=_NO_RAW)
         types: msgspec.Raw = msgspec.field(name="Input type", default=_NO_RAW)
@@ -149,9 +155,11 @@ if msgspec is not None:
     class TypedArgs(msgspec.Struct, gc=False):
         """A span's ``args`` as kineto writes them: ids are ints; a field that is not is read by ``Event`` instead.
 
-        A field typed ``None`` fails the typed decode whatever its value: the lower-case
-        ``external id`` and legacy ``Input dims`` (read event by event), and the rare
-        FLOPs, device types and Neuron's ``nrt_sequence_id`` (``TypedArgsWithExtras``).
+        A field the column reader does not handle (the lower-case ``external id``,
+        the legacy ``Input dims``) is typed ``None``: any value fails the typed
+        decode, and the piece is read event by event. FLOPs, device types and Neuron
+        Runtime's ids are rare: typed ``None`` here too, and read by
+        ``TypedArgsWithExtras`` in a file that has them.
         """
 
         ext: int = msgspec.field(name="External id", default=-1)
@@ -166,7 +174,8 @@ if msgspec is not None:
         sequence_id: None = msgspec.field(name="nrt_sequence_id", default=None)
 
     class TypedArgsWithExtras(TypedArgs, gc=False):
-        """``TypedArgs`` with FLOPs (``with_flops=True``), device types and Neuron's sequence ids."""
+        """``TypedArgs`` with FLOPs (``with_flops=True``), device types and Neuron Runtime's
+        ``nrt_sequence_id`` (TorchNeuron's framework trace), for a file that has them."""
 
         flops: Any = None
         device_type: Any = None
@@ -206,12 +215,12 @@ if msgspec is not None:
         cat: Optional[str] = None  # type: ignore[assignment]  # wider than the base's, on purpose
 
     class SpanWithExtras(TypedSpan, tag="X"):
-        """``TypedSpan`` whose ``args`` may hold FLOPs, device types and sequence ids."""
+        """``TypedSpan`` whose ``args`` may hold FLOPs and device types."""
 
         args: Optional[TypedArgsWithExtras] = None
 
     class AnyCategorySpanWithExtras(AnyCategorySpan, tag="X"):
-        """``AnyCategorySpan`` whose ``args`` may hold FLOPs, device types and sequence ids."""
+        """``AnyCategorySpan`` whose ``args`` may hold FLOPs and device types."""
 
         args: Optional[TypedArgsWithExtras] = None
 
@@ -265,7 +274,7 @@ class Piece:
             empty struct per other phase), or ``None`` when the piece does not fit their
             types (or the stdlib reader read it).
         span: The class of ``typed``'s spans (``TypedSpan`` or one of its variants).
-        extras: Whether their args hold FLOPs, device types, sequence ids (``TypedArgsWithExtras``).
+        extras: Whether their args hold FLOPs and device types (``TypedArgsWithExtras``).
         count: How many events the piece holds.
     """
 

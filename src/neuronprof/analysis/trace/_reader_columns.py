@@ -17,7 +17,7 @@ import os
 from collections import Counter
 from collections.abc import Set
 from itertools import compress
-from typing import Any
+from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis._typed_reader import EMPTY_RAW, Piece, raw_number
@@ -191,8 +191,8 @@ class _ColumnReader(_Filling):
         kinds = self.kinds
         if kinds is None or len(kinds) != len(self.keys.kind):
             kinds = self.kinds = np.array(self.keys.kind, np.int8)
-        if piece.extras:  # FLOPs, device types or sequence ids in the file: added span by span
-            lane_keys = list(self.thread_at)
+        if piece.extras:  # FLOPs, device types or Neuron Runtime's ids in the file: added span by span
+            lanes_at: Optional[dict[int, tuple[Any, Any]]] = None
             for i, a in enumerate(args):
                 if a is None:
                     continue
@@ -201,7 +201,10 @@ class _ColumnReader(_Filling):
                 if type(a.device_type) is str and kinds[kid[i]] == _K_DEVICE:
                     self.sums.evidence.append(a.device_type)
                 if a.sequence_id is not None:
-                    self.sequence_ids.append((a.sequence_id, lane_keys[lane[i]], int(ts[i]), int(dur[i]), int(kid[i])))
+                    if lanes_at is None:
+                        lanes_at = {at: tkey for tkey, at in self.thread_at.items()}
+                    on = lanes_at[int(lane[i])]
+                    self.sequence_ids.append((a.sequence_id, on, int(ts[i]), int(dur[i]), int(kid[i])))
         corr[(corr < 0) | (corr >= _MAX_ID)] = -1
         ext[(ext < 0) | (ext >= _MAX_ID)] = -1
         runtime = corr[(kinds[kid] == _K_RUNTIME) & (corr >= 0)]
