@@ -334,3 +334,28 @@ def test_runtime_ids_from_pieces_read_both_ways_are_one_set(tmp_path: Path, monk
     assert table.runtime_corr == set(range(40)) == stdlib.runtime_corr
     assert 7 in table.runtime_corr and 40 not in table.runtime_corr and -1 not in table.runtime_corr
     assert pickle.loads(pickle.dumps(table.runtime_corr)) == table.runtime_corr
+
+
+def test_spans_with_neuron_sequence_ids_read_column_by_column_are_kept_as_read_event_by_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # TorchNeuron's framework trace: some spans carry nrt_sequence_id; the column reader keeps
+    # them (with their lane, start, duration and key) in file order, as the other readers do.
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"op{i % 3}", "pid": 1, "tid": 1 + i % 2, "ts": f"{10 * i}.125",
+         "dur": 2.5, "args": {"External id": i, **({"nrt_sequence_id": 100 + i} if i % 4 == 0 else {})}}
+        for i in range(30)
+    ]  # fmt: skip
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}), encoding="utf-8")
+    ran: list[str] = []
+    columns = _reader._FileReader._columns
+    monkeypatch.setattr(_reader._FileReader, "_columns", lambda self, p: columns(self, p) and not ran.append("columns"))
+    ways = ((True, True), (False, True), (False, False))  # columns, event by event, stdlib
+    tables = [_read(path, columns=c, fast=f, monkeypatch=monkeypatch) for c, f in ways]
+    assert ran
+    views = [_table_view(t) for t in tables]
+    assert views[0] == views[1] == views[2]
+    assert [s[:4] for s in tables[0].sequence_ids] == [
+        (100 + i, (1, 1 + i % 2), 10_000 * i + 125, 2500) for i in range(0, 30, 4)
+    ]
