@@ -239,15 +239,35 @@ def render_report(
     """
     if not isinstance(table, Table):
         raise TypeError(f"render_report() takes a Table, got {type(table).__name__}")
-    drawn = None if timeline is None else _Drawn(timeline_data(timeline), timeline.notes)
+    drawn = None if timeline is None else _draw(timeline)
     return _profile_page(table, insights=insights, drawn=drawn, settings=settings, title=title, baseline=baseline)
 
 
 class _Drawn(NamedTuple):
-    """The timeline pane of a page: what ``timeline_data`` gives, and the timeline's notes."""
+    """The panes a timeline fills: the step timeline (what ``timeline_data`` gives), its notes, and the others."""
 
     data: dict[str, Any]
     notes: tuple[str, ...]
+    panes: dict[str, Any]
+
+
+def _draw(timeline: Timeline) -> _Drawn:
+    """Everything the page reads from the timeline's events, read while they are held."""
+    from neuronprof._report_device import kernels_data, neuron_note
+    from neuronprof._report_ops import call_tree, modules_data
+    from neuronprof._report_overview import overview_data
+
+    kernels = kernels_data(timeline)
+    note = neuron_note(timeline)
+    if note is not None:
+        kernels["notes"].append(note)
+    panes = {
+        "overview": overview_data(timeline),
+        "kernels": kernels,
+        "modules": modules_data(timeline),
+        "call_tree": call_tree(timeline),
+    }
+    return _Drawn(timeline_data(timeline), timeline.notes, panes)
 
 
 def _profile_page(
@@ -258,14 +278,36 @@ def _profile_page(
     settings: Optional[Mapping[str, Any]],
     title: str,
     baseline: Optional[TraceDiff],
+    by_other: Optional[tuple[str, Table]] = None,
+    memory_source: str = "table",
 ) -> str:
-    """``render_report``'s page, its timeline pane drawn already (``None``: none)."""
+    """``render_report``'s page, its timeline panes drawn already (``None``: none).
+
+    ``by_other`` is the table grouped the other way (``("shape", table)``: by input shape),
+    offered beside the main one; ``memory_source`` says where memory per op comes from
+    (``"table"``, or ``"trace"``: a trace file, which does not hold it).
+    """
+    from neuronprof._report_device import memory_data
+    from neuronprof._report_ops import ranks_data
+
     facts = {str(k): _fact(v) for k, v in (settings or {}).items() if v is not None}
     data = {
         "schema": REPORT_SCHEMA,
         "table": _table_data(table),
         "timeline": drawn.data if drawn is not None else None,
     }
+    if by_other is not None:
+        data["table_by"] = {"key": by_other[0], "table": _table_data(by_other[1])}
+    panes = dict(drawn.panes) if drawn is not None else {}
+    findings = _findings_data(insights)
+    if "overview" in panes and findings is not None:
+        panes["overview"]["top"] = findings["findings"][:3]
+    from neuronprof.analysis.insights import RankInsights
+
+    rank_insights = insights if isinstance(insights, RankInsights) else None
+    panes["ranks"] = ranks_data(panes["overview"], rank_insights) if "overview" in panes else None
+    panes["memory"] = memory_data(table, source=memory_source)
+    data["grids"] = _grids(panes)
     notes = list(table.notes)
     if drawn is not None:
         notes.extend(n for n in drawn.notes if n not in notes)
@@ -276,16 +318,100 @@ def _profile_page(
         table=table,
         table_notes=notes,
         totals=_totals(table),
-        findings=_findings_data(insights),
+        findings=findings,
         has_timeline=drawn is not None,
+        panes=panes,
+        by_other=None if by_other is None else by_other[0],
         two_runs=None if baseline is None else _two_runs_data(baseline),
     )
 
 
+def _grid(columns: Sequence[tuple[str, str, str]], rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A sortable table for the page's script: columns ``(key, header, kind)``, rows by key; ``name`` is the first."""
+    return {
+        "columns": [{"key": k, "header": h, "kind": kind} for k, h, kind in columns],
+        "rows": [dict(r) for r in rows],
+        "sort_by": None,
+    }
+
+
+def _grids(panes: Mapping[str, Any]) -> dict[str, Any]:
+    """The panes' sortable tables: modules, kernels, memory, ranks (those the run fills)."""
+    out: dict[str, Any] = {}
+    modules = panes.get("modules")
+    if modules and modules["modules"]:
+        out["modules"] = _grid(
+            [
+                ("name", "Module", "text"),
+                ("calls", "Calls", "int"),
+                ("total_us", "Total (µs)", "us"),
+                ("mean_us", "Mean (µs)", "us"),
+            ],
+            modules["modules"],
+        )
+    kernels = panes.get("kernels")
+    if kernels and kernels["kernels"]:
+        label = kernels["label"]
+        out["kernels"] = _grid(
+            [
+                ("name", "Kernel", "text"),
+                ("category", "Kind", "text"),
+                ("calls", "Calls", "int"),
+                ("total_us", f"{label} total (µs)", "us"),
+                ("mean_us", "Mean (µs)", "us"),
+                ("share", f"Share of {label} time (%)", "pct"),
+                ("launched_by", "Launched by", "text"),
+            ],
+            kernels["kernels"],
+        )
+    memory = panes.get("memory")
+    if memory and memory["ops"]:
+        out["memory"] = _grid(
+            [
+                ("name", "Name", "text"),
+                ("calls", "Calls", "int"),
+                ("cpu_bytes", "Self CPU memory (B)", "int"),
+                ("device_bytes", f"Self {memory['label']} memory (B)", "int"),
+            ],
+            memory["ops"],
+        )
+    ranks = panes.get("ranks")
+    if ranks:
+        rows = [{"name": f"rank {r['rank']}", **r} for r in ranks["ranks"]]
+        out["ranks"] = _grid(
+            [
+                ("name", "Rank", "text"),
+                ("steps", "Steps", "int"),
+                ("step_us", "Step (µs)", "us"),
+                ("compute_us", "Compute (µs)", "us"),
+                ("communication_us", "Communication (µs)", "us"),
+                ("waiting_us", "Waiting (µs)", "us"),
+                ("idle_us", "Idle (µs)", "us"),
+            ],
+            rows,
+        )
+    return out
+
+
 def _page(data: Mapping[str, Any], **panes: Any) -> str:
     """The report template filled in; a pane not given (table, findings, comparison...) is left out."""
-    blank: dict[str, Any] = {"table": None, "table_notes": [], "totals": None, "findings": None, "has_timeline": False}
-    fields = {**blank, "comparison": None, "two_runs": None, **panes, "data_json": _json_for_script(data)}
+    blank: dict[str, Any] = {
+        "table": None,
+        "table_notes": [],
+        "totals": None,
+        "findings": None,
+        "has_timeline": False,
+        "panes": {},
+        "by_other": None,
+    }
+    fields = {
+        **blank,
+        "comparison": None,
+        "two_runs": None,
+        **panes,
+        "max_timeline_events": MAX_TIMELINE_EVENTS,
+        "data_json": _json_for_script(data),
+    }
     return str(_jinja_env().get_template("report.html.j2").render(**fields))
 
 
@@ -312,18 +438,37 @@ def trace_report(
         # The trace's events read once, straight into the findings' tree nodes (a node has a host
         # event's fields): drawn first, then read by the findings, then let go before the page is made.
         events = timeline_of(trace, _Node)
-        drawn = _Drawn(timeline_data(events), events.notes)
+        drawn = _draw(events)
         insights = insights_of(trace, events)
         del events
     else:
         insights = trace.insights() if timeline is trace.timeline() else analyze_timeline(timeline)
-        drawn = _Drawn(timeline_data(timeline), timeline.notes)
+        drawn = _draw(timeline)
     two_runs = None
     if baseline is not None:
         from neuronprof.analysis._diff import diff
 
         two_runs = diff(baseline, trace)
-    return _profile_page(table, insights=insights, drawn=drawn, settings=settings, title=title, baseline=two_runs)
+    live = bool(trace.event_tables) and not trace.event_tables[0].file_notes
+    return _profile_page(
+        table,
+        insights=insights,
+        drawn=drawn,
+        settings=settings,
+        title=title,
+        baseline=two_runs,
+        by_other=_other_grouping(trace, table),
+        memory_source="table" if live else "trace",
+    )
+
+
+def _other_grouping(trace: Trace, table: Table) -> Optional[tuple[str, Table]]:
+    """The trace's table grouped the other way from ``table``: by input shape when shapes were recorded, else none."""
+    if not any(op.input_dims is not None for op in trace.ops):
+        return None
+    if any(r.input_shapes is not None for r in table.rows):
+        return ("name", trace.table("device", group_by="name"))
+    return ("shape", trace.table("device", group_by="shape"))
 
 
 def _two_runs_data(d: TraceDiff, rows: int = 15) -> dict[str, Any]:

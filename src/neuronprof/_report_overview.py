@@ -1,0 +1,192 @@
+"""The report's overview: where each step's time goes, by category, and which steps stand out.
+
+A renderer's part (see ``report``): it reads a
+[`Timeline`][neuronprof.analysis.insights.Timeline] and returns plain data for the page.
+Each instant of a step is counted once, in the first of these categories busy at that
+instant (the order TensorBoard's profiler overview used): device compute, memory
+copies/sets, communication, runtime and launch, data loading, host compute in ops,
+host time between ops (Python frames and ``record_function`` ranges), and idle (no
+event recorded at all: waiting, or Python that ``with_stack=False`` did not record).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Optional
+
+from neuronprof import _vocabulary as vocab
+
+if TYPE_CHECKING:
+    from neuronprof.analysis.insights import Timeline
+
+__all__ = ["CATEGORIES", "category_spans", "overview_data", "step_windows"]
+
+Span = tuple[int, int]
+
+CATEGORIES: tuple[tuple[str, str], ...] = (
+    ("device", "{label} compute"),
+    ("memory", "{label} memory copies and sets"),
+    ("communication", "communication"),
+    ("runtime", "runtime and launch"),
+    ("dataloader", "data loading"),
+    ("host_ops", "host compute in ops"),
+    ("python", "host between ops (Python)"),
+    ("idle", "idle"),
+)
+"""The overview's categories, key and label, in the order an instant is given to the first busy one."""
+
+# The findings' rule for a DataLoader's fetch (``neuronprof.analysis.insights``): its ``__next__`` frame or range.
+_DATALOADER = re.compile(r"DataLoader.*__next__|__next__.*DataLoader")
+_HOST_KINDS = {"op": vocab.K_OP, "python": vocab.K_PY, "runtime": vocab.K_RUNTIME, "step": vocab.K_STEP}
+
+OUTLIER_MADS = 3.0
+"""A step is marked an outlier when its time is this many scaled median absolute deviations from the median..."""
+OUTLIER_SHARE = 0.1
+"""...and at least this share away from the median (identical steps have a deviation of 0)."""
+
+
+def category_spans(timeline: Timeline) -> dict[str, list[Span]]:
+    """Each category's events of one timeline, as sorted disjoint ``(start_ns, end_ns)`` spans ("idle" has none)."""
+    spans: dict[str, list[Span]] = {key: [] for key, _ in CATEGORIES}
+    for d in timeline.device:
+        if vocab.is_collective(d.name, vocab.K_DEVICE):
+            spans["communication"].append((d.start_ns, d.end_ns))
+        else:
+            spans["device" if d.category == "kernel" else "memory"].append((d.start_ns, d.end_ns))
+    for e in timeline.host:
+        category = e.category
+        if category == "step":
+            continue
+        span = (e.start_ns, e.end_ns)
+        if vocab.is_collective(e.name, _HOST_KINDS.get(category, vocab.K_OTHER)):
+            spans["communication"].append(span)
+        elif category == "runtime":
+            spans["runtime"].append(span)
+        elif _DATALOADER.search(e.name):
+            spans["dataloader"].append(span)
+        elif category == "op":
+            spans["host_ops"].append(span)
+        else:
+            spans["python"].append(span)
+    return {key: vocab.merged_intervals(v) for key, v in spans.items()}
+
+
+def step_windows(timeline: Timeline) -> list[tuple[str, int, int]]:
+    """The recorded steps as ``(name, start_ns, end_ns)`` in order; the whole recording when it has no step."""
+    steps = sorted((e.start_ns, e.end_ns, e.name) for e in timeline.host if e.category == "step")
+    if steps:
+        return [(name, s, e) for s, e, name in steps]
+    ends = [(e.start_ns, e.end_ns) for e in timeline.host] + [(d.start_ns, d.end_ns) for d in timeline.device]
+    if not ends:
+        return []
+    return [("(whole recording)", min(s for s, _ in ends), max(e for _, e in ends))]
+
+
+def _clip(merged: Sequence[Span], ends: Sequence[int], lo: int, hi: int) -> list[Span]:
+    """The part of sorted disjoint ``merged`` (``ends``: their ends) inside ``[lo, hi)``."""
+    out = []
+    i = bisect_right(ends, lo)
+    while i < len(merged) and merged[i][0] < hi:
+        s, e = merged[i]
+        out.append((max(s, lo), min(e, hi)))
+        i += 1
+    return out
+
+
+def _minus(a: Sequence[Span], b: Sequence[Span]) -> list[Span]:
+    """Sorted disjoint ``a`` less sorted disjoint ``b``."""
+    out: list[Span] = []
+    j = 0
+    for s, e in a:
+        while j < len(b) and b[j][1] <= s:
+            j += 1
+        k = j
+        while k < len(b) and b[k][0] < e:
+            if b[k][0] > s:
+                out.append((s, b[k][0]))
+            s = max(s, b[k][1])
+            k += 1
+        if s < e:
+            out.append((s, e))
+    return out
+
+
+def breakdown(spans: dict[str, list[Span]], windows: Iterable[tuple[str, int, int]]) -> list[dict[str, Any]]:
+    """Per window, ``{"name", "start_ns", "us": step µs, "parts": {category: µs}}``, each instant counted once."""
+    ends = {key: [e for _, e in v] for key, v in spans.items()}
+    out = []
+    for name, lo, hi in windows:
+        covered: list[Span] = []
+        parts: dict[str, float] = {}
+        for key, _ in CATEGORIES[:-1]:
+            mine = _minus(_clip(spans[key], ends[key], lo, hi), covered)
+            parts[key] = sum(e - s for s, e in mine) / 1000
+            covered = vocab.merged_intervals(covered + mine)
+        parts["idle"] = max(hi - lo - sum(e - s for s, e in covered), 0) / 1000
+        out.append({"name": name, "start_ns": lo, "us": (hi - lo) / 1000, "parts": parts})
+    return out
+
+
+def outliers(times: Sequence[float]) -> list[bool]:
+    """Which step times stand out: ``OUTLIER_MADS`` scaled MADs and ``OUTLIER_SHARE`` off the median."""
+    if len(times) < 3:
+        return [False] * len(times)
+    med = statistics.median(times)
+    mad = 1.4826 * statistics.median(abs(t - med) for t in times)
+    return [abs(t - med) > OUTLIER_MADS * mad and abs(t - med) > OUTLIER_SHARE * med for t in times]
+
+
+def labels(device_label: Optional[str]) -> dict[str, str]:
+    """The categories' labels in the backend's words (``NEURON compute``, ``CUDA memory copies and sets``)."""
+    return {key: text.format(label=device_label or "device") for key, text in CATEGORIES}
+
+
+def overview_data(timeline: Timeline) -> dict[str, Any]:
+    """The overview pane: each step's time and its breakdown by category, and the mean step's.
+
+    Returns:
+        ``{"categories": [{"key", "label"}], "steps": [{"name", "us", "parts", "outlier"}],
+        "mean": {category: µs}, "mean_us", "notes": [str]}``; times in µs. A timeline of
+        several ranks gives each rank's steps, named ``rank N · ProfilerStep#M``.
+    """
+    parts = list(timeline.ranks) or [timeline]
+    steps: list[dict[str, Any]] = []
+    for part in parts:
+        prefix = f"rank {part.rank} · " if timeline.ranks else ""
+        for s in breakdown(category_spans(part), step_windows(part)):
+            steps.append({"name": prefix + s["name"], "us": round(s["us"], 3), "parts": _rounded(s["parts"])})
+    for s, out in zip(steps, outliers([s["us"] for s in steps])):
+        s["outlier"] = out
+    names = labels(timeline.device_label)
+    n = len(steps) or 1
+    mean = {key: round(sum(s["parts"][key] for s in steps) / n, 3) for key, _ in CATEGORIES}
+    notes = []
+    if not timeline.device_label:
+        notes.append(
+            "no device time in this run: the device categories are empty (a CPU run, or a device build that does "
+            "not report its time to torch.profiler)"
+        )
+    if not any(e.category == "python" for t in parts for e in t.host):
+        notes.append(
+            "no Python frames were recorded, so Python between ops is counted as idle: pass with_stack=True "
+            "to tell them apart"
+        )
+    if any(s["outlier"] for s in steps):
+        notes.append(
+            f"outlier steps (marked !) are more than {OUTLIER_MADS:g} scaled median absolute deviations and "
+            f"{OUTLIER_SHARE:.0%} from the median step time"
+        )
+    return {
+        "categories": [{"key": key, "label": names[key]} for key, _ in CATEGORIES],
+        "steps": steps,
+        "mean": mean,
+        "mean_us": round(sum(s["us"] for s in steps) / n, 3),
+        "notes": notes,
+    }
+
+
+def _rounded(parts: dict[str, float]) -> dict[str, float]:
+    return {k: round(v, 3) for k, v in parts.items()}
