@@ -344,6 +344,10 @@ def pane_reports(reports: dict[str, Path], tmp_path_factory: pytest.TempPathFact
         pages["device"] = reports["device"]
     assert analysis_main(["report", str(_RANKS), "-o", str(out / "ranks.html")]) == 0
     pages["ranks"] = out / "ranks.html"
+    # Two runs: the rank folder of a balanced run (A) and the straggler's (B).
+    clean = _RANKS.parent / "ddp_clean"
+    assert analysis_main(["report", str(clean), str(_RANKS), "-o", str(out / "two.html")]) == 0
+    pages["two"] = out / "two.html"
     return pages
 
 
@@ -361,7 +365,7 @@ def _sorted_by_keyboard(page: Any, table: str) -> None:
 
 
 @pytest.mark.parametrize("width", [1280, 390])
-@pytest.mark.parametrize("which", ["cpu", "device", "ranks"])
+@pytest.mark.parametrize("which", ["cpu", "device", "ranks", "two"])
 def test_every_pane_is_drawn_and_usable_at_desktop_and_phone_width(
     browser: Browser, pane_reports: dict[str, Path], which: str, width: int, tmp_path: Path
 ) -> None:
@@ -373,7 +377,7 @@ def test_every_pane_is_drawn_and_usable_at_desktop_and_phone_width(
         page = browser.open(pane_reports[which])
         assert browser.errors == [] and browser.requests == [pane_reports[which].resolve().as_uri()]
         assert page.evaluate("document.documentElement.scrollWidth") <= width  # no sideways scroll of the page
-        for pane in _PANES:
+        for pane in _PANES + (("#two-runs",) if which == "two" else ()):
             box = page.locator(pane).bounding_box()
             assert box is not None and box["height"] > 20 and box["x"] >= 0 and box["x"] + box["width"] <= width, pane
         # Overview: one bar per step, the tallest the longest step; the mean step's stack fills its box.
@@ -391,7 +395,7 @@ def test_every_pane_is_drawn_and_usable_at_desktop_and_phone_width(
         )
         assert abs(fill[0] - fill[1]) <= 2, fill
         # The pane of each run: sorted from the keyboard, name column in view.
-        table = {"cpu": "#module-table", "device": "#kernel-table", "ranks": "#rank-table"}[which]
+        table = {"cpu": "#module-table", "device": "#kernel-table", "ranks": "#rank-table", "two": "#rank-table"}[which]
         page.locator(table).scroll_into_view_if_needed()
         _sorted_by_keyboard(page, table)
         if which == "cpu":
@@ -406,8 +410,19 @@ def test_every_pane_is_drawn_and_usable_at_desktop_and_phone_width(
             child.focus()
             page.keyboard.press("Enter")
             assert page.locator("#call-tree > details > details").first.get_attribute("open") is not None
-        if which == "ranks":
+        if which in ("ranks", "two"):
             assert "Straggler: rank 1" in page.locator("#distributed").inner_text()
+        if which == "two":
+            rows = column(page, "Category", "#two-runs-overview")
+            assert rows[0] == "step time" and "communication" in rows
+            wrap = page.evaluate(
+                """() => { const w = document.querySelector('#two-runs-overview').closest('.tablewrap');
+                           w.scrollLeft = w.scrollWidth;
+                           const heads = [...document.querySelectorAll('#two-runs-overview th')];
+                           const last = heads[heads.length - 1].getBoundingClientRect();
+                           return [last.right, w.getBoundingClientRect().right]; }"""
+            )
+            assert wrap[0] <= wrap[1] + 1, wrap  # the last column reachable by scrolling the box
         shot = tmp_path / f"{which}-{width}.png"
         page.screenshot(path=str(shot), full_page=True)
         assert png_width(shot) == width

@@ -211,3 +211,42 @@ def test_distributed_pane_of_a_rank_folder_names_the_straggler(tmp_path: Path) -
         assert parts == pytest.approx(r["step_us"], rel=1e-6)
     # Each rank's steps in the overview, named by rank.
     assert {name.split(" · ")[0] for name in overview(page)} == {"rank 0", "rank 1"}
+
+
+def _run(tmp_path: Path, name: str, size: int) -> Path:
+    x, w = torch.randn(size, size), torch.randn(size, size)
+    with neuronprof.session(wait=0, warmup=1, active=4, output_dir=tmp_path / name) as s:
+        for _ in s.steps():
+            (x @ w).relu().sum()
+    return s.export(tmp_path / f"{name}.json")
+
+
+def test_two_runs_show_the_overview_side_by_side_and_the_op_verdicts(tmp_path: Path, capsys) -> None:
+    a, b = _run(tmp_path, "a", 16), _run(tmp_path, "b", 96)
+    target = tmp_path / "two.html"
+    assert analysis_main(["report", str(a), str(b), "-o", str(target)]) == 0
+    page = target.read_text(encoding="utf-8")
+    no_external_reference(page)
+    text = text_of(page, "two-runs")
+    assert "verdict" in text  # neuronprof diff's verdict on the step time (or why there is none)
+    table = re.search(r'<table id="two-runs-overview".*?</table>', page, re.S)
+    assert table
+    rows = {
+        html.unescape(label): [float(v.replace(",", "").replace("+", "")) for v in (va, vb, vd)]
+        for label, va, vb, vd in re.findall(
+            r'<td class="left name">(.*?)</td><td>([\d,.]+)</td><td>([\d,.]+)</td><td>([-+\d,.]+)</td>',
+            table.group(0),
+        )
+    }
+    # The mean step of each run, as each recording holds it; B's the run reported (the larger matmul).
+    mean = {p: sum(s.wall_us for s in load_trace(p).samples) / len(load_trace(p).samples) for p in (a, b)}
+    assert rows["step time"][0] == pytest.approx(mean[a], abs=0.06)
+    assert rows["step time"][1] == pytest.approx(mean[b], abs=0.06)
+    assert rows["step time"][2] == pytest.approx(mean[b] - mean[a], abs=0.1)
+    assert set(rows) >= {"host compute in ops", "idle"}
+    assert 'id="two-runs-table"' in page  # the ops' changes with their verdicts
+    # The same page as --baseline; both at once is refused before any work.
+    assert analysis_main(["report", str(b), "--baseline", str(a), "-o", str(tmp_path / "same.html")]) == 0
+    assert analysis_main(["report", str(a), str(b), "--baseline", str(a), "-o", str(tmp_path / "x.html")]) == 2
+    assert "give the baseline once" in capsys.readouterr().err
+    assert not (tmp_path / "x.html").exists()

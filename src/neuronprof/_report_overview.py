@@ -156,10 +156,14 @@ def overview_data(timeline: Timeline) -> dict[str, Any]:
     steps: list[dict[str, Any]] = []
     for part in parts:
         prefix = f"rank {part.rank} · " if timeline.ranks else ""
-        for s in breakdown(category_spans(part), step_windows(part)):
-            steps.append({"name": prefix + s["name"], "us": round(s["us"], 3), "parts": _rounded(s["parts"])})
-    for s, out in zip(steps, outliers([s["us"] for s in steps])):
-        s["outlier"] = out
+        mine = [
+            {"name": prefix + s["name"], "us": round(s["us"], 3), "parts": _rounded(s["parts"])}
+            for s in breakdown(category_spans(part), step_windows(part))
+        ]
+        # Each rank's steps are judged among themselves: ranks may differ by design.
+        for s, out in zip(mine, outliers([s["us"] for s in mine])):
+            s["outlier"] = out
+        steps += mine
     names = labels(timeline.device_label)
     n = len(steps) or 1
     mean = {key: round(sum(s["parts"][key] for s in steps) / n, 3) for key, _ in CATEGORIES}
@@ -177,13 +181,14 @@ def overview_data(timeline: Timeline) -> dict[str, Any]:
     if any(s["outlier"] for s in steps):
         notes.append(
             f"outlier steps (marked !) are more than {OUTLIER_MADS:g} scaled median absolute deviations and "
-            f"{OUTLIER_SHARE:.0%} from the median step time"
+            f"{OUTLIER_SHARE:.0%} from the median step time" + (" of their rank" if timeline.ranks else "")
         )
     return {
         "categories": [{"key": key, "label": names[key]} for key, _ in CATEGORIES],
         "steps": steps,
         "mean": mean,
         "mean_us": round(sum(s["us"] for s in steps) / n, 3),
+        "ranks": len(timeline.ranks),
         "notes": notes,
     }
 

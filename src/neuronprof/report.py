@@ -322,7 +322,7 @@ def _profile_page(
         has_timeline=drawn is not None,
         panes=panes,
         by_other=None if by_other is None else by_other[0],
-        two_runs=None if baseline is None else _two_runs_data(baseline),
+        two_runs=None if baseline is None else _two_runs_data(baseline, panes.get("baseline_overview"), panes),
     )
 
 
@@ -446,9 +446,15 @@ def trace_report(
         drawn = _draw(timeline)
     two_runs = None
     if baseline is not None:
+        from neuronprof._report_overview import overview_data
         from neuronprof.analysis._diff import diff
+        from neuronprof.analysis._samples import trace_of
+        from neuronprof.analysis.trace import load_trace
 
-        two_runs = diff(baseline, trace)
+        base = load_trace(trace_of(baseline))
+        two_runs = diff(base, trace)
+        # The baseline's overview, beside this run's in the two-run pane.
+        drawn.panes["baseline_overview"] = overview_data(timeline_of(base))
     live = bool(trace.event_tables) and not trace.event_tables[0].file_notes
     return _profile_page(
         table,
@@ -471,12 +477,29 @@ def _other_grouping(trace: Trace, table: Table) -> Optional[tuple[str, Table]]:
     return ("shape", trace.table("device", group_by="shape"))
 
 
-def _two_runs_data(d: TraceDiff, rows: int = 15) -> dict[str, Any]:
-    """The two-run pane: the verdicts and the largest changes, as ``neuronprof diff`` prints them."""
+def _overview_diff(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The overview of two runs side by side: mean step time and each category per step (µs), A, B and B − A."""
+    if not a or not b or not a["steps"] or not b["steps"]:
+        return []
+    rows = [{"label": "step time", "a": a["mean_us"], "b": b["mean_us"]}]
+    rows += [{"label": c["label"], "a": a["mean"][c["key"]], "b": b["mean"][c["key"]]} for c in b["categories"]]
+    for r in rows:
+        r["delta"] = round(r["b"] - r["a"], 3)
+        r["ratio"] = None if r["a"] <= 0 else round(r["b"] / r["a"], 3)
+    return rows
+
+
+def _two_runs_data(
+    d: TraceDiff, base: Optional[Mapping[str, Any]] = None, panes: Optional[Mapping[str, Any]] = None, rows: int = 15
+) -> dict[str, Any]:
+    """The two-run pane: the verdicts, the overview side by side and the largest op changes, as ``neuronprof diff``."""
     from neuronprof.analysis.render import _diff_cols, _diff_footer, _diff_header
 
     cols = _diff_cols(d)
     return {
+        "a": d.a,
+        "b": d.b,
+        "overview": _overview_diff(base, (panes or {}).get("overview")),
         "header": _diff_header(d),
         "headers": [{"text": c.header, "left": c.left} for c in cols],
         "rows": [[{"text": c.cell(r), "left": c.left} for c in cols] for r in d.rows[:rows]],

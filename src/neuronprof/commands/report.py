@@ -10,16 +10,24 @@ from typing import Any
 from neuronprof.commands._inputs import reads_files
 from neuronprof.commands._options import jobs_options
 
-HELP = "one self-contained HTML report of a trace: table, findings, timeline (no torch needed)"
+HELP = "one self-contained HTML report of a trace, or of two runs side by side (no torch needed)"
 DESCRIPTION = (
-    "Write one HTML file to look at and share: the trace's settings, the sortable and filterable op table, the "
-    "findings of `neuronprof advise` and a zoomable step timeline. It opens offline in any browser; nothing is "
-    "loaded from the network."
+    "Write one HTML file to look at and share: an overview of where each step's time goes, the findings of "
+    "`neuronprof advise`, the sortable op table (by shape and module), kernels, memory, ranks and a zoomable step "
+    "timeline; with two runs (A B), the two-run pane with `neuronprof diff`'s verdicts. It opens offline in any "
+    "browser; nothing is loaded from the network."
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", help="trace file or folder")
+    parser.add_argument(
+        "other",
+        nargs="?",
+        default=None,
+        metavar="TRACE_B",
+        help="a second run: `neuronprof report A B` reports B beside its baseline A (as --baseline A)",
+    )
     # Session.report(path) names it `path`; beside the TRACE path, `-o/--output` says which path it is.
     parser.add_argument(
         "-o",
@@ -46,8 +54,14 @@ def run(args: argparse.Namespace) -> int:
     from neuronprof.analysis.trace import load_trace
     from neuronprof.report import environment, trace_report, trace_settings
 
+    if args.other is not None:
+        if args.baseline is not None:
+            raise ValueError("give the baseline once: `neuronprof report A B` or `neuronprof report B --baseline A`")
+        args.baseline, args.trace = args.trace, args.other
     source = Path(args.trace)
     piped = getattr(args, "piped", {})
+    if args.other is not None:
+        piped = {k: v for k, v in piped.items() if k != "trace"}  # a piped A is the baseline now, not B
     if args.output is not None:
         target = Path(args.output)
     elif "trace" in piped:
