@@ -250,3 +250,33 @@ def test_two_runs_show_the_overview_side_by_side_and_the_op_verdicts(tmp_path: P
     assert analysis_main(["report", str(a), str(b), "--baseline", str(a), "-o", str(tmp_path / "x.html")]) == 2
     assert "give the baseline once" in capsys.readouterr().err
     assert not (tmp_path / "x.html").exists()
+
+
+@pytest.mark.slow
+def test_a_huge_recording_makes_a_bounded_page_that_says_what_it_left_out() -> None:
+    """Events far beyond what is drawn (steps, kernels, nested calls): every bounded part stays bounded."""
+    from neuronprof.analysis.insights import DeviceEvent
+    from neuronprof.report import MAX_CHART_STEPS, MAX_TIMELINE_EVENTS
+
+    steps, per_step = MAX_CHART_STEPS + 100, 60
+    host: list[HostEvent] = []
+    device: list[DeviceEvent] = []
+    for i in range(steps):
+        t0 = i * 100_000
+        host.append(HostEvent(f"ProfilerStep#{i}", t0, t0 + 90_000, category="step"))
+        for j in range(per_step):
+            s = t0 + 1000 * j
+            host.append(HostEvent(f"aten::op{j % 20}", s, s + 900, ext_id=i * per_step + j))
+            host.append(HostEvent(f"aten::inner{j % 30}", s + 100, s + 800))
+            device.append(DeviceEvent(f"kernel_{(i * per_step + j) % 400}", s + 200, s + 700, ext_id=i * per_step + j))
+    table = Table(())
+    page = render_report(table, timeline=Timeline(tuple(host), tuple(device), "cuda", "CUDA"))
+    size = len(page.encode())
+    assert size < 3_000_000, size  # 72 600 events in, a few MB out at most
+    data = embedded(page)
+    assert len(data["timeline"]["events"]) <= MAX_TIMELINE_EVENTS and data["timeline"]["dropped"] > 0
+    assert len(data["grids"]["kernels"]["rows"]) == 50
+    assert "the 50 heaviest of 400 kernel names are listed" in text_of(page, "kernels")
+    assert page.count('data-us="') == MAX_CHART_STEPS
+    assert f"the first {MAX_CHART_STEPS} of {steps} steps" in text_of(page, "overview")
+    assert "the first 200 of" in text_of(page, "overview")

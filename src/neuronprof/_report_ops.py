@@ -22,6 +22,8 @@ TREE_DEPTH = 6
 """Levels of the call tree shown; deeper calls are in their parent's total."""
 TREE_CHILDREN = 12
 """Children shown per node (the heaviest); the rest are in their parent's total."""
+TREE_NODES = 300
+"""Nodes shown in all at most, the heaviest branches first; the rest are in their parents' totals."""
 
 
 def modules_data(timeline: Timeline) -> dict[str, Any]:
@@ -68,8 +70,11 @@ def _op_forest(host: Sequence[HostEvent]) -> list[dict[str, Any]]:
     return roots
 
 
-def _merge(nodes: Sequence[dict[str, Any]], depth: int) -> list[dict[str, Any]]:
-    """Calls of the same name under the same parent merged: calls, total and self µs, heaviest first."""
+def _merge(nodes: Sequence[dict[str, Any]], depth: int, budget: list[int]) -> list[dict[str, Any]]:
+    """Calls of the same name under the same parent merged: calls, total and self µs, heaviest first.
+
+    ``budget`` holds how many more nodes may be shown; each node shown takes one.
+    """
     by_name: dict[str, dict[str, Any]] = {}
     for n in nodes:
         total = n["end"] - n["start"]
@@ -81,16 +86,19 @@ def _merge(nodes: Sequence[dict[str, Any]], depth: int) -> list[dict[str, Any]]:
         m["self"] += max(total - inner, 0)
         m["kids"] += n["children"]
     out = []
-    for m in sorted(by_name.values(), key=lambda m: -m["total"]):
-        kids = _merge(m["kids"], depth + 1) if depth + 1 < TREE_DEPTH else []
-        hidden = max(len(kids) - TREE_CHILDREN, 0)
+    for m in sorted(by_name.values(), key=lambda m: -m["total"])[:TREE_CHILDREN]:
+        if budget[0] <= 0:
+            break
+        budget[0] -= 1
+        kids = _merge(m["kids"], depth + 1, budget) if depth + 1 < TREE_DEPTH else []
+        hidden = len({k["name"] for k in m["kids"]}) - len(kids)
         out.append(
             {
                 "name": m["name"],
                 "calls": m["calls"],
                 "total_us": round(m["total"] / 1000, 3),
                 "self_us": round(m["self"] / 1000, 3),
-                "children": kids[:TREE_CHILDREN],
+                "children": kids,
                 "hidden": hidden,
             }
         )
@@ -105,7 +113,7 @@ def call_tree(timeline: Timeline) -> Optional[dict[str, Any]]:
         ``hidden`` the children not shown), or ``None`` when no op was recorded.
     """
     roots = _op_forest(list(timeline.host))
-    merged = _merge(roots, 0)
+    merged = _merge(roots, 0, [TREE_NODES])
     return merged[0] if merged else None
 
 

@@ -38,6 +38,9 @@ __all__ = [
     "trace_settings",
 ]
 
+MAX_CHART_STEPS = 500
+"""Steps drawn in the overview's step-time chart at most (the first ones); the breakdown covers them all."""
+
 REPORT_SCHEMA = "neuronprof.report/1"
 """Tag of the data embedded in the page (``<script id="neuronprof-data">``)."""
 
@@ -410,6 +413,7 @@ def _page(data: Mapping[str, Any], **panes: Any) -> str:
         "two_runs": None,
         **panes,
         "max_timeline_events": MAX_TIMELINE_EVENTS,
+        "max_chart_steps": MAX_CHART_STEPS,
         "data_json": _json_for_script(data),
     }
     return str(_jinja_env().get_template("report.html.j2").render(**fields))
