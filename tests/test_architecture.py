@@ -178,9 +178,9 @@ def test_writers_and_plumbing_import_no_torch_session_or_backend() -> None:
         if n.startswith("neuronprof") and not n.startswith("neuronprof.typing")
     ]
     bad += [f"neuronprof.typing imports {n}" for n in MODULES["neuronprof.typing"].top if n.startswith("neuronprof")]
-    # The vocabulary and the deprecation helper are leaves too (anywhere, not only at module level),
+    # The vocabulary, the deprecation and lazy-name helpers are leaves too (anywhere, not only at module level),
     # and none of the plumbing imports torch.
-    for leaf in ("neuronprof._vocabulary", "neuronprof._deprecation"):
+    for leaf in _LEAVES:
         bad += [f"{leaf} imports {n}" for n in MODULES[leaf].top | MODULES[leaf].lazy if n.startswith("neuronprof")]
     plumbing = [MODULES[n] for n in ("neuronprof._io", "neuronprof.errors", "neuronprof.typing", *_LEAVES)]
     bad += _broken(plumbing, ("torch",), anywhere=True)
@@ -191,7 +191,7 @@ def test_writers_and_plumbing_import_no_torch_session_or_backend() -> None:
     assert not bad, "\n".join(bad)
 
 
-_LEAVES = ("neuronprof._vocabulary", "neuronprof._deprecation")
+_LEAVES = ("neuronprof._vocabulary", "neuronprof._deprecation", "neuronprof._lazy")
 
 
 # Calls that write a file. Outside _io.py they may appear only in the content
@@ -327,3 +327,27 @@ def test_what_was_recorded_knows_nothing_of_the_lifecycle_or_the_backends() -> N
     mods = _governed(("neuronprof._recording", "neuronprof._recording_export"))
     assert len(mods) == 2
     assert _broken(mods, ("neuronprof._session", "neuronprof._guard", "neuronprof.backends"), anywhere=True) == []
+
+
+def _fixed_stacklevel_warnings(text: str) -> list[int]:
+    """Lines of ``warnings.warn(..., NeuronProfWarning, stacklevel=N)``: a fixed depth, wrong from another path."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "warnings.warn":
+            rest = [*node.args[1:], *(k.value for k in node.keywords if k.arg == "category")]
+            if any("NeuronProfWarning" in ast.unparse(c) for c in rest):
+                found.append(node.lineno)
+    return found
+
+
+def test_every_warning_to_the_user_names_the_users_line() -> None:
+    # A warning with a fixed stacklevel points into neuronprof when it is reached by another
+    # path (a with-block's end or stop()); errors.warn_user walks out to the user's frame.
+    assert _fixed_stacklevel_warnings("warnings.warn(m, NeuronProfWarning, stacklevel=3)") == [1]
+    assert not _fixed_stacklevel_warnings("warn_user(m)")
+    bad = [
+        f"{m.path.relative_to(SRC)}:{line}"
+        for m in MODULES.values()
+        for line in _fixed_stacklevel_warnings(m.path.read_text(encoding="utf-8"))
+    ]
+    assert not bad, "warn through neuronprof.errors.warn_user:\n" + "\n".join(bad)

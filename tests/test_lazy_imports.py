@@ -13,6 +13,7 @@ import pytest
 
 import neuronprof
 import neuronprof.analysis as analysis
+from neuronprof._lazy import defining_modules
 
 _SRC = Path(neuronprof.__file__).resolve().parents[1]
 
@@ -53,11 +54,14 @@ def test_a_cpu_session_table_and_export_import_no_neuron_reader_findings_or_roof
     assert "neuronprof.analysis.trace" in result.stdout
 
 
+_WHERE = defining_modules(analysis.__name__, analysis._MODULES)
+
+
 def test_every_public_name_of_analysis_resolves_to_its_defining_module() -> None:
     for name in analysis.__all__:
-        where = analysis._WHERE[name]
+        where = _WHERE[name]
         assert getattr(analysis, name) is getattr(importlib.import_module(where), name), name
-    assert set(analysis._WHERE) == set(analysis.__all__)
+    assert set(_WHERE) == set(analysis.__all__)
     assert set(analysis.__all__) <= set(dir(analysis))
     try:
         analysis.no_such_name  # noqa: B018
@@ -73,4 +77,4 @@ def test_the_names_type_checkers_see_are_the_names_imported_on_use() -> None:
     tree = ast.parse((_SRC / "neuronprof" / "analysis" / "__init__.py").read_text(encoding="utf-8"))
     block = next(n for n in tree.body if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test))
     typed = {a.name: node.module for node in block.body if isinstance(node, ast.ImportFrom) for a in node.names}
-    assert typed == analysis._WHERE
+    assert typed == _WHERE

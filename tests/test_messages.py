@@ -168,7 +168,9 @@ def test_break_in_the_active_step_warns_what_was_kept(tmp_path):
                 model(torch.randn(4, 16))
                 if i == 3:
                     break
-    (message,) = [str(w.message) for w in caught if issubclass(w.category, NeuronProfWarning)]
+    (warning,) = [w for w in caught if issubclass(w.category, NeuronProfWarning)]
+    message = str(warning.message)
+    assert warning.filename == __file__, "the warning names the user's line, not neuronprof's"
     t = s.table()
     assert t.steps == 1 and t.rows
     assert "cut short" in message and "1 recorded step(s) are kept" in message

@@ -21,7 +21,19 @@ from neuronprof.analysis.insights import Insights, RankInsights, advise
 from neuronprof.model import Comparison, ComparisonRow, RankTable, Table
 
 TRACES = Path(__file__).resolve().parent / "corpus" / "traces"
-VERBS = ("to_dict", "from_dict", "to_json", "from_json", "head", "row", "to_text", "to_markdown", "to_csv", "to_html")
+VERBS = (
+    "to_dict",
+    "from_dict",
+    "to_json",
+    "from_json",
+    "head",
+    "row",
+    "to_text",
+    "to_markdown",
+    "to_csv",
+    "to_html",
+    "to_dataframe",
+)
 
 
 @pytest.fixture(scope="module")
@@ -207,3 +219,35 @@ def test_the_findings_header_counts_every_finding_of_a_cut(models) -> None:
     assert insights.head(1).to_text().startswith(f"{total} finding(s) over")
     with pytest.raises(KeyError, match="no finding of kind 'no_such_kind'"):
         insights.row("no_such_kind")
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+def test_every_model_renders_with_row_limit_first_and_as_a_dataframe(models, name: str) -> None:
+    pytest.importorskip("pandas")
+    m = models[name]
+    # The renderings take the same first argument, the row limit.
+    for fmt in ("to_text", "to_markdown", "to_csv", "to_html"):
+        assert getattr(m, fmt)(1) == getattr(m, fmt)(row_limit=1), (name, fmt)
+    with pytest.raises(TypeError, match="notes=True"):
+        m.to_csv(True)
+    frame = m.to_dataframe()
+    rows = list(m) if name != "NeuronProfile" else list(m.neffs)
+    assert len(frame) == len(rows) and len(m.to_dataframe(1)) == min(1, len(rows))
+    assert len(frame.columns) > 1, "one column per field of a row, even with no rows"
+    if rows and hasattr(rows[0], "to_dict"):
+        first = rows[0].to_dict()
+        assert {k: frame.iloc[0][k] for k in ("name", "kind") if k in first} == {
+            k: first[k] for k in ("name", "kind") if k in first
+        }
+
+
+def test_a_neuron_profile_gives_each_section_as_a_dataframe() -> None:
+    pytest.importorskip("pandas")
+    from neuronprof.analysis.neuron import NeffExecution
+
+    p = NeuronProfile(executions=(NeffExecution("a.neff", 0, 1000, 1), NeffExecution("a.neff", 2000, 3500, 2)))
+    assert list(p.to_dataframe(section="executions").columns) == list(NeffExecution._fields)
+    neffs = p.to_dataframe()
+    assert len(neffs) == 1 and neffs.iloc[0]["calls"] == 2
+    with pytest.raises(ValueError, match="section must be one of"):
+        p.to_dataframe(section="engines")

@@ -46,7 +46,7 @@ def conversions(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
 @pytest.mark.slow
 def test_every_read_out_reads_the_record_converted_once(tmp_path: Path, conversions: Counter[int]) -> None:
     with neuronprof.session(
-        backend="cpu", wait=0, warmup=1, active=2, repeat=2, record_shapes=True, output_dir=tmp_path
+        backend="cpu", wait=0, warmup=1, active=2, repeat=2, record_shapes=True, with_stack=True, output_dir=tmp_path
     ) as s:
         _loop(s)
     assert not conversions  # nothing is converted inside the loop or at the block's end
@@ -58,12 +58,17 @@ def test_every_read_out_reads_the_record_converted_once(tmp_path: Path, conversi
     s.roofline(peak_flops=1e12, peak_bw=1e11)
     trace = s.trace()
     _ = s.notes
+    stacks = s.export(tmp_path / "stacks.txt", format="stacks").read_text()
+    assert "aten::mm" in stacks
 
     # Two cycles, each converted exactly once, whatever was read and how often.
     assert sorted(conversions.values()) == [1, 1]
     assert first is again  # the findings are read once and kept with the record
     assert trace is s.recording
     assert table.steps == s.recording.steps == 4
+    # Nor does torch convert them a second time into its own events (the stacks come from the table).
+    if hasattr(s.profiler.profiler, "_function_events"):
+        assert s.profiler.profiler._function_events is None
 
 
 def test_reading_the_record_changes_nothing(tmp_path: Path) -> None:
@@ -139,3 +144,17 @@ def test_a_row_is_looked_up_by_name_and_a_number_is_refused_clearly(tmp_path: Pa
     assert table.row("aten::relu").calls >= 1
     with pytest.raises(TypeError, match="row's name"):
         table.row(0)  # type: ignore[arg-type]
+
+
+def test_the_session_table_keeps_the_recorded_dtypes_as_the_record_and_the_export_do(tmp_path: Path) -> None:
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=2, record_shapes=True, output_dir=tmp_path) as s:
+        _loop(s)
+    offline = neuronprof.load_trace(s.export(tmp_path / "run.json"))
+
+    def dtypes(table: Any) -> dict[tuple[str, Any], Any]:
+        return {(r.name, r.input_shapes): r.input_dtypes for r in table.rows}
+
+    live = dtypes(s.table("cpu", None))
+    assert live[("aten::mm", ((32, 32), (32, 32)))] == ("float", "float")
+    assert live == dtypes(s.recording.table("cpu", None, group_by="shape"))
+    assert live == dtypes(offline.table("cpu", None, group_by="shape"))

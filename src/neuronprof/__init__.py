@@ -20,8 +20,9 @@ the session, the trace reader or the models it does not run.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from neuronprof._lazy import lazy_names
 
 if TYPE_CHECKING:  # for type checkers and the API reference; at run time, __getattr__ below
     # Modules behind package-level functions are private (_session, _compare), so that
@@ -79,24 +80,10 @@ _MODULES = {
     "errors": ("BackendUnavailableError", "NeuronProfError", "NeuronProfWarning", "SessionStateError", "VariantError"),
     "model": ("Comparison", "ComparisonRow", "OpRow", "RankTable", "Table"),
 }
-_WHERE = {name: f"{__name__}.{module}" for module, names in _MODULES.items() for name in names}
 
 _SUBMODULES = ("analysis", "backends", "errors", "export", "model", "typing")
 """Public modules that are attributes of the package without their own import (``neuronprof.typing``
 is not in ``__all__``: a star import would shadow the standard library's)."""
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's module on first use (PEP 562)."""
-    if name in _SUBMODULES:
-        return importlib.import_module(f"{__name__}.{name}")  # the import sets the attribute
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value  # later reads are plain attribute reads
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__, *_SUBMODULES})
+__getattr__, __dir__ = lazy_names(__name__, _MODULES, __all__, _SUBMODULES)

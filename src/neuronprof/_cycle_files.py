@@ -13,17 +13,17 @@ import json
 import mmap
 import os
 import re
-import warnings
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof._io import atomic_write, clone_or_copy, copy_trace
-from neuronprof._vocabulary import is_own_frame, is_step_row
-from neuronprof.errors import NeuronProfWarning
+from neuronprof._vocabulary import K_DEVICE, K_PY, is_own_frame, is_step_row
+from neuronprof.errors import warn_user
 
 if TYPE_CHECKING:
     from neuronprof._kineto import Cycle
+    from neuronprof.analysis.trace import EventTable
 
 __all__ = ["escape_names", "route_torch_export", "save_native_trace", "take_save", "write_chrome_trace", "write_stacks"]
 
@@ -219,12 +219,10 @@ def _cache_intact(cycle: Cycle, cache: Path) -> bool:
     except OSError:
         intact = False
     if not intact:
-        warnings.warn(
+        warn_user(
             f"neuronprof's private copy of cycle {cycle.index}'s trace ({cache}) was changed or removed by "
             "another program; exports of this cycle are now written by torch's Python exporter from the "
-            "recorded events, which differs from torch's own save (memory events as slices, fewer header keys)",
-            NeuronProfWarning,
-            stacklevel=4,
+            "recorded events, which differs from torch's own save (memory events as slices, fewer header keys)"
         )
         with contextlib.suppress(OSError):
             cache.unlink(missing_ok=True)
@@ -320,76 +318,88 @@ def _run_by_the_instrument(chain: list[str]) -> bool:
 _UNSEEN: Any = object()
 
 
-def _is_python_function(evt: Any) -> bool:
-    flag = getattr(evt, "is_python_function", None)
-    if isinstance(flag, bool):
-        return flag
-    return getattr(evt, "activity_type", None) == "python_function"
-
-
 def write_stacks(cycle: Cycle, dest: Path, metric: str) -> None:
     """Write the cycle's collapsed stacks for flame-graph tools: ``frame;frame;op value`` per line.
 
     As torch's ``export_stacks`` (Python frames outermost first, blanks as ``_``,
-    the value the op's ``metric`` in µs), with the op itself as the innermost
-    frame; equal stacks are summed. Left out: the profiler's and neuronprof's
-    own frames, work they run around each step (whatever it calls), and leaf
-    frames of torch's or neuronprof's Python files (their Python overhead).
+    the value the op's ``metric`` in µs: ``self_cpu_time_total``, or
+    ``self_device_time_total``, the device time of the work it launched), with the
+    op itself as the innermost frame; equal stacks are summed. Left out: the
+    profiler's and neuronprof's own frames, work they run around each step
+    (whatever it calls), and leaf frames of torch's or neuronprof's Python files
+    (their Python overhead).
+
+    Read from the cycle's event table: an op's stack is the chain of Python-frame
+    spans around it on its thread (torch's Python tracer), so with_stack needs no
+    verbose mode (whose "Call stack" field kineto writes unescaped); an op's self
+    time is its span less its children's, nested as torch nests them.
 
     Raises:
         RuntimeError: The cycle's events were dropped (``keep_cycles``).
     """
-    if cycle.profile is None:
+    if cycle.events is None and cycle.read is None:
         raise RuntimeError("this cycle's events were dropped; no stacks can be written for it")
-    clean = str.maketrans({" ": "_", ";": ":", "\n": "_", "\t": "_"})
-    totals: dict[str, int] = {}
-    # An op's stack is the chain of Python-frame events around it (torch's Python tracer),
-    # innermost first, as kineto's verbose mode would list it: read from the events
-    # themselves, so that with_stack needs no verbose mode (whose "Call stack" field kineto
-    # writes unescaped). A step holds few distinct op names and enclosing frames, repeated
-    # by every call: each is judged and cleaned once (None: left out).
-    chains: dict[int, tuple[str, ...]] = {}
-    names: dict[str, Optional[str]] = {}
-    prefixes: dict[tuple[str, ...], Optional[str]] = {}
-
-    def chain_of(parent: Any) -> tuple[str, ...]:
-        # Up to the first enclosing event whose chain is known, then down again (no recursion:
-        # Python stacks can be deeper than the interpreter's recursion limit).
-        pending = []
-        while parent is not None and id(parent) not in chains:
-            pending.append(parent)
-            parent = parent.cpu_parent
-        found = chains[id(parent)] if parent is not None else ()
-        for event in reversed(pending):
-            if _is_python_function(event):
-                found = (event.name, *found)
-            chains[id(event)] = found
-        return found
-
-    for evt in cycle.profile.function_events:
-        name = evt.name
-        if _is_python_function(evt) or is_step_row(name):
-            continue
-        shown = names.get(name, _UNSEEN)
-        if shown is _UNSEEN:
-            shown = names[name] = None if is_own_frame(name) or _is_library_frame(name) else name.translate(clean)
-        if shown is None:
-            continue
-        # Every call has frames of its own, but the same names: stacks are judged once by name.
-        stack = chain_of(evt.cpu_parent)
-        prefix = prefixes.get(stack, _UNSEEN)
-        if prefix is _UNSEEN:
-            prefix = prefixes[stack] = (
-                None
-                if not stack or _run_by_the_instrument(list(stack))
-                else "".join(f.translate(clean) + ";" for f in reversed(stack) if not is_own_frame(f))
-            )
-        if prefix is None:
-            continue
-        value = int(getattr(evt, metric, 0) or 0)
-        if value <= 0:
-            continue
-        key = prefix + shown
-        totals[key] = totals.get(key, 0) + value
+    events = cycle.events if cycle.read is None else cycle.read(cycle)
+    assert events is not None
+    totals = _collapsed(events, device=metric != "self_cpu_time_total")
     with open(dest, "w", encoding="utf-8") as fout:
         fout.writelines(f"{k} {v}\n" for k, v in totals.items())
+
+
+def _collapsed(events: EventTable, *, device: bool) -> dict[str, int]:
+    """Value (µs) per collapsed stack of an event table's host ops; see ``write_stacks``."""
+    kind, names = events.keys.kind, events.keys.raw_names
+    device_ns: dict[int, int] = {}  # per op's correlation id: the device time of the work it launched
+    if device:
+        for _where, th, _on_device in events.timelines():
+            for k, d, x in zip(th.kid, th.dur, th.ext):
+                if kind[k] == K_DEVICE and x >= 0:
+                    device_ns[x] = device_ns.get(x, 0) + d
+    clean = str.maketrans({" ": "_", ";": ":", "\n": "_", "\t": "_"})
+    # A step holds few distinct op names and enclosing frames, repeated by every call: each
+    # is judged and cleaned once (None: left out).
+    shown_of: dict[int, Optional[str]] = {}
+    prefixes: dict[tuple[str, ...], Optional[str]] = {}
+    totals: dict[str, int] = {}
+
+    def add(k: int, chain: tuple[str, ...], self_ns: int, ext: int) -> None:
+        shown = shown_of.get(k, _UNSEEN)
+        if shown is _UNSEEN:
+            name = names[k]
+            own = kind[k] == K_PY or is_step_row(name) or is_own_frame(name) or _is_library_frame(name)
+            shown = shown_of[k] = None if own else name.translate(clean)
+        if shown is None:
+            return
+        prefix = prefixes.get(chain, _UNSEEN)
+        if prefix is _UNSEEN:
+            prefix = prefixes[chain] = (
+                None
+                if not chain or _run_by_the_instrument(list(chain))
+                else "".join(f.translate(clean) + ";" for f in reversed(chain) if not is_own_frame(f))
+            )
+        value = (device_ns.get(ext, 0) if device else self_ns) // 1000
+        if prefix is not None and value > 0:
+            totals[prefix + shown] = totals.get(prefix + shown, 0) + value
+
+    for _where, th, on_device in events.timelines():
+        if on_device:
+            continue
+        ts, dur, kid, ext = th.ts, th.dur, th.kid, th.ext
+        # Nested as torch nests a thread's events (start order, longest first; a span is a
+        # parent while the next one starts before it ends and ends within it).
+        # Open spans: [end, key, duration, children's time, Python frames innermost first, ext].
+        stack: list[list[Any]] = []
+        for i in sorted(range(len(ts)), key=lambda j: (ts[j], -dur[j])):
+            start, end = ts[i], ts[i] + dur[i]
+            while stack and (start >= stack[-1][0] or end > stack[-1][0]):
+                e = stack.pop()
+                add(e[1], e[4], e[2] - e[3], e[5])
+            chain: tuple[str, ...] = stack[-1][4] if stack else ()
+            if stack:
+                stack[-1][3] += dur[i]
+            k = kid[i]
+            stack.append([end, k, dur[i], 0, (names[k], *chain) if kind[k] == K_PY else chain, ext[i]])
+        while stack:
+            e = stack.pop()
+            add(e[1], e[4], e[2] - e[3], e[5])
+    return totals

@@ -44,6 +44,10 @@ class Cycle:
             step may have been opened by ``step()`` and never run.
         events: The cycle's events as an event table, converted once from kineto's
             (``read_cycle``); kept after the profile is dropped.
+        read: Returns ``events``, converting them first if need be, as the session
+            converts its cycles (its event keys, its backend's ``cycle_notes``): set
+            when the cycle ends, for exports that read the events (stacks).
+        notes: The backend's remarks on the cycle's events, made when they were converted.
         memory: Self host/device memory per ``(name, input shapes)``, torch's own
             figures (``profile_memory=True``), taken with the events.
     """
@@ -56,6 +60,8 @@ class Cycle:
     cache_stamp: Optional[tuple[int, ...]] = None
     closed_at_exit: bool = False
     events: Optional[EventTable] = None
+    read: Optional[Callable[[Cycle], EventTable]] = None
+    notes: tuple[str, ...] = ()
     memory: Mapping[tuple[str, Any], tuple[int, int]] = dataclasses.field(default_factory=dict)
 
 

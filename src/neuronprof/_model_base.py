@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, TypeVar, Union
 
 from neuronprof._deprecation import renamed_keyword
@@ -45,6 +45,23 @@ def dataframe(caller: str, rows: list[dict[str, Any]], columns: list[str]) -> pa
     except ImportError:
         raise ImportError(f"{caller}.to_dataframe() needs pandas: pip install pandas") from None
     return pd.DataFrame(rows, columns=columns)
+
+
+def frame_of(caller: str, rows: Sequence[Any], row_type: Optional[type]) -> pandas.DataFrame:
+    """A DataFrame of result rows (dataclasses or named tuples), one column per field of ``row_type``."""
+    if row_type is not None and dataclasses.is_dataclass(row_type):
+        columns = [f.name for f in dataclasses.fields(row_type)]
+    else:
+        columns = list(getattr(row_type, "_fields", ()))
+    return dataframe(caller, [_row_values(r) for r in rows], columns)
+
+
+def _row_values(row: Any) -> dict[str, Any]:
+    if isinstance(row, ResultRow):
+        return row.to_dict()
+    if dataclasses.is_dataclass(row) and not isinstance(row, type):
+        return dataclasses.asdict(row)
+    return dict(row._asdict())
 
 
 class ResultRow:
@@ -261,18 +278,59 @@ class ResultModel:
         return self._render("markdown", row_limit)
 
     @renamed_keyword("limit", "row_limit")
-    def to_csv(self, notes: bool = False, row_limit: Optional[int] = None) -> str:
+    def to_csv(self, row_limit: Optional[int] = None, *, notes: bool = False) -> str:
         """Return the model's rows as CSV, a header line first; a missing value is an empty cell.
 
         Args:
+            row_limit: Keep the first ``row_limit`` rows. None for all.
             notes: Also write the notes after the rows, as ``# note: ...`` comment lines
                 (read it back with ``pandas.read_csv(..., comment="#")``).
-            row_limit: Keep the first ``row_limit`` rows. None for all.
+
+        Raises:
+            TypeError: ``row_limit`` is a bool: ``to_csv(True)`` once meant ``notes=True``.
         """
         from neuronprof.render import csv_notes
 
+        if isinstance(row_limit, bool):
+            raise TypeError(f"to_csv() takes row_limit first; for the notes pass notes={row_limit} by name")
         text = self._render("csv", row_limit)
         return text + (csv_notes(getattr(self, "notes", ())) if notes else "")
+
+    def to_dataframe(self, row_limit: Optional[int] = None) -> pandas.DataFrame:
+        """Return the rows as a pandas DataFrame: one line per row, one column per field of a row.
+
+        Values are those of ``to_dict()`` (times in µs, shapes as lists).
+
+        Args:
+            row_limit: Keep the first ``row_limit`` rows. None for all.
+
+        Raises:
+            ImportError: pandas is not installed (``pip install pandas``).
+        """
+        return frame_of(type(self).__name__, limit_rows(self._rows(), row_limit), self._row_type())
+
+    @classmethod
+    def _row_type(cls) -> Optional[type]:
+        """The class of this model's rows, from the annotation of its rows field or property (``tuple[OpRow, ...]``)."""
+        import sys
+        import typing
+
+        for owner in cls.__mro__:
+            attr = vars(owner).get(cls._ROWS or "")
+            hint = vars(owner).get("__annotations__", {}).get(cls._ROWS or "")
+            if isinstance(attr, property):
+                hint = attr.fget.__annotations__.get("return") if attr.fget else None
+            if hint is not None:
+                break
+        else:
+            return None
+        if isinstance(hint, str):  # postponed annotations: read in the model's own module
+            try:
+                hint = eval(hint, vars(sys.modules[owner.__module__]))  # noqa: S307 (an annotation, not input)
+            except NameError:
+                return None
+        args = typing.get_args(hint)
+        return args[0] if args and isinstance(args[0], type) else None
 
     @renamed_keyword("limit", "row_limit")
     def to_html(self, row_limit: Optional[int] = None) -> str:

@@ -267,15 +267,19 @@ class Comparison(ResultModel):
             notes=tuple(str(n) for n in data.get("notes", ())),
         )
 
-    def to_dataframe(self) -> pandas.DataFrame:
+    def to_dataframe(self, row_limit: Optional[int] = None) -> pandas.DataFrame:
         """Return one DataFrame row per variant (every field except the nested table, samples and findings).
+
+        Args:
+            row_limit: Keep the first ``row_limit`` variants. None for all.
 
         Raises:
             ImportError: pandas is not installed (``pip install pandas``).
         """
         nested = ("table", "wall_samples_us", "insights")
         columns = [f.name for f in dataclasses.fields(ComparisonRow) if f.name not in nested]
-        return dataframe("Comparison", [{c: getattr(r, c) for c in columns} for r in self.rows], columns)
+        rows = self.head(row_limit).rows
+        return dataframe("Comparison", [{c: getattr(r, c) for c in columns} for r in rows], columns)
 
     def report(self, path: Union[str, os.PathLike[str]], *, overwrite: bool = False) -> Path:
         """Write one self-contained HTML page of the comparison, to look at and share.

@@ -115,6 +115,7 @@ def record_trace(
     device_label: Optional[str],
     has_device: bool,
     device_name: Optional[str],
+    notes: Sequence[str] = (),
 ) -> Trace:
     """The session's record: the kept cycles' event tables summed, with the dropped cycles' sums.
 
@@ -130,6 +131,7 @@ def record_trace(
         device_label: The session's device label, or None.
         has_device: Whether device time reaches torch.profiler.
         device_name: The device's model, when the backend names one.
+        notes: The backend's remarks on the kept cycles' events (``cycle_notes``), put first.
     """
     from neuronprof.analysis.trace import Trace, trace_of
 
@@ -158,6 +160,7 @@ def record_trace(
         backend=backend,
         device_label=device_label if has_device else None,
         device_name=device_name or trace.device_name,
+        notes=tuple(dict.fromkeys((*notes, *trace.notes))),
     )
 
 
@@ -193,9 +196,7 @@ def local_table(rec: Recording) -> Table:
     from neuronprof.analysis.trace._model import table_of
 
     trace = rec.trace
-    rows = tuple(
-        dataclasses.replace(r, input_dtypes=None) for r in trace.rows("shape" if rec.config.record_shapes else "name")
-    )
+    rows = trace.rows("shape" if rec.config.record_shapes else "name")
     notes = tuple(dict.fromkeys((*rec.notes, *data_notes(rec), *trace.notes)))
     facts = {"backend": rec.backend, "device_label": rec.device_label, "rank": rec.rank}
     return table_of(trace, rows, sort_by="none", notes=notes, **facts)

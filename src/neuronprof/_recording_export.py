@@ -11,7 +11,6 @@ import copy
 import functools
 import logging
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
@@ -21,7 +20,7 @@ from neuronprof import _vocabulary as vocab
 from neuronprof._config import PathLike
 from neuronprof._io import atomic_write, ensure_writable_dir
 from neuronprof._recording import Recording, require_recorded, target_path
-from neuronprof.errors import NeuronProfWarning
+from neuronprof.errors import warn_user
 from neuronprof.export import ExportFormat, tensorboard_file_name
 
 __all__ = ["FORMATS", "choose_cycle", "default_cycle", "export", "trace_writer"]
@@ -78,12 +77,10 @@ def default_cycle(rec: Recording) -> _kineto.Cycle:
     if last.events is None or sum_events(last.events).steps:
         return last
     previous = rec.cycles[-2]
-    warnings.warn(
+    warn_user(
         f"exported cycle {previous.index} of cycles 0 to {last.index}: the last cycle ({last.index}) was cut "
         f"short by the block's end before any of its active steps ran, so it recorded nothing "
-        f"(pass cycle={last.index} to export it anyway)",
-        NeuronProfWarning,
-        stacklevel=4,
+        f"(pass cycle={last.index} to export it anyway)"
     )
     return previous
 

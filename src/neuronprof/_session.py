@@ -22,7 +22,6 @@ import os
 import sys
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -53,17 +52,16 @@ from neuronprof._io import ensure_writable_dir, unique_path
 from neuronprof._recording import Recording
 from neuronprof.backends import SessionContext, format_writers, resolve_backend
 from neuronprof.backends.base import Backend, distributed_rank
-from neuronprof.errors import BackendUnavailableError, NeuronProfWarning, SessionStateError
+from neuronprof.errors import BackendUnavailableError, SessionStateError, warn_user
 from neuronprof.export import DEVICE_EXPORTS, EXPORT_FORMATS, ExportFormat, default_trace_name
 from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
-from neuronprof.typing import RANKS, BackendName, Core, DevicePreset, Mode, Ranks
+from neuronprof.typing import RANKS, BackendName, Core, DevicePreset, Mode, Ranks, ToolChoice
 
 if TYPE_CHECKING:
     import torch.profiler
 
     from neuronprof.analysis import DevicePeak, NeuronProfile, Roofline, Trace
     from neuronprof.analysis.insights import Insights
-    from neuronprof.analysis.neuron import ToolChoice
     from neuronprof.analysis.trace import EventTable
 
 __all__ = ["Session", "session"]
@@ -486,6 +484,7 @@ class Session:
         # the first export that needs it (a cycle nobody exports is never written: the end of the
         # block costs what torch's stop does). The cycle's export_chrome_trace takes and copies it too.
         cycle.save = functools.partial(_keep_native_trace, weakref.ref(self))  # (no reference cycle)
+        cycle.read = functools.partial(_read_kept_cycle, weakref.ref(self))
         _cycle_files.route_torch_export(cycle)
         assert self._ctx is not None
         if type(self._backend).on_trace_ready is not Backend.on_trace_ready:
@@ -538,17 +537,16 @@ class Session:
             return
         from neuronprof.analysis.trace import sum_events
 
-        metadata = self._trace_metadata()
         while len(self._cycles) > self.keep_cycles:
             old = self._cycles.pop(0)
-            sums = sum_events(self._read_cycle(old, metadata))
+            sums = sum_events(self._read_cycle(old))
             if self._dropped is None:
                 self._dropped = sums
             else:
                 self._dropped.add(sums)
             _add_memory(self._dropped_memory, old.memory)
             old.events = None
-            old.save = None
+            old.save = old.read = None
             if old.cache is not None:
                 old.cache.unlink(missing_ok=True)
             old.profile = None
@@ -776,7 +774,7 @@ class Session:
         else:
             message += f"; {recorded} recorded step(s) are kept"
         self._note(message)
-        warnings.warn(message, NeuronProfWarning, stacklevel=3)
+        warn_user(message)
 
     def _recorded_steps(self) -> tuple[int, bool]:
         """Return (recorded steps, whether the last one was cut short by leaving ``steps()``).
@@ -1027,7 +1025,7 @@ class Session:
         table = self._backend.complete_table(table, self._context(), heuristic=neuron_heuristic)
         message = self._empty_device_note
         if message is not None and not table.has_device_time:
-            warnings.warn(message, NeuronProfWarning, stacklevel=2)
+            warn_user(message)
             if message not in table.notes:
                 table = dataclasses.replace(table, notes=(*table.notes, message))
         return _recording.sort_and_cut(record, table, sort_by=sort_by, row_limit=row_limit, device_only=device_only)
@@ -1116,11 +1114,16 @@ class Session:
                 self._record(), path, overwrite=overwrite, world_size=self._world_size, baseline=baseline
             )
 
-    def _read_cycle(self, cycle: _kineto.Cycle, metadata: dict[str, Any]) -> EventTable:
-        """A cycle's event table, converted from kineto's events once."""
-        table = _kineto.read_cycle(cycle, self._keys, metadata)
-        self._keys = table.keys  # the first cycle's keys, shared by the others
-        return table
+    def _read_cycle(self, cycle: _kineto.Cycle) -> EventTable:
+        """A cycle's event table, converted from kineto's events once, with the backend's remarks on it."""
+        if cycle.events is None:
+            table = _kineto.read_cycle(cycle, self._keys, self._trace_metadata())
+            self._keys = table.keys  # the first cycle's keys, shared by the others
+            cycle.notes = tuple(self._backend.cycle_notes(table, self._context(), cycle.index))
+            for message in cycle.notes:
+                self._note(message)
+        assert cycle.events is not None
+        return cycle.events
 
     @property
     def recording(self) -> Trace:
@@ -1137,8 +1140,7 @@ class Session:
         """
         self._require_done("recording")
         if self._recorded is None:
-            metadata = self._trace_metadata()
-            tables = [self._read_cycle(c, metadata) for c in self._cycles]
+            tables = [self._read_cycle(c) for c in self._cycles]
             memory = dict(self._dropped_memory)
             for c in self._cycles:
                 _add_memory(memory, c.memory)
@@ -1150,6 +1152,7 @@ class Session:
                 device_label=self.device_label,
                 has_device=self._has_device(),
                 device_name=self._device_name,
+                notes=[n for c in self._cycles for n in c.notes],
             )
         return self._recorded
 
@@ -1445,6 +1448,13 @@ def _keep_native_trace(session: weakref.ref[Session], cycle: _kineto.Cycle) -> N
     alive = session()
     if alive is not None:
         alive._keep_native_trace(cycle)
+
+
+def _read_kept_cycle(session: weakref.ref[Session], cycle: _kineto.Cycle) -> EventTable:
+    alive = session()
+    if alive is None:
+        raise RuntimeError("the session that recorded this cycle is gone; its events cannot be read")
+    return alive._read_cycle(cycle)
 
 
 def _add_memory(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from neuronprof import _vocabulary
-from neuronprof._model_base import ResultModel, ResultRow, dataframe
+from neuronprof._model_base import ResultModel, ResultRow
 
 # The model's parts, each ≤ ~500 lines; this module is their one public face and
 # re-exports every name (documented and importable as ``neuronprof.model.X``).
@@ -35,7 +35,6 @@ from neuronprof._model_rows import (  # noqa: F401
 from neuronprof.typing import SORT_KEYS, SortKey
 
 if TYPE_CHECKING:
-    import pandas
 
     from neuronprof.render import Block, Format
 
@@ -341,10 +340,3 @@ class Table(ResultModel):
             collective_wait_us=_opt_float(data.get("collective_wait_us")),
         )
 
-    def to_dataframe(self) -> pandas.DataFrame:
-        """Return the rows as a pandas DataFrame, one column per OpRow field.
-
-        Raises:
-            ImportError: pandas is not installed (``pip install pandas``).
-        """
-        return dataframe("Table", [r.to_dict() for r in self.rows], [f.name for f in dataclasses.fields(OpRow)])

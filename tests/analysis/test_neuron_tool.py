@@ -391,6 +391,19 @@ def _framework_trace(path: Path, ids: tuple[object, object]) -> None:
     path.write_text(json.dumps({"traceEvents": events}))
 
 
+# Every open of a file, by any route, raises the interpreter's "open" audit event; a hook
+# cannot be removed, so it records only while a test listens.
+_OPENED: list[list[str]] = []
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event == "open" and _OPENED and isinstance(args[0], (str, bytes, os.PathLike)):
+        _OPENED[-1].append(os.path.abspath(os.fsdecode(args[0])))
+
+
+sys.addaudithook(_audit)
+
+
 @pytest.mark.slow
 def test_parquet_output_gives_the_profiles_peaks_and_joins_executions_to_ops(clean_env, session_folder, monkeypatch,
                                                                               capsys):
@@ -398,9 +411,15 @@ def test_parquet_output_gives_the_profiles_peaks_and_joins_executions_to_ops(cle
     (session_folder / "ntrace.pb").write_text(json.dumps(_parquet_spec()))
     _framework_trace(session_folder / "trace.json", (1001, "1002"))  # an id written as text matches too
     monkeypatch.setenv(ENV_VAR, str(FAKE))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        p = neuron_profile(session_folder, save=True)
+    _OPENED.append([])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            p = neuron_profile(session_folder, save=True)
+    finally:
+        opened = _OPENED.pop()
+    # The framework trace is read once, for its steps and its nrt_sequence_id links both.
+    assert opened.count(os.path.abspath(session_folder / "trace.json")) == 1, opened
     # The peaks the profile carries: the fake's toy Metadata, 100 x 100 x 2 x 5 GHz and 1 TB/s.
     assert p.peak is not None
     assert (p.peak.flops_per_s, p.peak.bytes_per_s) == (pytest.approx(1.0e14), pytest.approx(1.0e12))

@@ -23,8 +23,9 @@ is ever executed or unpickled: it is parsed as JSON, streamed in bounded memory.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from neuronprof._lazy import lazy_names
 
 if TYPE_CHECKING:  # for type checkers and the API reference; at run time, __getattr__ below
     from neuronprof.analysis._check import Check, CheckItem, check
@@ -120,22 +121,6 @@ _MODULES = {
         "summarize_ranks",
     ),
 }
-_WHERE = {
-    name: module if module.startswith("neuronprof.") else f"{__name__}.{module}"
-    for module, names in _MODULES.items()
-    for name in names
-}
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's module on first use (PEP 562)."""
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value  # later reads are plain attribute reads
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _MODULES, __all__)

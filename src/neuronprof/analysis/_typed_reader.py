@@ -59,6 +59,7 @@ class PyArgs:
         "concrete",
         "flops",
         "device_type",
+        "sequence_id",
         "name",
         "labels",
     )
@@ -74,6 +75,7 @@ class PyArgs:
         self.concrete = _json_bytes(get("Concrete Inputs"))
         self.flops = get("flops")
         self.device_type = get("device_type")
+        self.sequence_id = get("nrt_sequence_id")
         self.name = get("name")
         self.labels = get("labels")
 
@@ -117,6 +119,8 @@ if msgspec is not None:
         concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=_NO_RAW)
         flops: Any = None
         device_type: Any = None
+        # Neuron Runtime's id of the execution an event ran (TorchNeuron's framework trace).
+        sequence_id: Any = msgspec.field(name="nrt_sequence_id", default=None)
         name: Any = None
         labels: Any = None
 

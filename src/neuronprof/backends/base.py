@@ -22,6 +22,7 @@ from neuronprof.typing import MODES, Core, DeviceTime, Mode, ToolChoice
 if TYPE_CHECKING:
     import torch.profiler
 
+    from neuronprof.analysis.trace import EventTable
     from neuronprof.model import Table
 
 __all__ = [
@@ -208,24 +209,27 @@ class DeviceFiles:
     cycle_dirs: tuple[Optional[Path], ...] = ()
 
 
-def device_event_counts(prof: Any) -> dict[int, int]:
-    """Count the device events one profiling cycle delivered, per device index.
+def device_event_counts(events: EventTable) -> dict[int, int]:
+    """Count the device events of one profiling cycle, per device index.
 
-    Reads kineto's own event list of the cycle (what its Chrome trace holds); CPU-side
-    events (ops, runtime calls) are not counted. Empty where torch has no kineto results.
+    Counts the events of the device kinds (kernels, memory copies and sets) in the
+    cycle's event table, which holds what kineto delivered (its Chrome trace's
+    events); CPU-side events (ops, runtime calls) are not counted.
 
     Args:
-        prof: The cycle's ``torch.profiler.profile``, as ``on_trace_ready`` gets it.
+        events: The cycle's event table, as ``cycle_notes`` gets it.
     """
-    results = getattr(getattr(prof, "profiler", None), "kineto_results", None)
-    events = getattr(results, "events", None)
+    from neuronprof.analysis.trace._rules import _K_DEVICE
+
+    kind = events.keys.kind
     counts: dict[int, int] = {}
-    if events is None:
-        return counts
-    for evt in events():
-        if str(evt.device_type()) not in ("DeviceType.CPU", "CPU"):
-            index = int(evt.device_index())
-            counts[index] = counts.get(index, 0) + 1
+    for (pid, _lane), th in events.threads.items():
+        n = sum(1 for k in th.kid if kind[k] == _K_DEVICE)
+        if n:
+            # A session's device lanes are "device <index>"; a trace file's pid is the index.
+            last = str(pid).rpartition(" ")[2]
+            index = int(last) if last.isdigit() else -1
+            counts[index] = counts.get(index, 0) + n
     return counts
 
 
@@ -321,6 +325,22 @@ class Backend:
             The path of a Chrome trace the backend wrote itself, if it did.
         """
         return None
+
+    def cycle_notes(self, events: EventTable, ctx: SessionContext, cycle: int) -> list[str]:
+        """Return the remarks that follow from one profiling cycle's events; the default has none.
+
+        Called once per cycle, when its kineto events have been converted into its
+        event table (at the first read-out, or when ``keep_cycles`` drops it), so a
+        check reads the table instead of kineto's events again (TorchNeuron and
+        TorchTPU: whether a capture limit cut the cycle, see ``device_event_counts``).
+        The remarks appear in ``s.notes``, under the table and in the report.
+
+        Args:
+            events: The cycle's event table.
+            ctx: The session's request: modes, cores, output folder and local rank.
+            cycle: The cycle's index, from 0.
+        """
+        return []
 
     def device_name(self, ctx: SessionContext) -> Optional[str]:
         """Return the model of the device the session runs on, as its runtime names it, or None.

@@ -38,7 +38,6 @@ conflicts with torch.profiler (Neuron 2.33.1: "Don't combine it with torch.profi
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -55,13 +54,14 @@ from neuronprof.backends.base import (
     release_line,
 )
 from neuronprof.backends.privateuse1 import _PackagedPrivateUse1Backend
-from neuronprof.errors import NeuronProfWarning, SessionStateError, warn_user
+from neuronprof.errors import SessionStateError, warn_user
 from neuronprof.typing import Mode, NeuronBuild, ToolChoice
 
 if TYPE_CHECKING:
     import torch.profiler
 
     from neuronprof.analysis import NeuronProfile
+    from neuronprof.analysis.trace import EventTable
     from neuronprof.model import Table
 
 __all__ = [
@@ -402,8 +402,6 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         cycle = ctx.extras.get("cycles_seen", 0)
         ctx.extras["cycles_seen"] = cycle + 1
         self._memory_note(ctx, cycle)
-        if ctx.extras.get("correlated"):
-            self._check_event_cap(prof, ctx, cycle)
         if ctx.extras.get("build") == "legacy":
             return None  # the legacy NeuronProfiler is a context manager of its own: nothing to run here
         from torch_neuronx.profiling import NeuronProfiler
@@ -415,34 +413,34 @@ class NeuronBackend(_PackagedPrivateUse1Backend):
         try:
             NeuronProfiler(config).export_trace(prof)
         except Exception as exc:  # Neuron's files are a bonus; the torch data is kept regardless.
-            warnings.warn(
+            warn_user(
                 f"NeuronProfiler.export_trace failed ({type(exc).__name__}: {exc}); the torch.profiler "
-                "data is kept and s.table()/s.export() still work",
-                NeuronProfWarning,
-                stacklevel=2,
+                "data is kept and s.table()/s.export() still work"
             )
             return None
         new = [p for p in _neuron_files.framework_traces(folder, FRAMEWORK_TRACE_PATTERNS) if p not in before]
         return max(new, key=lambda p: p.stat().st_mtime) if new else None
 
-    def _check_event_cap(self, prof: torch.profiler.profile, ctx: SessionContext, cycle: int) -> None:
+    def cycle_notes(self, events: EventTable, ctx: SessionContext, cycle: int) -> list[str]:
         # Neuron Runtime stops capturing a NeuronCore's events at max_events_per_nc and says
         # nothing; only where NeuronCore executions reach torch (correlated) can they be counted.
         # The runtime's cap counts its own per-core events, likely several per execution: the
         # executions are a lower bound of that count, so a cut is certain when they reach the
         # cap, and a cut below it goes unseen. Unverified on hardware.
+        if not ctx.extras.get("correlated"):
+            return []
         cap = ctx.max_events_per_nc or DEFAULT_MAX_EVENTS_PER_NC
-        full = sorted(i for i, n in device_event_counts(prof).items() if n >= cap)
-        if full:
-            add_note(
-                ctx,
-                f"the capture was cut: NeuronCore {', '.join(map(str, full))} reached max_events_per_nc={cap} in "
-                f"profiling cycle {cycle} (its executions that reached torch.profiler alone number {cap} or more; "
-                "Neuron Runtime counts its own events, at least as many), and Neuron Runtime keeps no event past "
-                "it, so the NEURON time of what ran later is missing. Shorten the window (fewer active steps) or "
-                "raise the cap "
-                f"(neuronprof.session(..., max_events_per_nc={cap * 4}))",
-            )
+        full = sorted(i for i, n in device_event_counts(events).items() if n >= cap)
+        if not full:
+            return []
+        return [
+            f"the capture was cut: NeuronCore {', '.join(map(str, full))} reached max_events_per_nc={cap} in "
+            f"profiling cycle {cycle} (its executions that reached torch.profiler alone number {cap} or more; "
+            "Neuron Runtime counts its own events, at least as many), and Neuron Runtime keeps no event past "
+            "it, so the NEURON time of what ran later is missing. Shorten the window (fewer active steps) or "
+            "raise the cap "
+            f"(neuronprof.session(..., max_events_per_nc={cap * 4}))"
+        ]
 
     # -- after the block: Neuron's own files ------------------------------------
     def session_notes(self, ctx: SessionContext) -> list[str]:

@@ -45,6 +45,8 @@ from neuronprof.errors import warn_user
 if TYPE_CHECKING:
     import torch.profiler
 
+    from neuronprof.analysis.trace import EventTable
+
 __all__ = ["MAX_EVENTS_PER_SESSION", "OUTPUT_DIR_ENV", "TPU_INSTALL_HINT", "TpuBackend"]
 
 TPU_INSTALL_HINT = (
@@ -145,19 +147,21 @@ class TpuBackend(_PackagedPrivateUse1Backend):
         name = f"{socket.gethostname()}{'_' + rank if rank else ''}.xplane.pb"
         return sorted(folder.glob(f"*/{name}")) if folder.is_dir() else []
 
+    def cycle_notes(self, events: EventTable, ctx: SessionContext, cycle: int) -> list[str]:
+        if sum(device_event_counts(events).values()) < MAX_EVENTS_PER_SESSION:
+            return []
+        return [
+            f"the capture was cut: profiling cycle {cycle} reached TorchTPU's limit of "
+            f"{MAX_EVENTS_PER_SESSION:,} events per profiling session (one start to stop: a cycle here), and "
+            "TorchTPU drops every later event with only a "
+            "log line ('truncating trace parsing to avoid OOM'), so the TPU time of what ran later is missing. "
+            "Shorten the window: fewer active steps per cycle (active=1), or smaller steps; the limit is "
+            "TorchTPU's own and no session option raises it"
+        ]
+
     def on_trace_ready(self, prof: torch.profiler.profile, ctx: SessionContext) -> Optional[Path]:
         cycle = ctx.extras.get("cycles_seen", 0)
         ctx.extras["cycles_seen"] = cycle + 1
-        if sum(device_event_counts(prof).values()) >= MAX_EVENTS_PER_SESSION:
-            add_note(
-                ctx,
-                f"the capture was cut: profiling cycle {cycle} reached TorchTPU's limit of "
-                f"{MAX_EVENTS_PER_SESSION:,} events per profiling session (one start to stop: a cycle here), and "
-                "TorchTPU drops every later event with only a "
-                "log line ('truncating trace parsing to avoid OOM'), so the TPU time of what ran later is missing. "
-                "Shorten the window: fewer active steps per cycle (active=1), or smaller steps; the limit is "
-                "TorchTPU's own and no session option raises it",
-            )
         # A file written again in the same second keeps its name: compare times too.
         before = ctx.extras.get("written_before", {})
         new = [p for p in self._xplane_files(ctx) if before.get(p) != p.stat().st_mtime_ns]

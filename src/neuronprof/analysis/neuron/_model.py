@@ -21,13 +21,16 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Optional, Union
 
-from neuronprof._model_base import ResultModel
+from neuronprof._model_base import ResultModel, frame_of
+from neuronprof._vocabulary import limit_rows
 from neuronprof.analysis._peaks import DevicePeak
 from neuronprof.analysis.neuron._join import FlowJoin
 from neuronprof.typing import ProfileKind
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    import pandas
 
     from neuronprof.analysis._roofline import Roofline
     from neuronprof.model import OpRow
@@ -347,6 +350,25 @@ class NeuronProfile(ResultModel):
 
     def __post_init__(self) -> None:
         self._as_tuples("summaries", "executions", "steps", "notes")
+
+    def to_dataframe(self, row_limit: Optional[int] = None, *, section: str = "neffs") -> pandas.DataFrame:
+        """Return one section of the profile as a pandas DataFrame, one column per field of its rows.
+
+        Args:
+            row_limit: Keep the first ``row_limit`` rows. None for all.
+            section: ``"neffs"`` (calls and device time per NEFF), ``"executions"``
+                (every NEFF execution), ``"steps"`` (busy time per step) or
+                ``"summaries"`` (one row per device profile; its engines as a list).
+
+        Raises:
+            ValueError: ``section`` is none of those.
+            ImportError: pandas is not installed (``pip install pandas``).
+        """
+        types = {"neffs": NeffStats, "executions": NeffExecution, "steps": StepDevice, "summaries": DeviceSummary}
+        if section not in types:
+            raise ValueError(f"section must be one of {', '.join(map(repr, types))}, got {section!r}")
+        rows = limit_rows(getattr(self, section), row_limit)
+        return frame_of(f"NeuronProfile({section!r})", rows, types[section])
 
     # -- queries --------------------------------------------------------------------
     @cached_property

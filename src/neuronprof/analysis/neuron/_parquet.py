@@ -22,16 +22,18 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
-from neuronprof.analysis._eventstream import EventBatches
 from neuronprof.analysis._peaks import DevicePeak
 from neuronprof.analysis.neuron._join import FlowJoin, join_flows, link_key, sum_ops
+
+if TYPE_CHECKING:
+    from neuronprof.analysis.trace import EventTable
+
 from neuronprof.analysis.neuron._names import (
     DMA_BANDWIDTH,
     EVENT_COLUMNS,
     EXEC_EVENT,
-    FRAMEWORK_LINK,
     METADATA,
     SYSTEM_EVENTS,
     TE_CLOCK_GHZ,
@@ -47,7 +49,7 @@ __all__ = [
     "find_events",
     "read_flow_executions",
     "read_folder",
-    "read_framework_links",
+    "framework_links",
     "read_peak",
 ]
 
@@ -285,42 +287,42 @@ class ParquetReads:
         )
 
 
-def read_framework_links(path: Union[str, os.PathLike[str]]) -> dict[Any, str]:
+def framework_links(events: EventTable) -> dict[Any, str]:
     """Return ``nrt_sequence_id`` -> op name for the events of a framework (torch.profiler) trace.
 
-    Raises:
-        TraceError: The trace cannot be read.
+    An event that carries the id is an op itself (``cpu_op``), or it sits inside one on
+    its thread: the innermost op around it is named (the event's own name where none is).
+
+    Args:
+        events: The framework trace's event table, as the trace reader read it (it keeps
+            the events that carry an ``nrt_sequence_id``).
     """
-    carriers: list[tuple[Any, tuple[Any, Any], float, float, str, Optional[str]]] = []
-    ops: dict[tuple[Any, Any], list[tuple[float, float, str]]] = {}
-    for batch in EventBatches(os.fspath(path)):
-        for ev in batch:
-            ts, dur = ev.get("ts"), ev.get("dur")
-            if ev.get("ph") != "X" or not isinstance(ts, (int, float)) or not isinstance(dur, (int, float)):
-                continue
-            name = ev.get("name")
-            thread = (ev.get("pid"), ev.get("tid"))
-            op = name if ev.get("cat") == "cpu_op" and isinstance(name, str) else None
-            if op is not None:
-                ops.setdefault(thread, []).append((float(ts), float(ts + dur), op))
-            args = ev.get("args")
-            if isinstance(args, dict) and args.get(FRAMEWORK_LINK) is not None:
-                carriers.append((args[FRAMEWORK_LINK], thread, float(ts), float(ts + dur), str(name), op))
+    keys = events.keys
     links: dict[Any, str] = {}
-    by_thread: dict[tuple[Any, Any], list[tuple[float, float, Any, str]]] = {}
-    for seq, thread, start, end, name, own in carriers:
-        if own is not None:
-            links[link_key(seq)] = own
+    carriers: dict[tuple[Any, Any], list[tuple[int, int, Any, str]]] = {}
+    for seq, where, start, dur, kid in events.sequence_ids:
+        if keys.keys[kid][1] == "cpu_op":
+            links[link_key(seq)] = keys.raw_names[kid]
         else:
-            by_thread.setdefault(thread, []).append((start, end, seq, name))
-    for thread, found in by_thread.items():
-        for (_, _, seq, name), op in zip(found, _innermost(ops.get(thread, []), found)):
+            carriers.setdefault(where, []).append((start, start + dur, seq, keys.raw_names[kid]))
+    for where, found in carriers.items():
+        th = events.threads.get(where)
+        ops = (
+            [
+                (t, t + d, keys.raw_names[k])
+                for t, d, k in zip(th.ts, th.dur, th.kid)
+                if keys.keys[k][1] == "cpu_op"
+            ]
+            if th is not None
+            else []
+        )
+        for (_, _, seq, name), op in zip(found, _innermost(ops, found)):
             links[link_key(seq)] = op or name
     return links
 
 
 def _innermost(
-    spans: list[tuple[float, float, str]], carriers: list[tuple[float, float, Any, str]]
+    spans: list[tuple[int, int, str]], carriers: list[tuple[int, int, Any, str]]
 ) -> list[Optional[str]]:
     """For each carrier ``(start, end, ...)``, the innermost op span of its thread around it (None: none).
 
@@ -330,7 +332,7 @@ def _innermost(
     spans = sorted(spans, key=lambda s: (s[0], -s[1]))
     order = sorted(range(len(carriers)), key=lambda k: carriers[k][0])
     out: list[Optional[str]] = [None] * len(carriers)
-    stack: list[tuple[float, float, str]] = []
+    stack: list[tuple[int, int, str]] = []
     i = 0
     for k in order:
         start, end = carriers[k][0], carriers[k][1]
@@ -354,7 +356,7 @@ def read_folder(
     ingest: Optional[Callable[[Path, Path], Optional[Path]]],
     *,
     save: bool,
-    framework_trace: Optional[Path],
+    framework: Optional[EventTable],
     reads: ParquetReads,
     notes: list[str],
 ) -> None:
@@ -365,7 +367,7 @@ def read_folder(
         ingest: Runs ``neuron-explorer view --ingest-only`` of ``folder`` into a data path and returns
             its ``SystemProfileEvents.parquet`` (None when it failed, with a note); None: never run it.
         save: Keep the output beside the runtime's files as ``neuron_parquet/``.
-        framework_trace: The framework trace whose ``nrt_sequence_id`` events the executions are joined to.
+        framework: The framework trace's events, whose ``nrt_sequence_id`` events the executions are joined to.
         reads: Gets the peaks and the join.
         notes: Gets remarks.
     """
@@ -380,7 +382,7 @@ def read_folder(
         reads.no_pyarrow = True
         return
     if data is not None:
-        _read_data(data, folder, framework_trace, reads, notes)
+        _read_data(data, folder, framework, reads, notes)
         return
     assert ingest is not None
     if save:
@@ -394,18 +396,18 @@ def read_folder(
         except OSError as exc:
             notes.append(f"could not keep Neuron's Parquet output beside the profile ({exc.strerror or exc})")
             return
-        _read_data(folder / PARQUET_DIR, folder, framework_trace, reads, notes)
+        _read_data(folder / PARQUET_DIR, folder, framework, reads, notes)
         return
     scratch = Path(tempfile.mkdtemp(prefix="neuronprof-parquet-"))
     try:
         if ingest(folder, scratch) is not None:
-            _read_data(scratch, folder, framework_trace, reads, notes)
+            _read_data(scratch, folder, framework, reads, notes)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _read_data(
-    data: Path, folder: Path, framework_trace: Optional[Path], reads: ParquetReads, notes: list[str]
+    data: Path, folder: Path, framework: Optional[EventTable], reads: ParquetReads, notes: list[str]
 ) -> None:
     peak, said = read_peak(data)
     if peak is not None:
@@ -422,8 +424,8 @@ def _read_data(
         notes.append(f"{exc}: no flow_id join of executions to ops")
         return
     notes.extend(more)
-    if framework_trace is None:
+    if framework is None:
         notes.append("no framework trace beside the system profile: the flow_id join has no framework events")
-    links = read_framework_links(framework_trace) if framework_trace is not None else {}
-    where = f"{SYSTEM_EVENTS} of {folder}" + (f" and {framework_trace.name}" if framework_trace is not None else "")
+    links = framework_links(framework) if framework is not None else {}
+    where = f"{SYSTEM_EVENTS} of {folder}" + (f" and {Path(framework.source).name}" if framework is not None else "")
     reads.joins.append(join_flows(flows, links, source=where))

@@ -18,12 +18,11 @@ import fnmatch
 import glob
 import os
 import re
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.neuron import _parquet
@@ -32,6 +31,7 @@ from neuronprof.analysis.neuron._summary import SUMMARY_GLOB, looks_like_summary
 from neuronprof.analysis.neuron._system import (
     SYSTEM_JSON,
     outside_steps,
+    read_framework,
     read_steps,
     read_system_profile,
     step_activity,
@@ -42,8 +42,11 @@ from neuronprof.analysis.neuron._tool import (
     NeuronToolMissing,
     find_neuron_tool,
 )
-from neuronprof.errors import NeuronProfWarning
+from neuronprof.errors import warn_user
 from neuronprof.typing import ToolChoice
+
+if TYPE_CHECKING:
+    from neuronprof.analysis.trace import EventTable
 
 __all__ = ["DEFAULT_TIMEOUT", "SUMMARY_JSON", "neuron_profile"]
 
@@ -162,11 +165,7 @@ class _Runner:
             self.missing = str(exc)
             if not self.warn_missing:
                 return
-        warnings.warn(
-            f"{exc} (NeuronCore time from Neuron's profile is left out; the profile data itself is kept)",
-            NeuronProfWarning,
-            stacklevel=4,
-        )
+        warn_user(f"{exc} (NeuronCore time from Neuron's profile is left out; the profile data itself is kept)")
 
     def view(
         self, inputs: Sequence[tuple[str, Union[str, os.PathLike[str]]]], fmt: str, consume: Callable[[str], Any]
@@ -231,6 +230,16 @@ def _read_folders(
 
         return runner.view([("-d", f.path)], fmt, consume)
 
+    from neuronprof.analysis.trace import step_windows
+
+    # Each framework trace is read once, for both its steps and its nrt_sequence_id links.
+    read: dict[Path, EventTable] = {}
+
+    def framework(path: Path) -> EventTable:
+        if path not in read:
+            read[path] = read_framework(path)
+        return read[path]
+
     system_folders = [f for f in folders if f.has_system]
     device_only = [f for f in folders if not f.has_system and f.ntffs]
     if system_folders and device_only:
@@ -263,13 +272,13 @@ def _read_folders(
             summaries.extend(from_tool(f, "summary-json", partial(read_summary_file, notes=notes), SUMMARY_JSON) or ())
         # The tool is run for the Parquet output only where it ran for the JSON: a bundle needs none.
         ingest = runner.ingest if f.runtime and runner.used is not None and not runner.failed else None
-        _parquet.read_folder(
-            f.path, ingest, save=save, framework_trace=framework_trace or f.framework, reads=extras, notes=notes
-        )
-        if framework_trace is None and f.framework is not None:
-            steps.extend(read_steps(f.framework))
+        joined = framework_trace or f.framework
+        events = framework(joined) if joined is not None else None
+        _parquet.read_folder(f.path, ingest, save=save, framework=events, reads=extras, notes=notes)
+        if framework_trace is None and events is not None:
+            steps.extend(step_windows(events))
     if framework_trace is not None:
-        steps = read_steps(framework_trace)
+        steps = step_windows(framework(framework_trace))
     for f in device_only:
         pairs, lost = _pairs(f)
         if lost:

@@ -18,12 +18,15 @@ import gc
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from neuronprof.analysis._eventstream import EventBatches
 from neuronprof.analysis.neuron._model import _START, NeffExecution, StepDevice, sorted_cores
 
-__all__ = ["SYSTEM_JSON", "outside_steps", "read_steps", "read_system_profile", "step_activity"]
+if TYPE_CHECKING:
+    from neuronprof.analysis.trace import EventTable
+
+__all__ = ["SYSTEM_JSON", "outside_steps", "read_framework", "read_steps", "read_system_profile", "step_activity"]
 
 SYSTEM_JSON = "system_profile.json"
 """The file name ``neuron-explorer view --output-format json`` gives a session folder's system profile."""
@@ -253,11 +256,24 @@ def read_steps(path: Union[str, os.PathLike[str]]) -> list[tuple[int, int, int]]
     Raises:
         TraceError: The trace cannot be read.
     """
-    from neuronprof.analysis.trace import EventKeys, read_events, step_windows
+    from neuronprof.analysis.trace import step_windows
 
-    # The trace reader's own events: the same steps the tables count, read by the one reader.
-    # A framework trace that recorded nothing has no steps.
-    return step_windows(read_events(os.fspath(path), EventKeys(), empty_ok=True))
+    return step_windows(read_framework(path))
+
+
+def read_framework(path: Union[str, os.PathLike[str]]) -> EventTable:
+    """Read a framework (torch.profiler) trace into an event table, by the one trace reader.
+
+    Its steps (``step_windows``) and its ``nrt_sequence_id`` links (``framework_links``)
+    are read from it, so the file is read once. A trace that recorded nothing gives an
+    empty table.
+
+    Raises:
+        TraceError: The trace cannot be read.
+    """
+    from neuronprof.analysis.trace import EventKeys, read_events
+
+    return read_events(os.fspath(path), EventKeys(), empty_ok=True)
 
 
 def step_activity(executions: Sequence[NeffExecution], steps: Iterable[tuple[int, int, int]]) -> list[StepDevice]:

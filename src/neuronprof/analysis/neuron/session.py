@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Optional
@@ -24,7 +23,7 @@ from neuronprof._vocabulary import is_step_row
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.neuron._model import NEFF_ROW_PREFIX, NeuronProfile
 from neuronprof.analysis.neuron._read import DEFAULT_TIMEOUT, neuron_profile
-from neuronprof.errors import NeuronProfWarning
+from neuronprof.errors import warn_user
 from neuronprof.model import OpRow, Table
 from neuronprof.typing import ToolChoice
 
@@ -104,10 +103,8 @@ class SessionNeuronProfile:
             self._profile = self._load(tool)
         if warn_missing and self.missing and not self._warned:
             self._warned = True
-            warnings.warn(
-                f"{self.missing} (NeuronCore time from Neuron's profile is left out; the profile data itself is kept)",
-                NeuronProfWarning,
-                stacklevel=3,
+            warn_user(
+                f"{self.missing} (NeuronCore time from Neuron's profile is left out; the profile data itself is kept)"
             )
         return self._profile
 
@@ -127,11 +124,7 @@ class SessionNeuronProfile:
             )
         except TraceError as exc:
             self.why = f"Neuron's profile could not be read ({exc})"
-            warnings.warn(
-                f"Neuron's profile in {self.root} could not be read: {exc}; the torch.profiler data is kept",
-                NeuronProfWarning,
-                stacklevel=4,
-            )
+            warn_user(f"Neuron's profile in {self.root} could not be read: {exc}; the torch.profiler data is kept")
             return None
         self.missing = profile.tool_error if profile.tool_missing else None
         if not profile.executions:

@@ -51,6 +51,8 @@ class EventTable:
         evidence: Text the device label is read from (device types in events' args).
         notes: What the reader said of the source (mended names, unpaired ``B``/``E``).
         file_notes: Whether notes name the source (a live session's events have no file).
+        sequence_ids: The spans that carry Neuron Runtime's ``nrt_sequence_id`` (TorchNeuron's
+            framework trace), as ``(id, (pid, tid), start_ns, duration_ns, key)``, in file order.
     """
 
     source: str
@@ -66,6 +68,7 @@ class EventTable:
     evidence: tuple[str, ...] = field(default=(), repr=False)
     notes: tuple[str, ...] = ()
     file_notes: bool = True
+    sequence_ids: tuple[tuple[Any, tuple[Any, Any], int, int, int], ...] = field(default=(), repr=False)
 
     def timelines(self) -> Iterator[tuple[tuple[Any, Any], EventColumns, bool]]:
         """The timelines that hold events, each with whether it is on a device process.
@@ -93,7 +96,10 @@ class EventTable:
             moved.ts, moved.dur, moved.corr, moved.ext = th.ts, th.dur, th.corr, th.ext
             moved.kid = th.kid if same else array("i", map(new.__getitem__, th.kid))
         flops = {new[k]: v for k, v in self.flops.items()}
-        return replace(self, keys=keys, threads=MappingProxyType(threads), flops=MappingProxyType(flops))
+        carried = tuple((seq, where, t, d, new[k]) for seq, where, t, d, k in self.sequence_ids)
+        return replace(
+            self, keys=keys, threads=MappingProxyType(threads), flops=MappingProxyType(flops), sequence_ids=carried
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled to cross from a worker process: read-only mappings do not pickle, so they travel as dicts.
@@ -119,6 +125,7 @@ class _Filling:
         # What the reader learns besides the columns, kept in the sums' own fields.
         self.sums = _Sums()
         self.file_notes = True
+        self.sequence_ids: list[tuple[Any, tuple[Any, Any], int, int, int]] = []
 
     def freeze(self, metadata: Mapping[str, Any]) -> EventTable:
         """The filled columns as an ``EventTable`` (the filling is not used again)."""
@@ -137,6 +144,7 @@ class _Filling:
             evidence=tuple(sums.evidence),
             notes=tuple(sums.notes),
             file_notes=self.file_notes,
+            sequence_ids=tuple(self.sequence_ids),
         )
 
 

@@ -150,6 +150,8 @@ class _FileReader(_Filling):
                                 runtime_corr.add(corr)
                         elif kd == _K_DEVICE and type(a.device_type) is str:
                             self.sums.evidence.append(a.device_type)
+                        if a.sequence_id is not None:
+                            self.sequence_ids.append((a.sequence_id, (ev.pid, ev.tid), t, d, kid))
                     pid = ev.pid
                     tid = ev.tid
                     if append is None or pid != last_pid or tid != last_tid:
