@@ -280,3 +280,26 @@ def test_a_huge_recording_makes_a_bounded_page_that_says_what_it_left_out() -> N
     assert page.count('data-us="') == MAX_CHART_STEPS
     assert f"the first {MAX_CHART_STEPS} of {steps} steps" in text_of(page, "overview")
     assert "the first 200 of" in text_of(page, "overview")
+
+
+def test_tpu_kernel_rows_are_listed_and_said_to_be_unlinked(tmp_path: Path) -> None:
+    """The TorchTPU stand-in (its kernel rows and times are the stand-in's, not a TPU's): rows with no launcher."""
+    script = """
+import os, torch, neuronprof
+with neuronprof.session(backend="tpu", wait=0, warmup=1, active=2, output_dir=os.getcwd()) as s:
+    for _ in s.steps():
+        (torch.ones(16, 16) @ torch.ones(16, 16)).relu()
+report(str(s.report("tpu.html").resolve()))
+"""
+    proc = run_script(script, backend="tpu", cwd=tmp_path)
+    if unavailable_reason(proc) is not None:
+        pytest.skip(unavailable_reason(proc) or "")
+    assert proc.returncode == 0, proc.stderr
+    page = Path(result(proc)).read_text(encoding="utf-8")
+    rows = embedded(page)["grids"]["kernels"]["rows"]
+    assert rows and all(r["launched_by"] is None for r in rows)
+    assert "aten::mm" in " ".join(r["name"] for r in rows)
+    text = text_of(page, "kernels")
+    assert text.strip().startswith("Kernels / device (TPU)")
+    assert "TPU kernel rows are not linked to the ops that launched them" in text
+    assert "TPU busy per step" in text
