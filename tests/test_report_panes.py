@@ -303,3 +303,35 @@ report(str(s.report("tpu.html").resolve()))
     assert text.strip().startswith("Kernels / device (TPU)")
     assert "TPU kernel rows are not linked to the ops that launched them" in text
     assert "TPU busy per step" in text
+
+
+def test_neuron_profile_adds_neff_rows_and_the_engine_breakdown(tmp_path: Path) -> None:
+    """Neuron's own profile in AWS's documented formats (test inputs, not output captured on Trainium)."""
+    import json
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "analysis"))
+    from neuron_builders import BASE_NS, exec_record, framework_trace, summary_metrics, write_system_profile
+
+    s1, s2 = BASE_NS, BASE_NS + 100_000
+    folder = tmp_path / "neuron" / "host_pid_100" / "20260101_000000"
+    records = [
+        exec_record(s1 + 10_000, 20_000, exec_id=1),
+        exec_record(s1 + 50_000, 10_000, exec_id=2, neff="neff_b", model_id=8),
+        exec_record(s2 + 10_000, 20_000, exec_id=3),
+    ]
+    write_system_profile(folder / "system_profile.json", records)
+    (folder / "neuron_summary.json").write_text(json.dumps({"n_" + "a" * 40: summary_metrics(2e-3)}))
+    trace = framework_trace(folder / "trace.json", [(1, s1, s1 + 100_000), (2, s2, s2 + 100_000)])
+    target = tmp_path / "neuron.html"
+    assert analysis_main(["report", str(trace), "--neuron-profile", str(tmp_path / "neuron"), "-o", str(target)]) == 0
+    page = target.read_text(encoding="utf-8")
+    grids = embedded(page)["grids"]
+    neffs = {r["name"]: r for r in grids["neffs"]["rows"]}
+    assert neffs["neff_a"]["calls"] == 2 and neffs["neff_a"]["device_us"] == pytest.approx(40.0)
+    assert neffs["neff_b"]["calls"] == 1 and neffs["neff_b"]["device_us"] == pytest.approx(10.0)
+    engines = {r["engine"]: r for r in grids["engines"]["rows"]}
+    assert {"tensor", "vector", "scalar", "gpsimd", "dma"} <= set(engines)
+    assert engines["tensor"]["active_us"] == pytest.approx(1000.0) and engines["tensor"]["share_pct"] == 50.0
+    text = text_of(page, "kernels")
+    assert "NEFF executions (Neuron's own profile)" in text and "Engine breakdown" in text
+    assert "read from Neuron's own profile" in text

@@ -16,9 +16,10 @@ from neuronprof._report_overview import step_windows
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights import HostEvent, Timeline
+    from neuronprof.analysis.neuron import NeuronProfile
     from neuronprof.model import Table
 
-__all__ = ["kernels_data", "memory_data"]
+__all__ = ["kernels_data", "memory_data", "neuron_data", "neuron_note"]
 
 KERNELS_SHOWN = 50
 """Kernel names listed at most (the heaviest); the rest are counted in a note."""
@@ -189,3 +190,41 @@ def neuron_note(timeline: Timeline) -> Optional[str]:
         "the NeuronCore engine breakdown (Tensor, Vector, Scalar, GpSimd, DMA) is not in torch.profiler's trace: "
         "it comes from Neuron's own profile (see `neuronprof neuron`)"
     )
+
+
+def neuron_data(profile: NeuronProfile) -> dict[str, Any]:
+    """NEFF rows and the engine breakdown of Neuron's own profile (read by ``neuronprof.analysis.neuron_profile``).
+
+    Returns:
+        ``{"neffs": [{"name", "calls", "device_us", "min_us", "max_us", "cores"}], "engines": [{"name",
+        "profile", "engine", "active_us", "share_pct"}], "notes": [str]}``: per NEFF its executions and
+        NeuronCore time (µs), per device profile each engine's active time (µs) and share (%).
+    """
+    neffs = [
+        {
+            "name": n.neff,
+            "calls": n.calls,
+            "device_us": round(n.device_us, 3),
+            "min_us": round(n.min_us, 3),
+            "max_us": round(n.max_us, 3),
+            "cores": ", ".join(map(str, n.cores)) or None,
+        }
+        for n in profile.neffs
+    ]
+    engines = [
+        {
+            "name": f"{summary.label or summary.key} · {e.engine}",
+            "profile": summary.label or summary.key,
+            "engine": e.engine,
+            "active_us": e.active_us,
+            "share_pct": e.share_pct,
+        }
+        for summary in profile.summaries
+        for e in summary.engines
+    ]
+    notes = [f"read from Neuron's own profile: {profile.source}" + (f" ({profile.tool})" if profile.tool else "")]
+    if profile.tool_error:
+        notes.append(f"part of Neuron's profile was not read: {profile.tool_error}")
+    if not engines:
+        notes.append("Neuron's profile holds no device profile, so there is no engine breakdown (capture mode device)")
+    return {"neffs": neffs, "engines": engines, "notes": notes + list(profile.notes)}

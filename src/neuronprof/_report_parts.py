@@ -57,6 +57,28 @@ def grids(panes: Mapping[str, Any]) -> dict[str, Any]:
             ],
             kernels["kernels"],
         )
+    neuron = (kernels or {}).get("neuron")
+    if neuron and neuron["neffs"]:
+        out["neffs"] = _grid(
+            [
+                ("name", "NEFF", "text"),
+                ("calls", "Executions", "int"),
+                ("device_us", "NeuronCore time (µs)", "us"),
+                ("min_us", "Shortest (µs)", "us"),
+                ("max_us", "Longest (µs)", "us"),
+                ("cores", "Cores", "text"),
+            ],
+            neuron["neffs"],
+        )
+    if neuron and neuron["engines"]:
+        out["engines"] = _grid(
+            [
+                ("name", "Device profile · engine", "text"),
+                ("active_us", "Active (µs)", "us"),
+                ("share_pct", "Share (%)", "pct"),
+            ],
+            neuron["engines"],
+        )
     memory = panes.get("memory")
     if memory and memory["ops"]:
         out["memory"] = _grid(

@@ -28,6 +28,7 @@ from neuronprof.render import Grid, comparison_columns, comparison_footer, forma
 if TYPE_CHECKING:
     from neuronprof.analysis import Trace, TraceDiff
     from neuronprof.analysis.insights import Insights, RankInsights, Timeline
+    from neuronprof.analysis.neuron import NeuronProfile
 
 __all__ = [
     "MAX_TIMELINE_EVENTS",
@@ -220,6 +221,7 @@ def render_report(
     settings: Optional[Mapping[str, Any]] = None,
     title: str = "neuronprof report",
     baseline: Optional[TraceDiff] = None,
+    neuron: Optional[NeuronProfile] = None,
 ) -> str:
     """Return one self-contained HTML page for a profile.
 
@@ -236,13 +238,16 @@ def render_report(
         baseline: The comparison of a baseline run (A) with this one (B), as
             ``neuronprof diff`` makes it: the two-run pane, with its verdicts, shown
             first; ``None`` leaves it out.
+        neuron: Neuron's own profile of the run
+            ([`neuron_profile`][neuronprof.analysis.neuron_profile]): its NEFF rows and engine
+            breakdown join the kernels pane (drawn only with a ``timeline``).
 
     Returns:
         The page as text (UTF-8 when written). It requests nothing from the network.
     """
     if not isinstance(table, Table):
         raise TypeError(f"render_report() takes a Table, got {type(table).__name__}")
-    drawn = None if timeline is None else _draw(timeline)
+    drawn = None if timeline is None else _draw(timeline, neuron)
     return _profile_page(table, insights=insights, drawn=drawn, settings=settings, title=title, baseline=baseline)
 
 
@@ -254,15 +259,17 @@ class _Drawn(NamedTuple):
     panes: dict[str, Any]
 
 
-def _draw(timeline: Timeline) -> _Drawn:
-    """Everything the page reads from the timeline's events, read while they are held."""
-    from neuronprof._report_device import kernels_data, neuron_note
+def _draw(timeline: Timeline, neuron: Optional[NeuronProfile] = None) -> _Drawn:
+    """Everything the page reads from the timeline's events, read while they are held (and Neuron's profile)."""
+    from neuronprof._report_device import kernels_data, neuron_data, neuron_note
     from neuronprof._report_ops import call_tree, modules_data
     from neuronprof._report_overview import overview_data
 
     kernels = kernels_data(timeline)
     note = neuron_note(timeline)
-    if note is not None:
+    if neuron is not None:
+        kernels["neuron"] = neuron_data(neuron)
+    elif note is not None:
         kernels["notes"].append(note)
     panes = {
         "overview": overview_data(timeline),
@@ -360,6 +367,7 @@ def trace_report(
     timeline: Optional[Timeline] = None,
     title: str = "neuronprof report",
     baseline: Any = None,
+    neuron: Optional[NeuronProfile] = None,
 ) -> str:
     """``render_report`` of a loaded trace (a file's, or a session's record): its findings, timeline, two-run pane.
 
@@ -375,12 +383,12 @@ def trace_report(
         # The trace's events read once, straight into the findings' tree nodes (a node has a host
         # event's fields): drawn first, then read by the findings, then let go before the page is made.
         events = timeline_of(trace, _Node)
-        drawn = _draw(events)
+        drawn = _draw(events, neuron)
         insights = insights_of(trace, events)
         del events
     else:
         insights = trace.insights() if timeline is trace.timeline() else analyze_timeline(timeline)
-        drawn = _draw(timeline)
+        drawn = _draw(timeline, neuron)
     two_runs = None
     if baseline is not None:
         from neuronprof._report_overview import overview_data

@@ -43,6 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TRACE",
         help="a baseline trace file or folder of runs: adds the two-run pane (neuronprof diff BASELINE TRACE)",
     )
+    parser.add_argument(
+        "--neuron-profile",
+        default=None,
+        metavar="PATH",
+        help="Neuron's own profile of the run (as `neuronprof neuron PATH` reads it): adds its NEFF rows and "
+        "engine breakdown to the kernels pane",
+    )
     jobs_options(parser)
 
 
@@ -71,6 +78,11 @@ def run(args: argparse.Namespace) -> int:
         target = source.parent / f"{base}.html"
     if target.exists() and not args.overwrite:
         raise ValueError(f"{target} exists; pass --overwrite to replace it")
+    neuron = None
+    if args.neuron_profile is not None:
+        from neuronprof.analysis.neuron import neuron_profile
+
+        neuron = neuron_profile(args.neuron_profile)
     trace = load_trace(source)  # the one read of the file: every pane reads its events
     ranks: dict[str, Any] = {"steps": trace.steps, "rank": trace.rank}
     if trace.ranks:  # several ranks ran their steps side by side: each is read, and drawn, on its own
@@ -91,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     # Grouped as the session's own report groups it: by input shape when they were recorded.
     shapes = bool(trace.event_tables and trace.event_tables[0].metadata.get("record_shapes"))
     table = trace.table("device", group_by="shape" if shapes else "name")
-    text = trace_report(trace, table, settings=settings, title=title, baseline=args.baseline)
+    text = trace_report(trace, table, settings=settings, title=title, baseline=args.baseline, neuron=neuron)
     write_text(target.resolve(), text, overwrite=args.overwrite)
     print(f"report written to {target}", file=sys.stderr)
     return 0
