@@ -12,7 +12,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof import _vocabulary as vocab
-from neuronprof._report_overview import step_windows
+from neuronprof._report_overview import clip, step_windows
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights import HostEvent, Timeline
@@ -120,8 +120,9 @@ def _busy(timeline: Timeline) -> list[dict[str, Any]]:
     for part in list(timeline.ranks) or [timeline]:
         prefix = f"rank {part.rank} · " if timeline.ranks else ""
         merged = vocab.merged_intervals((d.start_ns, d.end_ns) for d in part.device)
+        ends = [e for _, e in merged]
         for name, lo, hi in step_windows(part):
-            busy = sum(min(e, hi) - max(s, lo) for s, e in merged if s < hi and e > lo)
+            busy = sum(e - s for s, e in clip(merged, ends, lo, hi))
             out.append(
                 {
                     "name": prefix + name,

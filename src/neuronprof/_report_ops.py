@@ -51,17 +51,44 @@ def modules_data(timeline: Timeline) -> dict[str, Any]:
     return {"modules": rows, "notes": ["a module's time includes the modules it calls"]}
 
 
-def _op_forest(host: Sequence[HostEvent]) -> list[dict[str, Any]]:
-    """Ops nested per thread by their times (Python frames and ranges are transparent): the top-level ops."""
+def _ops_by_thread(host: Sequence[HostEvent]) -> list[list[HostEvent]]:
+    """Each thread's ops, by start then the longer first (Python frames and ranges are transparent)."""
     threads: dict[str, list[HostEvent]] = {}
     for e in host:
         if e.category == "op":
             threads.setdefault(e.thread, []).append(e)
-    roots: list[dict[str, Any]] = []
     for evs in threads.values():
         evs.sort(key=lambda e: (e.start_ns, -e.end_ns))
-        stack: list[dict[str, Any]] = []
+    return list(threads.values())
+
+
+def _heaviest_root(threads: Sequence[Sequence[HostEvent]]) -> Optional[str]:
+    """The top-level op (no op around it) with the most time summed over its calls."""
+    totals: dict[str, int] = {}
+    for evs in threads:
+        open_until = None
         for e in evs:
+            if open_until is None or e.start_ns >= open_until:
+                totals[e.name] = totals.get(e.name, 0) + e.end_ns - e.start_ns
+                open_until = e.end_ns
+    return max(totals, key=totals.__getitem__) if totals else None
+
+
+def _op_forest(threads: Sequence[Sequence[HostEvent]], root: str) -> list[dict[str, Any]]:
+    """The calls of top-level op ``root`` with the ops nested in them, by their times; nothing else is built."""
+    roots: list[dict[str, Any]] = []
+    for evs in threads:
+        stack: list[dict[str, Any]] = []
+        open_until = None  # the end of the top-level call being walked
+        for e in evs:
+            if open_until is not None and e.start_ns >= open_until:
+                stack, open_until = [], None
+            if open_until is None:
+                open_until = e.end_ns
+                if e.name != root:
+                    continue
+            elif not stack:
+                continue  # inside another top-level op
             while stack and stack[-1]["end"] <= e.start_ns:
                 stack.pop()
             node = {"name": e.name, "start": e.start_ns, "end": e.end_ns, "children": []}
@@ -112,8 +139,11 @@ def call_tree(timeline: Timeline) -> Optional[dict[str, Any]]:
         ``{"name", "calls", "total_us", "self_us", "children": [...], "hidden"}`` (children alike,
         ``hidden`` the children not shown), or ``None`` when no op was recorded.
     """
-    roots = _op_forest(list(timeline.host))
-    merged = _merge(roots, 0, [TREE_NODES])
+    threads = _ops_by_thread(timeline.host)
+    root = _heaviest_root(threads)
+    if root is None:
+        return None
+    merged = _merge(_op_forest(threads, root), 0, [TREE_NODES])
     return merged[0] if merged else None
 
 

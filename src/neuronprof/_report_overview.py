@@ -22,7 +22,7 @@ from neuronprof import _vocabulary as vocab
 if TYPE_CHECKING:
     from neuronprof.analysis.insights import Timeline
 
-__all__ = ["CATEGORIES", "category_spans", "overview_data", "step_windows"]
+__all__ = ["CATEGORIES", "category_spans", "clip", "overview_data", "step_windows"]
 
 Span = tuple[int, int]
 
@@ -56,22 +56,30 @@ def category_spans(timeline: Timeline) -> dict[str, list[Span]]:
             spans["communication"].append((d.start_ns, d.end_ns))
         else:
             spans["device" if d.category == "kernel" else "memory"].append((d.start_ns, d.end_ns))
+    # A trace repeats a few thousand names millions of times: each (name, category) is placed once.
+    placed: dict[tuple[str, str], list[Span]] = {}
+    spans["step"] = []  # the steps are the windows, not a category: set aside
     for e in timeline.host:
-        category = e.category
-        if category == "step":
-            continue
-        span = (e.start_ns, e.end_ns)
-        if vocab.is_collective(e.name, _HOST_KINDS.get(category, vocab.K_OTHER)):
-            spans["communication"].append(span)
-        elif category == "runtime":
-            spans["runtime"].append(span)
-        elif _DATALOADER.search(e.name):
-            spans["dataloader"].append(span)
-        elif category == "op":
-            spans["host_ops"].append(span)
-        else:
-            spans["python"].append(span)
+        key = (e.name, e.category)
+        target = placed.get(key)
+        if target is None:
+            target = placed[key] = spans[_host_category(e.name, e.category)]
+        target.append((e.start_ns, e.end_ns))
+    del spans["step"]
     return {key: vocab.merged_intervals(v) for key, v in spans.items()}
+
+
+def _host_category(name: str, category: str) -> str:
+    """The overview's category of a host event (a step has none of its own: it is the window)."""
+    if category == "step":
+        return "step"
+    if vocab.is_collective(name, _HOST_KINDS.get(category, vocab.K_OTHER)):
+        return "communication"
+    if category == "runtime":
+        return "runtime"
+    if "__next__" in name and _DATALOADER.search(name):
+        return "dataloader"
+    return "host_ops" if category == "op" else "python"
 
 
 def step_windows(timeline: Timeline) -> list[tuple[str, int, int]]:
@@ -85,7 +93,7 @@ def step_windows(timeline: Timeline) -> list[tuple[str, int, int]]:
     return [("(whole recording)", min(s for s, _ in ends), max(e for _, e in ends))]
 
 
-def _clip(merged: Sequence[Span], ends: Sequence[int], lo: int, hi: int) -> list[Span]:
+def clip(merged: Sequence[Span], ends: Sequence[int], lo: int, hi: int) -> list[Span]:
     """The part of sorted disjoint ``merged`` (``ends``: their ends) inside ``[lo, hi)``."""
     out = []
     i = bisect_right(ends, lo)
@@ -96,36 +104,33 @@ def _clip(merged: Sequence[Span], ends: Sequence[int], lo: int, hi: int) -> list
     return out
 
 
-def _minus(a: Sequence[Span], b: Sequence[Span]) -> list[Span]:
-    """Sorted disjoint ``a`` less sorted disjoint ``b``."""
-    out: list[Span] = []
-    j = 0
-    for s, e in a:
-        while j < len(b) and b[j][1] <= s:
-            j += 1
-        k = j
-        while k < len(b) and b[k][0] < e:
-            if b[k][0] > s:
-                out.append((s, b[k][0]))
-            s = max(s, b[k][1])
-            k += 1
-        if s < e:
-            out.append((s, e))
-    return out
-
-
 def breakdown(spans: dict[str, list[Span]], windows: Iterable[tuple[str, int, int]]) -> list[dict[str, Any]]:
-    """Per window, ``{"name", "start_ns", "us": step µs, "parts": {category: µs}}``, each instant counted once."""
-    ends = {key: [e for _, e in v] for key, v in spans.items()}
+    """Per window, ``{"name", "start_ns", "us": step µs, "parts": {category: µs}}``, each instant counted once.
+
+    A sweep over the window's span edges: each stretch between two edges goes to the first
+    category (in ``CATEGORIES`` order) with a span open over it, or to idle when none is.
+    """
+    keys = [key for key, _ in CATEGORIES[:-1]]
+    ends = {key: [e for _, e in spans[key]] for key in keys}
     out = []
     for name, lo, hi in windows:
-        covered: list[Span] = []
-        parts: dict[str, float] = {}
-        for key, _ in CATEGORIES[:-1]:
-            mine = _minus(_clip(spans[key], ends[key], lo, hi), covered)
-            parts[key] = sum(e - s for s, e in mine) / 1000
-            covered = vocab.merged_intervals(covered + mine)
-        parts["idle"] = max(hi - lo - sum(e - s for s, e in covered), 0) / 1000
+        edges: list[tuple[int, int, int]] = []
+        for prio, key in enumerate(keys):
+            for s, e in clip(spans[key], ends[key], lo, hi):
+                edges.append((s, prio, 1))
+                edges.append((e, prio, -1))
+        edges.sort()
+        open_ = [0] * len(keys)
+        ns = [0] * (len(keys) + 1)  # the last: idle
+        prev = lo
+        for t, prio, d in edges:
+            if t > prev:
+                ns[next((i for i, n in enumerate(open_) if n > 0), len(keys))] += t - prev
+                prev = t
+            open_[prio] += d
+        ns[-1] += max(hi - prev, 0)
+        parts = {key: ns[i] / 1000 for i, key in enumerate(keys)}
+        parts["idle"] = ns[-1] / 1000
         out.append({"name": name, "start_ns": lo, "us": (hi - lo) / 1000, "parts": parts})
     return out
 
