@@ -1,4 +1,4 @@
-"""One self-contained HTML report: settings, op table, findings, step timeline, comparisons.
+"""One self-contained HTML report: overview, findings, operators, kernels, memory, ranks, timeline, two runs.
 
 The report is one file that opens offline in any browser and can be attached to a
 bug report or a chat: no network request, no CDN, every style, script and drawing
@@ -6,10 +6,10 @@ inline. ``Session.report()``, ``Comparison.report()`` and ``neuronprof report``
 all end here.
 
 The page is laid out by a Jinja2 template (``templates/report.html.j2``); the
-renderers below only gather plain data for it and return text; they write no
-file (the callers save the text through neuronprof's one atomic writer). This
-module imports neither torch nor a session, so the offline command uses it as
-it is.
+renderers below only gather plain data for it (the panes' own data comes from the
+``_report_*`` modules) and return text; they write no file (the callers save the
+text through neuronprof's one atomic writer). This module imports neither torch nor
+a session, so the offline command uses it as it is.
 """
 
 from __future__ import annotations
@@ -237,7 +237,7 @@ def render_report(
         title: The page title.
         baseline: The comparison of a baseline run (A) with this one (B), as
             ``neuronprof diff`` makes it: the two-run pane, with its verdicts, shown
-            first; ``None`` leaves it out.
+            after the overview; ``None`` leaves it out.
         neuron: Neuron's own profile of the run
             ([`neuron_profile`][neuronprof.analysis.neuron_profile]): its NEFF rows and engine
             breakdown join the kernels pane (drawn only with a ``timeline``).
