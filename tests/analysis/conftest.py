@@ -27,9 +27,19 @@ def torch_traces(tmp_path_factory: pytest.TempPathFactory) -> TorchTraces:
 
 @pytest.fixture(params=["fast", "stdlib"])
 def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run a test with the msgspec reader (when installed) and with the pure-Python one."""
+    """Run a test with the msgspec reader (when installed) and with the pure-Python one.
+
+    The fast reader reads every piece column by column and nests every timeline with
+    numpy, as it does a large trace, however small the test's trace.
+    """
     if request.param == "fast":
         pytest.importorskip("msgspec")
+        from neuronprof.analysis.trace import _nesting_columns, _reader_columns
+
+        monkeypatch.setattr(_reader_columns, "COLUMNS_MIN", 0)
+        monkeypatch.setattr(_reader_columns, "COLUMNS_FILE", 0)
+        monkeypatch.setattr(_nesting_columns, "COLUMNS_MIN", 0)
+        monkeypatch.setattr(_nesting_columns, "COLUMNS_MIN_COLD", 0)
     else:
         import neuronprof.analysis._typed_reader as jsonstream
 

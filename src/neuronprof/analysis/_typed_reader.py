@@ -1,31 +1,38 @@
-"""Read a Chrome/Perfetto JSON trace as batches of the few fields the trace loader reads.
+"""Read a Chrome/Perfetto JSON trace as pieces of events: only the few fields the trace loader reads.
 
-With msgspec installed (the ``fast`` extra), the text of the ``traceEvents`` array
-is cut into pieces of a few MiB at event boundaries and each piece is decoded in
-one call into typed structs that skip every other field: several times faster than
-the stdlib scanner, and memory holds one piece at a time. Without msgspec, or for
-any file the fast path cannot read, the stdlib
-[`EventStream`][neuronprof.analysis._eventstream.EventStream] is used: it is
-slower, and it is what reports precise errors for malformed files.
+With msgspec installed, the text of the ``traceEvents`` array is cut into pieces
+of about 1 MiB at event boundaries ([`Piece`][neuronprof.analysis._typed_reader.Piece])
+and each piece is decoded in one call into structs that skip every other field:
+several times faster than the stdlib scanner, and memory holds one piece at a
+time. A piece is first decoded into strictly typed structs (``TypedSpan``:
+times as their JSON text, ids as ``int``) that the loader reads column by
+column; a piece that does not fit those types (an id written as text, a legacy
+field name) is decoded again into loosely typed ones (``Event``) that it reads
+event by event. Without msgspec, or for any file the fast path cannot read, the
+stdlib [`EventStream`][neuronprof.analysis._eventstream.EventStream] is used: it
+is slower, and it is what reports precise errors for malformed files.
 
 ``msgspec`` and ``_FAST_CHUNK`` are read from this module's globals at each read,
-so a test (or a benchmark) can switch the fast path off here.
+so a test (or a benchmark) can switch the fast path off here. It is kept in one module on
+purpose: the typed structs, their pure-Python twins and the decoders that try them in
+turn must name the same fields, which is easiest to check side by side.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import zlib
 from collections.abc import Iterator
-from typing import Any, Optional
+from typing import Any, Literal, Optional, Union
 
 from neuronprof.analysis._eventstream import EventStream, open_trace
 from neuronprof.analysis.errors import TraceError
 
-__all__ = ["FastPathFailed", "TraceReader"]
+__all__ = ["DECODE_ERRORS", "FastPathFailed", "Piece", "TraceReader"]
 
-_FAST_CHUNK = 4 << 20
+_FAST_CHUNK = 1 << 20  # a piece's structs (some 5x its text) stay a small part of a large trace's memory
 _TRACE_EVENTS_KEY = b'"traceEvents"'
 _COMMA_AFTER = re.compile(rb"[ \t\n\r]*,")
 _OPEN_ARRAY = re.compile(rb"[ \t\n\r]*:[ \t\n\r]*\[")
@@ -103,6 +110,13 @@ def _json_bytes(value: Any) -> Optional[bytes]:
 
 
 _NO_RAW: Any = None
+EMPTY_RAW: Any = None  # an empty ``msgspec.Raw``: a typed field that is absent
+# What msgspec raises for a text it cannot decode (nothing without it).
+DECODE_ERRORS: tuple[type[Exception], ...] = () if msgspec is None else (msgspec.DecodeError,)
+# Without msgspec: no typed decoders, no typed structs (see below).
+SPAN_DECODERS: list[tuple[Any, Any]] = []
+SKIPPED_PHASES: dict[Any, str] = {}
+WITH_EXTRAS: tuple[Any, ...] = ()
 
 if msgspec is not None:
 
@@ -136,23 +150,160 @@ if msgspec is not None:
         dur: Any = None
         args: Optional[Args] = None
 
-    class _Tail(msgspec.Struct, gc=False):
-        traceEvents: list[Event]  # noqa: N815 - the trace's own key
+    _EMPTY = EMPTY_RAW = msgspec.Raw()
+
+    class TypedArgs(msgspec.Struct, gc=False):
+        """A span's ``args`` as kineto writes them: ids are ints; a field that is not is read by ``Event`` instead.
+
+        A field the column reader does not handle (the lower-case ``external id``,
+        the legacy ``Input dims``) is typed ``None``: any value fails the typed
+        decode, and the piece is read event by event. FLOPs, device types and Neuron
+        Runtime's ids are rare: typed ``None`` here too, and read by
+        ``TypedArgsWithExtras`` in a file that has them.
+        """
+
+        ext: int = msgspec.field(name="External id", default=-1)
+        concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=_EMPTY)
+        types: msgspec.Raw = msgspec.field(name="Input type", default=_EMPTY)
+        dims: msgspec.Raw = msgspec.field(name="Input Dims", default=_EMPTY)
+        correlation: int = -1
+        ext_lower: None = msgspec.field(name="external id", default=None)
+        dims_legacy: None = msgspec.field(name="Input dims", default=None)
+        flops: None = None
+        device_type: None = None
+        sequence_id: None = msgspec.field(name="nrt_sequence_id", default=None)
+
+    class TypedArgsWithExtras(TypedArgs, gc=False):
+        """``TypedArgs`` with FLOPs (``with_flops=True``), device types and Neuron Runtime's
+        ``nrt_sequence_id`` (TorchNeuron's framework trace), for a file that has them."""
+
+        flops: Any = None
+        device_type: Any = None
+        sequence_id: Any = msgspec.field(name="nrt_sequence_id", default=None)
+
+    # kineto's categories (its ActivityType names, and PyTorch 1.8's): decoded as these very
+    # strings, which hash once, instead of a new string for every event.
+    KinetoCategory = Literal[
+        "cpu_op", "user_annotation", "gpu_user_annotation", "gpu_memcpy", "gpu_memset", "kernel",
+        "external_correlation", "cuda_runtime", "cuda_driver", "cpu_instant_event", "python_function",
+        "overhead", "cuda_sync", "glow_runtime", "mtia_runtime", "mtia_ccp_events", "mtia_insight",
+        "cuda_profiler_range", "hpu_op", "xpu_runtime", "xpu_driver", "collective_comm",
+        "privateuse1_runtime", "privateuse1_driver", "Trace", "ac2g",
+        "Operator", "Kernel", "Memcpy", "Memset", "Runtime",
+    ]  # fmt: skip
+
+    class TypedSpan(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
+        """A complete event (``"ph": "X"``): its start as JSON text (``Raw``, empty when absent), its duration a float.
+
+        A duration is a small number of µs, which a float holds to far better than a
+        nanosecond (the reader checks it, see ``_reader._durations``); a start is not.
+        Its category is one of kineto's (``AnyCategorySpan`` reads a file with others).
+        """
+
+        # In the order kineto writes them (msgspec matches each key against the next field first).
+        cat: Optional[KinetoCategory] = None
+        name: Optional[str] = None
+        pid: Any = None
+        tid: Any = None
+        ts: msgspec.Raw = _EMPTY
+        dur: float = math.nan
+        args: Optional[TypedArgs] = None
+
+    class AnyCategorySpan(TypedSpan, tag="X"):
+        """``TypedSpan`` of any category."""
+
+        cat: Optional[str] = None  # type: ignore[assignment]  # wider than the base's, on purpose
+
+    class SpanWithExtras(TypedSpan, tag="X"):
+        """``TypedSpan`` whose ``args`` may hold FLOPs and device types."""
+
+        args: Optional[TypedArgsWithExtras] = None
+
+    class AnyCategorySpanWithExtras(AnyCategorySpan, tag="X"):
+        """``AnyCategorySpan`` whose ``args`` may hold FLOPs and device types."""
+
+        args: Optional[TypedArgsWithExtras] = None
+
+    class MetaArgs(msgspec.Struct, gc=False):
+        """The ``args`` of a metadata event: the process or thread name, the process labels."""
+
+        name: Any = None
+        labels: Any = None
+
+    class TypedMeta(msgspec.Struct, gc=False, tag_field="ph", tag="M"):
+        """A metadata event (``"ph": "M"``): process and thread names and labels."""
+
+        name: Any = None
+        pid: Any = None
+        tid: Any = None
+        args: Optional[MetaArgs] = None
+
+    # Every other phase the trace format defines, as an empty struct of its own (nothing
+    # of it is read but its count). Begin/end pairs ("B"/"E") are not among them: a piece
+    # that has them is read event by event.
+    SKIPPED_PHASES = {
+        msgspec.defstruct(f"Phase_{ord(ph)}", [], gc=False, tag_field="ph", tag=ph): ph
+        for ph in "iICbnestfPONDRcSTpF()"
+    }
+    # The typed decoders, leanest first: a file is read with the first that fits its pieces
+    # (see ``TraceReader._piece``); each gives its span class and whether args hold extras.
+    for _span in (TypedSpan, AnyCategorySpan, SpanWithExtras, AnyCategorySpanWithExtras):
+        _events: Any = Union.__getitem__((_span, TypedMeta, *SKIPPED_PHASES))  # a union made at run time
+        SPAN_DECODERS.append((msgspec.json.Decoder(list[_events], float_hook=str), _span))
+    del _span, _events
+    WITH_EXTRAS = (SpanWithExtras, AnyCategorySpanWithExtras)
 
     # float_hook=str: a number with a fraction or exponent arrives as its text, so
     # that timestamps are converted to integer nanoseconds without float rounding.
     _BATCH = msgspec.json.Decoder(list[Event], float_hook=str)
-    _TAIL = msgspec.json.Decoder(_Tail, float_hook=str)
     _RAW_MEMBERS = msgspec.json.Decoder(dict[str, msgspec.Raw])
     _ANY = msgspec.json.Decoder()
+    _NUMBER = msgspec.json.Decoder(float_hook=str)
+
+
+def raw_number(raw: Any) -> Any:
+    """A ``TypedSpan`` time (JSON text) as ``Event`` has it: an int, the text of a number, or what else it is."""
+    return _NUMBER.decode(raw) if raw else None
+
+
+class Piece:
+    """About 1 MiB of consecutive events, decoded as the reader needs them.
+
+    Attributes:
+        typed: The events as typed structs (spans of class ``span``, ``TypedMeta`` and one
+            empty struct per other phase), or ``None`` when the piece does not fit their
+            types (or the stdlib reader read it).
+        span: The class of ``typed``'s spans (``TypedSpan`` or one of its variants).
+        extras: Whether their args hold FLOPs and device types (``TypedArgsWithExtras``).
+        count: How many events the piece holds.
+    """
+
+    __slots__ = ("typed", "span", "extras", "count", "_text", "_plain")
+
+    def __init__(
+        self, typed: Optional[list[Any]], text: Optional[bytes], plain: Optional[list[Any]], span: Any = None
+    ) -> None:
+        self.typed = typed
+        self.span = span
+        self.extras = span in WITH_EXTRAS
+        self._text = text
+        self._plain = plain
+        self.count = len(typed if typed is not None else plain or ())
+
+    def plain(self) -> list[Any]:
+        """The events as ``Event`` structs (``PyEvent`` from the stdlib reader): every value as the file has it."""
+        if self._plain is None:  # a piece of the fast reader: its text is kept
+            self._plain = _BATCH.decode(self._text or b"[]")
+        return self._plain
 
 
 class TraceReader:
-    """Read one trace file as batches of events (objects with ``ph``, ``name``, ``ts``... attributes).
+    """Read one trace file as pieces of events (objects with ``ph``, ``name``, ``ts``... attributes).
 
-    Numbers with a fraction arrive as text (``str``), integers as ``int``, so
-    that timestamps can be read exactly. Top-level members other than
-    ``traceEvents`` are in :attr:`metadata` once iteration has finished.
+    In ``Event`` structs (``Piece.plain``) numbers with a fraction arrive as
+    text (``str``), integers as ``int``, so that timestamps can be read exactly.
+    Top-level members other than ``traceEvents`` are in :attr:`metadata` once
+    iteration has finished.
 
     Args:
         path: The trace file (``.json`` or ``.json.gz``).
@@ -167,16 +318,28 @@ class TraceReader:
         self.metadata: dict[str, Any] = {}
         self.events = 0
         self.repair_notes: list[str] = []  # what the stdlib reader changed to read a file torch wrote unescaped
+        self._level = 0  # the typed decoder the file's pieces fit so far (``SPAN_DECODERS``)
+        self._untyped = 0  # pieces in a row that did not fit the typed structs
 
     def batches(self) -> Iterator[list[Any]]:
-        """Yield lists of events, in file order.
+        """Yield lists of events (``Event`` or ``PyEvent``), in file order.
+
+        Raises:
+            TraceError: The file cannot be read as a trace (stdlib reader).
+            FastPathFailed: The fast reader cannot read it (only with ``fast=True``).
+        """
+        for piece in self.pieces():
+            yield piece.plain()
+
+    def pieces(self) -> Iterator[Piece]:
+        """Yield the events in pieces, in file order (see [`Piece`][neuronprof.analysis._typed_reader.Piece]).
 
         Raises:
             TraceError: The file cannot be read as a trace (stdlib reader).
             FastPathFailed: The fast reader cannot read it (only with ``fast=True``).
         """
         if self.fast:
-            yield from self._fast_batches()
+            yield from self._fast_pieces()
             return
         stream = EventStream(self.path, exact=True)
         batch: list[Any] = []
@@ -184,16 +347,16 @@ class TraceReader:
             batch.append(PyEvent(event))
             if len(batch) >= 4096:
                 self.events = stream.events
-                yield batch
+                yield Piece(None, None, batch)
                 batch = []
         self.events = stream.events
         self.metadata = stream.metadata
         self.repair_notes = stream.repair_notes()
         if batch:
-            yield batch
+            yield Piece(None, None, batch)
 
     # -- the msgspec reader --------------------------------------------------------------
-    def _fast_batches(self) -> Iterator[list[Any]]:
+    def _fast_pieces(self) -> Iterator[Piece]:
         try:
             binary = open_trace(self.path)
         except TraceError:
@@ -205,7 +368,32 @@ class TraceReader:
         finally:
             binary.close()
 
-    def _fast(self, binary: Any) -> Iterator[list[Any]]:
+    def _piece(self, text: bytes) -> Piece:
+        """Decode the JSON array ``text`` of events: typed when it fits, loosely typed otherwise.
+
+        The leanest typed decoder is tried first (kineto's categories, no FLOPs); a
+        piece that needs a fuller one moves the rest of the file to it. A file whose
+        pieces keep failing every typed decoder is read loosely typed from then on.
+
+        Raises:
+            msgspec.DecodeError: ``text`` is not JSON (a cut inside an event).
+            msgspec.ValidationError: An event is not an object, or its ``args`` is not.
+        """
+        if self._untyped < 2:
+            for level in range(self._level, len(SPAN_DECODERS)):
+                decoder, span = SPAN_DECODERS[level]
+                try:
+                    piece = Piece(decoder.decode(text), text, None, span)
+                except msgspec.ValidationError:
+                    continue
+                self._level = level
+                self._untyped = 0
+                return piece
+            self._untyped += 1
+        # Not the types kineto writes (or not JSON at all: the loose decode says which).
+        return Piece(None, text, _BATCH.decode(text))
+
+    def _fast(self, binary: Any) -> Iterator[Piece]:
         buf = b""
         eof = False
 
@@ -281,7 +469,7 @@ class TraceReader:
                 if m is None or m.end() >= len(buf):
                     continue
                 try:
-                    batch = _BATCH.decode(b"".join((b"[", memoryview(buf)[pos : brace + 1], b"]")))
+                    piece = self._piece(b"".join((b"[", memoryview(buf)[pos : brace + 1], b"]")))
                 except msgspec.ValidationError:
                     raise
                 except msgspec.DecodeError:
@@ -295,8 +483,8 @@ class TraceReader:
                 need = len(buf) - pos + _FAST_CHUNK
                 continue
             need = _FAST_CHUNK
-            self.events += len(batch)
-            yield batch
+            self.events += piece.count
+            yield piece
             buf = buf[cut:]
             pos = 0
 
@@ -308,13 +496,14 @@ class TraceReader:
                 tail = tail[:-1]
             if not tail.endswith(b"]"):
                 tail += b"]"
-            batch = _BATCH.decode(b"[" + tail)
+            text = b"[" + tail
         else:
-            text = b'{"traceEvents":[' + tail
-            batch = _TAIL.decode(text).traceEvents
-            for key, raw in _RAW_MEMBERS.decode(text).items():
+            after: dict[str, Any] = _RAW_MEMBERS.decode(b'{"traceEvents":[' + tail)
+            for key, raw in after.items():
                 if key != "traceEvents":
                     self.metadata[key] = _ANY.decode(raw)
-        self.events += len(batch)
-        if batch:
-            yield batch
+            text = bytes(after["traceEvents"])
+        piece = self._piece(text)
+        self.events += piece.count
+        if piece.count:
+            yield piece

@@ -13,11 +13,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
+from neuronprof.analysis.trace import _nesting_columns
 from neuronprof.analysis.trace._events import EventTable, _Filling
 from neuronprof.analysis.trace._model import Trace
 from neuronprof.analysis.trace._nesting import _Nesting
 from neuronprof.analysis.trace._rules import (
     _K_DEVICE,
+    _K_OP,
+    _K_PY,
     _K_RUNTIME,
     _K_STEP,
     _NEURON_LAYOUT,
@@ -117,6 +120,7 @@ class _Aggregator(_Nesting):
         # Derived views and container lanes: left out, counted for a note.
         derived: dict[tuple[str, str], int] = {}
         views = derived_lanes(self.thread_names, device_pids)
+        runtime_ids = None  # runtime_corr as a sorted array, for the column walk
         for (pid, tid), th in self.threads.items():
             device_rows: Iterable[int]
             host_rows: Optional[list[int]]
@@ -127,6 +131,16 @@ class _Aggregator(_Nesting):
             if (pid, tid) in views:
                 what = ("lane", self.thread_names[(pid, tid)].strip())
                 derived[what] = derived.get(what, 0) + len(th.kid)
+                continue
+            if _nesting_columns.worth_it(len(th.kid)):
+                if runtime_ids is None:
+                    runtime_ids = _sorted_ids(runtime_corr)
+                rows, lost = _device_columns(
+                    sums, keys, th, pid in device_pids, runtime_ids, dev_by_corr, dev_by_ext, seen_kids
+                )
+                unlinked += lost
+                if rows is None or len(rows):
+                    host.append((th, rows))
                 continue
             if pid in device_pids:
                 # Host spans are host spans whatever their pid (kineto writes some threads'
@@ -337,3 +351,85 @@ def sum_events(table: EventTable) -> _Sums:
     agg = _Aggregator(table)
     agg._finish(table.metadata)
     return agg.sums
+
+
+def _sorted_ids(ids: Any) -> Any:
+    """A set of ids (ints) as a sorted int64 array, for ``_device_columns``."""
+    import numpy as np
+
+    return np.sort(np.fromiter(ids, np.int64, len(ids)))
+
+
+def _device_columns(
+    sums: _Sums,
+    keys: EventKeys,
+    th: EventColumns,
+    device_process: bool,
+    runtime_corr: Any,
+    dev_by_corr: dict[int, int],
+    dev_by_ext: dict[int, int],
+    seen: set[int],
+) -> tuple[Any, int]:
+    """The device rows of one timeline added up, as ``_Aggregator._finish`` does row by row.
+
+    Each device event is a call of its own row (an event of a device process that is
+    not device work by its category gets a device twin of its key), and its time is
+    linked for the walk: by ``correlation`` to a runtime call (``runtime_corr``: their
+    ids, a sorted int64 array), else by ``External id``.
+
+    Returns:
+        The timeline's host rows (``None`` when every event is one) and the device time
+        that could be linked to nothing (ns).
+    """
+    import numpy as np
+
+    k = np.frombuffer(th.kid, np.int32)
+    kind = np.array(keys.kind, np.int8)[k]
+    if device_process:
+        host = (kind == _K_OP) | (kind == _K_PY) | (kind == _K_RUNTIME)
+        device = (kind == _K_DEVICE) | ~(host | (kind == _K_STEP))  # vocab.on_device(kind, True)
+    else:
+        device = kind == _K_DEVICE
+        if not device.any():
+            return None, 0
+        host = ~device
+    rows = np.flatnonzero(device)
+    kids = k[rows].astype(np.int64)
+    twin = kind[rows] != _K_DEVICE
+    if twin.any():
+        # An event of a device process with no device category (XLA's ops): a device row
+        # of its own, apart from a host span of the same name; twins made in row order.
+        plain, first = np.unique(kids[twin], return_index=True)
+        made = {int(kk): keys.device_twin(int(kk)) for kk in plain[np.argsort(first)].tolist()}
+        sums.grow(len(keys.keys))
+        kids[twin] = [made[kk] for kk in kids[twin].tolist()]
+    d = np.frombuffer(th.dur, np.int64)[rows]
+    calls = np.bincount(kids)
+    took = np.zeros(len(calls), np.int64)
+    np.add.at(took, kids, d)
+    for kk in np.flatnonzero(calls).tolist():
+        sums.calls[kk] += int(calls[kk])
+        sums.dev_self[kk] += int(took[kk])
+        sums.dev_total[kk] += int(took[kk])
+        sums.on_device[kk] = True
+    present, first = np.unique(kids, return_index=True)
+    seen.update(present[np.argsort(first)].tolist())
+    c = np.frombuffer(th.corr, np.int64)[rows]
+    by_corr = c >= 0
+    if by_corr.any() and len(runtime_corr):
+        at = np.minimum(np.searchsorted(runtime_corr, c), len(runtime_corr) - 1)
+        by_corr &= runtime_corr[at] == c
+    else:
+        by_corr[:] = False
+    x = np.frombuffer(th.ext, np.int64)[rows]
+    by_ext = ~by_corr & (x >= 0)
+    for link, ids in ((dev_by_corr, c[by_corr]), (dev_by_ext, x[by_ext])):
+        if len(ids):
+            uniq, _first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+            total = np.zeros(len(uniq), np.int64)
+            np.add.at(total, inverse, d[by_corr] if link is dev_by_corr else d[by_ext])
+            add = dict(zip(uniq.tolist(), total.tolist()))
+            for i in add.keys() & link.keys():  # ids of this timeline's kernels seen on another already
+                add[i] += link[i]
+            link.update(add)
+    return np.flatnonzero(host), int(d[~by_corr & ~by_ext].sum())

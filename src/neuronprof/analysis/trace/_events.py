@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
@@ -21,7 +21,7 @@ from typing import Any
 from neuronprof.analysis.trace._rules import _K_STEP, _id, derived_lanes, process_roles
 from neuronprof.analysis.trace._sums import EventColumns, EventKeys, _Sums
 
-__all__ = ["EventTable", "step_windows"]
+__all__ = ["EventTable", "IdSet", "step_windows"]
 
 _STEP_NUMBER = re.compile(r"^ProfilerStep#(\d+)$")
 
@@ -42,7 +42,8 @@ class EventTable:
         threads: The columns per timeline.
         procs: Process names and labels per pid (the trace's ``M`` events).
         thread_names: Lane names per ``(pid, tid)``.
-        runtime_corr: Correlation ids of runtime/driver calls.
+        runtime_corr: Correlation ids of runtime/driver calls (a frozenset, or an
+            ``IdSet`` from the column reader).
         metadata: The trace's header keys (kineto's metadata; a live session's are
             what its export writes).
         events: How many events were read.
@@ -60,7 +61,7 @@ class EventTable:
     threads: Mapping[tuple[Any, Any], EventColumns] = field(repr=False)
     procs: Mapping[Any, tuple[str, ...]] = field(default_factory=dict, repr=False)
     thread_names: Mapping[tuple[Any, Any], str] = field(default_factory=dict, repr=False)
-    runtime_corr: frozenset[int] = field(default=frozenset(), repr=False)
+    runtime_corr: Set[int] = field(default=frozenset(), repr=False)
     metadata: Mapping[str, Any] = field(default_factory=dict, repr=False)
     events: int = 0
     skipped: Mapping[str, int] = field(default_factory=dict, repr=False)
@@ -127,6 +128,9 @@ class _Filling:
         self.file_notes = True
         self.sequence_ids: list[tuple[Any, tuple[Any, Any], int, int, int]] = []
 
+    def _runtime_ids(self) -> Set[int]:
+        return frozenset(self.runtime_corr)
+
     def freeze(self, metadata: Mapping[str, Any]) -> EventTable:
         """The filled columns as an ``EventTable`` (the filling is not used again)."""
         sums = self.sums
@@ -136,7 +140,7 @@ class _Filling:
             threads=MappingProxyType(self.threads),
             procs=MappingProxyType({pid: tuple(names) for pid, names in self.procs.items()}),
             thread_names=MappingProxyType(self.thread_names),
-            runtime_corr=frozenset(self.runtime_corr),
+            runtime_corr=self._runtime_ids(),
             metadata=MappingProxyType(dict(metadata)),
             events=sums.events,
             skipped=MappingProxyType(dict(sums.skipped)),
@@ -146,6 +150,36 @@ class _Filling:
             file_notes=self.file_notes,
             sequence_ids=tuple(self.sequence_ids),
         )
+
+
+class IdSet(Set[int]):
+    """A read-only set of ids held as a sorted int64 numpy array.
+
+    A frozenset of a million ids holds some 60 MB of Python ints and hash table;
+    this holds 8 MB. Membership is a binary search; it compares equal to any set of
+    the same ints.
+    """
+
+    __slots__ = ("ids",)
+
+    def __init__(self, ids: Any) -> None:
+        self.ids = ids  # sorted, without repeats
+
+    def __contains__(self, value: object) -> bool:
+        import numpy as np
+
+        ids = self.ids
+        if type(value) is not int or not len(ids) or not ids[0] <= value <= ids[-1]:
+            return False
+        return bool(ids[np.searchsorted(ids, value)] == value)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.ids.tolist())
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    __hash__ = Set._hash
 
 
 def step_windows(table: EventTable) -> list[tuple[int, int, int]]:

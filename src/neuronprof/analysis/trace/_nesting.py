@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
+from neuronprof.analysis.trace import _nesting_columns
 from neuronprof.analysis.trace._rules import _K_OTHER, _K_PY, _K_RUNTIME, _K_STEP, _is_sorted
 from neuronprof.analysis.trace._sums import EventColumns, EventKeys, _Sums
 
@@ -36,6 +37,14 @@ class _Nesting:
         self, th: EventColumns, rows: Optional[list[int]], dev_by_corr: dict[int, int], dev_by_ext: dict[int, int]
     ) -> None:
         """Nest the host events of one timeline (torch's rule) and add up self/total and device times."""
+        if _nesting_columns.worth_it(len(th.kid if rows is None else rows)):
+            kc = getattr(self, "_key_columns", None)
+            if kc is None or kc.size != len(self.keys.kind):
+                kc = self._key_columns = _nesting_columns.KeyColumns(self.keys)
+            if _nesting_columns.walk_columns(self, th, rows, dev_by_corr, dev_by_ext, kc):
+                return
+        if rows is not None and not isinstance(rows, list):
+            rows = rows.tolist()  # the column reader's rows, a numpy array
         ts, dur, kids, corrs, exts = th.ts, th.dur, th.kid, th.corr, th.ext
         kind, names = self.keys.kind, self.keys.names
         raw_names = self.keys.raw_names
