@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import neuronprof
 from neuronprof.analysis import load_trace
@@ -335,3 +337,31 @@ def test_neuron_profile_adds_neff_rows_and_the_engine_breakdown(tmp_path: Path) 
     text = text_of(page, "kernels")
     assert "NEFF executions (Neuron's own profile)" in text and "Engine breakdown" in text
     assert "read from Neuron's own profile" in text
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 9_000), st.integers(1, 3_000), st.sampled_from(["op", "runtime", "python"]))),
+    st.lists(st.tuples(st.integers(0, 9_000), st.integers(1, 3_000), st.sampled_from(["kernel", "memcpy"]))),
+)
+def test_the_breakdown_counts_each_instant_once(
+    host_spans: list[tuple[int, int, str]], dev_spans: list[tuple[int, int, str]]
+) -> None:
+    """Categories add up to the step; the first category takes exactly what its spans cover inside the step."""
+    from neuronprof.analysis.insights import DeviceEvent
+
+    step = HostEvent("ProfilerStep#1", 1_000, 8_000, category="step")
+    host = (step, *(HostEvent(f"h{i}", s, s + d, category=c) for i, (s, d, c) in enumerate(host_spans)))  # type: ignore[arg-type]
+    device = tuple(DeviceEvent(f"k{i}", s, s + d, c) for i, (s, d, c) in enumerate(dev_spans))  # type: ignore[arg-type]
+    page = render_report(Table(()), timeline=Timeline(host, device, "cuda", "CUDA"))
+    ((us, parts),) = overview(page).values()
+    assert us == 7.0
+    assert sum(parts) == pytest.approx(us, abs=0.1 * len(parts))  # shown to 0.1 µs
+    kernels = sorted((max(s, 1_000), min(s + d, 8_000)) for s, d, c in dev_spans if c == "kernel")
+    covered, end = 0, 1_000
+    for s, e in kernels:
+        if e > max(s, end):
+            covered += e - max(s, end)
+            end = e
+    assert parts[0] == pytest.approx(covered / 1000, abs=0.05)

@@ -28,15 +28,21 @@ MEMORY_OPS_SHOWN = 15
 _ENCLOSING_LOOKBACK = 64  # ops looked at before a runtime call for the one around it (nested ops start just before)
 
 
-def _launchers(timeline: Timeline) -> tuple[dict[int, str], dict[int, str]]:
-    """The host op behind each external id, and behind each runtime call's correlation id (the op around the call)."""
+def _by_ext(timeline: Timeline) -> dict[int, str]:
+    """The host op behind each external id (kineto's link from device work to the op that launched it)."""
     by_ext: dict[int, str] = {}
+    for e in timeline.host:
+        if e.ext_id is not None and e.category == "op":
+            by_ext.setdefault(e.ext_id, e.name)
+    return by_ext
+
+
+def _by_correlation(timeline: Timeline) -> dict[int, str]:
+    """The host op behind each runtime call's correlation id: the op around the call."""
     ops: dict[str, list[HostEvent]] = {}
     runtime = []
     for e in timeline.host:
         if e.category == "op":
-            if e.ext_id is not None:
-                by_ext.setdefault(e.ext_id, e.name)
             ops.setdefault(e.thread, []).append(e)
         elif e.category == "runtime" and e.correlation is not None:
             runtime.append(e)
@@ -53,7 +59,7 @@ def _launchers(timeline: Timeline) -> tuple[dict[int, str], dict[int, str]]:
             if e.end_ns >= r.end_ns:
                 by_corr[r.correlation] = e.name  # type: ignore[index]
                 break
-    return by_ext, by_corr
+    return by_corr
 
 
 def kernels_data(timeline: Timeline) -> dict[str, Any]:
@@ -73,7 +79,8 @@ def kernels_data(timeline: Timeline) -> dict[str, Any]:
             "not report its kernels to torch.profiler"
         )
         return {"label": label, "kernels": [], "busy": [], "total_us": 0.0, "notes": notes}
-    by_ext, by_corr = _launchers(timeline)
+    by_ext = _by_ext(timeline)
+    by_corr: Optional[dict[int, str]] = None  # read only when some device work has no External id to follow
     groups: dict[tuple[str, str], list[Any]] = {}
     for d in timeline.device:
         g = groups.setdefault((d.name, d.category), [0, 0, Counter()])
@@ -81,6 +88,8 @@ def kernels_data(timeline: Timeline) -> dict[str, Any]:
         g[1] += d.end_ns - d.start_ns
         launcher = by_ext.get(d.ext_id) if d.ext_id is not None else None
         if launcher is None and d.correlation is not None:
+            if by_corr is None:
+                by_corr = _by_correlation(timeline)
             launcher = by_corr.get(d.correlation)
         g[2][launcher] += 1
     total = sum(g[1] for g in groups.values()) or 1

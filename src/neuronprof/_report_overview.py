@@ -104,33 +104,62 @@ def clip(merged: Sequence[Span], ends: Sequence[int], lo: int, hi: int) -> list[
     return out
 
 
+def _minus(a: Sequence[Span], b: Sequence[Span]) -> list[Span]:
+    """Sorted disjoint ``a`` less sorted disjoint ``b``, in one pass over both."""
+    out: list[Span] = []
+    j, nb = 0, len(b)
+    for s, e in a:
+        while j < nb and b[j][1] <= s:
+            j += 1
+        k = j
+        while k < nb and b[k][0] < e:
+            if b[k][0] > s:
+                out.append((s, b[k][0]))
+            if b[k][1] > s:
+                s = b[k][1]
+            k += 1
+        if s < e:
+            out.append((s, e))
+    return out
+
+
+def _join(a: list[Span], b: list[Span]) -> list[Span]:
+    """Two sorted, disjoint and mutually disjoint span lists as one sorted list (touching spans stay apart)."""
+    if not a or not b:
+        return a or b
+    out: list[Span] = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        if a[i] < b[j]:
+            out.append(a[i])
+            i += 1
+        else:
+            out.append(b[j])
+            j += 1
+    out += a[i:] or b[j:]
+    return out
+
+
 def breakdown(spans: dict[str, list[Span]], windows: Iterable[tuple[str, int, int]]) -> list[dict[str, Any]]:
     """Per window, ``{"name", "start_ns", "us": step µs, "parts": {category: µs}}``, each instant counted once.
 
-    A sweep over the window's span edges: each stretch between two edges goes to the first
-    category (in ``CATEGORIES`` order) with a span open over it, or to idle when none is.
+    Category by category, in ``CATEGORIES`` order, each takes the part of the window its
+    spans cover that no earlier category took; idle is what is left.
     """
-    keys = [key for key, _ in CATEGORIES[:-1]]
+    keys = [key for key, _ in CATEGORIES[:-1] if spans[key]]  # a category with no span takes nothing
     ends = {key: [e for _, e in spans[key]] for key in keys}
     out = []
     for name, lo, hi in windows:
-        edges: list[tuple[int, int, int]] = []
-        for prio, key in enumerate(keys):
-            for s, e in clip(spans[key], ends[key], lo, hi):
-                edges.append((s, prio, 1))
-                edges.append((e, prio, -1))
-        edges.sort()
-        open_ = [0] * len(keys)
-        ns = [0] * (len(keys) + 1)  # the last: idle
-        prev = lo
-        for t, prio, d in edges:
-            if t > prev:
-                ns[next((i for i, n in enumerate(open_) if n > 0), len(keys))] += t - prev
-                prev = t
-            open_[prio] += d
-        ns[-1] += max(hi - prev, 0)
-        parts = {key: ns[i] / 1000 for i, key in enumerate(keys)}
-        parts["idle"] = ns[-1] / 1000
+        covered: list[Span] = []
+        parts = dict.fromkeys((key for key, _ in CATEGORIES), 0.0)
+        taken = 0
+        for key in keys:
+            mine = _minus(clip(spans[key], ends[key], lo, hi), covered)
+            ns = sum(e - s for s, e in mine)
+            parts[key] = ns / 1000
+            taken += ns
+            covered = _join(covered, mine)
+        parts["idle"] = max(hi - lo - taken, 0) / 1000
         out.append({"name": name, "start_ns": lo, "us": (hi - lo) / 1000, "parts": parts})
     return out
 
