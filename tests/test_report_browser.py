@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
 import sys
@@ -245,11 +246,12 @@ def test_report_settings_fit_a_phone_screen(browser: Browser, tmp_path: Path) ->
     try:
         page = browser.open(path)
         assert browser.errors == []
+        page.click("#settings > summary")  # folded under the overview: opened by a click
         box = page.evaluate(
             """() => { const dl = document.querySelector('#settings dl.facts');
                        return [dl.scrollWidth, dl.clientWidth, dl.getBoundingClientRect().right]; }"""
         )
-        assert box[0] <= box[1] and box[2] <= 390, box
+        assert 0 < box[0] <= box[1] and box[2] <= 390, box
     finally:
         page.set_viewport_size({"width": 1280, "height": 900})
 
@@ -320,3 +322,127 @@ def test_rank_folder_report_draws_each_rank_on_its_own_labelled_lanes(browser: B
     plot_x = float(page.get_attribute("#timeline > svg", "x") or 0)
     assert all(4 + width <= plot_x for _, width in labels), (plot_x, labels)
     assert page.locator("#timeline > g > line[stroke='#9aa3b5']").count() == 1
+
+
+_PANES = ("#overview", "#ops", "#kernels", "#memory", "#distributed", "#timeline-section")
+_RANKS = Path(__file__).resolve().parent / "corpus" / "traces" / "ddp_straggler"
+
+
+@pytest.fixture(scope="module")
+def pane_reports(reports: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Pages that fill the panes: a CPU session with every mode, the device session's, the two-rank gloo run's."""
+    out = tmp_path_factory.mktemp("panes")
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    x = torch.randn(16, 32)
+    with neuronprof.session(
+        wait=0, warmup=1, active=3, output_dir=out, with_stack=True, record_shapes=True, profile_memory=True
+    ) as s:
+        for _ in s.steps():
+            model(x).sum().backward()
+    pages = {"cpu": s.report(out / "cpu.html")}
+    if "device" in reports:
+        pages["device"] = reports["device"]
+    assert analysis_main(["report", str(_RANKS), "-o", str(out / "ranks.html")]) == 0
+    pages["ranks"] = out / "ranks.html"
+    # Two runs: the rank folder of a balanced run (A) and the straggler's (B).
+    clean = _RANKS.parent / "ddp_clean"
+    assert analysis_main(["report", str(clean), str(_RANKS), "-o", str(out / "two.html")]) == 0
+    pages["two"] = out / "two.html"
+    return pages
+
+
+def _sorted_by_keyboard(page: Any, table: str) -> None:
+    """Focus the table's second column header, press Enter: it sorts high to low (numbers) and says so."""
+    th = page.locator(f"{table} thead th").nth(1 if table != "#kernel-table" else 3)
+    header = th.inner_text()
+    th.focus()
+    page.keyboard.press("Enter")
+    assert th.get_attribute("aria-sort") == "descending"
+    values = [number(t) for t in column(page, header, table)]
+    assert values == sorted(values, reverse=True) and values
+    page.keyboard.press("Enter")
+    assert th.get_attribute("aria-sort") == "ascending"
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize("which", ["cpu", "device", "ranks", "two"])
+def test_every_pane_is_drawn_and_usable_at_desktop_and_phone_width(
+    browser: Browser, pane_reports: dict[str, Path], which: str, width: int, tmp_path: Path
+) -> None:
+    if which not in pane_reports:
+        pytest.skip("the neuron test backend is not available in this build")
+    page = browser.page
+    page.set_viewport_size({"width": width, "height": 900})
+    try:
+        page = browser.open(pane_reports[which])
+        assert browser.errors == [] and browser.requests == [pane_reports[which].resolve().as_uri()]
+        assert page.evaluate("document.documentElement.scrollWidth") <= width  # no sideways scroll of the page
+        for pane in _PANES + (("#two-runs",) if which == "two" else ()):
+            box = page.locator(pane).bounding_box()
+            assert box is not None and box["height"] > 20 and box["x"] >= 0 and box["x"] + box["width"] <= width, pane
+        # Overview: one bar per step, the tallest the longest step; the mean step's stack fills its box.
+        bars = page.evaluate(
+            """() => [...document.querySelectorAll('#step-chart > div')].map(
+                 d => [d.getBoundingClientRect().height, +d.dataset.us])"""
+        )
+        assert len(bars) == page.locator("#steps-table tbody tr").count() > 0
+        tallest = max(bars)
+        assert tallest[1] == max(us for _, us in bars) and tallest[0] > 0
+        fill = page.evaluate(
+            """() => { const s = document.querySelector('#overview > .stack');
+                       const w = [...s.children].reduce((a, c) => a + c.getBoundingClientRect().width, 0);
+                       return [w, s.clientWidth]; }"""
+        )
+        assert abs(fill[0] - fill[1]) <= 2, fill
+        # The pane of each run: sorted from the keyboard, name column in view.
+        table = {"cpu": "#module-table", "device": "#kernel-table", "ranks": "#rank-table", "two": "#rank-table"}[which]
+        page.locator(table).scroll_into_view_if_needed()
+        _sorted_by_keyboard(page, table)
+        if which == "cpu":
+            rows = page.locator("#op-table tbody tr").count()
+            page.select_option("#op-group", "other")  # by name instead of by input shape
+            names = column(page, "Name")
+            assert len(names) == len(set(names)) and len(names) < rows
+            page.fill("#op-filter", "aten::addmm")
+            assert set(column(page, "Name")) == {"aten::addmm"}
+            assert page.locator("#memory-table tbody tr").count() > 0
+            child = page.locator("#call-tree > details > details > summary").first
+            child.focus()
+            page.keyboard.press("Enter")
+            assert page.locator("#call-tree > details > details").first.get_attribute("open") is not None
+        if which in ("ranks", "two"):
+            assert "Straggler: rank 1" in page.locator("#distributed").inner_text()
+        if which == "two":
+            rows = column(page, "Category", "#two-runs-overview")
+            assert rows[0] == "step time" and "communication" in rows
+            wrap = page.evaluate(
+                """() => { const w = document.querySelector('#two-runs-overview').closest('.tablewrap');
+                           w.scrollLeft = w.scrollWidth;
+                           const heads = [...document.querySelectorAll('#two-runs-overview th')];
+                           const last = heads[heads.length - 1].getBoundingClientRect();
+                           return [last.right, w.getBoundingClientRect().right]; }"""
+            )
+            assert wrap[0] <= wrap[1] + 1, wrap  # the last column reachable by scrolling the box
+        shot = tmp_path / f"{which}-{width}.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert png_width(shot) == width
+        assert browser.errors == []
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 900})
+
+
+def test_report_follows_the_dark_colour_scheme(browser: Browser, pane_reports: dict[str, Path]) -> None:
+    page = browser.open(pane_reports["cpu"])
+    background = "getComputedStyle(document.body).backgroundColor"
+    try:
+        page.emulate_media(color_scheme="light")
+        assert page.evaluate(background) == "rgb(255, 255, 255)"
+        page.emulate_media(color_scheme="dark")
+        dark = page.evaluate(background)
+        assert dark != "rgb(255, 255, 255)"
+        assert sum(int(v) for v in re.findall(r"\d+", dark)) < 3 * 64  # a dark background
+        # The timeline's lane names follow it too (no hard-coded light colour).
+        fill = page.evaluate("getComputedStyle(document.querySelector('#timeline > g > text')).fill")
+        assert fill != "rgb(91, 100, 117)"
+    finally:
+        page.emulate_media(color_scheme="light")

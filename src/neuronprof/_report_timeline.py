@@ -116,9 +116,7 @@ def _lay_out(
     if steps_ev:
         steps_lane = lane("steps", "step")
         for e in steps_ev:
-            events.append(
-                [steps_lane, us(e.start_ns), round((e.end_ns - e.start_ns) / 1000, 3), name_index(e.name), 1]
-            )
+            events.append([steps_lane, us(e.start_ns), round((e.end_ns - e.start_ns) / 1000, 3), name_index(e.name), 1])
     thread_names = {t: f"host thread {i}" for i, t in enumerate(sorted(threads, key=str))}
     for depth, thread, e in sorted(placed, key=lambda p: (thread_names[p[1]], p[0])):
         key = (thread, depth)

@@ -1,4 +1,4 @@
-"""One self-contained HTML report: settings, op table, findings, step timeline, comparisons.
+"""One self-contained HTML report: overview, findings, operators, kernels, memory, ranks, timeline, two runs.
 
 The report is one file that opens offline in any browser and can be attached to a
 bug report or a chat: no network request, no CDN, every style, script and drawing
@@ -6,21 +6,21 @@ inline. ``Session.report()``, ``Comparison.report()`` and ``neuronprof report``
 all end here.
 
 The page is laid out by a Jinja2 template (``templates/report.html.j2``); the
-renderers below only gather plain data for it and return text; they write no
-file (the callers save the text through neuronprof's one atomic writer). This
-module imports neither torch nor a session, so the offline command uses it as
-it is.
+renderers below only gather plain data for it (the panes' own data comes from the
+``_report_*`` modules) and return text; they write no file (the callers save the
+text through neuronprof's one atomic writer). This module imports neither torch nor
+a session, so the offline command uses it as it is.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import platform
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union, cast
 from urllib.parse import urlsplit
 
+from neuronprof._report_parts import chart, grids, two_runs_data
 from neuronprof._report_timeline import MAX_TIMELINE_EVENTS, timeline_data
 from neuronprof.model import Comparison, OpRow, Table
 from neuronprof.render import Grid, comparison_columns, comparison_footer, format_shapes, format_us
@@ -28,6 +28,7 @@ from neuronprof.render import Grid, comparison_columns, comparison_footer, forma
 if TYPE_CHECKING:
     from neuronprof.analysis import Trace, TraceDiff
     from neuronprof.analysis.insights import Insights, RankInsights, Timeline
+    from neuronprof.analysis.neuron import NeuronProfile
 
 __all__ = [
     "MAX_TIMELINE_EVENTS",
@@ -37,6 +38,9 @@ __all__ = [
     "render_report",
     "trace_settings",
 ]
+
+MAX_CHART_STEPS = 500
+"""Steps drawn in the overview's step-time chart at most (the first ones); the breakdown covers them all."""
 
 REPORT_SCHEMA = "neuronprof.report/1"
 """Tag of the data embedded in the page (``<script id="neuronprof-data">``)."""
@@ -217,6 +221,7 @@ def render_report(
     settings: Optional[Mapping[str, Any]] = None,
     title: str = "neuronprof report",
     baseline: Optional[TraceDiff] = None,
+    neuron: Optional[NeuronProfile] = None,
 ) -> str:
     """Return one self-contained HTML page for a profile.
 
@@ -232,22 +237,47 @@ def render_report(
         title: The page title.
         baseline: The comparison of a baseline run (A) with this one (B), as
             ``neuronprof diff`` makes it: the two-run pane, with its verdicts, shown
-            first; ``None`` leaves it out.
+            after the overview; ``None`` leaves it out.
+        neuron: Neuron's own profile of the run
+            ([`neuron_profile`][neuronprof.analysis.neuron_profile]): its NEFF rows and engine
+            breakdown join the kernels pane (drawn only with a ``timeline``).
 
     Returns:
         The page as text (UTF-8 when written). It requests nothing from the network.
     """
     if not isinstance(table, Table):
         raise TypeError(f"render_report() takes a Table, got {type(table).__name__}")
-    drawn = None if timeline is None else _Drawn(timeline_data(timeline), timeline.notes)
+    drawn = None if timeline is None else _draw(timeline, neuron)
     return _profile_page(table, insights=insights, drawn=drawn, settings=settings, title=title, baseline=baseline)
 
 
 class _Drawn(NamedTuple):
-    """The timeline pane of a page: what ``timeline_data`` gives, and the timeline's notes."""
+    """The panes a timeline fills: the step timeline (what ``timeline_data`` gives), its notes, and the others."""
 
     data: dict[str, Any]
     notes: tuple[str, ...]
+    panes: dict[str, Any]
+
+
+def _draw(timeline: Timeline, neuron: Optional[NeuronProfile] = None) -> _Drawn:
+    """Everything the page reads from the timeline's events, read while they are held (and Neuron's profile)."""
+    from neuronprof._report_device import kernels_data, neuron_data, neuron_note
+    from neuronprof._report_ops import call_tree, modules_data
+    from neuronprof._report_overview import overview_data
+
+    kernels = kernels_data(timeline)
+    note = neuron_note(timeline)
+    if neuron is not None:
+        kernels["neuron"] = neuron_data(neuron)
+    elif note is not None:
+        kernels["notes"].append(note)
+    panes = {
+        "overview": overview_data(timeline),
+        "kernels": kernels,
+        "modules": modules_data(timeline),
+        "call_tree": call_tree(timeline),
+    }
+    return _Drawn(timeline_data(timeline), timeline.notes, panes)
 
 
 def _profile_page(
@@ -258,14 +288,36 @@ def _profile_page(
     settings: Optional[Mapping[str, Any]],
     title: str,
     baseline: Optional[TraceDiff],
+    by_other: Optional[tuple[str, Table]] = None,
+    memory_source: str = "table",
 ) -> str:
-    """``render_report``'s page, its timeline pane drawn already (``None``: none)."""
+    """``render_report``'s page, its timeline panes drawn already (``None``: none).
+
+    ``by_other`` is the table grouped the other way (``("shape", table)``: by input shape),
+    offered beside the main one; ``memory_source`` says where memory per op comes from
+    (``"table"``, or ``"trace"``: a trace file, which does not hold it).
+    """
+    from neuronprof._report_device import memory_data
+    from neuronprof._report_ops import ranks_data
+
     facts = {str(k): _fact(v) for k, v in (settings or {}).items() if v is not None}
     data = {
         "schema": REPORT_SCHEMA,
         "table": _table_data(table),
         "timeline": drawn.data if drawn is not None else None,
     }
+    if by_other is not None:
+        data["table_by"] = {"key": by_other[0], "table": _table_data(by_other[1])}
+    panes = dict(drawn.panes) if drawn is not None else {}
+    findings = _findings_data(insights)
+    if "overview" in panes and findings is not None:
+        panes["overview"]["top"] = findings["findings"][:3]
+    from neuronprof.analysis.insights import RankInsights
+
+    rank_insights = insights if isinstance(insights, RankInsights) else None
+    panes["ranks"] = ranks_data(panes["overview"], rank_insights) if "overview" in panes else None
+    panes["memory"] = memory_data(table, source=memory_source)
+    data["grids"] = grids(panes)
     notes = list(table.notes)
     if drawn is not None:
         notes.extend(n for n in drawn.notes if n not in notes)
@@ -276,16 +328,34 @@ def _profile_page(
         table=table,
         table_notes=notes,
         totals=_totals(table),
-        findings=_findings_data(insights),
+        findings=findings,
         has_timeline=drawn is not None,
-        two_runs=None if baseline is None else _two_runs_data(baseline),
+        panes=panes,
+        by_other=None if by_other is None else by_other[0],
+        two_runs=None if baseline is None else two_runs_data(baseline, panes.get("baseline_overview"), panes),
     )
 
 
 def _page(data: Mapping[str, Any], **panes: Any) -> str:
     """The report template filled in; a pane not given (table, findings, comparison...) is left out."""
-    blank: dict[str, Any] = {"table": None, "table_notes": [], "totals": None, "findings": None, "has_timeline": False}
-    fields = {**blank, "comparison": None, "two_runs": None, **panes, "data_json": _json_for_script(data)}
+    blank: dict[str, Any] = {
+        "table": None,
+        "table_notes": [],
+        "totals": None,
+        "findings": None,
+        "has_timeline": False,
+        "panes": {},
+        "by_other": None,
+    }
+    fields = {
+        **blank,
+        "comparison": None,
+        "two_runs": None,
+        **panes,
+        "max_timeline_events": MAX_TIMELINE_EVENTS,
+        "max_chart_steps": MAX_CHART_STEPS,
+        "data_json": _json_for_script(data),
+    }
     return str(_jinja_env().get_template("report.html.j2").render(**fields))
 
 
@@ -297,6 +367,7 @@ def trace_report(
     timeline: Optional[Timeline] = None,
     title: str = "neuronprof report",
     baseline: Any = None,
+    neuron: Optional[NeuronProfile] = None,
 ) -> str:
     """``render_report`` of a loaded trace (a file's, or a session's record): its findings, timeline, two-run pane.
 
@@ -312,31 +383,43 @@ def trace_report(
         # The trace's events read once, straight into the findings' tree nodes (a node has a host
         # event's fields): drawn first, then read by the findings, then let go before the page is made.
         events = timeline_of(trace, _Node)
-        drawn = _Drawn(timeline_data(events), events.notes)
+        drawn = _draw(events, neuron)
         insights = insights_of(trace, events)
         del events
     else:
         insights = trace.insights() if timeline is trace.timeline() else analyze_timeline(timeline)
-        drawn = _Drawn(timeline_data(timeline), timeline.notes)
+        drawn = _draw(timeline, neuron)
     two_runs = None
     if baseline is not None:
+        from neuronprof._report_overview import overview_data
         from neuronprof.analysis._diff import diff
+        from neuronprof.analysis._samples import trace_of
+        from neuronprof.analysis.trace import load_trace
 
-        two_runs = diff(baseline, trace)
-    return _profile_page(table, insights=insights, drawn=drawn, settings=settings, title=title, baseline=two_runs)
+        base = load_trace(trace_of(baseline))
+        two_runs = diff(base, trace)
+        # The baseline's overview, beside this run's in the two-run pane.
+        drawn.panes["baseline_overview"] = overview_data(timeline_of(base))
+    live = bool(trace.event_tables) and not trace.event_tables[0].file_notes
+    return _profile_page(
+        table,
+        insights=insights,
+        drawn=drawn,
+        settings=settings,
+        title=title,
+        baseline=two_runs,
+        by_other=_other_grouping(trace, table),
+        memory_source="table" if live else "trace",
+    )
 
 
-def _two_runs_data(d: TraceDiff, rows: int = 15) -> dict[str, Any]:
-    """The two-run pane: the verdicts and the largest changes, as ``neuronprof diff`` prints them."""
-    from neuronprof.analysis.render import _diff_cols, _diff_footer, _diff_header
-
-    cols = _diff_cols(d)
-    return {
-        "header": _diff_header(d),
-        "headers": [{"text": c.header, "left": c.left} for c in cols],
-        "rows": [[{"text": c.cell(r), "left": c.left} for c in cols] for r in d.rows[:rows]],
-        "footer": ([f"showing {rows} of {len(d.rows)} rows"] if len(d.rows) > rows else []) + _diff_footer(d),
-    }
+def _other_grouping(trace: Trace, table: Table) -> Optional[tuple[str, Table]]:
+    """The trace's table grouped the other way from ``table``: by input shape when shapes were recorded, else none."""
+    if not any(op.input_dims is not None for op in trace.ops):
+        return None
+    if any(r.input_shapes is not None for r in table.rows):
+        return ("name", trace.table("device", group_by="name"))
+    return ("shape", trace.table("device", group_by="shape"))
 
 
 def render_comparison_report(
@@ -388,7 +471,7 @@ def render_comparison_report(
             line.replace("* marks the best value in a column", "the best value of each column is highlighted")
             for line in comparison_footer(cmp)
         ],
-        "chart": _chart(cmp),
+        "chart": chart(cmp),
         "variants": variants,
     }
     return _page(data, title=title, settings=facts, comparison=comparison)
@@ -412,34 +495,3 @@ def _totals(table: Table) -> dict[str, str]:
     if table.top_level_calls is not None:
         out["top-level op calls"] = str(table.top_level_calls)
     return out
-
-
-@dataclasses.dataclass(frozen=True)
-class _Bar:
-    name: str
-    y: float
-    width: float
-    lo: float
-    hi: float
-    label: str
-    best: bool
-
-
-def _chart(cmp: Comparison) -> dict[str, Any]:
-    """Geometry of the wall-time bar chart (drawn as inline SVG by the template)."""
-    rows: Sequence[Any] = cmp.rows
-    top = max((r.wall_us_max for r in rows), default=1.0) or 1.0
-    plot_w, bar_h, gap = 560.0, 22.0, 10.0
-    bars = [
-        _Bar(
-            name=r.name,
-            y=i * (bar_h + gap),
-            width=plot_w * r.wall_us / top,
-            lo=plot_w * r.wall_us_min / top,
-            hi=plot_w * r.wall_us_max / top,
-            label=f"{format_us(r.wall_us)} µs ({r.speedup:.2f}×)",
-            best=r.name == cmp.fastest and r.measurably_different,
-        )
-        for i, r in enumerate(rows)
-    ]
-    return {"bars": bars, "plot_w": plot_w, "bar_h": bar_h, "height": len(bars) * (bar_h + gap) + 30, "top": top}

@@ -10,16 +10,24 @@ from typing import Any
 from neuronprof.commands._inputs import reads_files
 from neuronprof.commands._options import jobs_options
 
-HELP = "one self-contained HTML report of a trace: table, findings, timeline (no torch needed)"
+HELP = "one self-contained HTML report of a trace, or of two runs side by side (no torch needed)"
 DESCRIPTION = (
-    "Write one HTML file to look at and share: the trace's settings, the sortable and filterable op table, the "
-    "findings of `neuronprof advise` and a zoomable step timeline. It opens offline in any browser; nothing is "
-    "loaded from the network."
+    "Write one HTML file to look at and share: an overview of where each step's time goes, the findings of "
+    "`neuronprof advise`, the sortable op table (by shape and module), kernels, memory, ranks and a zoomable step "
+    "timeline; with two runs (A B), the two-run pane with `neuronprof diff`'s verdicts. It opens offline in any "
+    "browser; nothing is loaded from the network."
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", help="trace file or folder")
+    parser.add_argument(
+        "other",
+        nargs="?",
+        default=None,
+        metavar="TRACE_B",
+        help="a second run: `neuronprof report A B` reports B beside its baseline A (as --baseline A)",
+    )
     # Session.report(path) names it `path`; beside the TRACE path, `-o/--output` says which path it is.
     parser.add_argument(
         "-o",
@@ -35,6 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TRACE",
         help="a baseline trace file or folder of runs: adds the two-run pane (neuronprof diff BASELINE TRACE)",
     )
+    parser.add_argument(
+        "--neuron-profile",
+        default=None,
+        metavar="PATH",
+        help="Neuron's own profile of the run (as `neuronprof neuron PATH` reads it): adds its NEFF rows and "
+        "engine breakdown to the kernels pane",
+    )
     jobs_options(parser)
 
 
@@ -46,8 +61,14 @@ def run(args: argparse.Namespace) -> int:
     from neuronprof.analysis.trace import load_trace
     from neuronprof.report import environment, trace_report, trace_settings
 
+    if args.other is not None:
+        if args.baseline is not None:
+            raise ValueError("give the baseline once: `neuronprof report A B` or `neuronprof report B --baseline A`")
+        args.baseline, args.trace = args.trace, args.other
     source = Path(args.trace)
     piped = getattr(args, "piped", {})
+    if args.other is not None:
+        piped = {k: v for k, v in piped.items() if k != "trace"}  # a piped A is the baseline now, not B
     if args.output is not None:
         target = Path(args.output)
     elif "trace" in piped:
@@ -57,6 +78,11 @@ def run(args: argparse.Namespace) -> int:
         target = source.parent / f"{base}.html"
     if target.exists() and not args.overwrite:
         raise ValueError(f"{target} exists; pass --overwrite to replace it")
+    neuron = None
+    if args.neuron_profile is not None:
+        from neuronprof.analysis.neuron import neuron_profile
+
+        neuron = neuron_profile(args.neuron_profile)
     trace = load_trace(source)  # the one read of the file: every pane reads its events
     ranks: dict[str, Any] = {"steps": trace.steps, "rank": trace.rank}
     if trace.ranks:  # several ranks ran their steps side by side: each is read, and drawn, on its own
@@ -77,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     # Grouped as the session's own report groups it: by input shape when they were recorded.
     shapes = bool(trace.event_tables and trace.event_tables[0].metadata.get("record_shapes"))
     table = trace.table("device", group_by="shape" if shapes else "name")
-    text = trace_report(trace, table, settings=settings, title=title, baseline=args.baseline)
+    text = trace_report(trace, table, settings=settings, title=title, baseline=args.baseline, neuron=neuron)
     write_text(target.resolve(), text, overwrite=args.overwrite)
     print(f"report written to {target}", file=sys.stderr)
     return 0

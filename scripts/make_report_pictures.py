@@ -1,0 +1,120 @@
+"""Draw the pictures of "Sharing a report": each pane of the HTML report, from real recorded runs.
+
+    python scripts/make_report_pictures.py
+
+1. records a small ``nn.Sequential`` training step on this CPU (``with_stack``,
+   ``record_shapes`` and ``profile_memory`` on) and writes its report;
+2. records the same kind of step on the PrivateUse1 test backend, the ``torch_neuronx``
+   stand-in of ``tests/backends`` (its kernel times are the test plugin's, not a
+   Trainium's: the captions say so), when it builds here;
+3. writes the reports of the two-rank gloo run of the findings corpus
+   (``tests/corpus/traces/ddp_straggler``, recorded on a CPU) and of that run beside its
+   balanced twin (``ddp_clean``), as ``neuronprof report A B`` does;
+4. screenshots each pane in headless Chromium (playwright driving the system's
+   Chromium) into ``docs/assets/report_*.png``, 1280 px wide, the overview also 390 px.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSETS = ROOT / "docs" / "assets"
+CORPUS = ROOT / "tests" / "corpus" / "traces"
+CHROMIUM = os.environ.get("NEURONPROF_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+MAX_HEIGHT = 760  # px of a pane kept in a picture: its top, where the pane's point is
+
+_DEVICE_SCRIPT = """
+import os, torch, neuronprof, testbackend
+# The stand-in runs torch's CPU kernels and reports a kernel of 200 µs per op to torch.profiler.
+testbackend.set_kernel_ns(200_000)
+x, w = torch.randn(32, 64), torch.randn(64)
+with neuronprof.session(backend="neuron", wait=0, warmup=1, active=3, output_dir=os.getcwd()) as s:
+    for _ in s.steps():
+        x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+report(str(s.report("device.html").resolve()))
+"""
+
+
+def cpu_report(tmp: Path) -> Path:
+    import torch
+
+    import neuronprof
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(32, 64)
+    with neuronprof.session(
+        wait=0, warmup=1, active=4, output_dir=tmp, with_stack=True, record_shapes=True, profile_memory=True
+    ) as s:
+        for _ in s.steps():
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+    return s.report(tmp / "cpu.html")
+
+
+def device_report(tmp: Path) -> Any:
+    sys.path.insert(0, str(ROOT / "tests" / "backends"))
+    from run_in_subprocess import result, run_script, unavailable_reason
+
+    proc = run_script(_DEVICE_SCRIPT, backend="neuron", env={"NEURONPROF_STANDIN_NEURON_BUILD": "correlating"}, cwd=tmp)
+    why = unavailable_reason(proc)
+    if why is not None or proc.returncode != 0:
+        print(f"no test-backend pictures: {why or proc.stderr[-400:]}")
+        return None
+    return Path(result(proc))
+
+
+def shoot(browser: Any, report: Path, pane: str, name: str, width: int = 1280) -> None:
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(report.as_uri())
+    page.add_style_tag(content="nav.panes { position: static !important; }")
+    section = page.locator(pane)
+    box = section.bounding_box()
+    section.scroll_into_view_if_needed()
+    target = ASSETS / f"report_{name}.png"
+    clip = {"x": box["x"], "y": box["y"], "width": box["width"], "height": min(box["height"], MAX_HEIGHT)}
+    page.screenshot(path=str(target), clip=clip, full_page=True)
+    page.close()
+    print(f"wrote {target.relative_to(ROOT)}")
+
+
+def main() -> int:
+    from playwright.sync_api import sync_playwright
+
+    from neuronprof.cli import main as neuronprof_main
+
+    if CHROMIUM is None:
+        print("Chromium is not installed", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        cpu = cpu_report(tmp)
+        device = device_report(tmp)
+        ranks, two = tmp / "ranks.html", tmp / "two.html"
+        assert neuronprof_main(["report", str(CORPUS / "ddp_straggler"), "-o", str(ranks)]) == 0
+        assert (
+            neuronprof_main(["report", str(CORPUS / "ddp_clean"), str(CORPUS / "ddp_straggler"), "-o", str(two)]) == 0
+        )
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            shoot(browser, cpu, "#overview", "overview_cpu")
+            shoot(browser, cpu, "#overview", "overview_cpu_phone", width=390)
+            shoot(browser, cpu, "#ops", "operators_cpu")
+            shoot(browser, cpu, "#memory", "memory_cpu")
+            if device is not None:
+                shoot(browser, device, "#kernels", "kernels_testbackend")
+            shoot(browser, ranks, "#distributed", "distributed_cpu")
+            shoot(browser, two, "#two-runs", "two_runs_cpu")
+            browser.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

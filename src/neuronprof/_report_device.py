@@ -1,0 +1,240 @@
+"""The report's kernels / device pane and memory pane, as plain data for the page.
+
+A renderer's part (see ``report``): it reads a
+[`Timeline`][neuronprof.analysis.insights.Timeline] (device work, and the host ops
+that launched it) and a [`Table`][neuronprof.Table] (memory per op), and writes nothing.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Optional
+
+from neuronprof import _vocabulary as vocab
+from neuronprof._report_overview import clip, step_windows
+
+if TYPE_CHECKING:
+    from neuronprof.analysis.insights import HostEvent, Timeline
+    from neuronprof.analysis.neuron import NeuronProfile
+    from neuronprof.model import Table
+
+__all__ = ["kernels_data", "memory_data", "neuron_data", "neuron_note"]
+
+KERNELS_SHOWN = 50
+"""Kernel names listed at most (the heaviest); the rest are counted in a note."""
+MEMORY_OPS_SHOWN = 15
+"""Allocating ops listed at most."""
+_ENCLOSING_LOOKBACK = 64  # ops looked at before a runtime call for the one around it (nested ops start just before)
+
+
+def _by_ext(timeline: Timeline) -> dict[int, str]:
+    """The host op behind each external id (kineto's link from device work to the op that launched it)."""
+    by_ext: dict[int, str] = {}
+    for e in timeline.host:
+        if e.ext_id is not None and e.category == "op":
+            by_ext.setdefault(e.ext_id, e.name)
+    return by_ext
+
+
+def _by_correlation(timeline: Timeline) -> dict[int, str]:
+    """The host op behind each runtime call's correlation id: the op around the call."""
+    ops: dict[str, list[HostEvent]] = {}
+    runtime = []
+    for e in timeline.host:
+        if e.category == "op":
+            ops.setdefault(e.thread, []).append(e)
+        elif e.category == "runtime" and e.correlation is not None:
+            runtime.append(e)
+    by_corr: dict[int, str] = {}
+    starts: dict[str, list[int]] = {}
+    for thread, evs in ops.items():
+        evs.sort(key=lambda e: (e.start_ns, -e.end_ns))
+        starts[thread] = [e.start_ns for e in evs]
+    for r in runtime:
+        evs = ops.get(r.thread, [])
+        i = bisect_right(starts.get(r.thread, []), r.start_ns)
+        # The innermost op around the call: the latest to start that is still open at the call's end.
+        for e in reversed(evs[max(0, i - _ENCLOSING_LOOKBACK) : i]):
+            if e.end_ns >= r.end_ns:
+                by_corr[r.correlation] = e.name  # type: ignore[index]
+                break
+    return by_corr
+
+
+def kernels_data(timeline: Timeline) -> dict[str, Any]:
+    """The kernels pane: device work grouped by name, the op that launched it, device busy per step.
+
+    Returns:
+        ``{"label", "kernels": [{"name", "category", "calls", "total_us", "mean_us", "share",
+        "launched_by"}], "busy": [{"name", "us", "busy_us", "share"}], "total_us", "notes": [str]}``;
+        ``share`` is the share of all device time (%), a step's ``share`` the share of the step
+        the device was busy (%). ``kernels`` is empty when no device work was recorded.
+    """
+    label = timeline.device_label or "device"
+    notes: list[str] = []
+    if not timeline.device:
+        notes.append(
+            f"no device work was recorded (backend {timeline.backend}): a CPU run, or a device build that does "
+            "not report its kernels to torch.profiler"
+        )
+        return {"label": label, "kernels": [], "busy": [], "total_us": 0.0, "notes": notes}
+    by_ext = _by_ext(timeline)
+    by_corr: Optional[dict[int, str]] = None  # read only when some device work has no External id to follow
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for d in timeline.device:
+        g = groups.setdefault((d.name, d.category), [0, 0, Counter()])
+        g[0] += 1
+        g[1] += d.end_ns - d.start_ns
+        launcher = by_ext.get(d.ext_id) if d.ext_id is not None else None
+        if launcher is None and d.correlation is not None:
+            if by_corr is None:
+                by_corr = _by_correlation(timeline)
+            launcher = by_corr.get(d.correlation)
+        g[2][launcher] += 1
+    total = sum(g[1] for g in groups.values()) or 1
+    rows = []
+    for (name, category), (calls, ns, launched) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
+        named = [(op, n) for op, n in launched.most_common() if op is not None]
+        rows.append(
+            {
+                "name": name,
+                "category": category,
+                "calls": calls,
+                "total_us": round(ns / 1000, 3),
+                "mean_us": round(ns / 1000 / calls, 3),
+                "share": round(100 * ns / total, 2),
+                "launched_by": ", ".join(f"{op} ({n} of {calls})" for op, n in named[:3]) or None,
+            }
+        )
+    if len(rows) > KERNELS_SHOWN:
+        notes.append(f"the {KERNELS_SHOWN} heaviest of {len(rows)} kernel names are listed")
+    if all(r["launched_by"] is None for r in rows):
+        if timeline.backend == "tpu":
+            notes.append("TPU kernel rows are not linked to the ops that launched them: TorchTPU records no link")
+        else:
+            notes.append("the trace links no device work to the op that launched it (no External id or correlation)")
+    return {
+        "label": label,
+        "kernels": rows[:KERNELS_SHOWN],
+        "busy": _busy(timeline),
+        "total_us": round(total / 1000, 3),
+        "notes": notes,
+    }
+
+
+def _busy(timeline: Timeline) -> list[dict[str, Any]]:
+    """Per step (per rank's step), how long the device was busy in it: the union of its device work."""
+    out = []
+    for part in list(timeline.ranks) or [timeline]:
+        prefix = f"rank {part.rank} · " if timeline.ranks else ""
+        merged = vocab.merged_intervals((d.start_ns, d.end_ns) for d in part.device)
+        ends = [e for _, e in merged]
+        for name, lo, hi in step_windows(part):
+            busy = sum(e - s for s, e in clip(merged, ends, lo, hi))
+            out.append(
+                {
+                    "name": prefix + name,
+                    "us": round((hi - lo) / 1000, 3),
+                    "busy_us": round(busy / 1000, 3),
+                    "share": round(100 * busy / (hi - lo), 1) if hi > lo else None,
+                }
+            )
+    return out
+
+
+def memory_data(table: Table, *, source: str = "table") -> dict[str, Any]:
+    """The memory pane: the ops that allocated the most, from the table's memory columns (``profile_memory=True``).
+
+    Args:
+        table: The op table.
+        source: ``"table"`` (a session's table) or ``"trace"`` (a trace file's, which holds no memory per op).
+
+    Returns:
+        ``{"recorded": bool, "label", "ops": [{"name", "calls", "cpu_bytes", "device_bytes"}], "notes": [str]}``;
+        bytes are torch's self memory figures (allocations less frees inside the op, so they can be negative).
+    """
+    label = table.device_label or "device"
+    rows = [r for r in table.rows if r.self_cpu_memory_bytes is not None or r.self_device_memory_bytes is not None]
+    notes = []
+    if not rows:
+        if source == "trace":
+            notes.append(
+                "memory per op is not read from a trace file (torch writes it there only as [memory] events): "
+                "the report of a live session recorded with profile_memory=True lists it (s.report())"
+            )
+        else:
+            notes.append("memory was not recorded: pass profile_memory=True to the session to fill this pane")
+        return {"recorded": False, "label": label, "ops": [], "notes": notes}
+
+    def allocated(r: Any) -> int:
+        return max(r.self_cpu_memory_bytes or 0, 0) + max(r.self_device_memory_bytes or 0, 0)
+
+    top = sorted(rows, key=allocated, reverse=True)[:MEMORY_OPS_SHOWN]
+    notes.append(
+        "memory over time and its peak are not drawn: this report reads torch's memory figures per op only, "
+        "not its [memory] events"
+    )
+    return {
+        "recorded": True,
+        "label": label,
+        "ops": [
+            {
+                "name": r.name,
+                "calls": r.calls,
+                "cpu_bytes": r.self_cpu_memory_bytes,
+                "device_bytes": r.self_device_memory_bytes,
+            }
+            for r in top
+            if allocated(r) > 0
+        ],
+        "notes": notes,
+    }
+
+
+def neuron_note(timeline: Timeline) -> Optional[str]:
+    """What the device pane of a Neuron run cannot show without Neuron's own profile."""
+    if timeline.backend != "neuron":
+        return None
+    return (
+        "the NeuronCore engine breakdown (Tensor, Vector, Scalar, GpSimd, DMA) is not in torch.profiler's trace: "
+        "it comes from Neuron's own profile (see `neuronprof neuron`)"
+    )
+
+
+def neuron_data(profile: NeuronProfile) -> dict[str, Any]:
+    """NEFF rows and the engine breakdown of Neuron's own profile (read by ``neuronprof.analysis.neuron_profile``).
+
+    Returns:
+        ``{"neffs": [{"name", "calls", "device_us", "min_us", "max_us", "cores"}], "engines": [{"name",
+        "profile", "engine", "active_us", "share_pct"}], "notes": [str]}``: per NEFF its executions and
+        NeuronCore time (µs), per device profile each engine's active time (µs) and share (%).
+    """
+    neffs = [
+        {
+            "name": n.neff,
+            "calls": n.calls,
+            "device_us": round(n.device_us, 3),
+            "min_us": round(n.min_us, 3),
+            "max_us": round(n.max_us, 3),
+            "cores": ", ".join(map(str, n.cores)) or None,
+        }
+        for n in profile.neffs
+    ]
+    engines = [
+        {
+            "name": f"{summary.label or summary.key} · {e.engine}",
+            "profile": summary.label or summary.key,
+            "engine": e.engine,
+            "active_us": e.active_us,
+            "share_pct": e.share_pct,
+        }
+        for summary in profile.summaries
+        for e in summary.engines
+    ]
+    notes = [f"read from Neuron's own profile: {profile.source}" + (f" ({profile.tool})" if profile.tool else "")]
+    if profile.tool_error:
+        notes.append(f"part of Neuron's profile was not read: {profile.tool_error}")
+    if not engines:
+        notes.append("Neuron's profile holds no device profile, so there is no engine breakdown (capture mode device)")
+    return {"neffs": neffs, "engines": engines, "notes": notes + list(profile.notes)}

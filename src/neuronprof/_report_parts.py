@@ -1,0 +1,169 @@
+"""Parts of the report's page: the panes' sortable tables, the two-run pane, the comparison's bar chart.
+
+A renderer's part (see ``report``): plain data for the template, from data the panes
+already gathered; it writes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Optional
+
+from neuronprof.render import format_us
+
+if TYPE_CHECKING:
+    from neuronprof.analysis import TraceDiff
+    from neuronprof.model import Comparison
+
+__all__ = ["chart", "grids", "two_runs_data"]
+
+
+def _grid(columns: Sequence[tuple[str, str, str]], rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A sortable table for the page's script: columns ``(key, header, kind)``, rows by key; ``name`` is the first."""
+    return {
+        "columns": [{"key": k, "header": h, "kind": kind} for k, h, kind in columns],
+        "rows": [dict(r) for r in rows],
+        "sort_by": None,
+    }
+
+
+def grids(panes: Mapping[str, Any]) -> dict[str, Any]:
+    """The panes' sortable tables: modules, kernels, memory, ranks (those the run fills)."""
+    out: dict[str, Any] = {}
+    modules = panes.get("modules")
+    if modules and modules["modules"]:
+        out["modules"] = _grid(
+            [
+                ("name", "Module", "text"),
+                ("calls", "Calls", "int"),
+                ("total_us", "Total (µs)", "us"),
+                ("mean_us", "Mean (µs)", "us"),
+            ],
+            modules["modules"],
+        )
+    kernels = panes.get("kernels")
+    if kernels and kernels["kernels"]:
+        label = kernels["label"]
+        out["kernels"] = _grid(
+            [
+                ("name", "Kernel", "text"),
+                ("category", "Kind", "text"),
+                ("calls", "Calls", "int"),
+                ("total_us", f"{label} total (µs)", "us"),
+                ("mean_us", "Mean (µs)", "us"),
+                ("share", f"Share of {label} time (%)", "pct"),
+                ("launched_by", "Launched by", "text"),
+            ],
+            kernels["kernels"],
+        )
+    neuron = (kernels or {}).get("neuron")
+    if neuron and neuron["neffs"]:
+        out["neffs"] = _grid(
+            [
+                ("name", "NEFF", "text"),
+                ("calls", "Executions", "int"),
+                ("device_us", "NeuronCore time (µs)", "us"),
+                ("min_us", "Shortest (µs)", "us"),
+                ("max_us", "Longest (µs)", "us"),
+                ("cores", "Cores", "text"),
+            ],
+            neuron["neffs"],
+        )
+    if neuron and neuron["engines"]:
+        out["engines"] = _grid(
+            [
+                ("name", "Device profile · engine", "text"),
+                ("active_us", "Active (µs)", "us"),
+                ("share_pct", "Share (%)", "pct"),
+            ],
+            neuron["engines"],
+        )
+    memory = panes.get("memory")
+    if memory and memory["ops"]:
+        out["memory"] = _grid(
+            [
+                ("name", "Name", "text"),
+                ("calls", "Calls", "int"),
+                ("cpu_bytes", "Self CPU memory (B)", "int"),
+                ("device_bytes", f"Self {memory['label']} memory (B)", "int"),
+            ],
+            memory["ops"],
+        )
+    ranks = panes.get("ranks")
+    if ranks:
+        rows = [{"name": f"rank {r['rank']}", **r} for r in ranks["ranks"]]
+        out["ranks"] = _grid(
+            [
+                ("name", "Rank", "text"),
+                ("steps", "Steps", "int"),
+                ("step_us", "Step (µs)", "us"),
+                ("compute_us", "Compute (µs)", "us"),
+                ("communication_us", "Communication (µs)", "us"),
+                ("waiting_us", "Waiting (µs)", "us"),
+                ("idle_us", "Idle (µs)", "us"),
+            ],
+            rows,
+        )
+    return out
+
+
+def _overview_diff(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The overview of two runs side by side: mean step time and each category per step (µs), A, B and B − A."""
+    if not a or not b or not a["steps"] or not b["steps"]:
+        return []
+    rows = [{"label": "step time", "a": a["mean_us"], "b": b["mean_us"]}]
+    rows += [{"label": c["label"], "a": a["mean"][c["key"]], "b": b["mean"][c["key"]]} for c in b["categories"]]
+    for r in rows:
+        r["delta"] = round(r["b"] - r["a"], 3)
+        r["ratio"] = None if r["a"] <= 0 else round(r["b"] / r["a"], 3)
+    return rows
+
+
+def two_runs_data(
+    d: TraceDiff, base: Optional[Mapping[str, Any]] = None, panes: Optional[Mapping[str, Any]] = None, rows: int = 15
+) -> dict[str, Any]:
+    """The two-run pane: the verdicts, the overview side by side and the largest op changes, as ``neuronprof diff``."""
+    from neuronprof.analysis.render import _diff_cols, _diff_footer, _diff_header
+
+    cols = _diff_cols(d)
+    return {
+        "a": d.a,
+        "b": d.b,
+        "overview": _overview_diff(base, (panes or {}).get("overview")),
+        "header": _diff_header(d),
+        "headers": [{"text": c.header, "left": c.left} for c in cols],
+        "rows": [[{"text": c.cell(r), "left": c.left} for c in cols] for r in d.rows[:rows]],
+        "footer": ([f"showing {rows} of {len(d.rows)} rows"] if len(d.rows) > rows else []) + _diff_footer(d),
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class _Bar:
+    name: str
+    y: float
+    width: float
+    lo: float
+    hi: float
+    label: str
+    best: bool
+
+
+def chart(cmp: Comparison) -> dict[str, Any]:
+    """Geometry of the wall-time bar chart (drawn as inline SVG by the template)."""
+    rows: Sequence[Any] = cmp.rows
+    top = max((r.wall_us_max for r in rows), default=1.0) or 1.0
+    plot_w, bar_h, gap = 560.0, 22.0, 10.0
+    bars = [
+        _Bar(
+            name=r.name,
+            y=i * (bar_h + gap),
+            width=plot_w * r.wall_us / top,
+            lo=plot_w * r.wall_us_min / top,
+            hi=plot_w * r.wall_us_max / top,
+            label=f"{format_us(r.wall_us)} µs ({r.speedup:.2f}×)",
+            best=r.name == cmp.fastest and r.measurably_different,
+        )
+        for i, r in enumerate(rows)
+    ]
+    return {"bars": bars, "plot_w": plot_w, "bar_h": bar_h, "height": len(bars) * (bar_h + gap) + 30, "top": top}

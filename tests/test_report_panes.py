@@ -1,0 +1,367 @@
+"""The report's panes (overview, operators, kernels / device, memory, distributed), through the public API.
+
+Each pane is checked on a real recording: a CPU session of a small ``nn.Sequential``, a
+session on the PrivateUse1 test backend (the ``torch_neuronx`` stand-in: its kernel
+times are the test plugin's, not a Trainium's) and the recorded two-rank gloo run of
+the findings corpus. What a browser makes of the panes is in ``test_report_browser.py``.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import neuronprof
+from neuronprof.analysis import load_trace
+from neuronprof.analysis.insights import HostEvent, Timeline
+from neuronprof.cli import main as analysis_main
+from neuronprof.model import Table
+from neuronprof.report import render_report
+from test_report import embedded, no_external_reference
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "backends"))
+
+from run_in_subprocess import result, run_script, unavailable_reason  # noqa: E402
+
+RANKS = Path(__file__).resolve().parent / "corpus" / "traces" / "ddp_straggler"
+CATEGORIES = ["device", "memory", "communication", "runtime", "dataloader", "host_ops", "python", "idle"]
+
+
+def text_of(page: str, section: str) -> str:
+    """The visible text of one ``<section id=...>`` of the page."""
+    m = re.search(rf'<section id="{section}">(.*?)</section>', page, re.S)
+    assert m, section
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", m.group(1))))
+
+
+def overview(page: str) -> dict[str, Any]:
+    """The overview's steps, read back from the page's step table (name, time, parts in µs)."""
+    table = re.search(r'<table id="steps-table".*?</table>', page, re.S)
+    assert table, "no step table"
+    rows = re.findall(r"<tr><td class=\"left name\">(.*?)</td><td>([\d,.]+)</td>(.*?)</tr>", table.group(0), re.S)
+    out = {}
+    for name, us, rest in rows:
+        cells = [float(c.replace(",", "")) for c in re.findall(r"<td>([\d,.]+)</td>", rest)]
+        out[html.unescape(name).lstrip("! ")] = (float(us.replace(",", "")), cells)
+    return out
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory: pytest.TempPathFactory) -> neuronprof.Session:
+    out = tmp_path_factory.mktemp("panes")
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    x = torch.randn(16, 32)
+    with neuronprof.session(
+        wait=0, warmup=1, active=3, output_dir=out, with_stack=True, record_shapes=True, profile_memory=True
+    ) as s:
+        for _ in s.steps():
+            model(x).sum().backward()
+    return s
+
+
+def test_overview_breaks_each_recorded_step_down_and_lists_the_top_findings(mlp: neuronprof.Session) -> None:
+    page = mlp.report().read_text(encoding="utf-8")
+    no_external_reference(page)
+    steps = overview(page)
+    # One row per recorded step, its time the step's own (ProfilerStep span) as the recording holds it.
+    samples = mlp.recording.samples
+    assert list(steps) == [f"ProfilerStep#{i + 1}" for i in range(len(samples))]
+    for (us, parts), sample in zip(steps.values(), samples):
+        assert us == pytest.approx(sample.wall_us, abs=0.06)
+        assert len(parts) == len(CATEGORIES)
+        # Each instant counted once: the categories add up to the step.
+        assert sum(parts) == pytest.approx(us, abs=0.1 * len(parts))
+        by = dict(zip(CATEGORIES, parts))
+        assert by["host_ops"] > 0 and by["python"] > 0  # with_stack: Python frames between ops
+        assert by["device"] == by["memory"] == by["communication"] == 0  # a CPU run
+    text = text_of(page, "overview")
+    assert "no device time in this run" in text
+    assert "pass with_stack=True" not in text  # frames were recorded
+    # The top findings, with their time at stake, and the settings folded below.
+    kinds = mlp.insights().kinds()
+    top = re.findall(r'<ol class="findings" id="top-findings">(.*?)</ol>', page, re.S)
+    if kinds:
+        assert top and re.findall(r'<span class="kind">(.*?)</span>', top[0]) == list(kinds)[:3]
+        assert "at stake" in top[0] or "not estimated" in top[0]
+    assert re.search(r'<details id="settings">\s*<summary>', page)
+
+
+def test_operators_pane_groups_by_shape_and_module_and_shows_the_heaviest_call_tree(
+    mlp: neuronprof.Session,
+) -> None:
+    page = mlp.report().read_text(encoding="utf-8")
+    data = embedded(page)
+    # The main table is by input shape (shapes were recorded); the other grouping is by name.
+    assert data["table_by"]["key"] == "name"
+    by_name = [r["name"] for r in data["table_by"]["table"]["rows"]]
+    assert len(by_name) == len(set(by_name)) and "aten::addmm" in by_name
+    assert sum(r["name"] == "aten::addmm" for r in data["table"]["rows"]) >= 2  # two Linear shapes
+    modules = {r["name"]: r for r in data["grids"]["modules"]["rows"]}
+    assert {"Sequential_0", "Linear_0", "Linear_1", "ReLU_0"} <= set(modules)
+    assert all(r["calls"] == 3 for r in modules.values())  # once per recorded step
+    assert modules["Sequential_0"]["total_us"] >= modules["Linear_0"]["total_us"] + modules["Linear_1"]["total_us"]
+    # The call tree: its root is a top-level op, self never above total, children inside their parent.
+    tree = re.search(r'<div class="tree" id="call-tree">(.*)</div>\s*<p class="muted">The heaviest', page, re.S)
+    assert tree
+    lines = re.findall(r"<summary>(.*?) <span class=\"muted\">× (\d+) · total ([\d,.]+) µs · self ([\d,.]+) µs", page)
+    assert lines
+    for _, _, total, self_ in lines:
+        assert float(self_.replace(",", "")) <= float(total.replace(",", "")) + 1e-6
+    root_total = float(lines[0][2].replace(",", ""))
+    assert root_total > 0
+
+
+def test_memory_pane_lists_the_allocating_ops_of_a_profile_memory_session(mlp: neuronprof.Session) -> None:
+    data = embedded(mlp.report().read_text(encoding="utf-8"))
+    rows = data["grids"]["memory"]["rows"]
+    # The session's own figures (torch's self memory per op, by input shape), largest first.
+    table = sorted(
+        ((r.name, r.self_cpu_memory_bytes) for r in mlp.table(row_limit=None).rows if r.self_cpu_memory_bytes),
+        key=lambda nb: -(nb[1] or 0),
+    )
+    assert [(r["name"], r["cpu_bytes"]) for r in rows] == [nb for nb in table if (nb[1] or 0) > 0][: len(rows)]
+    assert any(r["name"] in ("aten::addmm", "aten::mm") for r in rows)
+
+
+def test_a_plain_run_says_what_each_pane_cannot_show(tmp_path: Path) -> None:
+    x, w = torch.randn(16, 16), torch.randn(16, 16)
+    with neuronprof.session(wait=0, warmup=1, active=2, output_dir=tmp_path) as s:
+        for _ in s.steps():
+            (x @ w).relu()
+    page = s.report(tmp_path / "plain.html").read_text(encoding="utf-8")
+    assert "pass with_stack=True" in text_of(page, "overview")
+    ops = text_of(page, "ops")
+    assert "pass record_shapes=True" in ops and "pass with_stack=True to group time by module" in ops
+    assert "no device work was recorded (backend cpu)" in text_of(page, "kernels")
+    assert "memory was not recorded: pass profile_memory=True" in text_of(page, "memory")
+    assert "This run has one rank" in text_of(page, "distributed")
+    # From its trace file: memory per op is not in the file, and the page says so instead.
+    trace = s.export(tmp_path / "plain.json")
+    assert analysis_main(["report", str(trace), "-o", str(tmp_path / "offline.html")]) == 0
+    offline = (tmp_path / "offline.html").read_text(encoding="utf-8")
+    assert "memory per op is not read from a trace file" in text_of(offline, "memory")
+
+
+def test_outlier_steps_are_marked() -> None:
+    steps = [(0, 1000), (2000, 3000), (4000, 5000), (6000, 9000), (10_000, 11_000)]
+    host = tuple(HostEvent(f"ProfilerStep#{i}", s, e, category="step") for i, (s, e) in enumerate(steps))
+    host += tuple(HostEvent("aten::mm", s + 100, e - 100) for s, e in steps)
+    page = render_report(Table(()), timeline=Timeline(host))
+    marked = re.findall(r'<div class="outlier"[^>]*title="([^"]*)"', page)
+    assert marked == ["ProfilerStep#3: 3.0 µs (outlier)"]
+    assert "outlier steps (marked !)" in text_of(page, "overview")
+
+
+def test_device_panes_name_the_backend_and_link_kernels_to_their_ops(tmp_path: Path) -> None:
+    script = """
+import os, torch, neuronprof, testbackend
+testbackend.set_kernel_ns(200_000)
+x, w = torch.randn(32, 64), torch.randn(64)
+with neuronprof.session(backend="neuron", wait=0, warmup=1, active=2, output_dir=os.getcwd()) as s:
+    for _ in s.steps():
+        x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+report({"live": str(s.report("live.html").resolve()), "trace": str(s.export("trace.json").resolve())})
+"""
+    proc = run_script(script, backend="neuron", env={"NEURONPROF_STANDIN_NEURON_BUILD": "correlating"}, cwd=tmp_path)
+    if unavailable_reason(proc) is not None:
+        pytest.skip(unavailable_reason(proc) or "")
+    assert proc.returncode == 0, proc.stderr
+    made = result(proc)
+    assert analysis_main(["report", made["trace"], "-o", str(tmp_path / "offline.html")]) == 0
+    for path in (Path(made["live"]), tmp_path / "offline.html"):
+        page = path.read_text(encoding="utf-8")
+        data = embedded(page)
+        kernels = data["grids"]["kernels"]
+        headers = [c["header"] for c in kernels["columns"]]
+        assert "NEURON total (µs)" in headers and "Share of NEURON time (%)" in headers
+        rows = kernels["rows"]
+        assert rows and sum(r["share"] for r in rows) == pytest.approx(100, abs=0.1)
+        assert all(r["launched_by"] and r["launched_by"].startswith("aten::") for r in rows)
+        kernels_text = text_of(page, "kernels")
+        assert "NEURON busy per step" in kernels_text and "engine breakdown" in kernels_text
+        steps = overview(page)
+        assert len(steps) == 2
+        for us, parts in steps.values():
+            by = dict(zip(CATEGORIES, parts))
+            assert by["device"] > 0
+            assert sum(parts) == pytest.approx(us, abs=0.1 * len(parts))
+        assert "NEURON compute" in text_of(page, "overview")
+
+
+def test_distributed_pane_of_a_rank_folder_names_the_straggler(tmp_path: Path) -> None:
+    target = tmp_path / "ranks.html"
+    assert analysis_main(["report", str(RANKS), "-o", str(target)]) == 0
+    page = target.read_text(encoding="utf-8")
+    rows = {r["rank"]: r for r in embedded(page)["grids"]["ranks"]["rows"]}
+    assert set(rows) == {0, 1}
+    straggler = load_trace(RANKS).insights().straggler  # type: ignore[union-attr]
+    assert straggler == 1  # the corpus's planted straggler
+    assert "Straggler: rank 1" in text_of(page, "distributed")
+    # Rank 1 computes longer; rank 0 waits for it in the all-reduce.
+    assert rows[1]["compute_us"] > rows[0]["compute_us"]
+    assert rows[0]["waiting_us"] > rows[1]["waiting_us"] == 0
+    for r in rows.values():
+        parts = r["compute_us"] + r["communication_us"] + r["waiting_us"] + r["idle_us"]
+        assert parts == pytest.approx(r["step_us"], rel=1e-6)
+    # Each rank's steps in the overview, named by rank.
+    assert {name.split(" · ")[0] for name in overview(page)} == {"rank 0", "rank 1"}
+
+
+def _run(tmp_path: Path, name: str, size: int) -> Path:
+    x, w = torch.randn(size, size), torch.randn(size, size)
+    with neuronprof.session(wait=0, warmup=1, active=4, output_dir=tmp_path / name) as s:
+        for _ in s.steps():
+            (x @ w).relu().sum()
+    return s.export(tmp_path / f"{name}.json")
+
+
+def test_two_runs_show_the_overview_side_by_side_and_the_op_verdicts(tmp_path: Path, capsys) -> None:
+    a, b = _run(tmp_path, "a", 16), _run(tmp_path, "b", 96)
+    target = tmp_path / "two.html"
+    assert analysis_main(["report", str(a), str(b), "-o", str(target)]) == 0
+    page = target.read_text(encoding="utf-8")
+    no_external_reference(page)
+    text = text_of(page, "two-runs")
+    assert "verdict" in text  # neuronprof diff's verdict on the step time (or why there is none)
+    table = re.search(r'<table id="two-runs-overview".*?</table>', page, re.S)
+    assert table
+    rows = {
+        html.unescape(label): [float(v.replace(",", "").replace("+", "")) for v in (va, vb, vd)]
+        for label, va, vb, vd in re.findall(
+            r'<td class="left name">(.*?)</td><td>([\d,.]+)</td><td>([\d,.]+)</td><td>([-+\d,.]+)</td>',
+            table.group(0),
+        )
+    }
+    # The mean step of each run, as each recording holds it; B's the run reported (the larger matmul).
+    mean = {p: sum(s.wall_us for s in load_trace(p).samples) / len(load_trace(p).samples) for p in (a, b)}
+    assert rows["step time"][0] == pytest.approx(mean[a], abs=0.06)
+    assert rows["step time"][1] == pytest.approx(mean[b], abs=0.06)
+    assert rows["step time"][2] == pytest.approx(mean[b] - mean[a], abs=0.1)
+    assert set(rows) >= {"host compute in ops", "idle"}
+    assert 'id="two-runs-table"' in page  # the ops' changes with their verdicts
+    # The same page as --baseline; both at once is refused before any work.
+    assert analysis_main(["report", str(b), "--baseline", str(a), "-o", str(tmp_path / "same.html")]) == 0
+    assert analysis_main(["report", str(a), str(b), "--baseline", str(a), "-o", str(tmp_path / "x.html")]) == 2
+    assert "give the baseline once" in capsys.readouterr().err
+    assert not (tmp_path / "x.html").exists()
+
+
+@pytest.mark.slow
+def test_a_huge_recording_makes_a_bounded_page_that_says_what_it_left_out() -> None:
+    """Events far beyond what is drawn (steps, kernels, nested calls): every bounded part stays bounded."""
+    from neuronprof.analysis.insights import DeviceEvent
+    from neuronprof.report import MAX_CHART_STEPS, MAX_TIMELINE_EVENTS
+
+    steps, per_step = MAX_CHART_STEPS + 100, 60
+    host: list[HostEvent] = []
+    device: list[DeviceEvent] = []
+    for i in range(steps):
+        t0 = i * 100_000
+        host.append(HostEvent(f"ProfilerStep#{i}", t0, t0 + 90_000, category="step"))
+        for j in range(per_step):
+            s = t0 + 1000 * j
+            host.append(HostEvent(f"aten::op{j % 20}", s, s + 900, ext_id=i * per_step + j))
+            host.append(HostEvent(f"aten::inner{j % 30}", s + 100, s + 800))
+            device.append(DeviceEvent(f"kernel_{(i * per_step + j) % 400}", s + 200, s + 700, ext_id=i * per_step + j))
+    table = Table(())
+    page = render_report(table, timeline=Timeline(tuple(host), tuple(device), "cuda", "CUDA"))
+    size = len(page.encode())
+    assert size < 3_000_000, size  # 72 600 events in, a few MB out at most
+    data = embedded(page)
+    assert len(data["timeline"]["events"]) <= MAX_TIMELINE_EVENTS and data["timeline"]["dropped"] > 0
+    assert len(data["grids"]["kernels"]["rows"]) == 50
+    assert "the 50 heaviest of 400 kernel names are listed" in text_of(page, "kernels")
+    assert page.count('data-us="') == MAX_CHART_STEPS
+    assert f"the first {MAX_CHART_STEPS} of {steps} steps" in text_of(page, "overview")
+    assert "the first 200 of" in text_of(page, "overview")
+
+
+def test_tpu_kernel_rows_are_listed_and_said_to_be_unlinked(tmp_path: Path) -> None:
+    """The TorchTPU stand-in (its kernel rows and times are the stand-in's, not a TPU's): rows with no launcher."""
+    script = """
+import os, torch, neuronprof
+with neuronprof.session(backend="tpu", wait=0, warmup=1, active=2, output_dir=os.getcwd()) as s:
+    for _ in s.steps():
+        (torch.ones(16, 16) @ torch.ones(16, 16)).relu()
+report(str(s.report("tpu.html").resolve()))
+"""
+    proc = run_script(script, backend="tpu", cwd=tmp_path)
+    if unavailable_reason(proc) is not None:
+        pytest.skip(unavailable_reason(proc) or "")
+    assert proc.returncode == 0, proc.stderr
+    page = Path(result(proc)).read_text(encoding="utf-8")
+    rows = embedded(page)["grids"]["kernels"]["rows"]
+    assert rows and all(r["launched_by"] is None for r in rows)
+    assert "aten::mm" in " ".join(r["name"] for r in rows)
+    text = text_of(page, "kernels")
+    assert text.strip().startswith("Kernels / device (TPU)")
+    assert "TPU kernel rows are not linked to the ops that launched them" in text
+    assert "TPU busy per step" in text
+
+
+def test_neuron_profile_adds_neff_rows_and_the_engine_breakdown(tmp_path: Path) -> None:
+    """Neuron's own profile in AWS's documented formats (test inputs, not output captured on Trainium)."""
+    import json
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "analysis"))
+    from neuron_builders import BASE_NS, exec_record, framework_trace, summary_metrics, write_system_profile
+
+    s1, s2 = BASE_NS, BASE_NS + 100_000
+    folder = tmp_path / "neuron" / "host_pid_100" / "20260101_000000"
+    records = [
+        exec_record(s1 + 10_000, 20_000, exec_id=1),
+        exec_record(s1 + 50_000, 10_000, exec_id=2, neff="neff_b", model_id=8),
+        exec_record(s2 + 10_000, 20_000, exec_id=3),
+    ]
+    write_system_profile(folder / "system_profile.json", records)
+    (folder / "neuron_summary.json").write_text(json.dumps({"n_" + "a" * 40: summary_metrics(2e-3)}))
+    trace = framework_trace(folder / "trace.json", [(1, s1, s1 + 100_000), (2, s2, s2 + 100_000)])
+    target = tmp_path / "neuron.html"
+    assert analysis_main(["report", str(trace), "--neuron-profile", str(tmp_path / "neuron"), "-o", str(target)]) == 0
+    page = target.read_text(encoding="utf-8")
+    grids = embedded(page)["grids"]
+    neffs = {r["name"]: r for r in grids["neffs"]["rows"]}
+    assert neffs["neff_a"]["calls"] == 2 and neffs["neff_a"]["device_us"] == pytest.approx(40.0)
+    assert neffs["neff_b"]["calls"] == 1 and neffs["neff_b"]["device_us"] == pytest.approx(10.0)
+    engines = {r["engine"]: r for r in grids["engines"]["rows"]}
+    assert {"tensor", "vector", "scalar", "gpsimd", "dma"} <= set(engines)
+    assert engines["tensor"]["active_us"] == pytest.approx(1000.0) and engines["tensor"]["share_pct"] == 50.0
+    text = text_of(page, "kernels")
+    assert "NEFF executions (Neuron's own profile)" in text and "Engine breakdown" in text
+    assert "read from Neuron's own profile" in text
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 9_000), st.integers(1, 3_000), st.sampled_from(["op", "runtime", "python"]))),
+    st.lists(st.tuples(st.integers(0, 9_000), st.integers(1, 3_000), st.sampled_from(["kernel", "memcpy"]))),
+)
+def test_the_breakdown_counts_each_instant_once(
+    host_spans: list[tuple[int, int, str]], dev_spans: list[tuple[int, int, str]]
+) -> None:
+    """Categories add up to the step; the first category takes exactly what its spans cover inside the step."""
+    from neuronprof.analysis.insights import DeviceEvent
+
+    step = HostEvent("ProfilerStep#1", 1_000, 8_000, category="step")
+    host = (step, *(HostEvent(f"h{i}", s, s + d, category=c) for i, (s, d, c) in enumerate(host_spans)))  # type: ignore[arg-type]
+    device = tuple(DeviceEvent(f"k{i}", s, s + d, c) for i, (s, d, c) in enumerate(dev_spans))  # type: ignore[arg-type]
+    page = render_report(Table(()), timeline=Timeline(host, device, "cuda", "CUDA"))
+    ((us, parts),) = overview(page).values()
+    assert us == 7.0
+    assert sum(parts) == pytest.approx(us, abs=0.1 * len(parts))  # shown to 0.1 µs
+    kernels = sorted((max(s, 1_000), min(s + d, 8_000)) for s, d, c in dev_spans if c == "kernel")
+    covered, end = 0, 1_000
+    for s, e in kernels:
+        if e > max(s, end):
+            covered += e - max(s, end)
+            end = e
+    assert parts[0] == pytest.approx(covered / 1000, abs=0.05)
