@@ -356,3 +356,11 @@ def test_bad_input_is_refused_before_any_trace_is_read(tmp_path: Path, capsys, c
     assert status == 2
     assert str(a) not in opened, "the first trace was read before the bad input was seen"
     assert f"neuronprof {command[0]}: error: " in capsys.readouterr().err
+
+
+def test_report_to_a_folder_says_to_name_the_file(tmp_path: Path, capsys) -> None:
+    a = write_trace(tmp_path / "a.json", [op("aten::mm", 0, 100)])
+    (tmp_path / "out").mkdir()
+    for extra in ([], ["--overwrite"]):
+        assert main(["report", str(a), "-o", str(tmp_path / "out"), *extra]) == 2
+        assert "is a folder: pass -o with the path of the .html file to write" in capsys.readouterr().err

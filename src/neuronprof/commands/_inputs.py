@@ -10,7 +10,7 @@ from neuronprof.commands import EXIT_PARTIAL, CommandError
 
 __all__ = ["reads_files"]
 
-_PIPED = ("trace", "a", "b", "baseline", "current")
+_PIPED = ("trace", "other", "a", "b", "baseline", "current")
 """The arguments that may name a pipe (``-``, ``/dev/stdin``, a FIFO): copied to a private file first."""
 
 Run = Callable[[argparse.Namespace], int]

@@ -67,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
         args.baseline, args.trace = args.trace, args.other
     source = Path(args.trace)
     piped = getattr(args, "piped", {})
-    if args.other is not None:
-        piped = {k: v for k, v in piped.items() if k != "trace"}  # a piped A is the baseline now, not B
+    if args.other is not None:  # A is the baseline now and B the trace, piped or not
+        piped = {{"trace": "baseline", "other": "trace"}.get(k, k): v for k, v in piped.items()}
     if args.output is not None:
         target = Path(args.output)
     elif "trace" in piped:
@@ -76,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         base = source.name if source.is_dir() else re.sub(r"(\.pt\.trace)?\.json(\.gz)?$", "", source.name)
         target = source.parent / f"{base}.html"
+    if target.is_dir():
+        raise ValueError(f"{target} is a folder: pass -o with the path of the .html file to write")
     if target.exists() and not args.overwrite:
         raise ValueError(f"{target} exists; pass --overwrite to replace it")
     neuron = None
