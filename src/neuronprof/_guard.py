@@ -457,10 +457,7 @@ def _erased_step_counter(torch: Any) -> Optional[str]:
 
     torch.profiler.profile registers its step counter on creation and erases it on exit.
     """
-    try:
-        return None if "ProfilerStep" in torch.autograd.profiler.KinetoStepTracker._step_dict else "stopped"
-    except (AttributeError, TypeError):  # a torch without the tracker
-        return None
+    return None if "ProfilerStep" in torch.autograd.profiler.KinetoStepTracker._step_dict else "stopped"
 
 
 def taken_message(taken: str, *, steps_taken: int, cycle_count: int) -> str:
