@@ -163,12 +163,9 @@ def _session_config(options: Mapping[str, Any], warmup: int) -> SessionConfig:
             f"({', '.join(sorted(_SESSION_OPTIONS))}); to pass arguments to the variants, give them "
             "positionally or bind them with functools.partial"
         )
-    kwargs = dict(_SESSION_DEFAULTS)
-    kwargs.update(options)
     # The profiler's first recorded step carries its own start-up cost (torch warns
     # about a schedule without warm-up), so the sessions always warm up once.
-    kwargs["warmup"] = max(warmup, 1)
-    return SessionConfig(**kwargs)
+    return SessionConfig(**{**_SESSION_DEFAULTS, **options, "warmup": max(warmup, 1)})
 
 
 def _time_block(

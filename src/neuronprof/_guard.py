@@ -59,10 +59,7 @@ def local_rank() -> Optional[int]:
 def profiler_running() -> bool:
     import torch
 
-    probe = getattr(torch.autograd.profiler, "_is_profiler_enabled", None)
-    if isinstance(probe, bool):
-        return probe
-    return bool(torch._C._autograd._profiler_enabled())
+    return torch.autograd.profiler._is_profiler_enabled
 
 
 @contextlib.contextmanager
@@ -367,10 +364,8 @@ def stop_abandoned(prof: Any) -> None:
             else:
                 autograd_profiler._disable_profiler()
     prof.kineto_state = "stopped"
-    tracker = getattr(autograd_profiler, "KinetoStepTracker", None)
-    if tracker is not None:
-        with contextlib.suppress(Exception):
-            tracker.erase_step_count("ProfilerStep")
+    with contextlib.suppress(Exception):
+        autograd_profiler.KinetoStepTracker.erase_step_count("ProfilerStep")
 
 
 def release_profile(prof: Any) -> None:
@@ -398,8 +393,7 @@ def profiler_started() -> bool:
     """
     import torch  # (torch's modules read as attributes: a from-import costs more than the check, every step)
 
-    flag = getattr(torch.autograd.profiler, "_is_profiler_enabled", None)
-    return bool(flag) or bool(torch._C._autograd._profiler_enabled())
+    return torch.autograd.profiler._is_profiler_enabled or bool(torch._C._autograd._profiler_enabled())
 
 
 def dist_backend() -> Optional[str]:
@@ -447,7 +441,7 @@ def profiler_taken(prof: Any, *, start_thread: Optional[int], all_threads: bool)
     # (Checked at every step: written with as few calls as it takes.)
     recording = getattr(prof, "kineto_state", "idle") == "recording"
     enabled = torch._C._autograd._profiler_enabled()
-    started = enabled or getattr(torch.autograd.profiler, "_is_profiler_enabled", False)  # profiler_started()
+    started = enabled or torch.autograd.profiler._is_profiler_enabled  # profiler_started()
     if not recording:
         # A profiler running while the session's is not: one was started and left running.
         return "running" if started else _erased_step_counter(torch)
@@ -463,10 +457,7 @@ def _erased_step_counter(torch: Any) -> Optional[str]:
 
     torch.profiler.profile registers its step counter on creation and erases it on exit.
     """
-    try:
-        return None if "ProfilerStep" in torch.autograd.profiler.KinetoStepTracker._step_dict else "stopped"
-    except (AttributeError, TypeError):  # a torch without the tracker
-        return None
+    return None if "ProfilerStep" in torch.autograd.profiler.KinetoStepTracker._step_dict else "stopped"
 
 
 def taken_message(taken: str, *, steps_taken: int, cycle_count: int) -> str:

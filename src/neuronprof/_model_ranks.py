@@ -6,6 +6,7 @@ import from there.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, cast
@@ -303,22 +304,19 @@ class RankTable(ResultModel):
         straggler = vocab.straggler(_per_step(tables, "compute_us"))
         rows = []
         for key, values in per_key.items():
-            present = sorted(v for v in values if v is not None)
+            present = [v for v in values if v is not None]
             if not present:
                 continue
-            mid = len(present) // 2
-            median = present[mid] if len(present) % 2 else (present[mid - 1] + present[mid]) / 2
-            slowest = _slowest_rank(values, key[0], key[1], straggler)
             rows.append(
                 RankOpRow(
                     name=key[0],
                     metric=cast(RankMetric, metric),
                     values=tuple(values),
                     calls=tuple(calls[key]),
-                    min_us=present[0],
-                    median_us=median,
-                    max_us=present[-1],
-                    slowest_rank=slowest,
+                    min_us=min(present),
+                    median_us=statistics.median(present),
+                    max_us=max(present),
+                    slowest_rank=_slowest_rank(values, key[0], key[1], straggler),
                     on_device=key[1],
                     input_shapes=key[2],
                 )

@@ -117,21 +117,11 @@ def record_trace(
     device_name: Optional[str],
     notes: Sequence[str] = (),
 ) -> Trace:
-    """The session's record: the kept cycles' event tables summed, with the dropped cycles' sums.
+    """The kept cycles' event tables (oldest first) summed, with the dropped cycles' sums (``earlier``).
 
-    Device columns are None when the session has no device time; the backend and
-    device label are the session's own; memory per op (``profile_memory=True``) is
-    torch's, put on the first op of each name and input shapes.
-
-    Args:
-        tables: The kept cycles' event tables, oldest first.
-        earlier: The dropped cycles' sums, folded (``keep_cycles``), or None.
-        memory: Self host/device memory (bytes) per ``(name, input shapes)``.
-        backend: The session's backend name.
-        device_label: The session's device label, or None.
-        has_device: Whether device time reaches torch.profiler.
-        device_name: The device's model, when the backend names one.
-        notes: The backend's remarks on the kept cycles' events (``cycle_notes``), put first.
+    Device columns are None unless device time reaches torch.profiler (``has_device``). ``memory``,
+    self host/device bytes per ``(name, input shapes)`` (``profile_memory=True``), is torch's, put
+    on the first op of each key. ``notes``, the backend's ``cycle_notes``, come first.
     """
     from neuronprof.analysis.trace import Trace, trace_of
 

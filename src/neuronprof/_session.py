@@ -427,11 +427,9 @@ class Session:
         return {"neuronprof": json.dumps(own)}
 
     def _experimental_config(self, backend_config: Any) -> Any:
-        """Add the session's own kineto options to the backend's ``experimental_config``.
+        """Add ``profile_all_threads`` to the backend's ``experimental_config``.
 
-        ``profile_all_threads`` records ops of every thread. (kineto's ``verbose``
-        mode is never asked for: the collapsed stacks are read from the Python-frame
-        events, and verbose adds a "Call stack" field that kineto writes unescaped.)
+        (kineto's ``verbose`` is never asked for: it adds a "Call stack" field that kineto writes unescaped.)
         """
         if not self.profile_all_threads:
             return backend_config
@@ -693,11 +691,7 @@ class Session:
                 raise
 
     def _left_in_fork(self) -> None:
-        """In a child forked while this session was open: give torch back and record nothing here.
-
-        The child's copy of the session is inert: ``step()`` only counts, the end of
-        the block stops nothing, and it keeps no cycles (the parent has them).
-        """
+        """In a forked child: the copy only counts steps, stops nothing and keeps no cycles (the parent's)."""
         self._forked = True
         self._unguard()
         self._unguard = lambda: None
@@ -777,12 +771,7 @@ class Session:
         warn_user(message)
 
     def _recorded_steps(self) -> tuple[int, bool]:
-        """Return (recorded steps, whether the last one was cut short by leaving ``steps()``).
-
-        Active steps whose ``step()`` ran are recorded; so is the active step a
-        ``break`` left (torch saves it at exit), but not a step that ``step()``
-        opened and nothing ran in.
-        """
+        """Return (recorded steps, whether the last one was cut short by leaving ``steps()``; torch saves it)."""
         cycle = self.wait + self.warmup + self.active
         full, rest = divmod(self._steps_taken, cycle)
         recorded = full * self.active + max(0, rest - self.wait - self.warmup)
@@ -1471,26 +1460,18 @@ def _active_session() -> Optional[Session]:
     return _active
 
 
-_stale_removed = False
 # Set in a child forked while a session was open, until the child's own first session starts.
 _forked_from_a_session = False
 
 
+@functools.cache
 def _remove_stale_once() -> None:
     # Private folders of processes that died without cleaning up (SIGKILL, a crash): once a process.
-    global _stale_removed
-    if not _stale_removed:
-        _stale_removed = True
-        _io.remove_stale_private_dirs()
+    _io.remove_stale_private_dirs()
 
 
 def _after_fork_in_child() -> None:
-    """A forked child (a DataLoader worker, a Pool) is a process of its own: it may profile.
-
-    torch.profiler's state is per process, so the parent's open session is not
-    the child's: the child gets a free lock, torch's profiler functions back, and
-    the parent's session, which it cannot stop, marked as left behind by the fork.
-    """
+    """A forked child (a DataLoader worker) may profile: torch.profiler's state is per process."""
     global _active_lock, _active, _forked_from_a_session
     _active_lock = threading.Lock()
     parent, _active = _active, None

@@ -163,8 +163,7 @@ def privateuse1_name() -> Optional[str]:
     """Return the name PrivateUse1 was renamed to (``"neuron"``, ``"tpu"``...), or None."""
     import torch
 
-    getter = getattr(torch._C, "_get_privateuse1_backend_name", None)
-    name = getter() if getter is not None else "privateuse1"
+    name = torch._C._get_privateuse1_backend_name()
     # Unrenamed, torch reports "privateuseone" (older releases: "privateuse1").
     return None if name in ("privateuse1", "privateuseone") else str(name)
 
