@@ -158,3 +158,40 @@ def test_the_session_table_keeps_the_recorded_dtypes_as_the_record_and_the_expor
     assert live[("aten::mm", ((32, 32), (32, 32)))] == ("float", "float")
     assert live == dtypes(s.recording.table("cpu", None, group_by="shape"))
     assert live == dtypes(offline.table("cpu", None, group_by="shape"))
+
+
+def test_with_dropped_cycles_the_findings_are_read_once_too(tmp_path: Path) -> None:
+    with neuronprof.session(
+        backend="cpu", wait=0, warmup=1, active=1, repeat=3, keep_cycles=1, output_dir=tmp_path
+    ) as s:
+        _loop(s)
+    first = s.insights()
+    assert s.insights() is first
+    assert any("keep_cycles" in n for n in first.notes)
+
+
+def test_an_on_off_option_that_is_not_a_bool_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, output_dir=tmp_path) as s:
+        _loop(s)
+    kept = tmp_path / "keep.json"
+    kept.write_text("precious")
+    for call in (
+        lambda: s.export(kept, overwrite="no"),
+        lambda: s.report(tmp_path / "keep.html", overwrite="no"),
+        lambda: s.table(device_only="yes"),
+    ):
+        with pytest.raises(ValueError, match="must be True or False"):
+            call()
+    assert kept.read_text() == "precious"
+    assert not (tmp_path / "keep.html").exists()
+
+
+def test_torchs_own_schedule_warning_names_the_users_line(tmp_path: Path) -> None:
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with neuronprof.session(backend="cpu", wait=0, warmup=0, active=1, output_dir=tmp_path) as s:
+            _loop(s)
+    [warmup] = [w for w in caught if "warmup" in str(w.message)]
+    assert warmup.filename == __file__

@@ -1,9 +1,10 @@
-"""What a session recorded, frozen, and what is read from it: table, findings, report, roofline.
+"""What a session recorded, and what is read from it: table, findings, report, roofline.
 
 A [`Session`][neuronprof.Session] runs the profiler; when its block has ended it
-hands a ``Recording`` to the functions here,
-which are pure functions of it (calling one twice gives equal results). Exports
-are in ``_recording_export``.
+hands a ``Recording`` (a read-only view of its state, made for each read-out) to
+the functions here. What they read of the events is ``s.recording``, built once and
+never changed, so calling one twice gives equal results. Exports are in
+``_recording_export``.
 """
 
 from __future__ import annotations
@@ -44,9 +45,13 @@ __all__ = [
 ]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Recording:
     """What a session recorded: everything ``table()``, ``export()``, ``roofline()``, ``insights()`` read.
+
+    A read-only view of the session's state, made for each read-out (compared and
+    hashed by identity): the events are read through ``read`` (``s.recording``, built
+    once); the kept cycles hold torch's profiles and trace caches for the exports.
 
     Attributes:
         config: The session's options.
@@ -219,8 +224,14 @@ def insights(rec: Recording) -> Insights:
     from neuronprof.analysis.insights import analyze
 
     require_recorded(rec, "there is nothing to advise on")
-    # The record's own findings (kept with it) unless a note is added for dropped cycles.
-    return analyze(timeline(rec)) if _dropped(rec) else rec.trace.insights()  # type: ignore[return-value]
+    trace = rec.trace
+    if not _dropped(rec):
+        return trace.insights()  # type: ignore[return-value]  # the record's own findings, kept with it
+    # With a note for the dropped cycles: kept with the record too, as the record keeps its own.
+    kept = trace.__dict__.get("_insights_of_kept_cycles")
+    if kept is None:
+        kept = trace.__dict__["_insights_of_kept_cycles"] = analyze(timeline(rec))
+    return kept
 
 
 def _dropped(rec: Recording) -> bool:

@@ -22,6 +22,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -379,9 +380,7 @@ class Session:
         self._take_backend_notes()
         prof = tracked_profile_class()(
             activities=self._backend.activities(),
-            schedule=torch.profiler.schedule(
-                wait=self.wait, warmup=self.warmup, active=self.active, repeat=self.repeat
-            ),
+            schedule=_schedule(self.wait, self.warmup, self.active, self.repeat),
             on_trace_ready=self._on_trace_ready,
             record_shapes=self.record_shapes,
             with_stack=self.with_stack,
@@ -1001,8 +1000,7 @@ class Session:
             raise ValueError(f"row_limit must be an int or None, got {row_limit!r}")
         if ranks not in RANKS:
             raise ValueError(f"ranks must be 'local' or 'all', got {ranks!r}")
-        if not isinstance(neuron_heuristic, bool):
-            raise ValueError(f"neuron_heuristic must be True or False, got {neuron_heuristic!r}")
+        _flags(neuron_heuristic=neuron_heuristic, device_only=device_only)
         self._require_done("table()")
         if ranks == "all":
             if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
@@ -1068,7 +1066,10 @@ class Session:
         self._require_done("neuron_profile()")
         profile = self._backend.device_profile(self._context(), tool=tool)
         if profile is None:
-            raise ValueError(f"neuron_profile() needs the neuron backend; this session used {self.backend!r}")
+            raise ValueError(
+                f"neuron_profile() reads the device's own profile, and the {self.backend!r} backend of this session "
+                "writes none (TorchNeuron's does: backend='neuron')"
+            )
         return profile
 
     def report(self, path: Optional[PathLike] = None, *, overwrite: bool = False, baseline: Any = None) -> Path:
@@ -1096,6 +1097,7 @@ class Session:
             FileExistsError: The file exists and ``overwrite`` is False.
             OSError: The disk refused the write; no partial file is left.
         """
+        _flags(overwrite=overwrite)
         self._require_done("report()")
         # A termination request from here to the written file removes the private copies first.
         with _io.cleaned_up_on_termination():
@@ -1146,7 +1148,7 @@ class Session:
         return self._recorded
 
     def _record(self) -> Recording:
-        """What this session recorded, frozen: what ``table()``, ``export()``, ``roofline()`` work from."""
+        """A read-only view of what this session recorded, for one read-out (``table()``, ``export()``...)."""
         return Recording(
             config=self.config,
             backend=self.backend,
@@ -1244,6 +1246,7 @@ class Session:
         """
         if format not in EXPORT_FORMATS:
             raise ValueError(f"unknown export format {format!r}; use one of: {', '.join(EXPORT_FORMATS)}")
+        _flags(overwrite=overwrite)
         self._require_done("export()")
         # A termination request from here to the written file removes the private copies first.
         with _io.cleaned_up_on_termination():
@@ -1437,6 +1440,25 @@ def _keep_native_trace(session: weakref.ref[Session], cycle: _kineto.Cycle) -> N
     alive = session()
     if alive is not None:
         alive._keep_native_trace(cycle)
+
+
+def _flags(**given: Any) -> None:
+    """Refuse an on/off option that is not a bool (``overwrite="no"`` would read as on), before any work."""
+    for name, value in given.items():
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def _schedule(wait: int, warmup: int, active: int, repeat: int) -> Any:
+    """torch.profiler's schedule, its warnings (``warmup=0``) given at the user's line, not this file's."""
+    import torch
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        schedule = torch.profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=repeat)
+    for w in said:
+        warn_user(str(w.message), w.category)
+    return schedule
 
 
 def _read_kept_cycle(session: weakref.ref[Session], cycle: _kineto.Cycle) -> EventTable:
