@@ -235,7 +235,7 @@ class ResultModel:
         """Return the first row called ``name`` (the first finding of that kind, for findings).
 
         Args:
-            name: The row's name, e.g. ``"aten::mm"``.
+            name: The row's name, e.g. ``"aten::mm"`` (a finding's kind, e.g. ``"idle_device"``).
 
         Raises:
             TypeError: ``name`` is not a string.
@@ -262,7 +262,7 @@ class ResultModel:
 
     @renamed_keyword("limit", "row_limit")
     def to_text(self, row_limit: Optional[int] = None) -> str:
-        """Return the model as aligned plain text (what ``print()`` shows).
+        """Return the model as aligned plain text: what ``print()`` shows (a cross-rank table prints 20 rows).
 
         Args:
             row_limit: Show the first ``row_limit`` rows; the totals still cover every row. None for all.

@@ -1073,14 +1073,17 @@ class Session:
         return profile
 
     def report(self, path: Optional[PathLike] = None, *, overwrite: bool = False, baseline: Any = None) -> Path:
-        """Write one self-contained HTML report to look at and share: settings, op table, findings, timeline.
+        """Write one self-contained HTML report to look at and share: the panes TensorBoard's profiler had.
 
-        The file opens offline in any browser (no network request): the session's
-        settings and environment (backend, device, torch and neuronprof versions,
-        schedule), the op table (sortable, filterable), the findings of
-        [`insights`][neuronprof.Session.insights] and a zoomable timeline of the
-        recorded steps (host ops and device executions). ``neuronprof report TRACE``
-        makes the same page from an exported trace.
+        The file opens offline in any browser (no network request), on a phone as on a
+        wall: an overview (step time per step, each step broken down by category, the
+        top findings of [`insights`][neuronprof.Session.insights], the settings and
+        environment), the operators (sortable, filterable, by name or input shape, by
+        ``nn.Module`` with ``with_stack``, the heaviest op's call tree), the device's
+        kernels, memory (with ``profile_memory=True``: the top allocating ops), the
+        ranks of a distributed run, a zoomable timeline of the recorded steps, and with
+        ``baseline`` the two runs side by side. A pane this run cannot fill says why.
+        ``neuronprof report TRACE`` makes the same page from an exported trace.
 
         Args:
             path: The ``.html`` file to write. Default: a timestamped name in ``output_dir``.

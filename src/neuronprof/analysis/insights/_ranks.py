@@ -69,6 +69,7 @@ class RankInsights(ResultModel):
     _KIND: ClassVar[str] = "neuronprof findings of several ranks"
     _ROWS: ClassVar[Optional[str]] = "findings"
     _ROW_KEY: ClassVar[str] = "kind"
+    _ROW_WORDS: ClassVar[str] = "finding of kind"
     _JSON: ClassVar[Mapping[str, Any]] = {"ensure_ascii": False}
 
     def __post_init__(self) -> None:
