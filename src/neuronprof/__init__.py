@@ -1,14 +1,8 @@
 """neuronprof: profile PyTorch on Trainium, TPU, GPU and CPU with one ``with`` statement.
 
-```python
-import neuronprof
-
-with neuronprof.session(modes=("device", "runtime"), core="0") as s:
-    for _ in s.steps():
-        model(x)
-print(s.table())
-s.export()
-```
+``with neuronprof.session() as s:`` around the loop, ``for _ in s.steps():`` in it (see
+[`session`][neuronprof.session]); then ``print(s.table())``, ``s.insights()``,
+``s.report()`` and ``s.export()`` read what it recorded.
 
 ``s.recording`` is what the session recorded, read once; ``neuronprof.load_trace(path)``
 returns the same type for a saved trace, so every read-out works on both.

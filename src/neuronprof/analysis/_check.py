@@ -161,24 +161,18 @@ class Check(ResultModel):
         return [title, "", Grid(cols, items), "", *cut, f"Samples: {self.unit}."]
 
     def _data(self) -> dict[str, Any]:
-        return {
-            "max_slowdown": self.max_slowdown,
-            "confidence": self.confidence,
-            "unit": self.unit,
-            "total_items": self.total_items,
-            "exit_code": self.exit_code,
-            "items": [i.to_dict() for i in self.items],
-        }
+        own = {name: getattr(self, name) for name in _FIELDS}
+        return {**own, "exit_code": self.exit_code, "items": [i.to_dict() for i in self.items]}
 
     @classmethod
     def _from_data(cls, data: Mapping[str, Any]) -> Check:
-        return cls(
-            items=tuple(CheckItem.from_dict(i) for i in data["items"]),
-            max_slowdown=float(data.get("max_slowdown", 0.0)),
-            confidence=float(data.get("confidence", 0.95)),
-            unit=str(data.get("unit", "")),
-            total_items=None if data.get("total_items") is None else int(data["total_items"]),
-        )
+        kinds = {"max_slowdown": float, "confidence": float, "unit": str, "total_items": int}
+        own: dict[str, Any] = {name: None if data.get(name) is None else kinds[name](data[name]) for name in _FIELDS}
+        return cls(items=tuple(CheckItem.from_dict(i) for i in data["items"]), **own)
+
+
+_FIELDS = ("max_slowdown", "confidence", "unit", "total_items")
+"""The fields of a ``Check`` besides its items, written to its JSON as they are."""
 
 
 def _interval(i: CheckItem) -> str:

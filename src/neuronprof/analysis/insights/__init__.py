@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Union
 
+from neuronprof.analysis._gc import collector_paused
 from neuronprof.analysis.insights import _compile_rules, _device_rules, _dominant_rules, _op_rules, _step_rules
 from neuronprof.analysis.insights._findings import (
     DEVICE_KINDS,
@@ -42,7 +43,7 @@ from neuronprof.analysis.insights._findings import (
 from neuronprof.analysis.insights._ranks import RANK_INSIGHTS_SCHEMA, RankInsights, analyze_ranks
 from neuronprof.analysis.insights._timeline import DeviceCategory, DeviceEvent, HostCategory, HostEvent, Timeline
 from neuronprof.analysis.insights._trace import timeline_from_trace
-from neuronprof.analysis.insights._tree import _collector_paused, _Profile
+from neuronprof.analysis.insights._tree import _Profile
 
 if TYPE_CHECKING:
     from neuronprof.analysis.trace import Trace
@@ -109,7 +110,7 @@ def analyze(timeline: Timeline) -> Insights:
             f"this timeline holds {len(timeline.ranks)} ranks, whose steps ran side by side: read each rank on its "
             "own with analyze_ranks(timeline)"
         )
-    with _collector_paused():
+    with collector_paused():
         p = _Profile(timeline)
         try:
             notes = p.notes

@@ -8,8 +8,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from neuronprof import _vocabulary as vocab
+from neuronprof.analysis._gc import collector_paused
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostCategory, HostEvent, Timeline
-from neuronprof.analysis.insights._tree import _MEMCPY, _collector_paused, _Node
+from neuronprof.analysis.insights._tree import _MEMCPY, _Node
 from neuronprof.analysis.trace._rules import (
     _decode_input,
     _device_label,
@@ -89,7 +90,7 @@ def timeline_of(trace: Trace, host_event: Callable[..., Any] = HostEvent) -> Tim
     parts: list[tuple[Optional[int], tuple[int, int, int, int]]] = []
     for fi, table in enumerate(trace.event_tables):
         first = (len(host), len(device))
-        with _collector_paused():
+        with collector_paused():
             _read_events(fi, table, host, device, evidence, host_event)
         meta = table.metadata.get("neuronprof")
         if isinstance(meta, dict) and isinstance(meta.get("backend"), str):

@@ -6,10 +6,8 @@ torch.compile's ranges).
 
 from __future__ import annotations
 
-import gc
 import re
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from itertools import groupby
 from operator import attrgetter
 from typing import Any, Optional, Union
@@ -72,22 +70,6 @@ _OPTIMIZER = re.compile(r"^Optimizer\.(step|zero_grad)#")
 
 WHOLE_RECORDING = "(whole recording)"
 """The step a profile without ``ProfilerStep`` spans is read as."""
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a profile's objects are made (as the trace reader does).
-
-    Reading a large trace makes hundreds of thousands of nodes, none of them garbage yet:
-    the collector's passes over them only slow the reading down. Restored whatever happens.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _bookkeeping(name: str) -> bool:

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import bisect
 import collections
-import contextlib
-import gc
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from neuronprof.analysis._eventstream import EventBatches, open_trace
+from neuronprof.analysis._gc import collector_paused
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.neuron._model import _START, NeffExecution, StepDevice, sorted_cores
 
@@ -79,7 +78,7 @@ def read_system_profile(
     # Only the executions are decoded, straight into _ExecRecord (msgspec skips every other field);
     # other runtime events are skipped unread. A stretch the fast path cannot cut comes as dicts.
     stream = EventBatches(p, events_key="trace_event", containing=_EXEC, decode=_DECODE)
-    with _collector_paused():
+    with collector_paused():
         for batch in stream:
             if _DECODE is not None and type(batch[0]) is _ExecRecord:
                 state.add(batch)
@@ -122,20 +121,6 @@ def _refuse_chrome_trace(path: str) -> None:
             "Neuron's system profile (events under 'trace_event'): read it with `neuronprof summarize`; beside "
             "Neuron's profile, a trace.json is read as the framework trace"
         )
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    # Reading creates millions of short-lived dicts and no reference cycles, while the
-    # executions kept grow: every full collection would walk them all again. Restored
-    # whatever happens.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 _RECORD_FIELDS = (

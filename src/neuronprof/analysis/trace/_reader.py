@@ -10,12 +10,12 @@ reports errors. Both give the same columns, keys and notes, in the same order.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import sys
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
+from neuronprof.analysis._gc import collector_paused
 from neuronprof.analysis._typed_reader import DECODE_ERRORS, FastPathFailed, PyEvent, TraceReader
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.trace import _reader_columns
@@ -70,30 +70,24 @@ class _FileReader(_ColumnReader):
 
     def read(self) -> EventTable:
         index = 0
-        # The collector only slows this loop down: it creates millions of short-lived
-        # objects and no reference cycles. Restored whatever happens.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
         # Columns need numpy: worth importing for a large file only.
         columns = "numpy" in sys.modules or _reader_columns.size_hint(self.path) >= _reader_columns.COLUMNS_FILE
         try:
-            for piece in self.reader.pieces():
-                typed = piece.typed
-                if (
-                    typed is None
-                    or not columns
-                    or len(typed) < _reader_columns.COLUMNS_MIN
-                    or not self._columns(piece)
-                ):
-                    self._each(piece.plain(), index)
-                index += piece.count
+            with collector_paused():
+                for piece in self.reader.pieces():
+                    typed = piece.typed
+                    if (
+                        typed is None
+                        or not columns
+                        or len(typed) < _reader_columns.COLUMNS_MIN
+                        or not self._columns(piece)
+                    ):
+                        self._each(piece.plain(), index)
+                    index += piece.count
         except DECODE_ERRORS as exc:
             # A piece that decoded typed may still hold what msgspec refuses in a field only
             # the loose decode reads (bytes that are not UTF-8): the stdlib reader's to say.
             raise FastPathFailed(str(exc)) from None
-        finally:
-            if gc_was_enabled:
-                gc.enable()
         path = self.path
         self.sums.events = self.reader.events
         self.sums.notes.extend(self.reader.repair_notes)
