@@ -126,6 +126,8 @@ _OWN_LITERALS = {
     # The demo names of `neuronprof demo` and the verdicts of `doctor --probe` are command-line values.
     "_demo.py",
     "_doctor.py",
+    # kineto's category names as a decode type of the typed reader (what a file holds, not an option).
+    "analysis/_typed_reader.py",
 }
 
 

@@ -13,7 +13,7 @@ from neuronprof.errors import SessionStateError
 if TYPE_CHECKING:
     from neuronprof._session import Session
 
-__all__ = ["StepDriver", "missing_extra", "write_outputs"]
+__all__ = ["DriverResults", "StepDriver", "missing_extra", "write_outputs"]
 
 logger = logging.getLogger("neuronprof")
 
@@ -76,6 +76,22 @@ def write_outputs(session: Session, folder: Union[str, os.PathLike[str]], rank: 
     table = atomic_write(target / f"rank-{rank}.table.txt", text_writer(text), overwrite=True)
     report = session.report(target / f"rank-{rank}.html", overwrite=True)
     return {"trace": trace, "table": table, "report": report}
+
+
+class DriverResults:
+    """What an integration gives once it has profiled: its session and the files it wrote."""
+
+    _driver: StepDriver
+
+    @property
+    def outputs(self) -> dict[str, Path]:
+        """The files written once the schedule has run, by kind (empty before)."""
+        return dict(self._driver.outputs)
+
+    @property
+    def session(self) -> Any:
+        """The [`Session`][neuronprof.Session] once training has begun (for ``insights()``, ``roofline()``...)."""
+        return self._driver.session
 
 
 class StepDriver:

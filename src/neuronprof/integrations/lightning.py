@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from neuronprof.integrations._common import StepDriver, global_rank, missing_extra
+from neuronprof.integrations._common import DriverResults, StepDriver, global_rank, missing_extra
 
 try:
     from lightning.pytorch.profilers import Profiler
@@ -35,7 +35,7 @@ _CRASH_ACTIONS = (STEP_ACTION, "run_training_epoch")
 """Actions an exception leaving them ends the session through (Lightning calls no profiler hook on exceptions)."""
 
 
-class NeuronProfProfiler(Profiler):
+class NeuronProfProfiler(DriverResults, Profiler):
     """A Lightning ``Profiler`` that records a few training steps with neuronprof.
 
     ```python
@@ -88,15 +88,6 @@ class NeuronProfProfiler(Profiler):
     ) -> None:
         super().__init__(dirpath=None if dirpath is None else os.fspath(dirpath), filename=filename)
         self._driver = StepDriver(wait=wait, warmup=warmup, active=active, repeat=repeat, **session_options)
-
-    @property
-    def outputs(self) -> dict[str, Path]:
-        return dict(self._driver.outputs)
-
-    @property
-    def session(self) -> Any:
-        """The [`Session`][neuronprof.Session] once training has begun."""
-        return self._driver.session
 
     def start(self, action_name: str) -> None:
         if action_name == STEP_ACTION and self._driver.session is None and self._stage in (None, "fit"):

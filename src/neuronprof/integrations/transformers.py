@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from neuronprof.backends.base import distributed_rank
-from neuronprof.integrations._common import StepDriver, missing_extra
+from neuronprof.integrations._common import DriverResults, StepDriver, missing_extra
 
 try:
     from transformers import TrainerCallback
@@ -35,7 +35,7 @@ def trainer_rank(args: Any) -> int:
     return rank if rank is not None else int(getattr(args, "process_index", 0))
 
 
-class ProfileCallback(TrainerCallback):
+class ProfileCallback(DriverResults, TrainerCallback):
     """A ``TrainerCallback`` that profiles a few of the Trainer's steps and writes trace, table and report.
 
     ```python
@@ -94,15 +94,6 @@ class ProfileCallback(TrainerCallback):
         # The Trainer has no exception hook: end a session a crash left running once the callback is gone.
         self._finalizer = weakref.finalize(self, self._driver.finish)
         self._finalizer.atexit = False
-
-    @property
-    def outputs(self) -> dict[str, Path]:
-        return dict(self._driver.outputs)
-
-    @property
-    def session(self) -> Any:
-        """The [`Session`][neuronprof.Session] once training has begun (for ``insights()``, ``roofline()``...)."""
-        return self._driver.session
 
     def close(self) -> dict[str, Path]:
         """End the session if training left it running (an exception in ``train()``), keeping what it recorded.
