@@ -1068,7 +1068,7 @@ class Session:
         if profile is None:
             raise ValueError(
                 f"neuron_profile() reads the device's own profile, and the {self.backend!r} backend of this session "
-                "writes none (TorchNeuron's does: backend='neuron')"
+                "writes none (the neuron backend does: TorchNeuron writes Neuron's profile)"
             )
         return profile
 
