@@ -107,6 +107,7 @@ class ResultModel:
     SCHEMA: ClassVar[str]
     _KIND: ClassVar[str]
     _ROWS: ClassVar[Optional[str]] = "rows"
+    _ROW_TYPE: ClassVar[Optional[type]] = None  # the class of its rows: the columns of to_dataframe()
     _ROW_KEY: ClassVar[str] = "name"
     _ROW_WORDS: ClassVar[str] = "row named"  # what row()'s KeyError calls a missing row
     _TOTALS: ClassVar[tuple[str, ...]] = ()
@@ -312,30 +313,7 @@ class ResultModel:
         Raises:
             ImportError: pandas is not installed (``pip install pandas``).
         """
-        return frame_of(type(self).__name__, limit_rows(self._rows(), row_limit), self._row_type())
-
-    @classmethod
-    def _row_type(cls) -> Optional[type]:
-        """The class of this model's rows, from the annotation of its rows field or property (``tuple[OpRow, ...]``)."""
-        import sys
-        import typing
-
-        for owner in cls.__mro__:
-            attr = vars(owner).get(cls._ROWS or "")
-            hint = vars(owner).get("__annotations__", {}).get(cls._ROWS or "")
-            if isinstance(attr, property):
-                hint = attr.fget.__annotations__.get("return") if attr.fget else None
-            if hint is not None:
-                break
-        else:
-            return None
-        if isinstance(hint, str):  # postponed annotations: read in the model's own module
-            try:
-                hint = eval(hint, vars(sys.modules[owner.__module__]))  # noqa: S307 (an annotation, not input)
-            except NameError:
-                return None
-        args = typing.get_args(hint)
-        return args[0] if args and isinstance(args[0], type) else None
+        return frame_of(type(self).__name__, limit_rows(self._rows(), row_limit), self._ROW_TYPE)
 
     @renamed_keyword("limit", "row_limit")
     def to_html(self, row_limit: Optional[int] = None) -> str:

@@ -147,6 +147,7 @@ class RankTable(ResultModel):
     total_rows: Optional[int] = None
 
     SCHEMA: ClassVar[str] = RANK_TABLE_SCHEMA
+    _ROW_TYPE: ClassVar[Optional[type]] = RankOpRow
     _KIND: ClassVar[str] = "a neuronprof cross-rank table"
     _TOTALS: ClassVar[tuple[str, ...]] = ("total_rows",)
     # print() shows the 20 rows with the most time; to_text(row_limit=None) shows every row.

@@ -55,7 +55,7 @@ from neuronprof.backends import SessionContext, format_writers, resolve_backend
 from neuronprof.backends.base import Backend, distributed_rank
 from neuronprof.errors import BackendUnavailableError, SessionStateError, warn_user
 from neuronprof.export import DEVICE_EXPORTS, EXPORT_FORMATS, ExportFormat, default_trace_name
-from neuronprof.model import SORT_KEYS, RankTable, SortKey, Table
+from neuronprof.model import RankTable, SortKey, Table
 from neuronprof.typing import RANKS, BackendName, Core, DevicePreset, Mode, Ranks, ToolChoice
 
 if TYPE_CHECKING:
@@ -994,13 +994,12 @@ class Session:
                 --probe``). Where the backend delivers none (TorchNeuron without
                 ``correlate_device_time``), ``s.notes`` says so instead.
         """
-        if sort_by not in SORT_KEYS:
-            raise ValueError(f"unknown sort_by {sort_by!r}; use one of: {', '.join(SORT_KEYS)}")
-        if row_limit is not None and (isinstance(row_limit, bool) or not isinstance(row_limit, int)):
-            raise ValueError(f"row_limit must be an int or None, got {row_limit!r}")
+        from neuronprof.analysis.trace._model import check_table_options
+
+        check_table_options(sort_by, row_limit, device_only, "name")  # the offline table's own check
         if ranks not in RANKS:
             raise ValueError(f"ranks must be 'local' or 'all', got {ranks!r}")
-        _flags(neuron_heuristic=neuron_heuristic, device_only=device_only)
+        _flags(neuron_heuristic=neuron_heuristic)
         self._require_done("table()")
         if ranks == "all":
             if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:

@@ -166,6 +166,7 @@ class Table(ResultModel):
     collective_wait_us: Optional[float] = None
 
     SCHEMA: ClassVar[str] = TABLE_SCHEMA
+    _ROW_TYPE: ClassVar[Optional[type]] = OpRow
     _KIND: ClassVar[str] = "a neuronprof table"
     _TOTALS: ClassVar[tuple[str, ...]] = ("total_rows", "total_self_cpu_us", "total_self_device_us")
 

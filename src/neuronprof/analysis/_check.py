@@ -113,6 +113,7 @@ class Check(ResultModel):
     SCHEMA: ClassVar[str] = CHECK_SCHEMA
     _KIND: ClassVar[str] = "a neuronprof check"
     _ROWS: ClassVar[Optional[str]] = "items"
+    _ROW_TYPE: ClassVar[Optional[type]] = CheckItem
     _ROW_KEY: ClassVar[str] = "what"
     _ROW_WORDS: ClassVar[str] = "figure named"
     _TOTALS: ClassVar[tuple[str, ...]] = ("total_items", "_exit_code")

@@ -117,6 +117,7 @@ class TraceDiff(ResultModel):
     _total_b_us: Optional[float] = field(default=None, init=False, repr=False)
 
     SCHEMA: ClassVar[str] = DIFF_SCHEMA
+    _ROW_TYPE: ClassVar[Optional[type]] = DiffRow
     _KIND: ClassVar[str] = "a neuronprof diff"
     _TOTALS: ClassVar[tuple[str, ...]] = ("total_rows", "_total_a_us", "_total_b_us")
 

@@ -128,6 +128,7 @@ class Roofline(ResultModel):
     _compute_bound_time_us: Optional[float] = field(default=None, init=False, repr=False)
 
     SCHEMA: ClassVar[str] = ROOFLINE_SCHEMA
+    _ROW_TYPE: ClassVar[Optional[type]] = RooflineRow
     _KIND: ClassVar[str] = "a neuronprof roofline"
     _TOTALS: ClassVar[tuple[str, ...]] = (
         "total_rows",

@@ -290,6 +290,7 @@ class Insights(ResultModel):
     SCHEMA: ClassVar[str] = INSIGHTS_SCHEMA
     _KIND: ClassVar[str] = "neuronprof insights"
     _ROWS: ClassVar[Optional[str]] = "findings"
+    _ROW_TYPE: ClassVar[Optional[type]] = Finding
     _ROW_KEY: ClassVar[str] = "kind"
     _ROW_WORDS: ClassVar[str] = "finding of kind"
     _JSON: ClassVar[Mapping[str, Any]] = {"ensure_ascii": False}

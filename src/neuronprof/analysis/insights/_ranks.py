@@ -68,6 +68,7 @@ class RankInsights(ResultModel):
     SCHEMA: ClassVar[str] = RANK_INSIGHTS_SCHEMA
     _KIND: ClassVar[str] = "neuronprof findings of several ranks"
     _ROWS: ClassVar[Optional[str]] = "findings"
+    _ROW_TYPE: ClassVar[Optional[type]] = Finding
     _ROW_KEY: ClassVar[str] = "kind"
     _ROW_WORDS: ClassVar[str] = "finding of kind"
     _JSON: ClassVar[Mapping[str, Any]] = {"ensure_ascii": False}
