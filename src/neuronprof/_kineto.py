@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, cast
@@ -92,7 +93,8 @@ def _kineto_events(profile: Any) -> Optional[list[Any]]:
     return None if events is None else list(events())
 
 
-# Instants, not spans (a trace writes them with "ph": "i"): torch.profiler's allocation records.
+# Instants, not spans (a trace writes them with "ph": "i"): torch.profiler's allocation records,
+# kept apart from the spans (``EventTable.memory``), as a trace file's reader keeps them.
 _INSTANTS = frozenset({"[memory]", "[OutOfMemory]"})
 _INSTANT_ACTIVITY = "cpu_instant_event"
 
@@ -141,11 +143,74 @@ def _feed(agg: Any, profile: Any) -> None:
             start = round(evt.time_range.start * 1000)
             agg.add(evt.name, cat, start, round(evt.time_range.end * 1000) - start, where)
         return
+    memory: list[Any] = []
     try:
-        _feed_events(agg, events)
+        _feed_events(agg, events, memory=memory)
     except _CallBeforeItsOp:
         agg.restart()  # the same events again, in the same order, with every op's thread known first
-        _feed_events(agg, events, _op_threads(events, _activity_reader(events[0])))
+        memory.clear()
+        _feed_events(agg, events, _op_threads(events, _activity_reader(events[0])), memory=memory)
+    if memory:
+        _feed_memory(agg, profile, memory)
+
+
+def _feed_memory(agg: Any, profile: Any, records: list[Any]) -> None:
+    """Keep torch's allocation records (``[memory]`` events) as the trace writes them, with the allocator's totals.
+
+    kineto's events carry each record's bytes, device and thread, not the allocator's
+    totals that the trace writes beside them ("Total Allocated", "Total Reserved"):
+    those are read from torch's event tree (``experimental_event_tree()``, the records
+    torch's own memory timeline reads), matched by start time and bytes. A live
+    ``[OutOfMemory]`` record has no totals there: they are kept as -1 (the exported trace has them).
+    """
+    totals = _allocation_totals(profile)
+    missing = 0
+    for evt in records:
+        name, ts, nbytes = evt.name(), int(evt.start_ns()), int(evt.nbytes())
+        found = totals.get((ts, nbytes))
+        if name == "[OutOfMemory]":
+            allocated = reserved = -1
+        elif found:
+            allocated, reserved = found.popleft()
+        else:
+            missing += 1
+            continue
+        device = (_device_type_number(evt.device_type()), int(evt.device_index()))
+        agg.add_memory(name, device, ts, nbytes, allocated, reserved, ("host", int(evt.start_thread_id())))
+    if missing:
+        agg.sums.notes.append(
+            f"{missing:,} of torch's [memory] record(s) are not in its event tree, which holds the allocator's "
+            "totals: left out of memory over time"
+        )
+
+
+def _allocation_totals(profile: Any) -> dict[tuple[int, int], deque[tuple[int, int]]]:
+    """torch's allocation records in its event tree: (total allocated, total reserved) by (start ns, bytes)."""
+    import torch
+
+    allocation = torch._C._profiler._EventType.Allocation
+    out: dict[tuple[int, int], deque[tuple[int, int]]] = {}
+    try:
+        stack = list(profile.kineto_results.experimental_event_tree())
+    except (AttributeError, RuntimeError):  # a torch without the tree: no totals, said by the caller
+        return out
+    while stack:
+        e = stack.pop()
+        if e.tag == allocation:
+            f = e.extra_fields
+            out.setdefault((int(e.start_time_ns), int(f.alloc_size)), deque()).append(
+                (int(f.total_allocated), int(f.total_reserved))
+            )
+        stack.extend(e.children)
+    return out
+
+
+def _device_type_number(device_type: Any) -> int:
+    """c10's number of a kineto event's device type (``DeviceType.CPU`` is 0), as a trace's "Device Type" has it."""
+    try:
+        return int(device_type)
+    except TypeError:
+        return int(device_type.value)
 
 
 def _op_threads(events: list[Any], activity: Callable[[Any], str]) -> dict[int, int]:
@@ -161,7 +226,9 @@ class _CallBeforeItsOp(Exception):
     """A runtime call came before its op in kineto's list: the cycle is read again, ops first."""
 
 
-def _feed_events(agg: Any, events: list[Any], op_thread: Optional[dict[int, int]] = None) -> None:
+def _feed_events(
+    agg: Any, events: list[Any], op_thread: Optional[dict[int, int]] = None, *, memory: Optional[list[Any]] = None
+) -> None:
     """Put kineto's events into ``agg``, in their order, in one pass over them.
 
     A runtime call sits on the thread of the op that made it, as in the trace (kineto may
@@ -173,7 +240,7 @@ def _feed_events(agg: Any, events: list[Any], op_thread: Optional[dict[int, int]
 
     Each event costs only the kineto calls its kind needs (recorded inputs for ops,
     links for runtime calls and device work); a ``(name, activity)``'s kind is worked
-    out once.
+    out once. torch's allocation records (``[memory]`` events) are put in ``memory``, for ``_feed_memory``.
     """
     from neuronprof.analysis.trace import encoder
 
@@ -228,6 +295,8 @@ def _feed_events(agg: Any, events: list[Any], op_thread: Optional[dict[int, int]
         if incremental:
             threads[corr] = tid
         if left_out:
+            if memory is not None and name in _INSTANTS:
+                memory.append(evt)
             continue
         dims = types = concrete = None
         flops = None

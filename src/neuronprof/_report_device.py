@@ -2,7 +2,7 @@
 
 A renderer's part (see ``report``): it reads a
 [`Timeline`][neuronprof.analysis.insights.Timeline] (device work, and the host ops
-that launched it) and a [`Table`][neuronprof.Table] (memory per op), and writes nothing.
+that launched it), and writes nothing; the memory pane is ``_report_memory``'s (``memory_data``, named here too).
 """
 
 from __future__ import annotations
@@ -12,19 +12,17 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof import _vocabulary as vocab
+from neuronprof._report_memory import memory_data
 from neuronprof._report_overview import clip, step_windows
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights import HostEvent, Timeline
     from neuronprof.analysis.neuron import NeuronProfile
-    from neuronprof.model import Table
 
 __all__ = ["kernels_data", "memory_data", "neuron_data", "neuron_note"]
 
 KERNELS_SHOWN = 50
 """Kernel names listed at most (the heaviest); the rest are counted in a note."""
-MEMORY_OPS_SHOWN = 15
-"""Allocating ops listed at most."""
 _ENCLOSING_LOOKBACK = 64  # ops looked at before a runtime call for the one around it (nested ops start just before)
 
 
@@ -141,55 +139,6 @@ def _busy(timeline: Timeline) -> list[dict[str, Any]]:
                 }
             )
     return out
-
-
-def memory_data(table: Table, *, source: str = "table") -> dict[str, Any]:
-    """The memory pane: the ops that allocated the most, from the table's memory columns (``profile_memory=True``).
-
-    Args:
-        table: The op table.
-        source: ``"table"`` (a session's table) or ``"trace"`` (a trace file's, which holds no memory per op).
-
-    Returns:
-        ``{"recorded": bool, "label", "ops": [{"name", "calls", "cpu_bytes", "device_bytes"}], "notes": [str]}``;
-        bytes are torch's self memory figures (allocations less frees inside the op, so they can be negative).
-    """
-    label = table.device_label or "device"
-    rows = [r for r in table.rows if r.self_cpu_memory_bytes is not None or r.self_device_memory_bytes is not None]
-    notes = []
-    if not rows:
-        if source == "trace":
-            notes.append(
-                "memory per op is not read from a trace file (torch writes it there only as [memory] events): "
-                "the report of a live session recorded with profile_memory=True lists it (s.report())"
-            )
-        else:
-            notes.append("memory was not recorded: pass profile_memory=True to the session to fill this pane")
-        return {"recorded": False, "label": label, "ops": [], "notes": notes}
-
-    def allocated(r: Any) -> int:
-        return max(r.self_cpu_memory_bytes or 0, 0) + max(r.self_device_memory_bytes or 0, 0)
-
-    top = sorted(rows, key=allocated, reverse=True)[:MEMORY_OPS_SHOWN]
-    notes.append(
-        "memory over time and its peak are not drawn: this report reads torch's memory figures per op only, "
-        "not its [memory] events"
-    )
-    return {
-        "recorded": True,
-        "label": label,
-        "ops": [
-            {
-                "name": r.name,
-                "calls": r.calls,
-                "cpu_bytes": r.self_cpu_memory_bytes,
-                "device_bytes": r.self_device_memory_bytes,
-            }
-            for r in top
-            if allocated(r) > 0
-        ],
-        "notes": notes,
-    }
 
 
 def neuron_note(timeline: Timeline) -> Optional[str]:

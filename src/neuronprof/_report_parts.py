@@ -84,9 +84,13 @@ def grids(panes: Mapping[str, Any]) -> dict[str, Any]:
         out["memory"] = _grid(
             [
                 ("name", "Name", "text"),
-                ("calls", "Calls", "int"),
+                ("calls", "Allocations" if memory.get("ops_from") == "records" else "Calls", "int"),
                 ("cpu_bytes", "Self CPU memory (B)", "int"),
-                ("device_bytes", f"Self {memory['label']} memory (B)", "int"),
+                *(
+                    [("device_bytes", f"Self {memory['label']} memory (B)", "int")]
+                    if memory.get("device", True)
+                    else []
+                ),
             ],
             memory["ops"],
         )

@@ -290,12 +290,14 @@ def _profile_page(
     baseline: Optional[TraceDiff],
     by_other: Optional[tuple[str, Table]] = None,
     memory_source: str = "table",
+    memory_tables: tuple[Any, ...] = (),
 ) -> str:
     """``render_report``'s page, its timeline panes drawn already (``None``: none).
 
     ``by_other`` is the table grouped the other way (``("shape", table)``: by input shape),
     offered beside the main one; ``memory_source`` says where memory per op comes from
-    (``"table"``, or ``"trace"``: a trace file, which does not hold it).
+    (``"table"``, or ``"trace"``: a trace file, which does not hold it); ``memory_tables``
+    are the event tables whose allocation records draw memory over time.
     """
     from neuronprof._report_device import memory_data
     from neuronprof._report_ops import ranks_data
@@ -316,7 +318,7 @@ def _profile_page(
 
     rank_insights = insights if isinstance(insights, RankInsights) else None
     panes["ranks"] = ranks_data(panes["overview"], rank_insights) if "overview" in panes else None
-    panes["memory"] = memory_data(table, source=memory_source)
+    panes["memory"] = memory_data(table, source=memory_source, tables=memory_tables)
     data["grids"] = grids(panes)
     notes = list(table.notes)
     if drawn is not None:
@@ -410,6 +412,7 @@ def trace_report(
         baseline=two_runs,
         by_other=_other_grouping(trace, table),
         memory_source="table" if live else "trace",
+        memory_tables=trace.event_tables,
     )
 
 

@@ -69,6 +69,11 @@ class PyArgs:
         "sequence_id",
         "name",
         "labels",
+        "memory_device_type",
+        "memory_device_id",
+        "nbytes",
+        "total_allocated",
+        "total_reserved",
     )
 
     def __init__(self, d: dict[str, Any]) -> None:
@@ -85,6 +90,11 @@ class PyArgs:
         self.sequence_id = get("nrt_sequence_id")
         self.name = get("name")
         self.labels = get("labels")
+        self.memory_device_type = get("Device Type")
+        self.memory_device_id = get("Device Id")
+        self.nbytes = get("Bytes")
+        self.total_allocated = get("Total Allocated")
+        self.total_reserved = get("Total Reserved")
 
 
 class PyEvent:
@@ -116,6 +126,7 @@ DECODE_ERRORS: tuple[type[Exception], ...] = () if msgspec is None else (msgspec
 # Without msgspec: no typed decoders, no typed structs (see below).
 SPAN_DECODERS: list[tuple[Any, Any]] = []
 SKIPPED_PHASES: dict[Any, str] = {}
+TypedInstant: Any = None  # an instant ("ph": "i"), whose torch allocation records are kept (below)
 WITH_EXTRAS: tuple[Any, ...] = ()
 
 if msgspec is not None:
@@ -137,6 +148,12 @@ if msgspec is not None:
         sequence_id: Any = msgspec.field(name="nrt_sequence_id", default=None)
         name: Any = None
         labels: Any = None
+        # torch's allocation records ("[memory]" instants, ``profile_memory=True``).
+        memory_device_type: Any = msgspec.field(name="Device Type", default=None)
+        memory_device_id: Any = msgspec.field(name="Device Id", default=None)
+        nbytes: Any = msgspec.field(name="Bytes", default=None)
+        total_allocated: Any = msgspec.field(name="Total Allocated", default=None)
+        total_reserved: Any = msgspec.field(name="Total Reserved", default=None)
 
     class Event(msgspec.Struct, gc=False):
         """The fields of one event the loader reads; every other field is skipped unparsed."""
@@ -238,17 +255,34 @@ if msgspec is not None:
         tid: Any = None
         args: Optional[MetaArgs] = None
 
+    class MemoryArgs(msgspec.Struct, gc=False):
+        """The ``args`` of torch's allocation records (``[memory]``, ``[OutOfMemory]``); checked when read."""
+
+        device_type: Any = msgspec.field(name="Device Type", default=None)
+        device_id: Any = msgspec.field(name="Device Id", default=None)
+        nbytes: Any = msgspec.field(name="Bytes", default=None)
+        total_allocated: Any = msgspec.field(name="Total Allocated", default=None)
+        total_reserved: Any = msgspec.field(name="Total Reserved", default=None)
+
+    class TypedInstant(msgspec.Struct, gc=False, tag_field="ph", tag="i"):  # type: ignore[no-redef]
+        """An instant (``"ph": "i"``): torch writes its allocation records so (``profile_memory=True``)."""
+
+        name: Any = None
+        pid: Any = None
+        tid: Any = None
+        ts: msgspec.Raw = _EMPTY
+        args: Optional[MemoryArgs] = None
+
     # Every other phase the trace format defines, as an empty struct of its own (nothing
     # of it is read but its count). Begin/end pairs ("B"/"E") are not among them: a piece
     # that has them is read event by event.
     SKIPPED_PHASES = {
-        msgspec.defstruct(f"Phase_{ord(ph)}", [], gc=False, tag_field="ph", tag=ph): ph
-        for ph in "iICbnestfPONDRcSTpF()"
+        msgspec.defstruct(f"Phase_{ord(ph)}", [], gc=False, tag_field="ph", tag=ph): ph for ph in "ICbnestfPONDRcSTpF()"
     }
     # The typed decoders, leanest first: a file is read with the first that fits its pieces
     # (see ``TraceReader._piece``); each gives its span class and whether args hold extras.
     for _span in (TypedSpan, AnyCategorySpan, SpanWithExtras, AnyCategorySpanWithExtras):
-        _events: Any = Union.__getitem__((_span, TypedMeta, *SKIPPED_PHASES))  # a union made at run time
+        _events: Any = Union.__getitem__((_span, TypedMeta, TypedInstant, *SKIPPED_PHASES))  # a union made at run time
         SPAN_DECODERS.append((msgspec.json.Decoder(list[_events], float_hook=str), _span))
     del _span, _events
     WITH_EXTRAS = (SpanWithExtras, AnyCategorySpanWithExtras)

@@ -28,7 +28,7 @@ from neuronprof._vocabulary import event_kind
 from neuronprof.analysis._eventstream import missing_reason
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.trace._aggregate import EventAggregator, encoder, sum_events
-from neuronprof.analysis.trace._events import EventTable, step_windows
+from neuronprof.analysis.trace._events import EventTable, MemoryColumns, step_windows
 from neuronprof.analysis.trace._files import collect_unreadable
 from neuronprof.analysis.trace._model import StepSample, Trace, TraceOp, check_table_options
 from neuronprof.analysis.trace._parallel import ExecutorLike, Readers, merge_reads, readers_for, reading
@@ -44,6 +44,7 @@ __all__ = [
     "EventTable",
     "ExecutorLike",
     "GroupBy",
+    "MemoryColumns",
     "StepSample",
     "Trace",
     "TraceOp",

@@ -16,13 +16,17 @@ from array import array
 from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Optional
 
 from neuronprof.analysis.trace._rules import _K_STEP, _id, derived_lanes, process_roles
 from neuronprof.analysis.trace._sums import EventColumns, EventKeys, _Sums
 
-__all__ = ["EventTable", "IdSet", "step_windows"]
+__all__ = ["EventTable", "IdSet", "MemoryColumns", "step_windows", "time_base"]
 
+MEMORY_EVENTS = frozenset({"[memory]", "[OutOfMemory]"})
+"""torch.profiler's allocation records (``profile_memory=True``), instants kept in ``EventTable.memory``."""
+
+_INT64 = 1 << 63
 _STEP_NUMBER = re.compile(r"^ProfilerStep#(\d+)$")
 
 
@@ -54,6 +58,10 @@ class EventTable:
         file_notes: Whether notes name the source (a live session's events have no file).
         sequence_ids: The spans that carry Neuron Runtime's ``nrt_sequence_id`` (TorchNeuron's
             framework trace), as ``(id, (pid, tid), start_ns, duration_ns, key)``, in file order.
+        memory: torch's allocation records (``profile_memory=True``) per device
+            ``(Device Type, Device Id)`` (c10's device type number; id -1 for the host), in time
+            order: see [`MemoryColumns`][neuronprof.analysis.trace.MemoryColumns]. Empty when
+            memory was not recorded.
     """
 
     source: str
@@ -70,6 +78,7 @@ class EventTable:
     notes: tuple[str, ...] = ()
     file_notes: bool = True
     sequence_ids: tuple[tuple[Any, tuple[Any, Any], int, int, int], ...] = field(default=(), repr=False)
+    memory: Mapping[tuple[int, int], MemoryColumns] = field(default_factory=dict, repr=False)
 
     def timelines(self) -> Iterator[tuple[tuple[Any, Any], EventColumns, bool]]:
         """The timelines that hold events, each with whether it is on a device process.
@@ -113,6 +122,59 @@ def _unpickled(values: dict[str, Any]) -> EventTable:
     return EventTable(**wrapped)
 
 
+class MemoryColumns:
+    """torch's allocation records of one device (``[memory]`` events), in columns of equal length.
+
+    Each record is one allocation (``nbytes`` > 0) or free (< 0) as torch's allocator
+    reported it, with the allocator's own totals just after it: ``allocated`` (bytes in
+    live tensors) and ``reserved`` (bytes the caching allocator holds; 0 on the host).
+    ``lane`` indexes ``lanes``: the timeline (``(pid, tid)`` of the event table) of the
+    host thread that allocated. ``out_of_memory`` holds torch's ``[OutOfMemory]``
+    records (an allocation that failed) as ``(ts, nbytes, allocated, reserved, lane)``.
+    """
+
+    __slots__ = ("ts", "nbytes", "allocated", "reserved", "lane", "lanes", "out_of_memory")
+
+    def __init__(self) -> None:
+        self.ts = array("q")  # integer ns, on the event table's clock
+        self.nbytes = array("q")  # torch's "Bytes": > 0 allocated, < 0 freed
+        self.allocated = array("q")  # torch's "Total Allocated" after the record
+        self.reserved = array("q")  # torch's "Total Reserved" after the record
+        self.lane = array("i")
+        self.lanes: list[tuple[Any, Any]] = []
+        self.out_of_memory: list[tuple[int, int, int, int, int]] = []
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def _lane(self, where: tuple[Any, Any]) -> int:
+        try:
+            return self.lanes.index(where)
+        except ValueError:
+            self.lanes.append(where)
+            return len(self.lanes) - 1
+
+    def _sorted(self) -> MemoryColumns:
+        """The records in time order (ties keep their order): the readers add them in file order."""
+        ts = self.ts
+        if all(a <= b for a, b in zip(ts, ts[1:])):
+            return self
+        order = sorted(range(len(ts)), key=ts.__getitem__)
+        out = MemoryColumns()
+        for name in ("ts", "nbytes", "allocated", "reserved", "lane"):
+            column = getattr(self, name)
+            setattr(out, name, array(column.typecode, map(column.__getitem__, order)))
+        out.lanes, out.out_of_memory = self.lanes, sorted(self.out_of_memory, key=lambda r: r[0])
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MemoryColumns):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]  # compared by value, changed while a reader fills it
+
+
 class _Filling:
     """The columns of one source as a reader fills them; ``freeze`` makes the table."""
 
@@ -127,6 +189,51 @@ class _Filling:
         self.sums = _Sums()
         self.file_notes = True
         self.sequence_ids: list[tuple[Any, tuple[Any, Any], int, int, int]] = []
+        self.memory: dict[tuple[int, int], MemoryColumns] = {}
+
+    def add_memory(
+        self,
+        name: str,
+        device: tuple[int, int],
+        ts: int,
+        nbytes: int,
+        allocated: int,
+        reserved: int,
+        where: tuple[Any, Any],
+    ) -> None:
+        """Keep one of torch's allocation records (``name`` one of ``MEMORY_EVENTS``) of ``device``."""
+        columns = self.memory.get(device)
+        if columns is None:
+            columns = self.memory[device] = MemoryColumns()
+        lane = columns._lane(where)
+        if name == "[OutOfMemory]":
+            columns.out_of_memory.append((ts, nbytes, allocated, reserved, lane))
+            return
+        columns.ts.append(ts)
+        columns.nbytes.append(nbytes)
+        columns.allocated.append(allocated)
+        columns.reserved.append(reserved)
+        columns.lane.append(lane)
+
+    def keep_memory(
+        self, name: str, pid: Any, tid: Any, ts: Optional[int], device_type: Any, device_id: Any, *values: Any
+    ) -> bool:
+        """Keep an instant named one of ``MEMORY_EVENTS`` as an allocation record; False (kept nowhere) if not one.
+
+        It is one when its time was read (``ts``), its lane is hashable, and its ``Device
+        Type``, ``Device Id``, ``Bytes``, ``Total Allocated`` and ``Total Reserved``
+        (``values``) are integers, as torch writes them; any other instant is left out
+        and counted as before. Every reader asks this, so they keep the same records.
+        """
+        if ts is None or not all(type(v) is int and -_INT64 < v < _INT64 for v in (device_type, device_id, *values)):
+            return False
+        try:
+            hash((pid, tid))
+        except TypeError:
+            return False
+        nbytes, allocated, reserved = values
+        self.add_memory(name, (device_type, device_id), ts, nbytes, allocated, reserved, (pid, tid))
+        return True
 
     def _runtime_ids(self) -> Set[int]:
         return frozenset(self.runtime_corr)
@@ -149,6 +256,7 @@ class _Filling:
             notes=tuple(sums.notes),
             file_notes=self.file_notes,
             sequence_ids=tuple(self.sequence_ids),
+            memory=MappingProxyType({device: m._sorted() for device, m in sorted(self.memory.items())}),
         )
 
 
@@ -182,6 +290,12 @@ class IdSet(Set[int]):
     __hash__ = Set._hash
 
 
+def time_base(table: EventTable) -> int:
+    """The header's ``baseTimeNanoseconds`` (ns), which kineto writes times from; 0 when none (a live session's)."""
+    raw = table.metadata.get("baseTimeNanoseconds")
+    return int(raw) if isinstance(raw, float) and math.isfinite(raw) else max(_id(raw), 0)
+
+
 def step_windows(table: EventTable) -> list[tuple[int, int, int]]:
     """The ``ProfilerStep#N`` spans of a table as ``(N, start_ns, end_ns)``, in start order.
 
@@ -190,8 +304,7 @@ def step_windows(table: EventTable) -> list[tuple[int, int, int]]:
     epoch), so they are on the host's epoch-ns clock that Neuron's records use.
     Steps on device processes (the device-side copy of a step annotation) are left out.
     """
-    raw = table.metadata.get("baseTimeNanoseconds")
-    base = int(raw) if isinstance(raw, float) and math.isfinite(raw) else max(_id(raw), 0)
+    base = time_base(table)
     kind, raw_names = table.keys.kind, table.keys.raw_names
     out = []
     for _where, th, on_device_process in table.timelines():

@@ -19,7 +19,7 @@ from neuronprof.analysis._gc import collector_paused
 from neuronprof.analysis._typed_reader import DECODE_ERRORS, FastPathFailed, PyEvent, TraceReader
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.trace import _reader_columns
-from neuronprof.analysis.trace._events import EventTable
+from neuronprof.analysis.trace._events import MEMORY_EVENTS, EventTable
 from neuronprof.analysis.trace._files import empty_trace
 from neuronprof.analysis.trace._reader_columns import _ColumnReader
 from neuronprof.analysis.trace._rules import (
@@ -125,6 +125,8 @@ class _FileReader(_ColumnReader):
                         self._metadata(ev)
                         continue
                     if ph != "B" and ph != "E":
+                        if ph == "i" and self._memory(ev):
+                            continue
                         skipped[ph] = skipped.get(ph, 0) + 1
                         continue
                     ev = self._begin_end(ev, ph, index)
@@ -220,6 +222,23 @@ class _FileReader(_ColumnReader):
             raise
         except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
             raise TraceError(f"{path}: malformed event #{index}: {exc}") from None
+
+    def _memory(self, ev: Any) -> bool:
+        """Keep an instant that is one of torch's allocation records (``keep_memory``); False when it is not one."""
+        name, a = ev.name, ev.args
+        if type(name) is not str or name not in MEMORY_EVENTS or a is None:
+            return False
+        return self.keep_memory(
+            name,
+            ev.pid,
+            ev.tid,
+            _time_ns(ev.ts),
+            a.memory_device_type,
+            a.memory_device_id,
+            a.nbytes,
+            a.total_allocated,
+            a.total_reserved,
+        )
 
     def _metadata(self, ev: Any) -> None:
         args = ev.args

@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis._typed_reader import EMPTY_RAW, Piece, raw_number
-from neuronprof.analysis.trace._events import IdSet, _Filling
+from neuronprof.analysis.trace._events import MEMORY_EVENTS, IdSet, _Filling
 from neuronprof.analysis.trace._rules import _K_DEVICE, _K_RUNTIME, _MAX_ID, _SKIP_CATS, _add_flops, ns_column
 from neuronprof.analysis.trace._sums import EventColumns, EventKeys
 
@@ -84,7 +84,7 @@ class _ColumnReader(_Filling):
         """
         import numpy as np
 
-        from neuronprof.analysis._typed_reader import SKIPPED_PHASES, TypedArgs, TypedMeta
+        from neuronprof.analysis._typed_reader import SKIPPED_PHASES, TypedArgs, TypedInstant, TypedMeta
 
         global _NO_ARGS
         if _NO_ARGS is None:
@@ -155,6 +155,18 @@ class _ColumnReader(_Filling):
             if name is None and not (cat in _SKIP_CATS and vocab.skipped(name, cat)):
                 return False  # a span without a name: ``_each`` says which
 
+        memory: list[tuple[int, Any, int]] = []  # torch's allocation records: (position, event, ts ns)
+        instants: list[tuple[int, Any]] = []
+        if counts.get(TypedInstant):
+            instants = [(i, e) for i, e in enumerate(events) if type(e) is TypedInstant]
+            records = [
+                (i, e) for i, e in instants if e.args is not None and type(e.name) is str and e.name in MEMORY_EVENTS
+            ]
+            times = ns_column([e.ts for _, e in records], raw_number)
+            if times is None:
+                return False  # a time that is not a plain number: ``_each`` reads it
+            memory = [(i, e, t) for (i, e), t in zip(records, times.tolist())]
+
         # Nothing can fail from here on: add the piece.
         skipped = self.sums.skipped
         left_out = [
@@ -163,6 +175,11 @@ class _ColumnReader(_Filling):
             for cls, k in counts.items()
             if cls in SKIPPED_PHASES
         ]
+        if instants:
+            kept = {i for i, e, t in memory if self._typed_memory(e, t)}
+            not_kept = [i for i, _e in instants if i not in kept]
+            if not_kept:
+                left_out.append((0 if "i" in skipped else not_kept[0], "i", len(not_kept)))
         if counts.get(TypedMeta):
             for ev in [e for e in events if type(e) is TypedMeta]:
                 self._metadata(ev)
@@ -230,6 +247,13 @@ class _ColumnReader(_Filling):
         for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(lane)]):
             _extend(self.columns[lane[lo]], ts[lo:hi], dur[lo:hi], kid[lo:hi], corr[lo:hi], ext[lo:hi])
         return True
+
+    def _typed_memory(self, ev: Any, ts: int) -> bool:
+        """Keep a typed instant named as an allocation record, its time read (``keep_memory``)."""
+        a = ev.args
+        return self.keep_memory(
+            ev.name, ev.pid, ev.tid, ts, a.device_type, a.device_id, a.nbytes, a.total_allocated, a.total_reserved
+        )
 
     def _lookup(self, span: tuple[Any, ...]) -> int:
         """A new (name, cat, pid, tid[, inputs]) as the column reader packs it: key and lane, or -1 when left out."""
