@@ -406,6 +406,9 @@ def test_every_pane_is_drawn_and_usable_at_desktop_and_phone_width(
             page.fill("#op-filter", "aten::addmm")
             assert set(column(page, "Name")) == {"aten::addmm"}
             assert page.locator("#memory-table tbody tr").count() > 0
+            for chart in ("#memory-chart-0", "#memory-peak-0"):  # memory over time and its peak, in view
+                box = page.locator(chart).bounding_box()
+                assert box is not None and box["height"] > 0 and box["x"] >= 0 and box["x"] + box["width"] <= width
             child = page.locator("#call-tree > details > details > summary").first
             child.focus()
             page.keyboard.press("Enter")

@@ -152,6 +152,28 @@ def _trace(seed: int) -> str:
     for _ in range(rng.randint(0, 5)):
         ph = rng.choice(["s", "f", "i", "C"])
         events.append({"ph": ph, "name": "ac2g", "cat": "ac2g", "pid": 1, "tid": 0, "ts": time(base), "id": 3})
+    if rng.random() < 0.4:  # torch's allocation records (profile_memory=True); now and then one that is not
+        for _ in range(rng.randint(1, 40)):
+            args: dict[str, Any] = {"Total Reserved": rng.choice([0, 1 << 21]), "Total Allocated": rng.randint(0, 9999)}
+            args.update(
+                {"Bytes": rng.randint(-999, 999), "Device Id": rng.choice([-1, 0]), "Device Type": rng.choice([0, 1])}
+            )
+            if rng.random() < 0.05:
+                args[rng.choice(list(args))] = rng.choice(["1", 1.5, None])
+            name = "[memory]" if rng.random() < 0.95 else "[OutOfMemory]"
+            t = base + rng.randint(0, 200_000)
+            events.append(
+                {
+                    "ph": "i",
+                    "cat": "cpu_instant_event",
+                    "s": "t",
+                    "name": name,
+                    "pid": 1,
+                    "tid": rng.randint(0, 2),
+                    "ts": time(t),
+                    "args": args,
+                }
+            )
     if rng.random() < 0.3:
         span("PyTorch Profiler (0)", "Trace", "Spans", "PyTorch Profiler", base, 1000)
     if rng.random() < 0.2:
@@ -213,6 +235,11 @@ def _table_view(table: EventTable) -> dict[str, Any]:
         "evidence": table.evidence,
         "notes": table.notes,
         "sequence_ids": [(seq, where, t, d, key(k)) for seq, where, t, d, k in table.sequence_ids],
+        "memory": {
+            device: (list(m.ts), list(m.nbytes), list(m.allocated), list(m.reserved), [m.lanes[i] for i in m.lane])
+            + (m.out_of_memory,)
+            for device, m in table.memory.items()
+        },
     }
 
 

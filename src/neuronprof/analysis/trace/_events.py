@@ -60,7 +60,7 @@ class EventTable:
             framework trace), as ``(id, (pid, tid), start_ns, duration_ns, key)``, in file order.
         memory: torch's allocation records (``profile_memory=True``) per device
             ``(Device Type, Device Id)`` (c10's device type number; id -1 for the host), in time
-            order: see [`MemoryColumns`][neuronprof.analysis.trace.MemoryColumns]. Empty when
+            order: see ``MemoryColumns``. Empty when
             memory was not recorded.
     """
 
