@@ -148,11 +148,14 @@ class MemoryColumns:
         return len(self.ts)
 
     def _lane(self, where: tuple[Any, Any]) -> int:
+        lanes = self.lanes
+        if lanes and lanes[-1] == where:  # most records come from one thread
+            return len(lanes) - 1
         try:
-            return self.lanes.index(where)
+            return lanes.index(where)
         except ValueError:
-            self.lanes.append(where)
-            return len(self.lanes) - 1
+            lanes.append(where)
+            return len(lanes) - 1
 
     def _sorted(self) -> MemoryColumns:
         """The records in time order (ties keep their order): the readers add them in file order."""
@@ -225,13 +228,23 @@ class _Filling:
         (``values``) are integers, as torch writes them; any other instant is left out
         and counted as before. Every reader asks this, so they keep the same records.
         """
-        if ts is None or not all(type(v) is int and -_INT64 < v < _INT64 for v in (device_type, device_id, *values)):
-            return False
-        try:
-            hash((pid, tid))
-        except TypeError:
-            return False
         nbytes, allocated, reserved = values
+        if (
+            ts is None
+            or type(device_type) is not int
+            or type(device_id) is not int
+            or type(nbytes) is not int
+            or type(allocated) is not int
+            or type(reserved) is not int
+            or not (-_INT64 < nbytes < _INT64 and -_INT64 < allocated < _INT64 and -_INT64 < reserved < _INT64)
+            or not (-_INT64 < device_type < _INT64 and -_INT64 < device_id < _INT64)
+        ):
+            return False
+        if type(pid) is not int or type(tid) is not int:
+            try:
+                hash((pid, tid))
+            except TypeError:
+                return False
         self.add_memory(name, (device_type, device_id), ts, nbytes, allocated, reserved, (pid, tid))
         return True
 
