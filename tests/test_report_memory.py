@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import neuronprof
-from neuronprof._report_memory import MEMORY_BUCKETS, buckets
+from neuronprof._report_memory import MEMORY_BUCKETS, MEMORY_CHARTS, buckets
 from neuronprof.analysis import load_trace
 from neuronprof.analysis.trace import EventKeys, read_events
 from neuronprof.cli import main as analysis_main
@@ -134,7 +134,7 @@ def test_a_trace_without_memory_says_so_and_how_to_record_it(tmp_path: Path) -> 
     assert "profile_memory=True" in offline and "Peak" not in offline
 
 
-def _long_trace(path: Path, n: int, peak_at: int) -> int:
+def _long_trace(path: Path, n: int, peak_at: int, spike: int = 1000) -> int:
     """A trace of one op and ``n`` allocation records of a device (CUDA 0), the most allocated at record ``peak_at``."""
     events: list[dict[str, Any]] = [
         {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": n + 10},
@@ -143,7 +143,7 @@ def _long_trace(path: Path, n: int, peak_at: int) -> int:
     ]
     allocated = 0
     for i in range(n):
-        size = 1000 if i == peak_at else (-7 if i % 2 else 7)
+        size = spike if i == peak_at else (-7 if i % 2 else 7)
         allocated += size
         args = {"Total Reserved": 1 << 20, "Total Allocated": allocated, "Bytes": size, "Device Id": 0}
         events.append(
@@ -196,3 +196,17 @@ def test_bucketing_keeps_the_first_last_and_every_columns_extremes(gaps: list[in
     for column in columns:
         assert max(column) in [column[i] for i in kept] and min(column) in [column[i] for i in kept]
         assert column.index(max(column)) in kept  # the first record of the peak: its time is the peak's
+
+
+def test_a_folder_of_traces_keeps_each_files_records_and_charts_the_highest_peaks(tmp_path: Path) -> None:
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    peaks = [_long_trace(folder / f"rank-{i}.json", 40 + i, 4, spike=1000 + 10 * i) for i in range(MEMORY_CHARTS + 1)]
+    tables = load_trace(folder).event_tables  # read apart and merged under one set of keys
+    assert [len(t.memory[(1, 0)]) for t in tables] == [41 + i for i in range(MEMORY_CHARTS + 1)]
+    assert analysis_main(["report", str(folder), "-o", str(tmp_path / "ranks.html")]) == 0
+    page = (tmp_path / "ranks.html").read_text(encoding="utf-8")
+    charted = re.findall(r"<h3[^>]*>rank-(\d+)\.json · CUDA 0: allocated and reserved", page)
+    assert len(charted) == MEMORY_CHARTS and "0" not in charted  # the lowest peak is the one left out
+    assert min(peaks) == peaks[0]
+    assert f"{MEMORY_CHARTS} of {MEMORY_CHARTS + 1} devices are drawn" in text_of(page, "memory")

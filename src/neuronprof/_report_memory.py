@@ -20,13 +20,15 @@ if TYPE_CHECKING:
     from neuronprof.analysis.trace import EventTable, MemoryColumns
     from neuronprof.model import Table
 
-__all__ = ["MEMORY_BUCKETS", "MEMORY_OPS_SHOWN", "buckets", "memory_data"]
+__all__ = ["MEMORY_BUCKETS", "MEMORY_CHARTS", "MEMORY_OPS_SHOWN", "buckets", "memory_data"]
 
 MEMORY_OPS_SHOWN = 15
 """Allocating ops listed at most."""
 MEMORY_BUCKETS = 300
 """Time buckets of a device's memory chart: each keeps at most four records (the least and most allocated and
 reserved in it), so a chart draws at most ``4 * MEMORY_BUCKETS`` points (plus the first, the last and the peak)."""
+MEMORY_CHARTS = 8
+"""Devices charted at most (those with the highest peaks, e.g. of a folder of many ranks): the page stays small."""
 AROUND_PEAK_SHOWN = 8
 """Ops around a peak listed at most (the innermost ones)."""
 CHART_W, CHART_H = 600.0, 150.0
@@ -276,14 +278,22 @@ def memory_data(table: Table, *, source: str = "table", tables: Sequence[EventTa
         series["peak"]["ops"] = ops[-AROUND_PEAK_SHOWN:]
         series["peak"]["rule"] = rule
         devices.append(series)
-        if series["drawn"] < series["records"]:
-            notes.append(
-                f"{name}: {series['drawn']:,} of {series['records']:,} allocation records are drawn (the least and "
-                f"most allocated and reserved of each of {MEMORY_BUCKETS} time buckets, the peak among them)"
-            )
         if series["out_of_memory"]:
             notes.append(f"{name}: torch recorded {series['out_of_memory']:,} failed allocation(s) ([OutOfMemory])")
 
+    if len(devices) > MEMORY_CHARTS:
+        drawn = sorted(sorted(devices, key=lambda d: -d["peak"]["allocated"])[:MEMORY_CHARTS], key=devices.index)
+        notes.append(
+            f"{MEMORY_CHARTS} of {len(devices)} devices are drawn: those with the highest peaks "
+            f"({', '.join(d['name'] for d in devices if d not in drawn)} left out)"
+        )
+        devices = drawn
+    for series in devices:
+        if series["drawn"] < series["records"]:
+            notes.append(
+                f"{series['name']}: {series['drawn']:,} of {series['records']:,} allocation records are drawn (the "
+                f"least and most allocated and reserved of each of {MEMORY_BUCKETS} time buckets, the peak among them)"
+            )
     rows = [r for r in table.rows if r.self_cpu_memory_bytes is not None or r.self_device_memory_bytes is not None]
     ops_from: Optional[str] = None
     top: list[dict[str, Any]] = []
