@@ -264,6 +264,8 @@ def _feed_events(
         left_out = name in _INSTANTS or cat == _INSTANT_ACTIVITY or (hidden and evt.is_hidden_event())
         if kind in (k_device, k_runtime):
             if left_out:
+                if memory is not None and name in _INSTANTS:  # a device's record, as torch before 2.12 names it
+                    memory.append(evt)
                 continue
             corr, linked = int(evt.correlation_id()), int(evt.linked_correlation_id())
             if kind == k_device:

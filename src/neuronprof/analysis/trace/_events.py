@@ -130,7 +130,8 @@ class MemoryColumns:
     live tensors) and ``reserved`` (bytes the caching allocator holds; 0 on the host).
     ``lane`` indexes ``lanes``: the timeline (``(pid, tid)`` of the event table) of the
     host thread that allocated. ``out_of_memory`` holds torch's ``[OutOfMemory]``
-    records (an allocation that failed) as ``(ts, nbytes, allocated, reserved, lane)``.
+    records (an allocation that failed) as ``(ts, nbytes, allocated, reserved, lane)``; a live
+    session's have -1 for the totals (torch's Python API does not give them; its export has them).
     """
 
     __slots__ = ("ts", "nbytes", "allocated", "reserved", "lane", "lanes", "out_of_memory")
