@@ -109,7 +109,9 @@ def read_cycle(cycle: Cycle, keys: Any, metadata: Mapping[str, Any]) -> EventTab
     (FLOP counts excepted: live they are torch's own, with ``with_flops=True``; a
     saved trace that holds none gets the roofline's formulas instead).
     Builds without kineto results fall back to ``function_events`` (µs times, no
-    device links). With ``profile_memory=True``, torch's memory per op is taken too.
+    device links). With ``profile_memory=True``, torch's memory per op is taken too, and its
+    allocation records (``[memory]`` events) are kept in the table's ``memory``, as a trace
+    file's reader keeps them (``_feed_memory``).
 
     Args:
         cycle: A cycle whose profile is still held (or whose events were read already).

@@ -256,7 +256,8 @@ class EventAggregator(_Filling):
     Chrome trace, with integer-ns times) through this, so the live table and
     ``neuronprof summarize`` of the same run's export come from one aggregation:
     the same rows, calls, self and total times, device attribution, steps and
-    top-level calls.
+    top-level calls. torch's allocation records (``profile_memory=True``) are kept
+    with ``add_memory``, as a trace file's reader keeps its ``[memory]`` events.
 
     Args:
         source: What the events come from, for notes (e.g. ``"<session>"``).
