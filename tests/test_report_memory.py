@@ -210,3 +210,18 @@ def test_a_folder_of_traces_keeps_each_files_records_and_charts_the_highest_peak
     assert len(charted) == MEMORY_CHARTS and "0" not in charted  # the lowest peak is the one left out
     assert min(peaks) == peaks[0]
     assert f"{MEMORY_CHARTS} of {MEMORY_CHARTS + 1} devices are drawn" in text_of(page, "memory")
+
+
+def test_the_cycles_of_a_session_are_drawn_as_one_series_per_device(tmp_path: Path) -> None:
+    model, x = _train()
+    with neuronprof.session(wait=0, warmup=1, active=1, repeat=2, output_dir=tmp_path, profile_memory=True) as s:
+        for _ in s.steps():
+            model(x).sum().backward()
+    cycles = [t for t in s.recording.event_tables if t.memory]
+    assert len(cycles) == 2
+    text = text_of(s.report(tmp_path / "r.html").read_text(encoding="utf-8"), "memory")
+    records = sum(len(m) for t in cycles for m in t.memory.values())
+    assert text.count("allocated and reserved memory over time") == 1  # the host, both cycles
+    assert f"{records:,} allocation records" in text
+    peak = max(max(m.allocated) for t in cycles for m in t.memory.values())
+    assert _peak(s.report(tmp_path / "r2.html").read_text(encoding="utf-8"))[0] == peak
