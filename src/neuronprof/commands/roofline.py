@@ -51,13 +51,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @reads_files
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from neuronprof._io import figure_format
     from neuronprof.analysis._roofline import roofline
     from neuronprof.commands._output import emit
 
     if args.plot:
+        from pathlib import Path
+
+        from neuronprof._io import figure_format
+
         figure_format(Path(args.plot))  # a plot path it cannot draw to is refused before the trace is read
     result = roofline(
         args.trace, args.device, peak_flops=args.peak_flops, peak_bw=args.peak_bw, time_source=args.time_source
