@@ -142,10 +142,10 @@ _READING = {
     "summarize": (["summarize", "A"], "neuronprof.model", 0),
     "advise": (["advise", "A"], "neuronprof.analysis.insights", 0),
     "report": (["report", "A", "-o", "out.html"], "jinja2", 0),
-    "diff": (["diff", "A", "B"], "neuronprof.model", 0),
+    "diff": (["diff", "A", "B"], "neuronprof.analysis._diff", 0),
     # Two steps a run are too few for a verdict: "cannot tell", exit status 2, once both are read.
-    "check": (["check", "A", "B"], "neuronprof.render", 2),
-    "roofline": (["roofline", "A", "--device", "h100"], "neuronprof.render", 0),
+    "check": (["check", "A", "B"], "neuronprof.analysis._check", 2),
+    "roofline": (["roofline", "A", "--device", "h100"], "neuronprof.analysis._roofline", 0),
     "neuron": (["neuron", "NEURON", "--tool", "never"], "neuronprof.render", 0),
 }
 
