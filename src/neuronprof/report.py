@@ -311,9 +311,8 @@ def _profile_page(
     """``render_report``'s page, its timeline panes drawn already (``None``: none).
 
     ``by_other`` is the table grouped the other way (``("shape", table)``: by input shape),
-    offered beside the main one; ``memory_source`` says where memory per op comes from
-    (``"table"``, or ``"trace"``: a trace file, which does not hold it); ``memory_tables``
-    are the event tables whose allocation records draw memory over time.
+    offered beside the main one; ``memory_source``: ``"table"`` (a session's) or ``"trace"`` (a
+    file's); ``memory_tables``: the event tables whose allocation records the memory pane draws.
     """
     from neuronprof._report_device import memory_data
     from neuronprof._report_ops import ranks_data
