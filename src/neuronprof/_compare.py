@@ -51,7 +51,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Optional, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, TextIO
 
 from typing_extensions import Unpack
 
@@ -60,7 +60,7 @@ from neuronprof._config import SessionConfig, SessionOptions
 from neuronprof._guard import profiler_running
 from neuronprof._session import Session, _active_session
 from neuronprof.errors import SessionStateError, VariantError
-from neuronprof.model import Comparison, ComparisonRow, Table
+from neuronprof.model import Comparison, ComparisonRow, StepBreakdown, Table
 from neuronprof.typing import Phase
 
 if TYPE_CHECKING:
@@ -213,13 +213,36 @@ def _per_step(table: Table) -> tuple[Optional[float], Optional[float]]:
     return cpu, (_vocabulary.device_total(body) or 0.0) / table.steps
 
 
-def _profile(name: str, fn: Callable[..., Any], args: Sequence[Any], config: SessionConfig) -> tuple[Table, Insights]:
+class _Profiled(NamedTuple):
+    """What a comparison keeps of a variant's profiled session: small read-outs, not its events."""
+
+    table: Table
+    insights: Insights
+    breakdown: Optional[StepBreakdown]
+
+
+def _profile(name: str, fn: Callable[..., Any], args: Sequence[Any], config: SessionConfig) -> _Profiled:
     s = Session(config)
     # _blame is the inner context: the session is closed before the VariantError leaves.
     with s, _blame(name, "profiling"):
         for _ in s.steps():
             fn(*args)
-    return s.table(row_limit=None), s.insights()
+    return _Profiled(s.table(row_limit=None), s.insights(), _breakdown(s))
+
+
+def _breakdown(s: Session) -> Optional[StepBreakdown]:
+    """The session's steps by category, as its report's overview counts them; read while its events are held."""
+    from neuronprof._report_overview import overview_data
+
+    ov = overview_data(s.recording.timeline())
+    if not ov["steps"]:
+        return None
+    return StepBreakdown(
+        steps_us=tuple(st["us"] for st in ov["steps"]),
+        parts_us=tuple(ov["mean"].items()),
+        # The overview's note on outlier steps speaks of marks in its step list, which a comparison does not show.
+        notes=tuple(n for n in ov["notes"] if not n.startswith("outlier steps")),
+    )
 
 
 def compare(
@@ -313,8 +336,7 @@ def compare(
     first_call_s: dict[str, float] = {}
     calls: dict[str, int] = {}
     samples: dict[str, list[float]] = {label: [] for label in labels}
-    results: dict[str, Table] = {}
-    found: dict[str, Insights] = {}
+    profiled: dict[str, _Profiled] = {}
     try:
         for index, (label, fn) in enumerate(items, 1):
             progress(f"[{index}/{count}] {label}: first call (compilation, if any)")
@@ -339,7 +361,7 @@ def compare(
             # The profiler's own start-up lines go to the same terminal; a finished
             # line keeps them from being glued to the status.
             progress(f"[{index}/{count}] {label}: profiling", keep=True)
-            results[label], found[label] = _profile(label, fn, args, config)
+            profiled[label] = _profile(label, fn, args, config)
     finally:
         progress.clear()
 
@@ -350,7 +372,7 @@ def compare(
     rows = []
     notes = []
     for label in labels:
-        table = results[label]
+        table = profiled[label].table
         wall = [s * 1e6 for s in samples[label]]
         median = statistics.median(wall)
         self_cpu, self_device = _per_step(table)
@@ -372,9 +394,10 @@ def compare(
                 table=table,
                 wall_samples_us=tuple(wall),
                 calls_per_sample=calls[label],
-                insights=found[label],
+                insights=profiled[label].insights,
                 speedup_low=None if interval is None else interval.low,
                 speedup_high=None if interval is None else interval.high,
+                breakdown=profiled[label].breakdown,
             )
         )
         if min(wall) > 0 and max(wall) / min(wall) > _NOISY_SPREAD:
@@ -384,7 +407,7 @@ def compare(
             )
     # The backend's own remarks (the same in every variant's session, e.g. why a build
     # has no device column) belong under the comparison too.
-    shared = [n for n in results[labels[0]].notes if all(n in results[k].notes for k in labels)]
+    shared = [n for n in profiled[labels[0]].table.notes if all(n in profiled[k].table.notes for k in labels)]
     notes = list(dict.fromkeys(shared + notes))
     return Comparison(
         rows=tuple(rows),
@@ -393,6 +416,6 @@ def compare(
         device_label=probe.device_label,
         repeats=repeats,
         warmup=warmup,
-        profiled_steps=results[labels[0]].steps,
+        profiled_steps=profiled[labels[0]].table.steps,
         notes=tuple(notes),
     )
