@@ -35,9 +35,11 @@ How the figures are measured, so that they can be trusted side by side:
    variants instead of penalising one.
 4. **Profile.** One profiled session per variant, all with the same
    configuration, gives the op count and self CPU / device time per step, the
-   variant's full [`Table`][neuronprof.Table] and its findings
-   ([`Session.insights`][neuronprof.Session.insights]); the printed comparison
-   ends with the findings that differ between variants.
+   variant's full [`Table`][neuronprof.Table], its findings
+   ([`Session.insights`][neuronprof.Session.insights]) and where its steps' time
+   went by category ([`StepBreakdown`][neuronprof.model.StepBreakdown], read while
+   the session is open: the report's overview); the printed comparison ends with
+   the findings that differ between variants.
 """
 
 from __future__ import annotations
@@ -233,6 +235,7 @@ def _profile(name: str, fn: Callable[..., Any], args: Sequence[Any], config: Ses
 def _breakdown(s: Session) -> Optional[StepBreakdown]:
     """The session's steps by category, as its report's overview counts them; read while its events are held."""
     from neuronprof._report_overview import overview_data
+    from neuronprof._report_two_runs import pane_notes
 
     ov = overview_data(s.recording.timeline())
     if not ov["steps"]:
@@ -240,8 +243,7 @@ def _breakdown(s: Session) -> Optional[StepBreakdown]:
     return StepBreakdown(
         steps_us=tuple(st["us"] for st in ov["steps"]),
         parts_us=tuple(ov["mean"].items()),
-        # The overview's note on outlier steps speaks of marks in its step list, which a comparison does not show.
-        notes=tuple(n for n in ov["notes"] if not n.startswith("outlier steps")),
+        notes=tuple(pane_notes(ov["notes"])),
     )
 
 
@@ -295,8 +297,10 @@ def compare(
 
     Returns:
         A [`Comparison`][neuronprof.model.Comparison], one row per variant in the
-        order given; ``print()`` it, or use ``to_markdown()``, ``to_json()`` and
-        ``plot(path)``.
+        order given; ``print()`` it, or use ``to_markdown()``, ``to_json()``,
+        ``plot(path)`` and ``report(path)`` (an HTML page with each variant against the
+        baseline as differences, under the verdict of its speedup's interval; at least
+        four ``repeats`` give one).
 
     Raises:
         ValueError: ``variants`` is empty, not a dict, or holds something that is

@@ -349,9 +349,15 @@ class Comparison(ResultModel):
         """Write one self-contained HTML page of the comparison, to look at and share.
 
         The page holds the comparison table (best value per column marked), a bar
-        chart of the median wall time per call with its min–max range, and each
-        variant's findings and sortable, filterable op table. It opens offline in
-        any browser: nothing is loaded from the network.
+        chart of the median wall time per call with its min–max range, then each
+        variant against the baseline as differences: the verdict on their wall times
+        (faster, slower or no measurable change, from the speedup's interval
+        ``speedup_low``–``speedup_high``; with too few ``repeats`` for an interval, the
+        page says so and which ``repeats`` gives one), the mean profiled step by
+        category for both with the change in µs and % (from ``breakdown``), and the op
+        table per profiled step for both with the change, the ops of one variant only
+        marked; and each variant's findings and sortable, filterable op table. It opens
+        offline in any browser: nothing is loaded from the network.
 
         Args:
             path: The ``.html`` file to write; missing parent folders are created.

@@ -19,14 +19,22 @@ which ``neuronprof report A B`` (``Session.report(baseline=...)``) and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
     from neuronprof.analysis import Shift, TraceDiff
     from neuronprof.model import Comparison, ComparisonRow, StepBreakdown
 
-__all__ = ["MAX_DIFF_ROWS", "comparison_page", "comparison_panes", "overview_of", "speed_verdict", "trace_pane"]
+__all__ = [
+    "MAX_DIFF_ROWS",
+    "comparison_page",
+    "comparison_panes",
+    "overview_of",
+    "pane_notes",
+    "speed_verdict",
+    "trace_pane",
+]
 
 MAX_DIFF_ROWS = 300
 """Ops listed in a two-run pane's operator diff at most (those with the largest change); the totals cover all."""
@@ -47,6 +55,11 @@ def overview_of(breakdown: StepBreakdown, device_label: Optional[str]) -> dict[s
         "mean_us": breakdown.mean_us or 0.0,
         "notes": list(breakdown.notes),
     }
+
+
+def pane_notes(notes: Iterable[str]) -> list[str]:
+    """An overview's notes that hold in a two-run pane: not the one on outlier marks, which only its step list shows."""
+    return [n for n in notes if not n.startswith("outlier steps")]
 
 
 def _pct(part: Optional[float], whole: Optional[float]) -> Optional[float]:
@@ -127,9 +140,8 @@ def _pane(
     shown = (
         [] if len(d.rows) <= MAX_DIFF_ROWS else [f"showing the {MAX_DIFF_ROWS} largest changes of {len(d.rows)} ops"]
     )
-    notes = list((b or {}).get("notes", ())) + [
-        n for n in (a or {}).get("notes", ()) if n not in (b or {}).get("notes", ())
-    ]
+    b_notes = pane_notes((b or {}).get("notes", ()))
+    notes = b_notes + [n for n in pane_notes((a or {}).get("notes", ())) if n not in b_notes]
     return {
         "key": key,
         "a": d.a,
@@ -187,8 +199,8 @@ def trace_pane(
         verdict["repeats"] = (
             f"A verdict needs repeats. Here A holds {runs[0]} run(s) and B {runs[1]}, so each recorded step is a "
             "sample: steps of one run share its machine's state, and a slower machine at the time of one run reads "
-            f"as a change. Record at least {need} runs of each (each with at least {need} profiled steps, "
-            f"active={need}) and pass the two folders of traces: neuronprof report RUNS_A RUNS_B."
+            f"as a change. Record at least {need} runs of each and pass the two folders of traces "
+            "(neuronprof report RUNS_A RUNS_B): each run's median step is then a sample."
         )
     header = [line for line in _diff_header(d) if not line.startswith("verdict")]
     return _pane(d, "diff-0", a=a, b=b, verdict=verdict, header=header)
