@@ -24,7 +24,7 @@ from neuronprof.analysis import load_trace
 from neuronprof.analysis.insights import HostEvent, Timeline
 from neuronprof.cli import main as analysis_main
 from neuronprof.model import Table
-from neuronprof.report import render_report
+from neuronprof.report import MAX_FINDINGS, render_report
 from test_report import embedded, no_external_reference
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "backends"))
@@ -282,6 +282,28 @@ def test_a_huge_recording_makes_a_bounded_page_that_says_what_it_left_out() -> N
     assert page.count('data-us="') == MAX_CHART_STEPS
     assert f"the first {MAX_CHART_STEPS} of {steps} steps" in text_of(page, "overview")
     assert "the first 200 of" in text_of(page, "overview")
+
+
+@pytest.mark.parametrize("count", [MAX_FINDINGS - 1, MAX_FINDINGS, MAX_FINDINGS + 1, 3 * MAX_FINDINGS])
+def test_the_findings_pane_lists_a_bounded_number_and_counts_every_finding(count: int) -> None:
+    """Thousands of findings would make a page of tens of MB: the first ones are listed, all are counted."""
+    from neuronprof.analysis.insights import Evidence, Finding, Insights
+
+    found = Insights(
+        tuple(
+            Finding("unfused_chain", f"chain {i}", Evidence((f"aten::op{i}",), 1.0, float(i + 1), 0.01), i + 1.0, "s")
+            for i in range(count)
+        ),
+        steps=1,
+        step_us=10_000.0,
+    )
+    page = render_report(Table(()), insights=found)
+    listed = re.findall(r"<strong>chain (\d+)</strong>", page)
+    assert len(listed) == min(count, MAX_FINDINGS)
+    assert listed == [str(count - 1 - i) for i in range(len(listed))]  # the most time at stake first
+    said = text_of(page, "findings")
+    assert f"{count} finding(s)" in said
+    assert (f"the first {MAX_FINDINGS} of {count} findings are listed here" in said) == (count > MAX_FINDINGS)
 
 
 def test_tpu_kernel_rows_are_listed_and_said_to_be_unlinked(tmp_path: Path) -> None:

@@ -42,6 +42,13 @@ __all__ = [
 MAX_CHART_STEPS = 500
 """Steps drawn in the overview's step-time chart at most (the first ones); the breakdown covers them all."""
 
+MAX_FINDINGS = 50
+"""Findings listed per run (per rank of a folder) at most, the first in ``advise``'s order (what to fix first).
+
+A long trace of many distinct op chains can hold thousands (about 1 kB of page each);
+the header still counts every one, and ``advise`` lists them all.
+"""
+
 REPORT_SCHEMA = "neuronprof.report/1"
 """Tag of the data embedded in the page (``<script id="neuronprof-data">``)."""
 
@@ -181,6 +188,15 @@ def _findings_data(insights: Union[Insights, RankInsights, None]) -> Optional[di
         return _rank_findings_data(insights)
     from neuronprof.analysis.insights._findings import _evidence_text, _stake
 
+    listed = insights.head(MAX_FINDINGS)
+    cut = len(listed.findings) < len(insights.findings)
+    notes = list(insights.notes)
+    if cut:
+        notes.insert(
+            0,
+            f"the first {len(listed.findings)} of {len(insights.findings)} findings are listed here, in the order of "
+            "what to fix first; `neuronprof advise TRACE` (or `s.insights()`) lists every one",
+        )
     return {
         "header": insights._header(),
         "findings": [
@@ -192,9 +208,9 @@ def _findings_data(insights: Union[Insights, RankInsights, None]) -> Optional[di
                 "suggestion": f.suggestion,
                 "guide": _guide_link(f.kind, f.docs),
             }
-            for f in insights.findings
+            for f in listed.findings
         ],
-        "notes": list(insights.notes),
+        "notes": notes,
     }
 
 
