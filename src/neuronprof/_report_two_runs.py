@@ -23,11 +23,12 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
-    from neuronprof.analysis import Shift, TraceDiff
+    from neuronprof.analysis import Shift, Trace, TraceDiff
     from neuronprof.model import Comparison, ComparisonRow, StepBreakdown
 
 __all__ = [
     "MAX_DIFF_ROWS",
+    "against_baseline",
     "comparison_page",
     "comparison_panes",
     "overview_of",
@@ -166,6 +167,24 @@ def _pane(
 # -- neuronprof report A B ------------------------------------------------------------
 
 
+def against_baseline(baseline: Any, trace: Trace) -> tuple[TraceDiff, dict[str, Any], tuple[int, int]]:
+    """``neuronprof diff BASELINE TRACE`` for the pane, the baseline's overview, and the runs each side holds.
+
+    The diff is per step (as the overview beside it) when both runs have steps; ``baseline`` is
+    a trace file or folder, a ``Trace`` or a session.
+    """
+    from neuronprof._report_overview import overview_data
+    from neuronprof.analysis._diff import diff
+    from neuronprof.analysis._samples import trace_of
+    from neuronprof.analysis.insights._trace import timeline_of
+    from neuronprof.analysis.trace import load_trace
+
+    base = load_trace(trace_of(baseline))
+    d = diff(base, trace, per_step=bool(base.steps and trace.steps))
+    runs = tuple(len({s.run for s in t.samples}) or 1 for t in (base, trace))
+    return d, overview_data(timeline_of(base)), (runs[0], runs[1])
+
+
 def _shift_verdict(s: Shift, what: str) -> dict[str, Any]:
     return {"word": s.verdict, "lines": [f"{what}: {s.describe()}"]}
 
@@ -274,15 +293,28 @@ def comparison_panes(cmp: Comparison) -> list[dict[str, Any]]:
     return panes
 
 
-def comparison_page(cmp: Comparison) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The data of ``render_comparison_report``'s page (for its script) and its comparison part (for the template).
+def comparison_page(
+    cmp: Comparison, settings: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, str], dict[str, Any]]:
+    """``render_comparison_report``'s page: the data for its script, its settings, its comparison part.
 
-    The comparison table with its best cells, the wall-time chart, each variant's op table
+    The settings are the comparison's, the environment's and ``settings``; the comparison part
+    holds the comparison table with its best cells, the wall-time chart, each variant's op table
     and findings, and each variant's pane against the baseline (``comparison_panes``).
     """
     from neuronprof._report_parts import chart
     from neuronprof.render import Grid, comparison_columns, comparison_footer
-    from neuronprof.report import _findings_data, _table_data
+    from neuronprof.report import _fact, _findings_data, _table_data, environment
+
+    facts = {
+        "backend": cmp.backend,
+        "device": cmp.device_label or "none (CPU only)",
+        "baseline": cmp.baseline,
+        "timing": f"{cmp.repeats} interleaved rounds after {cmp.warmup} warm-up call(s)",
+        "profiled steps per variant": str(cmp.profiled_steps),
+        **environment(),
+        **{str(k): _fact(v) for k, v in settings.items() if v is not None},
+    }
 
     cols = comparison_columns(cmp)
     best = Grid(cols, cmp.rows).best_cells()
@@ -317,4 +349,4 @@ def comparison_page(cmp: Comparison) -> tuple[dict[str, Any], dict[str, Any]]:
         "variants": variants,
         "against": against,
     }
-    return data, comparison
+    return data, facts, comparison

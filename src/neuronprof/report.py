@@ -415,20 +415,11 @@ def trace_report(
     else:
         insights = trace.insights() if timeline is trace.timeline() else analyze_timeline(timeline)
         drawn = _draw(timeline, neuron, device_note)
-    two_runs = None
-    runs = None
+    two_runs = runs = None
     if baseline is not None:
-        from neuronprof._report_overview import overview_data
-        from neuronprof.analysis._diff import diff
-        from neuronprof.analysis._samples import trace_of
-        from neuronprof.analysis.trace import load_trace
+        from neuronprof._report_two_runs import against_baseline
 
-        base = load_trace(trace_of(baseline))
-        # Per step, as the overview beside it, when both runs have steps.
-        two_runs = diff(base, trace, per_step=bool(base.steps and trace.steps))
-        # The baseline's overview, beside this run's in the two-run pane.
-        drawn.panes["baseline_overview"] = overview_data(timeline_of(base))
-        runs = (_runs(base), _runs(trace))
+        two_runs, drawn.panes["baseline_overview"], runs = against_baseline(baseline, trace)
     live = bool(trace.event_tables) and not trace.event_tables[0].file_notes
     return _profile_page(
         table,
@@ -441,11 +432,6 @@ def trace_report(
         memory_source="table" if live else "trace",
         runs=runs,
     )
-
-
-def _runs(trace: Trace) -> int:
-    """How many runs (trace files of one rank) a trace holds: the samples a verdict may take per run."""
-    return len({s.run for s in trace.samples}) or 1
 
 
 def _other_grouping(trace: Trace, table: Table) -> Optional[tuple[str, Table]]:
@@ -476,18 +462,8 @@ def render_comparison_report(
         raise TypeError(f"render_comparison_report() takes a Comparison, got {type(cmp).__name__}")
     from neuronprof._report_two_runs import comparison_page
 
-    facts = {
-        "backend": cmp.backend,
-        "device": cmp.device_label or "none (CPU only)",
-        "baseline": cmp.baseline,
-        "timing": f"{cmp.repeats} interleaved rounds after {cmp.warmup} warm-up call(s)",
-        "profiled steps per variant": str(cmp.profiled_steps),
-        **environment(),
-        **{str(k): _fact(v) for k, v in (settings or {}).items() if v is not None},
-    }
-    data, comparison = comparison_page(cmp)
-    data["schema"] = REPORT_SCHEMA
-    return _page(data, title=title, settings=facts, comparison=comparison)
+    data, facts, comparison = comparison_page(cmp, settings or {})
+    return _page({"schema": REPORT_SCHEMA, **data}, title=title, settings=facts, comparison=comparison)
 
 
 def _fact(value: Any) -> str:
