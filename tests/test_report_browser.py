@@ -506,10 +506,10 @@ def test_two_runs_diff_is_visible_sortable_and_filterable_at_desktop_and_phone_w
         assert th.get_attribute("aria-sort") == "ascending"
         assert [number(t) for t in column(page, header, table)] == sorted(deltas)
         # The ops of one run only are marked, and the filter finds them.
-        page.fill(f'{pane} input[data-grid-filter]', "aten::rms_norm")
+        page.fill(f"{pane} input[data-grid-filter]", "aten::rms_norm")
         assert column(page, "Name", table) == ["aten::rms_norm"]
         assert column(page, "In", table) == ["only in B"]
-        page.fill(f'{pane} input[data-grid-filter]', "")
+        page.fill(f"{pane} input[data-grid-filter]", "")
         # Every column reachable by scrolling the table's box sideways, the name column still in view.
         box = page.evaluate(
             """(table) => {
