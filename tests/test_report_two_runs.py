@@ -1,8 +1,9 @@
 """Two runs side by side as differences: ``cmp.report()`` and ``neuronprof report A B``, on real profiles.
 
 Naive RMSNorm (six ops) against ``torch.rms_norm`` (one op calling a fused one), profiled
-with torch.profiler on the CPU. What a browser makes of these panes is in
-``test_report_browser.py``.
+with torch.profiler on the CPU, and once on the PrivateUse1 test backend (the
+``torch_neuronx`` stand-in: its kernel times are the test plugin's, not a Trainium's).
+What a browser makes of these panes is in ``test_report_browser.py``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import html
 import re
 import statistics
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,10 @@ from neuronprof.analysis._verdict import min_samples
 from neuronprof.cli import main as analysis_main
 from neuronprof.model import Comparison
 from test_report import embedded, no_external_reference
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "backends"))
+
+from run_in_subprocess import result, run_script, unavailable_reason  # noqa: E402
 
 X, W = torch.randn(32, 128), torch.randn(128)
 
@@ -199,3 +205,43 @@ def test_report_of_two_folders_of_runs_gives_the_verdict_of_diff(tmp_path: Path)
     verdict = text_of(target.read_text(encoding="utf-8"), "two-runs").split("Did it get faster?")[1]
     assert f"step time (host): {d.step.describe()}" in verdict
     assert "A verdict needs repeats" not in verdict and "not enough repeats" not in verdict
+
+
+_DEVICE_COMPARE = """
+import torch, neuronprof, testbackend
+# The stand-in reports a kernel of 200 µs per op to torch.profiler: the test plugin's time, not a Trainium's.
+testbackend.set_kernel_ns(200_000)
+x, w = torch.randn(32, 64), torch.randn(64)
+cmp = neuronprof.compare(
+    {"naive": lambda: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w,
+     "torch.rms_norm": lambda: torch.rms_norm(x, (64,), w, 1e-6)},
+    backend="neuron", repeats=2, quiet=True, output_dir=OUT,
+)
+report({"page": cmp.report(OUT + "/cmp.html").read_text(encoding="utf-8"), "json": cmp.to_json()})
+"""
+
+
+def test_comparison_report_on_a_device_backend_compares_device_time(tmp_path: Path) -> None:
+    """On the PrivateUse1 test backend (the torch_neuronx stand-in), the panes speak of the device's time."""
+    code = _DEVICE_COMPARE.replace("OUT", repr(str(tmp_path)))
+    proc = run_script(code, backend="neuron", env={"NEURONPROF_STANDIN_NEURON_BUILD": "correlating"}, cwd=tmp_path)
+    why = unavailable_reason(proc)
+    if why is not None:
+        pytest.skip(why)
+    info = result(proc)
+    cmp, page = Comparison.from_json(info["json"]), info["page"]
+    rows = overview_diff(page, "against-1-overview")
+    assert "NEURON compute" in rows and rows["NEURON compute"][0] and rows["NEURON compute"][1]
+    grid = embedded(page)["grids"]["diff-0"]
+    headers = [c["header"] for c in grid["columns"]]
+    assert "Self NEURON A (µs per step)" in headers and "Δ self NEURON (µs per step)" in headers
+    # The change compared is the device's: each op's self device time per step, B less A.
+    base, fast = cmp.row("naive").table, cmp.row("torch.rms_norm").table
+    assert base is not None and fast is not None
+    kernels = {r["name"]: r for r in grid["rows"] if r["where"] == "device"}
+    assert kernels
+    for name, row in kernels.items():
+        a = next((r.self_device_us for r in base.rows if r.name == name and r.on_device), None)
+        assert row["dev_a"] == (None if a is None else pytest.approx(a / base.steps))
+        assert row["delta"] == pytest.approx((row["dev_b"] or 0.0) - (row["dev_a"] or 0.0), abs=1e-3)
+    assert "not enough repeats for a verdict: 2 and 2 timing rounds" in text_of(page, "against-1")
