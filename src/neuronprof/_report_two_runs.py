@@ -2,7 +2,7 @@
 
 And the comparison page (``Comparison.report()``), whose variants each get such a pane.
 
-A renderer's part (see ``report``): plain data for the template's ``two_runs`` macro,
+A renderer's part (see ``report``): plain data for the template's ``two_runs_pane`` macro,
 which ``neuronprof report A B`` (``Session.report(baseline=...)``) and
 ``Comparison.report()`` (one pane per variant against the baseline) share:
 
@@ -167,11 +167,12 @@ def _pane(
 # -- neuronprof report A B ------------------------------------------------------------
 
 
-def against_baseline(baseline: Any, trace: Trace) -> tuple[TraceDiff, dict[str, Any], tuple[int, int]]:
+def against_baseline(baseline: Any, trace: Trace) -> tuple[TraceDiff, dict[str, Any], Optional[tuple[int, int]]]:
     """``neuronprof diff BASELINE TRACE`` for the pane, the baseline's overview, and the runs each side holds.
 
     The diff is per step (as the overview beside it) when both runs have steps; ``baseline`` is
-    a trace file or folder, a ``Trace`` or a session.
+    a trace file or folder, a ``Trace`` or a session. The runs are ``None`` for a folder of ranks
+    (one job, whose verdict the diff refuses for its own reason).
     """
     from neuronprof._report_overview import overview_data
     from neuronprof.analysis._diff import diff
@@ -181,8 +182,8 @@ def against_baseline(baseline: Any, trace: Trace) -> tuple[TraceDiff, dict[str, 
 
     base = load_trace(trace_of(baseline))
     d = diff(base, trace, per_step=bool(base.steps and trace.steps))
-    runs = tuple(len({s.run for s in t.samples}) or 1 for t in (base, trace))
-    return d, overview_data(timeline_of(base)), (runs[0], runs[1])
+    runs = [len({s.run for s in t.samples}) or 1 for t in (base, trace)]
+    return d, overview_data(timeline_of(base)), None if base.ranks or trace.ranks else (runs[0], runs[1])
 
 
 def _shift_verdict(s: Shift, what: str) -> dict[str, Any]:
@@ -200,9 +201,10 @@ def trace_pane(
         b: B's overview data.
         runs: How many runs (trace files) each side holds: fewer than a verdict needs
             means its samples are steps of one run, which the pane says plainly; ``None``
-            when not known.
+            when not known (or a folder of ranks).
     """
     from neuronprof.analysis._verdict import min_samples
+    from neuronprof.analysis.render import _diff_header
 
     need = min_samples()
     if d.step is None:
@@ -214,21 +216,16 @@ def trace_pane(
             verdict["lines"] += _shift_verdict(d.step_device, f"{d.device_label or 'device'} time per step")["lines"]
     if d.step is not None and d.step.verdict == "cannot tell":
         verdict["lines"].insert(0, "not enough repeats for a verdict")
-    if runs is not None and min(runs) < need:
+    if d.step is not None and runs is not None and min(runs) < need:
         verdict["repeats"] = (
             f"A verdict needs repeats. Here A holds {runs[0]} run(s) and B {runs[1]}, so each recorded step is a "
             "sample: steps of one run share its machine's state, and a slower machine at the time of one run reads "
             f"as a change. Record at least {need} runs of each and pass the two folders of traces "
             "(neuronprof report RUNS_A RUNS_B): each run's median step is then a sample."
         )
+    # neuronprof diff's header, less its verdict lines: the verdict has a box of its own.
     header = [line for line in _diff_header(d) if not line.startswith("verdict")]
     return _pane(d, "diff-0", a=a, b=b, verdict=verdict, header=header)
-
-
-def _diff_header(d: TraceDiff) -> list[str]:
-    from neuronprof.analysis.render import _diff_header as header
-
-    return header(d)
 
 
 # -- Comparison.report() ---------------------------------------------------------------
