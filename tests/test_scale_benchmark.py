@@ -118,6 +118,36 @@ def test_a_run_counts_only_when_it_ends_with_its_expected_status(scale: ModuleTy
     assert why == "" and figures.cpu > 0 and figures.rss > 0
 
 
+def test_a_child_takes_the_cpu_time_of_its_first_read_under_the_inputs(scale: ModuleType, tmp_path: Path) -> None:
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    (inputs / "trace.json").write_text("{}", encoding="utf-8")
+    elsewhere = tmp_path / "other.json"
+    elsewhere.write_text("{}", encoding="utf-8")
+    # Files elsewhere are no input; the first open under the inputs' folder is the first read.
+    code = f"open({str(elsewhere)!r}).read(); sum(range(10**6)); open({str(inputs / 'trace.json')!r}).read()"
+    env = {**_env(), scale._INPUTS: str(inputs)}
+    figures, why = scale.run_once(("-c", code), env)
+    assert why == "" and figures.first_read is not None and 0 < figures.first_read <= figures.cpu
+    figures, _ = scale.run_once(("-c", f"open({str(elsewhere)!r}).read()"), env)
+    assert figures.first_read is None  # never read an input
+    figures, _ = scale.run_once(("-c", code), _env())
+    assert figures.first_read is None  # not a start-up run: no hook
+
+
+def test_start_up_judges_help_an_argument_error_and_the_first_read_not_the_whole_run(scale: ModuleType) -> None:
+    fig, ok = scale.Figures, scale.STARTUP_LIMIT_MS / 1000 * 0.9
+    tiny = fig(0.5, 0.4, 0, first_read=ok)  # the whole run is over the target, its start-up is not
+    assert scale.Startup("summarize", fig(0.1, ok, 0), fig(0.1, ok, 0), tiny).ok
+    late = fig(0.5, 0.4, 0, first_read=ok * 1.2)
+    assert not scale.Startup("summarize", fig(0.1, ok, 0), fig(0.1, ok, 0), late).ok
+    never = fig(0.5, 0.4, 0)  # the hook saw no read: not a pass
+    assert not scale.Startup("summarize", fig(0.1, ok, 0), fig(0.1, ok, 0), never).ok
+    assert not scale.Startup("doctor", fig(0.1, ok, 0), fig(0.1, ok * 1.2, 0), None).ok
+    doctor = scale.Startup("doctor", fig(0.1, ok, 0), fig(0.1, ok, 0), None)
+    assert doctor.ok and scale._startup_cells(doctor)[2:] == ["-", "-"]
+
+
 def test_readme_block_is_replaced_between_its_markers_only(scale: ModuleType, tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
     readme.write_text(f"before\n{scale.README_START}\nold\n{scale.README_END}\nafter\n", encoding="utf-8")
@@ -193,7 +223,7 @@ def test_a_tiny_run_prints_every_row_ratio_and_table(scale: ModuleType, tmp_path
     for label in labels:
         assert re.search(rf"^{re.escape(label)} +n/a$", growth, re.M), label  # one size: no exponent
     for name in COMMANDS:
-        assert re.search(rf"^{name} +\d+ +\d+ +(\d+ +\d+|- +-) +(PASS|MISS)$", startup, re.M), name
+        assert re.search(rf"^{name} +\d+ +\d+ +(\d+ +\d+ +\d+|- +- +-) +(PASS|MISS)$", startup, re.M), name
     block = readme.read_text(encoding="utf-8")
     assert block.startswith(f"before\n{scale.README_START}\nMeasured by `python benchmarks/scale.py --sizes 0.4`")
     assert block.endswith(f"{scale.README_END}\nafter\n") and "\nold\n" not in block

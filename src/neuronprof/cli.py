@@ -3,7 +3,9 @@
 Each sub-command is a module of ``neuronprof.commands``; this module builds the
 parser from them and turns a ``CommandError`` into the exit status, in one place.
 Each command imports what it drives when it runs, so ``neuronprof --help`` and
-``neuronprof summarize`` never import torch.
+``neuronprof summarize`` never import torch; ``neuronprof NAME ...`` loads the module
+of command NAME only, and a command imports what it analyses with once its input is
+read (tests/test_cli_startup.py checks what each one has imported by then).
 """
 
 from __future__ import annotations
@@ -18,8 +20,14 @@ from neuronprof.commands import COMMANDS, CommandError, load
 __all__ = ["build_parser", "main"]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the ``neuronprof`` argument parser with every sub-command."""
+def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+    """Return the ``neuronprof`` argument parser with every sub-command.
+
+    Args:
+        only: Load the module of this command only (one of ``COMMANDS``): the others are
+            named, without their help or arguments. For ``neuronprof NAME ...``, where
+            nothing but NAME's arguments is parsed or shown.
+    """
     from neuronprof import __version__
 
     parser = argparse.ArgumentParser(
@@ -30,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
+        if only is not None and name != only:
+            sub.add_parser(name)
+            continue
         command = load(name)
         p = sub.add_parser(name, help=command.HELP, description=command.DESCRIPTION)
         command.add_arguments(p)
@@ -39,7 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the ``neuronprof`` command and return its exit status."""
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    # `neuronprof NAME ...`: only NAME's module is loaded. Anything before a command name (`-h`,
+    # `--version`, a typo) gets the whole parser, whose help lists every command.
+    only = given[0] if given and given[0] in COMMANDS else None
+    args = build_parser(only).parse_args(given)
     try:
         return int(args.func(args) or 0)
     except CommandError as exc:

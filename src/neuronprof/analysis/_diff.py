@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional, get_args
 
 from neuronprof import _vocabulary as vocab
 from neuronprof._model_base import ResultModel, ResultRow
+from neuronprof._model_rows import Shape, _opt_int
 from neuronprof.analysis._samples import trace_of, verdicts
 from neuronprof.analysis._verdict import Shift
 from neuronprof.analysis.trace import Trace, TraceSource, load_trace
-from neuronprof.model import OpRow, Shape, Table, _opt_int
 from neuronprof.typing import DiffMatch, DiffMetric, DiffStatus, GroupBy, MeasuredTime
 
 if TYPE_CHECKING:
+    from neuronprof.model import OpRow, Table
     from neuronprof.render import Block, Format
 
 __all__ = ["DiffRow", "TraceDiff", "diff", "diff_tables"]

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union, cast, get_args
 
 from neuronprof._deprecation import renamed_keyword
 from neuronprof._model_base import ResultModel, ResultRow
+from neuronprof._model_rows import Shape, _opt_int
 from neuronprof.analysis._peaks import DevicePeak, device_peak, resolve_peaks
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.flops import op_cost
 from neuronprof.analysis.trace import Trace, TraceSource, load_trace
-from neuronprof.model import Shape, _opt_int
 from neuronprof.typing import Bound, DevicePreset, FlopsSource, MeasuredTime, PeakSource, TimeSource
 
 if TYPE_CHECKING:

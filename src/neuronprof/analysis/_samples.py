@@ -7,7 +7,6 @@ one figure's samples into a [`Shift`][neuronprof.analysis.Shift], or says why th
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from typing import Any, Optional
 
@@ -149,6 +148,8 @@ def judge(
         if missing:
             return None, f"{side} lacks it in {missing} of its {len(values)} recorded steps"
         if by_run:
+            import statistics  # on use: `diff` and `check` start without it
+
             runs: dict[int, list[float]] = {}
             for sample, v in zip(trace.samples, values):
                 runs.setdefault(sample.run, []).append(v or 0.0)
@@ -162,6 +163,8 @@ def _at_most(n: int, values: list[float]) -> list[float]:
     """``values``, or the medians of ``n`` blocks of consecutive ones when there are more."""
     if len(values) <= n:
         return values
+    import statistics
+
     edges = [len(values) * i // n for i in range(n + 1)]
     return [statistics.median(values[lo:hi]) for lo, hi in zip(edges, edges[1:])]
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
 
 from neuronprof.commands import EXIT_PARTIAL, CommandError
 
@@ -14,6 +17,8 @@ _PIPED = ("trace", "other", "a", "b", "baseline", "current")
 """The arguments that may name a pipe (``-``, ``/dev/stdin``, a FIFO): copied to a private file first."""
 
 Run = Callable[[argparse.Namespace], int]
+_LeftOut = dict[str, str]
+"""Each file of a folder left out as unreadable, and why."""
 
 
 def reads_files(run: Run) -> Run:
@@ -33,15 +38,14 @@ def reads_files(run: Run) -> Run:
     def guarded(args: argparse.Namespace) -> int:
         from neuronprof.analysis._pipes import spooled_inputs
         from neuronprof.analysis.errors import TraceError
-        from neuronprof.analysis.trace import collect_unreadable, reading
 
         shown: dict[str, str] = {}
         left_out: dict[str, str] = {}
         failed = None
-        jobs, executor = getattr(args, "jobs", None), getattr(args, "executor", None)
+        readers, unreadable = _folder_reading(args)
         try:
             # One pool of workers (or one connection to a cluster) for every file the command reads.
-            with reading(jobs, executor), spooled_inputs(args, _PIPED) as shown, collect_unreadable() as left_out:
+            with readers, spooled_inputs(args, _PIPED) as shown, unreadable as left_out:
                 _refuse_missing(args)
                 try:
                     status = run(args)
@@ -62,6 +66,19 @@ def reads_files(run: Run) -> Run:
         return status
 
     return guarded
+
+
+def _folder_reading(args: argparse.Namespace) -> tuple[AbstractContextManager[Any], AbstractContextManager[_LeftOut]]:
+    """The pool that reads a folder's traces, and the record of the files it leaves out.
+
+    Only the commands that read trace folders take ``--jobs``; ``neuron`` reads Neuron's
+    own files, one at a time, and starts without importing the trace reader.
+    """
+    if not hasattr(args, "jobs"):
+        return contextlib.nullcontext(), contextlib.nullcontext({})
+    from neuronprof.analysis.trace import collect_unreadable, reading
+
+    return reading(args.jobs, getattr(args, "executor", None)), collect_unreadable()
 
 
 def _refuse_missing(args: argparse.Namespace) -> None:

@@ -25,9 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @reads_files
 def run(args: argparse.Namespace) -> int:
-    from neuronprof.analysis.insights import advise
+    from neuronprof.analysis.trace import load_trace
     from neuronprof.commands._output import emit
 
-    result = advise(args.trace)
+    # What advise(path) does; the findings' rules are imported once the trace is read.
+    result = load_trace(args.trace).insights()
     emit(getattr(result, f"to_{args.format}")())  # the model's own verb for the format
     return 0

@@ -39,12 +39,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @reads_files
 def run(args: argparse.Namespace) -> int:
-    from neuronprof.analysis._check import check
+    from neuronprof.analysis.trace import load_trace
     from neuronprof.commands._output import emit
 
+    # What check(BASELINE, CURRENT) reads first (its options are checked already); the verdicts, once both are read.
+    baseline, current = load_trace(args.baseline), load_trace(args.current)
+    from neuronprof.analysis._check import check
+
     result = check(
-        args.baseline,
-        args.current,
+        baseline,
+        current,
         max_slowdown=args.max_slowdown,
         ops=args.ops,
         device=args.device,

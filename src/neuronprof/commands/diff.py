@@ -42,11 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @reads_files
 def run(args: argparse.Namespace) -> int:
-    from neuronprof.analysis._diff import diff
+    from neuronprof.analysis.trace import load_trace
     from neuronprof.commands._output import emit
 
-    result = diff(
-        args.a, args.b, match=args.match, metric=args.metric, per_step=args.per_step, confidence=args.confidence
-    )
+    a, b = load_trace(args.a), load_trace(args.b)  # what diff(A, B) reads first; the options are checked already
+    from neuronprof.analysis._diff import diff  # the comparison and its verdicts, once both are read
+
+    result = diff(a, b, match=args.match, metric=args.metric, per_step=args.per_step, confidence=args.confidence)
     emit(getattr(result, f"to_{args.format}")(row_limit=args.row_limit))  # the model's own verb for the format
     return 0

@@ -57,9 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from neuronprof._io import write_text
     from neuronprof.analysis.trace import load_trace
-    from neuronprof.report import environment, trace_report, trace_settings
 
     if args.other is not None:
         if args.baseline is not None:
@@ -86,6 +84,10 @@ def run(args: argparse.Namespace) -> int:
 
         neuron = neuron_profile(args.neuron_profile)
     trace = load_trace(source)  # the one read of the file: every pane reads its events
+    # The report's panes and templates are imported once the inputs are read.
+    from neuronprof._io import write_text
+    from neuronprof.report import environment, trace_report, trace_settings
+
     ranks: dict[str, Any] = {"steps": trace.steps, "rank": trace.rank}
     if trace.ranks:  # several ranks ran their steps side by side: each is read, and drawn, on its own
         straggler = getattr(trace.insights(), "straggler", None)

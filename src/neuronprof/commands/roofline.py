@@ -51,16 +51,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @reads_files
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from neuronprof._io import figure_format
-    from neuronprof.analysis._roofline import roofline
+    from neuronprof.analysis._peaks import device_peak
+    from neuronprof.analysis.trace import load_trace
     from neuronprof.commands._output import emit
 
     if args.plot:
+        from pathlib import Path
+
+        from neuronprof._io import figure_format
+
         figure_format(Path(args.plot))  # a plot path it cannot draw to is refused before the trace is read
+    if args.device is not None:  # a preset its peaks cannot override is refused before the trace is read, too
+        device_peak(args.device, peak_flops=args.peak_flops, peak_bw=args.peak_bw)
+    trace = load_trace(args.trace)
+    # What roofline(path) does; the FLOP counts and the result model are imported once the trace is read.
+    from neuronprof.analysis._roofline import roofline
+
     result = roofline(
-        args.trace, args.device, peak_flops=args.peak_flops, peak_bw=args.peak_bw, time_source=args.time_source
+        trace, args.device, peak_flops=args.peak_flops, peak_bw=args.peak_bw, time_source=args.time_source
     )
     if args.plot:
         result.plot(args.plot)

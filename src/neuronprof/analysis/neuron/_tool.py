@@ -30,16 +30,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
 
-from neuronprof._io import private_dir, remove_private_dir
 from neuronprof.analysis.errors import TraceError
+
+if TYPE_CHECKING:
+    import subprocess
 
 __all__ = [
     "ENV_VAR",
@@ -133,6 +133,8 @@ class NeuronTool:
             NeuronToolError: The tool failed, hung without output, or its output
                 cannot be read by ``consume`` (a ``TraceError``/``ValueError``).
         """
+        from neuronprof._io import private_dir, remove_private_dir  # on use: reading JSON runs no tool
+
         work = str(private_dir("neuron-explorer"))
         try:
             out = os.path.join(work, "output.json")
@@ -208,6 +210,8 @@ class NeuronTool:
         events = os.path.join(data, "profiles", "global", f"{display_name}@latest", SYSTEM_EVENTS)
         cmd = [self.path, "view", "-d", os.path.abspath(os.fspath(folder)), INGEST_FLAGS[0], "--data-path", data,
                "--display-name", display_name, *INGEST_FLAGS[1:]]
+        from neuronprof._io import private_dir, remove_private_dir  # on use: reading JSON runs no tool
+
         work = str(private_dir("neuron-explorer"))
         try:
             seen: list[tuple[tuple[str, int], ...]] = []
@@ -324,6 +328,8 @@ def _run(
     ``finally``, so an interrupt (Ctrl-C) or any exception while waiting leaves
     no tool behind.
     """
+    import subprocess  # on use: reading the JSON files a profile holds starts no process
+
     out_path = os.path.join(cwd, ".stdout")
     err_path = os.path.join(cwd, ".stderr")
     stopped: Optional[str] = None
@@ -434,6 +440,8 @@ def _parquet_complete(root: str, events: str, seen: list[tuple[tuple[str, int], 
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
+    import signal
+
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (AttributeError, ProcessLookupError, PermissionError):  # no process groups, or already gone
@@ -455,6 +463,8 @@ def _produced(work: str, out: str, stdout: str) -> Optional[str]:
 
 
 def _version(path: str) -> Optional[str]:
+    from neuronprof._io import private_dir, remove_private_dir
+
     work = str(private_dir("neuron-explorer"))
     try:
         rc, stopped, stdout, stderr = _run([path, "--version"], work, _VERSION_TIMEOUT)

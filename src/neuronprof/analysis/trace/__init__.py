@@ -21,7 +21,7 @@ import dataclasses
 import glob
 import os
 from collections.abc import Sequence
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from neuronprof._deprecation import renamed_keyword
 from neuronprof._vocabulary import event_kind
@@ -35,8 +35,10 @@ from neuronprof.analysis.trace._parallel import ExecutorLike, Readers, merge_rea
 from neuronprof.analysis.trace._reader import read_events
 from neuronprof.analysis.trace._rules import is_container_lane, process_roles
 from neuronprof.analysis.trace._sums import EventKeys, _build, _Sums
-from neuronprof.model import RankTable, Table
 from neuronprof.typing import GroupBy, SortKey
+
+if TYPE_CHECKING:  # the result models are imported when a table is made, not to read a trace
+    from neuronprof.model import RankTable, Table
 
 __all__ = [
     "EventAggregator",

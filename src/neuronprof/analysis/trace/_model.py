@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 from neuronprof import _vocabulary as vocab
 from neuronprof._deprecation import renamed_keyword
 from neuronprof.analysis.trace._rules import _flat_shapes
-from neuronprof.model import OpRow, RankTable, Shape, Table
 from neuronprof.typing import SORT_KEYS, GroupBy, SortKey
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights import Insights, RankInsights, Timeline
     from neuronprof.analysis.trace._events import EventTable
+    from neuronprof.model import OpRow, RankTable, Shape, Table
 
 
 def check_table_options(sort_by: Any, row_limit: Any, device_only: Any, group_by: Any) -> None:
@@ -51,6 +51,8 @@ def table_of(trace: Trace, rows: tuple[OpRow, ...], **facts: Any) -> Table:
         "step_us": sum(s.wall_us for s in samples) if samples else None,
         "collective_wait_us": sum(s.collective_wait_us for s in samples) if samples else None,
     }
+    from neuronprof.model import Table  # on use: reading a trace needs no result model
+
     return Table(rows=rows, **{**own, **facts})
 
 
@@ -270,6 +272,8 @@ class Trace:
         Raises:
             ValueError: Unknown ``sort_by`` or ``group_by``, or a key the cross-rank view cannot sort by.
         """
+        from neuronprof.model import RankTable
+
         per_rank = self.ranks or (self,)
         # The sum's own notes, except the one about summing: the view is side by side.
         notes = [n for n in self.notes if not n.startswith("summed over")] if self.ranks else []
@@ -291,6 +295,8 @@ class Trace:
         """
         if group_by not in ("name", "shape"):
             raise ValueError(f"unknown group_by {group_by!r}; use 'name' or 'shape'")
+        from neuronprof.model import OpRow
+
         by_shape = group_by == "shape"
         # Like key_averages(group_by_input_shape=True): shapes, not dtypes, split rows.
         rows = (

@@ -17,10 +17,12 @@ from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from itertools import islice
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof import _vocabulary as vocab
-from neuronprof.model import Shape
+
+if TYPE_CHECKING:
+    from neuronprof.model import Shape
 
 # What each event is (its kind, its row, whether it is a step or a top-level call)
 # is the vocabulary's rule, shared with the live table.
