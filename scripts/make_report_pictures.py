@@ -1,15 +1,18 @@
 """Draw the pictures of "Sharing a report": each pane of the HTML report, from real recorded runs.
 
-    python scripts/make_report_pictures.py
+    python scripts/make_report_pictures.py [NAME ...]
+
+(with names, e.g. ``two_runs_cpu``, only those pictures are drawn)
 
 1. records a small ``nn.Sequential`` training step on this CPU (``with_stack``,
    ``record_shapes`` and ``profile_memory`` on) and writes its report;
 2. records the same kind of step on the PrivateUse1 test backend, the ``torch_neuronx``
    stand-in of ``tests/backends`` (its kernel times are the test plugin's, not a
    Trainium's: the captions say so), when it builds here;
-3. writes the reports of the two-rank gloo run of the findings corpus
-   (``tests/corpus/traces/ddp_straggler``, recorded on a CPU) and of that run beside its
-   balanced twin (``ddp_clean``), as ``neuronprof report A B`` does;
+3. writes the report of the two-rank gloo run of the findings corpus
+   (``tests/corpus/traces/ddp_straggler``, recorded on a CPU), the report of four CPU runs
+   of naive RMSNorm beside four of ``torch.rms_norm`` (``neuronprof report A B`` of two
+   folders of runs), and the comparison report of the two (``cmp.report()``);
 4. screenshots each pane in headless Chromium (playwright driving the system's
    Chromium) into ``docs/assets/report_*.png``, 1280 px wide, the overview also 390 px.
 """
@@ -28,6 +31,7 @@ ASSETS = ROOT / "docs" / "assets"
 CORPUS = ROOT / "tests" / "corpus" / "traces"
 CHROMIUM = os.environ.get("NEURONPROF_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 MAX_HEIGHT = 760  # px of a pane kept in a picture: its top, where the pane's point is
+WANTED = set(sys.argv[1:])  # the pictures to draw (by name); all of them when none is named
 
 _DEVICE_SCRIPT = """
 import os, torch, neuronprof, testbackend
@@ -71,7 +75,40 @@ def device_report(tmp: Path) -> Any:
     return Path(result(proc))
 
 
+def rmsnorm_reports(tmp: Path) -> tuple[Path, Path]:
+    """Naive RMSNorm against torch.rms_norm: four runs of each as two folders, and a comparison of the two."""
+    import torch
+
+    import neuronprof
+    from neuronprof.cli import main as neuronprof_main
+
+    torch.set_num_threads(1)  # one thread: the pictures' machine is shared, and threads would wait on each other
+    x, w = torch.randn(64, 512), torch.randn(512)
+    variants = {
+        "naive": lambda: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w,
+        "torch.rms_norm": lambda: torch.rms_norm(x, (512,), w, 1e-6),
+    }
+    for side, fn in zip(("naive", "rms_norm"), variants.values()):
+        for i in range(4):
+            with neuronprof.session(wait=0, warmup=1, active=4, output_dir=tmp / "s") as s:
+                for _ in s.steps():
+                    fn()
+            s.export(tmp / side / f"run-{i}.pt.trace.json")
+    two = tmp / "two.html"
+    # From the folder itself, so that the page names the runs' files by relative paths (no machine's folders).
+    here = Path.cwd()
+    os.chdir(tmp)
+    try:
+        assert neuronprof_main(["report", "naive", "rms_norm", "-o", str(two)]) == 0
+    finally:
+        os.chdir(here)
+    cmp = neuronprof.compare(variants, repeats=5, quiet=True, output_dir=tmp / "s")
+    return two, cmp.report(tmp / "cmp.html")
+
+
 def shoot(browser: Any, report: Path, pane: str, name: str, width: int = 1280) -> None:
+    if WANTED and name not in WANTED:
+        return
     page = browser.new_page(viewport={"width": width, "height": 900})
     page.goto(report.as_uri())
     page.add_style_tag(content="nav.panes { position: static !important; }")
@@ -97,11 +134,9 @@ def main() -> int:
         tmp = Path(tmp_name)
         cpu = cpu_report(tmp)
         device = device_report(tmp)
-        ranks, two = tmp / "ranks.html", tmp / "two.html"
+        ranks = tmp / "ranks.html"
         assert neuronprof_main(["report", str(CORPUS / "ddp_straggler"), "-o", str(ranks)]) == 0
-        assert (
-            neuronprof_main(["report", str(CORPUS / "ddp_clean"), str(CORPUS / "ddp_straggler"), "-o", str(two)]) == 0
-        )
+        two, cmp = rmsnorm_reports(tmp)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
             shoot(browser, cpu, "#overview", "overview_cpu")
@@ -112,6 +147,7 @@ def main() -> int:
                 shoot(browser, device, "#kernels", "kernels_testbackend")
             shoot(browser, ranks, "#distributed", "distributed_cpu")
             shoot(browser, two, "#two-runs", "two_runs_cpu")
+            shoot(browser, cmp, "#against-1", "comparison_cpu")
             browser.close()
     return 0
 

@@ -449,3 +449,87 @@ def test_report_follows_the_dark_colour_scheme(browser: Browser, pane_reports: d
         assert fill != "rgb(91, 100, 117)"
     finally:
         page.emulate_media(color_scheme="light")
+
+
+@pytest.fixture(scope="module")
+def two_run_pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two runs side by side: naive RMSNorm against torch.rms_norm, as cmp.report() and `neuronprof report A B`."""
+    out = tmp_path_factory.mktemp("two-runs")
+    x, w = torch.randn(32, 128), torch.randn(128)
+    variants = {
+        "naive": lambda: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w,
+        "torch.rms_norm": lambda: torch.rms_norm(x, (128,), w, 1e-6),
+    }
+    cmp = neuronprof.compare(variants, repeats=3, quiet=True, output_dir=out)
+    pages = {"cmp": cmp.report(out / "cmp.html")}
+    traces = []
+    for name, fn in variants.items():
+        with neuronprof.session(wait=0, warmup=1, active=3, output_dir=out) as s:
+            for _ in s.steps():
+                fn()
+        traces.append(str(s.export(out / f"{name}.pt.trace.json")))
+    assert analysis_main(["report", *traces, "-o", str(out / "ab.html")]) == 0
+    pages["ab"] = out / "ab.html"
+    return pages
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize("which", ["cmp", "ab"])
+def test_two_runs_diff_is_visible_sortable_and_filterable_at_desktop_and_phone_width(
+    browser: Browser, two_run_pages: dict[str, Path], which: str, width: int, tmp_path: Path
+) -> None:
+    pane = {"cmp": "#against-1", "ab": "#two-runs"}[which]
+    table = f"{pane}-table"
+    page = browser.page
+    page.set_viewport_size({"width": width, "height": 900})
+    try:
+        page = browser.open(two_run_pages[which])
+        assert browser.errors == [] and browser.requests == [two_run_pages[which].resolve().as_uri()]
+        assert page.evaluate("document.documentElement.scrollWidth") <= width  # no sideways scroll of the page
+        # A table is seen through its box (which scrolls sideways on a phone).
+        for selector in (pane, f"{pane}-verdict", f"{pane}-overview >> xpath=..", f"{table} >> xpath=.."):
+            page.locator(selector).scroll_into_view_if_needed()
+            box = page.locator(selector).bounding_box()
+            assert box is not None and box["height"] > 20, selector
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width, selector
+        assert "Did it get faster?" in page.locator(f"{pane}-verdict").inner_text()
+        overview = column(page, "Category", f"{pane}-overview")
+        assert overview[0] == "step time" and "host compute in ops" in overview
+        # The op diff: drawn by the page's script, sorted from the keyboard by the change, high to low and back.
+        rows = page.locator(f"{table} tbody tr").count()
+        assert rows > 3
+        th = page.locator(f"{table} thead th", has_text="Δ self CPU")
+        header = th.inner_text()
+        th.focus()
+        page.keyboard.press("Enter")
+        assert th.get_attribute("aria-sort") == "descending"
+        deltas = [number(t) for t in column(page, header, table)]
+        assert deltas == sorted(deltas, reverse=True) and len(deltas) == rows
+        page.keyboard.press("Enter")
+        assert th.get_attribute("aria-sort") == "ascending"
+        assert [number(t) for t in column(page, header, table)] == sorted(deltas)
+        # The ops of one run only are marked, and the filter finds them.
+        page.fill(f"{pane} input[data-grid-filter]", "aten::rms_norm")
+        assert column(page, "Name", table) == ["aten::rms_norm"]
+        assert column(page, "In", table) == ["only in B"]
+        page.fill(f"{pane} input[data-grid-filter]", "")
+        # Every column reachable by scrolling the table's box sideways, the name column still in view.
+        box = page.evaluate(
+            """(table) => {
+              const wrap = document.querySelector(table).closest('.tablewrap');
+              wrap.scrollLeft = wrap.scrollWidth;
+              const w = wrap.getBoundingClientRect();
+              const heads = [...document.querySelectorAll(table + ' thead th')];
+              const last = heads[heads.length - 1].getBoundingClientRect();
+              const name = document.querySelector(table + ' tbody td.name').getBoundingClientRect();
+              return {wrapLeft: w.left, wrapRight: w.right, lastRight: last.right, nameLeft: name.left};
+            }""",
+            table,
+        )
+        assert box["lastRight"] <= box["wrapRight"] + 1 and abs(box["nameLeft"] - box["wrapLeft"]) <= 2, box
+        shot = tmp_path / f"{which}-{width}.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert png_width(shot) == width
+        assert browser.errors == []
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 900})

@@ -35,9 +35,11 @@ How the figures are measured, so that they can be trusted side by side:
    variants instead of penalising one.
 4. **Profile.** One profiled session per variant, all with the same
    configuration, gives the op count and self CPU / device time per step, the
-   variant's full [`Table`][neuronprof.Table] and its findings
-   ([`Session.insights`][neuronprof.Session.insights]); the printed comparison
-   ends with the findings that differ between variants.
+   variant's full [`Table`][neuronprof.Table], its findings
+   ([`Session.insights`][neuronprof.Session.insights]) and where its steps' time
+   went by category ([`StepBreakdown`][neuronprof.model.StepBreakdown], read while
+   the session is open: the report's overview); the printed comparison ends with
+   the findings that differ between variants.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Optional, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, TextIO
 
 from typing_extensions import Unpack
 
@@ -60,7 +62,7 @@ from neuronprof._config import SessionConfig, SessionOptions
 from neuronprof._guard import profiler_running
 from neuronprof._session import Session, _active_session
 from neuronprof.errors import SessionStateError, VariantError
-from neuronprof.model import Comparison, ComparisonRow, Table
+from neuronprof.model import Comparison, ComparisonRow, StepBreakdown, Table
 from neuronprof.typing import Phase
 
 if TYPE_CHECKING:
@@ -213,13 +215,36 @@ def _per_step(table: Table) -> tuple[Optional[float], Optional[float]]:
     return cpu, (_vocabulary.device_total(body) or 0.0) / table.steps
 
 
-def _profile(name: str, fn: Callable[..., Any], args: Sequence[Any], config: SessionConfig) -> tuple[Table, Insights]:
+class _Profiled(NamedTuple):
+    """What a comparison keeps of a variant's profiled session: small read-outs, not its events."""
+
+    table: Table
+    insights: Insights
+    breakdown: Optional[StepBreakdown]
+
+
+def _profile(name: str, fn: Callable[..., Any], args: Sequence[Any], config: SessionConfig) -> _Profiled:
     s = Session(config)
     # _blame is the inner context: the session is closed before the VariantError leaves.
     with s, _blame(name, "profiling"):
         for _ in s.steps():
             fn(*args)
-    return s.table(row_limit=None), s.insights()
+    return _Profiled(s.table(row_limit=None), s.insights(), _breakdown(s))
+
+
+def _breakdown(s: Session) -> Optional[StepBreakdown]:
+    """The session's steps by category, as its report's overview counts them; read while its events are held."""
+    from neuronprof._report_overview import overview_data
+    from neuronprof._report_two_runs import pane_notes
+
+    ov = overview_data(s.recording.timeline())
+    if not ov["steps"]:
+        return None
+    return StepBreakdown(
+        steps_us=tuple(st["us"] for st in ov["steps"]),
+        parts_us=tuple(ov["mean"].items()),
+        notes=tuple(pane_notes(ov["notes"])),
+    )
 
 
 def compare(
@@ -272,8 +297,10 @@ def compare(
 
     Returns:
         A [`Comparison`][neuronprof.model.Comparison], one row per variant in the
-        order given; ``print()`` it, or use ``to_markdown()``, ``to_json()`` and
-        ``plot(path)``.
+        order given; ``print()`` it, or use ``to_markdown()``, ``to_json()``,
+        ``plot(path)`` and ``report(path)`` (an HTML page with each variant against the
+        baseline as differences, under the verdict of its speedup's interval; at least
+        four ``repeats`` give one).
 
     Raises:
         ValueError: ``variants`` is empty, not a dict, or holds something that is
@@ -313,8 +340,7 @@ def compare(
     first_call_s: dict[str, float] = {}
     calls: dict[str, int] = {}
     samples: dict[str, list[float]] = {label: [] for label in labels}
-    results: dict[str, Table] = {}
-    found: dict[str, Insights] = {}
+    profiled: dict[str, _Profiled] = {}
     try:
         for index, (label, fn) in enumerate(items, 1):
             progress(f"[{index}/{count}] {label}: first call (compilation, if any)")
@@ -339,7 +365,7 @@ def compare(
             # The profiler's own start-up lines go to the same terminal; a finished
             # line keeps them from being glued to the status.
             progress(f"[{index}/{count}] {label}: profiling", keep=True)
-            results[label], found[label] = _profile(label, fn, args, config)
+            profiled[label] = _profile(label, fn, args, config)
     finally:
         progress.clear()
 
@@ -350,7 +376,7 @@ def compare(
     rows = []
     notes = []
     for label in labels:
-        table = results[label]
+        table = profiled[label].table
         wall = [s * 1e6 for s in samples[label]]
         median = statistics.median(wall)
         self_cpu, self_device = _per_step(table)
@@ -372,9 +398,10 @@ def compare(
                 table=table,
                 wall_samples_us=tuple(wall),
                 calls_per_sample=calls[label],
-                insights=found[label],
+                insights=profiled[label].insights,
                 speedup_low=None if interval is None else interval.low,
                 speedup_high=None if interval is None else interval.high,
+                breakdown=profiled[label].breakdown,
             )
         )
         if min(wall) > 0 and max(wall) / min(wall) > _NOISY_SPREAD:
@@ -384,7 +411,7 @@ def compare(
             )
     # The backend's own remarks (the same in every variant's session, e.g. why a build
     # has no device column) belong under the comparison too.
-    shared = [n for n in results[labels[0]].notes if all(n in results[k].notes for k in labels)]
+    shared = [n for n in profiled[labels[0]].table.notes if all(n in profiled[k].table.notes for k in labels)]
     notes = list(dict.fromkeys(shared + notes))
     return Comparison(
         rows=tuple(rows),
@@ -393,6 +420,6 @@ def compare(
         device_label=probe.device_label,
         repeats=repeats,
         warmup=warmup,
-        profiled_steps=results[labels[0]].steps,
+        profiled_steps=profiled[labels[0]].table.steps,
         notes=tuple(notes),
     )

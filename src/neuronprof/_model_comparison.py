@@ -26,6 +26,64 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class StepBreakdown:
+    """Where one variant's profiled steps went, by category: the report's overview, kept small.
+
+    Read from the variant's session while it was open (its recorded events are not
+    kept): each instant of a step is counted once, in the first busy category in the
+    order of the report's overview (device compute, memory copies and sets,
+    communication, runtime and launch, data loading, host compute in ops, host time
+    between ops, idle).
+
+    Attributes:
+        steps_us: Each profiled step's time, in microseconds, in recorded order.
+        parts_us: ``(category, mean µs per step)`` in that order; the keys are
+            ``device``, ``memory``, ``communication``, ``runtime``, ``dataloader``,
+            ``host_ops``, ``python`` and ``idle``.
+        notes: What the breakdown cannot tell apart in this run (e.g. Python
+            between ops without ``with_stack=True``).
+    """
+
+    steps_us: tuple[float, ...]
+    parts_us: tuple[tuple[str, float], ...]
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps_us", tuple(float(v) for v in self.steps_us))
+        object.__setattr__(self, "parts_us", tuple((str(k), float(v)) for k, v in self.parts_us))
+        object.__setattr__(self, "notes", tuple(str(n) for n in self.notes))
+
+    @property
+    def mean_us(self) -> Optional[float]:
+        """The mean step time (µs); ``None`` without steps."""
+        return sum(self.steps_us) / len(self.steps_us) if self.steps_us else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the breakdown as a JSON-ready dict."""
+        return {
+            "steps_us": list(self.steps_us),
+            "parts_us": {k: v for k, v in self.parts_us},
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StepBreakdown:
+        """Build a breakdown from [`to_dict`][neuronprof.model.StepBreakdown.to_dict] output.
+
+        Raises:
+            ValueError: A field is missing or of the wrong type.
+        """
+        try:
+            return cls(
+                steps_us=tuple(data["steps_us"]),
+                parts_us=tuple(dict(data["parts_us"]).items()),
+                notes=tuple(data.get("notes", ())),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"invalid StepBreakdown: {exc}") from None
+
+
+@dataclass(frozen=True)
 class ComparisonRow:
     """One variant of a [`Comparison`][neuronprof.model.Comparison]: its op count, times and speedup.
 
@@ -60,6 +118,9 @@ class ComparisonRow:
             as ``neuronprof diff``'s verdicts); ``None`` for the baseline, or with too
             few samples for an interval.
         speedup_high: Upper end of that interval.
+        breakdown: Where the variant's profiled steps went, by category
+            ([`StepBreakdown`][neuronprof.model.StepBreakdown]), for the report's
+            two-run panes; ``None`` when not recorded.
     """
 
     name: str
@@ -77,6 +138,7 @@ class ComparisonRow:
     insights: Optional[Insights] = None
     speedup_low: Optional[float] = None
     speedup_high: Optional[float] = None
+    breakdown: Optional[StepBreakdown] = None
 
     @property
     def measurably_different(self) -> bool:
@@ -104,6 +166,7 @@ class ComparisonRow:
         data["table"] = None if self.table is None else self.table.to_dict()
         data["wall_samples_us"] = list(self.wall_samples_us)
         data["insights"] = None if self.insights is None else self.insights.to_dict()
+        data["breakdown"] = None if self.breakdown is None else self.breakdown.to_dict()
         return data
 
     @classmethod
@@ -145,6 +208,7 @@ class ComparisonRow:
                 insights=found,
                 speedup_low=_opt_float(data.get("speedup_low")),
                 speedup_high=_opt_float(data.get("speedup_high")),
+                breakdown=None if data.get("breakdown") is None else StepBreakdown.from_dict(data["breakdown"]),
             )
         except KeyError as exc:
             raise ValueError(f"invalid ComparisonRow: missing field {exc.args[0]!r}") from None
@@ -276,7 +340,7 @@ class Comparison(ResultModel):
         Raises:
             ImportError: pandas is not installed (``pip install pandas``).
         """
-        nested = ("table", "wall_samples_us", "insights")
+        nested = ("table", "wall_samples_us", "insights", "breakdown")
         columns = [f.name for f in dataclasses.fields(ComparisonRow) if f.name not in nested]
         rows = self.head(row_limit).rows
         return dataframe("Comparison", [{c: getattr(r, c) for c in columns} for r in rows], columns)
@@ -285,9 +349,15 @@ class Comparison(ResultModel):
         """Write one self-contained HTML page of the comparison, to look at and share.
 
         The page holds the comparison table (best value per column marked), a bar
-        chart of the median wall time per call with its min–max range, and each
-        variant's findings and sortable, filterable op table. It opens offline in
-        any browser: nothing is loaded from the network.
+        chart of the median wall time per call with its min–max range, then each
+        variant against the baseline as differences: the verdict on their wall times
+        (faster, slower or no measurable change, from the speedup's interval
+        ``speedup_low``–``speedup_high``; with too few ``repeats`` for an interval, the
+        page says so and which ``repeats`` gives one), the mean profiled step by
+        category for both with the change in µs and % (from ``breakdown``), and the op
+        table per profiled step for both with the change, the ops of one variant only
+        marked; and each variant's findings and sortable, filterable op table. It opens
+        offline in any browser: nothing is loaded from the network.
 
         Args:
             path: The ``.html`` file to write; missing parent folders are created.

@@ -265,9 +265,21 @@ def target_path(rec: Recording, path: Optional[PathLike], *, suffix: str) -> Pat
 
 
 def report(
-    rec: Recording, path: Optional[PathLike], *, overwrite: bool, world_size: Optional[int], baseline: Any = None
+    rec: Recording,
+    path: Optional[PathLike],
+    *,
+    overwrite: bool,
+    world_size: Optional[int],
+    baseline: Any = None,
+    device_profile: Any = None,
+    device_note: Optional[str] = None,
 ) -> Path:
-    """Write the HTML report of the recording (see ``Session.report``)."""
+    """Write the HTML report of the recording (see ``Session.report``).
+
+    ``device_profile`` is the device's own profile that the session's backend read (Neuron's:
+    its NEFF rows and engine breakdown join the kernels pane); ``device_note`` says why there
+    is none, in that pane.
+    """
     from neuronprof.report import environment, trace_report
 
     require_recorded(rec, "there is nothing to report")
@@ -287,7 +299,15 @@ def report(
     table = local_table(rec).sorted("device")
     # The record's own events (read once, into the findings' nodes) unless a note is added for dropped cycles.
     events = timeline(rec) if _dropped(rec) else None
-    text = trace_report(rec.trace, table, settings=settings, timeline=events, baseline=baseline)
+    text = trace_report(
+        rec.trace,
+        table,
+        settings=settings,
+        timeline=events,
+        baseline=baseline,
+        neuron=device_profile,
+        device_note=device_note,
+    )
     target = target_path(rec, path, suffix=".html")
     return atomic_write(target, text_writer(text), overwrite=overwrite)
 

@@ -1,4 +1,4 @@
-"""Parts of the report's page: the panes' sortable tables, the two-run pane, the comparison's bar chart.
+"""Parts of the report's page: the panes' sortable tables and the comparison's bar chart.
 
 A renderer's part (see ``report``): plain data for the template, from data the panes
 already gathered; it writes nothing.
@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from neuronprof.render import format_us
 
 if TYPE_CHECKING:
-    from neuronprof.analysis import TraceDiff
     from neuronprof.model import Comparison
 
-__all__ = ["chart", "grids", "two_runs_data"]
+__all__ = ["chart", "grids"]
 
 
 def _grid(columns: Sequence[tuple[str, str, str]], rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -110,36 +109,6 @@ def grids(panes: Mapping[str, Any]) -> dict[str, Any]:
             rows,
         )
     return out
-
-
-def _overview_diff(a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The overview of two runs side by side: mean step time and each category per step (µs), A, B and B − A."""
-    if not a or not b or not a["steps"] or not b["steps"]:
-        return []
-    rows = [{"label": "step time", "a": a["mean_us"], "b": b["mean_us"]}]
-    rows += [{"label": c["label"], "a": a["mean"][c["key"]], "b": b["mean"][c["key"]]} for c in b["categories"]]
-    for r in rows:
-        r["delta"] = round(r["b"] - r["a"], 3)
-        r["ratio"] = None if r["a"] <= 0 else round(r["b"] / r["a"], 3)
-    return rows
-
-
-def two_runs_data(
-    d: TraceDiff, base: Optional[Mapping[str, Any]] = None, panes: Optional[Mapping[str, Any]] = None, rows: int = 15
-) -> dict[str, Any]:
-    """The two-run pane: the verdicts, the overview side by side and the largest op changes, as ``neuronprof diff``."""
-    from neuronprof.analysis.render import _diff_cols, _diff_footer, _diff_header
-
-    cols = _diff_cols(d)
-    return {
-        "a": d.a,
-        "b": d.b,
-        "overview": _overview_diff(base, (panes or {}).get("overview")),
-        "header": _diff_header(d),
-        "headers": [{"text": c.header, "left": c.left} for c in cols],
-        "rows": [[{"text": c.cell(r), "left": c.left} for c in cols] for r in d.rows[:rows]],
-        "footer": ([f"showing {rows} of {len(d.rows)} rows"] if len(d.rows) > rows else []) + _diff_footer(d),
-    }
 
 
 @dataclasses.dataclass(frozen=True)

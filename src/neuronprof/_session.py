@@ -1079,17 +1079,22 @@ class Session:
         top findings of [`insights`][neuronprof.Session.insights], the settings and
         environment), the operators (sortable, filterable, by name or input shape, by
         ``nn.Module`` with ``with_stack``, the heaviest op's call tree), the device's
-        kernels, memory (with ``profile_memory=True``: the top allocating ops), the
-        ranks of a distributed run, a zoomable timeline of the recorded steps, and with
-        ``baseline`` the two runs side by side. A pane this run cannot fill says why.
-        ``neuronprof report TRACE`` makes the same page from an exported trace.
+        kernels (with the device's own profile where the backend wrote one: on the neuron
+        backend, Neuron's NEFF executions and engine breakdown, read once per session as
+        [`neuron_profile`][neuronprof.Session.neuron_profile] reads it), memory (with
+        ``profile_memory=True``: the top allocating ops), the ranks of a distributed run,
+        a zoomable timeline of the recorded steps, and with ``baseline`` the two runs side
+        by side as differences (the overview per category and the op table, A, B and the
+        change) under the verdict of ``neuronprof diff``. A pane this run cannot fill says
+        why. ``neuronprof report TRACE`` makes the same page from an exported trace.
 
         Args:
             path: The ``.html`` file to write. Default: a timestamped name in ``output_dir``.
             overwrite: Replace an existing file instead of raising ``FileExistsError``.
             baseline: A baseline run to compare this one with (a trace file, a folder of
                 runs, a [`Trace`][neuronprof.analysis.Trace] or an earlier session): adds
-                the two-run pane with ``neuronprof diff``'s verdicts. ``None``: no pane.
+                the two-run pane with ``neuronprof diff``'s verdicts (each step a sample;
+                with several runs on each side, each run's median step). ``None``: no pane.
 
         Returns:
             The file written.
@@ -1101,11 +1106,30 @@ class Session:
         """
         _flags(overwrite=overwrite)
         self._require_done("report()")
+        record = self._record()
+        _recording.require_recorded(record, "there is nothing to report")
+        device, why = self._device_profile_for_report()
         # A termination request from here to the written file removes the private copies first.
         with _io.cleaned_up_on_termination():
             return _recording.report(
-                self._record(), path, overwrite=overwrite, world_size=self._world_size, baseline=baseline
+                record,
+                path,
+                overwrite=overwrite,
+                world_size=self._world_size,
+                baseline=baseline,
+                device_profile=device,
+                device_note=why,
             )
+
+    def _device_profile_for_report(self) -> tuple[Any, Optional[str]]:
+        """The device's own profile for the report (read once per session, as ``neuron_profile()``), or why not.
+
+        ``(None, None)`` where the backend has no profile of its own.
+        """
+        try:
+            return self._backend.device_profile(self._context()), None
+        except SessionStateError as exc:
+            return None, f"the device's own profile is not in this report: {exc}"
 
     def _read_cycle(self, cycle: _kineto.Cycle) -> EventTable:
         """A cycle's event table, converted from kineto's events once, with the backend's remarks on it."""

@@ -18,7 +18,7 @@ from neuronprof._model_base import ResultModel, ResultRow
 
 # The model's parts, each ≤ ~500 lines; this module is their one public face and
 # re-exports every name (documented and importable as ``neuronprof.model.X``).
-from neuronprof._model_comparison import Comparison, ComparisonRow
+from neuronprof._model_comparison import Comparison, ComparisonRow, StepBreakdown
 from neuronprof._model_ranks import RankOpRow, RankTable
 from neuronprof._model_rows import (  # noqa: F401
     _DEVICE_FIELDS,
@@ -51,6 +51,7 @@ __all__ = [
     "COMPARISON_SCHEMA",
     "Comparison",
     "ComparisonRow",
+    "StepBreakdown",
 ]
 
 

@@ -20,10 +20,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union, cast
 from urllib.parse import urlsplit
 
-from neuronprof._report_parts import chart, grids, two_runs_data
+from neuronprof._report_parts import grids
 from neuronprof._report_timeline import MAX_TIMELINE_EVENTS, timeline_data
 from neuronprof.model import Comparison, OpRow, Table
-from neuronprof.render import Grid, comparison_columns, comparison_footer, format_shapes, format_us
+from neuronprof.render import format_shapes, format_us
 
 if TYPE_CHECKING:
     from neuronprof.analysis import Trace, TraceDiff
@@ -275,7 +275,7 @@ class _Drawn(NamedTuple):
     panes: dict[str, Any]
 
 
-def _draw(timeline: Timeline, neuron: Optional[NeuronProfile] = None) -> _Drawn:
+def _draw(timeline: Timeline, neuron: Optional[NeuronProfile] = None, device_note: Optional[str] = None) -> _Drawn:
     """Everything the page reads from the timeline's events, read while they are held (and Neuron's profile)."""
     from neuronprof._report_device import kernels_data, neuron_data, neuron_note
     from neuronprof._report_ops import call_tree, modules_data
@@ -285,8 +285,8 @@ def _draw(timeline: Timeline, neuron: Optional[NeuronProfile] = None) -> _Drawn:
     note = neuron_note(timeline)
     if neuron is not None:
         kernels["neuron"] = neuron_data(neuron)
-    elif note is not None:
-        kernels["notes"].append(note)
+    else:
+        kernels["notes"] += [n for n in (note, device_note) if n is not None]
     panes = {
         "overview": overview_data(timeline),
         "kernels": kernels,
@@ -307,18 +307,20 @@ def _profile_page(
     by_other: Optional[tuple[str, Table]] = None,
     memory_source: str = "table",
     memory_tables: tuple[Any, ...] = (),
+    runs: Optional[tuple[int, int]] = None,
 ) -> str:
     """``render_report``'s page, its timeline panes drawn already (``None``: none).
 
     ``by_other`` is the table grouped the other way (``("shape", table)``: by input shape),
     offered beside the main one; ``memory_source``: ``"table"`` (a session's) or ``"trace"`` (a
-    file's); ``memory_tables``: the event tables whose allocation records the memory pane draws.
+    file's); ``memory_tables``: the event tables whose allocation records the memory pane draws;
+    ``runs``: the runs (trace files) of the baseline and of this run, for the two-run pane's word on repeats.
     """
     from neuronprof._report_device import memory_data
     from neuronprof._report_ops import ranks_data
 
     facts = {str(k): _fact(v) for k, v in (settings or {}).items() if v is not None}
-    data = {
+    data: dict[str, Any] = {
         "schema": REPORT_SCHEMA,
         "table": _table_data(table),
         "timeline": drawn.data if drawn is not None else None,
@@ -335,6 +337,12 @@ def _profile_page(
     panes["ranks"] = ranks_data(panes["overview"], rank_insights) if "overview" in panes else None
     panes["memory"] = memory_data(table, source=memory_source, tables=memory_tables)
     data["grids"] = grids(panes)
+    two_runs = None
+    if baseline is not None:
+        from neuronprof._report_two_runs import trace_pane
+
+        two_runs = trace_pane(baseline, panes.get("baseline_overview"), panes.get("overview"), runs=runs)
+        data["grids"][two_runs["key"]] = two_runs.pop("grid")
     notes = list(table.notes)
     if drawn is not None:
         notes.extend(n for n in drawn.notes if n not in notes)
@@ -349,7 +357,7 @@ def _profile_page(
         has_timeline=drawn is not None,
         panes=panes,
         by_other=None if by_other is None else by_other[0],
-        two_runs=None if baseline is None else two_runs_data(baseline, panes.get("baseline_overview"), panes),
+        two_runs=two_runs,
     )
 
 
@@ -385,11 +393,13 @@ def trace_report(
     title: str = "neuronprof report",
     baseline: Any = None,
     neuron: Optional[NeuronProfile] = None,
+    device_note: Optional[str] = None,
 ) -> str:
     """``render_report`` of a loaded trace (a file's, or a session's record): its findings, timeline, two-run pane.
 
     ``timeline`` defaults to the trace's own events, whose findings are the trace's own; ``baseline``
-    (a trace file, folder or ``Trace``) adds the pane of ``neuronprof diff BASELINE TRACE``.
+    (a trace file, folder or ``Trace``) adds the pane of ``neuronprof diff BASELINE TRACE``;
+    ``device_note``, without ``neuron``, says in the kernels pane why the device's own profile is absent.
     """
     from neuronprof.analysis.insights import analyze_timeline
     from neuronprof.analysis.insights._trace import insights_of, timeline_of
@@ -400,23 +410,17 @@ def trace_report(
         # The trace's events read once, straight into the findings' tree nodes (a node has a host
         # event's fields): drawn first, then read by the findings, then let go before the page is made.
         events = timeline_of(trace, _Node)
-        drawn = _draw(events, neuron)
+        drawn = _draw(events, neuron, device_note)
         insights = insights_of(trace, events)
         del events
     else:
         insights = trace.insights() if timeline is trace.timeline() else analyze_timeline(timeline)
-        drawn = _draw(timeline, neuron)
-    two_runs = None
+        drawn = _draw(timeline, neuron, device_note)
+    two_runs = runs = None
     if baseline is not None:
-        from neuronprof._report_overview import overview_data
-        from neuronprof.analysis._diff import diff
-        from neuronprof.analysis._samples import trace_of
-        from neuronprof.analysis.trace import load_trace
+        from neuronprof._report_two_runs import against_baseline
 
-        base = load_trace(trace_of(baseline))
-        two_runs = diff(base, trace)
-        # The baseline's overview, beside this run's in the two-run pane.
-        drawn.panes["baseline_overview"] = overview_data(timeline_of(base))
+        two_runs, drawn.panes["baseline_overview"], runs = against_baseline(baseline, trace)
     live = bool(trace.event_tables) and not trace.event_tables[0].file_notes
     return _profile_page(
         table,
@@ -428,6 +432,7 @@ def trace_report(
         by_other=_other_grouping(trace, table),
         memory_source="table" if live else "trace",
         memory_tables=trace.event_tables,
+        runs=runs,
     )
 
 
@@ -446,8 +451,9 @@ def render_comparison_report(
     """Return one self-contained HTML page for a [`Comparison`][neuronprof.model.Comparison].
 
     The page holds the comparison table (best value per column marked), a bar chart
-    of the median wall time per call with its min–max range, the findings that tell
-    the variants apart, and each variant's op table and findings.
+    of the median wall time per call with its min–max range, then each variant
+    against the baseline (the verdict on their wall times, the overview of a step and
+    the op table as differences), and each variant's op table and findings.
 
     Args:
         cmp: The comparison.
@@ -456,43 +462,10 @@ def render_comparison_report(
     """
     if not isinstance(cmp, Comparison):
         raise TypeError(f"render_comparison_report() takes a Comparison, got {type(cmp).__name__}")
-    cols = comparison_columns(cmp)
-    best = Grid(cols, cmp.rows).best_cells()
-    rows = [
-        [{"text": c.cell(r), "best": (i, j) in best, "left": c.left} for j, c in enumerate(cols)]
-        for i, r in enumerate(cmp.rows)
-    ]
-    facts = {
-        "backend": cmp.backend,
-        "device": cmp.device_label or "none (CPU only)",
-        "baseline": cmp.baseline,
-        "timing": f"{cmp.repeats} interleaved rounds after {cmp.warmup} warm-up call(s)",
-        "profiled steps per variant": str(cmp.profiled_steps),
-        **environment(),
-        **{str(k): _fact(v) for k, v in (settings or {}).items() if v is not None},
-    }
-    variants = []
-    for r in cmp.rows:
-        variants.append(
-            {
-                "name": r.name,
-                "table": None if r.table is None else _table_data(r.table.sorted("device")),
-                "findings": _findings_data(r.insights),
-            }
-        )
-    data = {"schema": REPORT_SCHEMA, "table": None, "timeline": None, "variants": variants}
-    comparison = {
-        "headers": [{"text": c.header, "left": c.left} for c in cols],
-        "rows": rows,
-        # The text footer marks best values with "*"; here they are highlighted.
-        "footer": [
-            line.replace("* marks the best value in a column", "the best value of each column is highlighted")
-            for line in comparison_footer(cmp)
-        ],
-        "chart": chart(cmp),
-        "variants": variants,
-    }
-    return _page(data, title=title, settings=facts, comparison=comparison)
+    from neuronprof._report_two_runs import comparison_page
+
+    data, facts, comparison = comparison_page(cmp, settings or {})
+    return _page({"schema": REPORT_SCHEMA, **data}, title=title, settings=facts, comparison=comparison)
 
 
 def _fact(value: Any) -> str:

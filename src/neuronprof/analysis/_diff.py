@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, get_args
 
@@ -16,10 +16,10 @@ from neuronprof.analysis.trace import Trace, TraceSource, load_trace
 from neuronprof.typing import DiffMatch, DiffMetric, DiffStatus, GroupBy, MeasuredTime
 
 if TYPE_CHECKING:
-    from neuronprof.model import OpRow
+    from neuronprof.model import OpRow, Table
     from neuronprof.render import Block, Format
 
-__all__ = ["DiffRow", "TraceDiff", "diff"]
+__all__ = ["DiffRow", "TraceDiff", "diff", "diff_tables"]
 
 DIFF_SCHEMA = "neuronprof.diff/1"
 
@@ -278,12 +278,7 @@ def diff(
         raise ValueError("per_step=True needs ProfilerStep annotations in both traces")
     scale_a = 1.0 / ta.steps if per_step else 1.0
     scale_b = 1.0 / tb.steps if per_step else 1.0
-
-    index_a = {_key(r): r for r in rows_a}
-    index_b = {_key(r): r for r in rows_b}
-    keys = list(index_a) + [k for k in index_b if k not in index_a]
-    rows = [_pair(index_a.get(k), index_b.get(k), use, scale_a, scale_b) for k in keys]
-    rows.sort(key=lambda r: (-abs(r.delta_us), r.name))
+    rows = _paired(rows_a, rows_b, use, scale_a, scale_b)
 
     notes: list[str] = []
     if not per_step and ta.steps and tb.steps and ta.steps != tb.steps:
@@ -318,6 +313,58 @@ def diff(
         step_device=step_device,
         op_shifts=op_shifts,
     )
+
+
+def diff_tables(a: Table, b: Table, *, a_label: str, b_label: str) -> TraceDiff:
+    """Compare two op tables per step, as ``diff(..., per_step=True)`` compares two traces, without verdicts.
+
+    The op rows of [`Comparison`][neuronprof.model.Comparison] variants (each from one
+    profiled session) are paired by name, or by name and input shapes when both were
+    grouped by shape; self device time is compared when both have it, else self CPU
+    time. A table keeps no steps' samples, so there is no verdict per op or per step
+    (a comparison's own verdict is on its wall-time samples).
+
+    Args:
+        a: The baseline's table.
+        b: The table to compare with it.
+        a_label: What to call A (a variant's label).
+        b_label: What to call B.
+
+    Returns:
+        One row per op, largest absolute change first; times in µs per profiled step
+        (a table without steps: its totals), calls as totals.
+    """
+    shapes = any(r.input_shapes is not None for r in a.rows) and any(r.input_shapes is not None for r in b.rows)
+    use: MeasuredTime = "device" if a.has_device_time and b.has_device_time else "cpu"
+    per_step = a.steps > 0 and b.steps > 0
+    notes = ["times are per profiled step; calls are totals"] if per_step else []
+    if per_step and a.steps != b.steps:
+        notes.append(f"A profiled {a.steps} steps and B {b.steps}")
+    rows = _paired(a.rows, b.rows, use, 1.0 / a.steps if per_step else 1.0, 1.0 / b.steps if per_step else 1.0)
+    return TraceDiff(
+        rows=tuple(rows),
+        a=a_label,
+        b=b_label,
+        metric=use,
+        match="shape" if shapes else "name",
+        device_label=a.device_label or b.device_label,
+        steps_a=a.steps,
+        steps_b=b.steps,
+        per_step=per_step,
+        notes=tuple(notes),
+    )
+
+
+def _paired(
+    rows_a: Sequence[OpRow], rows_b: Sequence[OpRow], use: MeasuredTime, scale_a: float, scale_b: float
+) -> list[DiffRow]:
+    """Each op of either side beside its match on the other, largest absolute change first."""
+    index_a = {_key(r): r for r in rows_a}
+    index_b = {_key(r): r for r in rows_b}
+    keys = list(index_a) + [k for k in index_b if k not in index_a]
+    rows = [_pair(index_a.get(k), index_b.get(k), use, scale_a, scale_b) for k in keys]
+    rows.sort(key=lambda r: (-abs(r.delta_us), r.name))
+    return rows
 
 
 def _label(trace: Trace) -> str:
