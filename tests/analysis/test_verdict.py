@@ -280,7 +280,7 @@ def test_the_reports_two_run_pane_gives_the_verdicts(tmp_path: Path, capsys: pyt
     assert analysis_main(["report", b, "--baseline", a, "-o", str(out)]) == 0
     html = out.read_text()
     assert "Compared with the baseline" in html
-    assert "verdict, step time (host): slower by" in html and "Verdict per step" in html
+    assert "Did it get faster?" in html and "step time (host): slower by" in html and "Verdict per step" in html
     assert analysis_main(["report", b, "-o", str(tmp_path / "alone.html")]) == 0
     assert "Compared with the baseline" not in (tmp_path / "alone.html").read_text()
 
