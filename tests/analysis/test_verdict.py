@@ -304,7 +304,7 @@ def test_sessions_are_compared_directly_and_in_their_report(tmp_path: Path) -> N
     assert d.step is not None and (d.step.n_a, d.step.n_b) == (4, 4)
     assert (d.a, d.b) == ("(a session)", "(a session)")
     page = after.report(tmp_path / "after.html", baseline=before).read_text()
-    assert "Compared with the baseline" in page and "verdict, step time (host)" in page
+    assert "Compared with the baseline" in page and "Did it get faster?" in page and "step time (host):" in page
 
 
 def test_check_cannot_tell_says_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
