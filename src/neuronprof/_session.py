@@ -1082,7 +1082,8 @@ class Session:
         kernels (with the device's own profile where the backend wrote one: on the neuron
         backend, Neuron's NEFF executions and engine breakdown, read once per session as
         [`neuron_profile`][neuronprof.Session.neuron_profile] reads it), memory (with
-        ``profile_memory=True``: the top allocating ops), the ranks of a distributed run,
+        ``profile_memory=True``: allocated and reserved memory over the steps per device,
+        the peak and the ops around it, the top allocating ops), the ranks of a distributed run,
         a zoomable timeline of the recorded steps, and with ``baseline`` the two runs side
         by side as differences (the overview per category and the op table, A, B and the
         change) under the verdict of ``neuronprof diff``. A pane this run cannot fill says
