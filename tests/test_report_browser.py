@@ -18,6 +18,7 @@ import shutil
 import struct
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -364,6 +365,34 @@ def _sorted_by_keyboard(page: Any, table: str) -> None:
     assert th.get_attribute("aria-sort") == "ascending"
 
 
+@contextmanager
+def opened_at(browser: Browser, path: Path, width: int, shot: Path) -> Iterator[Any]:
+    """``path`` opened at ``width`` px: nothing but its own file loaded, no error, no sideways scroll of the page.
+
+    On leaving, a full-page screenshot is taken to ``shot`` (checked to be ``width`` wide) and the
+    browser's size is set back.
+    """
+    browser.page.set_viewport_size({"width": width, "height": 900})
+    try:
+        page = browser.open(path)
+        assert browser.errors == [] and browser.requests == [path.resolve().as_uri()]
+        assert page.evaluate("document.documentElement.scrollWidth") <= width  # no sideways scroll of the page
+        yield page
+        page.screenshot(path=str(shot), full_page=True)
+        assert png_width(shot) == width
+        assert browser.errors == []
+    finally:
+        browser.page.set_viewport_size({"width": 1280, "height": 900})
+
+
+def in_view(page: Any, selector: str, width: int, min_height: float = 0) -> None:
+    """The element is drawn (taller than ``min_height``) and fits the ``width`` of the screen."""
+    page.locator(selector).scroll_into_view_if_needed()
+    box = page.locator(selector).bounding_box()
+    assert box is not None and box["height"] > min_height, selector
+    assert box["x"] >= 0 and box["x"] + box["width"] <= width, selector
+
+
 @pytest.mark.parametrize("width", [1280, 390])
 @pytest.mark.parametrize("which", ["cpu", "device", "ranks", "two"])
 def test_every_pane_is_drawn_and_usable_at_desktop_and_phone_width(
@@ -371,15 +400,9 @@ def test_every_pane_is_drawn_and_usable_at_desktop_and_phone_width(
 ) -> None:
     if which not in pane_reports:
         pytest.skip("the neuron test backend is not available in this build")
-    page = browser.page
-    page.set_viewport_size({"width": width, "height": 900})
-    try:
-        page = browser.open(pane_reports[which])
-        assert browser.errors == [] and browser.requests == [pane_reports[which].resolve().as_uri()]
-        assert page.evaluate("document.documentElement.scrollWidth") <= width  # no sideways scroll of the page
+    with opened_at(browser, pane_reports[which], width, tmp_path / f"{which}-{width}.png") as page:
         for pane in _PANES + (("#two-runs",) if which == "two" else ()):
-            box = page.locator(pane).bounding_box()
-            assert box is not None and box["height"] > 20 and box["x"] >= 0 and box["x"] + box["width"] <= width, pane
+            in_view(page, pane, width, min_height=20)
         # Overview: one bar per step, the tallest the longest step; the mean step's stack fills its box.
         bars = page.evaluate(
             """() => [...document.querySelectorAll('#step-chart > div')].map(
@@ -407,8 +430,7 @@ def test_every_pane_is_drawn_and_usable_at_desktop_and_phone_width(
             assert set(column(page, "Name")) == {"aten::addmm"}
             assert page.locator("#memory-table tbody tr").count() > 0
             for chart in ("#memory-chart-0", "#memory-peak-0"):  # memory over time and its peak, in view
-                box = page.locator(chart).bounding_box()
-                assert box is not None and box["height"] > 0 and box["x"] >= 0 and box["x"] + box["width"] <= width
+                in_view(page, chart, width)
             child = page.locator("#call-tree > details > details > summary").first
             child.focus()
             page.keyboard.press("Enter")
@@ -426,12 +448,6 @@ def test_every_pane_is_drawn_and_usable_at_desktop_and_phone_width(
                            return [last.right, w.getBoundingClientRect().right]; }"""
             )
             assert wrap[0] <= wrap[1] + 1, wrap  # the last column reachable by scrolling the box
-        shot = tmp_path / f"{which}-{width}.png"
-        page.screenshot(path=str(shot), full_page=True)
-        assert png_width(shot) == width
-        assert browser.errors == []
-    finally:
-        page.set_viewport_size({"width": 1280, "height": 900})
 
 
 def test_report_follows_the_dark_colour_scheme(browser: Browser, pane_reports: dict[str, Path]) -> None:
@@ -480,18 +496,10 @@ def test_two_runs_diff_is_visible_sortable_and_filterable_at_desktop_and_phone_w
 ) -> None:
     pane = {"cmp": "#against-1", "ab": "#two-runs"}[which]
     table = f"{pane}-table"
-    page = browser.page
-    page.set_viewport_size({"width": width, "height": 900})
-    try:
-        page = browser.open(two_run_pages[which])
-        assert browser.errors == [] and browser.requests == [two_run_pages[which].resolve().as_uri()]
-        assert page.evaluate("document.documentElement.scrollWidth") <= width  # no sideways scroll of the page
+    with opened_at(browser, two_run_pages[which], width, tmp_path / f"{which}-{width}.png") as page:
         # A table is seen through its box (which scrolls sideways on a phone).
         for selector in (pane, f"{pane}-verdict", f"{pane}-overview >> xpath=..", f"{table} >> xpath=.."):
-            page.locator(selector).scroll_into_view_if_needed()
-            box = page.locator(selector).bounding_box()
-            assert box is not None and box["height"] > 20, selector
-            assert box["x"] >= 0 and box["x"] + box["width"] <= width, selector
+            in_view(page, selector, width, min_height=20)
         assert "Did it get faster?" in page.locator(f"{pane}-verdict").inner_text()
         overview = column(page, "Category", f"{pane}-overview")
         assert overview[0] == "step time" and "host compute in ops" in overview
@@ -527,9 +535,3 @@ def test_two_runs_diff_is_visible_sortable_and_filterable_at_desktop_and_phone_w
             table,
         )
         assert box["lastRight"] <= box["wrapRight"] + 1 and abs(box["nameLeft"] - box["wrapLeft"]) <= 2, box
-        shot = tmp_path / f"{which}-{width}.png"
-        page.screenshot(path=str(shot), full_page=True)
-        assert png_width(shot) == width
-        assert browser.errors == []
-    finally:
-        page.set_viewport_size({"width": 1280, "height": 900})
