@@ -535,3 +535,34 @@ def test_two_runs_diff_is_visible_sortable_and_filterable_at_desktop_and_phone_w
             table,
         )
         assert box["lastRight"] <= box["wrapRight"] + 1 and abs(box["nameLeft"] - box["wrapLeft"]) <= 2, box
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize("which", ["cpu", "device"])
+def test_a_long_name_is_read_whole_in_its_cell_at_desktop_and_phone_width(
+    browser: Browser, pane_reports: dict[str, Path], which: str, width: int, tmp_path: Path
+) -> None:
+    """A name wraps inside its cell (no hover needed to read it) while the name column stays sticky."""
+    if which not in pane_reports:
+        pytest.skip("the neuron test backend is not available in this build")
+    with opened_at(browser, pane_reports[which], width, tmp_path / f"names-{which}-{width}.png") as page:
+        cells = page.evaluate(
+            """() => [...document.querySelectorAll('td.name')].filter(td => td.offsetParent !== null).map(td => {
+                 const range = document.createRange();
+                 range.selectNodeContents(td);
+                 const text = range.getBoundingClientRect(), box = td.getBoundingClientRect();
+                 return {name: td.textContent, scroll: td.scrollWidth, client: td.clientWidth,
+                         textLeft: text.left, textRight: text.right, left: box.left, right: box.right,
+                         sticky: getComputedStyle(td).position};
+               })"""
+        )
+        longest = max(cells, key=lambda c: len(c["name"]))
+        # Names longer than the name column's width on a phone (a Python frame's, a kernel's).
+        assert len(longest["name"]) > {"cpu": 60, "device": 25}[which], longest
+        for cell in cells:
+            assert cell["scroll"] <= cell["client"], cell  # nothing clipped
+            assert cell["left"] - 1 <= cell["textLeft"] and cell["textRight"] <= cell["right"] + 1, cell
+        assert {c["sticky"] for c in cells if c["name"] == longest["name"]} == {"sticky"}
+        # Long notes and paths wrap inside the screen too.
+        right = page.evaluate("Math.max(...[...document.querySelectorAll('main p')].map(p => p.getBoundingClientRect().right))")
+        assert right <= width, right
