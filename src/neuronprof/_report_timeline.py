@@ -11,6 +11,9 @@ from itertools import islice
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Optional
 
+from neuronprof import _vocabulary as vocab
+from neuronprof._report_overview import _host_category  # the overview's rule, so that both panes agree
+
 if TYPE_CHECKING:
     from neuronprof.analysis.insights import Timeline
 
@@ -40,7 +43,8 @@ def timeline_data(timeline: Timeline) -> dict[str, Any]:
     Returns:
         ``{"lanes": [{"name", "kind"[, "rank"]}], "names": [str], "events": [[lane, start_us,
         dur_us, name_index, kind]], "steps": [[label, start_us, end_us]], "dropped": int[, "ranks": [int]]}``
-        where kind is 0 host op, 1 step, 2 runtime/annotation/other, 3 device.
+        where kind is 0 host op, 1 step, 2 runtime/annotation/other, 3 device, 4 communication
+        (a collective, host or device, as the overview counts it: ``gloo:all_reduce``, ``nccl:*``...).
     """
     parts = list(timeline.ranks) or [timeline]
     firsts = [
@@ -122,7 +126,7 @@ def _lay_out(
         key = (thread, depth)
         if key not in lane_of:
             lane_of[key] = lane(f"{thread_names[thread]} · depth {depth}", "host")
-        kind = 0 if e.category == "op" else 2
+        kind = 4 if _host_category(e.name, e.category) == "communication" else 0 if e.category == "op" else 2
         events.append(
             [lane_of[key], us(e.start_ns), round((e.end_ns - e.start_ns) / 1000, 3), name_index(e.name), kind]
         )
@@ -144,7 +148,13 @@ def _lay_out(
             at = len(ends) - 1
             lane(f"{label} · lane {at}", "device")
         events.append(
-            [first_device_lane + at, us(d.start_ns), round((d.end_ns - d.start_ns) / 1000, 3), name_index(d.name), 3]
+            [
+                first_device_lane + at,
+                us(d.start_ns),
+                round((d.end_ns - d.start_ns) / 1000, 3),
+                name_index(d.name),
+                4 if vocab.is_collective(d.name, vocab.K_DEVICE) else 3,
+            ]
         )
     out["steps"] += [[prefix + e.name, us(e.start_ns), us(e.end_ns)] for e in steps_ev]
     out["dropped"] += dropped
