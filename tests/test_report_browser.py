@@ -564,5 +564,191 @@ def test_a_long_name_is_read_whole_in_its_cell_at_desktop_and_phone_width(
             assert cell["left"] - 1 <= cell["textLeft"] and cell["textRight"] <= cell["right"] + 1, cell
         assert {c["sticky"] for c in cells if c["name"] == longest["name"]} == {"sticky"}
         # Long notes and paths wrap inside the screen too.
-        right = page.evaluate("Math.max(...[...document.querySelectorAll('main p')].map(p => p.getBoundingClientRect().right))")
+        right = page.evaluate(
+            "Math.max(...[...document.querySelectorAll('main p')].map(p => p.getBoundingClientRect().right))"
+        )
         assert right <= width, right
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize("which", ["cpu", "device", "ranks"])
+def test_timeline_axis_labels_neither_overlap_nor_pass_the_edge(
+    browser: Browser, pane_reports: dict[str, Path], which: str, width: int, tmp_path: Path
+) -> None:
+    """Time ticks by the plot's width: each label clear of the next and inside the SVG, zoomed out and in."""
+    if which not in pane_reports:
+        pytest.skip("the neuron test backend is not available in this build")
+    with opened_at(browser, pane_reports[which], width, tmp_path / f"axis-{which}-{width}.png") as page:
+        page.locator("#timeline").scroll_into_view_if_needed()
+        for _ in range(3):  # zoomed out, then in twice
+            boxes = page.evaluate(
+                """() => { const svg = document.getElementById('timeline').getBoundingClientRect();
+                     return {right: svg.right, left: svg.left,
+                       ticks: [...document.querySelectorAll('#timeline > g > text')]
+                         .filter(t => t.getAttribute('y') === '12').map(t => {
+                         const b = t.getBoundingClientRect(); return [b.left, b.right, t.textContent]; })}; }"""
+            )
+            ticks = sorted(boxes["ticks"])
+            assert len(ticks) >= 2, boxes
+            for (_, right, _), (left, _, _) in zip(ticks, ticks[1:]):
+                assert right < left, ticks  # no two labels overlap
+            assert boxes["left"] <= ticks[0][0] and ticks[-1][1] <= boxes["right"], boxes  # none cut off
+            page.click("#tl-in")
+        # The lane names fit left of the plot, which keeps most of the width on a phone.
+        lanes = page.evaluate(
+            """() => [...document.querySelectorAll('#timeline > g > text')].filter(t => t.getAttribute('y') !== '12')
+                  .map(t => t.getComputedTextLength())"""
+        )
+        plot = page.evaluate(
+            "[+document.querySelector('#timeline > svg').getAttribute('x'),"
+            " document.getElementById('timeline').clientWidth]"
+        )
+        assert all(4 + w <= plot[0] for w in lanes), (plot, lanes)
+        assert plot[0] <= 0.35 * plot[1], plot
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_comparison_chart_text_stays_readable_at_desktop_and_phone_width(
+    browser: Browser, two_run_pages: dict[str, Path], width: int, tmp_path: Path
+) -> None:
+    """The chart is never shrunk below 10 px text: on a phone its box scrolls sideways to the last label."""
+    with opened_at(browser, two_run_pages["cmp"], width, tmp_path / f"cmp-chart-{width}.png") as page:
+        in_view(page, "#cmp-chart >> xpath=..", width, min_height=40)
+        sizes = page.evaluate(
+            """() => { const svg = document.getElementById('cmp-chart'), scale = svg.getScreenCTM().a;
+                 return [...svg.querySelectorAll('text')].map(
+                   t => parseFloat(getComputedStyle(t).fontSize) * scale); }"""
+        )
+        assert len(sizes) >= 3 and min(sizes) >= 10, sizes
+        reach = page.evaluate(
+            """() => { const svg = document.getElementById('cmp-chart'), box = svg.parentElement;
+                 box.scrollLeft = box.scrollWidth;
+                 const right = Math.max(...[...svg.querySelectorAll('text')].map(t => t.getBoundingClientRect().right));
+                 return [right, box.getBoundingClientRect().right]; }"""
+        )
+        assert reach[0] <= reach[1] + 1, reach  # the last label reached by scrolling the chart's box
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize("which", ["cpu", "two"])
+def test_a_nav_link_leaves_its_pane_heading_below_the_sticky_nav(
+    browser: Browser, pane_reports: dict[str, Path], which: str, width: int, tmp_path: Path
+) -> None:
+    with opened_at(browser, pane_reports[which], width, tmp_path / f"nav-{which}-{width}.png") as page:
+        links = page.evaluate("[...document.querySelectorAll('nav.panes a')].map(a => a.getAttribute('href'))")
+        assert len(links) >= 6
+        for href in links:
+            page.click(f"nav.panes a[href='{href}']")
+            tops = page.evaluate(
+                """(href) => [document.querySelector('nav.panes').getBoundingClientRect().bottom,
+                              document.querySelector(href + ' h2').getBoundingClientRect().top, window.scrollY]""",
+                href,
+            )
+            assert tops[2] > 0 or href == links[0], (href, tops)  # the page scrolled to it
+            assert tops[1] >= tops[0], (href, tops)  # its heading below the nav, not under it
+
+
+def _luminance(rgb: tuple[float, ...]) -> float:
+    """WCAG 2's relative luminance of an sRGB colour (0-255 per channel)."""
+    lin = [c / 255 / 12.92 if c / 255 <= 0.04045 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in rgb]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def _rgb(css: str) -> tuple[float, ...]:
+    return tuple(float(v) for v in re.findall(r"[\d.]+", css)[:3])
+
+
+@pytest.mark.parametrize("scheme", ["dark", "light"])
+@pytest.mark.parametrize("width", [1280, 390])
+def test_timeline_labels_contrast_with_their_bars_in_dark_and_light_mode(
+    browser: Browser, pane_reports: dict[str, Path], scheme: str, width: int, tmp_path: Path
+) -> None:
+    """Each name drawn on a bar (step names too) has a contrast of 3:1 or more with the bar as painted."""
+    with opened_at(browser, pane_reports["ranks"], width, tmp_path / f"tl-{scheme}-{width}.png") as page:
+        try:
+            page.emulate_media(color_scheme=scheme)
+            page.locator("#timeline").scroll_into_view_if_needed()
+            pairs = page.evaluate(
+                """() => { const bg = getComputedStyle(document.getElementById('timeline')).backgroundColor;
+                     return [...document.querySelectorAll('#timeline > svg text')].map(t => {
+                       const bar = t.previousElementSibling, s = getComputedStyle(bar);
+                       return {text: t.textContent, fill: getComputedStyle(t).fill, bar: s.fill,
+                               opacity: +s.fillOpacity, kind: bar.getAttribute('fill'), bg}; }); }"""
+            )
+            assert any(p["kind"] == "var(--step)" for p in pairs), pairs  # step names are among them
+            for p in pairs:
+                bar, bg = _rgb(p["bar"]), _rgb(p["bg"])
+                painted = tuple(p["opacity"] * b + (1 - p["opacity"]) * g for b, g in zip(bar, bg))
+                lum = sorted((_luminance(_rgb(p["fill"])), _luminance(painted)))
+                assert (lum[1] + 0.05) / (lum[0] + 0.05) >= 3, p
+        finally:
+            page.emulate_media(color_scheme="light")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_finger_drag_pans_the_timeline_and_a_tap_names_the_event(
+    browser: Browser, pane_reports: dict[str, Path], width: int, tmp_path: Path
+) -> None:
+    """Touch input (pointer events) pans the zoomed timeline as a mouse drag does."""
+    with opened_at(browser, pane_reports["cpu"], width, tmp_path / f"touch-{width}.png") as page:
+        cdp = browser.context.new_cdp_session(page)
+        cdp.send("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 1})
+        try:
+            page.locator("#timeline").scroll_into_view_if_needed()
+            page.click("#tl-in")
+            page.click("#tl-in")
+            before = [float(v) for v in (page.get_attribute("#timeline", "data-view") or "").split(",")]
+            box = page.locator("#timeline").bounding_box()
+            assert box is not None
+            x, y = box["x"] + box["width"] * 0.7, box["y"] + box["height"] * 0.5
+
+            def touch(kind: str, px: float) -> None:
+                points = [] if kind == "touchEnd" else [{"x": px, "y": y}]
+                cdp.send("Input.dispatchTouchEvent", {"type": kind, "touchPoints": points})
+
+            touch("touchStart", x)
+            for i in range(1, 11):
+                touch("touchMove", x - i * box["width"] * 0.03)
+            touch("touchEnd", x)
+            after = [float(v) for v in (page.get_attribute("#timeline", "data-view") or "").split(",")]
+            assert after[0] > before[0], (before, after)  # dragged left: later time in view
+            assert abs((after[1] - after[0]) - (before[1] - before[0])) < 1e-2, (before, after)  # same zoom
+            # A tap on a step's bar names it.
+            step = page.locator("#timeline rect[fill='var(--step)']").first.bounding_box()
+            assert step is not None
+            tx = max(step["x"], box["x"] + box["width"] * 0.5) + 2
+            cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": tx, "y": step["y"] + 5}]})
+            cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+            assert page.locator("#tl-tip").is_visible()
+            assert "ProfilerStep" in page.locator("#tl-tip").inner_text()
+        finally:
+            cdp.send("Emulation.setTouchEmulationEnabled", {"enabled": False})
+            cdp.detach()
+
+
+def test_timeline_draws_collectives_in_the_communication_colour(
+    browser: Browser, pane_reports: dict[str, Path], tmp_path: Path
+) -> None:
+    """gloo's all_reduce spans: drawn and listed as communication, in the overview's colour for it."""
+    with opened_at(browser, pane_reports["ranks"], 1280, tmp_path / "comm.png") as page:
+        drawn = page.evaluate(
+            """() => { const tl = JSON.parse(document.getElementById('neuronprof-data').textContent).timeline;
+                 return [...document.querySelectorAll('#timeline rect[data-i]')].map(
+                   r => [tl.names[+r.dataset.i], r.getAttribute('fill'), getComputedStyle(r).fill]); }"""
+        )
+        comm = {name for name, fill, _ in drawn if fill == "var(--c-communication)"}
+        assert "gloo:all_reduce" in comm, comm
+        assert not any(name == "gloo:all_reduce" and fill != "var(--c-communication)" for name, fill, _ in drawn)
+        legend = page.evaluate(
+            """() => [...document.querySelectorAll('.legend > span')].map(
+                 s => [s.textContent.trim(), getComputedStyle(s.firstElementChild).backgroundColor])"""
+        )
+        colour = {fill for name, _, fill in drawn if name in comm}
+        assert ["communication", *colour] in [list(x) for x in legend], (legend, colour)
+
+
+def test_byte_and_count_columns_have_thousands_separators(browser: Browser, pane_reports: dict[str, Path]) -> None:
+    page = browser.open(pane_reports["cpu"])
+    cells = column(page, "Self CPU memory (B)", "#memory-table")
+    assert cells and all(re.fullmatch(r"-?\d{1,3}(,\d{3})*", c) for c in cells), cells
+    assert any("," in c for c in cells), cells
