@@ -386,3 +386,56 @@ def test_the_breakdown_counts_each_instant_once(
             covered += e - max(s, end)
             end = e
     assert parts[0] == pytest.approx(covered / 1000, abs=0.05)
+
+
+def _busy_rows(page: str) -> dict[str, tuple[float, float]]:
+    """The kernels pane's busy-per-step rows: step name -> (step µs, busy µs)."""
+    rows = re.findall(r'<tr><td class="left name">([^<]*)</td><td>([\d,.]+)</td><td>([\d,.]+)</td>', _kernels_html(page))
+    return {html.unescape(n): (float(a.replace(",", "")), float(b.replace(",", ""))) for n, a, b in rows}
+
+
+def _kernels_html(page: str) -> str:
+    """The kernels pane's HTML."""
+    m = re.search(r'<section id="kernels">(.*?)</section>', page, re.S)
+    assert m, "no kernels pane"
+    return m.group(1)
+
+
+def test_overview_findings_and_kernels_pane_read_the_same_steps(tmp_path: Path) -> None:
+    # 200 µs kernels queued faster than the device runs them: the device works on past each step's end.
+    script = """
+import os, torch, neuronprof, testbackend
+testbackend.set_kernel_ns(200_000)
+model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 64))
+x, w = torch.randn(32, 64), torch.randn(64)
+with neuronprof.session(backend="neuron", wait=0, warmup=1, active=3, output_dir=os.getcwd()) as s:
+    for _ in s.steps():
+        y = model(x)
+        (x * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6) * w).sum()
+report({"trace": str(s.export("trace.json").resolve())})
+"""
+    proc = run_script(script, backend="neuron", env={"NEURONPROF_STANDIN_NEURON_BUILD": "correlating"}, cwd=tmp_path)
+    if unavailable_reason(proc) is not None:
+        pytest.skip(unavailable_reason(proc) or "")
+    assert proc.returncode == 0, proc.stderr
+    trace = result(proc)["trace"]
+    tl = load_trace(trace).timeline()
+    host_ends = {e.name: e.end_ns for e in tl.host if e.category == "step"}
+    assert max(d.end_ns for d in tl.device) > max(host_ends.values())  # the case this test is about
+    assert analysis_main(["report", trace, "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    found = load_trace(trace).insights()
+    steps = overview(page)
+    assert len(steps) == found.steps == 3  # type: ignore[union-attr]
+    mean_step = sum(us for us, _ in steps.values()) / 3
+    mean_device = sum(dict(zip(CATEGORIES, parts))["device"] for _, parts in steps.values()) / 3
+    assert mean_step == pytest.approx(found.step_us, abs=0.05)  # type: ignore[union-attr]  # shown to 0.1 µs
+    assert mean_device == pytest.approx(found.device_busy_us, abs=0.05)  # type: ignore[union-attr]
+    header = text_of(page, "findings")
+    assert f"step {found.step_us / 1000:,.2f} ms" in header  # type: ignore[union-attr]
+    busy = _busy_rows(page)
+    assert set(busy) == set(steps)
+    for name, (us, busy_us) in busy.items():
+        assert us == pytest.approx(steps[name][0], abs=0.11)
+        assert busy_us == pytest.approx(dict(zip(CATEGORIES, steps[name][1]))["device"], abs=0.11)
+    assert "device ran on past the end torch.profiler recorded" in text_of(page, "overview")

@@ -112,23 +112,36 @@ def kernels_data(timeline: Timeline) -> dict[str, Any]:
             notes.append("TPU kernel rows are not linked to the ops that launched them: TorchTPU records no link")
         else:
             notes.append("the trace links no device work to the op that launched it (no External id or correlation)")
+    busy, busy_notes = _busy(timeline)
     return {
         "label": label,
         "kernels": rows[:KERNELS_SHOWN],
-        "busy": _busy(timeline),
+        "busy": busy,
         "total_us": round(total / 1000, 3),
-        "notes": notes,
+        "notes": notes + busy_notes,
     }
 
 
-def _busy(timeline: Timeline) -> list[dict[str, Any]]:
-    """Per step (per rank's step), how long the device was busy in it: the union of its device work."""
+def _busy(timeline: Timeline) -> tuple[list[dict[str, Any]], list[str]]:
+    """Per step (per rank's step), how long the device was busy in it: the union of its device work.
+
+    The steps are the findings' (``step_windows``); the notes say what the rows cannot: device
+    time outside every step, and device time counted in two steps whose windows overlap.
+    """
     out = []
+    outside = 0
+    overlap = False
     for part in list(timeline.ranks) or [timeline]:
         prefix = f"rank {part.rank} · " if timeline.ranks else ""
         merged = vocab.merged_intervals((d.start_ns, d.end_ns) for d in part.device)
         ends = [e for _, e in merged]
-        for name, lo, hi in step_windows(part):
+        windows = step_windows(part)
+        overlap = overlap or any(a[2] > b[1] for a, b in zip(windows, windows[1:]))
+        covered = vocab.merged_intervals((lo, hi) for _, lo, hi in windows)
+        outside += sum(e - s for s, e in merged) - sum(
+            e - s for lo, hi in covered for s, e in clip(merged, ends, lo, hi)
+        )
+        for name, lo, hi in windows:
             busy = sum(e - s for s, e in clip(merged, ends, lo, hi))
             out.append(
                 {
@@ -138,7 +151,17 @@ def _busy(timeline: Timeline) -> list[dict[str, Any]]:
                     "share": round(100 * busy / (hi - lo), 1) if hi > lo else None,
                 }
             )
-    return out
+    notes = [
+        "a step lasts until the device work launched in it ends, as in the findings and the overview"
+    ]
+    if overlap:
+        notes.append(
+            "some steps' device work runs on into the next step's host time: there the two steps overlap, and "
+            "device time in the overlap counts in both steps' busy time"
+        )
+    if outside > 0:
+        notes.append(f"{outside / 1000:,.1f} µs of device busy time lies outside every recorded step")
+    return out, notes
 
 
 def neuron_note(timeline: Timeline) -> Optional[str]:
