@@ -390,7 +390,9 @@ def test_the_breakdown_counts_each_instant_once(
 
 def _busy_rows(page: str) -> dict[str, tuple[float, float]]:
     """The kernels pane's busy-per-step rows: step name -> (step µs, busy µs)."""
-    rows = re.findall(r'<tr><td class="left name">([^<]*)</td><td>([\d,.]+)</td><td>([\d,.]+)</td>', _kernels_html(page))
+    rows = re.findall(
+        r'<tr><td class="left name">([^<]*)</td><td>([\d,.]+)</td><td>([\d,.]+)</td>', _kernels_html(page)
+    )
     return {html.unescape(n): (float(a.replace(",", "")), float(b.replace(",", ""))) for n, a, b in rows}
 
 

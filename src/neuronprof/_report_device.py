@@ -151,9 +151,7 @@ def _busy(timeline: Timeline) -> tuple[list[dict[str, Any]], list[str]]:
                     "share": round(100 * busy / (hi - lo), 1) if hi > lo else None,
                 }
             )
-    notes = [
-        "a step lasts until the device work launched in it ends, as in the findings and the overview"
-    ]
+    notes = ["a step lasts until the device work launched in it ends, as in the findings and the overview"]
     if overlap:
         notes.append(
             "some steps' device work runs on into the next step's host time: there the two steps overlap, and "
