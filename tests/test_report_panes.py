@@ -441,3 +441,26 @@ report({"trace": str(s.export("trace.json").resolve())})
         assert us == pytest.approx(steps[name][0], abs=0.11)
         assert busy_us == pytest.approx(dict(zip(CATEGORIES, steps[name][1]))["device"], abs=0.11)
     assert "device ran on past the end torch.profiler recorded" in text_of(page, "overview")
+
+
+def test_kernels_pane_says_neuron_explorer_is_missing_not_that_the_profile_is_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Neuron Runtime's files only: reading them needs neuron-explorer, which is not there.
+    capture = tmp_path / "neuron_profile" / "i-0_pid_1" / "20260101_000000"
+    capture.mkdir(parents=True)
+    for name in ("profile_nc_0_session_0.ntff", "ntrace.pb", "trace_info.pb"):
+        (capture / name).write_bytes(b"t")
+    monkeypatch.setenv("NEURONPROF_NEURON_EXPLORER", str(tmp_path / "no-such-tool"))
+    trace = Path(__file__).resolve().parent / "corpus" / "traces" / "planted_float64.json.gz"
+    target = tmp_path / "r.html"
+    with pytest.warns(neuronprof.NeuronProfWarning, match="aws-neuronx-tools"):
+        code = analysis_main(
+            ["report", str(trace), "--neuron-profile", str(tmp_path / "neuron_profile"), "-o", str(target)]
+        )
+    assert code == 0
+    text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", _kernels_html(target.read_text("utf-8")))))
+    assert "No NEFF execution was read: neuron-explorer, which reads Neuron's profile, was not found" in text
+    assert "no engine breakdown: neuron-explorer" in text
+    assert "holds no NEFF execution" not in text and "holds no device profile" not in text
+    assert "aws-neuronx-tools" in text and text.count("is not an executable neuron-explorer") == 1  # said once

@@ -177,7 +177,7 @@ def neuron_data(profile: NeuronProfile) -> dict[str, Any]:
 
     Returns:
         ``{"neffs": [{"name", "calls", "device_us", "min_us", "max_us", "cores"}], "engines": [{"name",
-        "profile", "engine", "active_us", "share_pct"}], "notes": [str]}``: per NEFF its executions and
+        "profile", "engine", "active_us", "share_pct"}], "no_neffs": str, "notes": [str]}``: per NEFF its executions and
         NeuronCore time (µs), per device profile each engine's active time (µs) and share (%).
     """
     neffs = [
@@ -203,8 +203,22 @@ def neuron_data(profile: NeuronProfile) -> dict[str, Any]:
         for e in summary.engines
     ]
     notes = [f"read from Neuron's own profile: {profile.source}" + (f" ({profile.tool})" if profile.tool else "")]
-    if profile.tool_error:
+    # The profile's notes carry the tool's error with its fix: said once, from there.
+    if profile.tool_error and not any(profile.tool_error in n for n in profile.notes):
         notes.append(f"part of Neuron's profile was not read: {profile.tool_error}")
+    if profile.tool_missing:
+        why = "neuron-explorer, which reads Neuron's profile, was not found (see below)"
+    elif profile.tool_error:
+        why = "neuron-explorer could not read Neuron's profile (see below)"
+    else:
+        why = None
+    if why and not neffs and not engines:
+        notes[0] = f"Neuron's own profile: {profile.source}"
+    no_neffs = f"No NEFF execution was read: {why}." if why else "Neuron's profile holds no NEFF execution."
     if not engines:
-        notes.append("Neuron's profile holds no device profile, so there is no engine breakdown (capture mode device)")
-    return {"neffs": neffs, "engines": engines, "notes": notes + list(profile.notes)}
+        notes.append(
+            f"no engine breakdown: {why}"
+            if why
+            else "Neuron's profile holds no device profile, so there is no engine breakdown (capture mode device)"
+        )
+    return {"neffs": neffs, "engines": engines, "no_neffs": no_neffs, "notes": notes + list(profile.notes)}
