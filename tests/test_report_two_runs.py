@@ -144,10 +144,19 @@ def test_comparison_verdict_reads_the_speedup_interval(tmp_path: Path) -> None:
     row = cmp.row("torch.rms_norm")
     assert row.speedup_low is not None and row.speedup_high is not None
     word = "faster" if row.speedup_low > 1 else "slower" if row.speedup_high < 1 else "no measurable change"
-    text = text_of(cmp.report(tmp_path / "cmp.html").read_text(encoding="utf-8"), "against-1")
-    verdict = text.split("Did it get faster?")[1]
+    page = cmp.report(tmp_path / "cmp.html").read_text(encoding="utf-8")
+    verdict = text_of(page, "against-1").split("Did it get faster?")[1]
     assert verdict.lstrip().startswith(f"{word}: speedup")
-    assert f"95% CI {row.speedup_low:.2f}–{row.speedup_high:.2f}×" in verdict
+    # One speedup on the page: the table's (baseline median / variant median) with its interval.
+    cell = f"{row.speedup:.2f}× ("
+    assert row.speedup == pytest.approx(cmp.row("naive").wall_us / row.wall_us)
+    assert f"speedup {cell}" in verdict and cell in text_of(page, "comparison")
+    low, high = re.search(r"speedup [\d.]+× \(([\d.]+)–([\d.]+)\)", verdict).groups()  # type: ignore[union-attr]
+    assert float(low) == pytest.approx(row.speedup_low, abs=0.005) and float(high) == pytest.approx(
+        row.speedup_high, abs=0.005
+    )
+    box = verdict.split("Operators")[0]
+    assert "95% confidence interval (Hodges–Lehmann" in box and "B/A" not in box
     assert f"from {need} and {need} timing rounds" in verdict and "not enough repeats" not in verdict
 
 

@@ -239,6 +239,7 @@ def speed_verdict(cmp: Comparison, row: ComparisonRow) -> dict[str, Any]:
     ``neuronprof diff`` reads its verdicts.
     """
     from neuronprof.analysis._verdict import min_samples, shift
+    from neuronprof.render import _format_speedup_cell
 
     base = cmp.row(cmp.baseline)
     need = min_samples()
@@ -254,9 +255,10 @@ def speed_verdict(cmp: Comparison, row: ComparisonRow) -> dict[str, Any]:
                 f"compare(..., repeats={need}) or more gives one"
             ],
         }
+    # The comparison table's figure, as its cell writes it: one speedup per meaning on the page.
     line = (
-        f"{s.verdict}: speedup {1 / s.ratio:.2f}× ({s.confidence:.0%} CI {1 / s.high:.2f}–{1 / s.low:.2f}×, "
-        f"Hodges–Lehmann, from {rounds}); wall time per call B/A {s.ratio:.3f}×"
+        f"{s.verdict}: speedup {_format_speedup_cell(row)}: the baseline's median wall time per call over "
+        f"{row.name}'s, with its {s.confidence:.0%} confidence interval (Hodges–Lehmann, from {rounds})"
     )
     return {"word": s.verdict, "lines": [line]}
 
