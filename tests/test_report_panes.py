@@ -464,3 +464,21 @@ def test_kernels_pane_says_neuron_explorer_is_missing_not_that_the_profile_is_em
     assert "no engine breakdown: neuron-explorer" in text
     assert "holds no NEFF execution" not in text and "holds no device profile" not in text
     assert "aws-neuronx-tools" in text and text.count("is not an executable neuron-explorer") == 1  # said once
+
+
+def test_top_findings_of_a_rank_folder_are_the_most_time_at_stake_across_ranks(tmp_path: Path) -> None:
+    target = tmp_path / "ranks.html"
+    assert analysis_main(["report", str(RANKS), "-o", str(target)]) == 0
+    page = target.read_text(encoding="utf-8")
+    top = re.search(r'<ol class="findings" id="top-findings">(.*?)</ol>', page, re.S)
+    assert top
+    shown = [html.unescape(t) for t in re.findall(r"<strong>(.*?)</strong>", top.group(1))]
+    found = load_trace(RANKS).insights()
+    every = [(f.estimated_us, f"rank {r}: {f.title}") for r, one in enumerate(found.ranks) for f in one.findings]  # type: ignore[union-attr]
+    stakes = {title: us for us, title in every}
+    assert len(shown) == 3
+    estimated = sorted((us for us, _ in every if us is not None), reverse=True)
+    # Largest first, those not estimated last, whichever rank they belong to.
+    want = estimated[:3] + [None] * (3 - len(estimated[:3]))
+    assert [stakes[t] for t in shown] == want
+    assert not all(t.startswith(f"rank {found.straggler}:") for t in shown)  # type: ignore[union-attr]

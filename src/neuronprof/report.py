@@ -204,6 +204,7 @@ def _findings_data(insights: Union[Insights, RankInsights, None]) -> Optional[di
                 "kind": f.kind,
                 "title": f.title,
                 "stake": _stake(f),
+                "estimated_us": f.estimated_us,
                 "evidence": _evidence_text(f.evidence, f.kind),
                 "suggestion": f.suggestion,
                 "guide": _guide_link(f.kind, f.docs),
@@ -330,7 +331,9 @@ def _profile_page(
     panes = dict(drawn.panes) if drawn is not None else {}
     findings = _findings_data(insights)
     if "overview" in panes and findings is not None:
-        panes["overview"]["top"] = findings["findings"][:3]
+        # The most time at stake first, across ranks too (a rank folder lists its findings rank by rank).
+        by_stake = sorted(findings["findings"], key=lambda f: (f["estimated_us"] is None, -(f["estimated_us"] or 0)))
+        panes["overview"]["top"] = by_stake[:3]
     from neuronprof.analysis.insights import RankInsights
 
     rank_insights = insights if isinstance(insights, RankInsights) else None
