@@ -83,7 +83,7 @@ def test_overview_breaks_each_recorded_step_down_and_lists_the_top_findings(mlp:
         assert by["host_ops"] > 0 and by["python"] > 0  # with_stack: Python frames between ops
         assert by["device"] == by["memory"] == by["communication"] == 0  # a CPU run
     text = text_of(page, "overview")
-    assert "no device time in this run" in text
+    assert "a CPU run has no device" in text
     assert "pass with_stack=True" not in text  # frames were recorded
     # The top findings, with their time at stake, and the settings folded below.
     kinds = mlp.insights().kinds()
@@ -139,7 +139,7 @@ def test_a_plain_run_says_what_each_pane_cannot_show(tmp_path: Path) -> None:
     assert "pass with_stack=True" in text_of(page, "overview")
     ops = text_of(page, "ops")
     assert "pass record_shapes=True" in ops and "pass with_stack=True to group time by module" in ops
-    assert "no device work was recorded (backend cpu)" in text_of(page, "kernels")
+    assert "a CPU run: there is no device" in text_of(page, "kernels")
     assert "memory was not recorded: pass profile_memory=True" in text_of(page, "memory")
     assert "This run has one rank" in text_of(page, "distributed")
     # From its trace file: no [memory] events in it, and the page says how to record them.
@@ -482,3 +482,28 @@ def test_top_findings_of_a_rank_folder_are_the_most_time_at_stake_across_ranks(t
     want = estimated[:3] + [None] * (3 - len(estimated[:3]))
     assert [stakes[t] for t in shown] == want
     assert not all(t.startswith(f"rank {found.straggler}:") for t in shown)  # type: ignore[union-attr]
+
+
+def test_a_cpu_run_says_it_has_no_device_and_a_bare_trace_says_what_it_cannot_tell(tmp_path: Path) -> None:
+    x, w = torch.randn(16, 16), torch.randn(16, 16)
+    with neuronprof.session(wait=0, warmup=1, active=2, output_dir=tmp_path) as s:
+        for _ in s.steps():
+            (x @ w).relu()
+    exported = s.export(tmp_path / "cpu.json")
+    assert analysis_main(["report", str(exported), "-o", str(tmp_path / "off.html")]) == 0
+    for page in (s.report(tmp_path / "live.html").read_text("utf-8"), (tmp_path / "off.html").read_text("utf-8")):
+        kernels = text_of(page, "kernels")
+        assert kernels.strip().startswith("Kernels / device (CPU run: no device)")
+        assert "a CPU run: there is no device" in kernels and "device build" not in kernels
+        assert "a CPU run has no device" in text_of(page, "overview")
+        # The device-rows filter has nothing to show, and says so.
+        box = re.search(r"<label[^>]*><input id=\"op-device-only\"[^>]*>[^<]*</label>", page)
+        assert box and "disabled" in box.group(0) and "(none in this run)" in box.group(0)
+    # A plain torch.profiler trace names no backend: without device work it may be a CPU run or a device build.
+    with torch.profiler.profile() as prof:
+        (x @ w).relu()
+    prof.export_chrome_trace(str(tmp_path / "plain.json"))
+    assert analysis_main(["report", str(tmp_path / "plain.json"), "-o", str(tmp_path / "plain.html")]) == 0
+    kernels = text_of((tmp_path / "plain.html").read_text("utf-8"), "kernels")
+    assert "a CPU run, or a device build that does not report its kernels" in kernels
+    assert kernels.strip().startswith("Kernels / device ") and "(CPU run" not in kernels

@@ -60,7 +60,17 @@ def _by_correlation(timeline: Timeline) -> dict[int, str]:
     return by_corr
 
 
-def kernels_data(timeline: Timeline) -> dict[str, Any]:
+def no_device_sentence(timeline: Timeline, backend_known: bool) -> str:
+    """Why a run shows no device work: a CPU run has no device; otherwise the build did not report it."""
+    if timeline.backend == "cpu" and backend_known:
+        return "a CPU run: there is no device, so there are no kernels and no device time"
+    return (
+        f"no device work was recorded (backend {timeline.backend}): a CPU run, or a device build that does "
+        "not report its kernels to torch.profiler"
+    )
+
+
+def kernels_data(timeline: Timeline, backend_known: bool = True) -> dict[str, Any]:
     """The kernels pane: device work grouped by name, the op that launched it, device busy per step.
 
     Returns:
@@ -68,15 +78,17 @@ def kernels_data(timeline: Timeline) -> dict[str, Any]:
         "launched_by"}], "busy": [{"name", "us", "busy_us", "share"}], "total_us", "notes": [str]}``;
         ``share`` is the share of all device time (%), a step's ``share`` the share of the step
         the device was busy (%). ``kernels`` is empty when no device work was recorded.
+        ``backend_known``: the timeline's backend was the session's (a trace without neuronprof's
+        settings says ``cpu`` for any trace without device work). ``title``: what the pane's
+        heading names (``None``: nothing).
     """
     label = timeline.device_label or "device"
+    cpu = timeline.backend == "cpu" and backend_known
+    title = timeline.device_label or ("CPU run: no device" if cpu else None)
     notes: list[str] = []
     if not timeline.device:
-        notes.append(
-            f"no device work was recorded (backend {timeline.backend}): a CPU run, or a device build that does "
-            "not report its kernels to torch.profiler"
-        )
-        return {"label": label, "kernels": [], "busy": [], "total_us": 0.0, "notes": notes}
+        notes.append(no_device_sentence(timeline, backend_known))
+        return {"label": label, "title": title, "kernels": [], "busy": [], "total_us": 0.0, "notes": notes}
     by_ext = _by_ext(timeline)
     by_corr: Optional[dict[int, str]] = None  # read only when some device work has no External id to follow
     groups: dict[tuple[str, str], list[Any]] = {}
@@ -115,6 +127,7 @@ def kernels_data(timeline: Timeline) -> dict[str, Any]:
     busy, busy_notes = _busy(timeline)
     return {
         "label": label,
+        "title": title,
         "kernels": rows[:KERNELS_SHOWN],
         "busy": busy,
         "total_us": round(total / 1000, 3),

@@ -218,13 +218,14 @@ def labels(device_label: Optional[str]) -> dict[str, str]:
     return {key: text.format(label=device_label or "device") for key, text in CATEGORIES}
 
 
-def overview_data(timeline: Timeline) -> dict[str, Any]:
+def overview_data(timeline: Timeline, backend_known: bool = True) -> dict[str, Any]:
     """The overview pane: each step's time and its breakdown by category, and the mean step's.
 
     Returns:
         ``{"categories": [{"key", "label"}], "steps": [{"name", "us", "parts", "outlier"}],
         "mean": {category: µs}, "mean_us", "notes": [str]}``; times in µs. A timeline of
-        several ranks gives each rank's steps, named ``rank N · ProfilerStep#M``.
+        several ranks gives each rank's steps, named ``rank N · ProfilerStep#M``. ``backend_known``:
+        the timeline's backend was the session's, as in ``kernels_data``.
     """
     parts = list(timeline.ranks) or [timeline]
     steps: list[dict[str, Any]] = []
@@ -248,8 +249,10 @@ def overview_data(timeline: Timeline) -> dict[str, Any]:
     notes = []
     if not timeline.device_label:
         notes.append(
-            "no device time in this run: the device categories are empty (a CPU run, or a device build that does "
-            "not report its time to torch.profiler)"
+            "a CPU run has no device: the device categories are empty"
+            if timeline.backend == "cpu" and backend_known
+            else "no device time in this run: the device categories are empty (a CPU run, or a device build that "
+            "does not report its time to torch.profiler)"
         )
     if extended:
         notes.append(

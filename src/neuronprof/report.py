@@ -276,20 +276,28 @@ class _Drawn(NamedTuple):
     panes: dict[str, Any]
 
 
-def _draw(timeline: Timeline, neuron: Optional[NeuronProfile] = None, device_note: Optional[str] = None) -> _Drawn:
-    """Everything the page reads from the timeline's events, read while they are held (and Neuron's profile)."""
+def _draw(
+    timeline: Timeline,
+    neuron: Optional[NeuronProfile] = None,
+    device_note: Optional[str] = None,
+    backend_known: bool = True,
+) -> _Drawn:
+    """Everything the page reads from the timeline's events, read while they are held (and Neuron's profile).
+
+    ``backend_known``: the backend is the session's (live, or in the trace's neuronprof settings).
+    """
     from neuronprof._report_device import kernels_data, neuron_data, neuron_note
     from neuronprof._report_ops import call_tree, modules_data
     from neuronprof._report_overview import overview_data
 
-    kernels = kernels_data(timeline)
+    kernels = kernels_data(timeline, backend_known)
     note = neuron_note(timeline)
     if neuron is not None:
         kernels["neuron"] = neuron_data(neuron)
     else:
         kernels["notes"] += [n for n in (note, device_note) if n is not None]
     panes = {
-        "overview": overview_data(timeline),
+        "overview": overview_data(timeline, backend_known),
         "kernels": kernels,
         "modules": modules_data(timeline),
         "call_tree": call_tree(timeline),
@@ -409,16 +417,18 @@ def trace_report(
     from neuronprof.analysis.insights._tree import _Node
 
     insights: Union[Insights, RankInsights]
+    # A trace without neuronprof's settings names its backend from its events: "cpu" when it has no device work.
+    known = any(isinstance((t.metadata.get("neuronprof") or {}).get("backend"), str) for t in trace.event_tables)
     if timeline is None:
         # The trace's events read once, straight into the findings' tree nodes (a node has a host
         # event's fields): drawn first, then read by the findings, then let go before the page is made.
         events = timeline_of(trace, _Node)
-        drawn = _draw(events, neuron, device_note)
+        drawn = _draw(events, neuron, device_note, known)
         insights = insights_of(trace, events)
         del events
     else:
         insights = trace.insights() if timeline is trace.timeline() else analyze_timeline(timeline)
-        drawn = _draw(timeline, neuron, device_note)
+        drawn = _draw(timeline, neuron, device_note, known)
     two_runs = runs = None
     if baseline is not None:
         from neuronprof._report_two_runs import against_baseline
