@@ -507,3 +507,18 @@ def test_a_cpu_run_says_it_has_no_device_and_a_bare_trace_says_what_it_cannot_te
     kernels = text_of((tmp_path / "plain.html").read_text("utf-8"), "kernels")
     assert "a CPU run, or a device build that does not report its kernels" in kernels
     assert kernels.strip().startswith("Kernels / device ") and "(CPU run" not in kernels
+
+
+def test_distributed_pane_names_its_busy_column_apart_from_the_straggler_rules_compute(tmp_path: Path) -> None:
+    target = tmp_path / "ranks.html"
+    assert analysis_main(["report", str(RANKS), "-o", str(target)]) == 0
+    page = target.read_text(encoding="utf-8")
+    headers = [c["header"] for c in embedded(page)["grids"]["ranks"]["columns"]]
+    assert "Busy outside collectives (µs)" in headers and not any(h.startswith("Compute") for h in headers)
+    found = load_trace(RANKS).insights()
+    text = html.unescape(text_of(page, "distributed"))
+    # The rule's own figure per rank, as the findings give it, and what it counts.
+    for r, us in enumerate(found.compute_per_step_us):  # type: ignore[union-attr]
+        assert f"rank {r}: {us:,.1f} µs" in text
+    assert "step time less the time in collectives, idle included" in text
+    assert "none is named when no rank stands out so" not in text

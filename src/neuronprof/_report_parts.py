@@ -101,7 +101,7 @@ def grids(panes: Mapping[str, Any]) -> dict[str, Any]:
                 ("name", "Rank", "text"),
                 ("steps", "Steps", "int"),
                 ("step_us", "Step (µs)", "us"),
-                ("compute_us", "Compute (µs)", "us"),
+                ("compute_us", "Busy outside collectives (µs)", "us"),
                 ("communication_us", "Communication (µs)", "us"),
                 ("waiting_us", "Waiting (µs)", "us"),
                 ("idle_us", "Idle (µs)", "us"),
