@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -522,3 +523,37 @@ def test_distributed_pane_names_its_busy_column_apart_from_the_straggler_rules_c
         assert f"rank {r}: {us:,.1f} µs" in text
     assert "step time less the time in collectives, idle included" in text
     assert "none is named when no rank stands out so" not in text
+
+
+def test_the_command_line_prints_a_warning_as_one_plain_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capture = tmp_path / "neuron_profile" / "i-0_pid_1" / "20260101_000000"
+    capture.mkdir(parents=True)
+    for name in ("profile_nc_0_session_0.ntff", "ntrace.pb", "trace_info.pb"):
+        (capture / name).write_bytes(b"t")
+    monkeypatch.setenv("NEURONPROF_NEURON_EXPLORER", str(tmp_path / "no-such-tool"))
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))  # as Python's default does
+
+    trace = Path(__file__).resolve().parent / "corpus" / "traces" / "planted_float64.json.gz"
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        monkeypatch.setattr(warnings, "showwarning", show)
+        args = [
+            "report",
+            str(trace),
+            "--neuron-profile",
+            str(tmp_path / "neuron_profile"),
+            "-o",
+            str(tmp_path / "r.html"),
+        ]
+        assert analysis_main(args) == 0
+        err = capsys.readouterr().err
+        (line,) = [x for x in err.splitlines() if "neuron-explorer" in x]
+        assert line.startswith("neuronprof: warning: ") and "aws-neuronx-tools" in line
+        assert "NeuronProfWarning" not in err and ".py:" not in err
+        # Outside the command, Python's own format is back.
+        warnings.warn("outside", neuronprof.NeuronProfWarning, stacklevel=1)
+        assert "NeuronProfWarning: outside" in capsys.readouterr().err

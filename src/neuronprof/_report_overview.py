@@ -91,8 +91,8 @@ def step_windows(timeline: Timeline) -> list[tuple[str, int, int]]:
     """
     steps = sorted((e.start_ns, e.end_ns, e.name, e.thread) for e in timeline.host if e.category == "step")
     if steps:
-        ends = _device_ends(timeline, steps) if timeline.device else [e for _, e, _, _ in steps]
-        return [(name, s, end) for (s, _, name, _), end in zip(steps, ends)]
+        step_ends = _device_ends(timeline, steps) if timeline.device else [e for _, e, _, _ in steps]
+        return [(name, s, end) for (s, _, name, _), end in zip(steps, step_ends)]
     ends = [(e.start_ns, e.end_ns) for e in timeline.host] + [(d.start_ns, d.end_ns) for d in timeline.device]
     if not ends:
         return []
