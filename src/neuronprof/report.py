@@ -317,13 +317,15 @@ def _profile_page(
     memory_source: str = "table",
     memory_tables: tuple[Any, ...] = (),
     runs: Optional[tuple[int, int]] = None,
+    same: Optional[str] = None,
 ) -> str:
     """``render_report``'s page, its timeline panes drawn already (``None``: none).
 
     ``by_other`` is the table grouped the other way (``("shape", table)``: by input shape),
     offered beside the main one; ``memory_source``: ``"table"`` (a session's) or ``"trace"`` (a
     file's); ``memory_tables``: the event tables whose allocation records the memory pane draws;
-    ``runs``: the runs (trace files) of the baseline and of this run, for the two-run pane's word on repeats.
+    ``runs``: the runs (trace files) of the baseline and of this run, for the two-run pane's word on repeats;
+    ``same``: the sentence saying that the baseline is this run's own file, for the two-run pane.
     """
     from neuronprof._report_device import memory_data
     from neuronprof._report_ops import ranks_data
@@ -352,7 +354,7 @@ def _profile_page(
     if baseline is not None:
         from neuronprof._report_two_runs import trace_pane
 
-        two_runs = trace_pane(baseline, panes.get("baseline_overview"), panes.get("overview"), runs=runs)
+        two_runs = trace_pane(baseline, panes.get("baseline_overview"), panes.get("overview"), runs=runs, same=same)
         data["grids"][two_runs["key"]] = two_runs.pop("grid")
     notes = list(table.notes)
     if drawn is not None:
@@ -405,12 +407,14 @@ def trace_report(
     baseline: Any = None,
     neuron: Optional[NeuronProfile] = None,
     device_note: Optional[str] = None,
+    same: Optional[str] = None,
 ) -> str:
     """``render_report`` of a loaded trace (a file's, or a session's record): its findings, timeline, two-run pane.
 
     ``timeline`` defaults to the trace's own events, whose findings are the trace's own; ``baseline``
     (a trace file, folder or ``Trace``) adds the pane of ``neuronprof diff BASELINE TRACE``;
-    ``device_note``, without ``neuron``, says in the kernels pane why the device's own profile is absent.
+    ``device_note``, without ``neuron``, says in the kernels pane why the device's own profile is absent;
+    ``same``, that ``baseline`` is the trace's own file or folder (said first in the two-run pane).
     """
     from neuronprof.analysis.insights import analyze_timeline
     from neuronprof.analysis.insights._trace import insights_of, timeline_of
@@ -446,6 +450,7 @@ def trace_report(
         memory_source="table" if live else "trace",
         memory_tables=trace.event_tables,
         runs=runs,
+        same=same,
     )
 
 
