@@ -411,7 +411,7 @@ import os, torch, neuronprof, testbackend
 testbackend.set_kernel_ns(200_000)
 model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 64))
 x, w = torch.randn(32, 64), torch.randn(64)
-with neuronprof.session(backend="neuron", wait=0, warmup=1, active=3, output_dir=os.getcwd()) as s:
+with neuronprof.session(backend="neuron", wait=0, warmup=1, active=3, output_dir=os.getcwd(), profile_memory=True) as s:
     for _ in s.steps():
         y = model(x)
         (x * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6) * w).sum()
@@ -442,6 +442,10 @@ report({"trace": str(s.export("trace.json").resolve())})
         assert us == pytest.approx(steps[name][0], abs=0.11)
         assert busy_us == pytest.approx(dict(zip(CATEGORIES, steps[name][1]))["device"], abs=0.11)
     assert "device ran on past the end torch.profiler recorded" in text_of(page, "overview")
+    # The test backend records no device memory: no column of zeros, and the pane says why.
+    headers = [c["header"] for c in embedded(page)["grids"]["memory"]["columns"]]
+    assert "Self CPU memory (B)" in headers and "Self NEURON memory (B)" not in headers
+    assert "so the Self NEURON memory column is left out" in text_of(page, "memory")
 
 
 def test_kernels_pane_says_neuron_explorer_is_missing_not_that_the_profile_is_empty(

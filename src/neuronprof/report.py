@@ -348,7 +348,12 @@ def _profile_page(
 
     rank_insights = insights if isinstance(insights, RankInsights) else None
     panes["ranks"] = ranks_data(panes["overview"], rank_insights) if "overview" in panes else None
-    panes["memory"] = memory_data(table, source=memory_source, tables=memory_tables)
+    mem = panes["memory"] = memory_data(table, source=memory_source, tables=memory_tables)
+    if mem["device"] and mem["ops"] and not any(r["device_bytes"] for r in mem["ops"]):
+        mem["notes"].append(
+            f"no op's self {mem['label']} memory is above 0 (this backend recorded no {mem['label']} memory, or each "
+            f"op freed what it allocated), so the Self {mem['label']} memory column is left out"
+        )
     data["grids"] = grids(panes)
     two_runs = None
     if baseline is not None:
