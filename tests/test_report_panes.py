@@ -284,6 +284,29 @@ def test_a_huge_recording_makes_a_bounded_page_that_says_what_it_left_out() -> N
     assert "the first 200 of" in text_of(page, "overview")
 
 
+def settings_of(page: str) -> dict[str, str]:
+    """The settings list of a page, label → value."""
+    m = re.search(r"<dl[^>]*>(.*?)</dl>", page, re.S)
+    assert m, "no settings"
+    return {html.unescape(k): html.unescape(v) for k, v in re.findall(r"<dt>(.*?)</dt>\s*<dd>(.*?)</dd>", m.group(1))}
+
+
+def test_the_session_report_and_the_report_of_its_export_show_the_same_settings(tmp_path: Path) -> None:
+    model = torch.nn.Linear(8, 8)
+    with neuronprof.session(output_dir=tmp_path, wait=0, warmup=1, active=1, profile_memory=True) as s:
+        for _ in s.steps():
+            model(torch.ones(4, 8))
+    live = settings_of(s.report(tmp_path / "live.html").read_text())
+    trace = s.export(tmp_path / "run.pt.trace.json")
+    assert analysis_main(["report", str(trace), "-o", str(tmp_path / "file.html")]) == 0
+    offline = settings_of((tmp_path / "file.html").read_text())
+    assert {k: v for k, v in offline.items() if k in live} == live
+    assert set(offline) - set(live) == {"trace", "steps", "report made with neuronprof"}
+    assert "profile_memory=True" in live["options"] and "record_shapes=False" in live["options"]
+    assert {"python (recording)", "platform (recording)", "started", "torch"} <= set(live)
+    assert "modes" not in live  # Neuron's capture modes mean nothing to a CPU run
+
+
 @pytest.mark.parametrize("count", [MAX_FINDINGS - 1, MAX_FINDINGS, MAX_FINDINGS + 1, 3 * MAX_FINDINGS])
 def test_the_findings_pane_lists_a_bounded_number_and_counts_every_finding(count: int) -> None:
     """Thousands of findings would make a page of tens of MB: the first ones are listed, all are counted."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -280,21 +279,15 @@ def report(
     its NEFF rows and engine breakdown join the kernels pane); ``device_note`` says why there
     is none, in that pane.
     """
-    from neuronprof.report import environment, trace_report
+    from neuronprof.report import trace_report, trace_settings
 
     require_recorded(rec, "there is nothing to report")
-    meta = rec.metadata["neuronprof"]
+    # The settings the report of the session's export shows, read from the same header block.
     settings: dict[str, Any] = {
         "backend": rec.backend,
+        **trace_settings(rec.trace),
         "device": rec.device_label or "none (CPU only)",
-        "core": rec.core,
-        "modes": meta["modes"],
-        "schedule": meta["schedule"],
-        "torch": meta.get("torch"),
-        **environment(),
         "rank": None if rec.rank is None else f"{rec.rank} of {world_size}",
-        "record_shapes": rec.config.record_shapes,
-        "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(rec.started)),
     }
     table = local_table(rec).sorted("device")
     # The record's own events (read once, into the findings' nodes) unless a note is added for dropped cycles.

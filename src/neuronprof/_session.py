@@ -19,6 +19,7 @@ import functools
 import json
 import logging
 import os
+import platform
 import sys
 import threading
 import time
@@ -390,8 +391,8 @@ class Session:
         )
         # kineto writes these into every cycle's trace header itself, so an export is a plain copy.
         # (torch adds record_shapes and distributedInfo there on its own.)
+        self._started = time.time()  # (before the metadata, which names it)
         prof.neuronprof_metadata = self._kineto_metadata(stopped_in_last_step=False)
-        self._started = time.time()
         self._start_thread = threading.get_ident()
         self._record_function = torch.autograd.profiler.record_function  # (looked up once: every step opens one)
         self._profiler = prof
@@ -1221,8 +1222,20 @@ class Session:
                 "backend": self.backend,
                 "device_label": self.device_label,
                 "modes": list(self.modes),
+                # The modes this backend captured (a CPU run captures none of the default ones).
+                "captured_modes": [m for m in self.modes if m in self._backend.supported_modes],
                 "core": self.core,
                 "schedule": {"wait": self.wait, "warmup": self.warmup, "active": self.active, "repeat": self.repeat},
+                # The recording's options and machine, for the report's settings (live and of the export alike).
+                "options": {
+                    "record_shapes": self.record_shapes,
+                    "profile_memory": self.profile_memory,
+                    "with_stack": self.with_stack,
+                    "with_flops": self.with_flops,
+                },
+                "python": platform.python_version(),
+                "platform": platform.platform(terse=True),
+                "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self._started)) if self._started else None,
                 # What the findings need to judge low-precision work on the host's CPU.
                 "native_dtypes": list(_kineto.native_dtypes()),
             }

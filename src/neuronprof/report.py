@@ -88,9 +88,10 @@ def trace_settings(trace: Trace) -> dict[str, Any]:
     """Return what a trace says about the session that recorded it, for the report's settings.
 
     Reads the ``neuronprof`` block that ``Session.export()`` writes into a trace
-    (versions, modes, core, schedule) and kineto's ``distributedInfo``, from the
-    header of the first file read (no file is read again); a trace from plain
-    torch.profiler has neither, and gives ``{}``.
+    (versions, the modes the backend captured, core, schedule, the recording options,
+    Python, platform and start time) and kineto's ``distributedInfo``, from the header of
+    the first file read (no file is read again); a trace from plain torch.profiler has
+    neither, and gives ``{}``. A session's own report reads the same block.
 
     Args:
         trace: A loaded trace ([`load_trace`][neuronprof.analysis.load_trace]).
@@ -99,16 +100,21 @@ def trace_settings(trace: Trace) -> dict[str, Any]:
     meta = metadata.get("neuronprof")
     out: dict[str, Any] = {}
     if isinstance(meta, Mapping):
-        for key, label in (
-            ("device_label", "device"),
-            ("core", "core"),
-            ("modes", "modes"),
-            ("schedule", "schedule"),
-            ("torch", "torch"),
-            ("version", "neuronprof (recording)"),
+        captured = meta.get("captured_modes", meta.get("modes"))  # older exports name every mode asked for
+        for label, value in (
+            ("device", meta.get("device_label")),
+            ("core", meta.get("core")),
+            ("modes", captured or None),
+            ("schedule", meta.get("schedule")),
+            ("options", meta.get("options")),
+            ("torch", meta.get("torch")),
+            ("neuronprof (recording)", meta.get("version")),
+            ("python (recording)", meta.get("python")),
+            ("platform (recording)", meta.get("platform")),
+            ("started", meta.get("started")),
         ):
-            if meta.get(key) is not None:
-                out[label] = meta[key]
+            if value is not None:
+                out[label] = value
     info = metadata.get("distributedInfo")
     if isinstance(info, Mapping) and info.get("world_size") is not None:
         out["world size"] = info["world_size"]

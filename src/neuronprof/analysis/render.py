@@ -70,9 +70,9 @@ def _diff_cols(d: TraceDiff) -> list[Column[DiffRow]]:
         Column("B/A", lambda r: _ratio(r.ratio)),
     ]
     if d.op_shifts:
-        cols.append(
-            Column("Verdict per step", lambda r: "" if r.on_device else short_verdict(d.op_shift(r.name)), left=True)
-        )
+        # The verdicts are per op name: with rows per input shape, a row's verdict is its name's.
+        head = "Verdict per step" + (" (the op name, all shapes)" if d.match == "shape" else "")
+        cols.append(Column(head, lambda r: "" if r.on_device else short_verdict(d.op_shift(r.name)), left=True))
     if d.match == "shape":
         cols.append(Column("Input shapes", lambda r: format_shapes(r.input_shapes), left=True))
     return cols
@@ -84,8 +84,9 @@ def short_verdict(s: Optional[Shift]) -> str:
         return ""
     if s.verdict == "cannot tell" or s.ratio is None or s.low is None or s.high is None:
         return "cannot tell"
-    word = {"no measurable change": "no change"}.get(s.verdict, s.verdict)
-    return f"{word} {s.ratio:.2f}× ({s.low:.2f}–{s.high:.2f})"
+    # "no measurable change", in full: the interval holds 1, which is not "no change" (a wide
+    # interval around a large ratio holds 1 too).
+    return f"{s.verdict} {s.ratio:.2f}× ({s.low:.2f}–{s.high:.2f})"
 
 
 def _diff_header(d: TraceDiff) -> list[str]:
