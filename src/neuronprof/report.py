@@ -19,6 +19,7 @@ import platform
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
+from neuronprof._report_findings import MAX_FINDINGS as MAX_FINDINGS  # the findings listed at most, re-exported
 from neuronprof._report_findings import _findings_data
 from neuronprof._report_parts import grids
 from neuronprof._report_timeline import MAX_TIMELINE_EVENTS, timeline_data
