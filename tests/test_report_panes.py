@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,7 @@ def test_overview_breaks_each_recorded_step_down_and_lists_the_top_findings(mlp:
         assert by["host_ops"] > 0 and by["python"] > 0  # with_stack: Python frames between ops
         assert by["device"] == by["memory"] == by["communication"] == 0  # a CPU run
     text = text_of(page, "overview")
-    assert "no device time in this run" in text
+    assert "a CPU run has no device" in text
     assert "pass with_stack=True" not in text  # frames were recorded
     # The top findings, with their time at stake, and the settings folded below.
     kinds = mlp.insights().kinds()
@@ -139,7 +140,7 @@ def test_a_plain_run_says_what_each_pane_cannot_show(tmp_path: Path) -> None:
     assert "pass with_stack=True" in text_of(page, "overview")
     ops = text_of(page, "ops")
     assert "pass record_shapes=True" in ops and "pass with_stack=True to group time by module" in ops
-    assert "no device work was recorded (backend cpu)" in text_of(page, "kernels")
+    assert "a CPU run: there is no device" in text_of(page, "kernels")
     assert "memory was not recorded: pass profile_memory=True" in text_of(page, "memory")
     assert "This run has one rank" in text_of(page, "distributed")
     # From its trace file: no [memory] events in it, and the page says how to record them.
@@ -409,3 +410,177 @@ def test_the_breakdown_counts_each_instant_once(
             covered += e - max(s, end)
             end = e
     assert parts[0] == pytest.approx(covered / 1000, abs=0.05)
+
+
+def _busy_rows(page: str) -> dict[str, tuple[float, float]]:
+    """The kernels pane's busy-per-step rows: step name -> (step µs, busy µs)."""
+    rows = re.findall(
+        r'<tr><td class="left name">([^<]*)</td><td>([\d,.]+)</td><td>([\d,.]+)</td>', _kernels_html(page)
+    )
+    return {html.unescape(n): (float(a.replace(",", "")), float(b.replace(",", ""))) for n, a, b in rows}
+
+
+def _kernels_html(page: str) -> str:
+    """The kernels pane's HTML."""
+    m = re.search(r'<section id="kernels">(.*?)</section>', page, re.S)
+    assert m, "no kernels pane"
+    return m.group(1)
+
+
+def test_overview_findings_and_kernels_pane_read_the_same_steps(tmp_path: Path) -> None:
+    # 200 µs kernels queued faster than the device runs them: the device works on past each step's end.
+    script = """
+import os, torch, neuronprof, testbackend
+testbackend.set_kernel_ns(200_000)
+model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 64))
+x, w = torch.randn(32, 64), torch.randn(64)
+with neuronprof.session(backend="neuron", wait=0, warmup=1, active=3, output_dir=os.getcwd(), profile_memory=True) as s:
+    for _ in s.steps():
+        y = model(x)
+        (x * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-6) * w).sum()
+report({"trace": str(s.export("trace.json").resolve())})
+"""
+    proc = run_script(script, backend="neuron", env={"NEURONPROF_STANDIN_NEURON_BUILD": "correlating"}, cwd=tmp_path)
+    if unavailable_reason(proc) is not None:
+        pytest.skip(unavailable_reason(proc) or "")
+    assert proc.returncode == 0, proc.stderr
+    trace = result(proc)["trace"]
+    tl = load_trace(trace).timeline()
+    host_ends = {e.name: e.end_ns for e in tl.host if e.category == "step"}
+    assert max(d.end_ns for d in tl.device) > max(host_ends.values())  # the case this test is about
+    assert analysis_main(["report", trace, "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    found = load_trace(trace).insights()
+    steps = overview(page)
+    assert len(steps) == found.steps == 3  # type: ignore[union-attr]
+    mean_step = sum(us for us, _ in steps.values()) / 3
+    mean_device = sum(dict(zip(CATEGORIES, parts))["device"] for _, parts in steps.values()) / 3
+    assert mean_step == pytest.approx(found.step_us, abs=0.05)  # type: ignore[union-attr]  # shown to 0.1 µs
+    assert mean_device == pytest.approx(found.device_busy_us, abs=0.05)  # type: ignore[union-attr]
+    header = text_of(page, "findings")
+    assert f"step {found.step_us / 1000:,.2f} ms" in header  # type: ignore[union-attr]
+    busy = _busy_rows(page)
+    assert set(busy) == set(steps)
+    for name, (us, busy_us) in busy.items():
+        assert us == pytest.approx(steps[name][0], abs=0.11)
+        assert busy_us == pytest.approx(dict(zip(CATEGORIES, steps[name][1]))["device"], abs=0.11)
+    assert "device ran on past the end torch.profiler recorded" in text_of(page, "overview")
+    # The test backend records no device memory: no column of zeros, and the pane says why.
+    headers = [c["header"] for c in embedded(page)["grids"]["memory"]["columns"]]
+    assert "Self CPU memory (B)" in headers and "Self NEURON memory (B)" not in headers
+    assert "so the Self NEURON memory column is left out" in text_of(page, "memory")
+
+
+def test_kernels_pane_says_neuron_explorer_is_missing_not_that_the_profile_is_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Neuron Runtime's files only: reading them needs neuron-explorer, which is not there.
+    capture = tmp_path / "neuron_profile" / "i-0_pid_1" / "20260101_000000"
+    capture.mkdir(parents=True)
+    for name in ("profile_nc_0_session_0.ntff", "ntrace.pb", "trace_info.pb"):
+        (capture / name).write_bytes(b"t")
+    monkeypatch.setenv("NEURONPROF_NEURON_EXPLORER", str(tmp_path / "no-such-tool"))
+    trace = Path(__file__).resolve().parent / "corpus" / "traces" / "planted_float64.json.gz"
+    target = tmp_path / "r.html"
+    with pytest.warns(neuronprof.NeuronProfWarning, match="aws-neuronx-tools"):
+        code = analysis_main(
+            ["report", str(trace), "--neuron-profile", str(tmp_path / "neuron_profile"), "-o", str(target)]
+        )
+    assert code == 0
+    text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", _kernels_html(target.read_text("utf-8")))))
+    assert "No NEFF execution was read: neuron-explorer, which reads Neuron's profile, was not found" in text
+    assert "no engine breakdown: neuron-explorer" in text
+    assert "holds no NEFF execution" not in text and "holds no device profile" not in text
+    assert "aws-neuronx-tools" in text and text.count("is not an executable neuron-explorer") == 1  # said once
+
+
+def test_top_findings_of_a_rank_folder_are_the_most_time_at_stake_across_ranks(tmp_path: Path) -> None:
+    target = tmp_path / "ranks.html"
+    assert analysis_main(["report", str(RANKS), "-o", str(target)]) == 0
+    page = target.read_text(encoding="utf-8")
+    top = re.search(r'<ol class="findings" id="top-findings">(.*?)</ol>', page, re.S)
+    assert top
+    shown = [html.unescape(t) for t in re.findall(r"<strong>(.*?)</strong>", top.group(1))]
+    found = load_trace(RANKS).insights()
+    every = [(f.estimated_us, f"rank {r}: {f.title}") for r, one in enumerate(found.ranks) for f in one.findings]  # type: ignore[union-attr]
+    stakes = {title: us for us, title in every}
+    assert len(shown) == 3
+    estimated = sorted((us for us, _ in every if us is not None), reverse=True)
+    # Largest first, those not estimated last, whichever rank they belong to.
+    want = estimated[:3] + [None] * (3 - len(estimated[:3]))
+    assert [stakes[t] for t in shown] == want
+    assert not all(t.startswith(f"rank {found.straggler}:") for t in shown)  # type: ignore[union-attr]
+
+
+def test_a_cpu_run_says_it_has_no_device_and_a_bare_trace_says_what_it_cannot_tell(tmp_path: Path) -> None:
+    x, w = torch.randn(16, 16), torch.randn(16, 16)
+    with neuronprof.session(wait=0, warmup=1, active=2, output_dir=tmp_path) as s:
+        for _ in s.steps():
+            (x @ w).relu()
+    exported = s.export(tmp_path / "cpu.json")
+    assert analysis_main(["report", str(exported), "-o", str(tmp_path / "off.html")]) == 0
+    for page in (s.report(tmp_path / "live.html").read_text("utf-8"), (tmp_path / "off.html").read_text("utf-8")):
+        kernels = text_of(page, "kernels")
+        assert kernels.strip().startswith("Kernels / device (CPU run: no device)")
+        assert "a CPU run: there is no device" in kernels and "device build" not in kernels
+        assert "a CPU run has no device" in text_of(page, "overview")
+        # The device-rows filter has nothing to show, and says so.
+        box = re.search(r"<label[^>]*><input id=\"op-device-only\"[^>]*>[^<]*</label>", page)
+        assert box and "disabled" in box.group(0) and "(none in this run)" in box.group(0)
+    # A plain torch.profiler trace names no backend: without device work it may be a CPU run or a device build.
+    with torch.profiler.profile() as prof:
+        (x @ w).relu()
+    prof.export_chrome_trace(str(tmp_path / "plain.json"))
+    assert analysis_main(["report", str(tmp_path / "plain.json"), "-o", str(tmp_path / "plain.html")]) == 0
+    kernels = text_of((tmp_path / "plain.html").read_text("utf-8"), "kernels")
+    assert "a CPU run, or a device build that does not report its kernels" in kernels
+    assert kernels.strip().startswith("Kernels / device ") and "(CPU run" not in kernels
+
+
+def test_distributed_pane_names_its_busy_column_apart_from_the_straggler_rules_compute(tmp_path: Path) -> None:
+    target = tmp_path / "ranks.html"
+    assert analysis_main(["report", str(RANKS), "-o", str(target)]) == 0
+    page = target.read_text(encoding="utf-8")
+    headers = [c["header"] for c in embedded(page)["grids"]["ranks"]["columns"]]
+    assert "Busy outside collectives (µs)" in headers and not any(h.startswith("Compute") for h in headers)
+    found = load_trace(RANKS).insights()
+    text = html.unescape(text_of(page, "distributed"))
+    # The rule's own figure per rank, as the findings give it, and what it counts.
+    for r, us in enumerate(found.compute_per_step_us):  # type: ignore[union-attr]
+        assert f"rank {r}: {us:,.1f} µs" in text
+    assert "step time less the time in collectives, idle included" in text
+    assert "none is named when no rank stands out so" not in text
+
+
+def test_the_command_line_prints_a_warning_as_one_plain_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capture = tmp_path / "neuron_profile" / "i-0_pid_1" / "20260101_000000"
+    capture.mkdir(parents=True)
+    for name in ("profile_nc_0_session_0.ntff", "ntrace.pb", "trace_info.pb"):
+        (capture / name).write_bytes(b"t")
+    monkeypatch.setenv("NEURONPROF_NEURON_EXPLORER", str(tmp_path / "no-such-tool"))
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))  # as Python's default does
+
+    trace = Path(__file__).resolve().parent / "corpus" / "traces" / "planted_float64.json.gz"
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        monkeypatch.setattr(warnings, "showwarning", show)
+        args = [
+            "report",
+            str(trace),
+            "--neuron-profile",
+            str(tmp_path / "neuron_profile"),
+            "-o",
+            str(tmp_path / "r.html"),
+        ]
+        assert analysis_main(args) == 0
+        err = capsys.readouterr().err
+        (line,) = [x for x in err.splitlines() if "neuron-explorer" in x]
+        assert line.startswith("neuronprof: warning: ") and "aws-neuronx-tools" in line
+        assert "NeuronProfWarning" not in err and ".py:" not in err
+        # Outside the command, Python's own format is back.
+        warnings.warn("outside", neuronprof.NeuronProfWarning, stacklevel=1)
+        assert "NeuronProfWarning: outside" in capsys.readouterr().err

@@ -144,10 +144,19 @@ def test_comparison_verdict_reads_the_speedup_interval(tmp_path: Path) -> None:
     row = cmp.row("torch.rms_norm")
     assert row.speedup_low is not None and row.speedup_high is not None
     word = "faster" if row.speedup_low > 1 else "slower" if row.speedup_high < 1 else "no measurable change"
-    text = text_of(cmp.report(tmp_path / "cmp.html").read_text(encoding="utf-8"), "against-1")
-    verdict = text.split("Did it get faster?")[1]
+    page = cmp.report(tmp_path / "cmp.html").read_text(encoding="utf-8")
+    verdict = text_of(page, "against-1").split("Did it get faster?")[1]
     assert verdict.lstrip().startswith(f"{word}: speedup")
-    assert f"95% CI {row.speedup_low:.2f}–{row.speedup_high:.2f}×" in verdict
+    # One speedup on the page: the table's (baseline median / variant median) with its interval.
+    cell = f"{row.speedup:.2f}× ("
+    assert row.speedup == pytest.approx(cmp.row("naive").wall_us / row.wall_us)
+    assert f"speedup {cell}" in verdict and cell in text_of(page, "comparison")
+    low, high = re.search(r"speedup [\d.]+× \(([\d.]+)–([\d.]+)\)", verdict).groups()  # type: ignore[union-attr]
+    assert float(low) == pytest.approx(row.speedup_low, abs=0.005) and float(high) == pytest.approx(
+        row.speedup_high, abs=0.005
+    )
+    box = verdict.split("Operators")[0]
+    assert "95% confidence interval (Hodges–Lehmann" in box and "B/A" not in box
     assert f"from {need} and {need} timing rounds" in verdict and "not enough repeats" not in verdict
 
 
@@ -245,3 +254,22 @@ def test_comparison_report_on_a_device_backend_compares_device_time(tmp_path: Pa
         assert row["dev_a"] == (None if a is None else pytest.approx(a / base.steps))
         assert row["delta"] == pytest.approx((row["dev_b"] or 0.0) - (row["dev_a"] or 0.0), abs=1e-3)
     assert "not enough repeats for a verdict: 2 and 2 timing rounds" in text_of(page, "against-1")
+
+
+def test_report_of_one_file_twice_says_a_and_b_are_the_same(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = _record(naive, tmp_path / "runs" / "a.pt.trace.json", tmp_path / "s")
+    other_path = tmp_path / "runs" / ".." / "runs" / "a.pt.trace.json"  # another path to the same file
+    cases = {"file": (a, other_path), "folder": (a.parent, tmp_path / "runs" / ".." / "runs")}
+    for kind, (first, second) in cases.items():
+        target = tmp_path / f"{kind}.html"
+        assert analysis_main(["report", str(first), str(second), "-o", str(target)]) == 0
+        said = f"A and B are the same {kind} ({second}): the comparison shows no change by construction"
+        assert said in capsys.readouterr().err
+        verdict = text_of(target.read_text(encoding="utf-8"), "two-runs").split("Did it get faster?")[1]
+        assert verdict.lstrip().startswith(said)
+    # Two files with the same content are two runs: nothing is said.
+    b = tmp_path / "b.pt.trace.json"
+    b.write_bytes(a.read_bytes())
+    assert analysis_main(["report", str(a), str(b), "-o", str(tmp_path / "two.html")]) == 0
+    assert "same file" not in capsys.readouterr().err
+    assert "same file" not in (tmp_path / "two.html").read_text(encoding="utf-8")

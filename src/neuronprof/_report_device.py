@@ -60,7 +60,17 @@ def _by_correlation(timeline: Timeline) -> dict[int, str]:
     return by_corr
 
 
-def kernels_data(timeline: Timeline) -> dict[str, Any]:
+def no_device_sentence(timeline: Timeline, backend_known: bool) -> str:
+    """Why a run shows no device work: a CPU run has no device; otherwise the build did not report it."""
+    if timeline.backend == "cpu" and backend_known:
+        return "a CPU run: there is no device, so there are no kernels and no device time"
+    return (
+        f"no device work was recorded (backend {timeline.backend}): a CPU run, or a device build that does "
+        "not report its kernels to torch.profiler"
+    )
+
+
+def kernels_data(timeline: Timeline, backend_known: bool = True) -> dict[str, Any]:
     """The kernels pane: device work grouped by name, the op that launched it, device busy per step.
 
     Returns:
@@ -68,15 +78,17 @@ def kernels_data(timeline: Timeline) -> dict[str, Any]:
         "launched_by"}], "busy": [{"name", "us", "busy_us", "share"}], "total_us", "notes": [str]}``;
         ``share`` is the share of all device time (%), a step's ``share`` the share of the step
         the device was busy (%). ``kernels`` is empty when no device work was recorded.
+        ``backend_known``: the timeline's backend was the session's (a trace without neuronprof's
+        settings says ``cpu`` for any trace without device work). ``title``: what the pane's
+        heading names (``None``: nothing).
     """
     label = timeline.device_label or "device"
+    cpu = timeline.backend == "cpu" and backend_known
+    title = timeline.device_label or ("CPU run: no device" if cpu else None)
     notes: list[str] = []
     if not timeline.device:
-        notes.append(
-            f"no device work was recorded (backend {timeline.backend}): a CPU run, or a device build that does "
-            "not report its kernels to torch.profiler"
-        )
-        return {"label": label, "kernels": [], "busy": [], "total_us": 0.0, "notes": notes}
+        notes.append(no_device_sentence(timeline, backend_known))
+        return {"label": label, "title": title, "kernels": [], "busy": [], "total_us": 0.0, "notes": notes}
     by_ext = _by_ext(timeline)
     by_corr: Optional[dict[int, str]] = None  # read only when some device work has no External id to follow
     groups: dict[tuple[str, str], list[Any]] = {}
@@ -112,23 +124,37 @@ def kernels_data(timeline: Timeline) -> dict[str, Any]:
             notes.append("TPU kernel rows are not linked to the ops that launched them: TorchTPU records no link")
         else:
             notes.append("the trace links no device work to the op that launched it (no External id or correlation)")
+    busy, busy_notes = _busy(timeline)
     return {
         "label": label,
+        "title": title,
         "kernels": rows[:KERNELS_SHOWN],
-        "busy": _busy(timeline),
+        "busy": busy,
         "total_us": round(total / 1000, 3),
-        "notes": notes,
+        "notes": notes + busy_notes,
     }
 
 
-def _busy(timeline: Timeline) -> list[dict[str, Any]]:
-    """Per step (per rank's step), how long the device was busy in it: the union of its device work."""
+def _busy(timeline: Timeline) -> tuple[list[dict[str, Any]], list[str]]:
+    """Per step (per rank's step), how long the device was busy in it: the union of its device work.
+
+    The steps are the findings' (``step_windows``); the notes say what the rows cannot: device
+    time outside every step, and device time counted in two steps whose windows overlap.
+    """
     out = []
+    outside = 0
+    overlap = False
     for part in list(timeline.ranks) or [timeline]:
         prefix = f"rank {part.rank} · " if timeline.ranks else ""
         merged = vocab.merged_intervals((d.start_ns, d.end_ns) for d in part.device)
         ends = [e for _, e in merged]
-        for name, lo, hi in step_windows(part):
+        windows = step_windows(part)
+        overlap = overlap or any(a[2] > b[1] for a, b in zip(windows, windows[1:]))
+        covered = vocab.merged_intervals((lo, hi) for _, lo, hi in windows)
+        outside += sum(e - s for s, e in merged) - sum(
+            e - s for lo, hi in covered for s, e in clip(merged, ends, lo, hi)
+        )
+        for name, lo, hi in windows:
             busy = sum(e - s for s, e in clip(merged, ends, lo, hi))
             out.append(
                 {
@@ -138,7 +164,15 @@ def _busy(timeline: Timeline) -> list[dict[str, Any]]:
                     "share": round(100 * busy / (hi - lo), 1) if hi > lo else None,
                 }
             )
-    return out
+    notes = ["a step lasts until the device work launched in it ends, as in the findings and the overview"]
+    if overlap:
+        notes.append(
+            "some steps' device work runs on into the next step's host time: there the two steps overlap, and "
+            "device time in the overlap counts in both steps' busy time"
+        )
+    if outside > 0:
+        notes.append(f"{outside / 1000:,.1f} µs of device busy time lies outside every recorded step")
+    return out, notes
 
 
 def neuron_note(timeline: Timeline) -> Optional[str]:
@@ -156,7 +190,7 @@ def neuron_data(profile: NeuronProfile) -> dict[str, Any]:
 
     Returns:
         ``{"neffs": [{"name", "calls", "device_us", "min_us", "max_us", "cores"}], "engines": [{"name",
-        "profile", "engine", "active_us", "share_pct"}], "notes": [str]}``: per NEFF its executions and
+        "profile", "engine", "active_us", "share_pct"}], "no_neffs": str, "notes": [str]}``: per NEFF its executions and
         NeuronCore time (µs), per device profile each engine's active time (µs) and share (%).
     """
     neffs = [
@@ -182,8 +216,22 @@ def neuron_data(profile: NeuronProfile) -> dict[str, Any]:
         for e in summary.engines
     ]
     notes = [f"read from Neuron's own profile: {profile.source}" + (f" ({profile.tool})" if profile.tool else "")]
-    if profile.tool_error:
+    # The profile's notes carry the tool's error with its fix: said once, from there.
+    if profile.tool_error and not any(profile.tool_error in n for n in profile.notes):
         notes.append(f"part of Neuron's profile was not read: {profile.tool_error}")
+    if profile.tool_missing:
+        why = "neuron-explorer, which reads Neuron's profile, was not found (see below)"
+    elif profile.tool_error:
+        why = "neuron-explorer could not read Neuron's profile (see below)"
+    else:
+        why = None
+    if why and not neffs and not engines:
+        notes[0] = f"Neuron's own profile: {profile.source}"
+    no_neffs = f"No NEFF execution was read: {why}." if why else "Neuron's profile holds no NEFF execution."
     if not engines:
-        notes.append("Neuron's profile holds no device profile, so there is no engine breakdown (capture mode device)")
-    return {"neffs": neffs, "engines": engines, "notes": notes + list(profile.notes)}
+        notes.append(
+            f"no engine breakdown: {why}"
+            if why
+            else "Neuron's profile holds no device profile, so there is no engine breakdown (capture mode device)"
+        )
+    return {"neffs": neffs, "engines": engines, "no_neffs": no_neffs, "notes": notes + list(profile.notes)}

@@ -187,9 +187,15 @@ def ranks_data(overview: dict[str, Any], insights: Optional[RankInsights]) -> Op
         )
     straggler = None if insights is None else insights.straggler
     notes = [
-        "compute is every busy instant outside collectives; waiting is estimated as a rank's time in collectives "
-        "beyond the least any rank spent there",
-        "the straggler is the rank with the most compute per step (step time less the time in collectives), "
-        f"more than {vocab.STRAGGLER_MARGIN:.0%} above every other rank's; none is named when no rank stands out so",
+        "busy outside collectives: every instant of the step with an event recorded, less the time in collectives "
+        "(idle left out); waiting is estimated as a rank's time in collectives beyond the least any rank spent there",
     ]
+    # The findings' rule reads "compute" as step time less the time in collectives, idle included: said so.
+    figures = [] if insights is None else list(enumerate(insights.compute_per_step_us))
+    said = ", ".join(f"rank {r}: {v:,.1f} µs" for r, v in figures if v is not None)
+    notes.append(
+        "the straggler is the rank with the most compute per step as the findings count it (step time less the time "
+        f"in collectives, idle included{'; ' + said if said else ''}), more than {vocab.STRAGGLER_MARGIN:.0%} above "
+        "every other rank's; when no rank is that far above the others, none is named"
+    )
     return {"ranks": rows, "straggler": straggler, "notes": notes}

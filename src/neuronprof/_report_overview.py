@@ -83,14 +83,54 @@ def _host_category(name: str, category: str) -> str:
 
 
 def step_windows(timeline: Timeline) -> list[tuple[str, int, int]]:
-    """The recorded steps as ``(name, start_ns, end_ns)`` in order; the whole recording when it has no step."""
-    steps = sorted((e.start_ns, e.end_ns, e.name) for e in timeline.host if e.category == "step")
+    """The recorded steps as ``(name, start_ns, end_ns)`` in order; the whole recording when it has no step.
+
+    The findings' rule (``neuronprof.analysis.insights``): a step lasts until the device work
+    launched inside it ends, as torch.profiler may close the step before the device catches up
+    when nothing synchronises. So the overview, the kernels pane and the findings read the same steps.
+    """
+    steps = sorted((e.start_ns, e.end_ns, e.name, e.thread) for e in timeline.host if e.category == "step")
     if steps:
-        return [(name, s, e) for s, e, name in steps]
+        step_ends = _device_ends(timeline, steps) if timeline.device else [e for _, e, _, _ in steps]
+        return [(name, s, end) for (s, _, name, _), end in zip(steps, step_ends)]
     ends = [(e.start_ns, e.end_ns) for e in timeline.host] + [(d.start_ns, d.end_ns) for d in timeline.device]
     if not ends:
         return []
     return [("(whole recording)", min(s for s, _ in ends), max(e for _, e in ends))]
+
+
+def _device_ends(timeline: Timeline, steps: Sequence[tuple[int, int, str, str]]) -> list[int]:
+    """Each step's end, extended to the end of the device work launched by a call nested in it.
+
+    As the findings link them: device work to the runtime call of its correlation id, else to
+    the op of its External id; the call counts for the step that encloses it on its thread.
+    """
+    runtime_by_corr: dict[int, tuple[str, int, int]] = {}
+    op_by_ext: dict[int, tuple[str, int, int]] = {}
+    for e in timeline.host:
+        if e.category == "runtime" and e.correlation is not None:
+            runtime_by_corr.setdefault(e.correlation, (e.thread, e.start_ns, e.end_ns))
+        elif e.category in ("op", "annotation") and e.ext_id is not None:
+            op_by_ext.setdefault(e.ext_id, (e.thread, e.start_ns, e.end_ns))
+    by_thread: dict[str, list[int]] = {}  # each thread's steps, as indexes into ``steps`` (sorted by start)
+    for i, st in enumerate(steps):
+        by_thread.setdefault(st[3], []).append(i)
+    starts = {t: [steps[i][0] for i in idx] for t, idx in by_thread.items()}
+    ends = [e for _, e, _, _ in steps]
+    for d in timeline.device:
+        launcher = runtime_by_corr.get(d.correlation) if d.correlation is not None else None
+        if launcher is None and d.ext_id is not None:
+            launcher = op_by_ext.get(d.ext_id)
+        if launcher is None or launcher[0] not in by_thread:
+            continue
+        thread, lo, hi = launcher
+        j = bisect_right(starts[thread], lo) - 1
+        if j < 0:
+            continue
+        i = by_thread[thread][j]
+        if hi <= steps[i][1] and d.end_ns > ends[i]:
+            ends[i] = d.end_ns
+    return ends
 
 
 def clip(merged: Sequence[Span], ends: Sequence[int], lo: int, hi: int) -> list[Span]:
@@ -178,21 +218,26 @@ def labels(device_label: Optional[str]) -> dict[str, str]:
     return {key: text.format(label=device_label or "device") for key, text in CATEGORIES}
 
 
-def overview_data(timeline: Timeline) -> dict[str, Any]:
+def overview_data(timeline: Timeline, backend_known: bool = True) -> dict[str, Any]:
     """The overview pane: each step's time and its breakdown by category, and the mean step's.
 
     Returns:
         ``{"categories": [{"key", "label"}], "steps": [{"name", "us", "parts", "outlier"}],
         "mean": {category: µs}, "mean_us", "notes": [str]}``; times in µs. A timeline of
-        several ranks gives each rank's steps, named ``rank N · ProfilerStep#M``.
+        several ranks gives each rank's steps, named ``rank N · ProfilerStep#M``. ``backend_known``:
+        the timeline's backend was the session's, as in ``kernels_data``.
     """
     parts = list(timeline.ranks) or [timeline]
     steps: list[dict[str, Any]] = []
+    extended = False
     for part in parts:
         prefix = f"rank {part.rank} · " if timeline.ranks else ""
+        windows = step_windows(part)
+        host_ends = sorted((e.start_ns, e.end_ns) for e in part.host if e.category == "step")
+        extended = extended or any(w[2] > h[1] for w, h in zip(windows, host_ends))
         mine = [
             {"name": prefix + s["name"], "us": round(s["us"], 3), "parts": _rounded(s["parts"])}
-            for s in breakdown(category_spans(part), step_windows(part))
+            for s in breakdown(category_spans(part), windows)
         ]
         # Each rank's steps are judged among themselves: ranks may differ by design.
         for s, out in zip(mine, outliers([s["us"] for s in mine])):
@@ -204,8 +249,15 @@ def overview_data(timeline: Timeline) -> dict[str, Any]:
     notes = []
     if not timeline.device_label:
         notes.append(
-            "no device time in this run: the device categories are empty (a CPU run, or a device build that does "
-            "not report its time to torch.profiler)"
+            "a CPU run has no device: the device categories are empty"
+            if timeline.backend == "cpu" and backend_known
+            else "no device time in this run: the device categories are empty (a CPU run, or a device build that "
+            "does not report its time to torch.profiler)"
+        )
+    if extended:
+        notes.append(
+            "a step lasts until the device work launched in it ends, as in the findings: the device ran on past "
+            "the end torch.profiler recorded for some steps"
         )
     if not any(e.category == "python" for t in parts for e in t.host):
         notes.append(

@@ -87,8 +87,8 @@ def grids(panes: Mapping[str, Any]) -> dict[str, Any]:
                 ("cpu_bytes", "Self CPU memory (B)", "int"),
                 *(
                     [("device_bytes", f"Self {memory['label']} memory (B)", "int")]
-                    if memory.get("device", True)
-                    else []
+                    if memory.get("device", True) and any(r["device_bytes"] for r in memory["ops"])
+                    else []  # a column of zeros says nothing: the pane's note says why it is left out
                 ),
             ],
             memory["ops"],
@@ -101,7 +101,7 @@ def grids(panes: Mapping[str, Any]) -> dict[str, Any]:
                 ("name", "Rank", "text"),
                 ("steps", "Steps", "int"),
                 ("step_us", "Step (µs)", "us"),
-                ("compute_us", "Compute (µs)", "us"),
+                ("compute_us", "Busy outside collectives (µs)", "us"),
                 ("communication_us", "Communication (µs)", "us"),
                 ("waiting_us", "Waiting (µs)", "us"),
                 ("idle_us", "Idle (µs)", "us"),

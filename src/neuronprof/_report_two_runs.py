@@ -191,7 +191,12 @@ def _shift_verdict(s: Shift, what: str) -> dict[str, Any]:
 
 
 def trace_pane(
-    d: TraceDiff, a: Optional[Mapping[str, Any]], b: Optional[Mapping[str, Any]], *, runs: Optional[tuple[int, int]]
+    d: TraceDiff,
+    a: Optional[Mapping[str, Any]],
+    b: Optional[Mapping[str, Any]],
+    *,
+    runs: Optional[tuple[int, int]],
+    same: Optional[str] = None,
 ) -> dict[str, Any]:
     """The pane of ``neuronprof report A B``: ``neuronprof diff A B``'s verdicts, the overview and ops as diffs.
 
@@ -202,6 +207,7 @@ def trace_pane(
         runs: How many runs (trace files) each side holds: fewer than a verdict needs
             means its samples are steps of one run, which the pane says plainly; ``None``
             when not known (or a folder of ranks).
+        same: The sentence saying that A and B are one file or folder, said first; ``None`` when they differ.
     """
     from neuronprof.analysis._verdict import min_samples
     from neuronprof.analysis.render import _diff_header
@@ -223,6 +229,8 @@ def trace_pane(
             f"as a change. Record at least {need} runs of each and pass the two folders of traces "
             "(neuronprof report RUNS_A RUNS_B): each run's median step is then a sample."
         )
+    if same is not None:
+        verdict["lines"].insert(0, same)
     # neuronprof diff's header, less its verdict lines: the verdict has a box of its own.
     header = [line for line in _diff_header(d) if not line.startswith("verdict")]
     return _pane(d, "diff-0", a=a, b=b, verdict=verdict, header=header)
@@ -239,6 +247,7 @@ def speed_verdict(cmp: Comparison, row: ComparisonRow) -> dict[str, Any]:
     ``neuronprof diff`` reads its verdicts.
     """
     from neuronprof.analysis._verdict import min_samples, shift
+    from neuronprof.render import _format_speedup_cell
 
     base = cmp.row(cmp.baseline)
     need = min_samples()
@@ -254,9 +263,10 @@ def speed_verdict(cmp: Comparison, row: ComparisonRow) -> dict[str, Any]:
                 f"compare(..., repeats={need}) or more gives one"
             ],
         }
+    # The comparison table's figure, as its cell writes it: one speedup per meaning on the page.
     line = (
-        f"{s.verdict}: speedup {1 / s.ratio:.2f}× ({s.confidence:.0%} CI {1 / s.high:.2f}–{1 / s.low:.2f}×, "
-        f"Hodges–Lehmann, from {rounds}); wall time per call B/A {s.ratio:.3f}×"
+        f"{s.verdict}: speedup {_format_speedup_cell(row)}: the baseline's median wall time per call over "
+        f"{row.name}'s, with its {s.confidence:.0%} confidence interval (Hodges–Lehmann, from {rounds})"
     )
     return {"word": s.verdict, "lines": [line]}
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
-from typing import Optional
+from typing import Optional, Union
 
 from neuronprof.commands import COMMANDS, CommandError, load
 
@@ -55,6 +56,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # `--version`, a typo) gets the whole parser, whose help lists every command.
     only = given[0] if given and given[0] in COMMANDS else None
     args = build_parser(only).parse_args(given)
+    plain = warnings.formatwarning
+    warnings.formatwarning = _one_line  # for this run only: a command-line user needs no source line
     try:
         return int(args.func(args) or 0)
     except CommandError as exc:
@@ -65,6 +68,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # `neuronprof ... | head` closed the pipe: not an error worth a traceback.
         sys.stderr.close()
         return 0
+    finally:
+        warnings.formatwarning = plain
+
+
+def _one_line(
+    message: Union[Warning, str], category: type[Warning], filename: str, lineno: int, line: Optional[str] = None
+) -> str:
+    """A neuronprof warning as one plain line (``neuronprof: warning: ...``); any other as Python writes it."""
+    from neuronprof.errors import NeuronProfWarning
+
+    if issubclass(category, NeuronProfWarning):
+        return f"neuronprof: warning: {message}\n"
+    return _PYTHON_FORMAT(message, category, filename, lineno, line)
+
+
+_PYTHON_FORMAT = warnings.formatwarning
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 import platform
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union, cast
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
+from neuronprof._report_findings import MAX_FINDINGS as MAX_FINDINGS  # the findings listed at most, re-exported
+from neuronprof._report_findings import _findings_data
 from neuronprof._report_parts import grids
 from neuronprof._report_timeline import MAX_TIMELINE_EVENTS, timeline_data
 from neuronprof.model import Comparison, OpRow, Table
@@ -41,13 +42,6 @@ __all__ = [
 
 MAX_CHART_STEPS = 500
 """Steps drawn in the overview's step-time chart at most (the first ones); the breakdown covers them all."""
-
-MAX_FINDINGS = 50
-"""Findings listed per run (per rank of a folder) at most, the first in ``advise``'s order (what to fix first).
-
-A long trace of many distinct op chains can hold thousands (about 1 kB of page each);
-the header still counts every one, and ``advise`` lists them all.
-"""
 
 REPORT_SCHEMA = "neuronprof.report/1"
 """Tag of the data embedded in the page (``<script id="neuronprof-data">``)."""
@@ -171,67 +165,6 @@ def _table_data(table: Table) -> dict[str, Any]:
 # -- findings -------------------------------------------------------------------------
 
 
-def _guide_link(kind: str, docs: str) -> dict[str, Any]:
-    """A finding's guide section as a link: ``docs`` on the published guide, or the page in the sources (said so)."""
-    from neuronprof.analysis.insights._findings import GUIDE_TITLE, GUIDE_URL, SECTIONS
-
-    parts = urlsplit(docs)
-    published = parts.scheme in ("http", "https") and bool(parts.netloc)
-    in_sources = docs.split("#")[0] == GUIDE_URL
-    note = f"{docs}, a page in neuronprof's sources" if in_sources else (None if published else docs)
-    # Only a published address is linked: a path in the sources would resolve against the report's own
-    # folder (where no guide is), and an address of any other scheme (from a JSON file, say) is shown as text.
-    href = docs if published else None
-    return {"href": href, "text": f"{GUIDE_TITLE} → {SECTIONS.get(kind, kind)}", "note": note}
-
-
-def _findings_data(insights: Union[Insights, RankInsights, None]) -> Optional[dict[str, Any]]:
-    if insights is None:
-        return None
-    from neuronprof.analysis.insights import RankInsights
-
-    if isinstance(insights, RankInsights):
-        return _rank_findings_data(insights)
-    from neuronprof.analysis.insights._findings import _evidence_text, _stake
-
-    listed = insights.head(MAX_FINDINGS)
-    cut = len(listed.findings) < len(insights.findings)
-    notes = list(insights.notes)
-    if cut:
-        notes.insert(
-            0,
-            f"the first {len(listed.findings)} of {len(insights.findings)} findings are listed here, in the order of "
-            "what to fix first; `neuronprof advise TRACE` (or `s.insights()`) lists every one",
-        )
-    return {
-        "header": insights._header(),
-        "findings": [
-            {
-                "kind": f.kind,
-                "title": f.title,
-                "stake": _stake(f),
-                "evidence": _evidence_text(f.evidence, f.kind),
-                "suggestion": f.suggestion,
-                "guide": _guide_link(f.kind, f.docs),
-            }
-            for f in listed.findings
-        ],
-        "notes": notes,
-    }
-
-
-def _rank_findings_data(insights: RankInsights) -> dict[str, Any]:
-    """Every rank's findings in one list, the straggler's first, each titled with its rank."""
-    findings: list[dict[str, Any]] = []
-    notes: list[str] = []
-    for rank in insights.order():
-        one = cast(dict[str, Any], _findings_data(insights.ranks[rank]))
-        notes.append(f"{insights._rank_title(rank)}; {one['header']}")
-        findings += [{**f, "title": f"rank {rank}: {f['title']}"} for f in one["findings"]]
-        notes += [f"rank {rank}: {n}" for n in one["notes"]]
-    return {"header": insights._header(), "findings": findings, "notes": [*notes, *insights.notes]}
-
-
 # -- pages ----------------------------------------------------------------------------
 
 
@@ -281,20 +214,28 @@ class _Drawn(NamedTuple):
     panes: dict[str, Any]
 
 
-def _draw(timeline: Timeline, neuron: Optional[NeuronProfile] = None, device_note: Optional[str] = None) -> _Drawn:
-    """Everything the page reads from the timeline's events, read while they are held (and Neuron's profile)."""
+def _draw(
+    timeline: Timeline,
+    neuron: Optional[NeuronProfile] = None,
+    device_note: Optional[str] = None,
+    backend_known: bool = True,
+) -> _Drawn:
+    """Everything the page reads from the timeline's events, read while they are held (and Neuron's profile).
+
+    ``backend_known``: the backend is the session's (live, or in the trace's neuronprof settings).
+    """
     from neuronprof._report_device import kernels_data, neuron_data, neuron_note
     from neuronprof._report_ops import call_tree, modules_data
     from neuronprof._report_overview import overview_data
 
-    kernels = kernels_data(timeline)
+    kernels = kernels_data(timeline, backend_known)
     note = neuron_note(timeline)
     if neuron is not None:
         kernels["neuron"] = neuron_data(neuron)
     else:
         kernels["notes"] += [n for n in (note, device_note) if n is not None]
     panes = {
-        "overview": overview_data(timeline),
+        "overview": overview_data(timeline, backend_known),
         "kernels": kernels,
         "modules": modules_data(timeline),
         "call_tree": call_tree(timeline),
@@ -314,13 +255,15 @@ def _profile_page(
     memory_source: str = "table",
     memory_tables: tuple[Any, ...] = (),
     runs: Optional[tuple[int, int]] = None,
+    same: Optional[str] = None,
 ) -> str:
     """``render_report``'s page, its timeline panes drawn already (``None``: none).
 
     ``by_other`` is the table grouped the other way (``("shape", table)``: by input shape),
     offered beside the main one; ``memory_source``: ``"table"`` (a session's) or ``"trace"`` (a
     file's); ``memory_tables``: the event tables whose allocation records the memory pane draws;
-    ``runs``: the runs (trace files) of the baseline and of this run, for the two-run pane's word on repeats.
+    ``runs``: the runs (trace files) of the baseline and of this run, for the two-run pane's word on repeats;
+    ``same``: the sentence saying that the baseline is this run's own file, for the two-run pane.
     """
     from neuronprof._report_device import memory_data
     from neuronprof._report_ops import ranks_data
@@ -336,18 +279,25 @@ def _profile_page(
     panes = dict(drawn.panes) if drawn is not None else {}
     findings = _findings_data(insights)
     if "overview" in panes and findings is not None:
-        panes["overview"]["top"] = findings["findings"][:3]
+        # The most time at stake first, across ranks too (a rank folder lists its findings rank by rank).
+        by_stake = sorted(findings["findings"], key=lambda f: (f["estimated_us"] is None, -(f["estimated_us"] or 0)))
+        panes["overview"]["top"] = by_stake[:3]
     from neuronprof.analysis.insights import RankInsights
 
     rank_insights = insights if isinstance(insights, RankInsights) else None
     panes["ranks"] = ranks_data(panes["overview"], rank_insights) if "overview" in panes else None
-    panes["memory"] = memory_data(table, source=memory_source, tables=memory_tables)
+    mem = panes["memory"] = memory_data(table, source=memory_source, tables=memory_tables)
+    if mem["device"] and mem["ops"] and not any(r["device_bytes"] for r in mem["ops"]):
+        mem["notes"].append(
+            f"no op's self {mem['label']} memory is above 0 (this backend recorded no {mem['label']} memory, or each "
+            f"op freed what it allocated), so the Self {mem['label']} memory column is left out"
+        )
     data["grids"] = grids(panes)
     two_runs = None
     if baseline is not None:
         from neuronprof._report_two_runs import trace_pane
 
-        two_runs = trace_pane(baseline, panes.get("baseline_overview"), panes.get("overview"), runs=runs)
+        two_runs = trace_pane(baseline, panes.get("baseline_overview"), panes.get("overview"), runs=runs, same=same)
         data["grids"][two_runs["key"]] = two_runs.pop("grid")
     notes = list(table.notes)
     if drawn is not None:
@@ -400,28 +350,32 @@ def trace_report(
     baseline: Any = None,
     neuron: Optional[NeuronProfile] = None,
     device_note: Optional[str] = None,
+    same: Optional[str] = None,
 ) -> str:
     """``render_report`` of a loaded trace (a file's, or a session's record): its findings, timeline, two-run pane.
 
     ``timeline`` defaults to the trace's own events, whose findings are the trace's own; ``baseline``
     (a trace file, folder or ``Trace``) adds the pane of ``neuronprof diff BASELINE TRACE``;
-    ``device_note``, without ``neuron``, says in the kernels pane why the device's own profile is absent.
+    ``device_note``, without ``neuron``, says in the kernels pane why the device's own profile is absent;
+    ``same``, that ``baseline`` is the trace's own file or folder (said first in the two-run pane).
     """
     from neuronprof.analysis.insights import analyze_timeline
     from neuronprof.analysis.insights._trace import insights_of, timeline_of
     from neuronprof.analysis.insights._tree import _Node
 
     insights: Union[Insights, RankInsights]
+    # A trace without neuronprof's settings names its backend from its events: "cpu" when it has no device work.
+    known = any(isinstance((t.metadata.get("neuronprof") or {}).get("backend"), str) for t in trace.event_tables)
     if timeline is None:
         # The trace's events read once, straight into the findings' tree nodes (a node has a host
         # event's fields): drawn first, then read by the findings, then let go before the page is made.
         events = timeline_of(trace, _Node)
-        drawn = _draw(events, neuron, device_note)
+        drawn = _draw(events, neuron, device_note, known)
         insights = insights_of(trace, events)
         del events
     else:
         insights = trace.insights() if timeline is trace.timeline() else analyze_timeline(timeline)
-        drawn = _draw(timeline, neuron, device_note)
+        drawn = _draw(timeline, neuron, device_note, known)
     two_runs = runs = None
     if baseline is not None:
         from neuronprof._report_two_runs import against_baseline
@@ -439,6 +393,7 @@ def trace_report(
         memory_source="table" if live else "trace",
         memory_tables=trace.event_tables,
         runs=runs,
+        same=same,
     )
 
 

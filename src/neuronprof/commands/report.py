@@ -78,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{target} is a folder: pass -o with the path of the .html file to write")
     if target.exists() and not args.overwrite:
         raise ValueError(f"{target} exists; pass --overwrite to replace it")
+    same = _same_file(args.baseline, source) if args.baseline is not None and "baseline" not in piped else None
+    if same is not None:
+        print(f"neuronprof report: {same}", file=sys.stderr)
     neuron = None
     if args.neuron_profile is not None:
         from neuronprof.analysis.neuron import neuron_profile
@@ -107,7 +110,23 @@ def run(args: argparse.Namespace) -> int:
     # Grouped as the session's own report groups it: by input shape when they were recorded.
     shapes = bool(trace.event_tables and trace.event_tables[0].metadata.get("record_shapes"))
     table = trace.table("device", group_by="shape" if shapes else "name")
-    text = trace_report(trace, table, settings=settings, title=title, baseline=args.baseline, neuron=neuron)
+    text = trace_report(trace, table, settings=settings, title=title, baseline=args.baseline, neuron=neuron, same=same)
     write_text(target.resolve(), text, overwrite=args.overwrite)
     print(f"report written to {target}", file=sys.stderr)
     return 0
+
+
+def _same_file(baseline: str, trace: Any) -> Any:
+    """The sentence saying that A and B are one file or folder (by ``os.path.samefile``), or ``None``."""
+    import os
+
+    try:
+        same = os.path.samefile(baseline, trace)
+    except OSError:  # not both on disk (a pipe): the comparison says what it finds
+        return None
+    if not same:
+        return None
+    return (
+        f"A and B are the same {'folder' if os.path.isdir(trace) else 'file'} ({trace}): the comparison shows no "
+        "change by construction"
+    )
