@@ -38,7 +38,7 @@ import os, torch, neuronprof, testbackend
 # The stand-in runs torch's CPU kernels and reports a kernel of 200 µs per op to torch.profiler.
 testbackend.set_kernel_ns(200_000)
 x, w = torch.randn(32, 64), torch.randn(64)
-with neuronprof.session(backend="neuron", wait=0, warmup=1, active=3, output_dir=os.getcwd()) as s:
+with neuronprof.session(backend="neuron", wait=0, warmup=1, active=3, output_dir="profiles") as s:
     for _ in s.steps():
         x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
 report(str(s.report("device.html").resolve()))
