@@ -617,3 +617,16 @@ def test_a_speedup_without_an_interval_says_why(clock: FakeClock, opts: dict[str
     assert cmp.row("fast").speedup_low is None
     assert "2.00× *" not in str(cmp)  # no interval: no mark
     assert "too few timed samples for one (at least 4 on each side: repeats=4 or more)" in str(cmp)
+
+
+@pytest.mark.parametrize(("interval", "marked"), [((0.9, 1.2), False), ((1.8, 2.2), True), (None, False)])
+def test_the_fastest_median_is_marked_only_beyond_noise(interval: tuple[float, float] | None, marked: bool) -> None:
+    """A median 0.07 % lower than the baseline's is not "best" when the speedup's interval holds 1."""
+    cmp = Comparison(
+        rows=(_row("a", 100.0), _row("b", 99.93 if marked is False else 50.0, 2.0, interval=interval)),
+        baseline="a",
+        backend="cpu",
+        repeats=5,
+    )
+    median = [line for line in str(cmp).splitlines() if line.startswith("b ")][0]
+    assert ("50.0 *" in median) is marked and "99.9 *" not in median

@@ -205,6 +205,11 @@ def test_distributed_pane_of_a_rank_folder_names_the_straggler(tmp_path: Path) -
     straggler = load_trace(RANKS).insights().straggler  # type: ignore[union-attr]
     assert straggler == 1  # the corpus's planted straggler
     assert "Straggler: rank 1" in text_of(page, "distributed")
+    # A CPU run recorded before the header named the captured modes: Neuron's modes are not its settings.
+    assert "modes" not in settings_of(page)
+    # Its record_function ranges are host time between ops: the note does not call all of it idle.
+    said = text_of(page, "overview")
+    assert "no Python frames were recorded" in said and "counted as idle:" not in said
     # Rank 1 computes longer; rank 0 waits for it in the all-reduce.
     assert rows[1]["compute_us"] > rows[0]["compute_us"]
     assert rows[0]["waiting_us"] > rows[1]["waiting_us"] == 0

@@ -257,12 +257,14 @@ def overview_data(timeline: Timeline, backend_known: bool = True) -> dict[str, A
     if extended:
         notes.append(
             "a step lasts until the device work launched in it ends, as in the findings: the device ran on past "
-            "the end torch.profiler recorded for some steps"
+            "the end torch.profiler recorded for some steps, so steps overlap; the time in an overlap (and the "
+            "device work in it) counts in both steps, and the steps add up to more than the recording"
         )
     if not any(e.category == "python" for t in parts for e in t.host):
         notes.append(
-            "no Python frames were recorded, so Python between ops is counted as idle: pass with_stack=True "
-            "to tell them apart"
+            "no Python frames were recorded: host time between ops counts as host between ops only inside a "
+            "recorded range (record_function, annotations) and as idle elsewhere; pass with_stack=True to tell "
+            "Python from idle"
         )
     if any(s["outlier"] for s in steps):
         notes.append(

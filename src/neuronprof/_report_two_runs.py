@@ -97,7 +97,9 @@ def _ops_grid(d: TraceDiff) -> dict[str, Any]:
     which = label if d.metric == "device" and label else "CPU"
     cols += [("delta", f"Δ self {which} (µs{per})", "delta"), ("ratio", "B/A", "ratio")]
     if d.op_shifts:
-        cols.append(("verdict", "Verdict per step", "text"))
+        # The verdicts are per op name: with rows per input shape, a row's verdict is its name's.
+        of_name = " (the op name, all shapes)" if d.match == "shape" else ""
+        cols.append(("verdict", f"Verdict per step{of_name}", "text"))
     if d.match == "shape":
         cols.append(("shapes", "Input shapes", "text"))
     from neuronprof.analysis.render import short_verdict

@@ -94,7 +94,8 @@ def trace_settings(trace: Trace) -> dict[str, Any]:
     meta = metadata.get("neuronprof")
     out: dict[str, Any] = {}
     if isinstance(meta, Mapping):
-        captured = meta.get("captured_modes", meta.get("modes"))  # older exports name every mode asked for
+        # Older exports name every mode asked for, the default ones on a CPU run too: only Neuron captures modes.
+        captured = meta.get("captured_modes", meta.get("modes") if meta.get("backend") == "neuron" else None)
         for label, value in (
             ("device", meta.get("device_label")),
             ("core", meta.get("core")),
