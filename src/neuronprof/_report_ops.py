@@ -188,7 +188,8 @@ def ranks_data(overview: dict[str, Any], insights: Optional[RankInsights]) -> Op
     straggler = None if insights is None else insights.straggler
     notes = [
         "busy outside collectives: every instant of the step with an event recorded, less the time in collectives "
-        "(idle left out); waiting is estimated as a rank's time in collectives beyond the least any rank spent there",
+        "(idle left out); communication is the least time any rank spent in collectives (the transfer all "
+        "ranks share), and waiting a rank's time in collectives beyond it",
     ]
     # The findings' rule reads "compute" as step time less the time in collectives, idle included: said so.
     figures = [] if insights is None else list(enumerate(insights.compute_per_step_us))
