@@ -476,15 +476,21 @@ report({"trace": str(s.export("trace.json").resolve())})
     assert "so the Self NEURON memory column is left out" in text_of(page, "memory")
 
 
-def test_kernels_pane_says_neuron_explorer_is_missing_not_that_the_profile_is_empty(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Neuron Runtime's files only: reading them needs neuron-explorer, which is not there.
+def runtime_files_without_the_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Neuron Runtime's files of one capture under ``tmp_path``, and no neuron-explorer to read them."""
     capture = tmp_path / "neuron_profile" / "i-0_pid_1" / "20260101_000000"
     capture.mkdir(parents=True)
     for name in ("profile_nc_0_session_0.ntff", "ntrace.pb", "trace_info.pb"):
         (capture / name).write_bytes(b"t")
     monkeypatch.setenv("NEURONPROF_NEURON_EXPLORER", str(tmp_path / "no-such-tool"))
+    return tmp_path / "neuron_profile"
+
+
+def test_kernels_pane_says_neuron_explorer_is_missing_not_that_the_profile_is_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Neuron Runtime's files only: reading them needs neuron-explorer, which is not there.
+    runtime_files_without_the_tool(tmp_path, monkeypatch)
     trace = Path(__file__).resolve().parent / "corpus" / "traces" / "planted_float64.json.gz"
     target = tmp_path / "r.html"
     with pytest.warns(neuronprof.NeuronProfWarning, match="aws-neuronx-tools"):
@@ -560,11 +566,7 @@ def test_distributed_pane_names_its_busy_column_apart_from_the_straggler_rules_c
 def test_the_command_line_prints_a_warning_as_one_plain_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    capture = tmp_path / "neuron_profile" / "i-0_pid_1" / "20260101_000000"
-    capture.mkdir(parents=True)
-    for name in ("profile_nc_0_session_0.ntff", "ntrace.pb", "trace_info.pb"):
-        (capture / name).write_bytes(b"t")
-    monkeypatch.setenv("NEURONPROF_NEURON_EXPLORER", str(tmp_path / "no-such-tool"))
+    runtime_files_without_the_tool(tmp_path, monkeypatch)
 
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
         sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))  # as Python's default does
