@@ -719,7 +719,7 @@ def test_a_finger_drag_pans_the_timeline_and_a_tap_names_the_event(
             tx = max(step["x"], box["x"] + box["width"] * 0.5) + 2
             cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": tx, "y": step["y"] + 5}]})
             cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
-            assert page.locator("#tl-tip").is_visible()
+            page.locator("#tl-tip").wait_for(state="visible", timeout=10_000)  # the page answers the tap when it can
             assert "ProfilerStep" in page.locator("#tl-tip").inner_text()
         finally:
             cdp.send("Emulation.setTouchEmulationEnabled", {"enabled": False})
