@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import neuronprof
 from neuronprof.analysis import DevicePeak, NeuronProfile, Roofline, TraceDiff, diff, roofline, summarize
 from neuronprof.analysis.insights import Insights
-from neuronprof.model import Comparison, ComparisonRow, RankTable, Table
+from neuronprof.model import Comparison, ComparisonRow, RankTable, StepBreakdown, Table
 
 _FLOATS = st.floats(-1e12, 1e12, allow_nan=False, allow_infinity=False)
 _TEXT = st.text(max_size=6)
@@ -45,6 +45,8 @@ def _strategy(tp: Any, owner: type) -> st.SearchStrategy[Any]:
         if len(args) == 2 and args[1] is Ellipsis:
             return st.lists(_strategy(args[0], owner), max_size=4).map(tuple)
         return st.tuples(*(_strategy(a, owner) for a in args))
+    if tp is StepBreakdown:  # its categories are unique (its JSON keys them)
+        return _model(tp, parts_us=st.dictionaries(_TEXT, _FLOATS, max_size=4).map(lambda d: tuple(d.items())))
     if isinstance(tp, type) and (dataclasses.is_dataclass(tp) or hasattr(tp, "_fields")):
         return _model(tp)
     raise TypeError(f"no strategy for {tp!r} (a field of {owner.__name__})")
@@ -177,3 +179,8 @@ def test_limited_tables_and_rooflines_of_a_real_session_read_back_with_their_tot
         assert type(model).from_json(model.to_json()) == model
     cut = live.head(1)
     assert f"showing 1 of {live.total_rows} rows" in str(Table.from_json(cut.to_json()))
+
+
+def test_a_step_breakdown_refuses_a_category_named_twice() -> None:
+    with pytest.raises(ValueError, match="twice"):
+        StepBreakdown(steps_us=(1.0,), parts_us=(("device", 1.0), ("device", 2.0)))

@@ -42,6 +42,9 @@ class StepBreakdown:
             ``host_ops``, ``python`` and ``idle``.
         notes: What the breakdown cannot tell apart in this run (e.g. Python
             between ops without ``with_stack=True``).
+
+    Raises:
+        ValueError: ``parts_us`` names a category twice.
     """
 
     steps_us: tuple[float, ...]
@@ -52,6 +55,10 @@ class StepBreakdown:
         object.__setattr__(self, "steps_us", tuple(float(v) for v in self.steps_us))
         object.__setattr__(self, "parts_us", tuple((str(k), float(v)) for k, v in self.parts_us))
         object.__setattr__(self, "notes", tuple(str(n) for n in self.notes))
+        names = [k for k, _ in self.parts_us]
+        if len(set(names)) != len(names):
+            # Its JSON form keys the parts by category, so a repeated one would be lost.
+            raise ValueError(f"StepBreakdown.parts_us names a category twice: {names}")
 
     @property
     def mean_us(self) -> Optional[float]:
