@@ -580,7 +580,7 @@ def test_timeline_axis_labels_neither_overlap_nor_pass_the_edge(
         pytest.skip("the neuron test backend is not available in this build")
     with opened_at(browser, pane_reports[which], width, tmp_path / f"axis-{which}-{width}.png") as page:
         page.locator("#timeline").scroll_into_view_if_needed()
-        for _ in range(3):  # zoomed out, then in twice
+        for _ in range(7):  # zoomed out, then in six times: spans that round to a nice step every way
             boxes = page.evaluate(
                 """() => { const svg = document.getElementById('timeline').getBoundingClientRect();
                      return {right: svg.right, left: svg.left,
