@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 import statistics
-from bisect import bisect_right
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -97,8 +96,11 @@ def first_owner_ns(
     first = np.full(len(points) - 1, n)
     for k in reversed(range(n)):
         union_starts, union_ends = unions[k]
-        at = points[:-1]
-        first[np.searchsorted(union_starts, at, "right") > np.searchsorted(union_ends, at, "right")] = k
+        # Disjoint spans that do not touch: each point opens or closes at most one.
+        opens = np.zeros(len(points), np.int8)
+        opens[np.searchsorted(points, union_starts)] = 1
+        opens[np.searchsorted(points, union_ends)] = -1
+        first[np.cumsum(opens, dtype=np.int8)[:-1] > 0] = k
     lengths = np.diff(points)
     a, b = np.searchsorted(points, lo), np.searchsorted(points, hi)
     out = np.empty((len(windows), n), np.int64)
@@ -160,32 +162,44 @@ def _device_ends(timeline: Timeline, steps: Sequence[tuple[int, int, str, str]])
     As the findings link them: device work to the runtime call of its correlation id, else to
     the op of its External id; the call counts for the step that encloses it on its thread.
     """
-    runtime_by_corr: dict[int, tuple[str, int, int]] = {}
-    op_by_ext: dict[int, tuple[str, int, int]] = {}
-    for e in timeline.host:
-        if e.category == "runtime" and e.correlation is not None:
-            runtime_by_corr.setdefault(e.correlation, (e.thread, e.start_ns, e.end_ns))
-        elif e.category in ("op", "annotation") and e.ext_id is not None:
-            op_by_ext.setdefault(e.ext_id, (e.thread, e.start_ns, e.end_ns))
-    by_thread: dict[str, list[int]] = {}  # each thread's steps, as indexes into ``steps`` (sorted by start)
-    for i, st in enumerate(steps):
-        by_thread.setdefault(st[3], []).append(i)
-    starts = {t: [steps[i][0] for i in idx] for t, idx in by_thread.items()}
-    ends = [e for _, e, _, _ in steps]
-    for d in timeline.device:
-        launcher = runtime_by_corr.get(d.correlation) if d.correlation is not None else None
-        if launcher is None and d.ext_id is not None:
-            launcher = op_by_ext.get(d.ext_id)
-        if launcher is None or launcher[0] not in by_thread:
-            continue
-        thread, lo, hi = launcher
-        j = bisect_right(starts[thread], lo) - 1
-        if j < 0:
-            continue
-        i = by_thread[thread][j]
-        if hi <= steps[i][1] and d.end_ns > ends[i]:
-            ends[i] = d.end_ns
-    return ends
+    device = timeline.device
+    calls = [e for e in timeline.host if e.category == "runtime" and e.correlation is not None]
+    launcher = _first_with(calls, "correlation", device)
+    if (launcher < 0).any():
+        ops = [e for e in timeline.host if e.category in ("op", "annotation") and e.ext_id is not None]
+        via_op = _first_with(ops, "ext_id", device)
+        launcher = np.where((launcher < 0) & (via_op >= 0), len(calls) + via_op, launcher)
+        calls += ops
+    launched = np.flatnonzero(launcher >= 0)
+    used, call = np.unique(launcher[launched], return_inverse=True)  # ``call``: index into ``used``
+    threads = {thread: k for k, thread in enumerate(dict.fromkeys(t for _, _, _, t in steps))}
+    thread = np.fromiter((threads.get(calls[i].thread, -1) for i in used), np.intp, len(used))
+    call_start = np.fromiter((calls[i].start_ns for i in used), np.int64, len(used))
+    call_end = np.fromiter((calls[i].end_ns for i in used), np.int64, len(used))
+    device_end = np.fromiter((device[i].end_ns for i in launched), np.int64, len(launched))
+    step_end = np.array([e for _, e, _, _ in steps], np.int64)
+    ends = step_end.copy()
+    for name, k in threads.items():
+        mine = np.array([i for i, st in enumerate(steps) if st[3] == name])  # the thread's steps, by start
+        work = np.flatnonzero(thread[call] == k)  # index into ``launched``
+        # The call's step: the last of its thread's steps to start at or before it, if the call ends in it.
+        j = np.searchsorted(np.array([steps[i][0] for i in mine], np.int64), call_start[call[work]], "right") - 1
+        work, step = work[j >= 0], mine[j[j >= 0]]
+        inside = call_end[call[work]] <= step_end[step]
+        np.maximum.at(ends, step[inside], device_end[work[inside]])
+    return ends.tolist()
+
+
+def _first_with(calls: Sequence[Any], key: str, device: Sequence[Any]) -> np.ndarray:
+    """For each device event, the index in ``calls`` of the first call whose ``key`` id is the event's (-1: none)."""
+    none = np.iinfo(np.int64).min  # no id
+    ids = np.fromiter((getattr(e, key) for e in calls), np.int64, len(calls))
+    wanted = np.fromiter((none if (i := getattr(d, key)) is None else i for d in device), np.int64, len(device))
+    ids, first = np.unique(ids, return_index=True)
+    if not len(ids):
+        return np.full(len(device), -1)
+    at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
+    return np.where(ids[at] == wanted, first[at], -1)
 
 
 def breakdown(events: tuple[np.ndarray, np.ndarray, np.ndarray], windows: Sequence[Window]) -> list[dict[str, Any]]:
