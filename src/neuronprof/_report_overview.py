@@ -55,27 +55,36 @@ def category_events(timeline: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndar
 
     A step has no category of its own (it is a window): its index is ``len(CATEGORIES)``, past every category.
     """
-    index = {key: i for i, (key, _) in enumerate(CATEGORIES)}
-    index["step"] = len(CATEGORIES)
-    # A trace repeats a few thousand names millions of times: each (name, category) is placed once.
-    placed: dict[tuple[str, str], int] = {}
-    codes = []
-    for e in timeline.host:
-        key = (e.name, e.category)
-        code = placed.get(key)
-        if code is None:
-            code = placed[key] = index[_host_category(e.name, e.category)]
-        codes.append(code)
-    device = timeline.device
-    for d in device:
-        if vocab.is_collective(d.name, vocab.K_DEVICE):
-            codes.append(index["communication"])
+    placed = _Placed({key: i for i, (key, _) in enumerate(CATEGORIES)})
+    host, device = timeline.host, timeline.device
+    host_codes = np.fromiter((placed[e.name, e.category] for e in host), np.int8, len(host))
+    device_codes = np.fromiter((placed[d.name, d.category, True] for d in device), np.int8, len(device))
+    n = len(host) + len(device)
+    starts = np.fromiter((e.start_ns for events in (host, device) for e in events), np.int64, n)
+    ends = np.fromiter((e.end_ns for events in (host, device) for e in events), np.int64, n)
+    return starts, ends, np.concatenate((host_codes, device_codes)), {key[1] for key in placed if len(key) == 2}
+
+
+class _Placed(dict[tuple[Any, ...], int]):
+    """An event's category index by ``(name, category)``, or ``(name, category, True)`` for device work.
+
+    A trace repeats a few thousand names millions of times: each is placed once, when first asked for.
+    """
+
+    def __init__(self, index: dict[str, int]) -> None:
+        super().__init__()
+        self.index = {**index, "step": len(CATEGORIES)}
+
+    def __missing__(self, key: tuple[Any, ...]) -> int:
+        name, category = key[:2]
+        if len(key) == 2:
+            where = _host_category(name, category)
+        elif vocab.is_collective(name, vocab.K_DEVICE):
+            where = "communication"
         else:
-            codes.append(index["device" if d.category == "kernel" else "memory"])
-    n = len(codes)
-    starts = np.fromiter((e.start_ns for events in (timeline.host, device) for e in events), np.int64, n)
-    ends = np.fromiter((e.end_ns for events in (timeline.host, device) for e in events), np.int64, n)
-    return starts, ends, np.array(codes, np.intp), {category for _, category in placed}
+            where = "device" if category == "kernel" else "memory"
+        self[key] = self.index[where]
+        return self[key]
 
 
 def first_owner_ns(
@@ -93,9 +102,11 @@ def first_owner_ns(
     unions = [_union(starts[owners == k], ends[owners == k]) for k in range(n)]
     # The instants between two consecutive points are all under the same owners' spans.
     points = np.sort(np.concatenate([*(x for union in unions for x in union), lo, hi]))
-    first = np.full(len(points) - 1, n)
+    first = np.full(len(points) - 1, n, np.int8)
     for k in reversed(range(n)):
         union_starts, union_ends = unions[k]
+        if not len(union_starts):
+            continue
         # Disjoint spans that do not touch: each point opens or closes at most one.
         opens = np.zeros(len(points), np.int8)
         opens[np.searchsorted(points, union_starts)] = 1
@@ -103,10 +114,12 @@ def first_owner_ns(
         first[np.cumsum(opens, dtype=np.int8)[:-1] > 0] = k
     lengths = np.diff(points)
     a, b = np.searchsorted(points, lo), np.searchsorted(points, hi)
-    out = np.empty((len(windows), n), np.int64)
+    out = np.zeros((len(windows), n), np.int64)
+    taken = np.zeros(len(points), np.int64)  # what the owner takes before each point
     for k in range(n):
-        taken = np.concatenate(([0], np.cumsum(np.where(first == k, lengths, 0))))
-        out[:, k] = taken[b] - taken[a]
+        if len(unions[k][0]):
+            np.cumsum(np.where(first == k, lengths, 0), out=taken[1:])
+            out[:, k] = taken[b] - taken[a]
     return out.tolist()
 
 
