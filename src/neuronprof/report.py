@@ -228,21 +228,24 @@ def _draw(
     from neuronprof._report_device import kernels_data, neuron_data, neuron_note
     from neuronprof._report_ops import call_tree, modules_data
     from neuronprof._report_overview import overview_data, rank_windows
+    from neuronprof.analysis._gc import collector_paused
 
-    windows = rank_windows(timeline)
-    kernels = kernels_data(timeline, backend_known, windows)
-    note = neuron_note(timeline)
-    if neuron is not None:
-        kernels["neuron"] = neuron_data(neuron)
-    else:
-        kernels["notes"] += [n for n in (note, device_note) if n is not None]
-    panes = {
-        "overview": overview_data(timeline, backend_known, windows),
-        "kernels": kernels,
-        "modules": modules_data(timeline),
-        "call_tree": call_tree(timeline),
-    }
-    return _Drawn(timeline_data(timeline), timeline.notes, panes)
+    # The panes make many objects and no garbage, beside the events: each pass of the collector would walk them all.
+    with collector_paused():
+        windows = rank_windows(timeline)
+        kernels = kernels_data(timeline, backend_known, windows)
+        note = neuron_note(timeline)
+        if neuron is not None:
+            kernels["neuron"] = neuron_data(neuron)
+        else:
+            kernels["notes"] += [n for n in (note, device_note) if n is not None]
+        panes = {
+            "overview": overview_data(timeline, backend_known, windows),
+            "kernels": kernels,
+            "modules": modules_data(timeline),
+            "call_tree": call_tree(timeline),
+        }
+        return _Drawn(timeline_data(timeline), timeline.notes, panes)
 
 
 def _profile_page(
