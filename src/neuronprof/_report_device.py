@@ -98,7 +98,9 @@ def kernels_data(
     by_corr: Optional[dict[int, str]] = None  # read only when some device work has no External id to follow
     groups: dict[tuple[str, str], list[Any]] = {}
     for d in timeline.device:
-        g = groups.setdefault((d.name, d.category), [0, 0, Counter()])
+        g = groups.get((d.name, d.category))
+        if g is None:
+            g = groups[d.name, d.category] = [0, 0, Counter()]
         g[0] += 1
         g[1] += d.end_ns - d.start_ns
         launcher = by_ext.get(d.ext_id) if d.ext_id is not None else None
