@@ -52,13 +52,20 @@ def _jinja_env() -> Any:
         import jinja2
     except ImportError:  # pragma: no cover - jinja2 is a dependency (torch needs it too)
         raise ImportError("the HTML report needs Jinja2: pip install jinja2") from None
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("neuronprof", "templates"),
         autoescape=jinja2.select_autoescape(("html", "j2")),
         trim_blocks=True,
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
+    env.filters["us"] = _us  # a filter, not a macro: a page of many steps calls it thousands of times
+    return env
+
+
+def _us(value: float) -> str:
+    """A time in µs as the page shows it: ``1,234.5``."""
+    return f"{value:,.1f}"
 
 
 def _json_for_script(data: Any) -> str:
