@@ -16,7 +16,7 @@ import numpy as np
 
 from neuronprof import _vocabulary as vocab
 from neuronprof._report_memory import memory_data
-from neuronprof._report_overview import Window, first_owner_ns, rank_windows
+from neuronprof._report_overview import Window, first_owner_ns, first_with, rank_windows
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights import HostEvent, Timeline
@@ -27,15 +27,6 @@ __all__ = ["kernels_data", "memory_data", "neuron_data", "neuron_note"]
 KERNELS_SHOWN = 50
 """Kernel names listed at most (the heaviest); the rest are counted in a note."""
 _ENCLOSING_LOOKBACK = 64  # ops looked at before a runtime call for the one around it (nested ops start just before)
-
-
-def _by_ext(timeline: Timeline) -> dict[int, str]:
-    """The host op behind each external id (kineto's link from device work to the op that launched it)."""
-    by_ext: dict[int, str] = {}
-    for e in timeline.host:
-        if e.ext_id is not None and e.category == "op":
-            by_ext.setdefault(e.ext_id, e.name)
-    return by_ext
 
 
 def _by_correlation(timeline: Timeline) -> dict[int, str]:
@@ -94,16 +85,18 @@ def kernels_data(
     if not timeline.device:
         notes.append(no_device_sentence(timeline, backend_known))
         return {"label": label, "title": title, "kernels": [], "busy": [], "total_us": 0.0, "notes": notes}
-    by_ext = _by_ext(timeline)
+    # The host op behind each External id (kineto's link from device work to the op that launched it).
+    ops = [e for e in timeline.host if e.category == "op" and e.ext_id is not None]
+    by_ext = first_with(ops, "ext_id", timeline.device).tolist()
     by_corr: Optional[dict[int, str]] = None  # read only when some device work has no External id to follow
     groups: dict[tuple[str, str], list[Any]] = {}
-    for d in timeline.device:
+    for d, op in zip(timeline.device, by_ext):
         g = groups.get((d.name, d.category))
         if g is None:
             g = groups[d.name, d.category] = [0, 0, Counter()]
         g[0] += 1
         g[1] += d.end_ns - d.start_ns
-        launcher = by_ext.get(d.ext_id) if d.ext_id is not None else None
+        launcher = ops[op].name if op >= 0 else None
         if launcher is None and d.correlation is not None:
             if by_corr is None:
                 by_corr = _by_correlation(timeline)

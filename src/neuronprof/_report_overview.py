@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
@@ -23,7 +24,15 @@ from neuronprof import _vocabulary as vocab
 if TYPE_CHECKING:
     from neuronprof.analysis.insights import Timeline
 
-__all__ = ["CATEGORIES", "category_events", "first_owner_ns", "overview_data", "rank_windows", "step_windows"]
+__all__ = [
+    "CATEGORIES",
+    "category_events",
+    "first_owner_ns",
+    "first_with",
+    "overview_data",
+    "rank_windows",
+    "step_windows",
+]
 
 Window = tuple[str, int, int]
 """A step, or the whole recording, as ``(name, start_ns, end_ns)``."""
@@ -177,10 +186,10 @@ def _device_ends(timeline: Timeline, steps: Sequence[tuple[int, int, str, str]])
     """
     device = timeline.device
     calls = [e for e in timeline.host if e.category == "runtime" and e.correlation is not None]
-    launcher = _first_with(calls, "correlation", device)
+    launcher = first_with(calls, "correlation", device)
     if (launcher < 0).any():
         ops = [e for e in timeline.host if e.category in ("op", "annotation") and e.ext_id is not None]
-        via_op = _first_with(ops, "ext_id", device)
+        via_op = first_with(ops, "ext_id", device)
         launcher = np.where((launcher < 0) & (via_op >= 0), len(calls) + via_op, launcher)
         calls += ops
     launched = np.flatnonzero(launcher >= 0)
@@ -203,10 +212,10 @@ def _device_ends(timeline: Timeline, steps: Sequence[tuple[int, int, str, str]])
     return ends.tolist()
 
 
-def _first_with(calls: Sequence[Any], key: str, device: Sequence[Any]) -> np.ndarray:
+def first_with(calls: Sequence[Any], key: str, device: Sequence[Any]) -> np.ndarray:
     """For each device event, the index in ``calls`` of the first call whose ``key`` id is the event's (-1: none)."""
     none = np.iinfo(np.int64).min  # no id
-    ids = np.fromiter((getattr(e, key) for e in calls), np.int64, len(calls))
+    ids = np.fromiter(map(attrgetter(key), calls), np.int64, len(calls))
     wanted = np.fromiter((none if (i := getattr(d, key)) is None else i for d in device), np.int64, len(device))
     ids, first = np.unique(ids, return_index=True)
     if not len(ids):
