@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
+
+import numpy as np
 
 from neuronprof import _vocabulary as vocab
 from neuronprof._report_memory import memory_data
-from neuronprof._report_overview import clip, step_windows
+from neuronprof._report_overview import Window, first_owner_ns, first_with, rank_windows
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights import HostEvent, Timeline
@@ -24,15 +27,6 @@ __all__ = ["kernels_data", "memory_data", "neuron_data", "neuron_note"]
 KERNELS_SHOWN = 50
 """Kernel names listed at most (the heaviest); the rest are counted in a note."""
 _ENCLOSING_LOOKBACK = 64  # ops looked at before a runtime call for the one around it (nested ops start just before)
-
-
-def _by_ext(timeline: Timeline) -> dict[int, str]:
-    """The host op behind each external id (kineto's link from device work to the op that launched it)."""
-    by_ext: dict[int, str] = {}
-    for e in timeline.host:
-        if e.ext_id is not None and e.category == "op":
-            by_ext.setdefault(e.ext_id, e.name)
-    return by_ext
 
 
 def _by_correlation(timeline: Timeline) -> dict[int, str]:
@@ -70,7 +64,9 @@ def no_device_sentence(timeline: Timeline, backend_known: bool) -> str:
     )
 
 
-def kernels_data(timeline: Timeline, backend_known: bool = True) -> dict[str, Any]:
+def kernels_data(
+    timeline: Timeline, backend_known: bool = True, windows: Optional[Sequence[Sequence[Window]]] = None
+) -> dict[str, Any]:
     """The kernels pane: device work grouped by name, the op that launched it, device busy per step.
 
     Returns:
@@ -80,7 +76,7 @@ def kernels_data(timeline: Timeline, backend_known: bool = True) -> dict[str, An
         the device was busy (%). ``kernels`` is empty when no device work was recorded.
         ``backend_known``: the timeline's backend was the session's (a trace without neuronprof's
         settings says ``cpu`` for any trace without device work). ``title``: what the pane's
-        heading names (``None``: nothing).
+        heading names (``None``: nothing). ``windows``: ``rank_windows(timeline)``, when the caller has it already.
     """
     label = timeline.device_label or "device"
     cpu = timeline.backend == "cpu" and backend_known
@@ -89,14 +85,18 @@ def kernels_data(timeline: Timeline, backend_known: bool = True) -> dict[str, An
     if not timeline.device:
         notes.append(no_device_sentence(timeline, backend_known))
         return {"label": label, "title": title, "kernels": [], "busy": [], "total_us": 0.0, "notes": notes}
-    by_ext = _by_ext(timeline)
+    # The host op behind each External id (kineto's link from device work to the op that launched it).
+    ops = [e for e in timeline.host if e.category == "op" and e.ext_id is not None]
+    by_ext = first_with(ops, "ext_id", timeline.device).tolist()
     by_corr: Optional[dict[int, str]] = None  # read only when some device work has no External id to follow
     groups: dict[tuple[str, str], list[Any]] = {}
-    for d in timeline.device:
-        g = groups.setdefault((d.name, d.category), [0, 0, Counter()])
+    for d, op in zip(timeline.device, by_ext):
+        g = groups.get((d.name, d.category))
+        if g is None:
+            g = groups[d.name, d.category] = [0, 0, Counter()]
         g[0] += 1
         g[1] += d.end_ns - d.start_ns
-        launcher = by_ext.get(d.ext_id) if d.ext_id is not None else None
+        launcher = ops[op].name if op >= 0 else None
         if launcher is None and d.correlation is not None:
             if by_corr is None:
                 by_corr = _by_correlation(timeline)
@@ -124,7 +124,7 @@ def kernels_data(timeline: Timeline, backend_known: bool = True) -> dict[str, An
             notes.append("TPU kernel rows are not linked to the ops that launched them: TorchTPU records no link")
         else:
             notes.append("the trace links no device work to the op that launched it (no External id or correlation)")
-    busy, busy_notes = _busy(timeline)
+    busy, busy_notes = _busy(timeline, rank_windows(timeline) if windows is None else windows)
     return {
         "label": label,
         "title": title,
@@ -135,33 +135,33 @@ def kernels_data(timeline: Timeline, backend_known: bool = True) -> dict[str, An
     }
 
 
-def _busy(timeline: Timeline) -> tuple[list[dict[str, Any]], list[str]]:
+def _busy(timeline: Timeline, windows: Sequence[Sequence[Window]]) -> tuple[list[dict[str, Any]], list[str]]:
     """Per step (per rank's step), how long the device was busy in it: the union of its device work.
 
-    The steps are the findings' (``step_windows``); the notes say what the rows cannot: device
+    The steps are the findings' (``windows``: ``rank_windows``); the notes say what the rows cannot: device
     time outside every step, and device time counted in two steps whose windows overlap.
     """
     out = []
     outside = 0
     overlap = False
-    for part in list(timeline.ranks) or [timeline]:
+    for part, steps in zip(list(timeline.ranks) or [timeline], windows):
         prefix = f"rank {part.rank} · " if timeline.ranks else ""
-        merged = vocab.merged_intervals((d.start_ns, d.end_ns) for d in part.device)
-        ends = [e for _, e in merged]
-        windows = step_windows(part)
-        overlap = overlap or any(a[2] > b[1] for a, b in zip(windows, windows[1:]))
-        covered = vocab.merged_intervals((lo, hi) for _, lo, hi in windows)
-        outside += sum(e - s for s, e in merged) - sum(
-            e - s for lo, hi in covered for s, e in clip(merged, ends, lo, hi)
-        )
-        for name, lo, hi in windows:
-            busy = sum(e - s for s, e in clip(merged, ends, lo, hi))
+        overlap = overlap or any(a[2] > b[1] for a, b in zip(steps, steps[1:]))
+        n = len(part.device)
+        starts = np.fromiter((d.start_ns for d in part.device), np.int64, n)
+        ends = np.fromiter((d.end_ns for d in part.device), np.int64, n)
+        # Then the steps' union and the whole recording: what lies outside the union is outside every step.
+        covered = [("", lo, hi) for lo, hi in vocab.merged_intervals((lo, hi) for _, lo, hi in steps)]
+        whole = ("", int(starts.min()), int(ends.max())) if n else ("", 0, 0)
+        taken = [row[0] for row in first_owner_ns(starts, ends, np.zeros(n, np.intp), [*steps, *covered, whole], 1)]
+        outside += taken[-1] - sum(taken[len(steps) : -1])
+        for (name, lo, hi), ns in zip(steps, taken):
             out.append(
                 {
                     "name": prefix + name,
                     "us": round((hi - lo) / 1000, 3),
-                    "busy_us": round(busy / 1000, 3),
-                    "share": round(100 * busy / (hi - lo), 1) if hi > lo else None,
+                    "busy_us": round(ns / 1000, 3),
+                    "share": round(100 * ns / (hi - lo), 1) if hi > lo else None,
                 }
             )
     notes = ["a step lasts until the device work launched in it ends, as in the findings and the overview"]

@@ -7,6 +7,7 @@ A renderer's part (see ``report``): it reads a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof import _vocabulary as vocab
@@ -24,6 +25,8 @@ TREE_CHILDREN = 12
 """Children shown per node (the heaviest); the rest are in their parent's total."""
 TREE_NODES = 300
 """Nodes shown in all at most, the heaviest branches first; the rest are in their parents' totals."""
+
+_START, _END = attrgetter("start_ns"), attrgetter("end_ns")
 
 
 def modules_data(timeline: Timeline) -> dict[str, Any]:
@@ -58,7 +61,9 @@ def _ops_by_thread(host: Sequence[HostEvent]) -> list[list[HostEvent]]:
         if e.category == "op":
             threads.setdefault(e.thread, []).append(e)
     for evs in threads.values():
-        evs.sort(key=lambda e: (e.start_ns, -e.end_ns))
+        # By start, then the later end first: two stable sorts on plain keys.
+        evs.sort(key=_END, reverse=True)
+        evs.sort(key=_START)
     return list(threads.values())
 
 

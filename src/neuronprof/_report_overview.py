@@ -13,18 +13,29 @@ from __future__ import annotations
 
 import re
 import statistics
-from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Optional
+
+import numpy as np
 
 from neuronprof import _vocabulary as vocab
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights import Timeline
 
-__all__ = ["CATEGORIES", "category_spans", "clip", "overview_data", "step_windows"]
+__all__ = [
+    "CATEGORIES",
+    "category_events",
+    "first_owner_ns",
+    "first_with",
+    "overview_data",
+    "rank_windows",
+    "step_windows",
+]
 
-Span = tuple[int, int]
+Window = tuple[str, int, int]
+"""A step, or the whole recording, as ``(name, start_ns, end_ns)``."""
 
 CATEGORIES: tuple[tuple[str, str], ...] = (
     ("device", "{label} compute"),
@@ -48,25 +59,88 @@ OUTLIER_SHARE = 0.1
 """...and at least this share away from the median (identical steps have a deviation of 0)."""
 
 
-def category_spans(timeline: Timeline) -> dict[str, list[Span]]:
-    """Each category's events of one timeline, as sorted disjoint ``(start_ns, end_ns)`` spans ("idle" has none)."""
-    spans: dict[str, list[Span]] = {key: [] for key, _ in CATEGORIES}
-    for d in timeline.device:
-        if vocab.is_collective(d.name, vocab.K_DEVICE):
-            spans["communication"].append((d.start_ns, d.end_ns))
+def category_events(timeline: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, set[str]]:
+    """Each event of one timeline as ``starts, ends, categories`` (index in ``CATEGORIES``), and its host categories.
+
+    A step has no category of its own (it is a window): its index is ``len(CATEGORIES)``, past every category.
+    """
+    placed = _Placed({key: i for i, (key, _) in enumerate(CATEGORIES)})
+    host, device = timeline.host, timeline.device
+    host_codes = np.fromiter((placed[e.name, e.category] for e in host), np.int8, len(host))
+    device_codes = np.fromiter((placed[d.name, d.category, True] for d in device), np.int8, len(device))
+    n = len(host) + len(device)
+    starts = np.fromiter((e.start_ns for events in (host, device) for e in events), np.int64, n)
+    ends = np.fromiter((e.end_ns for events in (host, device) for e in events), np.int64, n)
+    return starts, ends, np.concatenate((host_codes, device_codes)), {key[1] for key in placed if len(key) == 2}
+
+
+class _Placed(dict[tuple[Any, ...], int]):
+    """An event's category index by ``(name, category)``, or ``(name, category, True)`` for device work.
+
+    A trace repeats a few thousand names millions of times: each is placed once, when first asked for.
+    """
+
+    def __init__(self, index: dict[str, int]) -> None:
+        super().__init__()
+        self.index = {**index, "step": len(CATEGORIES)}
+
+    def __missing__(self, key: tuple[Any, ...]) -> int:
+        name, category = key[:2]
+        if len(key) == 2:
+            where = _host_category(name, category)
+        elif vocab.is_collective(name, vocab.K_DEVICE):
+            where = "communication"
         else:
-            spans["device" if d.category == "kernel" else "memory"].append((d.start_ns, d.end_ns))
-    # A trace repeats a few thousand names millions of times: each (name, category) is placed once.
-    placed: dict[tuple[str, str], list[Span]] = {}
-    spans["step"] = []  # the steps are the windows, not a category: set aside
-    for e in timeline.host:
-        key = (e.name, e.category)
-        target = placed.get(key)
-        if target is None:
-            target = placed[key] = spans[_host_category(e.name, e.category)]
-        target.append((e.start_ns, e.end_ns))
-    del spans["step"]
-    return {key: vocab.merged_intervals(v) for key, v in spans.items()}
+            where = "device" if category == "kernel" else "memory"
+        self[key] = self.index[where]
+        return self[key]
+
+
+def first_owner_ns(
+    starts: np.ndarray, ends: np.ndarray, owners: np.ndarray, windows: Sequence[Window], n: int
+) -> list[list[int]]:
+    """Per window ``(name, lo, hi)``, the ns of ``[lo, hi)`` each owner ``0..n-1`` takes, each instant counted once.
+
+    An instant belongs to the lowest-numbered owner with a span ``[start, end)`` over it (owners
+    ``n`` and above take nothing).
+    """
+    if not windows:
+        return []
+    lo = np.fromiter((w[1] for w in windows), np.int64, len(windows))
+    hi = np.fromiter((w[2] for w in windows), np.int64, len(windows))
+    unions = [_union(starts[owners == k], ends[owners == k]) for k in range(n)]
+    # The instants between two consecutive points are all under the same owners' spans.
+    points = np.sort(np.concatenate([*(x for union in unions for x in union), lo, hi]))
+    first = np.full(len(points) - 1, n, np.int8)
+    for k in reversed(range(n)):
+        union_starts, union_ends = unions[k]
+        if not len(union_starts):
+            continue
+        # Disjoint spans that do not touch: each point opens or closes at most one.
+        opens = np.zeros(len(points), np.int8)
+        opens[np.searchsorted(points, union_starts)] = 1
+        opens[np.searchsorted(points, union_ends)] = -1
+        first[np.cumsum(opens, dtype=np.int8)[:-1] > 0] = k
+    lengths = np.diff(points)
+    a, b = np.searchsorted(points, lo), np.searchsorted(points, hi)
+    out = np.zeros((len(windows), n), np.int64)
+    taken = np.zeros(len(points), np.int64)  # what the owner takes before each point
+    for k in range(n):
+        if len(unions[k][0]):
+            np.cumsum(np.where(first == k, lengths, 0), out=taken[1:])
+            out[:, k] = taken[b] - taken[a]
+    return out.tolist()
+
+
+def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The starts and ends of the sorted disjoint spans that cover what the spans ``[start, end)`` cover."""
+    keep = ends > starts
+    order = np.argsort(starts[keep], kind="stable")
+    starts, reach = starts[keep][order], np.maximum.accumulate(ends[keep][order])
+    new = np.ones(len(starts), bool)  # where a span starts past the reach of all before it
+    new[1:] = starts[1:] > reach[:-1]
+    # A span ends its union when the next one starts a new one (the last always does: new[0] is True).
+    return starts[new], reach[np.roll(new, -1)]
 
 
 def _host_category(name: str, category: str) -> str:
@@ -82,7 +156,12 @@ def _host_category(name: str, category: str) -> str:
     return "host_ops" if category == "op" else "python"
 
 
-def step_windows(timeline: Timeline) -> list[tuple[str, int, int]]:
+def rank_windows(timeline: Timeline) -> list[list[Window]]:
+    """``step_windows`` of each rank's timeline (``timeline.ranks``), or of the timeline itself when it has no ranks."""
+    return [step_windows(part) for part in list(timeline.ranks) or [timeline]]
+
+
+def step_windows(timeline: Timeline) -> list[Window]:
     """The recorded steps as ``(name, start_ns, end_ns)`` in order; the whole recording when it has no step.
 
     The findings' rule (``neuronprof.analysis.insights``): a step lasts until the device work
@@ -105,101 +184,57 @@ def _device_ends(timeline: Timeline, steps: Sequence[tuple[int, int, str, str]])
     As the findings link them: device work to the runtime call of its correlation id, else to
     the op of its External id; the call counts for the step that encloses it on its thread.
     """
-    runtime_by_corr: dict[int, tuple[str, int, int]] = {}
-    op_by_ext: dict[int, tuple[str, int, int]] = {}
-    for e in timeline.host:
-        if e.category == "runtime" and e.correlation is not None:
-            runtime_by_corr.setdefault(e.correlation, (e.thread, e.start_ns, e.end_ns))
-        elif e.category in ("op", "annotation") and e.ext_id is not None:
-            op_by_ext.setdefault(e.ext_id, (e.thread, e.start_ns, e.end_ns))
-    by_thread: dict[str, list[int]] = {}  # each thread's steps, as indexes into ``steps`` (sorted by start)
-    for i, st in enumerate(steps):
-        by_thread.setdefault(st[3], []).append(i)
-    starts = {t: [steps[i][0] for i in idx] for t, idx in by_thread.items()}
-    ends = [e for _, e, _, _ in steps]
-    for d in timeline.device:
-        launcher = runtime_by_corr.get(d.correlation) if d.correlation is not None else None
-        if launcher is None and d.ext_id is not None:
-            launcher = op_by_ext.get(d.ext_id)
-        if launcher is None or launcher[0] not in by_thread:
-            continue
-        thread, lo, hi = launcher
-        j = bisect_right(starts[thread], lo) - 1
-        if j < 0:
-            continue
-        i = by_thread[thread][j]
-        if hi <= steps[i][1] and d.end_ns > ends[i]:
-            ends[i] = d.end_ns
-    return ends
+    device = timeline.device
+    calls = [e for e in timeline.host if e.category == "runtime" and e.correlation is not None]
+    launcher = first_with(calls, "correlation", device)
+    if (launcher < 0).any():
+        ops = [e for e in timeline.host if e.category in ("op", "annotation") and e.ext_id is not None]
+        via_op = first_with(ops, "ext_id", device)
+        launcher = np.where((launcher < 0) & (via_op >= 0), len(calls) + via_op, launcher)
+        calls += ops
+    launched = np.flatnonzero(launcher >= 0)
+    used, call = np.unique(launcher[launched], return_inverse=True)  # ``call``: index into ``used``
+    threads = {thread: k for k, thread in enumerate(dict.fromkeys(t for _, _, _, t in steps))}
+    thread = np.fromiter((threads.get(calls[i].thread, -1) for i in used), np.intp, len(used))
+    call_start = np.fromiter((calls[i].start_ns for i in used), np.int64, len(used))
+    call_end = np.fromiter((calls[i].end_ns for i in used), np.int64, len(used))
+    device_end = np.fromiter((device[i].end_ns for i in launched), np.int64, len(launched))
+    step_end = np.array([e for _, e, _, _ in steps], np.int64)
+    ends = step_end.copy()
+    for name, k in threads.items():
+        mine = np.array([i for i, st in enumerate(steps) if st[3] == name])  # the thread's steps, by start
+        work = np.flatnonzero(thread[call] == k)  # index into ``launched``
+        # The call's step: the last of its thread's steps to start at or before it, if the call ends in it.
+        j = np.searchsorted(np.array([steps[i][0] for i in mine], np.int64), call_start[call[work]], "right") - 1
+        work, step = work[j >= 0], mine[j[j >= 0]]
+        inside = call_end[call[work]] <= step_end[step]
+        np.maximum.at(ends, step[inside], device_end[work[inside]])
+    return ends.tolist()
 
 
-def clip(merged: Sequence[Span], ends: Sequence[int], lo: int, hi: int) -> list[Span]:
-    """The part of sorted disjoint ``merged`` (``ends``: their ends) inside ``[lo, hi)``."""
-    out = []
-    i = bisect_right(ends, lo)
-    while i < len(merged) and merged[i][0] < hi:
-        s, e = merged[i]
-        out.append((max(s, lo), min(e, hi)))
-        i += 1
-    return out
+def first_with(calls: Sequence[Any], key: str, device: Sequence[Any]) -> np.ndarray:
+    """For each device event, the index in ``calls`` of the first call whose ``key`` id is the event's (-1: none)."""
+    none = np.iinfo(np.int64).min  # no id
+    ids = np.fromiter(map(attrgetter(key), calls), np.int64, len(calls))
+    wanted = np.fromiter((none if (i := getattr(d, key)) is None else i for d in device), np.int64, len(device))
+    ids, first = np.unique(ids, return_index=True)
+    if not len(ids):
+        return np.full(len(device), -1)
+    at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
+    return np.where(ids[at] == wanted, first[at], -1)
 
 
-def _minus(a: Sequence[Span], b: Sequence[Span]) -> list[Span]:
-    """Sorted disjoint ``a`` less sorted disjoint ``b``, in one pass over both."""
-    out: list[Span] = []
-    j, nb = 0, len(b)
-    for s, e in a:
-        while j < nb and b[j][1] <= s:
-            j += 1
-        k = j
-        while k < nb and b[k][0] < e:
-            if b[k][0] > s:
-                out.append((s, b[k][0]))
-            if b[k][1] > s:
-                s = b[k][1]
-            k += 1
-        if s < e:
-            out.append((s, e))
-    return out
-
-
-def _join(a: list[Span], b: list[Span]) -> list[Span]:
-    """Two sorted, disjoint and mutually disjoint span lists as one sorted list (touching spans stay apart)."""
-    if not a or not b:
-        return a or b
-    out: list[Span] = []
-    i = j = 0
-    while i < len(a) and j < len(b):
-        if a[i] < b[j]:
-            out.append(a[i])
-            i += 1
-        else:
-            out.append(b[j])
-            j += 1
-    out += a[i:] or b[j:]
-    return out
-
-
-def breakdown(spans: dict[str, list[Span]], windows: Iterable[tuple[str, int, int]]) -> list[dict[str, Any]]:
+def breakdown(events: tuple[np.ndarray, np.ndarray, np.ndarray], windows: Sequence[Window]) -> list[dict[str, Any]]:
     """Per window, ``{"name", "start_ns", "us": step µs, "parts": {category: µs}}``, each instant counted once.
 
-    Category by category, in ``CATEGORIES`` order, each takes the part of the window its
-    spans cover that no earlier category took; idle is what is left.
+    ``events``: ``category_events``'s starts, ends and categories. Each instant of a window
+    goes to the first category, in ``CATEGORIES`` order, with an event over it; idle is what is left.
     """
-    keys = [key for key, _ in CATEGORIES[:-1] if spans[key]]  # a category with no span takes nothing
-    ends = {key: [e for _, e in spans[key]] for key in keys}
+    busy = len(CATEGORIES) - 1
     out = []
-    for name, lo, hi in windows:
-        covered: list[Span] = []
-        parts = dict.fromkeys((key for key, _ in CATEGORIES), 0.0)
-        taken = 0
-        for key in keys:
-            mine = _minus(clip(spans[key], ends[key], lo, hi), covered)
-            ns = sum(e - s for s, e in mine)
-            parts[key] = ns / 1000
-            taken += ns
-            covered = _join(covered, mine)
-        parts["idle"] = max(hi - lo - taken, 0) / 1000
+    for (name, lo, hi), taken in zip(windows, first_owner_ns(*events, windows, busy)):
+        parts = {key: ns / 1000 for (key, _), ns in zip(CATEGORIES, taken)}
+        parts["idle"] = max(hi - lo - sum(taken), 0) / 1000
         out.append({"name": name, "start_ns": lo, "us": (hi - lo) / 1000, "parts": parts})
     return out
 
@@ -218,26 +253,30 @@ def labels(device_label: Optional[str]) -> dict[str, str]:
     return {key: text.format(label=device_label or "device") for key, text in CATEGORIES}
 
 
-def overview_data(timeline: Timeline, backend_known: bool = True) -> dict[str, Any]:
+def overview_data(
+    timeline: Timeline, backend_known: bool = True, windows: Optional[Sequence[Sequence[Window]]] = None
+) -> dict[str, Any]:
     """The overview pane: each step's time and its breakdown by category, and the mean step's.
 
     Returns:
         ``{"categories": [{"key", "label"}], "steps": [{"name", "us", "parts", "outlier"}],
         "mean": {category: µs}, "mean_us", "notes": [str]}``; times in µs. A timeline of
         several ranks gives each rank's steps, named ``rank N · ProfilerStep#M``. ``backend_known``:
-        the timeline's backend was the session's, as in ``kernels_data``.
+        the timeline's backend was the session's, as in ``kernels_data``. ``windows``: ``rank_windows(timeline)``,
+        when the caller has it already.
     """
     parts = list(timeline.ranks) or [timeline]
     steps: list[dict[str, Any]] = []
-    extended = False
-    for part in parts:
+    extended = python = False
+    for part, part_windows in zip(parts, rank_windows(timeline) if windows is None else windows):
         prefix = f"rank {part.rank} · " if timeline.ranks else ""
-        windows = step_windows(part)
         host_ends = sorted((e.start_ns, e.end_ns) for e in part.host if e.category == "step")
-        extended = extended or any(w[2] > h[1] for w, h in zip(windows, host_ends))
+        extended = extended or any(w[2] > h[1] for w, h in zip(part_windows, host_ends))
+        starts, ends, codes, host_categories = category_events(part)
+        python = python or "python" in host_categories
         mine = [
             {"name": prefix + s["name"], "us": round(s["us"], 3), "parts": _rounded(s["parts"])}
-            for s in breakdown(category_spans(part), windows)
+            for s in breakdown((starts, ends, codes), part_windows)
         ]
         # Each rank's steps are judged among themselves: ranks may differ by design.
         for s, out in zip(mine, outliers([s["us"] for s in mine])):
@@ -260,7 +299,7 @@ def overview_data(timeline: Timeline, backend_known: bool = True) -> dict[str, A
             "the end torch.profiler recorded for some steps, so steps overlap; the time in an overlap (and the "
             "device work in it) counts in both steps, and the steps add up to more than the recording"
         )
-    if not any(e.category == "python" for t in parts for e in t.host):
+    if not python:
         notes.append(
             "no Python frames were recorded: host time between ops counts as host between ops only inside a "
             "recorded range (record_function, annotations) and as idle elsewhere; pass with_stack=True to tell "

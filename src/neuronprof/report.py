@@ -52,13 +52,20 @@ def _jinja_env() -> Any:
         import jinja2
     except ImportError:  # pragma: no cover - jinja2 is a dependency (torch needs it too)
         raise ImportError("the HTML report needs Jinja2: pip install jinja2") from None
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("neuronprof", "templates"),
         autoescape=jinja2.select_autoescape(("html", "j2")),
         trim_blocks=True,
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
+    env.filters["us"] = _us  # a filter, not a macro: a page of many steps calls it thousands of times
+    return env
+
+
+def _us(value: float) -> str:
+    """A time in µs as the page shows it: ``1,234.5``."""
+    return f"{value:,.1f}"
 
 
 def _json_for_script(data: Any) -> str:
@@ -227,21 +234,25 @@ def _draw(
     """
     from neuronprof._report_device import kernels_data, neuron_data, neuron_note
     from neuronprof._report_ops import call_tree, modules_data
-    from neuronprof._report_overview import overview_data
+    from neuronprof._report_overview import overview_data, rank_windows
+    from neuronprof.analysis._gc import collector_paused
 
-    kernels = kernels_data(timeline, backend_known)
-    note = neuron_note(timeline)
-    if neuron is not None:
-        kernels["neuron"] = neuron_data(neuron)
-    else:
-        kernels["notes"] += [n for n in (note, device_note) if n is not None]
-    panes = {
-        "overview": overview_data(timeline, backend_known),
-        "kernels": kernels,
-        "modules": modules_data(timeline),
-        "call_tree": call_tree(timeline),
-    }
-    return _Drawn(timeline_data(timeline), timeline.notes, panes)
+    # The panes make many objects and no garbage, beside the events: each pass of the collector would walk them all.
+    with collector_paused():
+        windows = rank_windows(timeline)
+        kernels = kernels_data(timeline, backend_known, windows)
+        note = neuron_note(timeline)
+        if neuron is not None:
+            kernels["neuron"] = neuron_data(neuron)
+        else:
+            kernels["notes"] += [n for n in (note, device_note) if n is not None]
+        panes = {
+            "overview": overview_data(timeline, backend_known, windows),
+            "kernels": kernels,
+            "modules": modules_data(timeline),
+            "call_tree": call_tree(timeline),
+        }
+        return _Drawn(timeline_data(timeline), timeline.notes, panes)
 
 
 def _profile_page(
