@@ -414,7 +414,7 @@ def test_the_breakdown_counts_each_instant_once(
         if e > max(s, end):
             covered += e - max(s, end)
             end = e
-    assert parts[0] == pytest.approx(covered / 1000, abs=0.05)
+    assert parts[0] == pytest.approx(covered / 1000, abs=0.0501)  # shown to 0.1 µs: off by half of it at most
 
 
 def _busy_rows(page: str) -> dict[str, tuple[float, float]]:
