@@ -12,6 +12,7 @@ import functools
 from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 from neuronprof import _vocabulary as vocab
@@ -125,13 +126,72 @@ def read_cycle(cycle: Cycle, keys: Any, metadata: Mapping[str, Any]) -> EventTab
     from neuronprof.analysis.trace import EventAggregator
 
     profile = cycle.profile
-    agg = EventAggregator("<session>", keys=keys)
-    _feed(agg, profile)
+    own = {**metadata.get("neuronprof", {}), vocab.STOPPED_IN_LAST_STEP: cycle.closed_at_exit}
+    header = {**metadata, "neuronprof": own}
+    table = None if getattr(profile, "with_flops", True) else _read_save(cycle, keys, header)
+    if table is None:
+        agg = EventAggregator("<session>", keys=keys)
+        _feed(agg, profile)
+        table = agg.events_table(header)
     if getattr(profile, "profile_memory", False):
         cycle.memory = _memory_by_row(profile)
-    own = {**metadata.get("neuronprof", {}), vocab.STOPPED_IN_LAST_STEP: cycle.closed_at_exit}
-    cycle.events = agg.events_table({**metadata, "neuronprof": own})
-    return cycle.events
+    cycle.events = table
+    return table
+
+
+def _read_save(cycle: Cycle, keys: Any, header: Mapping[str, Any]) -> Optional[EventTable]:
+    """The cycle's event table read from kineto's own save (taken into the cycle's cache if need be); None if none.
+
+    kineto's save (C++) and the trace reader's typed decode of it take less time than one
+    Python pass over kineto's event objects (a pybind call per field per event), and the
+    save is the one every export of the cycle copies, so it is paid once. It holds every
+    event, recorded input, allocation record (with the allocator's totals, ``[OutOfMemory]``'s
+    too) and Python frame of kineto's list, and no FLOP counts: a cycle recorded with
+    ``with_flops=True`` is read from kineto's list (the caller's choice). The table is the
+    one kineto's list gives (the same rows, links and memory records, times in ns on
+    kineto's clock, the session's header, only the left-out events kineto's list holds too),
+    on the save's lanes (pid, tid), with its process and thread names. None when the save
+    could not be taken or read: the caller reads kineto's list.
+    """
+    from neuronprof import _cycle_files
+    from neuronprof.analysis.errors import TraceError
+    from neuronprof.analysis.trace import EventKeys, read_events
+    from neuronprof.analysis.trace._events import time_base
+
+    _cycle_files.take_save(cycle)
+    cache = cycle.cache
+    if cache is None or not _cycle_files.cache_intact(cycle, cache):
+        return None
+    try:
+        table = read_events(str(cache), EventKeys() if keys is None else keys, empty_ok=True)
+    except (TraceError, OSError):
+        return None
+    base = time_base(table)  # kineto writes times from its header's baseTimeNanoseconds
+    _to_kinetos_clock(table, base)
+    # The save adds kineto's own span, metadata and instant events that its list does not hold.
+    skipped = {cat: n for cat, n in table.skipped.items() if cat in vocab.SKIP_CATS and cat != vocab.TRACE_CAT}
+    return dataclasses.replace(
+        table,
+        source="<session>",
+        metadata=MappingProxyType(dict(header)),
+        events=sum(len(th.ts) for th in table.threads.values()),
+        skipped=MappingProxyType(skipped),
+        file_notes=False,
+        sequence_ids=tuple((seq, where, ts + base, d, k) for seq, where, ts, d, k in table.sequence_ids),
+    )
+
+
+def _to_kinetos_clock(table: EventTable, base: int) -> None:
+    """Move a freshly read table's span and memory times from its save's origin onto kineto's clock, in place."""
+    if not base:
+        return
+    import numpy as np
+
+    for column in [th.ts for th in table.threads.values()] + [m.ts for m in table.memory.values()]:
+        if column:
+            np.frombuffer(column, dtype=np.int64)[:] += base
+    for m in table.memory.values():
+        m.out_of_memory[:] = [(ts + base, b, a, r, lane) for ts, b, a, r, lane in m.out_of_memory]
 
 
 def _feed(agg: Any, profile: Any) -> None:
