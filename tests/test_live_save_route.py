@@ -3,7 +3,7 @@
 Without ``with_flops=True`` a cycle's events are read from kineto's save (written
 once, into the session's private cache, which every export then copies); with it, from
 kineto's event list (the save holds no FLOP counts). Both give the same table,
-findings, memory records and report, so which one a session takes is not seen in
+findings, memory records and report page, so which one a session takes is not seen in
 what it shows.
 """
 
@@ -19,7 +19,6 @@ import torch
 import neuronprof
 from neuronprof import _cycle_files, _kineto
 from test_report import embedded
-from test_report_panes import text_of
 
 
 def _model() -> tuple[torch.nn.Module, torch.Tensor]:
@@ -38,7 +37,6 @@ def _record(out: Path, **options: Any) -> neuronprof.Session:
 
 def _read_outs(s: neuronprof.Session, page: Path) -> dict[str, Any]:
     report = s.report(page).read_text(encoding="utf-8")
-    data = embedded(report)
     return {
         "table": _rounded(s.table()),
         "insights": s.insights().to_json(),
@@ -47,9 +45,15 @@ def _read_outs(s: neuronprof.Session, page: Path) -> dict[str, Any]:
             [(d, list(m.ts), list(m.nbytes), list(m.allocated), list(m.reserved)) for d, m in t.memory.items()]
             for t in s.recording.event_tables
         ],
-        "memory_pane": text_of(report, "memory"),
-        "memory_rows": data["grids"].get("memory"),
+        "memory_rows": embedded(report)["grids"].get("memory"),
         "notes": s.notes,
+        "report": report,  # every pane, the timeline and the memory pane too
+        "stacks": [
+            s.export(page.with_name(f"{page.stem}-{i}.stacks"), format="stacks", cycle=i).read_text(encoding="utf-8")
+            for i in range(2)
+        ]
+        if s.with_stack
+        else None,
     }
 
 
@@ -89,6 +93,8 @@ def test_the_save_and_kineto_events_give_the_same_read_outs(
     if options.get("profile_memory"):
         assert any(t.memory for t in s.recording.event_tables)
         assert from_save["memory_rows"]["rows"]
+    if options.get("with_stack"):
+        assert all(from_save["stacks"])
 
 
 def test_with_flops_reads_kinetos_events_and_keeps_torchs_flop_counts(tmp_path: Path) -> None:
