@@ -206,12 +206,15 @@ def _feed(agg: Any, profile: Any) -> None:
             agg.add(evt.name, cat, start, round(evt.time_range.end * 1000) - start, where)
         return
     memory: list[Any] = []
+    # What the cycle recorded, asked once: no call per op for inputs or FLOP counts it has not.
+    inputs, flops = bool(getattr(profile, "record_shapes", True)), bool(getattr(profile, "with_flops", True))
     try:
-        _feed_events(agg, events, memory=memory)
+        _feed_events(agg, events, memory=memory, inputs=inputs, flops=flops)
     except _CallBeforeItsOp:
         agg.restart()  # the same events again, in the same order, with every op's thread known first
         memory.clear()
-        _feed_events(agg, events, _op_threads(events, _activity_reader(events[0])), memory=memory)
+        threads = _op_threads(events, _activity_reader(events[0]))
+        _feed_events(agg, events, threads, memory=memory, inputs=inputs, flops=flops)
     if memory:
         _feed_memory(agg, profile, memory)
 
@@ -289,7 +292,13 @@ class _CallBeforeItsOp(Exception):
 
 
 def _feed_events(
-    agg: Any, events: list[Any], op_thread: Optional[dict[int, int]] = None, *, memory: Optional[list[Any]] = None
+    agg: Any,
+    events: list[Any],
+    op_thread: Optional[dict[int, int]] = None,
+    *,
+    memory: Optional[list[Any]] = None,
+    inputs: bool = True,
+    flops: bool = True,
 ) -> None:
     """Put kineto's events into ``agg``, in their order, in one pass over them.
 
@@ -300,15 +309,22 @@ def _feed_events(
     is raised, and the caller reads the cycle again with every op's thread known first
     (``_op_threads``).
 
-    Each event costs only the kineto calls its kind needs (recorded inputs for ops,
-    links for runtime calls and device work); a ``(name, activity)``'s kind is worked
-    out once. torch's allocation records (``[memory]`` events) are put in ``memory``, for ``_feed_memory``.
+    Each event costs only the kineto calls its kind needs (recorded inputs for ops, when
+    ``inputs``; FLOP counts, when ``flops``; links for runtime calls and device work); a
+    ``(name, activity)``'s kind is worked out once, and each method is looked up once for
+    the list (every event of it is of one type). torch's allocation records (``[memory]``
+    events) are put in ``memory``, for ``_feed_memory``.
     """
     from neuronprof.analysis.trace import encoder
 
-    first = events[0] if events else None
+    if not events:
+        return
+    first = events[0]
     activity = _activity_reader(first)
-    hidden = first is not None and hasattr(first, "is_hidden_event")
+    of = type(first)
+    name_of, start_of, duration_of = of.name, of.start_ns, of.duration_ns
+    corr_of, linked_of, thread_of = of.correlation_id, of.linked_correlation_id, of.start_thread_id
+    hidden_of = getattr(of, "is_hidden_event", None)
     encode = encoder()
     incremental = op_thread is None
     threads: dict[int, int] = {} if op_thread is None else op_thread
@@ -318,24 +334,24 @@ def _feed_events(
     put = agg.put
     k_op, k_runtime, k_device = vocab.K_OP, vocab.K_RUNTIME, vocab.K_DEVICE
     for evt in events:
-        name = evt.name()
+        name = name_of(evt)
         cat = activity(evt)
         kind = kinds.get((name, cat))
         if kind is None:
             kind = kinds[name, cat] = vocab.event_kind(name, cat)
-        left_out = name in _INSTANTS or cat == _INSTANT_ACTIVITY or (hidden and evt.is_hidden_event())
+        left_out = name in _INSTANTS or cat == _INSTANT_ACTIVITY or (hidden_of is not None and hidden_of(evt))
         if kind in (k_device, k_runtime):
             if left_out:
                 if memory is not None and name in _INSTANTS:  # a device's record, as torch before 2.12 names it
                     memory.append(evt)
                 continue
-            corr, linked = int(evt.correlation_id()), int(evt.linked_correlation_id())
+            corr, linked = int(corr_of(evt)), int(linked_of(evt))
             if kind == k_device:
                 thread: tuple[Any, Any] = (f"device {evt.device_index()}", int(evt.device_resource_id()))
             else:
                 op = threads.get(linked)
                 if op is None:
-                    op = int(evt.start_thread_id())
+                    op = int(thread_of(evt))
                     if incremental:
                         guessed.add(linked)
                 thread = ("host", op)
@@ -344,8 +360,8 @@ def _feed_events(
             put(
                 name,
                 cat,
-                int(evt.start_ns()),
-                int(evt.duration_ns()),
+                int(start_of(evt)),
+                int(duration_of(evt)),
                 thread,
                 None,
                 None,
@@ -355,7 +371,7 @@ def _feed_events(
                 None,
             )
             continue
-        corr, tid = int(evt.correlation_id()), int(evt.start_thread_id())
+        corr, tid = int(corr_of(evt)), int(thread_of(evt))
         if incremental:
             threads[corr] = tid
         if left_out:
@@ -363,30 +379,32 @@ def _feed_events(
                 memory.append(evt)
             continue
         dims = types = concrete = None
-        flops = None
+        count = None
         if kind == k_op:
-            # kineto's lists as they are (shapes: lists of ints; dtypes: text), encoded as JSON.
-            shapes = evt.shapes()
-            dims = encode(shapes) if shapes else None
-            dtypes = evt.dtypes()
-            if dtypes:
-                types = encode(dtypes)
-                values = evt.concrete_inputs()
-                if values:
-                    concrete = _concrete_bytes(values, texts, encode)
-            flops = int(evt.flops() or 0) or None
+            if inputs:
+                # kineto's lists as they are (shapes: lists of ints; dtypes: text), encoded as JSON.
+                shapes = evt.shapes()
+                dims = encode(shapes) if shapes else None
+                dtypes = evt.dtypes()
+                if dtypes:
+                    types = encode(dtypes)
+                    values = evt.concrete_inputs()
+                    if values:
+                        concrete = _concrete_bytes(values, texts, encode)
+            if flops:
+                count = int(evt.flops() or 0) or None
         put(
             name,
             cat,
-            int(evt.start_ns()),
-            int(evt.duration_ns()),
+            int(start_of(evt)),
+            int(duration_of(evt)),
             ("host", tid),
             dims,
             types,
             concrete,
             -1,
             corr,
-            flops,
+            count,
         )
     if guessed and not guessed.isdisjoint(threads):
         raise _CallBeforeItsOp
