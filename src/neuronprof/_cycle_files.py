@@ -47,9 +47,10 @@ def save_native_trace(cycle: Cycle, dest: Path) -> bool:
     """Save the cycle with kineto's own writer (C++, streaming) into ``dest``, once.
 
     kineto's save works once per cycle ("Trace is already saved" afterwards), so
-    the session takes it into a private cache, the first time an export needs
-    it (or when the cycle ends, before a backend exporter that may consume it),
-    and copies the cache for every export. The cycle's own ``export_chrome_trace``
+    the session takes it into a private cache, the first time an export or a
+    read-out needs it (the session reads a cycle's events from it, unless they
+    hold FLOP counts; or when the cycle ends, before a backend exporter that may
+    consume it), and copies the cache for every export. The cycle's own ``export_chrome_trace``
     (what ``s.profiler.export_chrome_trace`` and backend exporters call) copies
     the cache too (``route_torch_export``), so torch's API keeps working.
 

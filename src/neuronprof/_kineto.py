@@ -35,8 +35,8 @@ class Cycle:
         backend_trace: A Chrome trace the backend saved itself (TorchNeuron's
             ``NeuronProfiler`` does), used when kineto's own save was consumed.
         save: Takes kineto's own save of the cycle into ``cache``; set when the cycle
-            ends, run (once) by the first export that needs the file
-            (``_cycle_files.take_save``), so a cycle nobody exports is never written.
+            ends, run (once) by the first export or read-out that needs the file
+            (``_cycle_files.take_save``), so a cycle nobody reads or exports is never written.
         cache: kineto's own save of the cycle, once taken (read-only); every export
             is a copy of it (a reflink where the file system has them), never a
             second name of it.
@@ -44,8 +44,8 @@ class Cycle:
             saved, to notice that anything changed it before an export.
         closed_at_exit: The cycle was ended by the session's exit, so its last
             step may have been opened by ``step()`` and never run.
-        events: The cycle's events as an event table, converted once from kineto's
-            (``read_cycle``); kept after the profile is dropped.
+        events: The cycle's events as an event table, read once from kineto's save or
+            event list (``read_cycle``); kept after the profile is dropped.
         read: Returns ``events``, converting them first if need be, as the session
             converts its cycles (its event keys, its backend's ``cycle_notes``): set
             when the cycle ends, for exports that read the events (stacks).
@@ -103,16 +103,18 @@ _INSTANT_ACTIVITY = "cpu_instant_event"
 def read_cycle(cycle: Cycle, keys: Any, metadata: Mapping[str, Any]) -> EventTable:
     """Convert a cycle's kineto events into its event table, once (later calls return the same table).
 
-    Reads kineto's own event list (``profile.kineto_results.events()``): the
-    events, integer-ns times, threads, correlation ids and recorded inputs kineto
+    A cycle recorded without ``with_flops`` is read from kineto's own save of it (taken
+    into the cycle's cache, which every export then copies: ``_read_save``), by the trace
+    file reader itself, so the live read-outs and those of the export agree by construction.
+    A cycle recorded with it (kineto's save holds no FLOP counts), or whose save could not
+    be taken, is read from kineto's own event list (``profile.kineto_results.events()``):
+    the events, integer-ns times, threads, correlation ids and recorded inputs kineto
     writes into the cycle's Chrome trace, through the columns a trace file's reader
-    fills, so the live read-outs and those of the export agree by construction
-    (FLOP counts excepted: live they are torch's own, with ``with_flops=True``; a
-    saved trace that holds none gets the roofline's formulas instead).
-    Builds without kineto results fall back to ``function_events`` (µs times, no
-    device links). With ``profile_memory=True``, torch's memory per op is taken too, and its
-    allocation records (``[memory]`` events) are kept in the table's ``memory``, as a trace
-    file's reader keeps them (``_feed_memory``).
+    fills (FLOP counts are torch's own there; a saved trace that holds none gets the
+    roofline's formulas instead). Builds without kineto results fall back to
+    ``function_events`` (µs times, no device links). With ``profile_memory=True``, torch's
+    memory per op is taken too, and its allocation records (``[memory]`` events) are kept in
+    the table's ``memory``, as a trace file's reader keeps them (``_feed_memory``).
 
     Args:
         cycle: A cycle whose profile is still held (or whose events were read already).
@@ -147,7 +149,9 @@ def _read_save(cycle: Cycle, keys: Any, header: Mapping[str, Any]) -> Optional[E
     save is the one every export of the cycle copies, so it is paid once. It holds every
     event, recorded input, allocation record (with the allocator's totals, ``[OutOfMemory]``'s
     too) and Python frame of kineto's list, and no FLOP counts: a cycle recorded with
-    ``with_flops=True`` is read from kineto's list (the caller's choice). The table is the
+    ``with_flops=True`` is read from kineto's list (the caller's choice). Names are as
+    kineto writes them, without newlines (a ``record_function`` label's are dropped, as in
+    every export of the cycle; those kineto leaves unescaped are escaped). The table is the
     one kineto's list gives (the same rows, links and memory records, times in ns on
     kineto's clock, the session's header, only the left-out events kineto's list holds too),
     on the save's lanes (pid, tid), with its process and thread names. None when the save
