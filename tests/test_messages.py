@@ -301,3 +301,39 @@ def test_an_interrupted_session_says_so_when_nothing_was_recorded(tmp_path):
         assert "the loop ended" not in str(err.value)
     assert any("interrupted after 0 of 3 steps" in n for n in s.notes)
     assert not any("no step() was called" in n for n in s.notes)
+
+
+_FIRST_SESSION = """
+import json, sys
+import torch
+import neuronprof
+
+x = torch.randn(16, 16)
+with neuronprof.session(backend="cpu", wait=0, warmup=0, active=2, with_stack=True,
+                        with_flops=sys.argv[1] == "flops", output_dir=sys.argv[2]) as s:
+    for _ in s.steps():
+        (x @ x).relu()
+names = [r.name for r in s.table().rows]
+events = json.load(open(s.export(sys.argv[2] + "/t.json")))["traceEvents"]
+imports = sorted({e["name"] for e in events if "importlib" in e.get("name", "")})
+print(json.dumps({"rows": len(names), "imports": imports}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flops", ["flops", "no-flops"])
+def test_no_module_is_imported_inside_the_first_recording_of_a_process(tmp_path, flops):
+    """torch imports a module at a process's first record_function: with Python stacks, inside the
+    recording, its top-level frame's name would point at code freed after the import (read later as
+    garbage, or a UnicodeDecodeError that lost the table). The session makes that import before recording."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _FIRST_SESSION, flops, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["rows"] > 0
+    assert out["imports"] == [], out["imports"]

@@ -395,6 +395,13 @@ class Session:
         prof.neuronprof_metadata = self._kineto_metadata(stopped_in_last_step=False)
         self._start_thread = threading.get_ident()
         self._record_function = torch.autograd.profiler.record_function  # (looked up once: every step opens one)
+        if self.with_stack:
+            # torch imports a module at a process's first record_function (2.13: the CUPTI monitor's).
+            # Imported inside the recording, with Python stacks, that module's top-level frame names
+            # code freed once the import ends, and reading the frame's name later fails or gives
+            # garbage: one record_function before recording makes that import happen here.
+            with self._record_function("neuronprof: warm-up"):
+                pass
         self._profiler = prof
         with self._signals.hold():
             try:
