@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
+from functools import partial
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis._gc import collector_paused
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostCategory, HostEvent, Timeline
-from neuronprof.analysis.insights._tree import _MEMCPY, _Node
+from neuronprof.analysis.insights._tree import _MEMCPY, _is_region, _Node
 from neuronprof.analysis.trace._rules import (
     _decode_input,
     _device_label,
@@ -59,12 +62,20 @@ def insights_of(trace: Trace, events: Optional[Timeline] = None) -> Union[Insigh
         events: ``timeline_of(trace, _Node)`` when the caller has made it already (the
             report draws it); its tree is rebuilt by the engine.
     """
-    from neuronprof.analysis.insights import analyze_timeline
+    from neuronprof.analysis.insights import _analyze, analyze_timeline
 
     # A pure function of the record: made once, then kept with it (the record never changes).
     cached = trace.__dict__.get("_insights")
     if cached is None:
-        cached = trace.__dict__["_insights"] = analyze_timeline(events or timeline_of(trace, _Node))
+        if events is None and not trace.ranks:
+            # One profile: its events read straight into the call tree, sorted and nested on columns.
+            reader = _TreeReader()
+            timeline = _timeline(trace, reader)
+            cached = _analyze(timeline, reader.link(timeline.host, timeline.device))
+            del reader, timeline
+        else:
+            cached = analyze_timeline(events or timeline_of(trace, _Node))
+        trace.__dict__["_insights"] = cached
     return cast("Union[Insights, RankInsights]", cached)
 
 
@@ -80,6 +91,13 @@ def timeline_of(trace: Trace, host_event: Callable[..., Any] = HostEvent) -> Tim
     ``host_event`` makes each host event from ``HostEvent``'s fields, in its order; the
     engine's own ``_Node`` reads them straight into its call tree (``insights_of``).
     """
+    return _timeline(trace, partial(_read_events, host_event=host_event))
+
+
+def _timeline(
+    trace: Trace, read: Callable[[int, EventTable, list[Any], list[DeviceEvent], set[str]], None]
+) -> Timeline:
+    """``timeline_of``, each table's events appended by ``read(fi, table, host, device, evidence)``."""
     host: list[Any] = []
     device: list[DeviceEvent] = []
     backend, label = "cpu", None
@@ -91,7 +109,7 @@ def timeline_of(trace: Trace, host_event: Callable[..., Any] = HostEvent) -> Tim
     for fi, table in enumerate(trace.event_tables):
         first = (len(host), len(device))
         with collector_paused():
-            _read_events(fi, table, host, device, evidence, host_event)
+            read(fi, table, host, device, evidence)
         meta = table.metadata.get("neuronprof")
         if isinstance(meta, dict) and isinstance(meta.get("backend"), str):
             backend = meta["backend"]
@@ -187,6 +205,234 @@ def _read_events(
                     dtypes,
                 )
             )
+
+
+class _TreeReader:
+    """``_read_events`` into ``_Node``s already in their call tree, their device work linked.
+
+    A ``_timeline`` reader: it appends the events ``_read_events`` reads, the host events
+    per thread in ``_build_tree``'s order (by start, then longest first, ties as read) and
+    nested as it nests them, each thread's columns sorted and nested by numpy rather than
+    event by event. ``link`` then attaches the device work as ``_link_device`` does, on the
+    columns: the ids that link them are read there and kept on no node (the rules never
+    read them), so a large trace holds no int object apiece for them.
+    """
+
+    def __init__(self) -> None:
+        # Per thread: its host nodes' columns (start, end, parent, runtime call's correlation,
+        # External id, whether an op or compiled region); per timeline: its device events' ids.
+        self.host: list[list[Any]] = [[], [], [], [], [], []]
+        self.device: list[list[Any]] = [[], []]
+
+    def __call__(
+        self, fi: int, table: EventTable, host: list[Any], device: list[DeviceEvent], evidence: set[str]
+    ) -> None:
+        import numpy as np
+
+        keys = table.keys
+        raw_names = keys.raw_names
+        seen: dict[bool, dict[int, tuple[Any, ...]]] = {False: {}, True: {}}
+        for (pid, tid), th, device_process in table.timelines():
+            if not len(th.ts):
+                continue
+            known = seen[device_process]
+            kid = np.frombuffer(th.kid, np.int32)
+            used = np.unique(kid).tolist()
+            for k in used:
+                if k not in known:
+                    known[k] = (*_what(keys, k, device_process, evidence), raw_names[k])
+            # What each key used here is, indexed by its position in ``used``.
+            whats = [known[k] for k in used]
+            at = np.searchsorted(np.asarray(used, np.int32), kid)
+            role = np.array([0 if w[0] is not None else 1 if w[1] is not None else 2 for w in whats], np.int8)[at]
+            t = np.frombuffer(th.ts, np.int64)
+            d = np.frombuffer(th.dur, np.int64)
+            c = np.frombuffer(th.corr, np.int64)
+            x = np.frombuffer(th.ext, np.int64)
+            work = np.flatnonzero(role == 1)
+            if len(work):
+                which, starts = at[work], t[work]
+                _append(self.device, c[work], x[work])
+                device += _made(
+                    DeviceEvent,
+                    len(work),
+                    name=_column(whats, 4, which),
+                    start_ns=starts.tolist(),
+                    end_ns=(starts + d[work]).tolist(),
+                    category=_column(whats, 1, which),
+                    ext_id=repeat(None),
+                    correlation=repeat(None),
+                )
+                del which, starts
+            ops = np.flatnonzero(role == 0)
+            if not len(ops):
+                continue
+            starts, ends = t[ops], t[ops] + d[ops]
+            order = np.lexsort((-ends, starts))  # stable: ties keep the order they were read in
+            ops, starts, ends = ops[order], starts[order], ends[order]
+            del order
+            which = at[ops]
+            runtime = np.array([w[0] == "runtime" for w in whats], bool)[which]
+            op = np.array([w[0] == "op" or _is_region(w[4]) for w in whats], bool)[which]
+            nodes = list(
+                map(
+                    _Node,
+                    _column(whats, 4, which),
+                    starts.tolist(),
+                    ends.tolist(),
+                    repeat(f"{fi}:{pid}:{tid}"),
+                    _column(whats, 0, which),
+                    repeat(None),
+                    repeat(None),
+                    _column(whats, 2, which),
+                    _column(whats, 3, which),
+                )
+            )
+            parent = _nest(nodes, starts, ends)
+            first = len(host)
+            up = np.where(parent >= 0, parent + first, -1).astype(np.int32)
+            _append(self.host, starts, ends, up, np.where(runtime, c[ops], -1), x[ops], op)
+            host += nodes
+
+    def link(self, host: Sequence[Any], device: Sequence[DeviceEvent]) -> int:
+        """Attach each device event to the op that launched it (``_link_device``); return how many stayed unlinked."""
+        import numpy as np
+
+        if not device:
+            return 0
+        if not host:
+            return len(device)
+        start, end, parent, corr, ext, op = _joined(self.host)
+        dev_corr, dev_ext = _joined(self.device)
+        # The first runtime call of each correlation id, the first op of each External id.
+        by_corr, by_ext = _first_of(corr, corr >= 0), _first_of(ext, op & (ext >= 0))
+        rt = by_corr(dev_corr)
+        launched = rt >= 0
+        owner = np.full(len(device), -1, np.int64)
+        owner[launched] = by_ext(ext[rt[launched]])
+        ok = (owner >= 0) & (start[owner] <= start[rt]) & (end[rt] <= end[owner])
+        target = np.where(ok, owner, -1)
+        for i in np.flatnonzero(launched & ~ok).tolist():  # else the innermost op around the call
+            n = int(parent[rt[i]])
+            while n >= 0 and not op[n]:
+                n = int(parent[n])
+            target[i] = n
+        del start, end, parent, corr, ext, op
+        left = target < 0
+        target[left] = by_ext(dev_ext[left])
+        linked = np.flatnonzero(target >= 0)
+        if len(linked):
+            # Each op's work in the order read: a 1-tuple for one kernel (the most common), a list from the second.
+            by_target = linked[np.argsort(target[linked], kind="stable")]
+            owners = target[by_target]
+            cut = np.flatnonzero(owners[1:] != owners[:-1]) + 1
+            work = [device[i] for i in by_target.tolist()]
+            lo = 0
+            for n, hi in zip(owners[np.concatenate(([0], cut))].tolist(), [*cut.tolist(), len(by_target)]):
+                host[n].device = (work[lo],) if hi - lo == 1 else work[lo:hi]
+                lo = hi
+        return int(len(device) - len(linked))
+
+
+def _append(columns: list[list[Any]], *values: Any) -> None:
+    for column, value in zip(columns, values):
+        column.append(value)
+
+
+def _joined(columns: list[list[Any]]) -> list[Any]:
+    """Each column's pieces joined, and let go of one column at a time (they are read once)."""
+    import numpy as np
+
+    out = []
+    for i, pieces in enumerate(columns):
+        out.append(np.concatenate(pieces))
+        columns[i] = []
+    return out
+
+
+def _first_of(ids: Any, present: Any) -> Callable[[Any], Any]:
+    """A lookup of the first position of each id among those ``present``: ids to positions, -1 for none."""
+    import numpy as np
+
+    where = np.flatnonzero(present)
+    known, first = np.unique(ids[where], return_index=True)
+    at = where[first]
+
+    def lookup(wanted: Any) -> Any:
+        i = np.minimum(np.searchsorted(known, wanted), max(len(known) - 1, 0))
+        found = (wanted >= 0) & (known[i] == wanted) if len(known) else np.zeros(len(wanted), bool)
+        return np.where(found, at[i] if len(known) else -1, -1)
+
+    return lookup
+
+
+def _made(cls: type, n: int, **columns: Any) -> list[Any]:
+    """``n`` objects of a slotted class, each slot set from its column in one pass.
+
+    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``, a
+    call apiece; its slots' own setters, mapped over the objects, cost a fraction of it.
+    Every slot is set.
+    """
+    made: list[Any] = list(map(object.__new__, repeat(cls, n)))
+    for name, values in columns.items():
+        deque(map(getattr(cls, name).__set__, made, values), maxlen=0)
+    return made
+
+
+def _column(whats: list[tuple[Any, ...]], field: int, which: Any) -> list[Any]:
+    """Field ``field`` of ``whats[i]`` for each ``i`` of ``which``."""
+    import numpy as np
+
+    values = np.empty(len(whats), object)
+    values[:] = [w[field] for w in whats]
+    return values[which].tolist()
+
+
+def _nest(nodes: list[_Node], starts: Any, ends: Any) -> Any:
+    """Place one thread's nodes, sorted parents first, in their tree (``_build_tree``'s); return each one's parent."""
+    import numpy as np
+
+    parent = _parents(starts, ends)
+    nested = np.flatnonzero(parent >= 0)
+    if not len(nested):
+        return parent  # every node a root, as made
+    # Children grouped by parent, in order (a stable sort); a 1-tuple for an only child, a list from the second.
+    by_parent = nested[np.argsort(parent[nested], kind="stable")]
+    owners = parent[by_parent]
+    cut = np.flatnonzero(owners[1:] != owners[:-1]) + 1
+    kids = [nodes[i] for i in by_parent.tolist()]
+    deque(map(_Node.__dict__["parent"].__set__, kids, [nodes[i] for i in owners.tolist()]), maxlen=0)
+    lo = 0
+    for owner, hi in zip(owners[np.concatenate(([0], cut))].tolist(), [*cut.tolist(), len(by_parent)]):
+        nodes[owner].children = (kids[lo],) if hi - lo == 1 else kids[lo:hi]
+        lo = hi
+    return parent
+
+
+def _parents(starts: Any, ends: Any) -> Any:
+    """Each event's parent (its index, -1 for none) by ``_build_tree``'s stack, of events sorted parents first.
+
+    An event is the child of the innermost open event it starts and ends within; one that
+    starts as an open event ends, or outlasts it, closes it.
+    """
+    import numpy as np
+
+    from neuronprof.analysis.trace._nesting_columns import _nesting
+
+    nested = _nesting(starts, ends - starts, ends) if len(starts) > 1 else None
+    if nested is not None:
+        return nested[1]
+    parent = []
+    stack: list[int] = []
+    open_ends: list[int] = []
+    for i, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
+        while open_ends and (start >= open_ends[-1] or end > open_ends[-1]):
+            open_ends.pop()
+            stack.pop()
+        parent.append(stack[-1] if stack else -1)
+        stack.append(i)
+        open_ends.append(end)
+    return np.array(parent, np.int64)
 
 
 def _what(keys: Any, k: int, device_process: bool, evidence: set[str]) -> tuple[Any, ...]:

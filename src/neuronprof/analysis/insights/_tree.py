@@ -129,7 +129,9 @@ class _Node:
         self.correlation = correlation
         self.input_shapes = input_shapes
         self.input_dtypes = input_dtypes
-        # Its place in the tree (children, parent, device) is set by _build_tree, which every node goes through.
+        # A root, with nothing under it, until its tree is built (``_build_tree``, or ``_read_tree`` as it reads).
+        self.parent = None
+        self.children = self.device = _NONE
 
     @classmethod
     def of(cls, ev: HostEvent) -> _Node:
@@ -382,11 +384,16 @@ def _link_device(nodes: Sequence[_Node], device: Sequence[DeviceEvent]) -> int:
 class _Profile:
     """The timeline, structured: steps, their top-level ops, device work per op."""
 
-    def __init__(self, tl: Timeline) -> None:
+    def __init__(self, tl: Timeline, unlinked: Optional[int] = None) -> None:
+        """``unlinked``, when given: ``tl.host`` holds ``_Node``s in their tree already, in ``_build_tree``'s
+        order, with their device work attached, and so many device events were left unlinked."""
         self.tl = tl
         self.notes: list[str] = list(tl.notes)
-        self.nodes = _build_tree(tl.host)
-        self.unlinked = _link_device(self.nodes, tl.device) if tl.device else 0
+        if unlinked is None:
+            self.nodes = _build_tree(tl.host)
+            self.unlinked = _link_device(self.nodes, tl.device) if tl.device else 0
+        else:
+            self.nodes, self.unlinked = list(tl.host), unlinked  # type: ignore[arg-type]
         self.nodes = _fold_redispatches(self.nodes)
         self.steps: list[_Step] = []
         reads = _NameMemo(_top_level_read)
