@@ -30,6 +30,7 @@ from neuronprof.analysis.insights._tally import (
     _Tally,
 )
 from neuronprof.analysis.insights._tree import (
+    _DEVICE,
     _MEMCPY,
     _SYNC_RUNTIME,
     COPY_OPS,
@@ -247,7 +248,7 @@ def _idle_and_bound(p: _Profile) -> list[Finding]:
     idle_ns: list[int] = []
     largest = _LargestGaps()
     owner: dict[tuple[int, int], str] = {}
-    for node in p.nodes:
+    for node in filter(_DEVICE, p.nodes):  # the nodes with device work (the filter skips the rest in C)
         for d in node.device:
             owner[(d.start_ns, d.end_ns)] = node.name
     dev_sorted = sorted(p.tl.device, key=lambda d: d.start_ns)

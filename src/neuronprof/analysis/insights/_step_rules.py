@@ -9,6 +9,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._dtypes import _torch_dtype
@@ -40,6 +41,9 @@ from neuronprof.analysis.insights._tree import (
 )
 
 Spans = list[tuple[int, int]]
+
+
+_NAME, _CATEGORY = attrgetter("name"), attrgetter("category")
 
 
 def _collective_kernel(name: str) -> bool:
@@ -112,13 +116,19 @@ class _StepTime:
 
     def __init__(self, p: _Profile) -> None:
         self.collective = is_collective = _collectives()
+        # Most profiles hold no collective: each distinct (name, category) and kernel name is asked once,
+        # and the events are walked only for those that are.
+        self.any_collective = any(is_collective[key] for key in set(zip(map(_NAME, p.nodes), map(_CATEGORY, p.nodes))))
         collectives: defaultdict[str, Spans] = defaultdict(list)
-        for n in p.nodes:
+        for n in p.nodes if self.any_collective else ():
             if is_collective[n.name, n.category]:
                 collectives[_recording(n)].append((n.start_ns, n.end_ns))
         self._host_collectives = {k: _Spans(_union(v)) for k, v in collectives.items()}
-        kernel = _NameMemo(_collective_kernel)
-        self._device_collectives = _Spans(_union((d.start_ns, d.end_ns) for d in p.tl.device if kernel[d.name]))
+        self.kernel = kernel = _NameMemo(_collective_kernel)
+        self.any_kernel = any(kernel[name] for name in set(map(_NAME, p.tl.device)))
+        self._device_collectives = _Spans(
+            _union((d.start_ns, d.end_ns) for d in p.tl.device if kernel[d.name]) if self.any_kernel else []
+        )
         # Without collective kernels, the device computes whenever it is busy: the profile's own union.
         self._device_compute = (
             _Spans(_union((d.start_ns, d.end_ns) for d in p.tl.device if not kernel[d.name]))
@@ -129,6 +139,8 @@ class _StepTime:
 
     def ops(self, st: _Step) -> Spans:
         """The spans of the step's top-level ops, less the collectives."""
+        if not self.any_collective:
+            return [(t.start_ns, t.end_ns) for t in st.top]
         is_collective = self.collective
         return [(t.start_ns, t.end_ns) for t in st.top if not is_collective[t.name, t.category]]
 
@@ -241,11 +253,11 @@ def _step_time(p: _Profile) -> list[Finding]:
         if host_gaps:
             _Neighbours(st).add_gaps(host_gaps, st.node.name, largest)
     is_collective = times.collective
-    for n in p.nodes:
+    for n in p.nodes if times.any_collective else ():
         if is_collective[n.name, n.category] and n.category != "op":  # the spans and kernels, not the ops
             names[n.name] += 1
-    kernel = _NameMemo(_collective_kernel)
-    for d in p.tl.device:
+    kernel = times.kernel
+    for d in p.tl.device if times.any_kernel else ():
         if kernel[d.name]:
             names[d.name] += 1
     findings = []

@@ -257,7 +257,12 @@ def _top_level_read(key: tuple[str, str]) -> tuple[bool, bool]:
     return False, category in ("python", "annotation", "other") and not _DATALOADER.search(name)
 
 
-_START, _END, _THREAD = attrgetter("start_ns"), attrgetter("end_ns"), attrgetter("thread")
+_START, _END, _THREAD, _DEVICE = (
+    attrgetter("start_ns"),
+    attrgetter("end_ns"),
+    attrgetter("thread"),
+    attrgetter("device"),
+)
 
 
 def _build_tree(host: Sequence[Union[HostEvent, _Node]]) -> list[_Node]:
@@ -418,7 +423,7 @@ class _Profile:
         # step before the device catches up when nothing synchronises).
         for s in self.steps:
             s.nodes = _preorder(s.node)  # walked once here; every rule reads the list
-            s.end = max([s.end, *(d.end_ns for m in s.nodes if m.device for d in m.device)])
+            s.end = max([s.end, *(d.end_ns for m in filter(_DEVICE, s.nodes) for d in m.device)])
         self.busy = _Spans(_union((d.start_ns, d.end_ns) for d in tl.device))  # the device's busy time
         self.has_device_time = bool(self.busy)
         self.has_device = tl.device_label is not None or self.has_device_time
