@@ -71,7 +71,9 @@ def insights_of(trace: Trace, events: Optional[Timeline] = None) -> Union[Insigh
             # One profile: its events read straight into the call tree, sorted and nested on columns.
             reader = _TreeReader()
             timeline = _timeline(trace, reader)
-            cached = _analyze(timeline, reader.link(timeline.host, timeline.device))
+            with collector_paused():
+                unlinked = reader.link(timeline.host, timeline.device)
+            cached = _analyze(timeline, unlinked)
             del reader, timeline
         else:
             cached = analyze_timeline(events or timeline_of(trace, _Node))
@@ -207,6 +209,9 @@ def _read_events(
             )
 
 
+_SLICE = 1 << 13
+
+
 class _TreeReader:
     """``_read_events`` into ``_Node``s already in their call tree, their device work linked.
 
@@ -219,10 +224,11 @@ class _TreeReader:
     """
 
     def __init__(self) -> None:
-        # Per thread: its host nodes' columns (start, end, parent, runtime call's correlation,
-        # External id, whether an op or compiled region); per timeline: its device events' ids.
-        self.host: list[list[Any]] = [[], [], [], [], [], []]
-        self.device: list[list[Any]] = [[], []]
+        # Per thread: where its nodes start in ``host``, which of the timeline's events they are
+        # (in the tree's order), the timeline's columns (the table's own, not copies), whether each
+        # node is a runtime call, an op or compiled region, and its parent's place in ``host``.
+        self.threads: list[tuple[Any, ...]] = []
+        self.device: list[list[Any]] = [[], []]  # per timeline, its device events' correlation and External ids
 
     def __call__(
         self, fi: int, table: EventTable, host: list[Any], device: list[DeviceEvent], evidence: set[str]
@@ -237,13 +243,15 @@ class _TreeReader:
                 continue
             known = seen[device_process]
             kid = np.frombuffer(th.kid, np.int32)
-            used = np.unique(kid).tolist()
+            used = np.flatnonzero(np.bincount(kid)).tolist()  # the keys used here, in order
             for k in used:
                 if k not in known:
                     known[k] = (*_what(keys, k, device_process, evidence), raw_names[k])
             # What each key used here is, indexed by its position in ``used``.
             whats = [known[k] for k in used]
-            at = np.searchsorted(np.asarray(used, np.int32), kid)
+            position = np.zeros(used[-1] + 1, np.int32)
+            position[used] = np.arange(len(used), dtype=np.int32)
+            at = position[kid]
             role = np.array([0 if w[0] is not None else 1 if w[1] is not None else 2 for w in whats], np.int8)[at]
             t = np.frombuffer(th.ts, np.int64)
             d = np.frombuffer(th.dur, np.int64)
@@ -291,7 +299,7 @@ class _TreeReader:
             parent = _nest(nodes, starts, ends)
             first = len(host)
             up = np.where(parent >= 0, parent + first, -1).astype(np.int32)
-            _append(self.host, starts, ends, up, np.where(runtime, c[ops], -1), x[ops], op)
+            self.threads.append((first, ops.astype(np.int32), t, d, c, x, runtime, op, up))
             host += nodes
 
     def link(self, host: Sequence[Any], device: Sequence[DeviceEvent]) -> int:
@@ -302,36 +310,82 @@ class _TreeReader:
             return 0
         if not host:
             return len(device)
-        start, end, parent, corr, ext, op = _joined(self.host)
         dev_corr, dev_ext = _joined(self.device)
+        # The runtime calls with a correlation id and the ops with an External id, in the order of
+        # ``host``: their places there and their ids.
+        calls: list[list[Any]] = [[], [], []]
+        ops: list[list[Any]] = [[], []]
+        for first, rows, _, _, c, x, runtime, op, _ in self.threads:
+            corr, ext = c[rows], x[rows]
+            mine = np.flatnonzero(runtime & (corr >= 0))
+            _append(calls, mine + first, corr[mine], ext[mine])
+            mine = np.flatnonzero(op & (ext >= 0))
+            _append(ops, mine + first, ext[mine])
+            del corr, ext, mine
+        call_at, call_corr, call_ext = _joined(calls)
+        op_at, op_ext = _joined(ops)
         # The first runtime call of each correlation id, the first op of each External id.
-        by_corr, by_ext = _first_of(corr, corr >= 0), _first_of(ext, op & (ext >= 0))
+        by_corr, by_ext = _first_of(call_corr), _first_of(op_ext)
+        del call_corr, op_ext
         rt = by_corr(dev_corr)
-        launched = rt >= 0
-        owner = np.full(len(device), -1, np.int64)
-        owner[launched] = by_ext(ext[rt[launched]])
-        ok = (owner >= 0) & (start[owner] <= start[rt]) & (end[rt] <= end[owner])
-        target = np.where(ok, owner, -1)
-        for i in np.flatnonzero(launched & ~ok).tolist():  # else the innermost op around the call
-            n = int(parent[rt[i]])
-            while n >= 0 and not op[n]:
-                n = int(parent[n])
-            target[i] = n
-        del start, end, parent, corr, ext, op
+        del by_corr, dev_corr
+        launched = np.flatnonzero(rt >= 0)
+        rt = rt[launched]
+        rt_at, owner = call_at[rt], by_ext(call_ext[rt])
+        del rt, call_at, call_ext
+        owner_at = _pick(op_at, owner)
+        (rt_start, rt_end), (owner_start, owner_end) = self._spans(rt_at), self._spans(owner_at)
+        ok = (owner >= 0) & (owner_start <= rt_start) & (rt_end <= owner_end)
+        del rt_start, rt_end, owner_start, owner_end, owner
+        target = np.full(len(device), -1, np.int64)
+        target[launched[ok]] = owner_at[ok]
+        if not ok.all():
+            parent, op = (np.concatenate(column) for column in zip(*((th[8], th[7]) for th in self.threads)))
+            for i, n in zip(launched[~ok].tolist(), parent[rt_at[~ok]].tolist()):  # else the innermost op around it
+                while n >= 0 and not op[n]:
+                    n = int(parent[n])
+                target[i] = n
+            del parent, op
+        del rt_at, owner_at, ok, launched
+        self.threads = []
         left = target < 0
-        target[left] = by_ext(dev_ext[left])
+        target[left] = _pick(op_at, by_ext(dev_ext[left]))
         linked = np.flatnonzero(target >= 0)
         if len(linked):
             # Each op's work in the order read: a 1-tuple for one kernel (the most common), a list from the second.
             by_target = linked[np.argsort(target[linked], kind="stable")]
             owners = target[by_target]
-            cut = np.flatnonzero(owners[1:] != owners[:-1]) + 1
-            work = [device[i] for i in by_target.tolist()]
-            lo = 0
-            for n, hi in zip(owners[np.concatenate(([0], cut))].tolist(), [*cut.tolist(), len(by_target)]):
-                host[n].device = (work[lo],) if hi - lo == 1 else work[lo:hi]
-                lo = hi
+            firsts = np.flatnonzero(np.concatenate(([True], owners[1:] != owners[:-1])))
+            lasts = np.append(firsts[1:], len(by_target))
+            every = np.empty(len(device), object)
+            every[:] = device
+            work = every[by_target].tolist()
+            del every
+            # A slice of the groups at a time: their ints as Python objects are made for one slice only.
+            for at in range(0, len(firsts), _SLICE):
+                cut = slice(at, at + _SLICE)
+                for n, lo, hi in zip(owners[firsts[cut]].tolist(), firsts[cut].tolist(), lasts[cut].tolist()):
+                    host[n].device = (work[lo],) if hi - lo == 1 else work[lo:hi]
         return int(len(device) - len(linked))
+
+    def _spans(self, at: Any) -> tuple[Any, Any]:
+        """The start and end of the nodes at places ``at`` of ``host`` (-1: none, read as 0), from the columns."""
+        import numpy as np
+
+        start, end = np.zeros(len(at), np.int64), np.zeros(len(at), np.int64)
+        for first, rows, t, d, *_ in self.threads:
+            mine = np.flatnonzero((at >= first) & (at < first + len(rows)))
+            i = rows[at[mine] - first]
+            start[mine] = t[i]
+            end[mine] = t[i] + d[i]
+        return start, end
+
+
+def _pick(values: Any, i: Any) -> Any:
+    """``values[i]``, -1 where ``i`` is -1."""
+    import numpy as np
+
+    return np.where(i >= 0, values[np.maximum(i, 0)], -1) if len(values) else np.full(len(i), -1, np.int64)
 
 
 def _append(columns: list[list[Any]], *values: Any) -> None:
@@ -350,18 +404,17 @@ def _joined(columns: list[list[Any]]) -> list[Any]:
     return out
 
 
-def _first_of(ids: Any, present: Any) -> Callable[[Any], Any]:
-    """A lookup of the first position of each id among those ``present``: ids to positions, -1 for none."""
+def _first_of(ids: Any) -> Callable[[Any], Any]:
+    """A lookup of the first place of each id in ``ids``: ids to places, -1 for none."""
     import numpy as np
 
-    where = np.flatnonzero(present)
-    known, first = np.unique(ids[where], return_index=True)
-    at = where[first]
+    known, first = np.unique(ids, return_index=True)  # the first place of each: a stable sort
 
     def lookup(wanted: Any) -> Any:
-        i = np.minimum(np.searchsorted(known, wanted), max(len(known) - 1, 0))
-        found = (wanted >= 0) & (known[i] == wanted) if len(known) else np.zeros(len(wanted), bool)
-        return np.where(found, at[i] if len(known) else -1, -1)
+        if not len(known):
+            return np.full(len(wanted), -1, np.int64)
+        i = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
+        return np.where(known[i] == wanted, first[i], -1)
 
     return lookup
 
