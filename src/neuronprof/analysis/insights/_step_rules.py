@@ -193,12 +193,14 @@ class _Neighbours:
 
     def __init__(self, st: _Step) -> None:
         top = st.top
-        # By end, ties in reverse order of the step (the last of equal ends is the first in the step)...
-        self._by_end = sorted(range(len(top)), key=lambda i: (top[i].end_ns, -i))
-        self._ends = [top[i].end_ns for i in self._by_end]
+        ends, starts = [t.end_ns for t in top], [t.start_ns for t in top]
+        # By end, ties in reverse order of the step (the last of equal ends is the first in the step:
+        # a stable sort of the positions taken last first)...
+        self._by_end = sorted(range(len(top) - 1, -1, -1), key=ends.__getitem__)
+        self._ends = [ends[i] for i in self._by_end]
         # ...and by start, ties in the step's order.
-        self._by_start = sorted(range(len(top)), key=lambda i: (top[i].start_ns, i))
-        self._starts = [top[i].start_ns for i in self._by_start]
+        self._by_start = sorted(range(len(top)), key=starts.__getitem__)
+        self._starts = [starts[i] for i in self._by_start]
         self._top = top
 
     def add_gaps(self, gaps: Spans, where: str, largest: _LargestGaps) -> None:

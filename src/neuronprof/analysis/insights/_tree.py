@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
-from itertools import groupby
-from operator import attrgetter
+from itertools import groupby, repeat
+from operator import attrgetter, is_not
 from typing import Any, Optional, Union
 
 from neuronprof import _vocabulary as vocab
@@ -263,6 +263,7 @@ _START, _END, _THREAD, _DEVICE = (
     attrgetter("thread"),
     attrgetter("device"),
 )
+_SHAPES = attrgetter("input_shapes")
 
 
 def _build_tree(host: Sequence[Union[HostEvent, _Node]]) -> list[_Node]:
@@ -424,11 +425,12 @@ class _Profile:
         for s in self.steps:
             s.nodes = _preorder(s.node)  # walked once here; every rule reads the list
             s.end = max([s.end, *(d.end_ns for m in filter(_DEVICE, s.nodes) for d in m.device)])
-        self.busy = _Spans(_union((d.start_ns, d.end_ns) for d in tl.device))  # the device's busy time
+        self.busy = _Spans.covering(list(map(_START, tl.device)), list(map(_END, tl.device)))  # the device's busy time
         self.has_device_time = bool(self.busy)
         self.has_device = tl.device_label is not None or self.has_device_time
         # Shapes seen on any event are proof enough; otherwise what the feeder was told, if anything.
-        self.record_shapes = True if any(ev.input_shapes is not None for ev in tl.host) else tl.record_shapes
+        shapes = map(is_not, map(_SHAPES, tl.host), repeat(None))
+        self.record_shapes = True if any(shapes) else tl.record_shapes
         self.n = len(self.steps)
         self.mean_step_ns = sum(self.step_ns(s) for s in self.steps) / self.n if self.n else 0.0
         # Filled by the rules that measure them (see RULE_MODULES): the copies a host_device_copy
