@@ -9,7 +9,6 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from operator import attrgetter
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._dtypes import _torch_dtype
@@ -31,8 +30,10 @@ from neuronprof.analysis.insights._tally import (
     _Tally,
 )
 from neuronprof.analysis.insights._tree import (
+    _CATEGORY,
     _DATALOADER,
     _KINDS,
+    _NAME,
     WHOLE_RECORDING,
     _NameMemo,
     _Node,
@@ -41,9 +42,6 @@ from neuronprof.analysis.insights._tree import (
 )
 
 Spans = list[tuple[int, int]]
-
-
-_NAME, _CATEGORY = attrgetter("name"), attrgetter("category")
 
 
 def _collective_kernel(name: str) -> bool:
@@ -116,8 +114,7 @@ class _StepTime:
 
     def __init__(self, p: _Profile) -> None:
         self.collective = is_collective = _collectives()
-        # Most profiles hold no collective: each distinct (name, category) and kernel name is asked once,
-        # and the events are walked only for those that are.
+        # Most profiles hold no collective: each distinct (name, category) and kernel name is asked once.
         self.any_collective = any(is_collective[key] for key in set(zip(map(_NAME, p.nodes), map(_CATEGORY, p.nodes))))
         collectives: defaultdict[str, Spans] = defaultdict(list)
         for n in p.nodes if self.any_collective else ():
@@ -126,9 +123,8 @@ class _StepTime:
         self._host_collectives = {k: _Spans(_union(v)) for k, v in collectives.items()}
         self.kernel = kernel = _NameMemo(_collective_kernel)
         self.any_kernel = any(kernel[name] for name in set(map(_NAME, p.tl.device)))
-        self._device_collectives = _Spans(
-            _union((d.start_ns, d.end_ns) for d in p.tl.device if kernel[d.name]) if self.any_kernel else []
-        )
+        kernels = p.tl.device if self.any_kernel else ()
+        self._device_collectives = _Spans(_union((d.start_ns, d.end_ns) for d in kernels if kernel[d.name]))
         # Without collective kernels, the device computes whenever it is busy: the profile's own union.
         self._device_compute = (
             _Spans(_union((d.start_ns, d.end_ns) for d in p.tl.device if not kernel[d.name]))
@@ -139,10 +135,8 @@ class _StepTime:
 
     def ops(self, st: _Step) -> Spans:
         """The spans of the step's top-level ops, less the collectives."""
-        if not self.any_collective:
-            return [(t.start_ns, t.end_ns) for t in st.top]
-        is_collective = self.collective
-        return [(t.start_ns, t.end_ns) for t in st.top if not is_collective[t.name, t.category]]
+        is_collective, some = self.collective, self.any_collective
+        return [(t.start_ns, t.end_ns) for t in st.top if not (some and is_collective[t.name, t.category])]
 
     def communication(self, st: _Step, ops: Spans) -> tuple[Spans, Spans, Spans]:
         """(all collective time, the part with no compute beside it, host waits) in the step, as spans.
@@ -194,8 +188,7 @@ class _Neighbours:
     def __init__(self, st: _Step) -> None:
         top = st.top
         ends, starts = [t.end_ns for t in top], [t.start_ns for t in top]
-        # By end, ties in reverse order of the step (the last of equal ends is the first in the step:
-        # a stable sort of the positions taken last first)...
+        # By end, ties in reverse order of the step (a stable sort of the positions, last first)...
         self._by_end = sorted(range(len(top) - 1, -1, -1), key=ends.__getitem__)
         self._ends = [ends[i] for i in self._by_end]
         # ...and by start, ties in the step's order.

@@ -263,7 +263,7 @@ _START, _END, _THREAD, _DEVICE = (
     attrgetter("thread"),
     attrgetter("device"),
 )
-_SHAPES = attrgetter("input_shapes")
+_SHAPES, _NAME, _CATEGORY = attrgetter("input_shapes"), attrgetter("name"), attrgetter("category")
 
 
 def _build_tree(host: Sequence[Union[HostEvent, _Node]]) -> list[_Node]:

@@ -1,0 +1,332 @@
+"""A trace's event table read straight into the findings' call tree, on numpy columns.
+
+``timeline_of(trace, _Node)`` and the engine's ``_build_tree`` and ``_link_device`` make the
+same tree event by event; this reader makes it per thread: sorted and nested by numpy, the
+nodes made in the tree's order, and the device work linked from the table's own columns.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from itertools import repeat
+from typing import TYPE_CHECKING, Any
+
+from neuronprof import _vocabulary as vocab
+from neuronprof.analysis.insights._timeline import DeviceEvent, HostCategory
+from neuronprof.analysis.insights._tree import _MEMCPY, _is_region, _Node
+from neuronprof.analysis.trace._rules import _decode_input, _flat_shapes
+
+if TYPE_CHECKING:
+    from neuronprof.analysis.trace import EventTable
+
+_SLICE = 1 << 13
+"""How many owners of device work ``link`` gives theirs at a time (their indices made Python ints a slice at once)."""
+
+
+class _TreeReader:
+    """``_read_events`` into ``_Node``s already in their call tree, their device work linked.
+
+    A ``_timeline`` reader: it appends the events ``_read_events`` reads, the host events
+    per thread in ``_build_tree``'s order (by start, then longest first, ties as read) and
+    nested as it nests them, each thread's columns sorted and nested by numpy rather than
+    event by event. ``link`` then attaches the device work as ``_link_device`` does, on the
+    columns: the ids that link them are read there and kept on no node (the rules never
+    read them), so a large trace holds no int object apiece for them.
+    """
+
+    def __init__(self) -> None:
+        # Per thread: where its nodes start in ``host``, which of the timeline's events they are
+        # (in the tree's order), the timeline's columns (the table's own, not copies), whether each
+        # node is a runtime call, an op or compiled region, and its parent's place in ``host``.
+        self.threads: list[tuple[Any, ...]] = []
+        self.device: list[list[Any]] = [[], []]  # per timeline, its device events' correlation and External ids
+
+    def __call__(
+        self, fi: int, table: EventTable, host: list[Any], device: list[DeviceEvent], evidence: set[str]
+    ) -> None:
+        import numpy as np
+
+        keys = table.keys
+        raw_names = keys.raw_names
+        seen: dict[bool, dict[int, tuple[Any, ...]]] = {False: {}, True: {}}
+        for (pid, tid), th, device_process in table.timelines():
+            if not len(th.ts):
+                continue
+            known = seen[device_process]
+            kid = np.frombuffer(th.kid, np.int32)
+            used = np.flatnonzero(np.bincount(kid)).tolist()  # the keys used here, in order
+            for k in used:
+                if k not in known:
+                    known[k] = (*_what(keys, k, device_process, evidence), raw_names[k])
+            # What each key used here is, indexed by its position in ``used``.
+            whats = [known[k] for k in used]
+            position = np.zeros(used[-1] + 1, np.int32)
+            position[used] = np.arange(len(used), dtype=np.int32)
+            at = position[kid]
+            role = np.array([0 if w[0] is not None else 1 if w[1] is not None else 2 for w in whats], np.int8)[at]
+            t = np.frombuffer(th.ts, np.int64)
+            d = np.frombuffer(th.dur, np.int64)
+            c = np.frombuffer(th.corr, np.int64)
+            x = np.frombuffer(th.ext, np.int64)
+            work = np.flatnonzero(role == 1)
+            if len(work):
+                which, starts = at[work], t[work]
+                _append(self.device, c[work], x[work])
+                device += _made(
+                    DeviceEvent,
+                    len(work),
+                    name=_column(whats, 4, which),
+                    start_ns=starts.tolist(),
+                    end_ns=(starts + d[work]).tolist(),
+                    category=_column(whats, 1, which),
+                    ext_id=repeat(None),
+                    correlation=repeat(None),
+                )
+                del which, starts
+            ops = np.flatnonzero(role == 0)
+            if not len(ops):
+                continue
+            starts, ends = t[ops], t[ops] + d[ops]
+            order = np.lexsort((-ends, starts))  # stable: ties keep the order they were read in
+            ops, starts, ends = ops[order], starts[order], ends[order]
+            del order
+            which = at[ops]
+            runtime = np.array([w[0] == "runtime" for w in whats], bool)[which]
+            op = np.array([w[0] == "op" or _is_region(w[4]) for w in whats], bool)[which]
+            nodes = list(
+                map(
+                    _Node,
+                    _column(whats, 4, which),
+                    starts.tolist(),
+                    ends.tolist(),
+                    repeat(f"{fi}:{pid}:{tid}"),
+                    _column(whats, 0, which),
+                    repeat(None),
+                    repeat(None),
+                    _column(whats, 2, which),
+                    _column(whats, 3, which),
+                )
+            )
+            parent = _nest(nodes, starts, ends)
+            first = len(host)
+            up = np.where(parent >= 0, parent + first, -1).astype(np.int32)
+            self.threads.append((first, ops.astype(np.int32), t, d, c, x, runtime, op, up))
+            host += nodes
+
+    def link(self, host: Sequence[Any], device: Sequence[DeviceEvent]) -> int:
+        """Attach each device event to the op that launched it (``_link_device``); return how many stayed unlinked."""
+        import numpy as np
+
+        if not device:
+            return 0
+        if not host:
+            return len(device)
+        dev_corr, dev_ext = _joined(self.device)
+        # The runtime calls with a correlation id and the ops with an External id, in the order of
+        # ``host``: their places there and their ids.
+        calls: list[list[Any]] = [[], [], []]
+        ops: list[list[Any]] = [[], []]
+        for first, rows, _, _, c, x, runtime, op, _ in self.threads:
+            corr, ext = c[rows], x[rows]
+            mine = np.flatnonzero(runtime & (corr >= 0))
+            _append(calls, mine + first, corr[mine], ext[mine])
+            mine = np.flatnonzero(op & (ext >= 0))
+            _append(ops, mine + first, ext[mine])
+            del corr, ext, mine
+        call_at, call_corr, call_ext = _joined(calls)
+        op_at, op_ext = _joined(ops)
+        # The first runtime call of each correlation id, the first op of each External id.
+        by_corr, by_ext = _first_of(call_corr), _first_of(op_ext)
+        del call_corr, op_ext
+        rt = by_corr(dev_corr)
+        del by_corr, dev_corr
+        launched = np.flatnonzero(rt >= 0)
+        rt = rt[launched]
+        rt_at, owner = call_at[rt], by_ext(call_ext[rt])
+        del rt, call_at, call_ext
+        owner_at = _pick(op_at, owner)
+        (rt_start, rt_end), (owner_start, owner_end) = self._spans(rt_at), self._spans(owner_at)
+        ok = (owner >= 0) & (owner_start <= rt_start) & (rt_end <= owner_end)
+        del rt_start, rt_end, owner_start, owner_end, owner
+        target = np.full(len(device), -1, np.int64)
+        target[launched[ok]] = owner_at[ok]
+        if not ok.all():
+            parent, op = (np.concatenate(column) for column in zip(*((th[8], th[7]) for th in self.threads)))
+            for i, n in zip(launched[~ok].tolist(), parent[rt_at[~ok]].tolist()):  # else the innermost op around it
+                while n >= 0 and not op[n]:
+                    n = int(parent[n])
+                target[i] = n
+            del parent, op
+        del rt_at, owner_at, ok, launched
+        self.threads = []
+        left = target < 0
+        target[left] = _pick(op_at, by_ext(dev_ext[left]))
+        linked = np.flatnonzero(target >= 0)
+        if len(linked):
+            # Each op's work in the order read: a 1-tuple for one kernel (the most common), a list from the second.
+            by_target = linked[np.argsort(target[linked], kind="stable")]
+            owners = target[by_target]
+            firsts = np.flatnonzero(np.concatenate(([True], owners[1:] != owners[:-1])))
+            lasts = np.append(firsts[1:], len(by_target))
+            work = [device[i] for i in by_target.tolist()]
+            # A slice of the groups at a time: their ints as Python objects are made for one slice only.
+            for at in range(0, len(firsts), _SLICE):
+                cut = slice(at, at + _SLICE)
+                for n, lo, hi in zip(owners[firsts[cut]].tolist(), firsts[cut].tolist(), lasts[cut].tolist()):
+                    host[n].device = (work[lo],) if hi - lo == 1 else work[lo:hi]
+        return int(len(device) - len(linked))
+
+    def _spans(self, at: Any) -> tuple[Any, Any]:
+        """The start and end of the nodes at places ``at`` of ``host`` (-1: none, read as 0), from the columns."""
+        import numpy as np
+
+        start, end = np.zeros(len(at), np.int64), np.zeros(len(at), np.int64)
+        for first, rows, t, d, *_ in self.threads:
+            mine = np.flatnonzero((at >= first) & (at < first + len(rows)))
+            i = rows[at[mine] - first]
+            start[mine] = t[i]
+            end[mine] = t[i] + d[i]
+        return start, end
+
+
+def _pick(values: Any, i: Any) -> Any:
+    """``values[i]``, -1 where ``i`` is -1."""
+    import numpy as np
+
+    return np.where(i >= 0, values[np.maximum(i, 0)], -1) if len(values) else np.full(len(i), -1, np.int64)
+
+
+def _append(columns: list[list[Any]], *values: Any) -> None:
+    for column, value in zip(columns, values):
+        column.append(value)
+
+
+def _joined(columns: list[list[Any]]) -> list[Any]:
+    """Each column's pieces joined, and let go of one column at a time (they are read once)."""
+    import numpy as np
+
+    out = []
+    for i, pieces in enumerate(columns):
+        out.append(np.concatenate(pieces))
+        columns[i] = []
+    return out
+
+
+def _first_of(ids: Any) -> Callable[[Any], Any]:
+    """A lookup of the first place of each id in ``ids``: ids to places, -1 for none."""
+    import numpy as np
+
+    known, first = np.unique(ids, return_index=True)  # the first place of each: a stable sort
+
+    def lookup(wanted: Any) -> Any:
+        if not len(known):
+            return np.full(len(wanted), -1, np.int64)
+        i = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
+        return np.where(known[i] == wanted, first[i], -1)
+
+    return lookup
+
+
+def _made(cls: type, n: int, **columns: Any) -> list[Any]:
+    """``n`` objects of a slotted class, each slot set from its column in one pass.
+
+    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``, a
+    call apiece; its slots' own setters, mapped over the objects, cost a fraction of it.
+    Every slot is set.
+    """
+    made: list[Any] = list(map(object.__new__, repeat(cls, n)))
+    for name, values in columns.items():
+        deque(map(getattr(cls, name).__set__, made, values), maxlen=0)
+    return made
+
+
+def _column(whats: list[tuple[Any, ...]], field: int, which: Any) -> list[Any]:
+    """Field ``field`` of ``whats[i]`` for each ``i`` of ``which``."""
+    import numpy as np
+
+    values = np.empty(len(whats), object)
+    values[:] = [w[field] for w in whats]
+    return values[which].tolist()
+
+
+def _nest(nodes: list[_Node], starts: Any, ends: Any) -> Any:
+    """Place one thread's nodes, sorted parents first, in their tree (``_build_tree``'s); return each one's parent."""
+    import numpy as np
+
+    parent = _parents(starts, ends)
+    nested = np.flatnonzero(parent >= 0)
+    if not len(nested):
+        return parent  # every node a root, as made
+    # Children grouped by parent, in order (a stable sort); a 1-tuple for an only child, a list from the second.
+    by_parent = nested[np.argsort(parent[nested], kind="stable")]
+    owners = parent[by_parent]
+    cut = np.flatnonzero(owners[1:] != owners[:-1]) + 1
+    kids = [nodes[i] for i in by_parent.tolist()]
+    deque(map(_Node.__dict__["parent"].__set__, kids, [nodes[i] for i in owners.tolist()]), maxlen=0)
+    lo = 0
+    for owner, hi in zip(owners[np.concatenate(([0], cut))].tolist(), [*cut.tolist(), len(by_parent)]):
+        nodes[owner].children = (kids[lo],) if hi - lo == 1 else kids[lo:hi]
+        lo = hi
+    return parent
+
+
+def _parents(starts: Any, ends: Any) -> Any:
+    """Each event's parent (its index, -1 for none) by ``_build_tree``'s stack, of events sorted parents first.
+
+    An event is the child of the innermost open event it starts and ends within; one that
+    starts as an open event ends, or outlasts it, closes it.
+    """
+    import numpy as np
+
+    from neuronprof.analysis.trace._nesting_columns import _nesting
+
+    nested = _nesting(starts, ends - starts, ends) if len(starts) > 1 else None
+    if nested is not None:
+        return nested[1]
+    parent = []
+    stack: list[int] = []
+    open_ends: list[int] = []
+    for i, (start, end) in enumerate(zip(starts.tolist(), ends.tolist())):
+        while open_ends and (start >= open_ends[-1] or end > open_ends[-1]):
+            open_ends.pop()
+            stack.pop()
+        parent.append(stack[-1] if stack else -1)
+        stack.append(i)
+        open_ends.append(end)
+    return np.array(parent, np.int64)
+
+
+def _what(keys: Any, k: int, device_process: bool, evidence: set[str]) -> tuple[Any, ...]:
+    """How the timeline reads the events of key ``k``: ``(host category, device category, shapes, dtypes)``."""
+    name, cat, dims, types, _concrete = keys.keys[k]
+    cat = cat if isinstance(cat, str) else ""
+    kind = keys.kind[k]
+    if kind == vocab.K_STEP and device_process:
+        return (None, None, None, None)  # the device-side copy of a step annotation (as the table reader)
+    if kind == vocab.K_RUNTIME:
+        evidence.add(f"{cat}\n{name}")
+    if vocab.on_device(kind, device_process):
+        evidence.add(cat)
+        dcat = vocab.DEVICE_CATEGORY.get(cat.lower()) or ("memcpy" if _MEMCPY.search(name) else "kernel")
+        return (None, dcat, None, None)
+    hcat: HostCategory
+    if kind == vocab.K_STEP:
+        hcat = "step"
+    elif kind == vocab.K_OP:
+        hcat = "op"
+    elif kind == vocab.K_PY:
+        hcat = "python"
+    elif kind == vocab.K_RUNTIME:
+        hcat = "runtime"
+    elif cat.lower() == "user_annotation":
+        hcat = "annotation"
+    else:
+        hcat = "other"
+    decoded_types = _decode_input(types)
+    return (
+        hcat,
+        None,
+        _flat_shapes(_decode_input(dims)),
+        tuple(str(t) for t in decoded_types) if isinstance(decoded_types, tuple) else None,
+    )
