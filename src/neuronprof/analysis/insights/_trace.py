@@ -47,11 +47,12 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
 def insights_of(trace: Trace, events: Optional[Timeline] = None) -> Union[Insights, RankInsights]:
     """A trace's findings, made once and kept with it (what ``Trace.insights()`` returns).
 
-    The events are read from the trace's tables straight into the engine's call tree
-    (``timeline_of(trace, _Node)``): no [`HostEvent`][neuronprof.analysis.insights.HostEvent]
-    is made, which halves the objects (and much of the time and memory) on a large trace.
-    The findings are those of ``analyze_timeline(trace.timeline())``: the same events, in
-    the same order.
+    The events are read from the trace's tables straight into the engine's call tree: no
+    [`HostEvent`][neuronprof.analysis.insights.HostEvent] is made, which halves the objects
+    (and much of the time and memory) on a large trace. One profile's tree is built as it is
+    read, on the table's columns (``_TreeReader``); a trace of several ranks is read with
+    ``timeline_of(trace, _Node)`` and each rank's tree built by the engine. The findings are
+    those of ``analyze_timeline(trace.timeline())``: the same events, in the same order.
 
     Args:
         trace: The loaded trace.
