@@ -21,8 +21,9 @@ from neuronprof.analysis import load_trace
 from neuronprof.analysis.insights import analyze_timeline
 from neuronprof.analysis.insights._intervals import _clip, _LargestGaps, _Spans, _union
 from neuronprof.analysis.insights._step_rules import _EDGES, _Neighbours
-from neuronprof.analysis.insights._trace import timeline_of
-from neuronprof.analysis.insights._tree import _Node, _Step
+from neuronprof.analysis.insights._trace import _timeline, timeline_of
+from neuronprof.analysis.insights._tree import _build_tree, _link_device, _Node, _Step
+from neuronprof.analysis.insights._tree_reader import _TreeReader
 
 _spans = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 15)).map(lambda t: (t[0], t[0] + t[1])), max_size=25)
 
@@ -173,6 +174,75 @@ def test_a_trace_read_into_the_tree_gives_its_timelines_findings_and_drawing(tmp
     assert trace.insights() == analyze_timeline(events)
     assert analyze_timeline(nodes) == analyze_timeline(nodes)  # read twice: its tree is built afresh
     assert timeline_data(nodes) == timeline_data(events)
+
+
+_TANGLED = [
+    ("aten::add", "cpu_op"),
+    ("aten::mm", "cpu_op"),
+    ("Torch-Compiled Region: 0/1", "cpu_op"),
+    ("model.py(1): f", "python_function"),
+    ("range", "user_annotation"),
+    ("cudaLaunchKernel", "cuda_runtime"),
+    ("cudaDeviceSynchronize", "cuda_runtime"),
+]
+
+
+def _tangled_trace(seed: int) -> list[dict[str, Any]]:
+    """Spans that cross, touch, last no time or share a start, and ids repeated, missing or pointing nowhere."""
+    r = random.Random(seed)
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+    ]
+    for step in range(r.randint(0, 3)):
+        events.append(op(f"ProfilerStep#{step + 1}", 100 * step, r.randint(0, 300), cat="user_annotation"))
+    for _ in range(r.randint(0, 60)):
+        name, cat = r.choice(_TANGLED)
+        ids = {"External_id": r.randint(0, 12)} if r.random() < 0.7 else {}
+        if cat == "cuda_runtime" or r.random() < 0.2:
+            ids["correlation"] = r.randint(0, 12)
+        span = r.choice([0, 0, 1, 5, 20, 50, 200])
+        events.append(op(name, r.randint(0, 400), span, cat=cat, tid=r.choice([1, 2]), **ids))
+    for _ in range(r.randint(0, 30)):
+        ids = {"External_id": r.randint(0, 12)} if r.random() < 0.7 else {}
+        if r.random() < 0.8:
+            ids["correlation"] = r.randint(0, 12)
+        kernel, cat = r.choice(_DEVICE)
+        events.append(op(kernel, r.randint(0, 500), r.randint(0, 30), cat=cat, pid=0, tid=7, **ids))
+    r.shuffle(events)
+    return events
+
+
+def _shape(nodes: Any, unlinked: int) -> tuple[Any, ...]:
+    place = {id(n): i for i, n in enumerate(nodes)}
+    return unlinked, [
+        (
+            n.name,
+            n.start_ns,
+            n.end_ns,
+            n.thread,
+            n.category,
+            place[id(n.parent)] if n.parent is not None else None,
+            type(n.children),
+            [place[id(c)] for c in n.children],
+            type(n.device),
+            [(d.name, d.start_ns, d.end_ns) for d in n.device],
+        )
+        for n in nodes
+    ]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 2**32))
+def test_a_tree_built_as_it_is_read_is_the_tree_built_event_by_event(tmp_path: Path, seed: int) -> None:
+    path = write_trace(tmp_path / f"{seed}.json", _tangled_trace(seed))
+    trace = load_trace(path)
+    events = timeline_of(trace, _Node)
+    nodes = _build_tree(events.host)
+    expected = _shape(nodes, _link_device(nodes, events.device))
+    reader = _TreeReader()
+    read = _timeline(trace, reader)
+    assert _shape(read.host, reader.link(read.host, read.device)) == expected
+    assert trace.insights() == analyze_timeline(trace.timeline())
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
