@@ -21,9 +21,8 @@ from neuronprof.analysis import load_trace
 from neuronprof.analysis.insights import analyze_timeline
 from neuronprof.analysis.insights._intervals import _clip, _LargestGaps, _Spans, _union
 from neuronprof.analysis.insights._step_rules import _EDGES, _Neighbours
-from neuronprof.analysis.insights._trace import _timeline, timeline_of
+from neuronprof.analysis.insights._trace import tree_of
 from neuronprof.analysis.insights._tree import _build_tree, _link_device, _Node, _Step
-from neuronprof.analysis.insights._tree_reader import _TreeReader
 
 _spans = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 15)).map(lambda t: (t[0], t[0] + t[1])), max_size=25)
 
@@ -167,12 +166,13 @@ def test_a_trace_read_into_the_tree_gives_its_timelines_findings_and_drawing(tmp
     path = write_trace(tmp_path / f"{seed}.json", _random_trace(seed))
     trace = load_trace(path)
     events = trace.timeline()  # one HostEvent per event: the public timeline
-    nodes = timeline_of(trace, _Node)  # one tree node per event: what the findings and the report read
-    assert [(n.name, n.start_ns, n.end_ns, n.thread, n.category) for n in nodes.host] == [
-        (e.name, e.start_ns, e.end_ns, e.thread, e.category) for e in events.host
+    nodes, _ = tree_of(trace, ids=True)  # one tree node per event: what the findings and the report read
+    fields = ("name", "start_ns", "end_ns", "thread", "category", "ext_id", "correlation")
+    assert [[getattr(n, f) for f in fields] for n in nodes.host] == [
+        [getattr(e, f) for f in fields] for e in events.host
     ]
+    assert nodes.device == events.device
     assert trace.insights() == analyze_timeline(events)
-    assert analyze_timeline(nodes) == analyze_timeline(nodes)  # read twice: its tree is built afresh
     assert timeline_data(nodes) == timeline_data(events)
 
 
@@ -236,13 +236,12 @@ def _shape(nodes: Any, unlinked: int) -> tuple[Any, ...]:
 def test_a_tree_built_as_it_is_read_is_the_tree_built_event_by_event(tmp_path: Path, seed: int) -> None:
     path = write_trace(tmp_path / f"{seed}.json", _tangled_trace(seed))
     trace = load_trace(path)
-    events = timeline_of(trace, _Node)
+    events = trace.timeline()
     nodes = _build_tree(events.host)
     expected = _shape(nodes, _link_device(nodes, events.device))
-    reader = _TreeReader()
-    read = _timeline(trace, reader)
-    assert _shape(read.host, reader.link(read.host, read.device)) == expected
-    assert trace.insights() == analyze_timeline(trace.timeline())
+    read, (unlinked,) = tree_of(trace)
+    assert _shape(read.host, unlinked) == expected
+    assert trace.insights() == analyze_timeline(events)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -220,7 +220,8 @@ def sort_and_cut(
 
 def insights(rec: Recording) -> Insights:
     """The findings engine's reading of the kept cycles (see ``Session.insights``): read once, then kept."""
-    from neuronprof.analysis.insights import analyze
+    from neuronprof.analysis.insights import _analyze
+    from neuronprof.analysis.insights._trace import tree_of
 
     require_recorded(rec, "there is nothing to advise on")
     trace = rec.trace
@@ -229,7 +230,8 @@ def insights(rec: Recording) -> Insights:
     # With a note for the dropped cycles: kept with the record too, as the record keeps its own.
     kept = trace.__dict__.get("_insights_of_kept_cycles")
     if kept is None:
-        kept = trace.__dict__["_insights_of_kept_cycles"] = analyze(timeline(rec))
+        events, (unlinked,) = tree_of(trace)  # read straight into the findings' call tree, as the record's own
+        kept = trace.__dict__["_insights_of_kept_cycles"] = _analyze(_noted(rec, events), unlinked)
     return kept
 
 
@@ -240,7 +242,11 @@ def _dropped(rec: Recording) -> bool:
 
 def timeline(rec: Recording) -> Timeline:
     """The findings engine's input: the kept cycles' events (read from the record, not from torch)."""
-    events = rec.trace.timeline()
+    return _noted(rec, rec.trace.timeline())
+
+
+def _noted(rec: Recording, events: Timeline) -> Timeline:
+    """The kept cycles' events, with a note when cycles beyond ``keep_cycles`` were dropped."""
     if _dropped(rec):
         note = "cycles beyond keep_cycles were dropped; the findings cover the cycles still kept"
         events = dataclasses.replace(events, notes=(*events.notes, note))

@@ -5,13 +5,11 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from neuronprof.analysis._gc import collector_paused
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
-from neuronprof.analysis.insights._tree import _Node
-from neuronprof.analysis.insights._tree_reader import _TreeReader, _what
+from neuronprof.analysis.insights._tree_reader import _TreeReader
 from neuronprof.analysis.trace._rules import (
     _device_label,
     _rank_of,
@@ -44,53 +42,71 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     return load_trace(path).timeline()
 
 
-def insights_of(trace: Trace, events: Optional[Timeline] = None) -> Union[Insights, RankInsights]:
+def insights_of(trace: Trace, tree: Optional[tuple[Timeline, tuple[int, ...]]] = None) -> Union[Insights, RankInsights]:
     """A trace's findings, made once and kept with it (what ``Trace.insights()`` returns).
 
-    The events are read from the trace's tables straight into the engine's call tree: no
-    [`HostEvent`][neuronprof.analysis.insights.HostEvent] is made, which halves the objects
-    (and much of the time and memory) on a large trace. One profile's tree is built as it is
-    read, on the table's columns (``_TreeReader``); a trace of several ranks is read with
-    ``timeline_of(trace, _Node)`` and each rank's tree built by the engine. The findings are
-    those of ``analyze_timeline(trace.timeline())``: the same events, in the same order.
+    The events are read from the trace's tables straight into the engine's call tree
+    (``tree_of``). The findings are those of ``analyze_timeline(trace.timeline())``: the same
+    events, in the same order.
 
     Args:
         trace: The loaded trace.
-        events: ``timeline_of(trace, _Node)`` when the caller has made it already (the
-            report draws it); its tree is rebuilt by the engine.
+        tree: ``tree_of(trace, ...)`` when the caller has read it already (the report draws it first).
     """
-    from neuronprof.analysis.insights import _analyze, analyze_timeline
+    from neuronprof.analysis.insights import _analyze
+    from neuronprof.analysis.insights._ranks import rank_insights
 
     # A pure function of the record: made once, then kept with it (the record never changes).
     cached = trace.__dict__.get("_insights")
     if cached is None:
-        if events is None and not trace.ranks:
-            # One profile: its events read straight into the call tree, sorted and nested on columns.
-            reader = _TreeReader()
-            timeline = _timeline(trace, reader)
-            with collector_paused():
-                unlinked = reader.link(timeline.host, timeline.device)
-            cached = _analyze(timeline, unlinked)
-            del reader, timeline
+        timeline, unlinked = tree or tree_of(trace)
+        if timeline.ranks:
+            found = [_analyze(t, n) for t, n in zip(timeline.ranks, unlinked)]
+            cached = rank_insights(timeline, found)
         else:
-            cached = analyze_timeline(events or timeline_of(trace, _Node))
+            cached = _analyze(timeline, unlinked[0])
+        del timeline, tree
         trace.__dict__["_insights"] = cached
     return cast("Union[Insights, RankInsights]", cached)
 
 
-def timeline_of(trace: Trace, host_event: Callable[..., Any] = HostEvent) -> Timeline:
+def tree_of(trace: Trace, ids: bool = False) -> tuple[Timeline, tuple[int, ...]]:
+    """A trace's timeline whose host events are the findings' ``_Node``s, in their call tree, device work linked.
+
+    Each rank's events are read by a reader of their own (ids repeat across ranks) and linked on
+    their own. Returns the timeline and, for it or for each of its ranks, how many device events
+    were left unlinked.
+
+    Args:
+        trace: The loaded trace.
+        ids: Whether the events keep their External and correlation ids (the report's panes read them).
+    """
+    readers: dict[Optional[int], _TreeReader] = {}
+
+    def read(fi: int, table: EventTable, *into: Any) -> None:
+        rank = _rank_of(table.source, table.metadata) if trace.ranks else None
+        (readers.get(rank) or readers.setdefault(rank, _TreeReader(ids=ids)))(fi, table, *into)
+
+    timeline = _timeline(trace, read)
+    with collector_paused():
+        unlinked = tuple(
+            readers.get(t.rank if trace.ranks else None, _TreeReader()).link(t.host, t.device)
+            for t in timeline.ranks or (timeline,)
+        )
+    return timeline, unlinked
+
+
+def timeline_of(trace: Trace) -> Timeline:
     """The findings engine's input from a trace's event tables (a pure function of them).
 
     What an event is (device work, a step, an op, a runtime call) and which processes
     and lanes are left out (derived views such as torch_npu's "Overlap Analysis", the
     XLA viewer's "Steps"/"XLA Modules" lanes) is the event table's rule, the one the
     sums follow. A live session's tables (no file) make a timeline whose source is
-    ``"session"``.
-
-    ``host_event`` makes each host event from ``HostEvent``'s fields, in its order; the
-    engine's own ``_Node`` reads them straight into its call tree (``insights_of``).
+    ``"session"``. The host events come thread by thread, each thread's by start, the
+    longer first (the order of its call tree, ``tree_of``).
     """
-    return _timeline(trace, partial(_read_events, host_event=host_event))
+    return _timeline(trace, _TreeReader(HostEvent))
 
 
 def _timeline(
@@ -162,45 +178,3 @@ def _timeline(
             )
         )
     return dataclasses.replace(merged, ranks=tuple(per_rank))
-
-
-def _read_events(
-    fi: int,
-    table: EventTable,
-    host: list[Any],
-    device: list[DeviceEvent],
-    evidence: set[str],
-    host_event: Callable[..., Any] = HostEvent,
-) -> None:
-    """Append one table's events to the timeline's host and device events."""
-    keys = table.keys
-    raw_names = keys.raw_names
-    # Per key, what the timeline calls it: (host category or None for device work, device
-    # category, input shapes, input dtypes, name); decided once per key and timeline role.
-    seen: dict[bool, dict[int, tuple[Any, ...]]] = {False: {}, True: {}}
-    add_host, add_device = host.append, device.append
-    for (pid, tid), th, device_process in table.timelines():
-        thread = f"{fi}:{pid}:{tid}"
-        known = seen[device_process]
-        for t, d, k, c, x in zip(th.ts, th.dur, th.kid, th.corr, th.ext):
-            what = known.get(k)
-            if what is None:
-                what = known[k] = (*_what(keys, k, device_process, evidence), raw_names[k])
-            hcat, dcat, shapes, dtypes, name = what
-            if hcat is None:
-                if dcat is not None:
-                    add_device(DeviceEvent(name, t, t + d, dcat, x if x >= 0 else None, c if c >= 0 else None))
-                continue
-            add_host(
-                host_event(
-                    name,
-                    t,
-                    t + d,
-                    thread,
-                    hcat,
-                    x if x >= 0 else None,
-                    c if c >= 0 and hcat == "runtime" else None,
-                    shapes,
-                    dtypes,
-                )
-            )

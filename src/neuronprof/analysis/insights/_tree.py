@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from itertools import groupby, repeat
 from operator import attrgetter, is_not
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._intervals import _covered, _Spans, _union
@@ -86,8 +86,8 @@ class _Node:
 
     It holds the event's own fields, under [`HostEvent`][neuronprof.analysis.insights.HostEvent]'s
     names and in its order, so that a trace's events are read straight into the tree
-    (``timeline_of(trace, _Node)``) without a ``HostEvent`` apiece: one object per event,
-    not two, for a trace of millions of events. Read-only to the rules.
+    (``tree_of``) without a ``HostEvent`` apiece: one object per event, not two, for a
+    trace of millions of events. Read-only to the rules.
     """
 
     children: Sequence[_Node]
@@ -129,7 +129,7 @@ class _Node:
         self.correlation = correlation
         self.input_shapes = input_shapes
         self.input_dtypes = input_dtypes
-        # A root, with nothing under it, until its tree is built (``_build_tree``, or ``_read_tree`` as it reads).
+        # A root, with nothing under it, until its tree is built (``_build_tree``, or a trace's reader as it reads).
         self.parent = None
         self.children = self.device = _NONE
 
@@ -266,20 +266,18 @@ _START, _END, _THREAD, _DEVICE = (
 _SHAPES, _NAME, _CATEGORY = attrgetter("input_shapes"), attrgetter("name"), attrgetter("category")
 
 
-def _build_tree(host: Sequence[Union[HostEvent, _Node]]) -> list[_Node]:
-    """Rebuild the nesting per thread (parents first: by start, then longest first).
+def _build_tree(host: Sequence[HostEvent]) -> list[_Node]:
+    """A timeline's host events as nodes, nested per thread (parents first: by start, then longest first).
 
-    A timeline's events become nodes; nodes read straight from a trace (``timeline_of(trace,
-    _Node)``) are used as they are, their place in a tree built afresh.
+    A trace's events are read straight into the same tree (``tree_of``); this builds it for a
+    timeline made by hand or by a live session.
     """
-    if not all(type(ev) is _Node for ev in host):
-        host = [ev if isinstance(ev, _Node) else _Node.of(ev) for ev in host]
     by_thread: dict[str, list[_Node]] = {}
-    for thread, run in groupby(host, _THREAD):  # a trace's events come thread by thread
+    for thread, run in groupby(map(_Node.of, host), _THREAD):  # a trace's events come thread by thread
         if thread in by_thread:
-            by_thread[thread] += run  # type: ignore[arg-type]
+            by_thread[thread] += run
         else:
-            by_thread[thread] = list(run)  # type: ignore[arg-type]
+            by_thread[thread] = list(run)
     nodes: list[_Node] = []
     for events in by_thread.values():
         # By start, then longest first (equal starts: the later end first); both sorts are stable.
@@ -292,7 +290,6 @@ def _build_tree(host: Sequence[Union[HostEvent, _Node]]) -> list[_Node]:
             while ends and (start >= ends[-1] or end > ends[-1]):
                 ends.pop()
                 stack.pop()
-            node.children = node.device = _NONE
             if stack:
                 parent = node.parent = stack[-1]
                 # A 1-tuple for an only child (most nodes with children have one or two), a list from the second.
@@ -303,8 +300,6 @@ def _build_tree(host: Sequence[Union[HostEvent, _Node]]) -> list[_Node]:
                     parent.children = [*children, node]
                 else:
                     children.append(node)  # type: ignore[attr-defined]
-            else:
-                node.parent = None
             stack.append(node)
             ends.append(end)
         nodes += events
@@ -391,8 +386,8 @@ class _Profile:
     """The timeline, structured: steps, their top-level ops, device work per op."""
 
     def __init__(self, tl: Timeline, unlinked: Optional[int] = None) -> None:
-        """``unlinked``, when given: ``tl.host`` holds ``_Node``s in their tree already, in ``_build_tree``'s
-        order, with their device work attached, and so many device events were left unlinked."""
+        """``unlinked``, when given: ``tl.host`` holds ``_Node``s in their tree already (``tree_of``), in
+        ``_build_tree``'s order, with their device work attached, and so many device events were left unlinked."""
         self.tl = tl
         self.notes: list[str] = list(tl.notes)
         if unlinked is None:

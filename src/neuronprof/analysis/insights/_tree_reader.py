@@ -1,8 +1,10 @@
-"""A trace's event table read straight into the findings' call tree, on numpy columns.
+"""A trace's event tables read into the findings' input, on numpy columns: the one reader of their events.
 
-``timeline_of(trace, _Node)`` and the engine's ``_build_tree`` and ``_link_device`` make the
-same tree event by event; this reader makes it per thread: sorted and nested by numpy, the
-nodes made in the tree's order, and the device work linked from the table's own columns.
+It makes the public timeline's [`HostEvent`][neuronprof.analysis.insights.HostEvent]s
+(``timeline_of``) or the findings' call tree (``tree_of``): per thread, sorted and nested
+by numpy, the nodes made in the tree's order, and the device work linked from the table's
+own columns. The engine's ``_build_tree`` and ``_link_device`` make the same tree event by
+event, for a timeline made by hand or by a live session.
 """
 
 from __future__ import annotations
@@ -25,21 +27,25 @@ _SLICE = 1 << 13
 
 
 class _TreeReader:
-    """``_read_events`` into ``_Node``s already in their call tree, their device work linked.
+    """A ``_timeline`` reader: it appends each table's device events, then its host events thread by thread.
 
-    A ``_timeline`` reader: it appends the events ``_read_events`` reads, the host events
-    per thread in ``_build_tree``'s order (by start, then longest first, ties as read) and
-    nested as it nests them, each thread's columns sorted and nested by numpy rather than
-    event by event. ``link`` then attaches the device work as ``_link_device`` does, on the
-    columns: the ids that link them are read there and kept on no node (the rules never
-    read them), so a large trace holds no int object apiece for them.
+    Each thread's host events come in ``_build_tree``'s order (by start, then longest first,
+    ties as read). ``_Node``s are nested as it nests them, each thread's columns sorted and
+    nested by numpy rather than event by event; ``link`` then attaches the device work as
+    ``_link_device`` does, on the columns: the ids that link them are read there, and kept
+    on the events only when asked (the rules never read them), so that a large trace holds
+    no int object apiece for them.
     """
 
-    def __init__(self) -> None:
-        # Per thread: where its nodes start in ``host``, which of the timeline's events they are
+    def __init__(self, cls: type = _Node, ids: bool = False) -> None:
+        """``cls``: ``_Node`` (the tree, linked by ``link``) or ``HostEvent`` (the public timeline, events only);
+        ``ids``: whether each event keeps its External and correlation ids (the report's panes read them)."""
+        self.cls, self.ids, self.tree = cls, ids or cls is not _Node, cls is _Node
+        # Per thread: where its nodes start among this reader's, which of the timeline's events they are
         # (in the tree's order), the timeline's columns (the table's own, not copies), whether each
-        # node is a runtime call, an op or compiled region, and its parent's place in ``host``.
+        # node is a runtime call, an op or compiled region, and its parent's place among this reader's.
         self.threads: list[tuple[Any, ...]] = []
+        self.count = 0  # the host events read so far (a rank's reader reads only its rank's tables)
         self.device: list[list[Any]] = [[], []]  # per timeline, its device events' correlation and External ids
 
     def __call__(
@@ -72,7 +78,8 @@ class _TreeReader:
             work = np.flatnonzero(role == 1)
             if len(work):
                 which, starts = at[work], t[work]
-                _append(self.device, c[work], x[work])
+                if self.tree:
+                    _append(self.device, c[work], x[work])
                 device += _made(
                     DeviceEvent,
                     len(work),
@@ -80,8 +87,8 @@ class _TreeReader:
                     start_ns=starts.tolist(),
                     end_ns=(starts + d[work]).tolist(),
                     category=_column(whats, 1, which),
-                    ext_id=repeat(None),
-                    correlation=repeat(None),
+                    ext_id=self._ids(x[work]),
+                    correlation=self._ids(c[work]),
                 )
                 del which, starts
             ops = np.flatnonzero(role == 0)
@@ -93,29 +100,40 @@ class _TreeReader:
             del order
             which = at[ops]
             runtime = np.array([w[0] == "runtime" for w in whats], bool)[which]
-            op = np.array([w[0] == "op" or _is_region(w[4]) for w in whats], bool)[which]
             nodes = list(
                 map(
-                    _Node,
+                    self.cls,
                     _column(whats, 4, which),
                     starts.tolist(),
                     ends.tolist(),
                     repeat(f"{fi}:{pid}:{tid}"),
                     _column(whats, 0, which),
-                    repeat(None),
-                    repeat(None),
+                    self._ids(x[ops]),
+                    self._ids(np.where(runtime, c[ops], -1)),
                     _column(whats, 2, which),
                     _column(whats, 3, which),
                 )
             )
-            parent = _nest(nodes, starts, ends)
-            first = len(host)
-            up = np.where(parent >= 0, parent + first, -1).astype(np.int32)
-            self.threads.append((first, ops.astype(np.int32), t, d, c, x, runtime, op, up))
             host += nodes
+            if self.tree:
+                op = np.array([w[0] == "op" or _is_region(w[4]) for w in whats], bool)[which]
+                parent = _nest(nodes, starts, ends)
+                up = np.where(parent >= 0, parent + self.count, -1).astype(np.int32)
+                self.threads.append((self.count, ops.astype(np.int32), t, d, c, x, runtime, op, up))
+            self.count += len(nodes)
+
+    def _ids(self, ids: Any) -> Any:
+        """The ids as each event keeps them (None for none), or None for every event when they are not kept."""
+        if not self.ids:
+            return repeat(None)
+        kept = ids.astype(object)
+        kept[ids < 0] = None
+        return kept.tolist()
 
     def link(self, host: Sequence[Any], device: Sequence[DeviceEvent]) -> int:
-        """Attach each device event to the op that launched it (``_link_device``); return how many stayed unlinked."""
+        """Attach each device event to the op that launched it (``_link_device``); return how many stayed unlinked.
+
+        ``host`` and ``device``: the events this reader read, in the order it read them."""
         import numpy as np
 
         if not device:
