@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
-from itertools import groupby, repeat
+from itertools import repeat
 from operator import attrgetter, is_not
 from typing import Any, Optional
 
@@ -129,7 +129,7 @@ class _Node:
         self.correlation = correlation
         self.input_shapes = input_shapes
         self.input_dtypes = input_dtypes
-        # A root, with nothing under it, until its tree is built (``_build_tree``, or a trace's reader as it reads).
+        # A root, with nothing under it, until the reader places it in its tree (``_TreeReader``).
         self.parent = None
         self.children = self.device = _NONE
 
@@ -257,53 +257,8 @@ def _top_level_read(key: tuple[str, str]) -> tuple[bool, bool]:
     return False, category in ("python", "annotation", "other") and not _DATALOADER.search(name)
 
 
-_START, _END, _THREAD, _DEVICE = (
-    attrgetter("start_ns"),
-    attrgetter("end_ns"),
-    attrgetter("thread"),
-    attrgetter("device"),
-)
+_START, _END, _DEVICE = attrgetter("start_ns"), attrgetter("end_ns"), attrgetter("device")
 _SHAPES, _NAME, _CATEGORY = attrgetter("input_shapes"), attrgetter("name"), attrgetter("category")
-
-
-def _build_tree(host: Sequence[HostEvent]) -> list[_Node]:
-    """A timeline's host events as nodes, nested per thread (parents first: by start, then longest first).
-
-    A trace's events are read straight into the same tree (``tree_of``); this builds it for a
-    timeline made by hand or by a live session.
-    """
-    by_thread: dict[str, list[_Node]] = {}
-    for thread, run in groupby(map(_Node.of, host), _THREAD):  # a trace's events come thread by thread
-        if thread in by_thread:
-            by_thread[thread] += run
-        else:
-            by_thread[thread] = list(run)
-    nodes: list[_Node] = []
-    for events in by_thread.values():
-        # By start, then longest first (equal starts: the later end first); both sorts are stable.
-        events.sort(key=_END, reverse=True)
-        events.sort(key=_START)
-        stack: list[_Node] = []
-        ends: list[int] = []  # the stack's ends
-        for node in events:
-            start, end = node.start_ns, node.end_ns
-            while ends and (start >= ends[-1] or end > ends[-1]):
-                ends.pop()
-                stack.pop()
-            if stack:
-                parent = node.parent = stack[-1]
-                # A 1-tuple for an only child (most nodes with children have one or two), a list from the second.
-                children = parent.children
-                if not children:
-                    parent.children = (node,)
-                elif type(children) is tuple:
-                    parent.children = [*children, node]
-                else:
-                    children.append(node)  # type: ignore[attr-defined]
-            stack.append(node)
-            ends.append(end)
-        nodes += events
-    return nodes
 
 
 def _fold_redispatches(nodes: list[_Node]) -> list[_Node]:
@@ -339,60 +294,21 @@ def _kind(node: _Node) -> int:
     return _KINDS.get(node.category, vocab.K_OTHER)
 
 
-def _link_device(nodes: Sequence[_Node], device: Sequence[DeviceEvent]) -> int:
-    """Attach each device event to the op that launched it; return how many stayed unlinked.
-
-    The correlation id comes first: it ties the device event to the runtime call that
-    launched it, and that call to its op (the op whose External id the call carries,
-    else the innermost op around the call). The External id is the fallback.
-    """
-    runtime_by_corr: dict[int, _Node] = {}
-    op_by_ext: dict[int, _Node] = {}
-    for n in nodes:
-        category = n.category
-        if category == "runtime" and n.correlation is not None:
-            runtime_by_corr.setdefault(n.correlation, n)
-        elif (category == "op" or _is_region(n.name)) and n.ext_id is not None:
-            op_by_ext.setdefault(n.ext_id, n)
-    unlinked = 0
-    for d in device:
-        target: Optional[_Node] = None
-        rt = runtime_by_corr.get(d.correlation) if d.correlation is not None else None
-        if rt is not None:
-            owner = op_by_ext.get(rt.ext_id) if rt.ext_id is not None else None
-            if owner is not None and owner.start_ns <= rt.start_ns and rt.end_ns <= owner.end_ns:
-                target = owner
-            else:
-                target = rt.parent
-                while target is not None and target.category != "op" and not _is_region(target.name):
-                    target = target.parent
-        if target is None and d.ext_id is not None:
-            target = op_by_ext.get(d.ext_id)
-        if target is None:
-            unlinked += 1
-            continue
-        # As a node's children: a 1-tuple for an op's one kernel (the most common), a list from the second.
-        work = target.device
-        if not work:
-            target.device = (d,)
-        elif type(work) is tuple:
-            target.device = [*work, d]
-        else:
-            work.append(d)  # type: ignore[attr-defined]
-    return unlinked
-
-
 class _Profile:
     """The timeline, structured: steps, their top-level ops, device work per op."""
 
     def __init__(self, tl: Timeline, unlinked: Optional[int] = None) -> None:
-        """``unlinked``, when given: ``tl.host`` holds ``_Node``s in their tree already (``tree_of``), in
-        ``_build_tree``'s order, with their device work attached, and so many device events were left unlinked."""
+        """``unlinked``, when given: ``tl.host`` holds ``_Node``s in their tree already (a trace's, ``tree_of``),
+        their device work attached, and so many device events were left unlinked; else its events are read
+        into the tree here, as a trace's are."""
+        from neuronprof.analysis.insights._tree_reader import _TreeReader
+
         self.tl = tl
         self.notes: list[str] = list(tl.notes)
         if unlinked is None:
-            self.nodes = _build_tree(tl.host)
-            self.unlinked = _link_device(self.nodes, tl.device) if tl.device else 0
+            reader = _TreeReader()
+            self.nodes = reader.nodes_of(tl.host, tl.device)
+            self.unlinked = reader.link(self.nodes, tl.device)
         else:
             self.nodes, self.unlinked = list(tl.host), unlinked  # type: ignore[arg-type]
         self.nodes = _fold_redispatches(self.nodes)

@@ -1,21 +1,21 @@
-"""A trace's event tables read into the findings' input, on numpy columns: the one reader of their events.
+"""Events read into the findings' call tree on numpy columns: the one reader of a trace's event tables.
 
 It makes the public timeline's [`HostEvent`][neuronprof.analysis.insights.HostEvent]s
 (``timeline_of``) or the findings' call tree (``tree_of``): per thread, sorted and nested
 by numpy, the nodes made in the tree's order, and the device work linked from the table's
-own columns. The engine's ``_build_tree`` and ``_link_device`` make the same tree event by
-event, for a timeline made by hand or by a live session.
+own columns. A timeline made by hand or by a live session's feeder is read into the same
+tree the same way (``nodes_of``).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof import _vocabulary as vocab
-from neuronprof.analysis.insights._timeline import DeviceEvent, HostCategory
+from neuronprof.analysis.insights._timeline import DeviceEvent, HostCategory, HostEvent
 from neuronprof.analysis.insights._tree import _MEMCPY, _is_region, _Node
 from neuronprof.analysis.trace._rules import _decode_input, _flat_shapes
 
@@ -29,12 +29,12 @@ _SLICE = 1 << 13
 class _TreeReader:
     """A ``_timeline`` reader: it appends each table's device events, then its host events thread by thread.
 
-    Each thread's host events come in ``_build_tree``'s order (by start, then longest first,
-    ties as read). ``_Node``s are nested as it nests them, each thread's columns sorted and
-    nested by numpy rather than event by event; ``link`` then attaches the device work as
-    ``_link_device`` does, on the columns: the ids that link them are read there, and kept
-    on the events only when asked (the rules never read them), so that a large trace holds
-    no int object apiece for them.
+    Each thread's host events come by start, then longest first (ties as read). ``_Node``s
+    are nested as they come, each one the child of the innermost open node it starts and
+    ends within (``_parents``), on the thread's columns rather than event by event; ``link``
+    then attaches the device work, on the columns: the ids that link them are read there,
+    and kept on the events only when asked (the rules never read them), so that a large
+    trace holds no int object apiece for them.
     """
 
     def __init__(self, cls: type = _Node, ids: bool = False) -> None:
@@ -117,10 +117,49 @@ class _TreeReader:
             host += nodes
             if self.tree:
                 op = np.array([w[0] == "op" or _is_region(w[4]) for w in whats], bool)[which]
-                parent = _nest(nodes, starts, ends)
-                up = np.where(parent >= 0, parent + self.count, -1).astype(np.int32)
-                self.threads.append((self.count, ops.astype(np.int32), t, d, c, x, runtime, op, up))
+                self._place(nodes, starts, ends, (ops, t, d, c, x, runtime, op))
             self.count += len(nodes)
+
+    def nodes_of(self, host: Sequence[HostEvent], device: Sequence[DeviceEvent]) -> list[_Node]:
+        """A timeline's events (made by hand, or by a live session's feeder) as nodes in their tree, read as a table's.
+
+        Returns the nodes, thread by thread in the order their threads first appear; ``link`` then attaches
+        ``device`` to them. An id is a non-negative int64, as a trace's are.
+        """
+        import numpy as np
+
+        def ids(values: Iterable[Optional[int]]) -> Any:
+            return np.array([-1 if v is None else v for v in values], np.int64)
+
+        by_thread: dict[str, list[HostEvent]] = {}
+        for ev in host:
+            by_thread.setdefault(ev.thread, []).append(ev)
+        nodes: list[_Node] = []
+        for events in by_thread.values():
+            t, end = np.array([e.start_ns for e in events], np.int64), np.array([e.end_ns for e in events], np.int64)
+            rows = np.lexsort((-end, t))  # stable: ties keep the order given
+            mine = [_Node.of(events[i]) for i in rows.tolist()]
+            runtime = np.array([n.category == "runtime" for n in mine], bool)
+            op = np.array([n.category == "op" or _is_region(n.name) for n in mine], bool)
+            columns = (rows, t, end - t, ids(e.correlation for e in events), ids(e.ext_id for e in events))
+            self._place(mine, t[rows], end[rows], (*columns, runtime, op))
+            self.count += len(mine)
+            nodes += mine
+        _append(self.device, ids(d.correlation for d in device), ids(d.ext_id for d in device))
+        return nodes
+
+    def _place(self, nodes: list[_Node], starts: Any, ends: Any, columns: tuple[Any, ...]) -> None:
+        """Nest one thread's nodes, sorted parents first, and keep its columns for ``link``.
+
+        ``columns``: which of the thread's events the nodes are, in order, the thread's starts, durations,
+        correlation and External ids, and whether each node is a runtime call, an op or compiled region.
+        """
+        import numpy as np
+
+        rows, *rest, runtime, op = columns
+        parent = _nest(nodes, starts, ends)
+        up = np.where(parent >= 0, parent + self.count, -1).astype(np.int32)
+        self.threads.append((self.count, rows.astype(np.int32), *rest, runtime, op, up))
 
     def _ids(self, ids: Any) -> Any:
         """The ids as each event keeps them (None for none), or None for every event when they are not kept."""
@@ -131,7 +170,11 @@ class _TreeReader:
         return kept.tolist()
 
     def link(self, host: Sequence[Any], device: Sequence[DeviceEvent]) -> int:
-        """Attach each device event to the op that launched it (``_link_device``); return how many stayed unlinked.
+        """Attach each device event to the op that launched it; return how many stayed unlinked.
+
+        The correlation id comes first: it ties the device event to the runtime call that
+        launched it, and that call to its op (the op whose External id the call carries,
+        else the innermost op around the call). The External id is the fallback.
 
         ``host`` and ``device``: the events this reader read, in the order it read them."""
         import numpy as np
@@ -269,7 +312,7 @@ def _column(whats: list[tuple[Any, ...]], field: int, which: Any) -> list[Any]:
 
 
 def _nest(nodes: list[_Node], starts: Any, ends: Any) -> Any:
-    """Place one thread's nodes, sorted parents first, in their tree (``_build_tree``'s); return each one's parent."""
+    """Place one thread's nodes, sorted parents first, in their tree; return each one's parent."""
     import numpy as np
 
     parent = _parents(starts, ends)
@@ -290,7 +333,7 @@ def _nest(nodes: list[_Node], starts: Any, ends: Any) -> Any:
 
 
 def _parents(starts: Any, ends: Any) -> Any:
-    """Each event's parent (its index, -1 for none) by ``_build_tree``'s stack, of events sorted parents first.
+    """Each event's parent (its index, -1 for none) by a stack, of events sorted parents first.
 
     An event is the child of the innermost open event it starts and ends within; one that
     starts as an open event ends, or outlasts it, closes it.
