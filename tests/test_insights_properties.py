@@ -22,7 +22,7 @@ from neuronprof.analysis.insights import analyze_timeline
 from neuronprof.analysis.insights._intervals import _clip, _LargestGaps, _Spans, _union
 from neuronprof.analysis.insights._step_rules import _EDGES, _Neighbours
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent
-from neuronprof.analysis.insights._trace import tree_of
+from neuronprof.analysis.insights._trace import read_of
 from neuronprof.analysis.insights._tree import _is_region, _Node, _Step
 from neuronprof.analysis.insights._tree_reader import _TreeReader
 
@@ -168,7 +168,7 @@ def test_a_trace_read_into_the_tree_gives_its_timelines_findings_and_drawing(tmp
     path = write_trace(tmp_path / f"{seed}.json", _random_trace(seed))
     trace = load_trace(path)
     events = trace.timeline()  # one HostEvent per event: the public timeline
-    nodes, _ = tree_of(trace, ids=True)  # one tree node per event: what the findings and the report read
+    nodes, _ = read_of(trace, ids=True)  # one tree node per event: what the findings and the report read
     fields = ("name", "start_ns", "end_ns", "thread", "category", "ext_id", "correlation")
     assert [[getattr(n, f) for f in fields] for n in nodes.host] == [
         [getattr(e, f) for f in fields] for e in events.host
@@ -290,8 +290,8 @@ def test_a_tree_built_as_it_is_read_is_the_tree_built_event_by_event(tmp_path: P
     trace = load_trace(path)
     events = trace.timeline()
     expected = _shape(*_reference_tree(events.host, events.device))
-    read, (unlinked,) = tree_of(trace)
-    assert _shape(read.host, unlinked) == expected
+    read, (reader,) = read_of(trace)
+    assert _shape(read.host, reader.link(read.host, read.device)) == expected
     reader = _TreeReader()  # a timeline made by hand, or by a session's feeder
     nodes = reader.nodes_of(events.host, events.device)
     assert _shape(nodes, reader.link(nodes, events.device)) == expected

@@ -220,8 +220,7 @@ def sort_and_cut(
 
 def insights(rec: Recording) -> Insights:
     """The findings engine's reading of the kept cycles (see ``Session.insights``): read once, then kept."""
-    from neuronprof.analysis.insights import _analyze
-    from neuronprof.analysis.insights._trace import tree_of
+    from neuronprof.analysis.insights import analyze
 
     require_recorded(rec, "there is nothing to advise on")
     trace = rec.trace
@@ -230,8 +229,7 @@ def insights(rec: Recording) -> Insights:
     # With a note for the dropped cycles: kept with the record too, as the record keeps its own.
     kept = trace.__dict__.get("_insights_of_kept_cycles")
     if kept is None:
-        events, (unlinked,) = tree_of(trace)  # read straight into the findings' call tree, as the record's own
-        kept = trace.__dict__["_insights_of_kept_cycles"] = _analyze(_noted(rec, events), unlinked)
+        kept = trace.__dict__["_insights_of_kept_cycles"] = analyze(timeline(rec))
     return kept
 
 
@@ -242,11 +240,7 @@ def _dropped(rec: Recording) -> bool:
 
 def timeline(rec: Recording) -> Timeline:
     """The findings engine's input: the kept cycles' events (read from the record, not from torch)."""
-    return _noted(rec, rec.trace.timeline())
-
-
-def _noted(rec: Recording, events: Timeline) -> Timeline:
-    """The kept cycles' events, with a note when cycles beyond ``keep_cycles`` were dropped."""
+    events = rec.trace.timeline()
     if _dropped(rec):
         note = "cycles beyond keep_cycles were dropped; the findings cover the cycles still kept"
         events = dataclasses.replace(events, notes=(*events.notes, note))

@@ -361,18 +361,18 @@ def trace_report(
     ``same``, that ``baseline`` is the trace's own file or folder (said first in the two-run pane).
     """
     from neuronprof.analysis.insights import analyze_timeline
-    from neuronprof.analysis.insights._trace import insights_of, tree_of
+    from neuronprof.analysis.insights._trace import insights_of, read_of
 
     insights: Union[Insights, RankInsights]
     # A trace without neuronprof's settings names its backend from its events: "cpu" when it has no device work.
     known = any(isinstance((t.metadata.get("neuronprof") or {}).get("backend"), str) for t in trace.event_tables)
     if timeline is None:
-        # The trace's events read once, straight into the findings' call tree (a node has a host
+        # The trace's events read once, straight into the findings' tree nodes (a node has a host
         # event's fields): drawn first, then read by the findings, then let go before the page is made.
-        tree = tree_of(trace, ids=True)
-        drawn = _draw(tree[0], neuron, device_note, known)
-        insights = insights_of(trace, tree)
-        del tree
+        read = read_of(trace, ids=True)
+        drawn = _draw(read[0], neuron, device_note, known)
+        insights = insights_of(trace, read)
+        del read
     else:
         insights = trace.insights() if timeline is trace.timeline() else analyze_timeline(timeline)
         drawn = _draw(timeline, neuron, device_note, known)

@@ -42,16 +42,18 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     return load_trace(path).timeline()
 
 
-def insights_of(trace: Trace, tree: Optional[tuple[Timeline, tuple[int, ...]]] = None) -> Union[Insights, RankInsights]:
+def insights_of(
+    trace: Trace, read: Optional[tuple[Timeline, list[_TreeReader]]] = None
+) -> Union[Insights, RankInsights]:
     """A trace's findings, made once and kept with it (what ``Trace.insights()`` returns).
 
     The events are read from the trace's tables straight into the engine's call tree
-    (``tree_of``). The findings are those of ``analyze_timeline(trace.timeline())``: the same
+    (``read_of``). The findings are those of ``analyze_timeline(trace.timeline())``: the same
     events, in the same order.
 
     Args:
         trace: The loaded trace.
-        tree: ``tree_of(trace, ...)`` when the caller has read it already (the report draws it first).
+        read: ``read_of(trace, ...)`` when the caller has read it already (the report draws it first).
     """
     from neuronprof.analysis.insights import _analyze
     from neuronprof.analysis.insights._ranks import rank_insights
@@ -59,23 +61,26 @@ def insights_of(trace: Trace, tree: Optional[tuple[Timeline, tuple[int, ...]]] =
     # A pure function of the record: made once, then kept with it (the record never changes).
     cached = trace.__dict__.get("_insights")
     if cached is None:
-        timeline, unlinked = tree or tree_of(trace)
+        timeline, readers = read or read_of(trace)
+        with collector_paused():
+            unlinked = [r.link(t.host, t.device) for r, t in zip(readers, timeline.ranks or (timeline,))]
         if timeline.ranks:
             found = [_analyze(t, n) for t, n in zip(timeline.ranks, unlinked)]
             cached = rank_insights(timeline, found)
         else:
             cached = _analyze(timeline, unlinked[0])
-        del timeline, tree
+        del timeline, readers, read
         trace.__dict__["_insights"] = cached
     return cast("Union[Insights, RankInsights]", cached)
 
 
-def tree_of(trace: Trace, ids: bool = False) -> tuple[Timeline, tuple[int, ...]]:
-    """A trace's timeline whose host events are the findings' ``_Node``s, in their call tree, device work linked.
+def read_of(trace: Trace, ids: bool = False) -> tuple[Timeline, list[_TreeReader]]:
+    """A trace's timeline whose host events are the findings' ``_Node``s, and the readers that read them.
 
-    Each rank's events are read by a reader of their own (ids repeat across ranks) and linked on
-    their own. Returns the timeline and, for it or for each of its ranks, how many device events
-    were left unlinked.
+    Each rank's events are read by a reader of their own (ids repeat across ranks): for the
+    timeline, or for each of its ranks, its reader's ``link`` nests them in their call tree and
+    attaches their device work (after the report has drawn them: a tree held while they are
+    drawn would raise the peak).
 
     Args:
         trace: The loaded trace.
@@ -88,12 +93,8 @@ def tree_of(trace: Trace, ids: bool = False) -> tuple[Timeline, tuple[int, ...]]
         (readers.get(rank) or readers.setdefault(rank, _TreeReader(ids=ids)))(fi, table, *into)
 
     timeline = _timeline(trace, read)
-    with collector_paused():
-        unlinked = tuple(
-            readers.get(t.rank if trace.ranks else None, _TreeReader()).link(t.host, t.device)
-            for t in timeline.ranks or (timeline,)
-        )
-    return timeline, unlinked
+    keys = [t.rank for t in timeline.ranks] if trace.ranks else [None]
+    return timeline, [readers.get(k, _TreeReader()) for k in keys]
 
 
 def timeline_of(trace: Trace) -> Timeline:
@@ -104,7 +105,7 @@ def timeline_of(trace: Trace) -> Timeline:
     XLA viewer's "Steps"/"XLA Modules" lanes) is the event table's rule, the one the
     sums follow. A live session's tables (no file) make a timeline whose source is
     ``"session"``. The host events come thread by thread, each thread's by start, the
-    longer first (the order of its call tree, ``tree_of``).
+    longer first (the order of its call tree, ``read_of``).
     """
     return _timeline(trace, _TreeReader(HostEvent))
 

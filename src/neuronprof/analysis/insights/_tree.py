@@ -86,7 +86,7 @@ class _Node:
 
     It holds the event's own fields, under [`HostEvent`][neuronprof.analysis.insights.HostEvent]'s
     names and in its order, so that a trace's events are read straight into the tree
-    (``tree_of``) without a ``HostEvent`` apiece: one object per event, not two, for a
+    (``read_of``) without a ``HostEvent`` apiece: one object per event, not two, for a
     trace of millions of events. Read-only to the rules.
     """
 
@@ -298,7 +298,7 @@ class _Profile:
     """The timeline, structured: steps, their top-level ops, device work per op."""
 
     def __init__(self, tl: Timeline, unlinked: Optional[int] = None) -> None:
-        """``unlinked``, when given: ``tl.host`` holds ``_Node``s in their tree already (a trace's, ``tree_of``),
+        """``unlinked``, when given: ``tl.host`` holds ``_Node``s in their tree already (a trace's, ``read_of``),
         their device work attached, and so many device events were left unlinked; else its events are read
         into the tree here, as a trace's are."""
         from neuronprof.analysis.insights._tree_reader import _TreeReader

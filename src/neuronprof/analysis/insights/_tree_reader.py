@@ -1,7 +1,7 @@
 """Events read into the findings' call tree on numpy columns: the one reader of a trace's event tables.
 
 It makes the public timeline's [`HostEvent`][neuronprof.analysis.insights.HostEvent]s
-(``timeline_of``) or the findings' call tree (``tree_of``): per thread, sorted and nested
+(``timeline_of``) or the findings' call tree (``read_of``): per thread, sorted and nested
 by numpy, the nodes made in the tree's order, and the device work linked from the table's
 own columns. A timeline made by hand or by a live session's feeder is read into the same
 tree the same way (``nodes_of``).
@@ -29,10 +29,10 @@ _SLICE = 1 << 13
 class _TreeReader:
     """A ``_timeline`` reader: it appends each table's device events, then its host events thread by thread.
 
-    Each thread's host events come by start, then longest first (ties as read). ``_Node``s
-    are nested as they come, each one the child of the innermost open node it starts and
-    ends within (``_parents``), on the thread's columns rather than event by event; ``link``
-    then attaches the device work, on the columns: the ids that link them are read there,
+    Each thread's host events come by start, then longest first (ties as read). ``link``
+    nests ``_Node``s, each one the child of the innermost open node it starts and ends
+    within (``_parents``), on the thread's columns rather than event by event, then
+    attaches the device work, on the columns: the ids that link them are read there,
     and kept on the events only when asked (the rules never read them), so that a large
     trace holds no int object apiece for them.
     """
@@ -43,7 +43,8 @@ class _TreeReader:
         self.cls, self.ids, self.tree = cls, ids or cls is not _Node, cls is _Node
         # Per thread: where its nodes start among this reader's, which of the timeline's events they are
         # (in the tree's order), the timeline's columns (the table's own, not copies), whether each
-        # node is a runtime call, an op or compiled region, and its parent's place among this reader's.
+        # node is a runtime call, an op or compiled region, and (once ``link`` has nested them) its parent's
+        # place among this reader's.
         self.threads: list[tuple[Any, ...]] = []
         self.count = 0  # the host events read so far (a rank's reader reads only its rank's tables)
         self.device: list[list[Any]] = [[], []]  # per timeline, its device events' correlation and External ids
@@ -117,14 +118,14 @@ class _TreeReader:
             host += nodes
             if self.tree:
                 op = np.array([w[0] == "op" or _is_region(w[4]) for w in whats], bool)[which]
-                self._place(nodes, starts, ends, (ops, t, d, c, x, runtime, op))
+                self.threads.append((self.count, ops.astype(np.int32), t, d, c, x, runtime, op))
             self.count += len(nodes)
 
     def nodes_of(self, host: Sequence[HostEvent], device: Sequence[DeviceEvent]) -> list[_Node]:
-        """A timeline's events (made by hand, or by a live session's feeder) as nodes in their tree, read as a table's.
+        """A timeline's events (made by hand, or by a live session's feeder) as nodes, read as a table's.
 
-        Returns the nodes, thread by thread in the order their threads first appear; ``link`` then attaches
-        ``device`` to them. An id is a non-negative int64, as a trace's are.
+        Returns the nodes, thread by thread in the order their threads first appear; ``link`` then nests
+        them and attaches ``device`` to them. An id is a non-negative int64, as a trace's are.
         """
         import numpy as np
 
@@ -141,25 +142,12 @@ class _TreeReader:
             mine = [_Node.of(events[i]) for i in rows.tolist()]
             runtime = np.array([n.category == "runtime" for n in mine], bool)
             op = np.array([n.category == "op" or _is_region(n.name) for n in mine], bool)
-            columns = (rows, t, end - t, ids(e.correlation for e in events), ids(e.ext_id for e in events))
-            self._place(mine, t[rows], end[rows], (*columns, runtime, op))
+            corr, ext = ids(e.correlation for e in events), ids(e.ext_id for e in events)
+            self.threads.append((self.count, rows.astype(np.int32), t, end - t, corr, ext, runtime, op))
             self.count += len(mine)
             nodes += mine
         _append(self.device, ids(d.correlation for d in device), ids(d.ext_id for d in device))
         return nodes
-
-    def _place(self, nodes: list[_Node], starts: Any, ends: Any, columns: tuple[Any, ...]) -> None:
-        """Nest one thread's nodes, sorted parents first, and keep its columns for ``link``.
-
-        ``columns``: which of the thread's events the nodes are, in order, the thread's starts, durations,
-        correlation and External ids, and whether each node is a runtime call, an op or compiled region.
-        """
-        import numpy as np
-
-        rows, *rest, runtime, op = columns
-        parent = _nest(nodes, starts, ends)
-        up = np.where(parent >= 0, parent + self.count, -1).astype(np.int32)
-        self.threads.append((self.count, rows.astype(np.int32), *rest, runtime, op, up))
 
     def _ids(self, ids: Any) -> Any:
         """The ids as each event keeps them (None for none), or None for every event when they are not kept."""
@@ -170,7 +158,10 @@ class _TreeReader:
         return kept.tolist()
 
     def link(self, host: Sequence[Any], device: Sequence[DeviceEvent]) -> int:
-        """Attach each device event to the op that launched it; return how many stayed unlinked.
+        """Nest the nodes read in their tree, then attach each device event to the op that launched it.
+
+        Returns how many device events stayed unlinked. Each node is the child of the innermost
+        open node of its thread it starts and ends within (``_parents``).
 
         The correlation id comes first: it ties the device event to the runtime call that
         launched it, and that call to its op (the op whose External id the call carries,
@@ -179,6 +170,10 @@ class _TreeReader:
         ``host`` and ``device``: the events this reader read, in the order it read them."""
         import numpy as np
 
+        for i, (first, rows, t, d, *columns) in enumerate(self.threads):
+            starts = t[rows]
+            parent = _nest(host[first : first + len(rows)], starts, starts + d[rows])
+            self.threads[i] = (first, rows, t, d, *columns, np.where(parent >= 0, parent + first, -1).astype(np.int32))
         if not device:
             return 0
         if not host:
@@ -311,7 +306,7 @@ def _column(whats: list[tuple[Any, ...]], field: int, which: Any) -> list[Any]:
     return values[which].tolist()
 
 
-def _nest(nodes: list[_Node], starts: Any, ends: Any) -> Any:
+def _nest(nodes: Sequence[_Node], starts: Any, ends: Any) -> Any:
     """Place one thread's nodes, sorted parents first, in their tree; return each one's parent."""
     import numpy as np
 
