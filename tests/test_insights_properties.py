@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,8 +21,10 @@ from neuronprof.analysis import load_trace
 from neuronprof.analysis.insights import analyze_timeline
 from neuronprof.analysis.insights._intervals import _clip, _LargestGaps, _Spans, _union
 from neuronprof.analysis.insights._step_rules import _EDGES, _Neighbours
-from neuronprof.analysis.insights._trace import timeline_of
-from neuronprof.analysis.insights._tree import _Node, _Step
+from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent
+from neuronprof.analysis.insights._trace import read_of
+from neuronprof.analysis.insights._tree import _is_region, _Node, _Step
+from neuronprof.analysis.insights._tree_reader import _TreeReader
 
 _spans = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 15)).map(lambda t: (t[0], t[0] + t[1])), max_size=25)
 
@@ -68,7 +70,7 @@ def test_the_ops_beside_a_gap_are_the_scans(ops: list[tuple[int, int]], gaps: li
     st_.top = top
     windows = [(s, s + d) for s, d in gaps]
     got = _Collected()
-    _Neighbours(st_).add_gaps(windows, "ProfilerStep#1", got)  # type: ignore[arg-type]
+    _Neighbours(st_).add_gaps(windows, "ProfilerStep#1", got)
     expected = []
     for lo, hi in windows:
         # The scan it replaces: the last-ending op before the gap, the first-starting one after (first on a tie).
@@ -166,13 +168,134 @@ def test_a_trace_read_into_the_tree_gives_its_timelines_findings_and_drawing(tmp
     path = write_trace(tmp_path / f"{seed}.json", _random_trace(seed))
     trace = load_trace(path)
     events = trace.timeline()  # one HostEvent per event: the public timeline
-    nodes = timeline_of(trace, _Node)  # one tree node per event: what the findings and the report read
-    assert [(n.name, n.start_ns, n.end_ns, n.thread, n.category) for n in nodes.host] == [
-        (e.name, e.start_ns, e.end_ns, e.thread, e.category) for e in events.host
+    nodes, _ = read_of(trace, ids=True)  # one tree node per event: what the findings and the report read
+    fields = ("name", "start_ns", "end_ns", "thread", "category", "ext_id", "correlation")
+    assert [[getattr(n, f) for f in fields] for n in nodes.host] == [
+        [getattr(e, f) for f in fields] for e in events.host
     ]
+    assert nodes.device == events.device
     assert trace.insights() == analyze_timeline(events)
-    assert analyze_timeline(nodes) == analyze_timeline(nodes)  # read twice: its tree is built afresh
     assert timeline_data(nodes) == timeline_data(events)
+
+
+_TANGLED = [
+    ("aten::add", "cpu_op"),
+    ("aten::mm", "cpu_op"),
+    ("Torch-Compiled Region: 0/1", "cpu_op"),
+    ("model.py(1): f", "python_function"),
+    ("range", "user_annotation"),
+    ("cudaLaunchKernel", "cuda_runtime"),
+    ("cudaDeviceSynchronize", "cuda_runtime"),
+]
+
+
+def _tangled_trace(seed: int) -> list[dict[str, Any]]:
+    """Spans that cross, touch, last no time or share a start, and ids repeated, missing or pointing nowhere."""
+    r = random.Random(seed)
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+    ]
+    for step in range(r.randint(0, 3)):
+        events.append(op(f"ProfilerStep#{step + 1}", 100 * step, r.randint(0, 300), cat="user_annotation"))
+    for _ in range(r.randint(0, 60)):
+        name, cat = r.choice(_TANGLED)
+        ids = {"External_id": r.randint(0, 12)} if r.random() < 0.7 else {}
+        if cat == "cuda_runtime" or r.random() < 0.2:
+            ids["correlation"] = r.randint(0, 12)
+        span = r.choice([0, 0, 1, 5, 20, 50, 200])
+        events.append(op(name, r.randint(0, 400), span, cat=cat, tid=r.choice([1, 2]), **ids))
+    for _ in range(r.randint(0, 30)):
+        ids = {"External_id": r.randint(0, 12)} if r.random() < 0.7 else {}
+        if r.random() < 0.8:
+            ids["correlation"] = r.randint(0, 12)
+        kernel, cat = r.choice(_DEVICE)
+        events.append(op(kernel, r.randint(0, 500), r.randint(0, 30), cat=cat, pid=0, tid=7, **ids))
+    r.shuffle(events)
+    return events
+
+
+def _reference_tree(host: tuple[HostEvent, ...], device: tuple[DeviceEvent, ...]) -> tuple[list[_Node], int]:
+    """The call tree built event by event, and how many device events stayed unlinked.
+
+    Per thread, by start then longest first, each node the child of the innermost open one it
+    starts and ends within; each piece of device work the op's whose External id its runtime
+    call carries (when that op holds the call), else the innermost op around the call, else the
+    op of its own External id. Children and work: a 1-tuple for one, a list from the second.
+    """
+    nodes: list[_Node] = []
+    by_thread: dict[str, list[_Node]] = {}
+    for ev in host:
+        by_thread.setdefault(ev.thread, []).append(_Node.of(ev))
+    for events in by_thread.values():
+        events.sort(key=lambda n: (n.start_ns, -n.end_ns))
+        stack: list[_Node] = []
+        for n in events:
+            while stack and (n.start_ns >= stack[-1].end_ns or n.end_ns > stack[-1].end_ns):
+                stack.pop()
+            if stack:
+                n.parent = stack[-1]
+                stack[-1].children = [*stack[-1].children, n] if stack[-1].children else (n,)
+            stack.append(n)
+        nodes += events
+    runtime_by_corr: dict[Optional[int], _Node] = {}
+    op_by_ext: dict[Optional[int], _Node] = {}
+    for n in nodes:
+        if n.category == "runtime" and n.correlation is not None:
+            runtime_by_corr.setdefault(n.correlation, n)
+        elif (n.category == "op" or _is_region(n.name)) and n.ext_id is not None:
+            op_by_ext.setdefault(n.ext_id, n)
+    unlinked = 0
+    for d in device:
+        target = None
+        rt = runtime_by_corr.get(d.correlation)
+        if rt is not None:
+            owner = op_by_ext.get(rt.ext_id)
+            if owner is not None and owner.start_ns <= rt.start_ns and rt.end_ns <= owner.end_ns:
+                target = owner
+            else:
+                target = rt.parent
+                while target is not None and target.category != "op" and not _is_region(target.name):
+                    target = target.parent
+        target = target or op_by_ext.get(d.ext_id)
+        if target is None:
+            unlinked += 1
+        else:
+            target.device = [*target.device, d] if target.device else (d,)
+    return nodes, unlinked
+
+
+def _shape(nodes: Any, unlinked: int) -> tuple[Any, ...]:
+    place = {id(n): i for i, n in enumerate(nodes)}
+    return unlinked, [
+        (
+            n.name,
+            n.start_ns,
+            n.end_ns,
+            n.thread,
+            n.category,
+            place[id(n.parent)] if n.parent is not None else None,
+            type(n.children),
+            [place[id(c)] for c in n.children],
+            type(n.device),
+            [(d.name, d.start_ns, d.end_ns) for d in n.device],
+        )
+        for n in nodes
+    ]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 2**32))
+def test_a_tree_built_as_it_is_read_is_the_tree_built_event_by_event(tmp_path: Path, seed: int) -> None:
+    path = write_trace(tmp_path / f"{seed}.json", _tangled_trace(seed))
+    trace = load_trace(path)
+    events = trace.timeline()
+    expected = _shape(*_reference_tree(events.host, events.device))
+    read, (reader,) = read_of(trace)
+    assert _shape(read.host, reader.link(read.host, read.device)) == expected
+    reader = _TreeReader()  # a timeline made by hand, or by a session's feeder
+    nodes = reader.nodes_of(events.host, events.device)
+    assert _shape(nodes, reader.link(nodes, events.device)) == expected
+    assert trace.insights() == analyze_timeline(events)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -192,7 +315,7 @@ def test_the_report_draws_the_shallowest_events_first_as_a_full_sort_does(
     from neuronprof.analysis.insights import HostEvent, Timeline
 
     monkeypatch.setattr(drawing, "MAX_TIMELINE_EVENTS", cap)
-    host = [HostEvent(f"e{i}", s, s + d, thread=t, category=c) for i, (t, s, d, c) in enumerate(spans)]  # type: ignore[arg-type]
+    host = [HostEvent(f"e{i}", s, s + d, thread=t, category=c) for i, (t, s, d, c) in enumerate(spans)]
     out = timeline_data(Timeline(tuple(host)))
     # The reference: every event's depth, all of them sorted by (depth, order), cut to the budget.
     placed = []

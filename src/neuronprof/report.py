@@ -372,8 +372,7 @@ def trace_report(
     ``same``, that ``baseline`` is the trace's own file or folder (said first in the two-run pane).
     """
     from neuronprof.analysis.insights import analyze_timeline
-    from neuronprof.analysis.insights._trace import insights_of, timeline_of
-    from neuronprof.analysis.insights._tree import _Node
+    from neuronprof.analysis.insights._trace import insights_of, read_of
 
     insights: Union[Insights, RankInsights]
     # A trace without neuronprof's settings names its backend from its events: "cpu" when it has no device work.
@@ -381,10 +380,10 @@ def trace_report(
     if timeline is None:
         # The trace's events read once, straight into the findings' tree nodes (a node has a host
         # event's fields): drawn first, then read by the findings, then let go before the page is made.
-        events = timeline_of(trace, _Node)
-        drawn = _draw(events, neuron, device_note, known)
-        insights = insights_of(trace, events)
-        del events
+        read = read_of(trace, ids=True)
+        drawn = _draw(read[0], neuron, device_note, known)
+        insights = insights_of(trace, read)
+        del read
     else:
         insights = trace.insights() if timeline is trace.timeline() else analyze_timeline(timeline)
         drawn = _draw(timeline, neuron, device_note, known)

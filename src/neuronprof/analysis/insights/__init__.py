@@ -24,7 +24,7 @@ never guessed.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from neuronprof.analysis._gc import collector_paused
 from neuronprof.analysis.insights import _compile_rules, _device_rules, _dominant_rules, _op_rules, _step_rules
@@ -110,8 +110,18 @@ def analyze(timeline: Timeline) -> Insights:
             f"this timeline holds {len(timeline.ranks)} ranks, whose steps ran side by side: read each rank on its "
             "own with analyze_ranks(timeline)"
         )
+    return _analyze(timeline)
+
+
+def _analyze(timeline: Timeline, unlinked: Optional[int] = None) -> Insights:
+    """``analyze`` of one rank's timeline.
+
+    ``unlinked``, when given: its host events are ``_Node``s in their tree already, their device work
+    attached, and so many device events stayed unlinked (a trace's events read straight into the tree,
+    ``insights_of``).
+    """
     with collector_paused():
-        p = _Profile(timeline)
+        p = _Profile(timeline, unlinked)
         try:
             notes = p.notes
             if not p.steps:

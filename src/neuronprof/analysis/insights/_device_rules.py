@@ -30,7 +30,9 @@ from neuronprof.analysis.insights._tally import (
     _Tally,
 )
 from neuronprof.analysis.insights._tree import (
+    _DEVICE,
     _MEMCPY,
+    _START,
     _SYNC_RUNTIME,
     COPY_OPS,
     ELEMENTWISE_OPS,
@@ -247,10 +249,10 @@ def _idle_and_bound(p: _Profile) -> list[Finding]:
     idle_ns: list[int] = []
     largest = _LargestGaps()
     owner: dict[tuple[int, int], str] = {}
-    for node in p.nodes:
+    for node in filter(_DEVICE, p.nodes):  # the nodes with device work (the filter skips the rest in C)
         for d in node.device:
             owner[(d.start_ns, d.end_ns)] = node.name
-    dev_sorted = sorted(p.tl.device, key=lambda d: d.start_ns)
+    dev_sorted = sorted(p.tl.device, key=_START)
     starts = [d.start_ns for d in dev_sorted]
     ends = [d.end_ns for d in dev_sorted]
     # Each device event's name in the gaps: the op that launched work of its span, else its own.

@@ -10,6 +10,9 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 
+_MANY = 4096
+"""From this many intervals, ``_Spans.covering`` merges them with numpy."""
+
 
 def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     """Sorted, disjoint intervals covering what ``intervals`` cover; touching ones are joined, empty ones kept."""
@@ -60,6 +63,32 @@ class _Spans:
     def __init__(self, spans: list[tuple[int, int]]) -> None:
         self.starts = [s for s, _ in spans]
         self.ends = [e for _, e in spans]  # sorted too: the intervals are disjoint
+
+    @classmethod
+    def covering(cls, starts: Sequence[int], ends: Sequence[int]) -> _Spans:
+        """``_Spans(_union(zip(starts, ends)))``, merged by numpy when there are many (a trace's kernels).
+
+        Sorted by start, then end: an interval opens a new span where it starts after every
+        earlier one has ended (touching ones are joined, as ``_union`` joins them).
+        """
+        if len(starts) < _MANY:
+            return cls(_union(zip(starts, ends)))
+        import numpy as np
+
+        try:
+            s, e = np.array(starts, np.int64), np.array(ends, np.int64)
+        except OverflowError:  # times beyond int64: merged as Python ints
+            return cls(_union(zip(starts, ends)))
+        order = np.lexsort((e, s))
+        s, e = s[order], e[order]
+        reach = np.maximum.accumulate(e)
+        opens = np.flatnonzero(s[1:] > reach[:-1]) + 1
+        # Where each running end was reached: a span's end is that interval's (the given int, not a copy).
+        reached = np.maximum.accumulate(np.where(e == reach, np.arange(len(e)), 0))
+        spans = cls([])
+        spans.starts = [starts[i] for i in order[np.concatenate(([0], opens))].tolist()]
+        spans.ends = [ends[i] for i in order[reached[np.append(opens - 1, len(s) - 1)]].tolist()]
+        return spans
 
     def __bool__(self) -> bool:
         return bool(self.starts)

@@ -173,7 +173,8 @@ def _chains(p: _Profile) -> list[Finding]:
 
     for tally.step, step in enumerate(p.steps):
         tops = step.top
-        link = [t.name in ELEMENTWISE_OPS and not _in_optimizer(t) for t in tops]
+        # (an op the step calls itself is in no optimizer: the walk up is for those under a frame or range)
+        link = [t.name in ELEMENTWISE_OPS and (t.parent is step.node or not _in_optimizer(t)) for t in tops]
         i = 0
         while i < len(tops):
             if not link[i]:

@@ -235,12 +235,16 @@ def analyze_ranks(timeline: Timeline) -> RankInsights:
 
     if not isinstance(timeline, Timeline):
         raise TypeError(f"analyze_ranks() takes a Timeline, got {type(timeline).__name__}")
+    return rank_insights(timeline, [analyze(t) for t in timeline.ranks or (timeline,)])
+
+
+def rank_insights(timeline: Timeline, found: list[Insights]) -> RankInsights:
+    """``analyze_ranks`` of a timeline whose ranks' findings ``found`` are made already (one per rank, in order)."""
     per_rank = timeline.ranks or (timeline,)
     figures = [rank_figures(t) for t in per_rank]
     compute = tuple(c for c, _ in figures)
     own = {n for t in per_rank for n in t.notes}
     straggler = vocab.straggler(compute)
-    found = [analyze(t) for t in per_rank]
     if straggler is not None:
         found[straggler] = _as_straggler(found[straggler])
     return RankInsights(

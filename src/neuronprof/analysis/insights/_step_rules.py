@@ -30,8 +30,10 @@ from neuronprof.analysis.insights._tally import (
     _Tally,
 )
 from neuronprof.analysis.insights._tree import (
+    _CATEGORY,
     _DATALOADER,
     _KINDS,
+    _NAME,
     WHOLE_RECORDING,
     _NameMemo,
     _Node,
@@ -112,13 +114,17 @@ class _StepTime:
 
     def __init__(self, p: _Profile) -> None:
         self.collective = is_collective = _collectives()
+        # Most profiles hold no collective: each distinct (name, category) and kernel name is asked once.
+        self.any_collective = any(is_collective[key] for key in set(zip(map(_NAME, p.nodes), map(_CATEGORY, p.nodes))))
         collectives: defaultdict[str, Spans] = defaultdict(list)
-        for n in p.nodes:
+        for n in p.nodes if self.any_collective else ():
             if is_collective[n.name, n.category]:
                 collectives[_recording(n)].append((n.start_ns, n.end_ns))
         self._host_collectives = {k: _Spans(_union(v)) for k, v in collectives.items()}
-        kernel = _NameMemo(_collective_kernel)
-        self._device_collectives = _Spans(_union((d.start_ns, d.end_ns) for d in p.tl.device if kernel[d.name]))
+        self.kernel = kernel = _NameMemo(_collective_kernel)
+        self.any_kernel = any(kernel[name] for name in set(map(_NAME, p.tl.device)))
+        kernels = p.tl.device if self.any_kernel else ()
+        self._device_collectives = _Spans(_union((d.start_ns, d.end_ns) for d in kernels if kernel[d.name]))
         # Without collective kernels, the device computes whenever it is busy: the profile's own union.
         self._device_compute = (
             _Spans(_union((d.start_ns, d.end_ns) for d in p.tl.device if not kernel[d.name]))
@@ -129,8 +135,8 @@ class _StepTime:
 
     def ops(self, st: _Step) -> Spans:
         """The spans of the step's top-level ops, less the collectives."""
-        is_collective = self.collective
-        return [(t.start_ns, t.end_ns) for t in st.top if not is_collective[t.name, t.category]]
+        is_collective, some = self.collective, self.any_collective
+        return [(t.start_ns, t.end_ns) for t in st.top if not (some and is_collective[t.name, t.category])]
 
     def communication(self, st: _Step, ops: Spans) -> tuple[Spans, Spans, Spans]:
         """(all collective time, the part with no compute beside it, host waits) in the step, as spans.
@@ -181,12 +187,13 @@ class _Neighbours:
 
     def __init__(self, st: _Step) -> None:
         top = st.top
-        # By end, ties in reverse order of the step (the last of equal ends is the first in the step)...
-        self._by_end = sorted(range(len(top)), key=lambda i: (top[i].end_ns, -i))
-        self._ends = [top[i].end_ns for i in self._by_end]
+        ends, starts = [t.end_ns for t in top], [t.start_ns for t in top]
+        # By end, ties in reverse order of the step (a stable sort of the positions, last first)...
+        self._by_end = sorted(range(len(top) - 1, -1, -1), key=ends.__getitem__)
+        self._ends = [ends[i] for i in self._by_end]
         # ...and by start, ties in the step's order.
-        self._by_start = sorted(range(len(top)), key=lambda i: (top[i].start_ns, i))
-        self._starts = [top[i].start_ns for i in self._by_start]
+        self._by_start = sorted(range(len(top)), key=starts.__getitem__)
+        self._starts = [starts[i] for i in self._by_start]
         self._top = top
 
     def add_gaps(self, gaps: Spans, where: str, largest: _LargestGaps) -> None:
@@ -241,11 +248,11 @@ def _step_time(p: _Profile) -> list[Finding]:
         if host_gaps:
             _Neighbours(st).add_gaps(host_gaps, st.node.name, largest)
     is_collective = times.collective
-    for n in p.nodes:
+    for n in p.nodes if times.any_collective else ():
         if is_collective[n.name, n.category] and n.category != "op":  # the spans and kernels, not the ops
             names[n.name] += 1
-    kernel = _NameMemo(_collective_kernel)
-    for d in p.tl.device:
+    kernel = times.kernel
+    for d in p.tl.device if times.any_kernel else ():
         if kernel[d.name]:
             names[d.name] += 1
     findings = []

@@ -7,14 +7,11 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
-from neuronprof import _vocabulary as vocab
 from neuronprof.analysis._gc import collector_paused
-from neuronprof.analysis.insights._timeline import DeviceEvent, HostCategory, HostEvent, Timeline
-from neuronprof.analysis.insights._tree import _MEMCPY, _Node
+from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
+from neuronprof.analysis.insights._tree_reader import _TreeReader
 from neuronprof.analysis.trace._rules import (
-    _decode_input,
     _device_label,
-    _flat_shapes,
     _rank_of,
     process_evidence,
     process_roles,
@@ -45,41 +42,78 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     return load_trace(path).timeline()
 
 
-def insights_of(trace: Trace, events: Optional[Timeline] = None) -> Union[Insights, RankInsights]:
+def insights_of(
+    trace: Trace, read: Optional[tuple[Timeline, list[_TreeReader]]] = None
+) -> Union[Insights, RankInsights]:
     """A trace's findings, made once and kept with it (what ``Trace.insights()`` returns).
 
     The events are read from the trace's tables straight into the engine's call tree
-    (``timeline_of(trace, _Node)``): no [`HostEvent`][neuronprof.analysis.insights.HostEvent]
-    is made, which halves the objects (and much of the time and memory) on a large trace.
-    The findings are those of ``analyze_timeline(trace.timeline())``: the same events, in
-    the same order.
+    (``read_of``). The findings are those of ``analyze_timeline(trace.timeline())``: the same
+    events, in the same order.
 
     Args:
         trace: The loaded trace.
-        events: ``timeline_of(trace, _Node)`` when the caller has made it already (the
-            report draws it); its tree is rebuilt by the engine.
+        read: ``read_of(trace, ...)`` when the caller has read it already (the report draws it first).
     """
-    from neuronprof.analysis.insights import analyze_timeline
+    from neuronprof.analysis.insights import _analyze
+    from neuronprof.analysis.insights._ranks import rank_insights
 
     # A pure function of the record: made once, then kept with it (the record never changes).
     cached = trace.__dict__.get("_insights")
     if cached is None:
-        cached = trace.__dict__["_insights"] = analyze_timeline(events or timeline_of(trace, _Node))
+        timeline, readers = read or read_of(trace)
+        with collector_paused():
+            unlinked = [r.link(t.host, t.device) for r, t in zip(readers, timeline.ranks or (timeline,))]
+        if timeline.ranks:
+            found = [_analyze(t, n) for t, n in zip(timeline.ranks, unlinked)]
+            cached = rank_insights(timeline, found)
+        else:
+            cached = _analyze(timeline, unlinked[0])
+        del timeline, readers, read
+        trace.__dict__["_insights"] = cached
     return cast("Union[Insights, RankInsights]", cached)
 
 
-def timeline_of(trace: Trace, host_event: Callable[..., Any] = HostEvent) -> Timeline:
+def read_of(trace: Trace, ids: bool = False) -> tuple[Timeline, list[_TreeReader]]:
+    """A trace's timeline whose host events are the findings' ``_Node``s, and the readers that read them.
+
+    Each rank's events are read by a reader of their own (ids repeat across ranks): for the
+    timeline, or for each of its ranks, its reader's ``link`` nests them in their call tree and
+    attaches their device work (after the report has drawn them: a tree held while they are
+    drawn would raise the peak).
+
+    Args:
+        trace: The loaded trace.
+        ids: Whether the events keep their External and correlation ids (the report's panes read them).
+    """
+    readers: dict[Optional[int], _TreeReader] = {}
+
+    def read(fi: int, table: EventTable, *into: Any) -> None:
+        rank = _rank_of(table.source, table.metadata) if trace.ranks else None
+        (readers.get(rank) or readers.setdefault(rank, _TreeReader(ids=ids)))(fi, table, *into)
+
+    timeline = _timeline(trace, read)
+    keys = [t.rank for t in timeline.ranks] if trace.ranks else [None]
+    return timeline, [readers.get(k, _TreeReader()) for k in keys]
+
+
+def timeline_of(trace: Trace) -> Timeline:
     """The findings engine's input from a trace's event tables (a pure function of them).
 
     What an event is (device work, a step, an op, a runtime call) and which processes
     and lanes are left out (derived views such as torch_npu's "Overlap Analysis", the
     XLA viewer's "Steps"/"XLA Modules" lanes) is the event table's rule, the one the
     sums follow. A live session's tables (no file) make a timeline whose source is
-    ``"session"``.
-
-    ``host_event`` makes each host event from ``HostEvent``'s fields, in its order; the
-    engine's own ``_Node`` reads them straight into its call tree (``insights_of``).
+    ``"session"``. The host events come thread by thread, each thread's by start, the
+    longer first (the order of its call tree, ``read_of``).
     """
+    return _timeline(trace, _TreeReader(HostEvent))
+
+
+def _timeline(
+    trace: Trace, read: Callable[[int, EventTable, list[Any], list[DeviceEvent], set[str]], None]
+) -> Timeline:
+    """``timeline_of``, each table's events appended by ``read(fi, table, host, device, evidence)``."""
     host: list[Any] = []
     device: list[DeviceEvent] = []
     backend, label = "cpu", None
@@ -91,7 +125,7 @@ def timeline_of(trace: Trace, host_event: Callable[..., Any] = HostEvent) -> Tim
     for fi, table in enumerate(trace.event_tables):
         first = (len(host), len(device))
         with collector_paused():
-            _read_events(fi, table, host, device, evidence, host_event)
+            read(fi, table, host, device, evidence)
         meta = table.metadata.get("neuronprof")
         if isinstance(meta, dict) and isinstance(meta.get("backend"), str):
             backend = meta["backend"]
@@ -145,80 +179,3 @@ def timeline_of(trace: Trace, host_event: Callable[..., Any] = HostEvent) -> Tim
             )
         )
     return dataclasses.replace(merged, ranks=tuple(per_rank))
-
-
-def _read_events(
-    fi: int,
-    table: EventTable,
-    host: list[Any],
-    device: list[DeviceEvent],
-    evidence: set[str],
-    host_event: Callable[..., Any] = HostEvent,
-) -> None:
-    """Append one table's events to the timeline's host and device events."""
-    keys = table.keys
-    raw_names = keys.raw_names
-    # Per key, what the timeline calls it: (host category or None for device work, device
-    # category, input shapes, input dtypes, name); decided once per key and timeline role.
-    seen: dict[bool, dict[int, tuple[Any, ...]]] = {False: {}, True: {}}
-    add_host, add_device = host.append, device.append
-    for (pid, tid), th, device_process in table.timelines():
-        thread = f"{fi}:{pid}:{tid}"
-        known = seen[device_process]
-        for t, d, k, c, x in zip(th.ts, th.dur, th.kid, th.corr, th.ext):
-            what = known.get(k)
-            if what is None:
-                what = known[k] = (*_what(keys, k, device_process, evidence), raw_names[k])
-            hcat, dcat, shapes, dtypes, name = what
-            if hcat is None:
-                if dcat is not None:
-                    add_device(DeviceEvent(name, t, t + d, dcat, x if x >= 0 else None, c if c >= 0 else None))
-                continue
-            add_host(
-                host_event(
-                    name,
-                    t,
-                    t + d,
-                    thread,
-                    hcat,
-                    x if x >= 0 else None,
-                    c if c >= 0 and hcat == "runtime" else None,
-                    shapes,
-                    dtypes,
-                )
-            )
-
-
-def _what(keys: Any, k: int, device_process: bool, evidence: set[str]) -> tuple[Any, ...]:
-    """How the timeline reads the events of key ``k``: ``(host category, device category, shapes, dtypes)``."""
-    name, cat, dims, types, _concrete = keys.keys[k]
-    cat = cat if isinstance(cat, str) else ""
-    kind = keys.kind[k]
-    if kind == vocab.K_STEP and device_process:
-        return (None, None, None, None)  # the device-side copy of a step annotation (as the table reader)
-    if kind == vocab.K_RUNTIME:
-        evidence.add(f"{cat}\n{name}")
-    if vocab.on_device(kind, device_process):
-        evidence.add(cat)
-        dcat = vocab.DEVICE_CATEGORY.get(cat.lower()) or ("memcpy" if _MEMCPY.search(name) else "kernel")
-        return (None, dcat, None, None)
-    hcat: HostCategory
-    if kind == vocab.K_STEP:
-        hcat = "step"
-    elif kind == vocab.K_OP:
-        hcat = "op"
-    elif kind == vocab.K_PY:
-        hcat = "python"
-    elif kind == vocab.K_RUNTIME:
-        hcat = "runtime"
-    elif cat.lower() == "user_annotation":
-        hcat = "annotation"
-    else:
-        hcat = "other"
-    decoded_types = _decode_input(types)
-    return (
-        hcat,
-        None,
-        _flat_shapes(_decode_input(dims)),
-        tuple(str(t) for t in decoded_types) if isinstance(decoded_types, tuple) else None,
-    )

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
-from itertools import groupby
-from operator import attrgetter
-from typing import Any, Optional, Union
+from itertools import repeat
+from operator import attrgetter, is_not
+from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._intervals import _covered, _Spans, _union
@@ -86,8 +86,8 @@ class _Node:
 
     It holds the event's own fields, under [`HostEvent`][neuronprof.analysis.insights.HostEvent]'s
     names and in its order, so that a trace's events are read straight into the tree
-    (``timeline_of(trace, _Node)``) without a ``HostEvent`` apiece: one object per event,
-    not two, for a trace of millions of events. Read-only to the rules.
+    (``read_of``) without a ``HostEvent`` apiece: one object per event, not two, for a
+    trace of millions of events. Read-only to the rules.
     """
 
     children: Sequence[_Node]
@@ -129,7 +129,9 @@ class _Node:
         self.correlation = correlation
         self.input_shapes = input_shapes
         self.input_dtypes = input_dtypes
-        # Its place in the tree (children, parent, device) is set by _build_tree, which every node goes through.
+        # A root, with nothing under it, until the reader places it in its tree (``_TreeReader``).
+        self.parent = None
+        self.children = self.device = _NONE
 
     @classmethod
     def of(cls, ev: HostEvent) -> _Node:
@@ -255,52 +257,8 @@ def _top_level_read(key: tuple[str, str]) -> tuple[bool, bool]:
     return False, category in ("python", "annotation", "other") and not _DATALOADER.search(name)
 
 
-_START, _END, _THREAD = attrgetter("start_ns"), attrgetter("end_ns"), attrgetter("thread")
-
-
-def _build_tree(host: Sequence[Union[HostEvent, _Node]]) -> list[_Node]:
-    """Rebuild the nesting per thread (parents first: by start, then longest first).
-
-    A timeline's events become nodes; nodes read straight from a trace (``timeline_of(trace,
-    _Node)``) are used as they are, their place in a tree built afresh.
-    """
-    if not all(type(ev) is _Node for ev in host):
-        host = [ev if isinstance(ev, _Node) else _Node.of(ev) for ev in host]
-    by_thread: dict[str, list[_Node]] = {}
-    for thread, run in groupby(host, _THREAD):  # a trace's events come thread by thread
-        if thread in by_thread:
-            by_thread[thread] += run  # type: ignore[arg-type]
-        else:
-            by_thread[thread] = list(run)  # type: ignore[arg-type]
-    nodes: list[_Node] = []
-    for events in by_thread.values():
-        # By start, then longest first (equal starts: the later end first); both sorts are stable.
-        events.sort(key=_END, reverse=True)
-        events.sort(key=_START)
-        stack: list[_Node] = []
-        ends: list[int] = []  # the stack's ends
-        for node in events:
-            start, end = node.start_ns, node.end_ns
-            while ends and (start >= ends[-1] or end > ends[-1]):
-                ends.pop()
-                stack.pop()
-            node.children = node.device = _NONE
-            if stack:
-                parent = node.parent = stack[-1]
-                # A 1-tuple for an only child (most nodes with children have one or two), a list from the second.
-                children = parent.children
-                if not children:
-                    parent.children = (node,)
-                elif type(children) is tuple:
-                    parent.children = [*children, node]
-                else:
-                    children.append(node)  # type: ignore[attr-defined]
-            else:
-                node.parent = None
-            stack.append(node)
-            ends.append(end)
-        nodes += events
-    return nodes
+_START, _END, _DEVICE = attrgetter("start_ns"), attrgetter("end_ns"), attrgetter("device")
+_SHAPES, _NAME, _CATEGORY = attrgetter("input_shapes"), attrgetter("name"), attrgetter("category")
 
 
 def _fold_redispatches(nodes: list[_Node]) -> list[_Node]:
@@ -336,57 +294,23 @@ def _kind(node: _Node) -> int:
     return _KINDS.get(node.category, vocab.K_OTHER)
 
 
-def _link_device(nodes: Sequence[_Node], device: Sequence[DeviceEvent]) -> int:
-    """Attach each device event to the op that launched it; return how many stayed unlinked.
-
-    The correlation id comes first: it ties the device event to the runtime call that
-    launched it, and that call to its op (the op whose External id the call carries,
-    else the innermost op around the call). The External id is the fallback.
-    """
-    runtime_by_corr: dict[int, _Node] = {}
-    op_by_ext: dict[int, _Node] = {}
-    for n in nodes:
-        category = n.category
-        if category == "runtime" and n.correlation is not None:
-            runtime_by_corr.setdefault(n.correlation, n)
-        elif (category == "op" or _is_region(n.name)) and n.ext_id is not None:
-            op_by_ext.setdefault(n.ext_id, n)
-    unlinked = 0
-    for d in device:
-        target: Optional[_Node] = None
-        rt = runtime_by_corr.get(d.correlation) if d.correlation is not None else None
-        if rt is not None:
-            owner = op_by_ext.get(rt.ext_id) if rt.ext_id is not None else None
-            if owner is not None and owner.start_ns <= rt.start_ns and rt.end_ns <= owner.end_ns:
-                target = owner
-            else:
-                target = rt.parent
-                while target is not None and target.category != "op" and not _is_region(target.name):
-                    target = target.parent
-        if target is None and d.ext_id is not None:
-            target = op_by_ext.get(d.ext_id)
-        if target is None:
-            unlinked += 1
-            continue
-        # As a node's children: a 1-tuple for an op's one kernel (the most common), a list from the second.
-        work = target.device
-        if not work:
-            target.device = (d,)
-        elif type(work) is tuple:
-            target.device = [*work, d]
-        else:
-            work.append(d)  # type: ignore[attr-defined]
-    return unlinked
-
-
 class _Profile:
     """The timeline, structured: steps, their top-level ops, device work per op."""
 
-    def __init__(self, tl: Timeline) -> None:
+    def __init__(self, tl: Timeline, unlinked: Optional[int] = None) -> None:
+        """``unlinked``, when given: ``tl.host`` holds ``_Node``s in their tree already (a trace's, ``read_of``),
+        their device work attached, and so many device events were left unlinked; else its events are read
+        into the tree here, as a trace's are."""
+        from neuronprof.analysis.insights._tree_reader import _TreeReader
+
         self.tl = tl
         self.notes: list[str] = list(tl.notes)
-        self.nodes = _build_tree(tl.host)
-        self.unlinked = _link_device(self.nodes, tl.device) if tl.device else 0
+        if unlinked is None:
+            reader = _TreeReader()
+            self.nodes = reader.nodes_of(tl.host, tl.device)
+            self.unlinked = reader.link(self.nodes, tl.device)
+        else:
+            self.nodes, self.unlinked = list(tl.host), unlinked  # type: ignore[arg-type]
         self.nodes = _fold_redispatches(self.nodes)
         self.steps: list[_Step] = []
         reads = _NameMemo(_top_level_read)
@@ -411,12 +335,13 @@ class _Profile:
         # step before the device catches up when nothing synchronises).
         for s in self.steps:
             s.nodes = _preorder(s.node)  # walked once here; every rule reads the list
-            s.end = max([s.end, *(d.end_ns for m in s.nodes if m.device for d in m.device)])
-        self.busy = _Spans(_union((d.start_ns, d.end_ns) for d in tl.device))  # the device's busy time
+            s.end = max([s.end, *(d.end_ns for m in filter(_DEVICE, s.nodes) for d in m.device)])
+        self.busy = _Spans.covering(list(map(_START, tl.device)), list(map(_END, tl.device)))  # the device's busy time
         self.has_device_time = bool(self.busy)
         self.has_device = tl.device_label is not None or self.has_device_time
         # Shapes seen on any event are proof enough; otherwise what the feeder was told, if anything.
-        self.record_shapes = True if any(ev.input_shapes is not None for ev in tl.host) else tl.record_shapes
+        shapes = map(is_not, map(_SHAPES, tl.host), repeat(None))
+        self.record_shapes = True if any(shapes) else tl.record_shapes
         self.n = len(self.steps)
         self.mean_step_ns = sum(self.step_ns(s) for s in self.steps) / self.n if self.n else 0.0
         # Filled by the rules that measure them (see RULE_MODULES): the copies a host_device_copy
