@@ -31,15 +31,20 @@ def _loop(s: neuronprof.Session) -> None:
 
 @pytest.fixture
 def conversions(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
-    """How many times each cycle's kineto events were converted (keyed by cycle index)."""
+    """How many times each cycle's events were converted, from kineto's save or its event list (keyed by profile)."""
     counts: Counter[int] = Counter()
-    original = _kineto._feed
+    feed, read_save = _kineto._feed, _kineto._read_save
 
-    def counting(agg: Any, profile: Any) -> None:
+    def counting_feed(agg: Any, profile: Any) -> None:
         counts[id(profile)] += 1
-        original(agg, profile)
+        feed(agg, profile)
 
-    monkeypatch.setattr(_kineto, "_feed", counting)
+    def counting_save(cycle: Any, *args: Any) -> Any:
+        counts[id(cycle.profile)] += 1
+        return read_save(cycle, *args)
+
+    monkeypatch.setattr(_kineto, "_feed", counting_feed)
+    monkeypatch.setattr(_kineto, "_read_save", counting_save)
     return counts
 
 
