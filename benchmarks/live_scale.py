@@ -8,24 +8,21 @@ medians of the CPU time (user + system, this process) are printed side by side:
 * the end of the block: raw ``torch.profiler.profile`` leaving its ``with`` block (kineto
   stops and post-processes), against ``neuronprof.session`` leaving its ``with`` block
   (the cycle's end, then the session's: kineto's stop and whatever the session adds).
-  The session writes no file there: kineto's save is taken only by the first read-out
-  or export that needs it;
+  The session writes no file there: kineto's save is taken only by the first export
+  that needs it, so nothing is timed for it here (benchmarks/export.py times that save);
 * the table: the reference is one pass over kineto's own event list
   (``prof.profiler.kineto_results.events()``) reading what a table needs of each event
   (name, activity type, start, duration, thread, correlation ids, recorded shapes),
   summed per name, plus sorting the events by thread and start (what the nesting walk
-  needs) and the rows by time; against neuronprof's ``s.table()``, the first read-out,
-  which pays for reading the cycle: kineto's own save of it (written once into the
-  session's cache, which every later export copies) read by the trace reader, then
-  nested, summed, sorted. With ``--with-flops`` both sides record FLOP counts, which
-  kineto's save does not hold: the session then reads kineto's event list instead (one
-  pass, as the reference). The profile's own ``key_averages().table()`` is not timed, it
-  is far slower.
+  needs) and the rows by time; against neuronprof's ``s.table()`` (kineto's events read
+  into the session's event table, nested, summed, sorted: the first read-out of a
+  session pays for that read; the profile's own ``key_averages().table()`` is not
+  timed, it is far slower).
 
 Targets: table / reference pass <= 1.0; end of block / torch's stop <= 1.0 (the session
 takes no save of its own there).
 
-    python benchmarks/live_scale.py [--ops 200000] [--rounds 3] [--with-flops]
+    python benchmarks/live_scale.py [--ops 200000] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -40,7 +37,7 @@ CHILD = textwrap.dedent(
     """
     import json, sys, time
     import torch
-    side, ops, flops = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "flops"
+    side, ops = sys.argv[1], int(sys.argv[2])
     torch.set_num_threads(1)
     x = torch.ones(2)
     clock = time.process_time
@@ -52,7 +49,7 @@ CHILD = textwrap.dedent(
     if side == "torch":
         from torch.profiler import ProfilerActivity, profile
 
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=flops) as prof:
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
             work()
             before = clock()
         stop = clock() - before
@@ -63,8 +60,6 @@ CHILD = textwrap.dedent(
             name = e.name()
             e.activity_type()
             e.shapes()
-            if flops:
-                e.flops()
             dur = e.duration_ns()
             spans.append((e.start_thread_id(), e.start_ns(), dur, e.correlation_id(), e.linked_correlation_id()))
             row = sums.get(name)
@@ -82,9 +77,7 @@ CHILD = textwrap.dedent(
     else:
         import neuronprof
 
-        with neuronprof.session(
-            backend="cpu", wait=0, warmup=0, active=1, record_shapes=True, with_flops=flops
-        ) as s:
+        with neuronprof.session(backend="cpu", wait=0, warmup=0, active=1, record_shapes=True) as s:
             for _ in s.steps():
                 work()
                 before = clock()
@@ -92,9 +85,6 @@ CHILD = textwrap.dedent(
         start = clock()
         table = s.table()
         result = {"stop": stop, "table": clock() - start, "events": s.trace().events}
-    import resource
-
-    result["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     print("RESULT" + json.dumps(result))
     """
 )
@@ -104,13 +94,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=200_000, help="ops in the recorded step (default 200000)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds, medians taken (default 3)")
-    parser.add_argument("--with-flops", action="store_true", help="record FLOP counts on both sides")
     args = parser.parse_args()
-    flops = "flops" if args.with_flops else "no-flops"
     runs: dict[str, list[dict[str, float]]] = {"torch": [], "neuronprof": []}
     for _ in range(args.rounds):
         for side in runs:
-            runs[side].append(run_child(CHILD, side, str(args.ops), flops, prefix="neuronprof-live-"))
+            runs[side].append(run_child(CHILD, side, str(args.ops), prefix="neuronprof-live-"))
 
     def med(side: str, key: str) -> float:
         return statistics.median(r[key] for r in runs[side])
@@ -125,8 +113,6 @@ def main() -> None:
         t, n = med("torch", key), med("neuronprof", key)
         ratio = n / t if t > 0 else float("inf")
         print(f"{label:32s} {t:10.2f} {n:11.2f} {ratio:6.2f}x <= 1.0 {'PASS' if ratio <= 1.0 else 'MISS'}")
-    t, n = med("torch", "rss_mb"), med("neuronprof", "rss_mb")
-    print(f"{'peak RSS, MB':32s} {t:10.0f} {n:11.0f} {n / t:6.2f}x")
 
 
 if __name__ == "__main__":

@@ -31,20 +31,15 @@ def _loop(s: neuronprof.Session) -> None:
 
 @pytest.fixture
 def conversions(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
-    """How many times each cycle's events were converted, from kineto's save or its event list (keyed by profile)."""
+    """How many times each cycle's kineto events were converted (keyed by cycle index)."""
     counts: Counter[int] = Counter()
-    feed, read_save = _kineto._feed, _kineto._read_save
+    original = _kineto._feed
 
-    def counting_feed(agg: Any, profile: Any) -> None:
+    def counting(agg: Any, profile: Any) -> None:
         counts[id(profile)] += 1
-        feed(agg, profile)
+        original(agg, profile)
 
-    def counting_save(cycle: Any, *args: Any) -> Any:
-        counts[id(cycle.profile)] += 1
-        return read_save(cycle, *args)
-
-    monkeypatch.setattr(_kineto, "_feed", counting_feed)
-    monkeypatch.setattr(_kineto, "_read_save", counting_save)
+    monkeypatch.setattr(_kineto, "_feed", counting)
     return counts
 
 

@@ -25,15 +25,7 @@ if TYPE_CHECKING:
     from neuronprof._kineto import Cycle
     from neuronprof.analysis.trace import EventTable
 
-__all__ = [
-    "cache_intact",
-    "escape_names",
-    "route_torch_export",
-    "save_native_trace",
-    "take_save",
-    "write_chrome_trace",
-    "write_stacks",
-]
+__all__ = ["escape_names", "route_torch_export", "save_native_trace", "take_save", "write_chrome_trace", "write_stacks"]
 
 
 def take_save(cycle: Cycle) -> None:
@@ -47,10 +39,9 @@ def save_native_trace(cycle: Cycle, dest: Path) -> bool:
     """Save the cycle with kineto's own writer (C++, streaming) into ``dest``, once.
 
     kineto's save works once per cycle ("Trace is already saved" afterwards), so
-    the session takes it into a private cache, the first time an export or a
-    read-out needs it (the session reads a cycle's events from it, unless they
-    hold FLOP counts; or when the cycle ends, before a backend exporter that may
-    consume it), and copies the cache for every export. The cycle's own ``export_chrome_trace``
+    the session takes it into a private cache, the first time an export needs
+    it (or when the cycle ends, before a backend exporter that may consume it),
+    and copies the cache for every export. The cycle's own ``export_chrome_trace``
     (what ``s.profiler.export_chrome_trace`` and backend exporters call) copies
     the cache too (``route_torch_export``), so torch's API keeps working.
 
@@ -176,7 +167,7 @@ def route_torch_export(cycle: Cycle) -> None:
         plain_copy = not (use_python_export or rewrites)
         if plain_copy and kept is not None:
             take_save(kept)
-        if plain_copy and kept is not None and kept.cache is not None and cache_intact(kept, kept.cache):
+        if plain_copy and kept is not None and kept.cache is not None and _cache_intact(kept, kept.cache):
             copy_trace(kept.cache, Path(path))
             return
         if use_python_export or more:
@@ -221,7 +212,7 @@ def _stamp(path: Path) -> tuple[int, ...]:
     return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
-def cache_intact(cycle: Cycle, cache: Path) -> bool:
+def _cache_intact(cycle: Cycle, cache: Path) -> bool:
     """True while the cache is the file kineto wrote; else it is dropped (with a warning)."""
     try:
         intact = _stamp(cache) == cycle.cache_stamp
@@ -246,10 +237,10 @@ def _export_cache(cycle: Cycle, cache: Path, dest: Path) -> bool:
     The cache is checked against its stamp before and after the copy, so a cache
     changed by anything else is never exported as if it were kineto's save.
     """
-    if not cache_intact(cycle, cache):
+    if not _cache_intact(cycle, cache):
         return False
     clone_or_copy(cache, dest)
-    if not cache_intact(cycle, cache):
+    if not _cache_intact(cycle, cache):
         dest.unlink(missing_ok=True)
         return False
     return True

@@ -12,7 +12,6 @@ import functools
 from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 from neuronprof import _vocabulary as vocab
@@ -35,8 +34,8 @@ class Cycle:
         backend_trace: A Chrome trace the backend saved itself (TorchNeuron's
             ``NeuronProfiler`` does), used when kineto's own save was consumed.
         save: Takes kineto's own save of the cycle into ``cache``; set when the cycle
-            ends, run (once) by the first export or read-out that needs the file
-            (``_cycle_files.take_save``), so a cycle nobody reads or exports is never written.
+            ends, run (once) by the first export that needs the file
+            (``_cycle_files.take_save``), so a cycle nobody exports is never written.
         cache: kineto's own save of the cycle, once taken (read-only); every export
             is a copy of it (a reflink where the file system has them), never a
             second name of it.
@@ -44,8 +43,8 @@ class Cycle:
             saved, to notice that anything changed it before an export.
         closed_at_exit: The cycle was ended by the session's exit, so its last
             step may have been opened by ``step()`` and never run.
-        events: The cycle's events as an event table, read once from kineto's save or
-            event list (``read_cycle``); kept after the profile is dropped.
+        events: The cycle's events as an event table, converted once from kineto's
+            (``read_cycle``); kept after the profile is dropped.
         read: Returns ``events``, converting them first if need be, as the session
             converts its cycles (its event keys, its backend's ``cycle_notes``): set
             when the cycle ends, for exports that read the events (stacks).
@@ -103,18 +102,16 @@ _INSTANT_ACTIVITY = "cpu_instant_event"
 def read_cycle(cycle: Cycle, keys: Any, metadata: Mapping[str, Any]) -> EventTable:
     """Convert a cycle's kineto events into its event table, once (later calls return the same table).
 
-    A cycle recorded without ``with_flops`` is read from kineto's own save of it (taken
-    into the cycle's cache, which every export then copies: ``_read_save``), by the trace
-    file reader itself, so the live read-outs and those of the export agree by construction.
-    A cycle recorded with it (kineto's save holds no FLOP counts), or whose save could not
-    be taken, is read from kineto's own event list (``profile.kineto_results.events()``):
-    the events, integer-ns times, threads, correlation ids and recorded inputs kineto
+    Reads kineto's own event list (``profile.kineto_results.events()``): the
+    events, integer-ns times, threads, correlation ids and recorded inputs kineto
     writes into the cycle's Chrome trace, through the columns a trace file's reader
-    fills (FLOP counts are torch's own there; a saved trace that holds none gets the
-    roofline's formulas instead). Builds without kineto results fall back to
-    ``function_events`` (µs times, no device links). With ``profile_memory=True``, torch's
-    memory per op is taken too, and its allocation records (``[memory]`` events) are kept in
-    the table's ``memory``, as a trace file's reader keeps them (``_feed_memory``).
+    fills, so the live read-outs and those of the export agree by construction
+    (FLOP counts excepted: live they are torch's own, with ``with_flops=True``; a
+    saved trace that holds none gets the roofline's formulas instead).
+    Builds without kineto results fall back to ``function_events`` (µs times, no
+    device links). With ``profile_memory=True``, torch's memory per op is taken too, and its
+    allocation records (``[memory]`` events) are kept in the table's ``memory``, as a trace
+    file's reader keeps them (``_feed_memory``).
 
     Args:
         cycle: A cycle whose profile is still held (or whose events were read already).
@@ -128,74 +125,13 @@ def read_cycle(cycle: Cycle, keys: Any, metadata: Mapping[str, Any]) -> EventTab
     from neuronprof.analysis.trace import EventAggregator
 
     profile = cycle.profile
-    own = {**metadata.get("neuronprof", {}), vocab.STOPPED_IN_LAST_STEP: cycle.closed_at_exit}
-    header = {**metadata, "neuronprof": own}
-    table = None if getattr(profile, "with_flops", True) else _read_save(cycle, keys, header)
-    if table is None:
-        agg = EventAggregator("<session>", keys=keys)
-        _feed(agg, profile)
-        table = agg.events_table(header)
+    agg = EventAggregator("<session>", keys=keys)
+    _feed(agg, profile)
     if getattr(profile, "profile_memory", False):
         cycle.memory = _memory_by_row(profile)
-    cycle.events = table
-    return table
-
-
-def _read_save(cycle: Cycle, keys: Any, header: Mapping[str, Any]) -> Optional[EventTable]:
-    """The cycle's event table read from kineto's own save (taken into the cycle's cache if need be); None if none.
-
-    kineto's save (C++) and the trace reader's typed decode of it take less time than one
-    Python pass over kineto's event objects (a pybind call per field per event), and the
-    save is the one every export of the cycle copies, so it is paid once. It holds every
-    event, recorded input, allocation record (with the allocator's totals, ``[OutOfMemory]``'s
-    too) and Python frame of kineto's list, and no FLOP counts: a cycle recorded with
-    ``with_flops=True`` is read from kineto's list (the caller's choice). Names are as
-    kineto writes them, without newlines (a ``record_function`` label's are dropped, as in
-    every export of the cycle; those kineto leaves unescaped are escaped). The table is the
-    one kineto's list gives (the same rows, links and memory records, times in ns on
-    kineto's clock, the session's header, only the left-out events kineto's list holds too),
-    on the save's lanes (pid, tid), with its process and thread names. None when the save
-    could not be taken or read: the caller reads kineto's list.
-    """
-    from neuronprof import _cycle_files
-    from neuronprof.analysis.errors import TraceError
-    from neuronprof.analysis.trace import EventKeys, read_events
-    from neuronprof.analysis.trace._events import time_base
-
-    _cycle_files.take_save(cycle)
-    cache = cycle.cache
-    if cache is None or not _cycle_files.cache_intact(cycle, cache):
-        return None
-    try:
-        table = read_events(str(cache), EventKeys() if keys is None else keys, empty_ok=True)
-    except (TraceError, OSError):
-        return None
-    base = time_base(table)  # kineto writes times from its header's baseTimeNanoseconds
-    _to_kinetos_clock(table, base)
-    # The save adds kineto's own span, metadata and instant events that its list does not hold.
-    skipped = {cat: n for cat, n in table.skipped.items() if cat in vocab.SKIP_CATS and cat != vocab.TRACE_CAT}
-    return dataclasses.replace(
-        table,
-        source="<session>",
-        metadata=MappingProxyType(dict(header)),
-        events=sum(len(th.ts) for th in table.threads.values()),
-        skipped=MappingProxyType(skipped),
-        file_notes=False,
-        sequence_ids=tuple((seq, where, ts + base, d, k) for seq, where, ts, d, k in table.sequence_ids),
-    )
-
-
-def _to_kinetos_clock(table: EventTable, base: int) -> None:
-    """Move a freshly read table's span and memory times from its save's origin onto kineto's clock, in place."""
-    if not base:
-        return
-    import numpy as np
-
-    for column in [th.ts for th in table.threads.values()] + [m.ts for m in table.memory.values()]:
-        if column:
-            np.frombuffer(column, dtype=np.int64)[:] += base
-    for m in table.memory.values():
-        m.out_of_memory[:] = [(ts + base, b, a, r, lane) for ts, b, a, r, lane in m.out_of_memory]
+    own = {**metadata.get("neuronprof", {}), vocab.STOPPED_IN_LAST_STEP: cycle.closed_at_exit}
+    cycle.events = agg.events_table({**metadata, "neuronprof": own})
+    return cycle.events
 
 
 def _feed(agg: Any, profile: Any) -> None:
@@ -210,15 +146,12 @@ def _feed(agg: Any, profile: Any) -> None:
             agg.add(evt.name, cat, start, round(evt.time_range.end * 1000) - start, where)
         return
     memory: list[Any] = []
-    # What the cycle recorded, asked once: no call per op for inputs or FLOP counts it has not.
-    inputs, flops = bool(getattr(profile, "record_shapes", True)), bool(getattr(profile, "with_flops", True))
     try:
-        _feed_events(agg, events, memory=memory, inputs=inputs, flops=flops)
+        _feed_events(agg, events, memory=memory)
     except _CallBeforeItsOp:
         agg.restart()  # the same events again, in the same order, with every op's thread known first
         memory.clear()
-        threads = _op_threads(events, _activity_reader(events[0]))
-        _feed_events(agg, events, threads, memory=memory, inputs=inputs, flops=flops)
+        _feed_events(agg, events, _op_threads(events, _activity_reader(events[0])), memory=memory)
     if memory:
         _feed_memory(agg, profile, memory)
 
@@ -296,13 +229,7 @@ class _CallBeforeItsOp(Exception):
 
 
 def _feed_events(
-    agg: Any,
-    events: list[Any],
-    op_thread: Optional[dict[int, int]] = None,
-    *,
-    memory: Optional[list[Any]] = None,
-    inputs: bool = True,
-    flops: bool = True,
+    agg: Any, events: list[Any], op_thread: Optional[dict[int, int]] = None, *, memory: Optional[list[Any]] = None
 ) -> None:
     """Put kineto's events into ``agg``, in their order, in one pass over them.
 
@@ -313,22 +240,15 @@ def _feed_events(
     is raised, and the caller reads the cycle again with every op's thread known first
     (``_op_threads``).
 
-    Each event costs only the kineto calls its kind needs (recorded inputs for ops, when
-    ``inputs``; FLOP counts, when ``flops``; links for runtime calls and device work); a
-    ``(name, activity)``'s kind is worked out once, and each method is looked up once for
-    the list (every event of it is of one type). torch's allocation records (``[memory]``
-    events) are put in ``memory``, for ``_feed_memory``.
+    Each event costs only the kineto calls its kind needs (recorded inputs for ops,
+    links for runtime calls and device work); a ``(name, activity)``'s kind is worked
+    out once. torch's allocation records (``[memory]`` events) are put in ``memory``, for ``_feed_memory``.
     """
     from neuronprof.analysis.trace import encoder
 
-    if not events:
-        return
-    first = events[0]
+    first = events[0] if events else None
     activity = _activity_reader(first)
-    of = type(first)
-    name_of, start_of, duration_of = of.name, of.start_ns, of.duration_ns
-    corr_of, linked_of, thread_of = of.correlation_id, of.linked_correlation_id, of.start_thread_id
-    hidden_of = getattr(of, "is_hidden_event", None)
+    hidden = first is not None and hasattr(first, "is_hidden_event")
     encode = encoder()
     incremental = op_thread is None
     threads: dict[int, int] = {} if op_thread is None else op_thread
@@ -338,24 +258,24 @@ def _feed_events(
     put = agg.put
     k_op, k_runtime, k_device = vocab.K_OP, vocab.K_RUNTIME, vocab.K_DEVICE
     for evt in events:
-        name = name_of(evt)
+        name = evt.name()
         cat = activity(evt)
         kind = kinds.get((name, cat))
         if kind is None:
             kind = kinds[name, cat] = vocab.event_kind(name, cat)
-        left_out = name in _INSTANTS or cat == _INSTANT_ACTIVITY or (hidden_of is not None and hidden_of(evt))
+        left_out = name in _INSTANTS or cat == _INSTANT_ACTIVITY or (hidden and evt.is_hidden_event())
         if kind in (k_device, k_runtime):
             if left_out:
                 if memory is not None and name in _INSTANTS:  # a device's record, as torch before 2.12 names it
                     memory.append(evt)
                 continue
-            corr, linked = int(corr_of(evt)), int(linked_of(evt))
+            corr, linked = int(evt.correlation_id()), int(evt.linked_correlation_id())
             if kind == k_device:
                 thread: tuple[Any, Any] = (f"device {evt.device_index()}", int(evt.device_resource_id()))
             else:
                 op = threads.get(linked)
                 if op is None:
-                    op = int(thread_of(evt))
+                    op = int(evt.start_thread_id())
                     if incremental:
                         guessed.add(linked)
                 thread = ("host", op)
@@ -364,8 +284,8 @@ def _feed_events(
             put(
                 name,
                 cat,
-                int(start_of(evt)),
-                int(duration_of(evt)),
+                int(evt.start_ns()),
+                int(evt.duration_ns()),
                 thread,
                 None,
                 None,
@@ -375,7 +295,7 @@ def _feed_events(
                 None,
             )
             continue
-        corr, tid = int(corr_of(evt)), int(thread_of(evt))
+        corr, tid = int(evt.correlation_id()), int(evt.start_thread_id())
         if incremental:
             threads[corr] = tid
         if left_out:
@@ -383,32 +303,30 @@ def _feed_events(
                 memory.append(evt)
             continue
         dims = types = concrete = None
-        count = None
+        flops = None
         if kind == k_op:
-            if inputs:
-                # kineto's lists as they are (shapes: lists of ints; dtypes: text), encoded as JSON.
-                shapes = evt.shapes()
-                dims = encode(shapes) if shapes else None
-                dtypes = evt.dtypes()
-                if dtypes:
-                    types = encode(dtypes)
-                    values = evt.concrete_inputs()
-                    if values:
-                        concrete = _concrete_bytes(values, texts, encode)
-            if flops:
-                count = int(evt.flops() or 0) or None
+            # kineto's lists as they are (shapes: lists of ints; dtypes: text), encoded as JSON.
+            shapes = evt.shapes()
+            dims = encode(shapes) if shapes else None
+            dtypes = evt.dtypes()
+            if dtypes:
+                types = encode(dtypes)
+                values = evt.concrete_inputs()
+                if values:
+                    concrete = _concrete_bytes(values, texts, encode)
+            flops = int(evt.flops() or 0) or None
         put(
             name,
             cat,
-            int(start_of(evt)),
-            int(duration_of(evt)),
+            int(evt.start_ns()),
+            int(evt.duration_ns()),
             ("host", tid),
             dims,
             types,
             concrete,
             -1,
             corr,
-            count,
+            flops,
         )
     if guessed and not guessed.isdisjoint(threads):
         raise _CallBeforeItsOp

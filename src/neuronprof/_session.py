@@ -486,9 +486,8 @@ class Session:
         self._cycle_count += 1
         self._cycles.append(cycle)
         # kineto's save works once: it is taken into a private cache that every export copies, by
-        # the first export or read-out that needs it (a cycle nobody reads or exports is never
-        # written: the end of the block costs what torch's stop does). The cycle's
-        # export_chrome_trace takes and copies it too.
+        # the first export that needs it (a cycle nobody exports is never written: the end of the
+        # block costs what torch's stop does). The cycle's export_chrome_trace takes and copies it too.
         cycle.save = functools.partial(_keep_native_trace, weakref.ref(self))  # (no reference cycle)
         cycle.read = functools.partial(_read_kept_cycle, weakref.ref(self))
         _cycle_files.route_torch_export(cycle)
@@ -1142,7 +1141,7 @@ class Session:
             return None, f"the device's own profile is not in this report: {exc}"
 
     def _read_cycle(self, cycle: _kineto.Cycle) -> EventTable:
-        """A cycle's event table, read once (from kineto's save or event list), with the backend's remarks on it."""
+        """A cycle's event table, converted from kineto's events once, with the backend's remarks on it."""
         if cycle.events is None:
             table = _kineto.read_cycle(cycle, self._keys, self._trace_metadata())
             self._keys = table.keys  # the first cycle's keys, shared by the others
