@@ -333,3 +333,18 @@ def test_no_module_is_imported_inside_the_first_recording_of_a_process(tmp_path,
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["rows"] > 0
     assert out["imports"] == [], out["imports"]
+
+
+def test_the_table_keeps_every_label_as_torch_records_it(tmp_path):
+    """Names kineto's own save cannot write as they are (it drops a newline, turns a backslash into a
+    slash, writes "unknown" for a non-ASCII character, a tab or a control character) are the table's as recorded."""
+    labels = ["attention ü", "mlp ü", "tab\there", "ctrl\x01char", "line1\nline2", "back\\slash", "plain"]
+    lin = torch.nn.Linear(8, 8)
+    x = torch.randn(2, 8)
+    with neuronprof.session(backend="cpu", wait=0, warmup=0, active=1, output_dir=tmp_path) as s:
+        for _ in s.steps():
+            for label in labels:
+                with record_function(label):
+                    lin(x)
+    names = {r.name for r in s.table(row_limit=None).rows}
+    assert set(labels) <= names and "unknown" not in names
