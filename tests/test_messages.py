@@ -348,3 +348,25 @@ def test_the_table_keeps_every_label_as_torch_records_it(tmp_path):
                     lin(x)
     names = {r.name for r in s.table(row_limit=None).rows}
     assert set(labels) <= names and "unknown" not in names
+
+
+def test_sorting_by_memory_no_row_has_says_what_it_sorted_by(tmp_path, capsys):
+    """A trace's table has no memory per op: sorted by memory it would keep its order under a header
+    saying "sorted by self_cpu_memory_usage"; it sorts by self CPU time and says why."""
+    from neuronprof.cli import main
+
+    lin = torch.nn.Linear(8, 8)
+    x = torch.randn(2, 8)
+    with neuronprof.session(backend="cpu", wait=0, warmup=0, active=1, profile_memory=True, output_dir=tmp_path) as s:
+        for _ in s.steps():
+            lin(x).relu().sum()
+    live = s.table(sort_by="self_cpu_memory_usage")
+    assert live.sort_by == "self_cpu_memory_usage"  # live, torch's figures per op are there
+    capsys.readouterr()
+    assert main(["summarize", str(s.export(tmp_path / "t.json")), "--sort-by", "self_cpu_memory_usage"]) == 0
+    out = capsys.readouterr().out
+    assert "sorted by cpu" in out and "sorted by self_cpu_memory_usage" not in out
+    assert "no op here has memory figures" in out
+    table = neuronprof.load_trace(tmp_path / "t.json").table().sorted("self_cpu_memory_usage")
+    times = [r.self_cpu_us for r in table.rows]
+    assert times == sorted(times, reverse=True)

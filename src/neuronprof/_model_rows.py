@@ -24,6 +24,7 @@ RANK_TABLE_SCHEMA = "neuronprof.rank_table/1"
 # Which OpRow field each sort key orders by: one map, in the vocabulary.
 _SORT_FIELD = _vocabulary.SORT_FIELD
 _DEVICE_FIELDS = _vocabulary.DEVICE_FIELDS
+_MEMORY_FIELDS = frozenset({"self_cpu_memory_bytes", "self_device_memory_bytes"})
 
 
 RowT = TypeVar("RowT")

@@ -22,6 +22,7 @@ from neuronprof._model_comparison import Comparison, ComparisonRow, StepBreakdow
 from neuronprof._model_ranks import RankOpRow, RankTable
 from neuronprof._model_rows import (  # noqa: F401
     _DEVICE_FIELDS,
+    _MEMORY_FIELDS,
     COMPARISON_SCHEMA,
     RANK_TABLE_SCHEMA,
     TABLE_SCHEMA,
@@ -225,8 +226,8 @@ class Table(ResultModel):
         """Return a copy sorted by ``by`` (see [`SortKey`][neuronprof.typing.SortKey]).
 
         Rows without a value for the key (``None``) go last. Sorting by a device key
-        when no row has device time falls back to self CPU time, and says so in
-        ``notes``.
+        when no row has device time, or by a memory key when no row has memory
+        figures, falls back to self CPU time, and says so in ``notes``.
 
         Args:
             by: A [`SortKey`][neuronprof.typing.SortKey], e.g. ``"device"`` or ``"cpu"``.
@@ -244,6 +245,16 @@ class Table(ResultModel):
             # time is suspicious, so say what happened.
             note = f"no device time recorded; sorted by {effective!r} instead of {by!r}"
             if self.device_label is not None and note not in notes:
+                notes.append(note)
+        elif field_name in _MEMORY_FIELDS and all(getattr(r, field_name) is None for r in self.rows):
+            # Sorting by a column no row has would keep the rows' order under a header naming that key.
+            field_name, effective = "self_cpu_us", "cpu"
+            note = (
+                f"no op here has memory figures (torch gives them per op live, with profile_memory=True; "
+                f"a trace file's allocation records are charted in the report's memory pane): "
+                f"sorted by 'cpu' instead of {by!r}"
+            )
+            if note not in notes:
                 notes.append(note)
         rows = _vocabulary.sort_rows(self.rows, field_name)
         return dataclasses.replace(self, rows=tuple(rows), sort_by=effective, notes=tuple(notes))
