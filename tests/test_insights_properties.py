@@ -335,3 +335,15 @@ def test_the_report_draws_the_shallowest_events_first_as_a_full_sort_does(
     drawn = [(out["lanes"][ev[0]]["name"], out["names"][ev[3]]) for ev in out["events"]]
     assert drawn == expected
     assert out["dropped"] == len(host) - len(kept)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2_000), st.integers(0, 300)), max_size=60))
+def test_the_array_union_is_the_union_of_the_rules_and_of_the_report(spans: list[tuple[int, int]]) -> None:
+    """One rule of the union of spans, on lists (the findings' ``_union``, ``merged_intervals``) and on arrays."""
+    from neuronprof import _vocabulary as vocab
+
+    starts, ends = [s for s, _ in spans], [s + d for s, d in spans]
+    for keep_empty, expected in ((False, vocab.merged_intervals(zip(starts, ends))), (True, _union(zip(starts, ends)))):
+        merged_starts, merged_ends = vocab.merged_spans(starts, ends, keep_empty=keep_empty)
+        assert list(zip(merged_starts.tolist(), merged_ends.tolist())) == expected

@@ -108,7 +108,7 @@ def first_owner_ns(
         return []
     lo = np.fromiter((w[1] for w in windows), np.int64, len(windows))
     hi = np.fromiter((w[2] for w in windows), np.int64, len(windows))
-    unions = [_union(starts[owners == k], ends[owners == k]) for k in range(n)]
+    unions = [vocab.merged_spans(starts[owners == k], ends[owners == k]) for k in range(n)]
     # The instants between two consecutive points are all under the same owners' spans.
     points = np.sort(np.concatenate([*(x for union in unions for x in union), lo, hi]))
     first = np.full(len(points) - 1, n, np.int8)
@@ -130,17 +130,6 @@ def first_owner_ns(
             np.cumsum(np.where(first == k, lengths, 0), out=taken[1:])
             out[:, k] = taken[b] - taken[a]
     return out.tolist()
-
-
-def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The starts and ends of the sorted disjoint spans that cover what the spans ``[start, end)`` cover."""
-    keep = ends > starts
-    order = np.argsort(starts[keep], kind="stable")
-    starts, reach = starts[keep][order], np.maximum.accumulate(ends[keep][order])
-    new = np.ones(len(starts), bool)  # where a span starts past the reach of all before it
-    new[1:] = starts[1:] > reach[:-1]
-    # A span ends its union when the next one starts a new one (the last always does: new[0] is True).
-    return starts[new], reach[np.roll(new, -1)]
 
 
 def _host_category(name: str, category: str) -> str:

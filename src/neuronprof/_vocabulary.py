@@ -280,6 +280,30 @@ def merged_intervals(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
+def merged_spans(starts: Any, ends: Any, *, keep_empty: bool = False) -> tuple[Any, Any]:
+    """``merged_intervals`` on arrays: the starts and ends (int64 numpy arrays) of the sorted disjoint spans.
+
+    The same rule, for the many spans of a large trace: what ``[start, end)`` spans cover,
+    touching ones joined; empty spans are dropped, or with ``keep_empty`` kept (one alone
+    is a span of its own, as the findings' ``_union`` keeps it).
+
+    Raises:
+        OverflowError: A time does not fit in int64.
+    """
+    import numpy as np
+
+    starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    if not keep_empty:
+        keep = ends > starts
+        starts, ends = starts[keep], ends[keep]
+    order = np.lexsort((ends, starts))
+    starts, reach = starts[order], np.maximum.accumulate(ends[order])
+    new = np.ones(len(starts), bool)  # where a span starts past the reach of all before it
+    new[1:] = starts[1:] > reach[:-1]
+    # A span ends its union where the next one starts a new one (the last always does: new[0] is True).
+    return starts[new], reach[np.roll(new, -1)]
+
+
 def collective_wait_ns(steps: Sequence[tuple[int, int]], collectives: Iterable[tuple[int, int]]) -> list[int]:
     """Per step, the time inside it during which one of the rank's collectives was in flight (ns).
 

@@ -68,26 +68,18 @@ class _Spans:
     def covering(cls, starts: Sequence[int], ends: Sequence[int]) -> _Spans:
         """``_Spans(_union(zip(starts, ends)))``, merged by numpy when there are many (a trace's kernels).
 
-        Sorted by start, then end: an interval opens a new span where it starts after every
-        earlier one has ended (touching ones are joined, as ``_union`` joins them).
+        The vocabulary's ``merged_spans``, empty intervals kept as ``_union`` keeps them.
         """
         if len(starts) < _MANY:
             return cls(_union(zip(starts, ends)))
-        import numpy as np
+        from neuronprof import _vocabulary as vocab
 
         try:
-            s, e = np.array(starts, np.int64), np.array(ends, np.int64)
+            merged_starts, merged_ends = vocab.merged_spans(starts, ends, keep_empty=True)
         except OverflowError:  # times beyond int64: merged as Python ints
             return cls(_union(zip(starts, ends)))
-        order = np.lexsort((e, s))
-        s, e = s[order], e[order]
-        reach = np.maximum.accumulate(e)
-        opens = np.flatnonzero(s[1:] > reach[:-1]) + 1
-        # Where each running end was reached: a span's end is that interval's (the given int, not a copy).
-        reached = np.maximum.accumulate(np.where(e == reach, np.arange(len(e)), 0))
         spans = cls([])
-        spans.starts = [starts[i] for i in order[np.concatenate(([0], opens))].tolist()]
-        spans.ends = [ends[i] for i in order[reached[np.append(opens - 1, len(s) - 1)]].tolist()]
+        spans.starts, spans.ends = merged_starts.tolist(), merged_ends.tolist()
         return spans
 
     def __bool__(self) -> bool:
