@@ -12,18 +12,21 @@ import random
 from pathlib import Path
 from typing import Any, Optional
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analysis.trace_builders import op, write_trace
+from neuronprof import _vocabulary as vocab
 from neuronprof._report_timeline import timeline_data
 from neuronprof.analysis import load_trace
 from neuronprof.analysis.insights import analyze_timeline
+from neuronprof.analysis.insights._forest import KINDS, _Forest
 from neuronprof.analysis.insights._intervals import _clip, _LargestGaps, _Spans, _union
 from neuronprof.analysis.insights._step_rules import _EDGES, _Neighbours
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent
 from neuronprof.analysis.insights._trace import read_of
-from neuronprof.analysis.insights._tree import _is_region, _Node, _Step
+from neuronprof.analysis.insights._tree import _is_region, _Node
 from neuronprof.analysis.insights._tree_reader import _TreeReader
 
 _spans = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 15)).map(lambda t: (t[0], t[0] + t[1])), max_size=25)
@@ -64,13 +67,11 @@ class _Collected:
     st.lists(st.tuples(st.integers(-5, 60), st.integers(0, 10)), max_size=20),
 )
 def test_the_ops_beside_a_gap_are_the_scans(ops: list[tuple[int, int]], gaps: list[tuple[int, int]]) -> None:
-    step = _Node("ProfilerStep#1", 0, 100, category="step")
     top = [_Node(f"op{i}", s, s + d) for i, (s, d) in enumerate(ops)]  # equal ends and starts: ties
-    st_ = _Step(step)
-    st_.top = top
     windows = [(s, s + d) for s, d in gaps]
     got = _Collected()
-    _Neighbours(st_).add_gaps(windows, "ProfilerStep#1", got)
+    names, starts, ends = [t.name for t in top], [t.start_ns for t in top], [t.end_ns for t in top]
+    _Neighbours(names, starts, ends).add_gaps(windows, "ProfilerStep#1", got)
     expected = []
     for lo, hi in windows:
         # The scan it replaces: the last-ending op before the gap, the first-starting one after (first on a tie).
@@ -100,6 +101,27 @@ def test_the_largest_gaps_are_the_sorted_firsts(gaps: list[tuple[int, str, str, 
     for g in sorted(gaps, key=lambda g: -g[0]):
         firsts.setdefault((g[1], g[2]), g)
     assert largest.shown(k) == list(firsts.values())[:k]
+
+
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(1, 6), st.sampled_from("abc"), st.sampled_from("xya")), max_size=12),
+        max_size=4,
+    ),
+    st.integers(0, 8),
+)
+def test_gaps_added_a_step_at_a_time_are_the_gaps_added_one_by_one(
+    steps: list[list[tuple[int, str, str]]], k: int
+) -> None:
+    one_by_one, at_once = _LargestGaps(), _LargestGaps()
+    names = sorted({n for gaps in steps for g in gaps for n in g[1:]})
+    for i, gaps in enumerate(steps):
+        for gap, before, after in gaps:
+            one_by_one.add(gap, before, after, f"step {i}")
+        gap = np.array([g[0] for g in gaps], np.int64)
+        before, after = (np.array([names.index(g[j]) for g in gaps], np.int64) for j in (1, 2))
+        at_once.add_all(gap, before, after, names, f"step {i}")
+    assert at_once.shown(k) == one_by_one.shown(k)
 
 
 # -- a trace read straight into the call tree reads as its HostEvent timeline does ----------
@@ -168,7 +190,7 @@ def test_a_trace_read_into_the_tree_gives_its_timelines_findings_and_drawing(tmp
     path = write_trace(tmp_path / f"{seed}.json", _random_trace(seed))
     trace = load_trace(path)
     events = trace.timeline()  # one HostEvent per event: the public timeline
-    nodes, _ = read_of(trace, ids=True)  # one tree node per event: what the findings and the report read
+    nodes, _ = read_of(trace, events=True)  # the events the report reads
     fields = ("name", "start_ns", "end_ns", "thread", "category", "ext_id", "correlation")
     assert [[getattr(n, f) for f in fields] for n in nodes.host] == [
         [getattr(e, f) for f in fields] for e in events.host
@@ -214,73 +236,114 @@ def _tangled_trace(seed: int) -> list[dict[str, Any]]:
     return events
 
 
-def _reference_tree(host: tuple[HostEvent, ...], device: tuple[DeviceEvent, ...]) -> tuple[list[_Node], int]:
-    """The call tree built event by event, and how many device events stayed unlinked.
+class _Ref:
+    """A node of the reference tree: an event, its parent, children and device work."""
+
+    def __init__(self, ev: HostEvent) -> None:
+        self.ev, self.parent = ev, None
+        self.children: list[_Ref] = []
+        self.device: list[DeviceEvent] = []
+
+
+def _reference_tree(host: tuple[HostEvent, ...], device: tuple[DeviceEvent, ...]) -> tuple[list[_Ref], int]:
+    """The call tree built event by event, its re-dispatches folded, and how many device events stayed unlinked.
 
     Per thread, by start then longest first, each node the child of the innermost open one it
     starts and ends within; each piece of device work the op's whose External id its runtime
     call carries (when that op holds the call), else the innermost op around the call, else the
-    op of its own External id. Children and work: a 1-tuple for one, a list from the second.
+    op of its own External id. Then, parents first, an only child the vocabulary folds into its
+    parent (``folds_into_parent``) gives the parent its children and its device work.
     """
-    nodes: list[_Node] = []
-    by_thread: dict[str, list[_Node]] = {}
+    nodes: list[_Ref] = []
+    by_thread: dict[str, list[_Ref]] = {}
     for ev in host:
-        by_thread.setdefault(ev.thread, []).append(_Node.of(ev))
+        by_thread.setdefault(ev.thread, []).append(_Ref(ev))
     for events in by_thread.values():
-        events.sort(key=lambda n: (n.start_ns, -n.end_ns))
-        stack: list[_Node] = []
+        events.sort(key=lambda n: (n.ev.start_ns, -n.ev.end_ns))
+        stack: list[_Ref] = []
         for n in events:
-            while stack and (n.start_ns >= stack[-1].end_ns or n.end_ns > stack[-1].end_ns):
+            while stack and (n.ev.start_ns >= stack[-1].ev.end_ns or n.ev.end_ns > stack[-1].ev.end_ns):
                 stack.pop()
             if stack:
                 n.parent = stack[-1]
-                stack[-1].children = [*stack[-1].children, n] if stack[-1].children else (n,)
+                stack[-1].children.append(n)
             stack.append(n)
         nodes += events
-    runtime_by_corr: dict[Optional[int], _Node] = {}
-    op_by_ext: dict[Optional[int], _Node] = {}
+    runtime_by_corr: dict[Optional[int], _Ref] = {}
+    op_by_ext: dict[Optional[int], _Ref] = {}
     for n in nodes:
-        if n.category == "runtime" and n.correlation is not None:
-            runtime_by_corr.setdefault(n.correlation, n)
-        elif (n.category == "op" or _is_region(n.name)) and n.ext_id is not None:
-            op_by_ext.setdefault(n.ext_id, n)
+        if n.ev.category == "runtime" and n.ev.correlation is not None:
+            runtime_by_corr.setdefault(n.ev.correlation, n)
+        elif (n.ev.category == "op" or _is_region(n.ev.name)) and n.ev.ext_id is not None:
+            op_by_ext.setdefault(n.ev.ext_id, n)
     unlinked = 0
     for d in device:
         target = None
         rt = runtime_by_corr.get(d.correlation)
         if rt is not None:
-            owner = op_by_ext.get(rt.ext_id)
-            if owner is not None and owner.start_ns <= rt.start_ns and rt.end_ns <= owner.end_ns:
+            owner = op_by_ext.get(rt.ev.ext_id)
+            if owner is not None and owner.ev.start_ns <= rt.ev.start_ns and rt.ev.end_ns <= owner.ev.end_ns:
                 target = owner
             else:
                 target = rt.parent
-                while target is not None and target.category != "op" and not _is_region(target.name):
+                while target is not None and target.ev.category != "op" and not _is_region(target.ev.name):
                     target = target.parent
         target = target or op_by_ext.get(d.ext_id)
         if target is None:
             unlinked += 1
         else:
-            target.device = [*target.device, d] if target.device else (d,)
-    return nodes, unlinked
+            target.device.append(d)
+    folded = set()
+    for n in nodes:
+        up = n.parent
+        kind = KINDS.get(n.ev.category, vocab.K_OTHER)
+        if up is not None and len(up.children) == 1 and vocab.folds_into_parent(up.ev.name, n.ev.name, kind):
+            up.children = n.children
+            for c in n.children:
+                c.parent = up
+            up.device = [*up.device, *n.device]
+            folded.add(id(n))
+    return [n for n in nodes if id(n) not in folded], unlinked
 
 
-def _shape(nodes: Any, unlinked: int) -> tuple[Any, ...]:
+def _shape(nodes: list[_Ref], unlinked: int) -> tuple[Any, ...]:
     place = {id(n): i for i, n in enumerate(nodes)}
     return unlinked, [
         (
-            n.name,
-            n.start_ns,
-            n.end_ns,
-            n.thread,
-            n.category,
+            n.ev.name,
+            n.ev.start_ns,
+            n.ev.end_ns,
+            n.ev.thread,
+            n.ev.category,
             place[id(n.parent)] if n.parent is not None else None,
-            type(n.children),
             [place[id(c)] for c in n.children],
-            type(n.device),
             [(d.name, d.start_ns, d.end_ns) for d in n.device],
         )
         for n in nodes
     ]
+
+
+def _forest_shape(f: _Forest) -> tuple[Any, ...]:
+    """The forest's rows as ``_shape`` gives the reference's nodes, read through the rows' nodes."""
+    rows = []
+    for i in range(len(f)):
+        n = f.node(i)
+        parent = n.parent
+        rows.append(
+            (
+                n.name,
+                n.start_ns,
+                n.end_ns,
+                n.thread,
+                n.category,
+                parent._i if parent is not None else None,
+                [c._i for c in n.children],
+                [(d.name, d.start_ns, d.end_ns) for d in n.device],
+            )
+        )
+        # A row's subtree is the rows from it to its last one, in tree order.
+        assert [m._i for m in n.walk()] == list(range(i, int(f.last[i]) + 1))
+    return f.unlinked, rows
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -290,11 +353,11 @@ def test_a_tree_built_as_it_is_read_is_the_tree_built_event_by_event(tmp_path: P
     trace = load_trace(path)
     events = trace.timeline()
     expected = _shape(*_reference_tree(events.host, events.device))
-    read, (reader,) = read_of(trace)
-    assert _shape(read.host, reader.link(read.host, read.device)) == expected
+    _, (reader,) = read_of(trace)
+    assert _forest_shape(reader.forest()) == expected
     reader = _TreeReader()  # a timeline made by hand, or by a session's feeder
-    nodes = reader.nodes_of(events.host, events.device)
-    assert _shape(nodes, reader.link(nodes, events.device)) == expected
+    reader.nodes_of(events.host, events.device)
+    assert _forest_shape(reader.forest()) == expected
     assert trace.insights() == analyze_timeline(events)
 
 

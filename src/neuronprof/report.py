@@ -378,9 +378,9 @@ def trace_report(
     # A trace without neuronprof's settings names its backend from its events: "cpu" when it has no device work.
     known = any(isinstance((t.metadata.get("neuronprof") or {}).get("backend"), str) for t in trace.event_tables)
     if timeline is None:
-        # The trace's events read once, straight into the findings' tree nodes (a node has a host
-        # event's fields): drawn first, then read by the findings, then let go before the page is made.
-        read = read_of(trace, ids=True)
+        # The trace's events read once: drawn first, then the readers' columns read by the findings,
+        # then let go before the page is made.
+        read = read_of(trace, events=True)
         drawn = _draw(read[0], neuron, device_note, known)
         insights = insights_of(trace, read)
         del read

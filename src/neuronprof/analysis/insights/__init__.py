@@ -46,6 +46,7 @@ from neuronprof.analysis.insights._trace import timeline_from_trace
 from neuronprof.analysis.insights._tree import _Profile
 
 if TYPE_CHECKING:
+    from neuronprof.analysis.insights._forest import _Forest
     from neuronprof.analysis.trace import Trace
 
 __all__ = [
@@ -113,15 +114,14 @@ def analyze(timeline: Timeline) -> Insights:
     return _analyze(timeline)
 
 
-def _analyze(timeline: Timeline, unlinked: Optional[int] = None) -> Insights:
+def _analyze(timeline: Timeline, forest: Optional[_Forest] = None) -> Insights:
     """``analyze`` of one rank's timeline.
 
-    ``unlinked``, when given: its host events are ``_Node``s in their tree already, their device work
-    attached, and so many device events stayed unlinked (a trace's events read straight into the tree,
-    ``insights_of``).
+    ``forest``, when given: the timeline's events read into their call trees already (a trace's,
+    read straight from its tables by ``insights_of``); else ``timeline``'s events are read here.
     """
     with collector_paused():
-        p = _Profile(timeline, unlinked)
+        p = _Profile(timeline, forest)
         try:
             notes = p.notes
             if not p.steps:

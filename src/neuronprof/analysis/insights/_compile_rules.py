@@ -43,10 +43,11 @@ def _compiled(p: _Profile) -> list[Finding]:
     compile_ns = 0
     # Per distinct name: its region's (frame, version), else whether it is compile work.
     read = _NameMemo(_read_name)
+    named = p.forest.key_mask(lambda name, _category: read[name][0] is not None or read[name][1])
     for st in p.steps:
         frames: set[int] = set()
         compile_spans: list[tuple[int, int]] = []
-        for node in st.nodes:
+        for node in p.find(st, named):
             region, compile_work = read[node.name]
             if region is not None:
                 k, n = region
@@ -59,10 +60,11 @@ def _compiled(p: _Profile) -> list[Finding]:
         compile_ns += sum(e - s for s, e in _clip(_union(compile_spans), st.start, st.end))
         frames_per_step.append(len(frames))
         if len(frames) > 1:
-            regions = [t for t in st.top if _is_region(t.name)]
+            tops = list(zip(st.top_names(), st.top_column(p.forest.start), st.top_column(p.forest.end)))
+            regions = [t for t in tops if _is_region(t[0])]
             if regions:
-                lo, hi = regions[0].start_ns, regions[-1].end_ns
-                between_ns += sum(t.dur for t in st.top if not _is_region(t.name) and lo <= t.start_ns <= hi)
+                lo, hi = regions[0][1], regions[-1][2]
+                between_ns += sum(e - s for name, s, e in tops if not _is_region(name) and lo <= s <= hi)
     step_us = p.mean_step_ns / 1000
     recompiled = {k: sorted(v) for k, v in versions.items() if any(n > 0 for n in v)}
     if recompiled:

@@ -113,9 +113,10 @@ def _is_scalar_source(copy: _Node) -> Optional[bool]:
 
 
 def _claimed_ancestor(node: _Node, claimed: set[int]) -> bool:
+    """Whether the node or one above it is among the ``claimed`` rows."""
     p: Optional[_Node] = node
     while p is not None:
-        if id(p) in claimed:
+        if p._i in claimed:
             return True
         p = p.parent
     return False

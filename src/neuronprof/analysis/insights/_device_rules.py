@@ -5,8 +5,7 @@ Host↔device copies, hidden synchronisations, an idle device and a CPU-bound lo
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof.analysis.insights._copies import (
     DEVICE_TO_DEVICE,
@@ -29,10 +28,11 @@ from neuronprof.analysis.insights._tally import (
     _steady,
     _Tally,
 )
+
+if TYPE_CHECKING:
+    from neuronprof.analysis.insights._forest import _Forest
 from neuronprof.analysis.insights._tree import (
-    _DEVICE,
     _MEMCPY,
-    _START,
     _SYNC_RUNTIME,
     COPY_OPS,
     ELEMENTWISE_OPS,
@@ -69,13 +69,18 @@ def _copies(p: _Profile) -> list[Finding]:
     step (their host time where there is no device time).
     """
     tally = _Tally()
-    claimed = p.claimed  # the copies this rule explains; the dtype-conversion rule leaves them out
+    claimed = p.claimed  # the rows of the copies this rule explains; the dtype-conversion rule leaves them out
     # A device event's copy direction in the trace's words, by (name, category): None when not a memcpy.
     ways = _NameMemo(lambda key: _direction([key[0]]) if key[1] == "memcpy" or _MEMCPY.search(key[0]) else None)
+    f = p.forest
+    copy_ops = f.key_mask(lambda name, _category: name in COPY_OPS)
+    # The rows that launched a host↔device memcpy: the others have nothing for the second loop.
+    moves = f.dkey_mask(lambda name, category: ways[name, category] in (HOST_TO_DEVICE, DEVICE_TO_HOST))[f.dkey]
+    launched_moves = f.row_mask(f.owner[moves & (f.owner >= 0)])
     for tally.step, step in enumerate(p.steps):
-        top_ids = {id(t) for t in step.top}
-        for node in step.nodes:
-            if node.name not in COPY_OPS or (node.parent is not None and node.parent.name in COPY_OPS):
+        top_rows = set(step.top_rows.tolist()) if len(step.top_rows) else set()
+        for node in p.find(step, copy_ops):
+            if node.parent is not None and node.parent.name in COPY_OPS:
                 continue
             if _in_sync_op(node):
                 continue
@@ -83,10 +88,10 @@ def _copies(p: _Profile) -> list[Finding]:
             if direction == DEVICE_TO_DEVICE:
                 continue  # the trace names it device-side: no host↔device claim
             cause = _cause(node)
-            implicit = cause is not None and id(cause) in top_ids and _host_source(node, cause)
+            implicit = cause is not None and cause._i in top_rows and _host_source(node, cause)
             if not (certain or (p.has_device_time and device_work and implicit)):
                 continue
-            claimed.add(id(node))
+            claimed.add(node._i)
             dev = node.device_ns()
             cost = dev if dev else node.dur
             cause_name = cause.name if cause is not None else _outer_wrapper(node).name
@@ -95,9 +100,7 @@ def _copies(p: _Profile) -> list[Finding]:
                 direction = HOST_TO_DEVICE  # rule 2: a host value brought to the device for its op
             tally.add((cause_name, direction), cost, (_dtype_pair(node), scalar, bool(dev)))
         # Memcpys the host ops above did not claim (launched by other ops).
-        for node in step.nodes:
-            if not node.device:
-                continue
+        for node in p.find_rows(step, launched_moves):
             left_out = None  # a copy op's, or a synchronising op's: asked at its first host↔device memcpy
             for d in node.device:
                 way = ways[d.name, d.category]
@@ -177,9 +180,14 @@ def _syncs(p: _Profile) -> list[Finding]:
     if not p.has_device:
         return []
     tally = _Tally()
+    read = p.forest.key_mask(
+        lambda name, category: (
+            name in SYNC_OPS or name in COPY_OPS or (category == "runtime" and _SYNC_RUNTIME.search(name))
+        )
+    )
     for tally.step, step in enumerate(p.steps):
         loose: list[_Node] = []
-        for node in step.nodes:
+        for node in p.find(step, read):
             if node.name in SYNC_OPS:
                 if node.parent is not None and _in_sync_op(node.parent):
                     continue
@@ -239,6 +247,8 @@ def _idle_and_bound(p: _Profile) -> list[Finding]:
     of the step: they fire only when at least half of the steps reach the threshold
     on their own as well (``_steady``), so one slow step cannot raise them.
     """
+    import numpy as np
+
     host_per_step = [sum(e - s for s, e in p.host_busy_in(st)) for st in p.steps]
     host_us = _per_step(sum(host_per_step), p.n) if p.n else None
     p.host_op_us = host_us
@@ -248,28 +258,22 @@ def _idle_and_bound(p: _Profile) -> list[Finding]:
     busy_ns = 0
     idle_ns: list[int] = []
     largest = _LargestGaps()
-    owner: dict[tuple[int, int], str] = {}
-    for node in filter(_DEVICE, p.nodes):  # the nodes with device work (the filter skips the rest in C)
-        for d in node.device:
-            owner[(d.start_ns, d.end_ns)] = node.name
-    dev_sorted = sorted(p.tl.device, key=_START)
-    starts = [d.start_ns for d in dev_sorted]
-    ends = [d.end_ns for d in dev_sorted]
-    # Each device event's name in the gaps: the op that launched work of its span, else its own.
-    names = [owner.get((d.start_ns, d.end_ns), d.name) for d in dev_sorted]
-    longest = max((e - s for s, e in zip(starts, ends)), default=0)
+    f = p.forest
+    dev_sorted = np.argsort(f.dstart, kind="stable")
+    starts, ends = f.dstart[dev_sorted], f.dend[dev_sorted]
+    names, named = _gap_names(f, dev_sorted)
+    longest = int((ends - starts).max()) if len(starts) else 0
     for st in p.steps:
         busy = p.busy_in(st)
         busy_ns += sum(e - s for s, e in busy)
         idle_ns.append(p.step_ns(st) - sum(e - s for s, e in busy))
         # Only events starting within one longest duration before the window can overlap it.
-        lo, hi = bisect_left(starts, st.start - longest), bisect_left(starts, st.end)
-        events = [i for i in range(lo, hi) if ends[i] > st.start]
+        lo, hi = np.searchsorted(starts, (st.start - longest, st.end))
+        events = np.flatnonzero(ends[lo:hi] > st.start) + lo
         where = st.node.name if st.node.name.startswith("ProfilerStep#") else "the recording"
-        for a, b in zip(events, events[1:]):
-            gap = starts[b] - ends[a]
-            if gap > 0:
-                largest.add(gap, names[a], names[b], where)
+        gaps = starts[events[1:]] - ends[events[:-1]]
+        k = np.flatnonzero(gaps > 0)
+        largest.add_all(gaps[k], named[events[k]], named[events[k + 1]], names, where)
     busy_us = _per_step(busy_ns, p.n)
     idle_us = max(step_us - busy_us, 0.0)
     findings = []
@@ -311,7 +315,7 @@ def _idle_and_bound(p: _Profile) -> list[Finding]:
                 title="The loop is CPU-bound: launching ops takes longer than running them",
                 evidence=Evidence(
                     (),
-                    sum(len(st.top) for st in p.steps) / p.n,
+                    sum(len(st.top_rows) for st in p.steps) / p.n,
                     host_us,
                     _share(host_us, step_us),
                     f"host in ops {host_us:.1f} µs, device busy {busy_us:.1f} µs per step",
@@ -325,6 +329,33 @@ def _idle_and_bound(p: _Profile) -> list[Finding]:
         )
     p.device_busy_us, p.bound = busy_us, bound
     return findings
+
+
+def _gap_names(f: _Forest, order: Any) -> tuple[list[str], Any]:
+    """The device events' names in the gaps, in ``order``: the op that launched work of the event's span
+    (the last such op in tree order, for a span launched twice), else the event's own name.
+
+    Returns the keys' names and, per event, the index of its name there.
+    """
+    import numpy as np
+
+    names = [w[4] for w in f.whats]
+    own = f.dkey[order].astype(np.int64)
+    by = f.by_owner
+    if not len(by):
+        return names, own
+    # Each span launched, and its last launcher; then each event's span among them (a span: its start and end).
+    starts = np.concatenate((f.dstart[by], f.dstart[order]))
+    ends = np.concatenate((f.dend[by], f.dend[order]))
+    pairs = np.lexsort((ends, starts))
+    new = np.ones(len(pairs), bool)
+    new[1:] = (starts[pairs][1:] != starts[pairs][:-1]) | (ends[pairs][1:] != ends[pairs][:-1])
+    span = np.empty(len(pairs), np.int64)
+    span[pairs] = np.cumsum(new) - 1
+    last = np.full(int(span.max()) + 1, -1, np.int64)
+    np.maximum.at(last, span[: len(by)], np.arange(len(by)))  # the last launch of each span, in tree order
+    at = last[span[len(by) :]]
+    return names, np.where(at >= 0, f.key[f.owners[np.maximum(at, 0)]], own)
 
 
 RULES = (_copies, _syncs, _idle_and_bound)

@@ -36,6 +36,8 @@ def _dominant(p: _Profile) -> list[Finding]:
     Collectives (``c10d::allreduce_``...) are never named: their time is communication.
     No time-at-stake estimate: how much of it can be saved depends on the op.
     """
+    import numpy as np
+
     totals: Counter[str] = Counter()
     calls: Counter[str] = Counter()
     dtypes: defaultdict[str, set[str]] = defaultdict(set)
@@ -50,34 +52,37 @@ def _dominant(p: _Profile) -> list[Finding]:
         )
     )
     torch_dtypes = _NameMemo(lambda types: [_torch_dtype(t) for t in types])
-    for st in p.steps:
-        for node in st.nodes:
-            name = node.name
-            timed, bookkeeping, collective, machinery = read[name]
-            if not timed and node.category != "op":
+    f = p.forest
+    whats = f.whats
+    reads = [read[w[4]] if w[0] is not None else (False, False, False, False) for w in whats]
+    # The rows the rule reads, step by step: ops and compiled regions (and their wrappers), less
+    # torch.compile's bookkeeping and what runs inside it, and collectives.
+    read_keys = np.array([r[0] or w[0] == "op" for r, w in zip(reads, whats)], bool)
+    skipped = np.array([r[1] or r[2] for r in reads], bool)
+    bookkeeping = np.array([r[1] for r in reads], bool)
+    rows = np.concatenate([p.rows(st, read_keys) for st in p.steps]) if p.steps else np.empty(0, np.int64)
+    up = f.parent[rows]
+    rows = rows[~skipped[f.key[rows]] & ~((up >= 0) & bookkeeping[f.key[np.maximum(up, 0)]])]
+    if not p.has_device_time:
+        values = (f.end[rows] - f.start[rows] - f.children_cover()[rows]).tolist()  # each op's self_ns()
+    else:
+        values = f.own_device_ns()[rows].tolist()
+    keys = f.key[rows].tolist()
+    for row, k, value in zip(rows.tolist(), keys, values):
+        w = whats[k]
+        name = w[4]
+        if reads[k][3]:
+            # A compiled graph's wrapper: its time is the compiled region's, else nobody's.
+            region = f.node(row).parent
+            while region is not None and not _is_region(region.name):
+                region = region.parent
+            if region is None:
                 continue
-            if bookkeeping or (node.parent is not None and read[node.parent.name][1]):
-                continue
-            if collective:
-                continue  # time in a collective is communication (communication_wait's), not an op to speed up
-            if machinery:
-                # A compiled graph's wrapper: its time is the compiled region's, else nobody's.
-                region = node.parent
-                while region is not None and not _is_region(region.name):
-                    region = region.parent
-                if region is None:
-                    continue
-                name = region.name
-            if not p.has_device_time:
-                value = node.self_ns()
-            else:
-                value = 0
-                for d in node.device:
-                    value += d.end_ns - d.start_ns
-            totals[name] += value
-            if name == node.name:
-                calls[name] += 1
-                dtypes[name].update(torch_dtypes[node.input_dtypes or ()])
+            name = region.name
+        totals[name] += value
+        if name == w[4]:
+            calls[name] += 1
+            dtypes[name].update(torch_dtypes[w[3] or ()])
     total = sum(totals.values())
     if not total:
         return []

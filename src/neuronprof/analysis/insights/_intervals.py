@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 _MANY = 4096
 """From this many intervals, ``_Spans.covering`` merges them with numpy."""
@@ -48,6 +49,33 @@ def _clip(intervals: Sequence[tuple[int, int]], lo: int, hi: int) -> list[tuple[
             break
         if e > lo:
             out.append((max(s, lo), min(e, hi)))
+    return out
+
+
+def _zip(starts: Any, ends: Any) -> Iterable[tuple[int, int]]:
+    """Intervals of two int arrays."""
+    return zip(starts.tolist(), ends.tolist())
+
+
+def _length(spans: Iterable[tuple[int, int]]) -> int:
+    return sum(e - s for s, e in spans)
+
+
+def _subtract(spans: Sequence[tuple[int, int]], cut: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of sorted, disjoint ``spans`` outside sorted, disjoint ``cut``."""
+    out: list[tuple[int, int]] = []
+    j = 0
+    for s, e in spans:
+        while j < len(cut) and cut[j][1] <= s:
+            j += 1
+        k = j
+        while k < len(cut) and cut[k][0] < e:
+            if cut[k][0] > s:
+                out.append((s, cut[k][0]))
+            s = max(s, cut[k][1])
+            k += 1
+        if s < e:
+            out.append((s, e))
     return out
 
 
@@ -127,6 +155,30 @@ class _LargestGaps:
         if best is None or gap > best[0]:  # on a tie the earlier gap stays, as a stable sort keeps it
             self._best[key] = (gap, self._count, (gap, before, after, where))
         self._count += 1
+
+    def add_all(self, gaps: Any, before: Any, after: Any, names: Sequence[str], where: str) -> None:
+        """``add`` each gap in turn: ``gaps`` and the ``names`` indices ``before`` and ``after`` are int arrays.
+
+        Each pair's largest gap (its first on a tie) is found with numpy first: a step has a gap
+        per kernel, and few pairs of names.
+        """
+        import numpy as np
+
+        n = len(gaps)
+        if not n:
+            return
+        pair = before.astype(np.int64) * (len(names) + 1) + after
+        order = np.lexsort((np.arange(n), -gaps, pair))
+        firsts = order[np.concatenate(([True], pair[order][1:] != pair[order][:-1]))]
+        base, best = self._count, self._best
+        for at, gap, b, a in zip(
+            firsts.tolist(), gaps[firsts].tolist(), before[firsts].tolist(), after[firsts].tolist()
+        ):
+            key = (names[b], names[a])
+            kept = best.get(key)
+            if kept is None or gap > kept[0]:  # on a tie the earlier gap stays, as in ``add``
+                best[key] = (gap, base + at, (gap, key[0], key[1], where))
+        self._count += n
 
     def shown(self, k: int) -> list[Gap]:
         """The ``k`` largest, one per pair, longest first (the earlier on a tie)."""

@@ -24,6 +24,7 @@ from neuronprof.analysis.insights._tally import (
     _Tally,
 )
 from neuronprof.analysis.insights._tree import (
+    _OPTIMIZER,
     COPY_OPS,
     ELEMENTWISE_OPS,
     MATMUL_OPS,
@@ -160,56 +161,63 @@ def _chains(p: _Profile) -> list[Finding]:
     tally = _Tally()
     totals: defaultdict[Any, int] = defaultdict(int)  # the chains' own time
     gaps: defaultdict[Any, int] = defaultdict(int)  # device idle between their executions
-    # _feeds reads a name and two recorded signatures, which a trace repeats: decided once per
-    # (name, signature, signature). The signatures are held by the nodes all along: their ids stay theirs.
-    fed: dict[tuple[str, int, int], bool] = {}
+    f = p.forest
+    whats = f.whats
+    # _feeds reads a name and two recorded signatures, which a trace repeats: decided once per pair of keys.
+    signed = [_Node(w[4], 0, 0, input_shapes=w[2]) for w in whats]
+    fed: dict[tuple[int, int], bool] = {}
 
-    def feeds(prev: _Node, cur: _Node) -> bool:
-        key = (prev.name, id(prev.input_shapes), id(cur.input_shapes))
-        found = fed.get(key)
+    def feeds(prev: int, cur: int) -> bool:
+        found = fed.get((prev, cur))
         if found is None:
-            found = fed[key] = _feeds(prev, cur)
+            found = fed[prev, cur] = _feeds(signed[prev], signed[cur])
         return found
 
+    # Elementwise ops, less those inside an optimizer's step (torch.optim's own internals).
+    optimizer = f.key_mask(lambda name, _category: _OPTIMIZER.match(name))[f.key]
+    is_step = f.key_mask(lambda _name, category: category == "step")[f.key]
+    elementwise = f.key_mask(lambda name, _category: name in ELEMENTWISE_OPS)
+    linked = elementwise[f.key] & ~f.under(optimizer, is_step)
     for tally.step, step in enumerate(p.steps):
-        tops = step.top
-        # (an op the step calls itself is in no optimizer: the walk up is for those under a frame or range)
-        link = [t.name in ELEMENTWISE_OPS and (t.parent is step.node or not _in_optimizer(t)) for t in tops]
+        rows = step.top_rows
+        if not len(rows):
+            continue
+        keys = f.key[rows].tolist()
+        tops = [whats[k][4] for k in keys]  # their names
+        link = linked[rows].tolist()
         i = 0
         while i < len(tops):
             if not link[i]:
                 i += 1
                 continue
             j = i + 1
-            while j < len(tops) and link[j] and feeds(tops[j - 1], tops[j]):
+            while j < len(tops) and link[j] and feeds(keys[j - 1], keys[j]):
                 j += 1
-            before = tops[i - 1].name if i > 0 else None
+            before = tops[i - 1] if i > 0 else None
             addmm = (
                 before in MATMUL_OPS
-                and tops[i].name in ("aten::add", "aten::add_")
-                and feeds(tops[i - 1], tops[i])
-                and _bias_add(tops[i - 1], tops[i])
+                and tops[i] in ("aten::add", "aten::add_")
+                and feeds(keys[i - 1], keys[i])
+                and _bias_add(f.node(int(rows[i - 1])), signed[keys[i]])
             )
             if addmm:
                 j = i + 1  # the bias add alone; what follows it (an activation...) is read as a run of its own
             run = tops[i:j]
-            after = tops[j].name if j < len(tops) else None
+            after = tops[j] if j < len(tops) else None
             # (between two matmuls only: most runs are not, and need no list of names)
-            attention = (
-                before in MATMUL_OPS and after in MATMUL_OPS and _is_attention([n.name for n in run], before, after)
-            )
+            attention = before in MATMUL_OPS and after in MATMUL_OPS and _is_attention(run, before, after)
             if len(run) >= CHAIN_MIN_OPS or addmm or attention:
-                names = tuple(n.name for n in run)
+                names = tuple(run)
                 # Attention's matmuls are part of what the fused op replaces: their time counts too.
-                timed = [tops[i - 1], *run, tops[j]] if attention else run
+                timed = rows[i - 1 : j + 1] if attention else rows[i:j]
                 gap_ns = 0
                 if p.has_device_time:
-                    spans = [n.device_spans() for n in timed]
+                    spans = f.device_spans_of(timed)
                     costs = [_covered(mine) for mine in spans]  # each op's device_ns()
                     merged = _union(span for mine in spans for span in mine)
                     gap_ns = sum(b[0] - a[1] for a, b in zip(merged, merged[1:]))
                 else:
-                    costs = [n.dur for n in timed]
+                    costs = (f.end[timed] - f.start[timed]).tolist()
                 # One fused pass remains; a fused bias add costs nothing extra.
                 stake = sum(costs) if addmm else sum(costs) - max(costs)
                 # Plain chains are told apart by their ops; the fused forms also by their neighbours.
@@ -287,18 +295,17 @@ def _conversions(p: _Profile) -> list[Finding]:
     unseen: Counter[str] = Counter()
     autocast: list[tuple[int, Any, int, Any]] = []  # autocast's casts: float32 → bf16/fp16, and back in backward
     narrowed = False
+    to_copy = p.forest.key_mask(lambda name, _category: name == "aten::_to_copy")
     for tally.step, step in enumerate(p.steps):
-        top_ids = {id(t) for t in step.top}
-        for node in step.nodes:
-            if node.name != "aten::_to_copy":
-                continue
+        top_rows = set(step.top_rows.tolist()) if len(step.top_rows) else set()
+        for node in p.find(step, to_copy):
             copies = [n for n in node.walk() if n.name in COPY_OPS]
-            if any(id(c) in p.claimed for c in copies):
+            if any(c._i in p.claimed for c in copies):
                 continue
             cause = _cause(node)
             wrapper = _outer_wrapper(node)
-            explicit = id(wrapper) in top_ids
-            implicit = cause is not None and id(cause) in top_ids
+            explicit = wrapper._i in top_rows
+            implicit = cause is not None and cause._i in top_rows
             if not (explicit or implicit) or _in_optimizer(node):
                 continue
             pair, scalar = _dtype_pair(node), _is_scalar_source(node)

@@ -12,7 +12,6 @@ of its collectives was in flight.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
@@ -238,10 +237,17 @@ def analyze_ranks(timeline: Timeline) -> RankInsights:
     return rank_insights(timeline, [analyze(t) for t in timeline.ranks or (timeline,)])
 
 
-def rank_insights(timeline: Timeline, found: list[Insights]) -> RankInsights:
-    """``analyze_ranks`` of a timeline whose ranks' findings ``found`` are made already (one per rank, in order)."""
+def rank_insights(
+    timeline: Timeline,
+    found: list[Insights],
+    figures: Optional[list[tuple[Optional[float], Optional[float]]]] = None,
+) -> RankInsights:
+    """``analyze_ranks`` of a timeline whose ranks' findings ``found`` are made already (one per rank, in order).
+
+    ``figures``: each rank's ``rank_figures``, when read already (from its columns); else read from the timeline.
+    """
     per_rank = timeline.ranks or (timeline,)
-    figures = [rank_figures(t) for t in per_rank]
+    figures = [rank_figures(t) for t in per_rank] if figures is None else figures
     compute = tuple(c for c, _ in figures)
     own = {n for t in per_rank for n in t.notes}
     straggler = vocab.straggler(compute)
@@ -295,32 +301,49 @@ def rank_figures(timeline: Timeline) -> tuple[Optional[float], Optional[float]]:
     Args:
         timeline: The events of one rank.
     """
-    steps = _steps(timeline)
+    import numpy as np
+
+    host = timeline.host
+    threads: dict[str, int] = {}
+    thread = np.array([threads.setdefault(e.thread, len(threads)) for e in host], np.int64)
+    spans = [(e.start_ns, e.end_ns) for e in host if vocab.is_collective(e.name, vocab.K_OTHER)]
+    spans += [(d.start_ns, d.end_ns) for d in timeline.device if vocab.is_collective(d.name, vocab.K_DEVICE)]
+    return figures_of(
+        thread,
+        np.array([e.start_ns for e in host], np.int64),
+        np.array([e.end_ns for e in host], np.int64),
+        np.array([e.category == "step" for e in host], bool),
+        spans,
+    )
+
+
+def figures_of(
+    thread: Any, start: Any, end: Any, is_step: Any, collectives: list[tuple[int, int]]
+) -> tuple[Optional[float], Optional[float]]:
+    """``rank_figures`` of a rank's host events as columns (thread, start, end in ns, whether a step) and the
+    ``(start, end)`` of its collective events, host and device."""
+    steps = _steps(thread, start, end, is_step)
     if not steps:
         return None, None
-    spans = [(e.start_ns, e.end_ns) for e in timeline.host if vocab.is_collective(e.name, vocab.K_OTHER)]
-    spans += [(d.start_ns, d.end_ns) for d in timeline.device if vocab.is_collective(d.name, vocab.K_DEVICE)]
-    waited = sum(vocab.collective_wait_ns(steps, spans))
+    waited = sum(vocab.collective_wait_ns(steps, collectives))
     total = sum(e - s for s, e in steps)
     n = len(steps)
     return (total - waited) / n / 1000, waited / n / 1000
 
 
-def _steps(timeline: Timeline) -> list[tuple[int, int]]:
+def _steps(thread: Any, start: Any, end: Any, is_step: Any) -> list[tuple[int, int]]:
     """The rank's steps as ``(start, end)`` ns, thread by thread, as the table counts them."""
-    by_thread: dict[str, list[tuple[int, int]]] = {}
-    starts: dict[str, list[int]] = {}
-    for e in timeline.host:
-        if e.category == "step":
-            by_thread.setdefault(e.thread, []).append((e.start_ns, e.end_ns))
-        else:
-            starts.setdefault(e.thread, []).append(e.start_ns)
+    import numpy as np
+
+    steps, others = np.flatnonzero(is_step), np.flatnonzero(~is_step)
     out: list[tuple[int, int]] = []
-    for thread, steps in by_thread.items():
-        steps.sort()
-        within = sorted(starts.get(thread, ()))
-        holds_work = [bisect.bisect_left(within, s) < bisect.bisect_left(within, e) for s, e in steps]
-        out += steps[: vocab.step_count(holds_work)]
+    for th in dict.fromkeys(thread[steps].tolist()):
+        mine = steps[thread[steps] == th]
+        spans = sorted(zip(start[mine].tolist(), end[mine].tolist()))
+        within = np.sort(start[others[thread[others] == th]])
+        lo = np.searchsorted(within, [s for s, _ in spans])
+        hi = np.searchsorted(within, [e for _, e in spans])
+        out += spans[: vocab.step_count((lo < hi).tolist())]
     return out
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._dtypes import _torch_dtype
@@ -22,7 +22,8 @@ from neuronprof.analysis.insights._findings import (
     Evidence,
     Finding,
 )
-from neuronprof.analysis.insights._intervals import _LargestGaps, _Spans, _union
+from neuronprof.analysis.insights._forest import KINDS
+from neuronprof.analysis.insights._intervals import _LargestGaps, _length, _Spans, _subtract, _union, _zip
 from neuronprof.analysis.insights._tally import (
     _per_step,
     _share,
@@ -30,10 +31,7 @@ from neuronprof.analysis.insights._tally import (
     _Tally,
 )
 from neuronprof.analysis.insights._tree import (
-    _CATEGORY,
     _DATALOADER,
-    _KINDS,
-    _NAME,
     WHOLE_RECORDING,
     _NameMemo,
     _Node,
@@ -50,7 +48,7 @@ def _collective_kernel(name: str) -> bool:
 
 def _collectives() -> _NameMemo:
     """``_collective`` of a node, by its ``(name, category)``, decided once per distinct pair."""
-    return _NameMemo(lambda key: vocab.is_collective(key[0], _KINDS.get(key[1], vocab.K_OTHER)))
+    return _NameMemo(lambda key: vocab.is_collective(key[0], KINDS.get(key[1], vocab.K_OTHER)))
 
 
 _VIEWS = frozenset(
@@ -82,28 +80,6 @@ _VIEWS = frozenset(
 LOW_PRECISION = ("torch.bfloat16", "torch.float16")
 
 
-def _length(spans: Iterable[tuple[int, int]]) -> int:
-    return sum(e - s for s, e in spans)
-
-
-def _subtract(spans: Sequence[tuple[int, int]], cut: Sequence[tuple[int, int]]) -> Spans:
-    """The parts of sorted, disjoint ``spans`` outside sorted, disjoint ``cut``."""
-    out: Spans = []
-    j = 0
-    for s, e in spans:
-        while j < len(cut) and cut[j][1] <= s:
-            j += 1
-        k = j
-        while k < len(cut) and cut[k][0] < e:
-            if cut[k][0] > s:
-                out.append((s, cut[k][0]))
-            s = max(s, cut[k][1])
-            k += 1
-        if s < e:
-            out.append((s, e))
-    return out
-
-
 def _recording(node: _Node) -> str:
     """Which recording (trace file or profiling cycle) an event belongs to: the feeders' thread prefix."""
     return node.thread.split(":", 1)[0]
@@ -113,30 +89,33 @@ class _StepTime:
     """Per step: the collectives' time, the part with no compute beside it, and the host's gaps between ops."""
 
     def __init__(self, p: _Profile) -> None:
+        import numpy as np
+
+        f = self.forest = p.forest
+        self.p = p
         self.collective = is_collective = _collectives()
         # Most profiles hold no collective: each distinct (name, category) and kernel name is asked once.
-        self.any_collective = any(is_collective[key] for key in set(zip(map(_NAME, p.nodes), map(_CATEGORY, p.nodes))))
+        used = np.unique(f.key).tolist()
+        self.any_collective = any(is_collective[f.whats[k][4], f.whats[k][0]] for k in used)
+        self.collective_keys = f.key_mask(lambda name, category: is_collective[name, category])
         collectives: defaultdict[str, Spans] = defaultdict(list)
-        for n in p.nodes if self.any_collective else ():
-            if is_collective[n.name, n.category]:
-                collectives[_recording(n)].append((n.start_ns, n.end_ns))
+        for n in p.find_all(self.collective_keys) if self.any_collective else ():
+            collectives[_recording(n)].append((n.start_ns, n.end_ns))
         self._host_collectives = {k: _Spans(_union(v)) for k, v in collectives.items()}
         self.kernel = kernel = _NameMemo(_collective_kernel)
-        self.any_kernel = any(kernel[name] for name in set(map(_NAME, p.tl.device)))
-        kernels = p.tl.device if self.any_kernel else ()
-        self._device_collectives = _Spans(_union((d.start_ns, d.end_ns) for d in kernels if kernel[d.name]))
+        self.kernels = f.dkey_mask(lambda name, _category: kernel[name])[f.dkey]
+        self.any_kernel = bool(self.kernels.any())
+        self._device_collectives = _Spans(_union(_zip(f.dstart[self.kernels], f.dend[self.kernels])))
         # Without collective kernels, the device computes whenever it is busy: the profile's own union.
         self._device_compute = (
-            _Spans(_union((d.start_ns, d.end_ns) for d in p.tl.device if not kernel[d.name]))
-            if self._device_collectives
-            else p.busy
+            _Spans(_union(_zip(f.dstart[~self.kernels], f.dend[~self.kernels]))) if self._device_collectives else p.busy
         )
         self._dataloader = _NameMemo(lambda name: bool(_DATALOADER.search(name)))
+        self._outside_ops = f.key_mask(lambda name, category: category == "runtime" or self._dataloader[name])
 
     def ops(self, st: _Step) -> Spans:
         """The spans of the step's top-level ops, less the collectives."""
-        is_collective, some = self.collective, self.any_collective
-        return [(t.start_ns, t.end_ns) for t in st.top if not (some and is_collective[t.name, t.category])]
+        return self.p.top_spans(st, self.collective_keys if self.any_collective else None)
 
     def communication(self, st: _Step, ops: Spans) -> tuple[Spans, Spans, Spans]:
         """(all collective time, the part with no compute beside it, host waits) in the step, as spans.
@@ -157,17 +136,14 @@ class _StepTime:
 
     def host_gaps(self, st: _Step, ops: Spans, waits: Spans) -> Spans:
         """The step's host time outside every op, the DataLoader, runtime calls and collective waits."""
-        if not st.top:
+        if not len(st.top_rows):
             return []  # no op: nothing to be between
-        dataloader = self._dataloader
         covered = list(ops)
-        for node in st.nodes:
-            if node.category == "runtime" or dataloader[node.name]:
-                covered.append((node.start_ns, node.end_ns))
+        covered += self.p.spans(self.p.rows(st, self._outside_ops))
         covered.extend(waits)
         if st.node.name == WHOLE_RECORDING:
             # No step marks where the loop starts and ends: only the time between the first and last op.
-            window = (min(t.start_ns for t in st.top), max(t.end_ns for t in st.top))
+            window = (min(st.top_column(self.forest.start)), max(st.top_column(self.forest.end)))
         else:
             window = (st.start, st.node.end_ns)
         return _subtract([window], _union(covered))
@@ -185,27 +161,24 @@ class _Neighbours:
     about n gaps, and a scan of every op per gap made a long step quadratic.
     """
 
-    def __init__(self, st: _Step) -> None:
-        top = st.top
-        ends, starts = [t.end_ns for t in top], [t.start_ns for t in top]
+    def __init__(self, names: Sequence[str], starts: Sequence[int], ends: Sequence[int]) -> None:
+        """The step's top-level ops, in the step's order: their names, starts and ends."""
         # By end, ties in reverse order of the step (a stable sort of the positions, last first)...
-        self._by_end = sorted(range(len(top) - 1, -1, -1), key=ends.__getitem__)
+        self._by_end = sorted(range(len(names) - 1, -1, -1), key=ends.__getitem__)
         self._ends = [ends[i] for i in self._by_end]
         # ...and by start, ties in the step's order.
-        self._by_start = sorted(range(len(top)), key=starts.__getitem__)
+        self._by_start = sorted(range(len(names)), key=starts.__getitem__)
         self._starts = [starts[i] for i in self._by_start]
-        self._top = top
+        self._names = names
 
     def add_gaps(self, gaps: Spans, where: str, largest: _LargestGaps) -> None:
         """Add each gap of the step to ``largest``, with the ops on either side."""
-        top, by_end, by_start, ends, starts = self._top, self._by_end, self._by_start, self._ends, self._starts
+        names, by_end, by_start, ends, starts = self._names, self._by_end, self._by_start, self._ends, self._starts
         first, last, n = _EDGES[0], _EDGES[1], len(starts)
         for lo, hi in gaps:
             k = bisect_right(ends, lo) - 1
             j = bisect_left(starts, hi)
-            largest.add(
-                hi - lo, top[by_end[k]].name if k >= 0 else first, top[by_start[j]].name if j < n else last, where
-            )
+            largest.add(hi - lo, names[by_end[k]] if k >= 0 else first, names[by_start[j]] if j < n else last, where)
 
 
 def _step_time(p: _Profile) -> list[Finding]:
@@ -246,15 +219,16 @@ def _step_time(p: _Profile) -> list[Finding]:
         host_gaps = times.host_gaps(st, ops, waits)
         gap_ns.append(_length(host_gaps))
         if host_gaps:
-            _Neighbours(st).add_gaps(host_gaps, st.node.name, largest)
-    is_collective = times.collective
-    for n in p.nodes if times.any_collective else ():
-        if is_collective[n.name, n.category] and n.category != "op":  # the spans and kernels, not the ops
+            f = p.forest
+            _Neighbours(st.top_names(), st.top_column(f.start), st.top_column(f.end)).add_gaps(
+                host_gaps, st.node.name, largest
+            )
+    for n in p.find_all(times.collective_keys) if times.any_collective else ():
+        if n.category != "op":  # the spans and kernels, not the ops
             names[n.name] += 1
-    kernel = times.kernel
-    for d in p.tl.device if times.any_kernel else ():
-        if kernel[d.name]:
-            names[d.name] += 1
+    f = p.forest
+    for k in f.dkey[times.kernels].tolist():
+        names[f.whats[k][4]] += 1
     findings = []
     step_us = p.mean_step_ns / 1000
     exposed_us = _per_step(sum(exposed_ns), p.n)
@@ -282,7 +256,7 @@ def _step_time(p: _Profile) -> list[Finding]:
             )
         )
     gap_us = _per_step(sum(gap_ns), p.n)
-    ops_per_step = sum(len(st.top) for st in p.steps) / p.n
+    ops_per_step = sum(len(st.top_rows) for st in p.steps) / p.n
     words = _steady(p, gap_ns, HOST_OVERHEAD_SHARE) if ops_per_step >= HOST_OVERHEAD_MIN_OPS else None
     if words:
         shown = largest.shown(GAPS_SHOWN)
@@ -326,22 +300,29 @@ def _low_precision(p: _Profile) -> list[Finding]:
     from another producer) a note gives the share instead. Time at stake: those ops'
     time per step, an upper bound (in float32 they still take some time).
     """
+    import numpy as np
+
     by_dtype: Counter[str] = Counter()
     per_step: defaultdict[str, list[int]] = defaultdict(lambda: [0] * p.n)
     ops: defaultdict[str, Counter[str]] = defaultdict(Counter)
     # The low-precision dtypes among an op's inputs, per recorded signature (a trace repeats a few).
     lows = _NameMemo(lambda dtypes: sorted({_torch_dtype(t) for t in dtypes} & set(LOW_PRECISION)))
+    f = p.forest
+    # Ops with a low-precision input that make no view (the rows that launched device work are left out below).
+    candidates = np.fromiter(
+        (w[0] == "op" and bool(w[3]) and bool(lows[w[3]]) and w[4] not in _VIEWS for w in f.whats), bool, len(f.whats)
+    )
+    # (device work is done in the device's own precision: the ops that launched some are left out)
+    rows = candidates[f.key] & ~f.row_mask(f.owners)
+    self_ns = f.end - f.start - f.children_cover()
     for i, st in enumerate(p.steps):
-        for node in st.nodes:
-            if node.category != "op" or not node.input_dtypes:
-                continue
-            low = lows[node.input_dtypes]
-            if not low or node.device or node.name in _VIEWS:
-                continue  # device work is done in the device's own precision
-            ns = node.self_ns()
+        mine = p.rows(st, rows, by_key=False)
+        for k, ns in zip(f.key[mine].tolist(), self_ns[mine].tolist()):
+            w = f.whats[k]
+            low = lows[w[3]]
             by_dtype[low[0]] += ns
             per_step[low[0]][i] += ns
-            ops[low[0]][node.name] += ns
+            ops[low[0]][w[4]] += ns
     findings = []
     step_us = p.mean_step_ns / 1000
     native = p.tl.native_dtypes
@@ -404,12 +385,19 @@ def _fallbacks(p: _Profile) -> list[Finding]:
     """
     if not p.has_device:
         return []
+    import numpy as np
+
     tally = _Tally()
+    f = p.forest
+    to_cpu = f.key_mask(lambda name, _category: name == _TO_CPU)
     for tally.step, st in enumerate(p.steps):
-        if not any(node.name == _TO_CPU for node in st.nodes):
+        rows = p.rows(st, to_cpu)
+        if not len(rows):
             continue  # no fallback in this step: most steps
-        for node in st.nodes:
-            if node.name == _TO_CPU or not any(c.name == _TO_CPU for c in node.children):
+        # The ops that call aten::_to_cpu themselves, in tree order.
+        callers = np.unique(f.parent[rows])
+        for node in f.nodes(callers[callers >= 0]):
+            if node.name == _TO_CPU:
                 continue
             if _inside_fallback(node):
                 continue
@@ -446,9 +434,10 @@ def _pipeline(p: _Profile) -> list[Finding]:
     calls = 0
     name = ""
     dataloader = _NameMemo(lambda name: bool(_DATALOADER.search(name)))
+    loaders = p.forest.key_mask(lambda name, _category: dataloader[name])
     for i, st in enumerate(p.steps):
-        for node in st.nodes:
-            if dataloader[node.name] and not (node.parent is not None and dataloader[node.parent.name]):
+        for node in p.find(st, loaders):
+            if not (node.parent is not None and dataloader[node.parent.name]):
                 per_step[i] += node.dur
                 calls += 1
                 name = node.name

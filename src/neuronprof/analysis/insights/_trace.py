@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from neuronprof.analysis._gc import collector_paused
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
-from neuronprof.analysis.insights._tree_reader import _TreeReader
+from neuronprof.analysis.insights._tree_reader import _Event, _TreeReader
 from neuronprof.analysis.trace._rules import (
     _device_label,
     _rank_of,
@@ -47,9 +47,9 @@ def insights_of(
 ) -> Union[Insights, RankInsights]:
     """A trace's findings, made once and kept with it (what ``Trace.insights()`` returns).
 
-    The events are read from the trace's tables straight into the engine's call tree
-    (``read_of``). The findings are those of ``analyze_timeline(trace.timeline())``: the same
-    events, in the same order.
+    The events are read from the trace's tables straight into the engine's call trees, a
+    ``_Forest`` of columns per rank (``read_of``), one rank after the other. The findings are
+    those of ``analyze_timeline(trace.timeline())``: the same events, in the same order.
 
     Args:
         trace: The loaded trace.
@@ -62,35 +62,38 @@ def insights_of(
     cached = trace.__dict__.get("_insights")
     if cached is None:
         timeline, readers = read or read_of(trace)
-        with collector_paused():
-            unlinked = [r.link(t.host, t.device) for r, t in zip(readers, timeline.ranks or (timeline,))]
-        if timeline.ranks:
-            found = [_analyze(t, n) for t, n in zip(timeline.ranks, unlinked)]
-            cached = rank_insights(timeline, found)
-        else:
-            cached = _analyze(timeline, unlinked[0])
-        del timeline, readers, read
+        del read
+        found, figures = [], []
+        for reader, part in zip(readers, timeline.ranks or (timeline,)):
+            with collector_paused():
+                forest = reader.forest()
+            found.append(_analyze(part, forest))
+            figures.append(forest.rank_figures())
+            del forest
+        cached = rank_insights(timeline, found, figures) if timeline.ranks else found[0]
+        del timeline, readers
         trace.__dict__["_insights"] = cached
     return cast("Union[Insights, RankInsights]", cached)
 
 
-def read_of(trace: Trace, ids: bool = False) -> tuple[Timeline, list[_TreeReader]]:
-    """A trace's timeline whose host events are the findings' ``_Node``s, and the readers that read them.
+def read_of(trace: Trace, events: bool = False) -> tuple[Timeline, list[_TreeReader]]:
+    """A trace's timeline and the readers that read it, one per rank, each holding its rank's columns.
 
-    Each rank's events are read by a reader of their own (ids repeat across ranks): for the
-    timeline, or for each of its ranks, its reader's ``link`` nests them in their call tree and
-    attaches their device work (after the report has drawn them: a tree held while they are
-    drawn would raise the peak).
+    Each rank's events are read by a reader of their own (ids repeat across ranks): its
+    ``forest`` nests them in their call trees and links their device work (after the report
+    has drawn them: trees held while they are drawn would raise the peak).
 
     Args:
         trace: The loaded trace.
-        ids: Whether the events keep their External and correlation ids (the report's panes read them).
+        events: Whether the timeline holds the events as objects, with their External and
+            correlation ids (the report's panes read them); else it holds none, only the readers' columns.
     """
     readers: dict[Optional[int], _TreeReader] = {}
+    made = _Event if events else None
 
     def read(fi: int, table: EventTable, *into: Any) -> None:
         rank = _rank_of(table.source, table.metadata) if trace.ranks else None
-        (readers.get(rank) or readers.setdefault(rank, _TreeReader(ids=ids)))(fi, table, *into)
+        (readers.get(rank) or readers.setdefault(rank, _TreeReader(made, ids=events)))(fi, table, *into)
 
     timeline = _timeline(trace, read)
     keys = [t.rank for t in timeline.ranks] if trace.ranks else [None]
@@ -105,7 +108,7 @@ def timeline_of(trace: Trace) -> Timeline:
     XLA viewer's "Steps"/"XLA Modules" lanes) is the event table's rule, the one the
     sums follow. A live session's tables (no file) make a timeline whose source is
     ``"session"``. The host events come thread by thread, each thread's by start, the
-    longer first (the order of its call tree, ``read_of``).
+    longer first (the order of its call tree, ``_TreeReader``).
     """
     return _timeline(trace, _TreeReader(HostEvent))
 

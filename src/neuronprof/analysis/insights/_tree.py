@@ -7,14 +7,14 @@ torch.compile's ranges).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
-from itertools import repeat
-from operator import attrgetter, is_not
+from collections.abc import Callable, Iterator
+from operator import attrgetter
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
+from neuronprof.analysis.insights._forest import KINDS, _Forest, reach
 from neuronprof.analysis.insights._intervals import _covered, _Spans, _union
-from neuronprof.analysis.insights._timeline import DeviceEvent, HostCategory, HostEvent, Timeline
+from neuronprof.analysis.insights._timeline import DeviceEvent, HostCategory, Timeline
 
 # Op names the rules look for. They are torch's own (aten) names; backends that
 # implement ops under other names are matched by the runtime/device rules instead.
@@ -77,36 +77,17 @@ def _bookkeeping(name: str) -> bool:
     return name.startswith(vocab.CACHE_LOOKUP) or bool(_COMPILE_WORK.search(name))
 
 
-_NONE: tuple[Any, ...] = ()
-"""A node's children or device work until it has some: most nodes have neither, and an empty list costs 56 bytes."""
-
-
 class _Node:
-    """A host event with its place in the call tree.
+    """A host event with its place in the call tree: a row of the profile's ``_Forest``, as the rules read it.
 
     It holds the event's own fields, under [`HostEvent`][neuronprof.analysis.insights.HostEvent]'s
-    names and in its order, so that a trace's events are read straight into the tree
-    (``read_of``) without a ``HostEvent`` apiece: one object per event, not two, for a
-    trace of millions of events. Read-only to the rules.
+    names; its parent, children and device work are read from the forest's columns when asked.
+    The forest makes each row's node once (``_Forest.node``), so that rules may compare nodes by
+    identity. A node made by hand (no forest) has no parent, children or device work. Read-only
+    to the rules.
     """
 
-    children: Sequence[_Node]
-    parent: Optional[_Node]
-    device: Sequence[DeviceEvent]
-    __slots__ = (
-        "name",
-        "start_ns",
-        "end_ns",
-        "thread",
-        "category",
-        "ext_id",
-        "correlation",
-        "input_shapes",
-        "input_dtypes",
-        "children",
-        "parent",
-        "device",
-    )
+    __slots__ = ("name", "start_ns", "end_ns", "thread", "category", "input_shapes", "input_dtypes", "_f", "_i")
 
     def __init__(
         self,
@@ -115,38 +96,39 @@ class _Node:
         end_ns: int,
         thread: str = "0",
         category: HostCategory = "op",
-        ext_id: Optional[int] = None,
-        correlation: Optional[int] = None,
         input_shapes: Optional[tuple[tuple[int, ...], ...]] = None,
         input_dtypes: Optional[tuple[str, ...]] = None,
+        forest: Optional[_Forest] = None,
+        row: int = -1,
     ) -> None:
         self.name = name
         self.start_ns = start_ns
         self.end_ns = end_ns
         self.thread = thread
         self.category = category
-        self.ext_id = ext_id
-        self.correlation = correlation
         self.input_shapes = input_shapes
         self.input_dtypes = input_dtypes
-        # A root, with nothing under it, until the reader places it in its tree (``_TreeReader``).
-        self.parent = None
-        self.children = self.device = _NONE
+        self._f = forest
+        self._i = row
 
-    @classmethod
-    def of(cls, ev: HostEvent) -> _Node:
-        """The node of a timeline's host event."""
-        return cls(
-            ev.name,
-            ev.start_ns,
-            ev.end_ns,
-            ev.thread,
-            ev.category,
-            ev.ext_id,
-            ev.correlation,
-            ev.input_shapes,
-            ev.input_dtypes,
-        )
+    @property
+    def parent(self) -> Optional[_Node]:
+        f = self._f
+        if f is None:
+            return None
+        up = int(f.parent[self._i])
+        return f.node(up) if up >= 0 else None
+
+    @property
+    def children(self) -> list[_Node]:
+        f = self._f
+        return [] if f is None else [f.node(i) for i in f.children(self._i)]
+
+    @property
+    def device(self) -> list[DeviceEvent]:
+        """The device work this op launched (a folded re-dispatch's included), in the order read."""
+        f = self._f
+        return [] if f is None else [f.device_event(j) for j in f.own_device(self._i)]
 
     @property
     def dur(self) -> int:
@@ -159,21 +141,18 @@ class _Node:
             yield p
             p = p.parent
 
-    def walk(self) -> Iterator[_Node]:
+    def walk(self) -> list[_Node]:
         """This node and everything under it, parents before children, children in order."""
-        return iter(_preorder(self) if self.children else (self,))
+        f = self._f
+        if f is None:
+            return [self]
+        import numpy as np
+
+        return f.nodes(np.arange(self._i, int(f.last[self._i]) + 1))
 
     def device_spans(self) -> list[tuple[int, int]]:
         """The device work of this node and everything under it, as ``(start, end)`` ns, in no set order."""
-        out = [(d.start_ns, d.end_ns) for d in self.device]
-        stack = list(self.children)
-        while stack:
-            n = stack.pop()
-            if n.device:
-                out += [(d.start_ns, d.end_ns) for d in n.device]
-            if n.children:
-                stack += n.children
-        return out
+        return [] if self._f is None else self._f.device_spans(self._i)
 
     def device_ns(self) -> int:
         # The union: work on several streams at once is not counted twice.
@@ -181,33 +160,47 @@ class _Node:
 
     def self_ns(self) -> int:
         # The duration less the union of the children (overlapping children count once).
-        return self.dur - sum(e - s for s, e in _union((c.start_ns, c.end_ns) for c in self.children))
-
-
-def _preorder(root: _Node) -> list[_Node]:
-    """``root`` and everything under it as one list, parents before children, children in order."""
-    out: list[_Node] = []
-    stack = [root]
-    pop, push, add = stack.pop, stack.extend, out.append
-    while stack:
-        node = pop()
-        add(node)
-        if node.children:
-            push(reversed(node.children))
-    return out
+        f = self._f
+        if f is None:
+            return self.dur
+        kids = f.children(self._i)
+        if not kids:
+            return self.dur
+        spans = zip(f.start[kids].tolist(), f.end[kids].tolist())
+        return self.dur - sum(e - s for s, e in _union(spans))
 
 
 class _Step:
-    """One step: its span, the ops it calls directly, and every node under it (``nodes``, walked once)."""
+    """One step: its node, its span, its rows (in tree order) and the rows of the ops it calls directly."""
 
-    __slots__ = ("node", "top", "start", "end", "nodes")
+    __slots__ = ("node", "start", "end", "rows", "top_rows", "_range", "_f")
 
-    def __init__(self, node: _Node) -> None:
+    def __init__(self, node: _Node, rows: Any = None) -> None:
+        """``rows``: the step's rows in the forest, its own first (its subtree); none for a step made by hand."""
         self.node = node
-        self.top: list[_Node] = []
         self.start = node.start_ns
         self.end = node.end_ns
-        self.nodes: list[_Node] = []
+        self.rows = rows
+        self.top_rows: Any = ()  # the rows of its top-level calls, in tree order (set by ``_Profile``)
+        self._range: Optional[tuple[int, int]] = None  # (first, stop) when the rows are a range
+        self._f: Optional[_Forest] = None
+
+    @property
+    def top(self) -> list[_Node]:
+        """The ops the step calls directly, as nodes (made on each call: the rules read ``top_rows``)."""
+        return [] if self._f is None else self._f.nodes(self.top_rows)
+
+    def top_column(self, column: Any) -> list[Any]:
+        """A per-row column (``forest.start``, ``forest.end``...) at the step's top-level calls."""
+        return column[self.top_rows].tolist() if len(self.top_rows) else []
+
+    def top_names(self) -> list[str]:
+        """The names of the step's top-level calls, in order."""
+        f = self._f
+        if f is None or not len(self.top_rows):
+            return []
+        whats = f.whats
+        return [whats[k][4] for k in f.key[self.top_rows].tolist()]
 
 
 class _NameMemo(dict[Any, Any]):
@@ -229,139 +222,155 @@ def _is_region(name: str) -> bool:
     return name.startswith(vocab.COMPILED_REGION)
 
 
-def _top_level(step: _Node, reads: Optional[_NameMemo] = None) -> list[_Node]:
-    """The ops the step calls directly: Python frames and annotations are transparent.
-
-    ``reads``: ``_top_level_read`` of each ``(name, category)``, kept between the steps of a profile.
-    """
-    reads = _NameMemo(_top_level_read) if reads is None else reads
-    out: list[_Node] = []
-    stack = list(reversed(step.children))
-    while stack:
-        node = stack.pop()
-        call, transparent = reads[node.name, node.category]
-        if call:
-            out.append(node)
-        elif transparent and node.children:
-            stack.extend(reversed(node.children))
-    return out
-
-
 def _top_level_read(key: tuple[str, str]) -> tuple[bool, bool]:
     """Under a step, whether a ``(name, category)`` is a top-level call, else whether the calls under it are."""
     name, category = key
     # The vocabulary's top-level call (a compiled region once, the guard check never),
     # less torch.compile's own compiling, which runs on the first call only.
-    if vocab.counts_as_call(_KINDS.get(category, vocab.K_OTHER), name) and not _COMPILE_WORK.search(name):
+    if vocab.counts_as_call(KINDS.get(category, vocab.K_OTHER), name) and not _COMPILE_WORK.search(name):
         return True, False
     return False, category in ("python", "annotation", "other") and not _DATALOADER.search(name)
 
 
-_START, _END, _DEVICE = attrgetter("start_ns"), attrgetter("end_ns"), attrgetter("device")
-_SHAPES, _NAME, _CATEGORY = attrgetter("input_shapes"), attrgetter("name"), attrgetter("category")
-
-
-def _fold_redispatches(nodes: list[_Node]) -> list[_Node]:
-    """Fold an only child of the same name into its parent: one call, as the tables count it.
-
-    The vocabulary's rule (``folds_into_parent``, torch's ``key_averages()``): a
-    dispatcher re-dispatch (``aten::div_`` → ``aten::div_``) is one call; the child's
-    children and device work become the parent's.
-    """
-    folded: set[int] = set()
-    for node in nodes:  # parents before children: a chain folds into its top
-        parent = node.parent
-        if (
-            parent is not None
-            and len(parent.children) == 1
-            and vocab.folds_into_parent(parent.name, node.name, _kind(node))
-        ):
-            parent.children = node.children
-            for child in node.children:
-                child.parent = parent
-            if node.device:
-                parent.device = [*parent.device, *node.device]
-            folded.add(id(node))
-    return [n for n in nodes if id(n) not in folded] if folded else nodes
-
-
-# The vocabulary's kinds of the timeline's host categories; annotations and the rest are K_OTHER.
-_KINDS = {"op": vocab.K_OP, "python": vocab.K_PY, "step": vocab.K_STEP, "runtime": vocab.K_RUNTIME}
+_START, _END = attrgetter("start_ns"), attrgetter("end_ns")
+_NAME, _CATEGORY = attrgetter("name"), attrgetter("category")
 
 
 def _kind(node: _Node) -> int:
     """A host event's kind in the vocabulary's terms, for its rules (``counts_as_call``, ``is_collective``...)."""
-    return _KINDS.get(node.category, vocab.K_OTHER)
+    return KINDS.get(node.category, vocab.K_OTHER)
 
 
 class _Profile:
-    """The timeline, structured: steps, their top-level ops, device work per op."""
+    """The timeline, structured: steps, their top-level ops, device work per op, on the forest's columns.
 
-    def __init__(self, tl: Timeline, unlinked: Optional[int] = None) -> None:
-        """``unlinked``, when given: ``tl.host`` holds ``_Node``s in their tree already (a trace's, ``read_of``),
-        their device work attached, and so many device events were left unlinked; else its events are read
-        into the tree here, as a trace's are."""
+    The rules ask it for the nodes they read (``find``, ``find_all``): a rule's test is
+    applied to each distinct ``(name, category)`` once, and only the events that pass it
+    become ``_Node`` objects, made for the rule that asks and let go after it. The rules
+    that read every top-level call read them on the columns (``_Step.top_rows``). Nodes
+    are compared by row (``_Node._i``), never by identity.
+    """
+
+    def __init__(self, tl: Timeline, forest: Optional[_Forest] = None) -> None:
+        """``forest``: the timeline's events read already (a trace's, ``insights_of``); else ``tl``'s
+        events are read into one here, as a trace's are."""
+        import numpy as np
+
         from neuronprof.analysis.insights._tree_reader import _TreeReader
 
         self.tl = tl
         self.notes: list[str] = list(tl.notes)
-        if unlinked is None:
+        if forest is None:
             reader = _TreeReader()
-            self.nodes = reader.nodes_of(tl.host, tl.device)
-            self.unlinked = reader.link(self.nodes, tl.device)
-        else:
-            self.nodes, self.unlinked = list(tl.host), unlinked  # type: ignore[arg-type]
-        self.nodes = _fold_redispatches(self.nodes)
+            reader.nodes_of(tl.host, tl.device)
+            forest = reader.forest()
+        self.forest = f = forest
+        self.unlinked = f.unlinked
+        n = len(f)
+        cats = f.key_mask(lambda _name, category: category == "step")
+        is_step = cats[f.key]
+        reads = [_top_level_read((w[4], w[0])) if w[0] is not None else (False, False) for w in f.whats]
+        call = np.array([r[0] for r in reads], bool)[f.key]
+        transparent = np.array([r[1] for r in reads], bool)[f.key]
+        step_rows = np.flatnonzero(is_step)
+        step_rows = step_rows[np.argsort(f.start[step_rows], kind="stable")]
+        via = reach(f, is_step, call, transparent, open_roots=not len(step_rows) and n > 0)
         self.steps: list[_Step] = []
-        reads = _NameMemo(_top_level_read)
-        for n in self.nodes:
-            if n.category == "step":
-                step = _Step(n)
-                self.steps.append(step)
-                step.top = _top_level(n, reads)
-        self.steps.sort(key=lambda s: s.start)
-        if not self.steps and self.nodes:
+        tops = np.flatnonzero(via >= 0)
+        tops = tops[np.argsort(via[tops], kind="stable")]  # by step, each step's in tree order
+        owner_of_top = via[tops]
+        for node in f.nodes(step_rows):
+            i = node._i
+            step = _Step(node)
+            step._range, step._f = (i, int(f.last[i]) + 1), f
+            lo, hi = np.searchsorted(owner_of_top, (i, i + 1))
+            step.top_rows = tops[lo:hi]
+            self.steps.append(step)
+        if not self.steps and n:
             self.notes.append("no ProfilerStep in this profile: the whole recording is read as one step")
-            roots = [n for n in self.nodes if n.parent is None]
-            start = min(n.start_ns for n in roots)
-            end = max(n.end_ns for n in roots)
-            fake = _Node(WHOLE_RECORDING, start, end, category="step")
-            fake.parent, fake.device = None, _NONE
-            fake.children = sorted(roots, key=lambda n: n.start_ns)
-            step = _Step(fake)
-            step.top = _top_level(fake, reads)
+            roots = np.flatnonzero(f.parent < 0)
+            roots = roots[np.argsort(f.start[roots], kind="stable")]
+            fake = _Node(WHOLE_RECORDING, int(f.start[roots].min()), int(f.end[roots].max()), category="step")
+            step = _Step(fake, np.concatenate([np.arange(r, int(f.last[r]) + 1) for r in roots.tolist()]))
+            step._f, step.top_rows = f, _in_order(tops, step.rows)
             self.steps.append(step)
         # A step lasts until its own device work ends (torch.profiler may close the
         # step before the device catches up when nothing synchronises).
         for s in self.steps:
-            s.nodes = _preorder(s.node)  # walked once here; every rule reads the list
-            s.end = max([s.end, *(d.end_ns for m in filter(_DEVICE, s.nodes) for d in m.device)])
-        self.busy = _Spans.covering(list(map(_START, tl.device)), list(map(_END, tl.device)))  # the device's busy time
+            ends = f.dend[f.by_owner[self._owned(s)]]
+            if len(ends):
+                s.end = max(s.end, int(ends.max()))
+        self.busy = _Spans.covering(f.dstart.tolist(), f.dend.tolist())  # the device's busy time
         self.has_device_time = bool(self.busy)
         self.has_device = tl.device_label is not None or self.has_device_time
         # Shapes seen on any event are proof enough; otherwise what the feeder was told, if anything.
-        shapes = map(is_not, map(_SHAPES, tl.host), repeat(None))
-        self.record_shapes = True if any(shapes) else tl.record_shapes
+        self.record_shapes = True if f.record_shapes else tl.record_shapes
         self.n = len(self.steps)
         self.mean_step_ns = sum(self.step_ns(s) for s in self.steps) / self.n if self.n else 0.0
-        # Filled by the rules that measure them (see RULE_MODULES): the copies a host_device_copy
+        self.sync_keys = f.key_mask(lambda name, _category: name in SYNC_OPS)
+        # Filled by the rules that measure them (see RULE_MODULES): the rows of the copies a host_device_copy
         # finding explains, and the step's split between host and device that Insights reports.
-        self.claimed: set[int] = set()
+        self.claimed: set[int] = set()  # rows
         self.host_op_us: Optional[float] = None
         self.device_busy_us: Optional[float] = None
         self.bound = "unknown"
 
-    def release(self) -> None:
-        """Take the call tree apart once the rules have read it.
+    def _owned(self, s: _Step) -> Any:
+        """Where the device work of the step's rows lies in ``forest.by_owner`` (a slice, or positions)."""
+        import numpy as np
 
-        A parent and its children refer to each other: left so, a large trace's nodes wait
-        for the garbage collector; taken apart, they are freed with their timeline.
+        f = self.forest
+        if s._range is not None:
+            lo, hi = np.searchsorted(f.owners, s._range)
+            return slice(int(lo), int(hi))
+        return np.flatnonzero(f.owners >= 0)  # the whole recording: every row's
+
+    def rows(self, s: _Step, mask: Any, by_key: bool = True) -> Any:
+        """The step's rows whose key passes ``mask`` (a per-key mask, ``forest.key_mask``), in tree order.
+
+        ``by_key`` False: ``mask`` is per row (``forest.row_mask``).
         """
-        for n in self.nodes:
-            n.parent = None
-            n.children = n.device = _NONE
+        import numpy as np
+
+        f = self.forest
+        if s._range is not None:
+            lo, hi = s._range
+            return np.flatnonzero(mask[f.key[lo:hi]] if by_key else mask[lo:hi]) + lo
+        rows = s.rows if s.rows is not None else np.empty(0, np.int64)
+        return rows[mask[f.key[rows]] if by_key else mask[rows]]
+
+    def find(self, s: _Step, mask: Any) -> list[_Node]:
+        """The step's nodes whose key passes ``mask``, in tree order (parents before children)."""
+        return self.forest.nodes(self.rows(s, mask))
+
+    def find_rows(self, s: _Step, mask: Any) -> list[_Node]:
+        """The step's nodes whose row passes ``mask`` (per row), in tree order."""
+        return self.forest.nodes(self.rows(s, mask, by_key=False))
+
+    def find_all(self, mask: Any) -> list[_Node]:
+        """Every node whose key passes ``mask``, in tree order, inside the steps or not."""
+        import numpy as np
+
+        f = self.forest
+        return f.nodes(np.flatnonzero(mask[f.key]))
+
+    def spans(self, rows: Any) -> list[tuple[int, int]]:
+        """The ``(start, end)`` of rows."""
+        f = self.forest
+        return list(zip(f.start[rows].tolist(), f.end[rows].tolist()))
+
+    def top_spans(self, s: _Step, leave_out: Any = None) -> list[tuple[int, int]]:
+        """The spans of the step's top-level calls, less those whose key is in ``leave_out`` (a per-key mask)."""
+        f = self.forest
+        rows = s.top_rows
+        if leave_out is not None and len(rows):
+            rows = rows[~leave_out[f.key[rows]]]
+        return self.spans(rows) if len(rows) else []
+
+    def release(self) -> None:
+        """Let go of the forest's columns once the rules have read them."""
         for s in self.steps:
-            s.node.children, s.nodes, s.top = _NONE, [], []
+            s._f, s.top_rows, s.rows = None, (), None
 
     def step_ns(self, s: _Step) -> int:
         return max(s.end - s.start, 1)
@@ -371,4 +380,12 @@ class _Profile:
 
     def host_busy_in(self, s: _Step) -> list[tuple[int, int]]:
         # A synchronising op's time is spent waiting for the device, not launching work.
-        return _union((n.start_ns, n.end_ns) for n in s.top if n.name not in SYNC_OPS)
+        return _union(self.top_spans(s, self.sync_keys))
+
+
+def _in_order(rows: Any, order: Any) -> Any:
+    """``rows`` (a subset of ``order``'s values) in ``order``'s order."""
+    import numpy as np
+
+    keep = np.isin(order, rows)
+    return order[keep]

@@ -1,10 +1,10 @@
-"""Events read into the findings' call tree on numpy columns: the one reader of a trace's event tables.
+"""Events read into the findings' call trees on numpy columns: the one reader of a trace's event tables.
 
 It makes the public timeline's [`HostEvent`][neuronprof.analysis.insights.HostEvent]s
-(``timeline_of``) or the findings' call tree (``read_of``): per thread, sorted and nested
-by numpy, the nodes made in the tree's order, and the device work linked from the table's
-own columns. A timeline made by hand or by a live session's feeder is read into the same
-tree the same way (``nodes_of``).
+(``timeline_of``), the report's events (``read_of``) and the findings' call trees, a
+``_Forest`` of columns: per thread, sorted and nested by numpy, the device work linked
+from the table's own columns. A timeline made by hand or by a live session's feeder is
+read into the same forest the same way (``nodes_of``).
 """
 
 from __future__ import annotations
@@ -16,38 +16,40 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostCategory, HostEvent
-from neuronprof.analysis.insights._tree import _MEMCPY, _is_region, _Node
+from neuronprof.analysis.insights._tree import _MEMCPY, _is_region
 from neuronprof.analysis.trace._rules import _decode_input, _flat_shapes
 
 if TYPE_CHECKING:
+    from neuronprof.analysis.insights._forest import _Forest
     from neuronprof.analysis.trace import EventTable
-
-_SLICE = 1 << 13
-"""How many owners of device work ``link`` gives theirs at a time (their indices made Python ints a slice at once)."""
 
 
 class _TreeReader:
     """A ``_timeline`` reader: it appends each table's device events, then its host events thread by thread.
 
-    Each thread's host events come by start, then longest first (ties as read). ``link``
-    nests ``_Node``s, each one the child of the innermost open node it starts and ends
-    within (``_parents``), on the thread's columns rather than event by event, then
-    attaches the device work, on the columns: the ids that link them are read there,
-    and kept on the events only when asked (the rules never read them), so that a large
-    trace holds no int object apiece for them.
+    Each thread's host events come by start, then longest first (ties as read): the order
+    of their call tree. The reader keeps, per thread, the table's own columns and each
+    event's key (``whats``: what the timeline reads of a name); ``forest`` then nests the
+    events (``_parents``), each the child of the innermost open event it starts and ends
+    within, and links the device work to the ops that launched it, on those columns: the
+    findings' ``_Forest``. Host and device events are made as objects only for a caller
+    that reads them (the report's panes, the public timeline).
     """
 
-    def __init__(self, cls: type = _Node, ids: bool = False) -> None:
-        """``cls``: ``_Node`` (the tree, linked by ``link``) or ``HostEvent`` (the public timeline, events only);
-        ``ids``: whether each event keeps its External and correlation ids (the report's panes read them)."""
-        self.cls, self.ids, self.tree = cls, ids or cls is not _Node, cls is _Node
-        # Per thread: where its nodes start among this reader's, which of the timeline's events they are
-        # (in the tree's order), the timeline's columns (the table's own, not copies), whether each
-        # node is a runtime call, an op or compiled region, and (once ``link`` has nested them) its parent's
-        # place among this reader's.
+    def __init__(self, cls: Optional[type] = None, ids: bool = False) -> None:
+        """``cls``: the class of the host events made (``_Event`` for the report's panes, ``HostEvent`` for the
+        public timeline, which is read without its tree); ``None``: none, the forest only.
+        ``ids``: whether each event made keeps its External and correlation ids (the report's panes read them)."""
+        self.cls, self.ids, self.tree = cls, ids or cls is HostEvent, cls is not HostEvent
+        # What each key read is: (host category, device category, shapes, dtypes, name); threads' names.
+        self.whats: list[tuple[Any, ...]] = []
+        self.labels: list[str] = []
+        # Per thread: where its rows start among this reader's, which of the thread's events they are (in
+        # the tree's order), the thread's columns (the table's own, not copies), whether each row is a
+        # runtime call, an op or compiled region, its key, its thread, and (once nested) its parent row.
         self.threads: list[tuple[Any, ...]] = []
         self.count = 0  # the host events read so far (a rank's reader reads only its rank's tables)
-        self.device: list[list[Any]] = [[], []]  # per timeline, its device events' correlation and External ids
+        self.device: list[list[Any]] = [[], [], [], [], []]  # device events: correlation, External id, start, end, key
 
     def __call__(
         self, fi: int, table: EventTable, host: list[Any], device: list[DeviceEvent], evidence: set[str]
@@ -56,7 +58,8 @@ class _TreeReader:
 
         keys = table.keys
         raw_names = keys.raw_names
-        seen: dict[bool, dict[int, tuple[Any, ...]]] = {False: {}, True: {}}
+        seen: dict[bool, dict[int, int]] = {False: {}, True: {}}
+        whats = self.whats
         for (pid, tid), th, device_process in table.timelines():
             if not len(th.ts):
                 continue
@@ -65,32 +68,36 @@ class _TreeReader:
             used = np.flatnonzero(np.bincount(kid)).tolist()  # the keys used here, in order
             for k in used:
                 if k not in known:
-                    known[k] = (*_what(keys, k, device_process, evidence), raw_names[k])
-            # What each key used here is, indexed by its position in ``used``.
-            whats = [known[k] for k in used]
+                    known[k] = len(whats)
+                    whats.append((*_what(keys, k, device_process, evidence), raw_names[k]))
+            # Each key used here, by its position in ``used``: its place in ``whats``.
+            mine = np.array([known[k] for k in used], np.int32)
             position = np.zeros(used[-1] + 1, np.int32)
             position[used] = np.arange(len(used), dtype=np.int32)
             at = position[kid]
-            role = np.array([0 if w[0] is not None else 1 if w[1] is not None else 2 for w in whats], np.int8)[at]
+            role = np.array(
+                [0 if whats[w][0] is not None else 1 if whats[w][1] is not None else 2 for w in mine.tolist()], np.int8
+            )[at]
             t = np.frombuffer(th.ts, np.int64)
             d = np.frombuffer(th.dur, np.int64)
             c = np.frombuffer(th.corr, np.int64)
             x = np.frombuffer(th.ext, np.int64)
             work = np.flatnonzero(role == 1)
             if len(work):
-                which, starts = at[work], t[work]
+                which, starts = mine[at[work]], t[work]
                 if self.tree:
-                    _append(self.device, c[work], x[work])
-                device += _made(
-                    DeviceEvent,
-                    len(work),
-                    name=_column(whats, 4, which),
-                    start_ns=starts.tolist(),
-                    end_ns=(starts + d[work]).tolist(),
-                    category=_column(whats, 1, which),
-                    ext_id=self._ids(x[work]),
-                    correlation=self._ids(c[work]),
-                )
+                    _append(self.device, c[work], x[work], starts, starts + d[work], which)
+                if self.cls is not None:
+                    device += _made(
+                        DeviceEvent,
+                        len(work),
+                        name=_column(whats, 4, which),
+                        start_ns=starts.tolist(),
+                        end_ns=(starts + d[work]).tolist(),
+                        category=_column(whats, 1, which),
+                        ext_id=self._ids(x[work]),
+                        correlation=self._ids(c[work]),
+                    )
                 del which, starts
             ops = np.flatnonzero(role == 0)
             if not len(ops):
@@ -99,55 +106,75 @@ class _TreeReader:
             order = np.lexsort((-ends, starts))  # stable: ties keep the order they were read in
             ops, starts, ends = ops[order], starts[order], ends[order]
             del order
-            which = at[ops]
+            which = mine[at[ops]]
+            label = f"{fi}:{pid}:{tid}"
             runtime = np.array([w[0] == "runtime" for w in whats], bool)[which]
-            nodes = list(
-                map(
+            if self.cls is not None:
+                host += map(
                     self.cls,
                     _column(whats, 4, which),
                     starts.tolist(),
                     ends.tolist(),
-                    repeat(f"{fi}:{pid}:{tid}"),
+                    repeat(label),
                     _column(whats, 0, which),
                     self._ids(x[ops]),
                     self._ids(np.where(runtime, c[ops], -1)),
                     _column(whats, 2, which),
                     _column(whats, 3, which),
                 )
-            )
-            host += nodes
             if self.tree:
                 op = np.array([w[0] == "op" or _is_region(w[4]) for w in whats], bool)[which]
-                self.threads.append((self.count, ops.astype(np.int32), t, d, c, x, runtime, op))
-            self.count += len(nodes)
+                self.threads.append(
+                    (self.count, ops.astype(np.int32), t, d, c, x, runtime, op, which, len(self.labels))
+                )
+                self.labels.append(label)
+            self.count += len(ops)
 
-    def nodes_of(self, host: Sequence[HostEvent], device: Sequence[DeviceEvent]) -> list[_Node]:
-        """A timeline's events (made by hand, or by a live session's feeder) as nodes, read as a table's.
+    def nodes_of(self, host: Sequence[HostEvent], device: Sequence[DeviceEvent]) -> None:
+        """Read a timeline's events (made by hand, or by a live session's feeder) as a table's are.
 
-        Returns the nodes, thread by thread in the order their threads first appear; ``link`` then nests
-        them and attaches ``device`` to them. An id is a non-negative int64, as a trace's are.
+        Their threads come in the order they first appear; ``forest`` then nests them and links
+        ``device`` to them. An id is a non-negative int64, as a trace's are.
         """
         import numpy as np
 
         def ids(values: Iterable[Optional[int]]) -> Any:
             return np.array([-1 if v is None else v for v in values], np.int64)
 
+        whats = self.whats
+        known: dict[tuple[Any, ...], int] = {}
+
+        def key(what: tuple[Any, ...]) -> int:
+            found = known.get(what)
+            if found is None:
+                found = known[what] = len(whats)
+                whats.append(what)
+            return found
+
         by_thread: dict[str, list[HostEvent]] = {}
         for ev in host:
             by_thread.setdefault(ev.thread, []).append(ev)
-        nodes: list[_Node] = []
-        for events in by_thread.values():
+        for thread, events in by_thread.items():
             t, end = np.array([e.start_ns for e in events], np.int64), np.array([e.end_ns for e in events], np.int64)
             rows = np.lexsort((-end, t))  # stable: ties keep the order given
-            mine = [_Node.of(events[i]) for i in rows.tolist()]
-            runtime = np.array([n.category == "runtime" for n in mine], bool)
-            op = np.array([n.category == "op" or _is_region(n.name) for n in mine], bool)
+            mine = [events[i] for i in rows.tolist()]
+            which = np.array([key((e.category, None, e.input_shapes, e.input_dtypes, e.name)) for e in mine], np.int32)
+            runtime = np.array([e.category == "runtime" for e in mine], bool)
+            op = np.array([e.category == "op" or _is_region(e.name) for e in mine], bool)
             corr, ext = ids(e.correlation for e in events), ids(e.ext_id for e in events)
-            self.threads.append((self.count, rows.astype(np.int32), t, end - t, corr, ext, runtime, op))
+            self.threads.append(
+                (self.count, rows.astype(np.int32), t, end - t, corr, ext, runtime, op, which, len(self.labels))
+            )
+            self.labels.append(thread)
             self.count += len(mine)
-            nodes += mine
-        _append(self.device, ids(d.correlation for d in device), ids(d.ext_id for d in device))
-        return nodes
+        _append(
+            self.device,
+            ids(d.correlation for d in device),
+            ids(d.ext_id for d in device),
+            np.array([d.start_ns for d in device], np.int64),
+            np.array([d.end_ns for d in device], np.int64),
+            np.array([key((None, d.category, None, None, d.name)) for d in device], np.int32),
+        )
 
     def _ids(self, ids: Any) -> Any:
         """The ids as each event keeps them (None for none), or None for every event when they are not kept."""
@@ -157,33 +184,59 @@ class _TreeReader:
         kept[ids < 0] = None
         return kept.tolist()
 
-    def link(self, host: Sequence[Any], device: Sequence[DeviceEvent]) -> int:
-        """Nest the nodes read in their tree, then attach each device event to the op that launched it.
+    def forest(self) -> _Forest:
+        """The events read, nested in their trees, each device event linked to the op that launched it.
 
-        Returns how many device events stayed unlinked. Each node is the child of the innermost
-        open node of its thread it starts and ends within (``_parents``).
-
-        The correlation id comes first: it ties the device event to the runtime call that
-        launched it, and that call to its op (the op whose External id the call carries,
-        else the innermost op around the call). The External id is the fallback.
-
-        ``host`` and ``device``: the events this reader read, in the order it read them."""
+        Each row is the child of the innermost open row of its thread it starts and ends
+        within (``_parents``). The correlation id comes first: it ties the device event to
+        the runtime call that launched it, and that call to its op (the op whose External
+        id the call carries, else the innermost op around the call). The External id is the
+        fallback. The reader lets go of its columns.
+        """
         import numpy as np
 
+        from neuronprof.analysis.insights._forest import _Forest
+
+        parents = []
         for i, (first, rows, t, d, *columns) in enumerate(self.threads):
             starts = t[rows]
-            parent = _nest(host[first : first + len(rows)], starts, starts + d[rows])
-            self.threads[i] = (first, rows, t, d, *columns, np.where(parent >= 0, parent + first, -1).astype(np.int32))
-        if not device:
-            return 0
-        if not host:
-            return len(device)
-        dev_corr, dev_ext = _joined(self.device)
-        # The runtime calls with a correlation id and the ops with an External id, in the order of
-        # ``host``: their places there and their ids.
+            parent = _parents(starts, starts + d[rows])
+            parent = np.where(parent >= 0, parent + first, -1).astype(np.int32)
+            parents.append(parent)
+            self.threads[i] = (first, rows, t, d, *columns, parent)
+        dev_corr, dev_ext, dev_start, dev_end, dev_key = (
+            _joined(self.device) if any(len(p) for p in self.device[0]) else [np.empty(0, np.int64)] * 5
+        )
+        target = self._targets(dev_corr, dev_ext)
+        del dev_corr, dev_ext
+        threads, self.threads = self.threads, []
+        empty = np.empty(0, np.int64)
+
+        def joined(pieces: list[Any]) -> Any:
+            return np.concatenate(pieces) if pieces else empty
+
+        host = (
+            joined([th[8] for th in threads]),
+            joined([th[2][th[1]] for th in threads]),
+            joined([th[2][th[1]] + th[3][th[1]] for th in threads]),
+            joined([th[10] for th in threads]),
+            joined([np.full(len(th[1]), th[9], np.int32) for th in threads]),
+        )
+        del threads
+        return _Forest(self.whats, self.labels, host, (dev_key, dev_start, dev_end, target))
+
+    def _targets(self, dev_corr: Any, dev_ext: Any) -> Any:
+        """Each device event's owner row (-1: none), from the threads' columns (nested already)."""
+        import numpy as np
+
+        target = np.full(len(dev_corr), -1, np.int64)
+        if not len(dev_corr) or not self.count:
+            return target
+        # The runtime calls with a correlation id and the ops with an External id, in row order:
+        # their rows and their ids.
         calls: list[list[Any]] = [[], [], []]
         ops: list[list[Any]] = [[], []]
-        for first, rows, _, _, c, x, runtime, op, _ in self.threads:
+        for first, rows, _, _, c, x, runtime, op, *_ in self.threads:
             corr, ext = c[rows], x[rows]
             mine = np.flatnonzero(runtime & (corr >= 0))
             _append(calls, mine + first, corr[mine], ext[mine])
@@ -196,7 +249,7 @@ class _TreeReader:
         by_corr, by_ext = _first_of(call_corr), _first_of(op_ext)
         del call_corr, op_ext
         rt = by_corr(dev_corr)
-        del by_corr, dev_corr
+        del by_corr
         launched = np.flatnonzero(rt >= 0)
         rt = rt[launched]
         rt_at, owner = call_at[rt], by_ext(call_ext[rt])
@@ -205,36 +258,21 @@ class _TreeReader:
         (rt_start, rt_end), (owner_start, owner_end) = self._spans(rt_at), self._spans(owner_at)
         ok = (owner >= 0) & (owner_start <= rt_start) & (rt_end <= owner_end)
         del rt_start, rt_end, owner_start, owner_end, owner
-        target = np.full(len(device), -1, np.int64)
         target[launched[ok]] = owner_at[ok]
         if not ok.all():
-            parent, op = (np.concatenate(column) for column in zip(*((th[8], th[7]) for th in self.threads)))
+            parent, op = (np.concatenate(column) for column in zip(*((th[10], th[7]) for th in self.threads)))
             for i, n in zip(launched[~ok].tolist(), parent[rt_at[~ok]].tolist()):  # else the innermost op around it
                 while n >= 0 and not op[n]:
                     n = int(parent[n])
                 target[i] = n
             del parent, op
         del rt_at, owner_at, ok, launched
-        self.threads = []
         left = target < 0
         target[left] = _pick(op_at, by_ext(dev_ext[left]))
-        linked = np.flatnonzero(target >= 0)
-        if len(linked):
-            # Each op's work in the order read: a 1-tuple for one kernel (the most common), a list from the second.
-            by_target = linked[np.argsort(target[linked], kind="stable")]
-            owners = target[by_target]
-            firsts = np.flatnonzero(np.concatenate(([True], owners[1:] != owners[:-1])))
-            lasts = np.append(firsts[1:], len(by_target))
-            work = [device[i] for i in by_target.tolist()]
-            # A slice of the groups at a time: their ints as Python objects are made for one slice only.
-            for at in range(0, len(firsts), _SLICE):
-                cut = slice(at, at + _SLICE)
-                for n, lo, hi in zip(owners[firsts[cut]].tolist(), firsts[cut].tolist(), lasts[cut].tolist()):
-                    host[n].device = (work[lo],) if hi - lo == 1 else work[lo:hi]
-        return int(len(device) - len(linked))
+        return target
 
     def _spans(self, at: Any) -> tuple[Any, Any]:
-        """The start and end of the nodes at places ``at`` of ``host`` (-1: none, read as 0), from the columns."""
+        """The start and end of the rows ``at`` (-1: none, read as 0), from the columns."""
         import numpy as np
 
         start, end = np.zeros(len(at), np.int64), np.zeros(len(at), np.int64)
@@ -244,6 +282,43 @@ class _TreeReader:
             start[mine] = t[i]
             end[mine] = t[i] + d[i]
         return start, end
+
+
+class _Event:
+    """A host event as the report's panes read it: [`HostEvent`][neuronprof.analysis.insights.HostEvent]'s
+    fields, made the fast way (a slotted class, no frozen dataclass's ``object.__setattr__`` per field)."""
+
+    __slots__ = (
+        "name",
+        "start_ns",
+        "end_ns",
+        "thread",
+        "category",
+        "ext_id",
+        "correlation",
+        "input_shapes",
+        "input_dtypes",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        thread: str,
+        category: HostCategory,
+        ext_id: Optional[int],
+        correlation: Optional[int],
+        input_shapes: Any,
+        input_dtypes: Any,
+    ) -> None:
+        self.name, self.start_ns, self.end_ns, self.thread, self.category = name, start_ns, end_ns, thread, category
+        self.ext_id, self.correlation, self.input_shapes, self.input_dtypes = (
+            ext_id,
+            correlation,
+            input_shapes,
+            input_dtypes,
+        )
 
 
 def _pick(values: Any, i: Any) -> Any:
@@ -304,27 +379,6 @@ def _column(whats: list[tuple[Any, ...]], field: int, which: Any) -> list[Any]:
     values = np.empty(len(whats), object)
     values[:] = [w[field] for w in whats]
     return values[which].tolist()
-
-
-def _nest(nodes: Sequence[_Node], starts: Any, ends: Any) -> Any:
-    """Place one thread's nodes, sorted parents first, in their tree; return each one's parent."""
-    import numpy as np
-
-    parent = _parents(starts, ends)
-    nested = np.flatnonzero(parent >= 0)
-    if not len(nested):
-        return parent  # every node a root, as made
-    # Children grouped by parent, in order (a stable sort); a 1-tuple for an only child, a list from the second.
-    by_parent = nested[np.argsort(parent[nested], kind="stable")]
-    owners = parent[by_parent]
-    cut = np.flatnonzero(owners[1:] != owners[:-1]) + 1
-    kids = [nodes[i] for i in by_parent.tolist()]
-    deque(map(_Node.__dict__["parent"].__set__, kids, [nodes[i] for i in owners.tolist()]), maxlen=0)
-    lo = 0
-    for owner, hi in zip(owners[np.concatenate(([0], cut))].tolist(), [*cut.tolist(), len(by_parent)]):
-        nodes[owner].children = (kids[lo],) if hi - lo == 1 else kids[lo:hi]
-        lo = hi
-    return parent
 
 
 def _parents(starts: Any, ends: Any) -> Any:

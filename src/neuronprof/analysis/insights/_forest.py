@@ -1,0 +1,342 @@
+"""The findings' call trees as columns: one row per host event, its device work beside it.
+
+A trace of millions of events holds, per event, a few numbers here (its key, start,
+end, parent, thread: about 32 bytes) instead of a Python object (about 250 bytes with
+its ints and lists). The rules ask for the events they read: those of a name, the
+ones with a host↔device copy. Only those become ``_Node`` objects (``node``), made
+when asked and let go with the rule that asked; a rule compares them by row.
+
+Rows are in tree order: thread by thread, each thread's events by start, the longer
+first (parents before their children, children in order). The subtree of a row is then
+the rows from it to its ``last`` one, and its device work the device rows whose owner
+lies in that range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Optional
+
+from neuronprof import _vocabulary as vocab
+
+if TYPE_CHECKING:
+    from neuronprof.analysis.insights._timeline import DeviceEvent
+    from neuronprof.analysis.insights._tree import _Node
+
+_HCAT, _DCAT, _SHAPES, _DTYPES, _NAME = range(5)
+"""The fields of a key (a ``_TreeReader`` what): host category, device category, input shapes, input dtypes, name."""
+
+# The vocabulary's kinds of the timeline's host categories; annotations and the rest are K_OTHER.
+KINDS = {"op": vocab.K_OP, "python": vocab.K_PY, "step": vocab.K_STEP, "runtime": vocab.K_RUNTIME}
+
+
+class _Forest:
+    """One rank's host events as columns in tree order, redispatches folded, and their device work.
+
+    Attributes (numpy arrays, one entry per host row unless said):
+        whats: Per key: ``(host category, device category, shapes, dtypes, name)``.
+        key, start, end, parent, thread, last: Each row's key, start and end (ns), parent row
+            (-1: a root), thread (an index into ``threads``) and the last row of its subtree.
+        dkey, dstart, dend, owner: Per device event, in the order read: its key, start and end, and
+            the row that launched it (-1: none).
+        unlinked: How many device events have no owner.
+    """
+
+    def __init__(
+        self,
+        whats: Sequence[tuple[Any, ...]],
+        threads: Sequence[str],
+        host: tuple[Any, Any, Any, Any, Any],
+        device: tuple[Any, Any, Any, Any],
+    ) -> None:
+        """``host``: ``(key, start, end, parent, thread)`` per row, in tree order, before folding;
+        ``device``: ``(key, start, end, owner)`` per device event, in the order read (owners: host rows)."""
+        import numpy as np
+
+        self.whats, self.threads = whats, threads
+        key, start, end, parent, thread = host
+        dkey, dstart, dend, owner = device
+        self.record_shapes = any(whats[k][_SHAPES] is not None for k in np.unique(key).tolist())
+        self.figures = self._figures(key, start, end, thread, dkey, dstart, dend)  # of every event, none folded
+        folded = self._folded(key, parent)
+        if folded.any():
+            # Each folded row's children and device work go to its nearest unfolded ancestor.
+            up = parent.copy()
+            while True:
+                hop = (up >= 0) & folded[np.maximum(up, 0)]
+                if not hop.any():
+                    break
+                up[hop] = parent[up[hop]]
+            first_owner = owner
+            at_owner = np.maximum(owner, 0)
+            owner = np.where((owner >= 0) & folded[at_owner], up[at_owner], owner)
+            keep = ~folded
+            new = np.cumsum(keep) - 1
+            parent = np.where(up >= 0, new[np.maximum(up, 0)], -1)[keep]
+            owner = np.where(owner >= 0, new[np.maximum(owner, 0)], -1)
+            key, start, end, thread = key[keep], start[keep], end[keep], thread[keep]
+        else:
+            first_owner = owner
+        self.key, self.start, self.end, self.parent, self.thread = (
+            key.astype(np.int32),
+            start,
+            end,
+            parent.astype(np.int32),
+            thread.astype(np.int32),
+        )
+        self.dkey, self.dstart, self.dend, self.owner = dkey.astype(np.int32), dstart, dend, owner
+        n = len(key)
+        self.depth = _depths(self.parent)
+        self.levels = _levels(self.depth)
+        size = np.ones(n, np.int64)
+        for nodes in reversed(self.levels[1:]):
+            np.add.at(size, self.parent[nodes], size[nodes])
+        self.last = (np.arange(n) + size - 1).astype(np.int32)
+        # Device work by owner: an owner's own first, then what folded into it (in tree order), each in the order read.
+        linked = np.flatnonzero(owner >= 0)
+        by = linked[np.lexsort((linked, first_owner[linked], owner[linked]))]
+        self.by_owner, self.owners = by, owner[by]
+        self.unlinked = int(len(owner) - len(linked))
+        # Children by parent, in tree order.
+        nested = np.flatnonzero(self.parent >= 0)
+        self.kids = nested[np.argsort(self.parent[nested], kind="stable")]
+        self.kid_parents = self.parent[self.kids]
+
+    def _figures(self, key: Any, start: Any, end: Any, thread: Any, dkey: Any, dstart: Any, dend: Any) -> Any:
+        """The rank's ``rank_figures``: its compute and its time in collectives per step."""
+
+        from neuronprof.analysis.insights._ranks import figures_of
+
+        host = self.key_mask(lambda name, _category: vocab.is_collective(name, vocab.K_OTHER))[key]
+        device = self.dkey_mask(lambda name, _category: vocab.is_collective(name, vocab.K_DEVICE))[dkey]
+        spans = list(zip(start[host].tolist(), end[host].tolist()))
+        spans += zip(dstart[device].tolist(), dend[device].tolist())
+        is_step = self.key_mask(lambda _name, category: category == "step")[key]
+        return figures_of(thread, start, end, is_step, spans) if len(key) else (None, None)
+
+    def rank_figures(self) -> tuple[Optional[float], Optional[float]]:
+        """``rank_figures`` of the rank's events: ``(compute per step, time in collectives per step)`` in µs."""
+        return self.figures
+
+    def _folded(self, key: Any, parent: Any) -> Any:
+        """The rows folded into their parent: the vocabulary's ``folds_into_parent``, asked of an only child."""
+        import numpy as np
+
+        folded = np.zeros(len(key), bool)
+        nested = np.flatnonzero(parent >= 0)
+        if not len(nested):
+            return folded
+        count = np.bincount(parent[nested], minlength=len(key))
+        only = nested[count[parent[nested]] == 1]
+        pairs = np.stack((key[parent[only]], key[only]), 1) if len(only) else np.empty((0, 2), np.int64)
+        if not len(pairs):
+            return folded
+        found, back = np.unique(pairs, axis=0, return_inverse=True)
+        w = self.whats
+        folds = np.array(
+            [
+                vocab.folds_into_parent(w[a][_NAME], w[b][_NAME], KINDS.get(w[b][_HCAT], vocab.K_OTHER))
+                for a, b in found.tolist()
+            ],
+            bool,
+        )
+        folded[only] = folds[back.reshape(-1)]
+        return folded
+
+    def __len__(self) -> int:
+        return len(self.key)
+
+    # -- what a key is ----------------------------------------------------------------
+
+    def key_mask(self, test: Callable[[str, str], Any]) -> Any:
+        """Per key, ``test(name, host category)``: a mask to index with ``key``."""
+        import numpy as np
+
+        return np.fromiter((bool(test(w[_NAME], w[_HCAT])) for w in self.whats), bool, len(self.whats))
+
+    def dkey_mask(self, test: Callable[[str, str], Any]) -> Any:
+        """Per key, ``test(name, device category)`` (device keys only; False for host keys)."""
+        import numpy as np
+
+        return np.fromiter(
+            (w[_DCAT] is not None and bool(test(w[_NAME], w[_DCAT])) for w in self.whats), bool, len(self.whats)
+        )
+
+    def row_mask(self, rows: Any) -> Any:
+        """A per-row mask, true at ``rows``."""
+        import numpy as np
+
+        mask = np.zeros(len(self.key), bool)
+        mask[rows] = True
+        return mask
+
+    def own_device_ns(self) -> Any:
+        """Per row, the summed duration of the device work it launched (its folded children's included)."""
+        import numpy as np
+
+        found = self.__dict__.get("_own_device_ns")
+        if found is None:
+            found = self._own_device_ns = np.zeros(len(self.key), np.int64)
+            by = self.by_owner
+            np.add.at(found, self.owners, self.dend[by] - self.dstart[by])
+        return found
+
+    def children_cover(self) -> Any:
+        """Per row, how long the union of its children's spans is (ns): its time less its self time."""
+        import numpy as np
+
+        found = self.__dict__.get("_children_cover")
+        if found is not None:
+            return found
+        found = np.zeros(len(self.key), np.int64)
+        kids = self.kids
+        if len(kids):
+            # Children come by parent, each parent's by start: the union is the sum of what each child
+            # adds past the furthest end before it, among its siblings.
+            starts, ends, parents = self.start[kids], self.end[kids], self.kid_parents
+            first = np.concatenate(([True], parents[1:] != parents[:-1]))
+            group = np.cumsum(first) - 1
+            origin = int(min(starts.min(), ends.min()))
+            span = int(max(starts.max(), ends.max())) - origin + 1
+            if span * (int(group[-1]) + 2) < 1 << 62:
+                # Each group shifted past the one before: a running maximum never crosses into the next group.
+                shifted = ends - origin + group * span
+                furthest = np.maximum.accumulate(shifted) - group * span + origin
+                before = np.where(first, starts, np.concatenate(([0], furthest[:-1])))
+                added = ends - np.maximum(starts, before)
+                np.add.at(found, parents, np.maximum(added, 0))
+            else:  # times too far apart for the shift: child by child
+                furthest_of: dict[int, int] = {}
+                for p, s, e in zip(parents.tolist(), starts.tolist(), ends.tolist()):
+                    reach_ = furthest_of.get(p)
+                    found[p] += max(e - max(s, reach_), 0) if reach_ is not None else e - s
+                    furthest_of[p] = e if reach_ is None else max(reach_, e)
+        self._children_cover = found
+        return found
+
+    # -- the rows as the rules read them -----------------------------------------------
+
+    def node(self, i: int) -> _Node:
+        """Row ``i`` as a ``_Node`` (a new one at each call: nodes are compared by row, ``_i``)."""
+        from neuronprof.analysis.insights._tree import _Node
+
+        w = self.whats[self.key[i]]
+        s, e = int(self.start[i]), int(self.end[i])
+        return _Node(w[_NAME], s, e, self.threads[self.thread[i]], w[_HCAT], w[_SHAPES], w[_DTYPES], self, int(i))
+
+    def nodes(self, rows: Any) -> list[_Node]:
+        """Rows (an int array) as ``_Node``s, in the order given, made column by column."""
+        from neuronprof.analysis.insights._tree import _Node
+
+        if not len(rows):
+            return []
+        whats, threads = self.whats, self.threads
+        keys = [whats[k] for k in self.key[rows].tolist()]
+        starts, ends, on = self.start[rows].tolist(), self.end[rows].tolist(), self.thread[rows].tolist()
+        return [
+            _Node(w[_NAME], s, e, threads[t], w[_HCAT], w[_SHAPES], w[_DTYPES], self, i)
+            for i, w, s, e, t in zip(rows.tolist(), keys, starts, ends, on)
+        ]
+
+    def children(self, i: int) -> list[int]:
+        import numpy as np
+
+        lo, hi = np.searchsorted(self.kid_parents, (i, i + 1))
+        return self.kids[lo:hi].tolist()
+
+    def own_device(self, i: int) -> list[int]:
+        """The device events row ``i`` launched (its folded children's included), in order."""
+        import numpy as np
+
+        lo, hi = np.searchsorted(self.owners, (i, i + 1))
+        return self.by_owner[lo:hi].tolist()
+
+    def subtree_device(self, i: int) -> Any:
+        """The device events of row ``i`` and every row under it."""
+        import numpy as np
+
+        lo, hi = np.searchsorted(self.owners, (i, int(self.last[i]) + 1))
+        return self.by_owner[lo:hi]
+
+    def device_spans(self, i: int) -> list[tuple[int, int]]:
+        """The ``(start, end)`` of the device work of row ``i`` and every row under it, in no set order."""
+        rows = self.subtree_device(i)
+        return list(zip(self.dstart[rows].tolist(), self.dend[rows].tolist()))
+
+    def device_spans_of(self, rows: Any) -> list[list[tuple[int, int]]]:
+        """``device_spans`` of each of ``rows`` (an int array), found at once."""
+        import numpy as np
+
+        lo = np.searchsorted(self.owners, rows).tolist()
+        hi = np.searchsorted(self.owners, self.last[rows] + 1).tolist()
+        by = self.by_owner
+        return [list(zip(self.dstart[by[a:b]].tolist(), self.dend[by[a:b]].tolist())) for a, b in zip(lo, hi)]
+
+    def device_event(self, j: int) -> DeviceEvent:
+        from neuronprof.analysis.insights._timeline import DeviceEvent
+
+        w = self.whats[self.dkey[j]]
+        return DeviceEvent(w[_NAME], int(self.dstart[j]), int(self.dend[j]), w[_DCAT])
+
+    def under(self, marked: Any, stop: Any) -> Any:
+        """Per row, whether a row above it, below the nearest ``stop`` row, is ``marked`` (both per-row masks)."""
+        import numpy as np
+
+        out = np.zeros(len(self.key), bool)
+        for rows in self.levels[1:]:
+            up = self.parent[rows]
+            out[rows] = ~stop[up] & (marked[up] | out[up])
+        return out
+
+
+def _depths(parent: Any) -> Any:
+    """Each row's depth (0 for a root), by pointer jumping: a few passes however deep the trees."""
+    import numpy as np
+
+    depth = (parent >= 0).astype(np.int32)
+    up = parent.astype(np.int64)
+    while True:
+        on = up >= 0
+        if not on.any():
+            return depth
+        at = np.maximum(up, 0)
+        depth = depth + np.where(on, depth[at], 0)
+        up = np.where(on, up[at], -1)
+
+
+def _levels(depth: Any) -> list[Any]:
+    """The rows of each depth, shallowest first, each level's in tree order."""
+    import numpy as np
+
+    if not len(depth):
+        return []
+    order = np.argsort(depth, kind="stable")
+    cuts = np.flatnonzero(np.diff(depth[order])) + 1
+    return np.split(order, cuts)
+
+
+def reach(forest: _Forest, is_step: Any, call: Any, transparent: Any, open_roots: bool) -> Any:
+    """Per row, the step whose top-level call it is (its row; ``len(forest)`` for the whole recording), or -1.
+
+    The step's walk: the ops it calls directly are its calls; Python frames, annotations
+    and other ranges are transparent (their calls are the step's); anything else (a
+    runtime call, another step) ends the walk there. ``open_roots``: no step in the profile,
+    so the roots are the whole recording's calls.
+    """
+    import numpy as np
+
+    n = len(forest)
+    via = np.full(n, -1, np.int64)
+    none = n if open_roots else -1
+    parent = forest.parent
+    passes = is_step | (transparent & ~call)  # a row its step's walk goes through
+    for level, rows in enumerate(forest.levels):
+        if level == 0:
+            via[rows] = np.where(is_step[rows], rows, none)
+            continue
+        up = parent[rows]
+        through = (via[up] >= 0) & passes[up]
+        via[rows] = np.where(is_step[rows], rows, np.where(through, via[up], -1))
+    top = call & ~is_step & (via >= 0)
+    # A step's own row is not its call: its calls are the rows it reaches.
+    return np.where(top, via, -1)
