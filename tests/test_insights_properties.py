@@ -318,6 +318,9 @@ def _shape(nodes: list[_Ref], unlinked: int) -> tuple[Any, ...]:
             place[id(n.parent)] if n.parent is not None else None,
             [place[id(c)] for c in n.children],
             [(d.name, d.start_ns, d.end_ns) for d in n.device],
+            n.ev.end_ns
+            - n.ev.start_ns
+            - sum(e - s for s, e in _union((c.ev.start_ns, c.ev.end_ns) for c in n.children)),
         )
         for n in nodes
     ]
@@ -339,10 +342,13 @@ def _forest_shape(f: _Forest) -> tuple[Any, ...]:
                 parent._i if parent is not None else None,
                 [c._i for c in n.children],
                 [(d.name, d.start_ns, d.end_ns) for d in n.device],
+                n.self_ns(),
             )
         )
         # A row's subtree is the rows from it to its last one, in tree order.
         assert [m._i for m in n.walk()] == list(range(i, int(f.last[i]) + 1))
+    # Self times read for many rows at once are each row's own.
+    assert f.self_ns(np.arange(len(f))).tolist() == [row[-1] for row in rows]
     return f.unlinked, rows
 
 

@@ -60,29 +60,41 @@ def _dominant(p: _Profile) -> list[Finding]:
     read_keys = np.array([r[0] or w[0] == "op" for r, w in zip(reads, whats)], bool)
     skipped = np.array([r[1] or r[2] for r in reads], bool)
     bookkeeping = np.array([r[1] for r in reads], bool)
-    rows = np.concatenate([p.rows(st, read_keys) for st in p.steps]) if p.steps else np.empty(0, np.int64)
-    up = f.parent[rows]
-    rows = rows[~skipped[f.key[rows]] & ~((up >= 0) & bookkeeping[f.key[np.maximum(up, 0)]])]
-    if not p.has_device_time:
-        values = (f.end[rows] - f.start[rows] - f.children_cover()[rows]).tolist()  # each op's self_ns()
-    else:
-        values = f.own_device_ns()[rows].tolist()
-    keys = f.key[rows].tolist()
-    for row, k, value in zip(rows.tolist(), keys, values):
-        w = whats[k]
-        name = w[4]
-        if reads[k][3]:
-            # A compiled graph's wrapper: its time is the compiled region's, else nobody's.
-            region = f.node(row).parent
+    wrapper = np.array([r[3] for r in reads], bool)
+    names: dict[str, int] = {}
+    of_key = np.array([names.setdefault(w[4], len(names)) for w in whats], np.int32)
+    # Each op's self time, or the summed time of the device work it launched (by_owner's running sum).
+    reached = np.concatenate(([0], np.cumsum(f.dend[f.by_owner] - f.dstart[f.by_owner])))
+    for at in range(0, p.n, _STEPS_AT_ONCE):  # some steps at a time: a few arrays of their rows each
+        rows = np.concatenate([p.rows(st, read_keys) for st in p.steps[at : at + _STEPS_AT_ONCE]])
+        up = f.parent[rows]
+        rows = rows[~skipped[f.key[rows]] & ~((up >= 0) & bookkeeping[f.key[np.maximum(up, 0)]])]
+        if not p.has_device_time:
+            values = f.self_ns(rows)
+        else:
+            values = reached[np.searchsorted(f.owners, rows + 1)] - reached[np.searchsorted(f.owners, rows)]
+        # Each row's name (a compiled graph's wrapper: its compiled region's, else nobody's: -1).
+        keys = f.key[rows]
+        named = of_key[keys]
+        own = ~wrapper[keys]
+        for i in np.flatnonzero(~own).tolist():
+            region = f.node(int(rows[i])).parent
             while region is not None and not _is_region(region.name):
                 region = region.parent
-            if region is None:
-                continue
-            name = region.name
-        totals[name] += value
-        if name == w[4]:
-            calls[name] += 1
-            dtypes[name].update(torch_dtypes[w[3] or ()])
+            named[i] = -1 if region is None else names.setdefault(region.name, len(names))
+        kept = named >= 0
+        named, values, own, keys = named[kept], values[kept], own[kept], keys[kept]
+        found, firsts, inverse = np.unique(named, return_index=True, return_inverse=True)
+        sums = np.zeros(len(found), np.int64)
+        np.add.at(sums, inverse.reshape(-1), values)
+        counts = np.bincount(inverse.reshape(-1)[own], minlength=len(found)).tolist()
+        listed = list(names)
+        for j in np.argsort(firsts, kind="stable").tolist():  # in the order first met, as the steps are read
+            name = listed[int(found[j])]
+            totals[name] += int(sums[j])
+            calls[name] += counts[j]
+        for k in np.unique(keys[own]).tolist():
+            dtypes[whats[k][4]].update(torch_dtypes[whats[k][3] or ()])
     total = sum(totals.values())
     if not total:
         return []
@@ -133,6 +145,9 @@ def _dominant_suggestion(p: _Profile, name: str, dtypes: set[str]) -> str:
         ways.insert(0, "a smaller dtype")
     return f"{look}: {', '.join(ways[:-1])} or {ways[-1]} may speed it up"
 
+
+_STEPS_AT_ONCE = 64
+"""How many steps' rows ``_dominant`` reads at a time."""
 
 RULES = (_dominant,)
 """The rules of this module, in the order ``analyze`` applies them."""

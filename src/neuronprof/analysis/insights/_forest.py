@@ -84,22 +84,21 @@ class _Forest:
             parent.astype(np.int32),
             thread.astype(np.int32),
         )
-        self.dkey, self.dstart, self.dend, self.owner = dkey.astype(np.int32), dstart, dend, owner
+        self.dkey, self.dstart, self.dend, self.owner = dkey.astype(np.int32), dstart, dend, owner.astype(np.int32)
         n = len(key)
-        self.depth = _depths(self.parent)
-        self.levels = _levels(self.depth)
+        self.levels = _levels(_depths(self.parent))
         size = np.ones(n, np.int64)
         for nodes in reversed(self.levels[1:]):
             np.add.at(size, self.parent[nodes], size[nodes])
         self.last = (np.arange(n) + size - 1).astype(np.int32)
         # Device work by owner: an owner's own first, then what folded into it (in tree order), each in the order read.
         linked = np.flatnonzero(owner >= 0)
-        by = linked[np.lexsort((linked, first_owner[linked], owner[linked]))]
-        self.by_owner, self.owners = by, owner[by]
+        by = linked[np.lexsort((linked, first_owner[linked], owner[linked]))].astype(np.int32)
+        self.by_owner, self.owners = by, self.owner[by]
         self.unlinked = int(len(owner) - len(linked))
         # Children by parent, in tree order.
         nested = np.flatnonzero(self.parent >= 0)
-        self.kids = nested[np.argsort(self.parent[nested], kind="stable")]
+        self.kids = nested[np.argsort(self.parent[nested], kind="stable")].astype(np.int32)
         self.kid_parents = self.parent[self.kids]
 
     def _figures(self, key: Any, start: Any, end: Any, thread: Any, dkey: Any, dstart: Any, dend: Any) -> Any:
@@ -170,49 +169,42 @@ class _Forest:
         mask[rows] = True
         return mask
 
-    def own_device_ns(self) -> Any:
-        """Per row, the summed duration of the device work it launched (its folded children's included)."""
+    def self_ns(self, rows: Any) -> Any:
+        """Each of ``rows``' self time (ns): its duration less the union of its children's spans."""
         import numpy as np
 
-        found = self.__dict__.get("_own_device_ns")
-        if found is None:
-            found = self._own_device_ns = np.zeros(len(self.key), np.int64)
-            by = self.by_owner
-            np.add.at(found, self.owners, self.dend[by] - self.dstart[by])
-        return found
-
-    def children_cover(self) -> Any:
-        """Per row, how long the union of its children's spans is (ns): its time less its self time."""
-        import numpy as np
-
-        found = self.__dict__.get("_children_cover")
-        if found is not None:
-            return found
-        found = np.zeros(len(self.key), np.int64)
-        kids = self.kids
-        if len(kids):
-            # Children come by parent, each parent's by start: the union is the sum of what each child
-            # adds past the furthest end before it, among its siblings.
-            starts, ends, parents = self.start[kids], self.end[kids], self.kid_parents
-            first = np.concatenate(([True], parents[1:] != parents[:-1]))
-            group = np.cumsum(first) - 1
-            origin = int(min(starts.min(), ends.min()))
-            span = int(max(starts.max(), ends.max())) - origin + 1
-            if span * (int(group[-1]) + 2) < 1 << 62:
-                # Each group shifted past the one before: a running maximum never crosses into the next group.
-                shifted = ends - origin + group * span
-                furthest = np.maximum.accumulate(shifted) - group * span + origin
-                before = np.where(first, starts, np.concatenate(([0], furthest[:-1])))
-                added = ends - np.maximum(starts, before)
-                np.add.at(found, parents, np.maximum(added, 0))
-            else:  # times too far apart for the shift: child by child
-                furthest_of: dict[int, int] = {}
-                for p, s, e in zip(parents.tolist(), starts.tolist(), ends.tolist()):
-                    reach_ = furthest_of.get(p)
-                    found[p] += max(e - max(s, reach_), 0) if reach_ is not None else e - s
-                    furthest_of[p] = e if reach_ is None else max(reach_, e)
-        self._children_cover = found
-        return found
+        rows = np.asarray(rows, np.int64)
+        own = self.end[rows] - self.start[rows]
+        lo = np.searchsorted(self.kid_parents, rows)
+        counts = np.searchsorted(self.kid_parents, rows + 1) - lo
+        total = int(counts.sum())
+        if not total:
+            return own
+        # The children of each row, row by row (each row's by start): one group per row.
+        group = np.repeat(np.arange(len(rows)), counts)
+        kids = self.kids[np.repeat(lo, counts) + np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)]
+        starts, ends = self.start[kids], self.end[kids]
+        first = np.ones(total, bool)
+        first[1:] = group[1:] != group[:-1]
+        origin = int(min(starts.min(), ends.min()))
+        span = int(max(starts.max(), ends.max())) - origin + 1
+        if span * (len(rows) + 1) < 1 << 62:
+            # The union is the sum of what each child adds past the furthest end before it among its
+            # siblings; each group shifted past the one before, so that a running maximum stays in its group.
+            furthest = np.maximum.accumulate(ends - origin + group * span) - group * span + origin
+            before = np.where(first, starts, np.concatenate(([0], furthest[:-1])))
+            covered = np.zeros(len(rows), np.int64)
+            np.add.at(covered, group, np.maximum(ends - np.maximum(starts, before), 0))
+            return own - covered
+        # Times too far apart for the shift: child by child.
+        out = own.tolist()
+        reach: Optional[int] = None
+        for g, s, e, new in zip(group.tolist(), starts.tolist(), ends.tolist(), first.tolist()):
+            if new:
+                reach = None
+            out[g] -= e - s if reach is None else max(e - max(s, reach), 0)
+            reach = e if reach is None else max(reach, e)
+        return np.array(out, object)
 
     # -- the rows as the rules read them -----------------------------------------------
 
@@ -310,7 +302,7 @@ def _levels(depth: Any) -> list[Any]:
 
     if not len(depth):
         return []
-    order = np.argsort(depth, kind="stable")
+    order = np.argsort(depth, kind="stable").astype(np.int32)
     cuts = np.flatnonzero(np.diff(depth[order])) + 1
     return np.split(order, cuts)
 
@@ -326,7 +318,7 @@ def reach(forest: _Forest, is_step: Any, call: Any, transparent: Any, open_roots
     import numpy as np
 
     n = len(forest)
-    via = np.full(n, -1, np.int64)
+    via = np.full(n, -1, np.int32 if n < 1 << 31 else np.int64)
     none = n if open_roots else -1
     parent = forest.parent
     passes = is_step | (transparent & ~call)  # a row its step's walk goes through

@@ -7,7 +7,6 @@ so a window is cut by bisection and gaps are kept as they come, never by rescann
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -82,36 +81,35 @@ def _subtract(spans: Sequence[tuple[int, int]], cut: Sequence[tuple[int, int]]) 
 class _Spans:
     """Sorted, disjoint intervals (a ``_union``), cut to a window by bisection rather than by a scan.
 
-    Kept as two lists of ints (starts, ends), not as tuples: a trace's device work is
-    one interval per kernel.
+    Kept as two numpy arrays (starts, ends), not as tuples: a trace's device work is one
+    interval per kernel. Times beyond int64 are kept as Python ints (an object array).
     """
 
     __slots__ = ("starts", "ends")
 
-    def __init__(self, spans: list[tuple[int, int]]) -> None:
-        self.starts = [s for s, _ in spans]
-        self.ends = [e for _, e in spans]  # sorted too: the intervals are disjoint
+    def __init__(self, spans: Sequence[tuple[int, int]]) -> None:
+        self.starts, self.ends = _array([s for s, _ in spans]), _array([e for _, e in spans])
 
     @classmethod
-    def covering(cls, starts: Sequence[int], ends: Sequence[int]) -> _Spans:
+    def covering(cls, starts: Any, ends: Any) -> _Spans:
         """``_Spans(_union(zip(starts, ends)))``, merged by numpy when there are many (a trace's kernels).
 
         The vocabulary's ``merged_spans``, empty intervals kept as ``_union`` keeps them.
         """
         if len(starts) < _MANY:
-            return cls(_union(zip(starts, ends)))
+            return cls(_union(zip(_ints(starts), _ints(ends))))
         from neuronprof import _vocabulary as vocab
 
         try:
             merged_starts, merged_ends = vocab.merged_spans(starts, ends, keep_empty=True)
         except OverflowError:  # times beyond int64: merged as Python ints
-            return cls(_union(zip(starts, ends)))
+            return cls(_union(zip(_ints(starts), _ints(ends))))
         spans = cls([])
-        spans.starts, spans.ends = merged_starts.tolist(), merged_ends.tolist()
+        spans.starts, spans.ends = merged_starts, merged_ends
         return spans
 
     def __bool__(self) -> bool:
-        return bool(self.starts)
+        return bool(len(self.starts))
 
     def clip(self, lo: int, hi: int) -> list[tuple[int, int]]:
         """``_clip(spans, lo, hi)``, found by bisection: the intervals that end after ``lo`` and start before ``hi``.
@@ -119,8 +117,10 @@ class _Spans:
         Of sorted, disjoint intervals only the first of them can start before ``lo`` and
         only the last end after ``hi``: those two are cut to the window.
         """
-        first, stop = bisect_right(self.ends, lo), bisect_left(self.starts, hi)
-        out = list(zip(self.starts[first:stop], self.ends[first:stop]))
+        import numpy as np
+
+        first, stop = int(np.searchsorted(self.ends, lo, "right")), int(np.searchsorted(self.starts, hi, "left"))
+        out = list(zip(self.starts[first:stop].tolist(), self.ends[first:stop].tolist()))
         if out:
             s, e = out[0]
             if s < lo or e > hi:
@@ -129,6 +129,20 @@ class _Spans:
             if e > hi:
                 out[-1] = (s, hi)
         return out
+
+
+def _ints(values: Any) -> list[int]:
+    return values.tolist() if hasattr(values, "tolist") else list(values)
+
+
+def _array(values: list[int]) -> Any:
+    """Ints as an int64 array, or an object array of Python ints when one does not fit."""
+    import numpy as np
+
+    try:
+        return np.array(values, np.int64)
+    except OverflowError:
+        return np.array(values, object)
 
 
 Gap = tuple[int, str, str, str]

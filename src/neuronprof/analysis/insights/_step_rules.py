@@ -313,11 +313,10 @@ def _low_precision(p: _Profile) -> list[Finding]:
         (w[0] == "op" and bool(w[3]) and bool(lows[w[3]]) and w[4] not in _VIEWS for w in f.whats), bool, len(f.whats)
     )
     # (device work is done in the device's own precision: the ops that launched some are left out)
-    rows = candidates[f.key] & ~f.row_mask(f.owners)
-    self_ns = f.end - f.start - f.children_cover()
-    for i, st in enumerate(p.steps):
+    rows = candidates[f.key] & ~f.row_mask(f.owners) if candidates.any() else None
+    for i, st in enumerate(p.steps if rows is not None else ()):
         mine = p.rows(st, rows, by_key=False)
-        for k, ns in zip(f.key[mine].tolist(), self_ns[mine].tolist()):
+        for k, ns in zip(f.key[mine].tolist(), f.self_ns(mine).tolist()):
             w = f.whats[k]
             low = lows[w[3]]
             by_dtype[low[0]] += ns

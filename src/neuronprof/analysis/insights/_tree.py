@@ -160,14 +160,7 @@ class _Node:
 
     def self_ns(self) -> int:
         # The duration less the union of the children (overlapping children count once).
-        f = self._f
-        if f is None:
-            return self.dur
-        kids = f.children(self._i)
-        if not kids:
-            return self.dur
-        spans = zip(f.start[kids].tolist(), f.end[kids].tolist())
-        return self.dur - sum(e - s for s, e in _union(spans))
+        return self.dur if self._f is None else int(self._f.self_ns([self._i])[0])
 
 
 class _Step:
@@ -300,7 +293,7 @@ class _Profile:
             ends = f.dend[f.by_owner[self._owned(s)]]
             if len(ends):
                 s.end = max(s.end, int(ends.max()))
-        self.busy = _Spans.covering(f.dstart.tolist(), f.dend.tolist())  # the device's busy time
+        self.busy = _Spans.covering(f.dstart, f.dend)  # the device's busy time
         self.has_device_time = bool(self.busy)
         self.has_device = tl.device_label is not None or self.has_device_time
         # Shapes seen on any event are proof enough; otherwise what the feeder was told, if anything.
