@@ -23,10 +23,10 @@ from neuronprof.analysis import load_trace
 from neuronprof.analysis.insights import analyze_timeline
 from neuronprof.analysis.insights._forest import KINDS, _Forest
 from neuronprof.analysis.insights._intervals import _clip, _LargestGaps, _Spans, _union
-from neuronprof.analysis.insights._step_rules import _EDGES, _Neighbours
+from neuronprof.analysis.insights._step_rules import _Neighbours
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent
 from neuronprof.analysis.insights._trace import read_of
-from neuronprof.analysis.insights._tree import _is_region, _Node
+from neuronprof.analysis.insights._tree import _is_region
 from neuronprof.analysis.insights._tree_reader import _TreeReader
 
 _spans = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 15)).map(lambda t: (t[0], t[0] + t[1])), max_size=25)
@@ -54,38 +54,27 @@ def test_a_window_cut_by_bisection_is_the_scan(spans: list[tuple[int, int]], lo:
     assert _Spans(merged).clip(lo, hi) == _clip(merged, lo, hi)
 
 
-class _Collected:
-    def __init__(self) -> None:
-        self.gaps: list[tuple[int, str, str, str]] = []
-
-    def add(self, gap: int, before: str, after: str, where: str) -> None:
-        self.gaps.append((gap, before, after, where))
-
-
 @given(
     st.lists(st.tuples(st.integers(0, 40), st.integers(0, 10)), min_size=1, max_size=20),
     st.lists(st.tuples(st.integers(-5, 60), st.integers(0, 10)), max_size=20),
 )
 def test_the_ops_beside_a_gap_are_the_scans(ops: list[tuple[int, int]], gaps: list[tuple[int, int]]) -> None:
-    top = [_Node(f"op{i}", s, s + d) for i, (s, d) in enumerate(ops)]  # equal ends and starts: ties
+    starts = np.array([s for s, _ in ops], np.int64)  # equal ends and starts: ties
+    ends = np.array([s + d for s, d in ops], np.int64)
     windows = [(s, s + d) for s, d in gaps]
-    got = _Collected()
-    names, starts, ends = [t.name for t in top], [t.start_ns for t in top], [t.end_ns for t in top]
-    _Neighbours(names, starts, ends).add_gaps(windows, "ProfilerStep#1", got)
+    before, after = _Neighbours(starts, ends).beside(windows)
     expected = []
     for lo, hi in windows:
         # The scan it replaces: the last-ending op before the gap, the first-starting one after (first on a tie).
-        before = [t for t in top if t.end_ns <= lo]
-        after = [t for t in top if t.start_ns >= hi]
+        earlier = [i for i in range(len(ops)) if ends[i] <= lo]
+        later = [i for i in range(len(ops)) if starts[i] >= hi]
         expected.append(
             (
-                hi - lo,
-                max(before, key=lambda t: t.end_ns).name if before else _EDGES[0],
-                min(after, key=lambda t: t.start_ns).name if after else _EDGES[1],
-                "ProfilerStep#1",
+                max(earlier, key=lambda i: ends[i]) if earlier else -1,
+                min(later, key=lambda i: starts[i]) if later else -1,
             )
         )
-    assert got.gaps == expected
+    assert list(zip(before.tolist(), after.tolist())) == expected
 
 
 @given(

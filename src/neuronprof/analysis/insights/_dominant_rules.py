@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._dtypes import _torch_dtype
 from neuronprof.analysis.insights._findings import DOMINANT_MIN_STEP_SHARE, DOMINANT_SHARE, Evidence, Finding
+from neuronprof.analysis.insights._forest import find
 from neuronprof.analysis.insights._tally import (
     _per_step,
     _share,
@@ -72,7 +73,7 @@ def _dominant(p: _Profile) -> list[Finding]:
         if not p.has_device_time:
             values = f.self_ns(rows)
         else:
-            values = reached[np.searchsorted(f.owners, rows + 1)] - reached[np.searchsorted(f.owners, rows)]
+            values = reached[find(f.owners, rows + 1)] - reached[find(f.owners, rows)]
         # Each row's name (a compiled graph's wrapper: its compiled region's, else nobody's: -1).
         keys = f.key[rows]
         named = of_key[keys]

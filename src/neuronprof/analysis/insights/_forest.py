@@ -174,37 +174,36 @@ class _Forest:
         import numpy as np
 
         rows = np.asarray(rows, np.int64)
-        own = self.end[rows] - self.start[rows]
-        lo = np.searchsorted(self.kid_parents, rows)
-        counts = np.searchsorted(self.kid_parents, rows + 1) - lo
-        total = int(counts.sum())
-        if not total:
-            return own
-        # The children of each row, row by row (each row's by start): one group per row.
+        lo = find(self.kid_parents, rows)
+        counts = find(self.kid_parents, rows + 1) - lo
+        kids = self.kids[_ranges(lo, counts)]  # each row's children, by start
         group = np.repeat(np.arange(len(rows)), counts)
-        kids = self.kids[np.repeat(lo, counts) + np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)]
-        starts, ends = self.start[kids], self.end[kids]
-        first = np.ones(total, bool)
-        first[1:] = group[1:] != group[:-1]
-        origin = int(min(starts.min(), ends.min()))
-        span = int(max(starts.max(), ends.max())) - origin + 1
-        if span * (len(rows) + 1) < 1 << 62:
-            # The union is the sum of what each child adds past the furthest end before it among its
-            # siblings; each group shifted past the one before, so that a running maximum stays in its group.
-            furthest = np.maximum.accumulate(ends - origin + group * span) - group * span + origin
-            before = np.where(first, starts, np.concatenate(([0], furthest[:-1])))
-            covered = np.zeros(len(rows), np.int64)
-            np.add.at(covered, group, np.maximum(ends - np.maximum(starts, before), 0))
-            return own - covered
-        # Times too far apart for the shift: child by child.
-        out = own.tolist()
-        reach: Optional[int] = None
-        for g, s, e, new in zip(group.tolist(), starts.tolist(), ends.tolist(), first.tolist()):
-            if new:
-                reach = None
-            out[g] -= e - s if reach is None else max(e - max(s, reach), 0)
-            reach = e if reach is None else max(reach, e)
-        return np.array(out, object)
+        covered = _union_lengths(group, self.start[kids], self.end[kids], len(rows), ordered=True)
+        return self.end[rows] - self.start[rows] - covered
+
+    def device_costs(self, chains: Sequence[Any]) -> tuple[list[list[int]], list[int]]:
+        """For each group of rows: each row's device time (the union of its subtree's device work, ns),
+        and the gaps between the group's device work, all rows' together (ns)."""
+        import numpy as np
+
+        sizes = [len(c) for c in chains]
+        rows = np.concatenate(chains) if chains else np.empty(0, np.int64)
+        lo = find(self.owners, rows)
+        counts = find(self.owners, self.last[rows] + 1) - lo
+        work = self.by_owner[_ranges(lo, counts)]
+        member = np.repeat(np.arange(len(rows)), counts)
+        starts, ends = self.dstart[work], self.dend[work]
+        costs = _union_lengths(member, starts, ends, len(rows)).tolist()
+        chain = np.repeat(np.arange(len(chains)), sizes)[member]
+        covered = _union_lengths(chain, starts, ends, len(chains))
+        first, last = np.zeros(len(chains), np.int64), np.zeros(len(chains), np.int64)
+        if len(work):
+            first[:] = ends.max()
+            np.minimum.at(first, chain, starts)
+            np.maximum.at(last, chain, ends)
+        gaps = np.where(np.bincount(chain, minlength=len(chains)) > 0, last - first - covered, 0).tolist()
+        cuts = np.cumsum([0, *sizes]).tolist()
+        return [costs[a:b] for a, b in zip(cuts, cuts[1:])], gaps
 
     # -- the rows as the rules read them -----------------------------------------------
 
@@ -231,38 +230,26 @@ class _Forest:
         ]
 
     def children(self, i: int) -> list[int]:
-        import numpy as np
 
-        lo, hi = np.searchsorted(self.kid_parents, (i, i + 1))
+        lo, hi = find(self.kid_parents, (i, i + 1))
         return self.kids[lo:hi].tolist()
 
     def own_device(self, i: int) -> list[int]:
         """The device events row ``i`` launched (its folded children's included), in order."""
-        import numpy as np
 
-        lo, hi = np.searchsorted(self.owners, (i, i + 1))
+        lo, hi = find(self.owners, (i, i + 1))
         return self.by_owner[lo:hi].tolist()
 
     def subtree_device(self, i: int) -> Any:
         """The device events of row ``i`` and every row under it."""
-        import numpy as np
 
-        lo, hi = np.searchsorted(self.owners, (i, int(self.last[i]) + 1))
+        lo, hi = find(self.owners, (i, int(self.last[i]) + 1))
         return self.by_owner[lo:hi]
 
     def device_spans(self, i: int) -> list[tuple[int, int]]:
         """The ``(start, end)`` of the device work of row ``i`` and every row under it, in no set order."""
         rows = self.subtree_device(i)
         return list(zip(self.dstart[rows].tolist(), self.dend[rows].tolist()))
-
-    def device_spans_of(self, rows: Any) -> list[list[tuple[int, int]]]:
-        """``device_spans`` of each of ``rows`` (an int array), found at once."""
-        import numpy as np
-
-        lo = np.searchsorted(self.owners, rows).tolist()
-        hi = np.searchsorted(self.owners, self.last[rows] + 1).tolist()
-        by = self.by_owner
-        return [list(zip(self.dstart[by[a:b]].tolist(), self.dend[by[a:b]].tolist())) for a, b in zip(lo, hi)]
 
     def device_event(self, j: int) -> DeviceEvent:
         from neuronprof.analysis.insights._timeline import DeviceEvent
@@ -279,6 +266,58 @@ class _Forest:
             up = self.parent[rows]
             out[rows] = ~stop[up] & (marked[up] | out[up])
         return out
+
+
+def _ranges(lo: Any, counts: Any) -> Any:
+    """The positions ``lo[i]``, ``lo[i] + 1``... ``lo[i] + counts[i] - 1`` of every ``i``, in one array."""
+    import numpy as np
+
+    total = int(counts.sum())
+    return np.repeat(lo, counts) + np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def _union_lengths(group: Any, starts: Any, ends: Any, n: int, ordered: bool = False) -> Any:
+    """Per group ``0..n-1``, how long the union of its spans is (ns); ``ordered``: spans by group, then start.
+
+    Each span adds what it reaches past the furthest end before it in its group: a running
+    maximum over the spans in order, each group shifted past the one before so that the maximum
+    never crosses into the next.
+    """
+    import numpy as np
+
+    out = np.zeros(n, np.int64)
+    if not len(starts):
+        return out
+    if not ordered:
+        order = np.lexsort((starts, group))
+        group, starts, ends = group[order], starts[order], ends[order]
+    first = np.ones(len(starts), bool)
+    first[1:] = group[1:] != group[:-1]
+    origin = int(min(starts.min(), ends.min()))
+    span = int(max(starts.max(), ends.max())) - origin + 1
+    if span * (n + 1) < 1 << 62:
+        furthest = np.maximum.accumulate(ends - origin + group * span) - group * span + origin
+        before = np.where(first, starts, np.concatenate(([0], furthest[:-1])))
+        np.add.at(out, group, np.maximum(ends - np.maximum(starts, before), 0))
+        return out
+    # Times too far apart for the shift: span by span.
+    added = out.tolist()
+    reach = 0
+    for g, s, e, new in zip(group.tolist(), starts.tolist(), ends.tolist(), first.tolist()):
+        added[g] += e - s if new else max(e - max(s, reach), 0)
+        reach = e if new else max(reach, e)
+    return np.array(added, object)
+
+
+def find(ordered: Any, values: Any) -> Any:
+    """``np.searchsorted(ordered, values)``, ``values`` taken in ``ordered``'s dtype.
+
+    numpy searches in the two arrays' common dtype: int64 values would have it copy a whole
+    int32 column at each search.
+    """
+    import numpy as np
+
+    return np.searchsorted(ordered, np.asarray(values, ordered.dtype))
 
 
 def _depths(parent: Any) -> Any:

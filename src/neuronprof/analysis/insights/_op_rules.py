@@ -18,7 +18,7 @@ from neuronprof.analysis.insights._findings import (
     CHAIN_MIN_OPS,
     Finding,
 )
-from neuronprof.analysis.insights._intervals import _covered, _union
+from neuronprof.analysis.insights._intervals import _union
 from neuronprof.analysis.insights._tally import (
     _per_step,
     _Tally,
@@ -178,6 +178,7 @@ def _chains(p: _Profile) -> list[Finding]:
     is_step = f.key_mask(lambda _name, category: category == "step")[f.key]
     elementwise = f.key_mask(lambda name, _category: name in ELEMENTWISE_OPS)
     linked = elementwise[f.key] & ~f.under(optimizer, is_step)
+    found: list[tuple[Any, ...]] = []  # the runs: step, names, neighbours, fused form, bias add, rows timed
     for tally.step, step in enumerate(p.steps):
         rows = step.top_rows
         if not len(rows):
@@ -207,25 +208,22 @@ def _chains(p: _Profile) -> list[Finding]:
             # (between two matmuls only: most runs are not, and need no list of names)
             attention = before in MATMUL_OPS and after in MATMUL_OPS and _is_attention(run, before, after)
             if len(run) >= CHAIN_MIN_OPS or addmm or attention:
-                names = tuple(run)
                 # Attention's matmuls are part of what the fused op replaces: their time counts too.
                 timed = rows[i - 1 : j + 1] if attention else rows[i:j]
-                gap_ns = 0
-                if p.has_device_time:
-                    spans = f.device_spans_of(timed)
-                    costs = [_covered(mine) for mine in spans]  # each op's device_ns()
-                    merged = _union(span for mine in spans for span in mine)
-                    gap_ns = sum(b[0] - a[1] for a, b in zip(merged, merged[1:]))
-                else:
-                    costs = (f.end[timed] - f.start[timed]).tolist()
-                # One fused pass remains; a fused bias add costs nothing extra.
-                stake = sum(costs) if addmm else sum(costs) - max(costs)
-                # Plain chains are told apart by their ops; the fused forms also by their neighbours.
-                key = (names, before, after) if addmm or attention else (names, None, None)
-                tally.add(key, stake, (before, after))
-                totals[key] += sum(costs)
-                gaps[key] += gap_ns
+                found.append((tally.step, tuple(run), before, after, addmm or attention, addmm, timed))
             i = j
+    if p.has_device_time:
+        costs, gap_ns = f.device_costs([c[-1] for c in found])  # each op's device_ns(); gaps between them
+    else:
+        costs, gap_ns = [(f.end[c[-1]] - f.start[c[-1]]).tolist() for c in found], [0] * len(found)
+    for (tally.step, names, before, after, fused, addmm, _), cost, gap in zip(found, costs, gap_ns):
+        # One fused pass remains; a fused bias add costs nothing extra.
+        stake = sum(cost) if addmm else sum(cost) - max(cost)
+        # Plain chains are told apart by their ops; the fused forms also by their neighbours.
+        key = (names, before, after) if fused else (names, None, None)
+        tally.add(key, stake, (before, after))
+        totals[key] += sum(cost)
+        gaps[key] += gap
     findings = []
     for key in tally.calls:
         names = key[0]

@@ -6,9 +6,8 @@ work on a CPU that emulates it, and ops that fell back to the CPU inside a devic
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from typing import Any
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._dtypes import _torch_dtype
@@ -161,24 +160,29 @@ class _Neighbours:
     about n gaps, and a scan of every op per gap made a long step quadratic.
     """
 
-    def __init__(self, names: Sequence[str], starts: Sequence[int], ends: Sequence[int]) -> None:
-        """The step's top-level ops, in the step's order: their names, starts and ends."""
-        # By end, ties in reverse order of the step (a stable sort of the positions, last first)...
-        self._by_end = sorted(range(len(names) - 1, -1, -1), key=ends.__getitem__)
-        self._ends = [ends[i] for i in self._by_end]
-        # ...and by start, ties in the step's order.
-        self._by_start = sorted(range(len(names)), key=starts.__getitem__)
-        self._starts = [starts[i] for i in self._by_start]
-        self._names = names
+    def __init__(self, starts: Any, ends: Any) -> None:
+        """The step's top-level ops, in the step's order: their starts and ends (int arrays)."""
+        import numpy as np
 
-    def add_gaps(self, gaps: Spans, where: str, largest: _LargestGaps) -> None:
-        """Add each gap of the step to ``largest``, with the ops on either side."""
-        names, by_end, by_start, ends, starts = self._names, self._by_end, self._by_start, self._ends, self._starts
-        first, last, n = _EDGES[0], _EDGES[1], len(starts)
-        for lo, hi in gaps:
-            k = bisect_right(ends, lo) - 1
-            j = bisect_left(starts, hi)
-            largest.add(hi - lo, names[by_end[k]] if k >= 0 else first, names[by_start[j]] if j < n else last, where)
+        n = len(starts)
+        # By end, ties in reverse order of the step (a stable sort of the positions, last first)...
+        self._by_end = n - 1 - np.argsort(ends[::-1], kind="stable")
+        self._ends = ends[self._by_end]
+        # ...and by start, ties in the step's order.
+        self._by_start = np.argsort(starts, kind="stable")
+        self._starts = starts[self._by_start]
+
+    def beside(self, gaps: Spans) -> tuple[Any, Any]:
+        """The positions of the ops before and after each gap in the step's order (-1: the step's edge)."""
+        import numpy as np
+
+        lo, hi = (np.array(c, np.int64) for c in zip(*gaps)) if gaps else (np.empty(0, np.int64),) * 2
+        n = len(self._starts)
+        k = np.searchsorted(self._ends, lo, "right") - 1
+        j = np.searchsorted(self._starts, hi, "left")
+        before = np.where(k >= 0, self._by_end[np.maximum(k, 0)], -1)
+        after = np.where(j < n, self._by_start[np.minimum(j, n - 1)], -1)
+        return before, after
 
 
 def _step_time(p: _Profile) -> list[Finding]:
@@ -205,7 +209,12 @@ def _step_time(p: _Profile) -> list[Finding]:
     """
     if not p.n:
         return []
+    import numpy as np
+
     times = _StepTime(p)
+    f = p.forest
+    labels = [w[4] for w in f.whats] + list(_EDGES)  # the names beside a gap: an op's, or the step's edge
+    edges = len(f.whats)
     comm_ns = 0
     exposed_ns: list[int] = []
     gap_ns: list[int] = []
@@ -219,10 +228,13 @@ def _step_time(p: _Profile) -> list[Finding]:
         host_gaps = times.host_gaps(st, ops, waits)
         gap_ns.append(_length(host_gaps))
         if host_gaps:
-            f = p.forest
-            _Neighbours(st.top_names(), st.top_column(f.start), st.top_column(f.end)).add_gaps(
-                host_gaps, st.node.name, largest
-            )
+            # The ops on either side of each gap, as indices into ``labels`` (the step's edges last).
+            before, after = _Neighbours(f.start[st.top_rows], f.end[st.top_rows]).beside(host_gaps)
+            keys = f.key[st.top_rows]
+            before = np.where(before >= 0, keys[np.maximum(before, 0)], edges)
+            after = np.where(after >= 0, keys[np.maximum(after, 0)], edges + 1)
+            lengths = np.array([hi - lo for lo, hi in host_gaps], np.int64)
+            largest.add_all(lengths, before, after, labels, st.node.name)
     for n in p.find_all(times.collective_keys) if times.any_collective else ():
         if n.category != "op":  # the spans and kernels, not the ops
             names[n.name] += 1

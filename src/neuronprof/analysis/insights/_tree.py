@@ -12,7 +12,7 @@ from operator import attrgetter
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
-from neuronprof.analysis.insights._forest import KINDS, _Forest, reach
+from neuronprof.analysis.insights._forest import KINDS, _Forest, find, reach
 from neuronprof.analysis.insights._intervals import _covered, _Spans, _union
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostCategory, Timeline
 
@@ -276,7 +276,7 @@ class _Profile:
             i = node._i
             step = _Step(node)
             step._range, step._f = (i, int(f.last[i]) + 1), f
-            lo, hi = np.searchsorted(owner_of_top, (i, i + 1))
+            lo, hi = find(owner_of_top, (i, i + 1))
             step.top_rows = tops[lo:hi]
             self.steps.append(step)
         if not self.steps and n:
@@ -314,7 +314,7 @@ class _Profile:
 
         f = self.forest
         if s._range is not None:
-            lo, hi = np.searchsorted(f.owners, s._range)
+            lo, hi = find(f.owners, s._range)
             return slice(int(lo), int(hi))
         return np.flatnonzero(f.owners >= 0)  # the whole recording: every row's
 
