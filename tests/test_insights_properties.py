@@ -21,7 +21,7 @@ from neuronprof import _vocabulary as vocab
 from neuronprof._report_timeline import timeline_data
 from neuronprof.analysis import load_trace
 from neuronprof.analysis.insights import analyze_timeline
-from neuronprof.analysis.insights._forest import KINDS, _Forest
+from neuronprof.analysis.insights._forest import KINDS, _Forest, _union_lengths
 from neuronprof.analysis.insights._intervals import _clip, _LargestGaps, _Spans, _union
 from neuronprof.analysis.insights._step_rules import _Neighbours
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent
@@ -405,3 +405,22 @@ def test_the_array_union_is_the_union_of_the_rules_and_of_the_report(spans: list
     for keep_empty, expected in ((False, vocab.merged_intervals(zip(starts, ends))), (True, _union(zip(starts, ends)))):
         merged_starts, merged_ends = vocab.merged_spans(starts, ends, keep_empty=keep_empty)
         assert list(zip(merged_starts.tolist(), merged_ends.tolist())) == expected
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 4), st.integers(0, 60), st.integers(0, 20)),
+        max_size=40,
+    ),
+    st.sampled_from([1, 2**61]),
+)
+def test_the_union_of_each_group_is_the_plain_merge(spans: list[tuple[int, int, int]], scale: int) -> None:
+    # Far-apart times (scale 2**61) take the span-by-span path; near ones the running maximum.
+    group = np.array([g for g, _, _ in spans], np.int64)
+    starts = np.array([s * scale for _, s, _ in spans], object if scale > 1 else np.int64)
+    ends = np.array([(s + d) * scale for _, s, d in spans], object if scale > 1 else np.int64)
+    got = _union_lengths(group, starts, ends, 5).tolist()
+    expected = [
+        sum(e - s for s, e in _union((s, e) for g2, s, e in zip(group, starts, ends) if g2 == g)) for g in range(5)
+    ]
+    assert got == expected
