@@ -476,6 +476,18 @@ def test_an_add_after_a_matmul_is_a_bias_add_only_when_the_shapes_say_so(
     assert not chains, why
 
 
+def test_a_matmul_adds_a_bias_of_its_own_only_when_an_op_under_it_does() -> None:
+    add = HostEvent("aten::add", 11_000, 19_000, input_shapes=((32, 64), (64,)))
+    # nn.Linear(bias=True) recorded without its bias's shape: the addmm under it adds the bias.
+    linear = HostEvent("aten::linear", 1_000, 9_000, input_shapes=((32, 16), (64, 16)))
+    host = _step(linear, HostEvent("aten::addmm", 2_000, 8_000), add)
+    assert not analyze(Timeline(host)).of_kind("unfused_chain")
+    # Nothing under the matmul adds one (the matmul is not its own child).
+    host = _step(HostEvent("aten::baddbmm", 1_000, 9_000, input_shapes=((32, 16), (16, 64))), add)
+    (bias,) = analyze(Timeline(host)).of_kind("unfused_chain")
+    assert bias.evidence.ops == ("aten::baddbmm", "aten::add")
+
+
 def test_a_trace_without_steps_is_read_as_one_step() -> None:
     ins = analyze(Timeline(tuple(HostEvent(n, i * 1_000, i * 1_000 + 900) for i, n in enumerate(NAIVE_CHAIN))))
     assert ins.steps == 1 and "unfused_chain" in ins.kinds()

@@ -31,7 +31,7 @@ KINDS = {"op": vocab.K_OP, "python": vocab.K_PY, "step": vocab.K_STEP, "runtime"
 
 
 class _Forest:
-    """One rank's host events as columns in tree order, redispatches folded, and their device work.
+    """One rank's host events as columns in tree order, re-dispatches folded, and their device work.
 
     Attributes (numpy arrays, one entry per host row unless said):
         whats: Per key: ``(host category, device category, shapes, dtypes, name)``.
@@ -103,7 +103,6 @@ class _Forest:
 
     def _figures(self, key: Any, start: Any, end: Any, thread: Any, dkey: Any, dstart: Any, dend: Any) -> Any:
         """The rank's ``rank_figures``: its compute and its time in collectives per step."""
-
         from neuronprof.analysis.insights._ranks import figures_of
 
         host = self.key_mask(lambda name, _category: vocab.is_collective(name, vocab.K_OTHER))[key]
@@ -230,19 +229,17 @@ class _Forest:
         ]
 
     def children(self, i: int) -> list[int]:
-
+        """The rows of row ``i``'s children, in order."""
         lo, hi = find(self.kid_parents, (i, i + 1))
         return self.kids[lo:hi].tolist()
 
     def own_device(self, i: int) -> list[int]:
         """The device events row ``i`` launched (its folded children's included), in order."""
-
         lo, hi = find(self.owners, (i, i + 1))
         return self.by_owner[lo:hi].tolist()
 
     def subtree_device(self, i: int) -> Any:
         """The device events of row ``i`` and every row under it."""
-
         lo, hi = find(self.owners, (i, int(self.last[i]) + 1))
         return self.by_owner[lo:hi]
 
@@ -252,6 +249,7 @@ class _Forest:
         return list(zip(self.dstart[rows].tolist(), self.dend[rows].tolist()))
 
     def device_event(self, j: int) -> DeviceEvent:
+        """Device event ``j`` as a ``DeviceEvent``."""
         from neuronprof.analysis.insights._timeline import DeviceEvent
 
         w = self.whats[self.dkey[j]]
@@ -302,10 +300,10 @@ def _union_lengths(group: Any, starts: Any, ends: Any, n: int, ordered: bool = F
         return out
     # Times too far apart for the shift: span by span.
     added = out.tolist()
-    reach = 0
+    furthest_end = 0
     for g, s, e, new in zip(group.tolist(), starts.tolist(), ends.tolist(), first.tolist()):
-        added[g] += e - s if new else max(e - max(s, reach), 0)
-        reach = e if new else max(reach, e)
+        added[g] += e - s if new else max(e - max(s, furthest_end), 0)
+        furthest_end = e if new else max(furthest_end, e)
     return np.array(added, object)
 
 

@@ -113,7 +113,7 @@ def _has_own_bias(matmul: _Node) -> bool:
     shapes = matmul.input_shapes
     if matmul.name == "aten::linear" and shapes and len(shapes) >= 3 and shapes[2]:
         return True
-    return any(n.name in ("aten::addmm", "aten::baddbmm") for n in matmul.walk() if n is not matmul)
+    return any(n.name in ("aten::addmm", "aten::baddbmm") for n in matmul.walk()[1:])  # (the first: the matmul)
 
 
 def _bias_add(matmul: _Node, add: _Node) -> bool:

@@ -81,10 +81,9 @@ class _Node:
     """A host event with its place in the call tree: a row of the profile's ``_Forest``, as the rules read it.
 
     It holds the event's own fields, under [`HostEvent`][neuronprof.analysis.insights.HostEvent]'s
-    names; its parent, children and device work are read from the forest's columns when asked.
-    The forest makes each row's node once (``_Forest.node``), so that rules may compare nodes by
-    identity. A node made by hand (no forest) has no parent, children or device work. Read-only
-    to the rules.
+    names; its parent, children and device work are read from the forest's columns when asked
+    (each a new node: compare nodes by row, ``_i``, never by identity). A node made by hand (no
+    forest) has no parent, children or device work. Read-only to the rules.
     """
 
     __slots__ = ("name", "start_ns", "end_ns", "thread", "category", "input_shapes", "input_dtypes", "_f", "_i")
