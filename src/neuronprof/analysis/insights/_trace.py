@@ -19,6 +19,7 @@ from neuronprof.analysis.trace._rules import (
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights import Insights, RankInsights
+    from neuronprof.analysis.insights._columns import EventColumns
     from neuronprof.analysis.trace import EventTable, Trace
 
 
@@ -182,3 +183,66 @@ def _timeline(
             )
         )
     return dataclasses.replace(merged, ranks=tuple(per_rank))
+
+
+def columns_of(timeline: Timeline, readers: list[_TreeReader]) -> EventColumns:
+    """The events ``read_of`` read, as columns: its timeline's (every rank's together) and each rank's.
+
+    The same events as ``trace.timeline()``'s, in its order, before the readers' ``forest`` lets go of them.
+    """
+    import numpy as np
+
+    from neuronprof.analysis.insights._columns import EventColumns
+
+    names: list[str] = []
+    categories: list[Optional[str]] = []
+    shapes: list[Any] = []
+    dtypes: list[Any] = []
+    parts = []
+    for reader in readers:
+        parts.append(reader.pieces(len(names)))
+        for hcat, dcat, dims, types, name in reader.whats:
+            names.append(name)
+            categories.append(hcat if hcat is not None else dcat)
+            shapes.append(dims)
+            dtypes.append(types)
+    empty = np.empty(0, np.int64)
+
+    def joined(pieces: list[tuple[Any, ...]], at: int, dtype: Any) -> Any:
+        return np.concatenate([p[at] for p in pieces]).astype(dtype) if pieces else empty.astype(dtype)
+
+    def assemble(host: list[tuple[Any, ...]], device: list[tuple[Any, ...]], tl: Timeline) -> EventColumns:
+        # Read table by table (a stable sort: one table's pieces are one reader's, in the order read).
+        host = sorted(host, key=lambda p: p[0])
+        device = sorted(device, key=lambda p: p[0])
+        threads: dict[str, int] = {}
+        thread = [np.full(len(p[1]), threads.setdefault(p[4], len(threads)), np.int32) for p in host]
+        return EventColumns(
+            names,
+            categories,
+            shapes,
+            dtypes,
+            list(threads),
+            joined(host, 1, np.int32),
+            joined(host, 2, np.int64),
+            joined(host, 3, np.int64),
+            np.concatenate(thread) if thread else empty.astype(np.int32),
+            joined(host, 5, np.int64),
+            joined(host, 6, np.int64),
+            joined(device, 1, np.int32),
+            joined(device, 2, np.int64),
+            joined(device, 3, np.int64),
+            joined(device, 4, np.int64),
+            joined(device, 5, np.int64),
+            backend=tl.backend,
+            device_label=tl.device_label,
+            source=tl.source,
+            notes=tl.notes,
+            rank=tl.rank,
+        )
+
+    if not timeline.ranks:
+        return assemble(*parts[0], timeline)
+    ranks = tuple(assemble(*part, tl) for part, tl in zip(parts, timeline.ranks))
+    whole = assemble([p for h, _ in parts for p in h], [p for _, d in parts for p in d], timeline)
+    return dataclasses.replace(whole, ranks=ranks)

@@ -50,6 +50,8 @@ class _TreeReader:
         self.threads: list[tuple[Any, ...]] = []
         self.count = 0  # the host events read so far (a rank's reader reads only its rank's tables)
         self.device: list[list[Any]] = [[], [], [], [], []]  # device events: correlation, External id, start, end, key
+        self.files: list[int] = []  # per thread, and per piece of device events: the table it was read from
+        self.device_files: list[int] = []
 
     def __call__(
         self, fi: int, table: EventTable, host: list[Any], device: list[DeviceEvent], evidence: set[str]
@@ -87,6 +89,7 @@ class _TreeReader:
                 which, starts = mine[at[work]], t[work]
                 if self.tree:
                     _append(self.device, c[work], x[work], starts, starts + d[work], which)
+                    self.device_files.append(fi)
                 if self.cls is not None:
                     device += _made(
                         DeviceEvent,
@@ -128,6 +131,7 @@ class _TreeReader:
                     (self.count, ops.astype(np.int32), t, d, c, x, runtime, op, which, len(self.labels))
                 )
                 self.labels.append(label)
+                self.files.append(fi)
             self.count += len(ops)
 
     def nodes_of(self, host: Sequence[HostEvent], device: Sequence[DeviceEvent]) -> None:
@@ -166,6 +170,7 @@ class _TreeReader:
                 (self.count, rows.astype(np.int32), t, end - t, corr, ext, runtime, op, which, len(self.labels))
             )
             self.labels.append(thread)
+            self.files.append(0)
             self.count += len(mine)
         _append(
             self.device,
@@ -175,6 +180,7 @@ class _TreeReader:
             np.array([d.end_ns for d in device], np.int64),
             np.array([key((None, d.category, None, None, d.name)) for d in device], np.int32),
         )
+        self.device_files.append(0)
 
     def _ids(self, ids: Any) -> Any:
         """The ids as each event keeps them (None for none), or None for every event when they are not kept."""
@@ -183,6 +189,25 @@ class _TreeReader:
         kept = ids.astype(object)
         kept[ids < 0] = None
         return kept.tolist()
+
+    def pieces(self, key_offset: int = 0) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """The events read, as columns a piece at a time, without letting go of them (``forest`` does).
+
+        Host pieces, one per thread: ``(table, key, start, end, thread name, External id, correlation)``,
+        the events in tree order (a correlation only on runtime calls); device pieces, one per
+        timeline read: ``(table, key, start, end, External id, correlation)``. Ids are -1 for none;
+        keys are offset by ``key_offset`` (the readers of several ranks put their keys in one list).
+        """
+        import numpy as np
+
+        host = []
+        for (_, rows, t, d, c, x, runtime, _, which, label), fi in zip(self.threads, self.files):
+            starts = t[rows]
+            corr = np.where(runtime, c[rows], -1)
+            host.append((fi, which + key_offset, starts, starts + d[rows], self.labels[label], x[rows], corr))
+        pieces = zip(self.device_files, *self.device)
+        device = [(fi, k + key_offset, s, e, x, c) for fi, c, x, s, e, k in pieces]
+        return host, device
 
     def forest(self) -> _Forest:
         """The events read, nested in their trees, each device event linked to the op that launched it.
