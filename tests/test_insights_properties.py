@@ -21,11 +21,12 @@ from neuronprof import _vocabulary as vocab
 from neuronprof._report_timeline import timeline_data
 from neuronprof.analysis import load_trace
 from neuronprof.analysis.insights import analyze_timeline
+from neuronprof.analysis.insights._columns import EventColumns, of_timeline
 from neuronprof.analysis.insights._forest import KINDS, _Forest, _union_lengths
 from neuronprof.analysis.insights._intervals import _clip, _LargestGaps, _Spans, _union
 from neuronprof.analysis.insights._step_rules import _Neighbours
-from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent
-from neuronprof.analysis.insights._trace import read_of
+from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
+from neuronprof.analysis.insights._trace import columns_of, read_of
 from neuronprof.analysis.insights._tree import _is_region
 from neuronprof.analysis.insights._tree_reader import _TreeReader
 
@@ -187,6 +188,56 @@ def test_a_trace_read_into_the_tree_gives_its_timelines_findings_and_drawing(tmp
     assert nodes.device == events.device
     assert trace.insights() == analyze_timeline(events)
     assert timeline_data(nodes) == timeline_data(events)
+
+
+def _column_rows(cols: EventColumns) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The columns' events as the timeline's fields: host then device, ids None for none."""
+
+    def some(i: int) -> Optional[int]:
+        return None if i < 0 else i
+
+    host = [
+        (cols.names[k], s, e, cols.threads[t], cols.categories[k], some(x), some(c), cols.shapes[k], cols.dtypes[k])
+        for k, s, e, t, x, c in zip(
+            *(a.tolist() for a in (cols.key, cols.start, cols.end, cols.thread, cols.ext, cols.corr))
+        )
+    ]
+    device = [
+        (cols.names[k], s, e, cols.categories[k], some(x), some(c))
+        for k, s, e, x, c in zip(*(a.tolist() for a in (cols.dkey, cols.dstart, cols.dend, cols.dext, cols.dcorr)))
+    ]
+    return host, device
+
+
+def _event_rows(tl: Timeline) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    host = [
+        (e.name, e.start_ns, e.end_ns, e.thread, e.category, e.ext_id, e.correlation, e.input_shapes, e.input_dtypes)
+        for e in tl.host
+    ]
+    return host, [(d.name, d.start_ns, d.end_ns, d.category, d.ext_id, d.correlation) for d in tl.device]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 2**32), st.integers(1, 3))
+def test_a_trace_read_as_columns_holds_its_timelines_events(tmp_path: Path, seed: int, ranks: int) -> None:
+    if ranks == 1:
+        path = write_trace(tmp_path / f"{seed}.json", _random_trace(seed))
+    else:  # a folder of ranks' traces
+        path = tmp_path / f"ranks-{seed}"
+        path.mkdir()
+        for r in range(ranks):
+            info = {"rank": r, "world_size": ranks}
+            write_trace(path / f"rank-{r}.json", _random_trace(seed + r), distributedInfo=info)
+    trace = load_trace(path)
+    timeline = trace.timeline()
+    columns = columns_of(*read_of(trace))
+    assert _column_rows(columns) == _event_rows(timeline) == _column_rows(of_timeline(timeline))
+    assert [_column_rows(c) for c in columns.ranks] == [_event_rows(t) for t in timeline.ranks]
+    assert (columns.backend, columns.device_label, columns.notes) == (
+        timeline.backend,
+        timeline.device_label,
+        timeline.notes,
+    )
 
 
 _TANGLED = [
