@@ -98,7 +98,7 @@ class _Columns:
         self.start, self.end = _ints(host, "start_ns"), _ints(host, "end_ns")
         self.category = np.fromiter(map(_CATEGORY.__getitem__, map(attrgetter("category"), host)), np.int8, len(host))
         self.threads = _Codes()  # each thread, by its code
-        self.thread = np.fromiter(map(self.threads.__getitem__, map(attrgetter("thread"), host)), np.int64, len(host))
+        self.thread = np.fromiter(map(self.threads.__getitem__, map(attrgetter("thread"), host)), np.int32, len(host))
         self.device_start, self.device_end = _ints(self.device, "start_ns"), _ints(self.device, "end_ns")
 
     def first_ns(self) -> tuple[Optional[int], Optional[int]]:
@@ -218,40 +218,50 @@ def _host_kept(cols: _Columns, drawn: Any, budget: int) -> tuple[Any, Any, Any, 
     kept first, each depth in thread order (by first event), then by start. They
     come back in the order drawn: by the thread's lane name, then depth, then start.
     """
+    if not len(drawn):
+        return np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.int32), {}
     thread = cols.thread[drawn]
-    by_thread = drawn[_stable_order(thread)]
-    codes, first_seen, counts = np.unique(thread, return_index=True, return_counts=True)
-    bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
+    by_thread = drawn[_stable_order(thread)]  # each thread's events together, in the timeline's order
+    counts = np.bincount(thread, minlength=len(cols.threads))
+    del thread
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    present = np.flatnonzero(counts)
     # Threads in order of their first event drawn, as the lay-out visits them.
-    visited = np.argsort(first_seen, kind="stable").tolist()
+    visited = present[np.argsort(by_thread[bounds[present]])].tolist()
+    bounds = bounds.tolist()
     rows, depths = [], []
-    for k in visited:
-        mine = by_thread[bounds[k] : bounds[k + 1]]
+    for code in visited:
+        mine = by_thread[bounds[code] : bounds[code + 1]]
         start, end = cols.start[mine], cols.end[mine]
         step = np.diff(start)
         if (step < 0).any() or ((step == 0) & (end[1:] > end[:-1])).any():  # most often in that order already
             order = np.lexsort((~end, start))  # by start, the later end first; stable, so ties in timeline order
             mine, start, end = mine[order], start[order], end[order]
         rows.append(mine)
-        depths.append(_depths(start, end))
-    if not rows:
-        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64), {}
+        depths.append(_depths(start, end).astype(np.int32))
+    del by_thread, mine, start, end, step
     row = np.concatenate(rows)
     depth = np.concatenate(depths)
-    shallow = np.flatnonzero(depth < MAX_HOST_DEPTH)
+    del rows, depths
     # The shallowest first, each depth in the order laid out, up to the budget.
-    placed = shallow[_stable_order(depth[shallow])][:budget]
+    placed, left = [], budget
+    for level in range(min(MAX_HOST_DEPTH, int(depth.max()) + 1)):
+        if left <= 0:
+            break
+        placed.append(np.flatnonzero(depth == level)[:left])
+        left -= len(placed[-1])
+    kept = np.concatenate(placed) if placed else np.empty(0, np.int64)
     # Threads are numbered by str(thread) (ties in the order visited); lanes go by name ("... 10" before "... 2").
     thread_of = list(cols.threads)
-    numbered = sorted((int(codes[k]) for k in visited), key=lambda code: str(thread_of[code]))
+    numbered = sorted(visited, key=lambda code: str(thread_of[code]))
     names = [f"host thread {i}" for i in range(len(numbered))]
     lane_name = dict(zip(numbered, names))
     by_name = np.empty(len(thread_of), np.int64)
     by_name[numbered] = np.argsort(np.argsort(names, kind="stable"))  # each name's place in order
-    code = cols.thread[row[placed]]
-    drawn_order = np.lexsort((placed, depth[placed], by_name[code]))
-    placed, code = placed[drawn_order], code[drawn_order]
-    return row[placed], depth[placed], code, lane_name
+    row, depth = row[kept], depth[kept]
+    code = cols.thread[row]
+    drawn_order = np.lexsort((kept, depth, by_name[code]))
+    return row[drawn_order], depth[drawn_order], code[drawn_order], lane_name
 
 
 def _depths(start: Any, end: Any) -> Any:
