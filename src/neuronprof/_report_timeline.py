@@ -86,7 +86,7 @@ def _ints(events: Sequence[Any], field: str) -> Any:
     try:
         return np.fromiter(map(attrgetter(field), events), np.int64, len(events))
     except OverflowError:
-        return np.array(list(map(attrgetter(field), events)) or np.empty(0, np.int64), dtype=object)
+        return np.array(list(map(attrgetter(field), events)), dtype=object)
 
 
 class _Columns:
