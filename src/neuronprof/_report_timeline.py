@@ -99,7 +99,7 @@ class _Columns:
         self.category = np.fromiter(map(_CATEGORY.__getitem__, map(attrgetter("category"), host)), np.int8, len(host))
         self.threads = _Codes()  # each thread, by its code
         self.thread = np.fromiter(map(self.threads.__getitem__, map(attrgetter("thread"), host)), np.int32, len(host))
-        self.device_start, self.device_end = _ints(self.device, "start_ns"), _ints(self.device, "end_ns")
+        self.device_start = _ints(self.device, "start_ns")  # the ends of those drawn only, read when drawn
 
     def first_ns(self) -> tuple[Optional[int], Optional[int]]:
         """The first start of a host event drawn, and of a device event (``None`` where there is none)."""
@@ -163,9 +163,9 @@ def _lay_out(
         lanes.append({"name": prefix + name, "kind": kind, **({} if rank is None else {"rank": rank})})
         return len(lanes) - 1
 
-    def add(lane_of: list[int], at: Any, start: Any, end: Any, objects: list[Any], kinds: list[int]) -> None:
-        """Append the events ``objects`` (at rows ``at`` of the columns ``start``, ``end``) with their lanes."""
-        starts, durations = _microseconds(start[at], end[at], origin)
+    def add(lane_of: list[int], start: Any, end: Any, objects: list[Any], kinds: list[int]) -> None:
+        """Append the events ``objects``, which start at ``start`` and end at ``end`` (arrays), with their lanes."""
+        starts, durations = _microseconds(start, end, origin)
         index = list(map(names.__getitem__, map(_NAME, objects)))
         events.extend(map(list, zip(lane_of, starts, durations, index, kinds)))
 
@@ -180,7 +180,7 @@ def _lay_out(
     step_objects = [host[i] for i in steps.tolist()]
     if len(steps):
         steps_lane = lane("steps", "step")
-        add([steps_lane] * len(steps), steps, cols.start, cols.end, step_objects, [1] * len(steps))
+        add([steps_lane] * len(steps), cols.start[steps], cols.end[steps], step_objects, [1] * len(steps))
     if len(kept):
         # One lane per thread and depth, in the order drawn (by the thread's lane name, then depth).
         new = np.ones(len(kept), bool)
@@ -190,22 +190,22 @@ def _lay_out(
         lane_of = (len(lanes) - int(new.sum()) - 1 + np.cumsum(new)).tolist()
         objects = [host[i] for i in kept.tolist()]
         kinds = list(map(_HostKinds().__getitem__, map(_NAME_CATEGORY, objects)))
-        add(lane_of, kept, cols.start, cols.end, objects, kinds)
+        add(lane_of, cols.start[kept], cols.end[kept], objects, kinds)
     out["dropped"] += len(drawn) - len(kept)
 
     # Device: greedy lanes, so that overlapping work (several streams) stays visible.
     order = np.argsort(cols.device_start, kind="stable")[: cap // 2]
     out["dropped"] += n_device - len(order)
     if len(order):
-        at_lane = _first_fit(cols.device_start[order], cols.device_end[order])
+        objects = [cols.device[i] for i in order.tolist()]
+        start, end = cols.device_start[order], _ints(objects, "end_ns")
+        at_lane = _first_fit(start, end)
         label = timeline.device_label or "device"
         first_device_lane = len(lanes)
         for at in range(max(at_lane) + 1):
             lane(f"{label} · lane {at}", "device")
-        objects = [cols.device[i] for i in order.tolist()]
         kinds = list(map(_DeviceKinds().__getitem__, map(_NAME, objects)))
-        lane_of = [first_device_lane + at for at in at_lane]
-        add(lane_of, order, cols.device_start, cols.device_end, objects, kinds)
+        add([first_device_lane + at for at in at_lane], start, end, objects, kinds)
     starts, ends = _microseconds(cols.start[steps], cols.end[steps], origin, durations=False)
     out["steps"] += [[prefix + e.name, s, x] for e, s, x in zip(step_objects, starts, ends)]
 
