@@ -3,18 +3,26 @@
 A renderer's part (see ``report``): it gathers numbers from a
 [`Timeline`][neuronprof.analysis.insights.Timeline] and writes nothing. A timeline of
 several ranks gets each rank's own lanes.
+
+The lay-out reads each event's fields once into numpy columns: depths, the events
+kept and their lanes are found on arrays, and only the events drawn (a few
+thousand at most) are visited one by one.
 """
 
 from __future__ import annotations
 
-from itertools import islice
+import heapq
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Optional
+
+import numpy as np
 
 from neuronprof import _vocabulary as vocab
 from neuronprof._report_overview import _host_category  # the overview's rule, so that both panes agree
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from neuronprof.analysis.insights import Timeline
 
 __all__ = ["MAX_HOST_DEPTH", "MAX_TIMELINE_EVENTS", "timeline_data"]
@@ -26,8 +34,80 @@ MAX_TIMELINE_EVENTS = 20_000
 MAX_HOST_DEPTH = 6
 """Nesting levels drawn per host thread; deeper calls are summarised by their parents."""
 
-_HOST_CATEGORIES = ("step", "op", "annotation", "runtime", "other")
-_START, _END = attrgetter("start_ns"), attrgetter("end_ns")
+# Host categories drawn, as the codes the columns hold: 0 an op, 1 a step, 2 the others drawn, -1 not drawn.
+_OP, _STEP, _OTHER, _NOT_DRAWN = 0, 1, 2, -1
+_NAME, _NAME_CATEGORY = attrgetter("name"), attrgetter("name", "category")
+
+_STACK_BELOW = 256
+"""Threads with fewer events than this get their depths from the stack event by event (numpy's set-up costs more)."""
+
+_EXACT_NS = 1 << 52
+"""Times within this of the origin (ns) and their differences are exact as floats, so dividing them on arrays
+gives Python's correctly rounded ``n / 1000``; and ``round(x, 3)`` of that quotient is ``x`` itself (the
+three-decimal number nearest it is ``n`` thousandths, whose nearest float it is), so it is left out."""
+
+
+class _Codes(dict[Any, int]):
+    """Small integer codes given in order of first sight (a dict that numbers what it has not seen)."""
+
+    def __missing__(self, key: Any) -> int:
+        code = self[key] = len(self)
+        return code
+
+
+class _CategoryCodes(dict[str, int]):
+    """The drawing's code of each host category (``_NOT_DRAWN`` for a Python frame or one it does not know)."""
+
+    def __missing__(self, key: Any) -> int:
+        return _NOT_DRAWN
+
+
+_CATEGORY = _CategoryCodes(op=_OP, step=_STEP, annotation=_OTHER, runtime=_OTHER, other=_OTHER)
+
+
+class _HostKinds(dict[tuple[str, str], int]):
+    """The kind drawn of a host event, by ``(name, category)``: 4 communication, 0 an op, 2 another (filled on use)."""
+
+    def __missing__(self, key: tuple[str, str]) -> int:
+        kind = self[key] = 4 if _host_category(*key) == "communication" else 0 if key[1] == "op" else 2
+        return kind
+
+
+class _DeviceKinds(dict[str, int]):
+    """The kind drawn of a device event, by name: 4 communication, else 3 (filled on use)."""
+
+    def __missing__(self, name: str) -> int:
+        kind = self[name] = 4 if vocab.is_collective(name, vocab.K_DEVICE) else 3
+        return kind
+
+
+def _ints(events: Sequence[Any], field: str) -> Any:
+    """One integer field of every event, as an int64 column (Python ints, dtype object, where one does not fit)."""
+    try:
+        return np.fromiter(map(attrgetter(field), events), np.int64, len(events))
+    except OverflowError:
+        return np.array(list(map(attrgetter(field), events)), dtype=object)
+
+
+class _Columns:
+    """One timeline's events as numpy columns, read once."""
+
+    def __init__(self, timeline: Timeline) -> None:
+        host = self.host = timeline.host
+        self.device = timeline.device
+        self.start, self.end = _ints(host, "start_ns"), _ints(host, "end_ns")
+        self.category = np.fromiter(map(_CATEGORY.__getitem__, map(attrgetter("category"), host)), np.int8, len(host))
+        self.threads = _Codes()  # each thread, by its code
+        self.thread = np.fromiter(map(self.threads.__getitem__, map(attrgetter("thread"), host)), np.int32, len(host))
+        self.device_start = _ints(self.device, "start_ns")  # the ends of those drawn only, read when drawn
+
+    def first_ns(self) -> tuple[Optional[int], Optional[int]]:
+        """The first start of a host event drawn, and of a device event (``None`` where there is none)."""
+        drawn = self.start[self.category != _NOT_DRAWN]
+        return (
+            int(drawn.min()) if len(drawn) else None,
+            int(self.device_start.min()) if len(self.device_start) else None,
+        )
 
 
 def timeline_data(timeline: Timeline) -> dict[str, Any]:
@@ -47,17 +127,15 @@ def timeline_data(timeline: Timeline) -> dict[str, Any]:
         (a collective, host or device, as the overview counts it: ``gloo:all_reduce``, ``nccl:*``...).
     """
     parts = list(timeline.ranks) or [timeline]
-    firsts = [
-        min((e.start_ns for t in parts for e in t.host if e.category in _HOST_CATEGORIES), default=None),
-        min((e.start_ns for t in parts for e in t.device), default=None),
-    ]
-    origin = min((f for f in firsts if f is not None), default=0)
-    names: dict[str, int] = {}
+    columns = [_Columns(part) for part in parts]
+    firsts = [f for c in columns for f in c.first_ns() if f is not None]
+    origin = min(firsts, default=0)
+    names = _Codes()
     out: dict[str, Any] = {"lanes": [], "names": [], "events": [], "steps": [], "dropped": 0}
     # Each rank gets an equal share of the events drawn.
     budget = MAX_TIMELINE_EVENTS // len(parts)
-    for part in parts:
-        _lay_out(part, out, names, origin, budget, rank=part.rank if timeline.ranks else None)
+    for part, cols in zip(parts, columns):
+        _lay_out(part, cols, out, names, origin, budget, rank=part.rank if timeline.ranks else None)
     out["names"] = list(names)
     out["end_us"] = max((ev[1] + ev[2] for ev in out["events"]), default=0.0)
     if timeline.ranks:
@@ -66,95 +144,216 @@ def timeline_data(timeline: Timeline) -> dict[str, Any]:
 
 
 def _lay_out(
-    timeline: Timeline, out: dict[str, Any], names: dict[str, int], origin: int, cap: int, *, rank: Optional[int]
+    timeline: Timeline,
+    cols: _Columns,
+    out: dict[str, Any],
+    names: _Codes,
+    origin: int,
+    cap: int,
+    *,
+    rank: Optional[int],
 ) -> None:
-    """Add one timeline's lanes and events to ``out`` (``_timeline_data``), at most ``cap`` events."""
+    """Add one timeline's lanes and events to ``out`` (``timeline_data``), at most ``cap`` events."""
     prefix = "" if rank is None else f"rank {rank} · "
-    device = list(timeline.device)
     lanes: list[dict[str, Any]] = out["lanes"]
     events: list[list[Any]] = out["events"]
-
-    def name_index(name: str) -> int:
-        return names.setdefault(name, len(names))
-
-    def us(ns: int) -> float:
-        return round((ns - origin) / 1000, 3)
+    n_device = len(cols.device)
 
     def lane(name: str, kind: str) -> int:
         lanes.append({"name": prefix + name, "kind": kind, **({} if rank is None else {"rank": rank})})
         return len(lanes) - 1
 
-    # Host: nesting depth per thread from a stack of open intervals.
-    by_depth: list[list[Any]] = [[] for _ in range(MAX_HOST_DEPTH)]  # each depth's events, as laid out
-    threads: dict[str, list[Any]] = {}
-    steps_ev = []
-    for e in timeline.host:
-        category = e.category
-        if category == "step":
-            steps_ev.append(e)
-        elif category in _HOST_CATEGORIES:
-            threads.setdefault(e.thread, []).append(e)
-    too_deep = 0
-    for per_thread in threads.values():
-        # By start, then the later end first: two stable sorts on plain keys.
-        per_thread.sort(key=_END, reverse=True)
-        per_thread.sort(key=_START)
-        stack: list[int] = []
-        for e in per_thread:
-            start = e.start_ns
-            while stack and stack[-1] <= start:
-                stack.pop()
-            depth = len(stack)
-            if depth < MAX_HOST_DEPTH:
-                by_depth[depth].append(e)
-            else:
-                too_deep += 1
-            stack.append(e.end_ns)
-    steps_ev.sort(key=_START)
-    budget = max(cap - len(steps_ev) - min(len(device), cap // 2), 0)
-    # The shallowest first, each depth in the order laid out, up to the budget.
-    placed = list(islice(((depth, e.thread, e) for depth, level in enumerate(by_depth) for e in level), budget))
-    dropped = too_deep + sum(map(len, by_depth)) - len(placed)
+    def add(lane_of: list[int], start: Any, end: Any, objects: list[Any], kinds: list[int]) -> None:
+        """Append the events ``objects``, which start at ``start`` and end at ``end`` (arrays), with their lanes."""
+        starts, durations = _microseconds(start, end, origin)
+        index = list(map(names.__getitem__, map(_NAME, objects)))
+        events.extend(map(list, zip(lane_of, starts, durations, index, kinds)))
 
-    lane_of: dict[tuple[str, int], int] = {}
-    if steps_ev:
+    host = cols.host
+    category = cols.category
+    steps = np.flatnonzero(category == _STEP)
+    steps = steps[np.argsort(cols.start[steps], kind="stable")]
+    drawn = np.flatnonzero((category != _NOT_DRAWN) & (category != _STEP))
+    budget = max(cap - len(steps) - min(n_device, cap // 2), 0)
+    kept, depth, thread, lane_name = _host_kept(cols, drawn, budget)
+
+    step_objects = [host[i] for i in steps.tolist()]
+    if len(steps):
         steps_lane = lane("steps", "step")
-        for e in steps_ev:
-            events.append([steps_lane, us(e.start_ns), round((e.end_ns - e.start_ns) / 1000, 3), name_index(e.name), 1])
-    thread_names = {t: f"host thread {i}" for i, t in enumerate(sorted(threads, key=str))}
-    for depth, thread, e in sorted(placed, key=lambda p: (thread_names[p[1]], p[0])):
-        key = (thread, depth)
-        if key not in lane_of:
-            lane_of[key] = lane(f"{thread_names[thread]} · depth {depth}", "host")
-        kind = 4 if _host_category(e.name, e.category) == "communication" else 0 if e.category == "op" else 2
-        events.append(
-            [lane_of[key], us(e.start_ns), round((e.end_ns - e.start_ns) / 1000, 3), name_index(e.name), kind]
-        )
+        add([steps_lane] * len(steps), cols.start[steps], cols.end[steps], step_objects, [1] * len(steps))
+    if len(kept):
+        # One lane per thread and depth, in the order drawn (by the thread's lane name, then depth).
+        new = np.ones(len(kept), bool)
+        new[1:] = (thread[1:] != thread[:-1]) | (depth[1:] != depth[:-1])
+        for at in np.flatnonzero(new).tolist():
+            lane(f"{lane_name[int(thread[at])]} · depth {depth[at]}", "host")
+        lane_of = (len(lanes) - int(new.sum()) - 1 + np.cumsum(new)).tolist()
+        objects = [host[i] for i in kept.tolist()]
+        kinds = list(map(_HostKinds().__getitem__, map(_NAME_CATEGORY, objects)))
+        add(lane_of, cols.start[kept], cols.end[kept], objects, kinds)
+    out["dropped"] += len(drawn) - len(kept)
+
     # Device: greedy lanes, so that overlapping work (several streams) stays visible.
-    device.sort(key=_START)
-    device = device[: cap // 2]
-    dropped += max(0, len(timeline.device) - len(device))
-    ends: list[int] = []
-    first_device_lane = len(lanes)
-    label = timeline.device_label or "device"
-    for d in device:
-        for i, end in enumerate(ends):
-            if end <= d.start_ns:
-                ends[i] = d.end_ns
-                at = i
-                break
-        else:
-            ends.append(d.end_ns)
-            at = len(ends) - 1
+    order = np.argsort(cols.device_start, kind="stable")[: cap // 2]
+    out["dropped"] += n_device - len(order)
+    if len(order):
+        objects = [cols.device[i] for i in order.tolist()]
+        start, end = cols.device_start[order], _ints(objects, "end_ns")
+        at_lane = _first_fit(start, end)
+        label = timeline.device_label or "device"
+        first_device_lane = len(lanes)
+        for at in range(max(at_lane) + 1):
             lane(f"{label} · lane {at}", "device")
-        events.append(
-            [
-                first_device_lane + at,
-                us(d.start_ns),
-                round((d.end_ns - d.start_ns) / 1000, 3),
-                name_index(d.name),
-                4 if vocab.is_collective(d.name, vocab.K_DEVICE) else 3,
-            ]
-        )
-    out["steps"] += [[prefix + e.name, us(e.start_ns), us(e.end_ns)] for e in steps_ev]
-    out["dropped"] += dropped
+        kinds = list(map(_DeviceKinds().__getitem__, map(_NAME, objects)))
+        add([first_device_lane + at for at in at_lane], start, end, objects, kinds)
+    starts, ends = _microseconds(cols.start[steps], cols.end[steps], origin, durations=False)
+    out["steps"] += [[prefix + e.name, s, x] for e, s, x in zip(step_objects, starts, ends)]
+
+
+def _host_kept(cols: _Columns, drawn: Any, budget: int) -> tuple[Any, Any, Any, dict[int, str]]:
+    """The host events drawn, at most ``budget``: rows of the columns, depths and threads' codes, and each code's name.
+
+    Each thread's events are taken by start, then the later end first (then in the
+    timeline's order), and nested by a stack of open intervals; the shallowest are
+    kept first, each depth in thread order (by first event), then by start. They
+    come back in the order drawn: by the thread's lane name, then depth, then start.
+    """
+    if not len(drawn):
+        return np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.int32), {}
+    thread = cols.thread[drawn]
+    by_thread = drawn[_stable_order(thread)]  # each thread's events together, in the timeline's order
+    counts = np.bincount(thread, minlength=len(cols.threads))
+    del thread
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    present = np.flatnonzero(counts)
+    # Threads in order of their first event drawn, as the lay-out visits them.
+    visited = present[np.argsort(by_thread[bounds[present]])].tolist()
+    bounds = bounds.tolist()
+    rows, depths = [], []
+    for code in visited:
+        mine = by_thread[bounds[code] : bounds[code + 1]]
+        start, end = cols.start[mine], cols.end[mine]
+        step = np.diff(start)
+        if (step < 0).any() or ((step == 0) & (end[1:] > end[:-1])).any():  # most often in that order already
+            order = np.lexsort((~end, start))  # by start, the later end first; stable, so ties in timeline order
+            mine, start, end = mine[order], start[order], end[order]
+        rows.append(mine)
+        depths.append(_depths(start, end).astype(np.int32))
+    del by_thread, mine, start, end, step
+    row = np.concatenate(rows)
+    depth = np.concatenate(depths)
+    del rows, depths
+    # The shallowest first, each depth in the order laid out, up to the budget.
+    placed, left = [], budget
+    for level in range(min(MAX_HOST_DEPTH, int(depth.max()) + 1)):
+        if left <= 0:
+            break
+        placed.append(np.flatnonzero(depth == level)[:left])
+        left -= len(placed[-1])
+    kept = np.concatenate(placed) if placed else np.empty(0, np.int64)
+    # Threads are numbered by str(thread) (ties in the order visited); lanes go by name ("... 10" before "... 2").
+    thread_of = list(cols.threads)
+    numbered = sorted(visited, key=lambda code: str(thread_of[code]))
+    names = [f"host thread {i}" for i in range(len(numbered))]
+    lane_name = dict(zip(numbered, names))
+    by_name = np.empty(len(thread_of), np.int64)
+    by_name[numbered] = np.argsort(np.argsort(names, kind="stable"))  # each name's place in order
+    row, depth = row[kept], depth[kept]
+    code = cols.thread[row]
+    drawn_order = np.lexsort((kept, depth, by_name[code]))
+    return row[drawn_order], depth[drawn_order], code[drawn_order], lane_name
+
+
+def _depths(start: Any, end: Any) -> Any:
+    """The nesting depth of each event of one thread, sorted by start and then the later end first.
+
+    A stack of open intervals: an event closes those on top that end by its start
+    and sits on the rest. When every event lies within the one it sits on, the
+    stack holds exactly the earlier events still open, so the depth is their
+    number, and the one it sits on is the last earlier event one level up: both
+    found on arrays, then checked. Else (spans that cross) the stack, event by event.
+    """
+    n = len(start)
+    if n < _STACK_BELOW or (end < start).any():
+        return _depths_by_stack(start, end)
+    at = np.arange(n)
+    # Earlier events still open: all before it, less those ended by its start. An event that
+    # ends by its start and sorts after it lasts no time and shares its start (it sorts last among those).
+    depth = at - np.searchsorted(np.sort(end, kind="stable"), start, side="right")  # ends come nearly sorted
+    zero = end == start
+    if zero.any():
+        zero_start = start[zero]
+        here = np.searchsorted(zero_start, start, side="right") - np.searchsorted(zero_start, start, side="left")
+        block_end = np.searchsorted(start, start, side="right")
+        depth += block_end - np.maximum(at, block_end - here)
+    nested = depth > 0
+    if nested.any():
+        by_level = _stable_order(depth)
+        q = np.searchsorted(depth[by_level] * n + by_level, (depth - 1) * n + at) - 1
+        parent = by_level[np.maximum(q, 0)]
+        within = (q >= 0) & (depth[parent] == depth - 1) & (end[parent] > start) & (end <= end[parent])
+        if not within[nested].all():
+            return _depths_by_stack(start, end)
+    return depth
+
+
+def _stable_order(small: Any) -> Any:
+    """``argsort(small, kind="stable")`` of small non-negative integers (a radix sort where they fit 16 bits)."""
+    if len(small) and int(small.max()) < 1 << 15:
+        return np.argsort(small.astype(np.int16), kind="stable")
+    return np.argsort(small, kind="stable")
+
+
+def _depths_by_stack(start: Any, end: Any) -> Any:
+    """``_depths`` event by event, for any events (spans that cross sit on whatever is still on the stack)."""
+    depth = []
+    stack: list[int] = []
+    for s, e in zip(start.tolist(), end.tolist()):
+        while stack and stack[-1] <= s:
+            stack.pop()
+        depth.append(len(stack))
+        stack.append(e)
+    return np.array(depth, np.int64)
+
+
+def _first_fit(start: Any, end: Any) -> list[int]:
+    """Each event's lane (events by start): the first lane whose last event has ended by its start, else a new one."""
+    if len(start) < 2 or (end[:-1] <= start[1:]).all():
+        return [0] * len(start)
+    lanes: list[int] = []
+    busy: list[tuple[int, int]] = []  # (end, lane): lanes whose last event may still run
+    free: list[int] = []  # lanes whose last event has ended, as a heap: the first one is taken
+    opened = 0
+    for s, e in zip(start.tolist(), end.tolist()):
+        # Starts only grow: a lane free for one event is free for every later one.
+        while busy and busy[0][0] <= s:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        if free:
+            at = heapq.heappop(free)
+        else:
+            at, opened = opened, opened + 1
+        heapq.heappush(busy, (e, at))
+        lanes.append(at)
+    return lanes
+
+
+def _microseconds(start: Any, end: Any, origin: int, durations: bool = True) -> tuple[list[float], list[float]]:
+    """``round((start - origin) / 1000, 3)`` of each, and of the durations (or of ``end - origin``), as floats."""
+    if not len(start):
+        return [], []
+    near = (
+        start.dtype != object
+        and end.dtype != object
+        and int(start.min()) >= origin - _EXACT_NS
+        and int(start.max()) <= origin + _EXACT_NS
+        and int(end.min()) >= origin - _EXACT_NS
+        and int(end.max()) <= origin + _EXACT_NS
+    )
+    if near:
+        second = end - start if durations else end - origin
+        return ((start - origin) / 1000).tolist(), (second / 1000).tolist()
+    starts, ends = start.tolist(), end.tolist()  # Python ints: no overflow, and the division rounds once
+    return (
+        [round((s - origin) / 1000, 3) for s in starts],
+        [round(((e - s) if durations else (e - origin)) / 1000, 3) for s, e in zip(starts, ends)],
+    )
