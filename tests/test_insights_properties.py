@@ -187,7 +187,7 @@ def test_a_trace_read_into_the_tree_gives_its_timelines_findings_and_drawing(tmp
     ]
     assert nodes.device == events.device
     assert trace.insights() == analyze_timeline(events)
-    assert timeline_data(nodes) == timeline_data(events)
+    assert timeline_data(of_timeline(nodes)) == timeline_data(of_timeline(events))
 
 
 def _column_rows(cols: EventColumns) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
@@ -425,7 +425,7 @@ def test_the_report_draws_the_shallowest_events_first_as_a_full_sort_does(
 
     monkeypatch.setattr(drawing, "MAX_TIMELINE_EVENTS", cap)
     host = [HostEvent(f"e{i}", s, s + d, thread=t, category=c) for i, (t, s, d, c) in enumerate(spans)]
-    out = timeline_data(Timeline(tuple(host)))
+    out = timeline_data(of_timeline(Timeline(tuple(host))))
     # The reference: every event's depth, all of them sorted by (depth, order), cut to the budget.
     placed = []
     for thread in dict.fromkeys(e.thread for e in host):

@@ -23,6 +23,7 @@ from neuronprof import _vocabulary as vocab
 from neuronprof._report_overview import _host_category
 from neuronprof._report_timeline import timeline_data
 from neuronprof.analysis.insights import DeviceEvent, HostEvent, Timeline
+from neuronprof.analysis.insights._columns import of_timeline
 
 _HOST_CATEGORIES = ("step", "op", "annotation", "runtime", "other")
 _START, _END = attrgetter("start_ns"), attrgetter("end_ns")
@@ -160,7 +161,7 @@ def _timelines(draw: st.DrawFn, base: int) -> Timeline:
 
 
 def _same(timeline: Timeline) -> None:
-    out = timeline_data(timeline)
+    out = timeline_data(of_timeline(timeline))
     assert json.dumps(out, ensure_ascii=False) == json.dumps(_reference(timeline), ensure_ascii=False)
 
 
@@ -214,4 +215,4 @@ def test_times_too_far_for_an_exact_float_give_python_s_division() -> None:
     far = 1_152_921_763_400_397_884
     host = (HostEvent("aten::mm", 0, 10), HostEvent("aten::add", far, far + 1, "1"))
     _same(Timeline(host, (DeviceEvent("gemm", far, far + 3),)))
-    assert timeline_data(Timeline(host))["events"][1][1] == far / 1000
+    assert timeline_data(of_timeline(Timeline(host)))["events"][1][1] == far / 1000

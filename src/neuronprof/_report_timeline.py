@@ -1,7 +1,8 @@
 """The report's step timeline: lanes and events, as plain data for the page's script to draw.
 
-A renderer's part (see ``report``): it gathers numbers from a
-[`Timeline`][neuronprof.analysis.insights.Timeline] and writes nothing. A timeline of
+A renderer's part (see ``report``): it gathers numbers from a timeline's events as
+columns (``EventColumns``, the events of a
+[`Timeline`][neuronprof.analysis.insights.Timeline]) and writes nothing. A timeline of
 several ranks gets each rank's own lanes.
 
 The lay-out reads each event's fields once into numpy columns: depths, the events
@@ -12,7 +13,6 @@ thousand at most) are visited one by one.
 from __future__ import annotations
 
 import heapq
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
@@ -21,9 +21,7 @@ from neuronprof import _vocabulary as vocab
 from neuronprof._report_overview import _host_category  # the overview's rule, so that both panes agree
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from neuronprof.analysis.insights import Timeline
+    from neuronprof.analysis.insights._columns import EventColumns
 
 __all__ = ["MAX_HOST_DEPTH", "MAX_TIMELINE_EVENTS", "timeline_data"]
 
@@ -36,7 +34,6 @@ MAX_HOST_DEPTH = 6
 
 # Host categories drawn, as the codes the columns hold: 0 an op, 1 a step, 2 the others drawn, -1 not drawn.
 _OP, _STEP, _OTHER, _NOT_DRAWN = 0, 1, 2, -1
-_NAME, _NAME_CATEGORY = attrgetter("name"), attrgetter("name", "category")
 
 _STACK_BELOW = 256
 """Threads with fewer events than this get their depths from the stack event by event (numpy's set-up costs more)."""
@@ -81,25 +78,17 @@ class _DeviceKinds(dict[str, int]):
         return kind
 
 
-def _ints(events: Sequence[Any], field: str) -> Any:
-    """One integer field of every event, as an int64 column (Python ints, dtype object, where one does not fit)."""
-    try:
-        return np.fromiter(map(attrgetter(field), events), np.int64, len(events))
-    except OverflowError:
-        return np.array(list(map(attrgetter(field), events)), dtype=object)
-
-
 class _Columns:
-    """One timeline's events as numpy columns, read once."""
+    """One timeline's columns as the lay-out reads them: each host event's drawing category."""
 
-    def __init__(self, timeline: Timeline) -> None:
-        host = self.host = timeline.host
-        self.device = timeline.device
-        self.start, self.end = _ints(host, "start_ns"), _ints(host, "end_ns")
-        self.category = np.fromiter(map(_CATEGORY.__getitem__, map(attrgetter("category"), host)), np.int8, len(host))
-        self.threads = _Codes()  # each thread, by its code
-        self.thread = np.fromiter(map(self.threads.__getitem__, map(attrgetter("thread"), host)), np.int32, len(host))
-        self.device_start = _ints(self.device, "start_ns")  # the ends of those drawn only, read when drawn
+    def __init__(self, events: EventColumns) -> None:
+        self.events = events
+        self.start, self.end = events.start, events.end
+        codes = np.array([_CATEGORY[c] if isinstance(c, str) else _NOT_DRAWN for c in events.categories], np.int8)
+        self.category = codes[events.key] if len(codes) else np.empty(0, np.int8)
+        self.threads = events.threads  # each thread, by its code
+        self.thread = events.thread
+        self.device_start = events.dstart
 
     def first_ns(self) -> tuple[Optional[int], Optional[int]]:
         """The first start of a host event drawn, and of a device event (``None`` where there is none)."""
@@ -110,7 +99,7 @@ class _Columns:
         )
 
 
-def timeline_data(timeline: Timeline) -> dict[str, Any]:
+def timeline_data(timeline: EventColumns) -> dict[str, Any]:
     """Lanes and events for the step timeline, in microseconds from the first event.
 
     Host events are laid out per thread and nesting depth (rebuilt from their
@@ -144,7 +133,7 @@ def timeline_data(timeline: Timeline) -> dict[str, Any]:
 
 
 def _lay_out(
-    timeline: Timeline,
+    timeline: EventColumns,
     cols: _Columns,
     out: dict[str, Any],
     names: _Codes,
@@ -157,19 +146,19 @@ def _lay_out(
     prefix = "" if rank is None else f"rank {rank} · "
     lanes: list[dict[str, Any]] = out["lanes"]
     events: list[list[Any]] = out["events"]
-    n_device = len(cols.device)
+    n_device = len(cols.device_start)
+    ev = cols.events
 
     def lane(name: str, kind: str) -> int:
         lanes.append({"name": prefix + name, "kind": kind, **({} if rank is None else {"rank": rank})})
         return len(lanes) - 1
 
-    def add(lane_of: list[int], start: Any, end: Any, objects: list[Any], kinds: list[int]) -> None:
-        """Append the events ``objects``, which start at ``start`` and end at ``end`` (arrays), with their lanes."""
+    def add(lane_of: list[int], start: Any, end: Any, keys: list[int], kinds: list[int]) -> None:
+        """Append events of keys ``keys``, which start at ``start`` and end at ``end`` (arrays), with their lanes."""
         starts, durations = _microseconds(start, end, origin)
-        index = list(map(names.__getitem__, map(_NAME, objects)))
+        index = [names[ev.names[k]] for k in keys]
         events.extend(map(list, zip(lane_of, starts, durations, index, kinds)))
 
-    host = cols.host
     category = cols.category
     steps = np.flatnonzero(category == _STEP)
     steps = steps[np.argsort(cols.start[steps], kind="stable")]
@@ -177,10 +166,10 @@ def _lay_out(
     budget = max(cap - len(steps) - min(n_device, cap // 2), 0)
     kept, depth, thread, lane_name = _host_kept(cols, drawn, budget)
 
-    step_objects = [host[i] for i in steps.tolist()]
+    step_keys = ev.key[steps].tolist()
     if len(steps):
         steps_lane = lane("steps", "step")
-        add([steps_lane] * len(steps), cols.start[steps], cols.end[steps], step_objects, [1] * len(steps))
+        add([steps_lane] * len(steps), cols.start[steps], cols.end[steps], step_keys, [1] * len(steps))
     if len(kept):
         # One lane per thread and depth, in the order drawn (by the thread's lane name, then depth).
         new = np.ones(len(kept), bool)
@@ -188,26 +177,28 @@ def _lay_out(
         for at in np.flatnonzero(new).tolist():
             lane(f"{lane_name[int(thread[at])]} · depth {depth[at]}", "host")
         lane_of = (len(lanes) - int(new.sum()) - 1 + np.cumsum(new)).tolist()
-        objects = [host[i] for i in kept.tolist()]
-        kinds = list(map(_HostKinds().__getitem__, map(_NAME_CATEGORY, objects)))
-        add(lane_of, cols.start[kept], cols.end[kept], objects, kinds)
+        keys = ev.key[kept].tolist()
+        host_kinds = _HostKinds()
+        kinds = [host_kinds[ev.names[k], ev.categories[k]] for k in keys]
+        add(lane_of, cols.start[kept], cols.end[kept], keys, kinds)
     out["dropped"] += len(drawn) - len(kept)
 
     # Device: greedy lanes, so that overlapping work (several streams) stays visible.
     order = np.argsort(cols.device_start, kind="stable")[: cap // 2]
     out["dropped"] += n_device - len(order)
     if len(order):
-        objects = [cols.device[i] for i in order.tolist()]
-        start, end = cols.device_start[order], _ints(objects, "end_ns")
+        keys = ev.dkey[order].tolist()
+        start, end = cols.device_start[order], ev.dend[order]
         at_lane = _first_fit(start, end)
         label = timeline.device_label or "device"
         first_device_lane = len(lanes)
         for at in range(max(at_lane) + 1):
             lane(f"{label} · lane {at}", "device")
-        kinds = list(map(_DeviceKinds().__getitem__, map(_NAME, objects)))
-        add([first_device_lane + at for at in at_lane], start, end, objects, kinds)
+        device_kinds = _DeviceKinds()
+        kinds = [device_kinds[ev.names[k]] for k in keys]
+        add([first_device_lane + at for at in at_lane], start, end, keys, kinds)
     starts, ends = _microseconds(cols.start[steps], cols.end[steps], origin, durations=False)
-    out["steps"] += [[prefix + e.name, s, x] for e, s, x in zip(step_objects, starts, ends)]
+    out["steps"] += [[prefix + ev.names[k], s, x] for k, s, x in zip(step_keys, starts, ends)]
 
 
 def _host_kept(cols: _Columns, drawn: Any, budget: int) -> tuple[Any, Any, Any, dict[int, str]]:

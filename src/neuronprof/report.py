@@ -236,6 +236,7 @@ def _draw(
     from neuronprof._report_ops import call_tree, modules_data
     from neuronprof._report_overview import overview_data, rank_windows
     from neuronprof.analysis._gc import collector_paused
+    from neuronprof.analysis.insights._columns import of_timeline
 
     # The panes make many objects and no garbage, beside the events: each pass of the collector would walk them all.
     with collector_paused():
@@ -252,7 +253,7 @@ def _draw(
             "modules": modules_data(timeline),
             "call_tree": call_tree(timeline),
         }
-        return _Drawn(timeline_data(timeline), timeline.notes, panes)
+        return _Drawn(timeline_data(of_timeline(timeline)), timeline.notes, panes)
 
 
 def _profile_page(

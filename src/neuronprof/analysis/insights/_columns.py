@@ -26,7 +26,8 @@ class EventColumns:
     ``dtypes`` (a host key's recorded inputs, else ``None``).
 
     Per host event (numpy arrays of one length): ``key`` (int32), ``start`` and ``end``
-    (int64 ns), ``thread`` (int32, an index into ``threads``), ``ext`` (its External id,
+    (int64 ns; Python ints, dtype object, in a timeline made by hand with a time past
+    int64), ``thread`` (int32, an index into ``threads``), ``ext`` (its External id,
     int64, -1 for none) and ``corr`` (a runtime call's correlation id, -1 for none or for
     any other event).
 
@@ -100,6 +101,12 @@ def of_timeline(timeline: Timeline) -> EventColumns:
     def ids(values: Any) -> Any:
         return np.array([-1 if v is None else v for v in values], np.int64)
 
+    def times(values: list[int]) -> Any:
+        try:
+            return np.array(values, np.int64)
+        except OverflowError:  # a time past int64: Python ints
+            return np.array(values, object)
+
     def columns(tl: Timeline) -> dict[str, Any]:  # (every field but the keys' and ``ranks``)
         host = tl.host
         threads: dict[str, int] = {}
@@ -108,14 +115,14 @@ def of_timeline(timeline: Timeline) -> EventColumns:
         return {
             "threads": list(threads),
             "key": np.array([key_of((e.name, e.category, e.input_shapes, e.input_dtypes)) for e in host], np.int32),
-            "start": np.array([e.start_ns for e in host], np.int64),
-            "end": np.array([e.end_ns for e in host], np.int64),
+            "start": times([e.start_ns for e in host]),
+            "end": times([e.end_ns for e in host]),
             "thread": np.array(thread, np.int32),
             "ext": ids(e.ext_id for e in host),
             "corr": ids(e.correlation for e in host),
             "dkey": np.array([key_of((d.name, d.category, None, None)) for d in device], np.int32),
-            "dstart": np.array([d.start_ns for d in device], np.int64),
-            "dend": np.array([d.end_ns for d in device], np.int64),
+            "dstart": times([d.start_ns for d in device]),
+            "dend": times([d.end_ns for d in device]),
             "dext": ids(d.ext_id for d in device),
             "dcorr": ids(d.correlation for d in device),
             "backend": tl.backend,
