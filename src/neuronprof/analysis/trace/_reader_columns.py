@@ -145,9 +145,9 @@ class _ColumnReader(_Filling):
         dur = _durations(np.array(durations, np.float64))
         if ts is None or dur is None:
             return False  # a time that is not a plain number, a negative or huge duration: ``_each`` reads them
-        try:
-            corr = np.array(corrs, np.int64)
-            ext = np.array(exts, np.int64)
+        try:  # fromiter: no pass to find the values' type first (they are ints: the typed decode's)
+            corr = np.fromiter(corrs, np.int64, n)
+            ext = np.fromiter(exts, np.int64, n)
         except OverflowError:
             return False
         # New spans, in the order they first come (the order keys and lanes are made in).
