@@ -368,10 +368,18 @@ def _fixed_width_ns(raws: list[Any]) -> Any:
     # Every separator where a time of this width ends: no time is longer or shorter than the first.
     if not ((rows[:, width] == 44).all() and (rows[:, point] == 46).all()):
         return None
-    digits = np.delete(rows[:, :width], point, axis=1) - np.uint8(48)  # a byte below "0" wraps past 9
+    digits = rows[:, :width] - np.uint8(48)  # a byte below "0" wraps past 9
+    digits[:, point] = 0
     if digits.max() > 9:
         return None
-    return digits.astype(np.int64) @ 10 ** np.arange(width - 2, -1, -1, dtype=np.int64)
+    weights = _DIGIT_WEIGHTS.get(width)
+    if weights is None:  # each digit's power of ten, none for the point
+        powers = [10 ** (j - 1) for j in range(width - 1, 3, -1)] + [0, 100, 10, 1]
+        weights = _DIGIT_WEIGHTS[width] = np.array(powers, np.int64)
+    return digits.astype(np.int64) @ weights
+
+
+_DIGIT_WEIGHTS: dict[int, Any] = {}  # by width, for ``_fixed_width_ns``
 
 
 _NO_ARGS: Any = None  # ``TypedArgs()``: what a span without args reads as (made with the first piece)
