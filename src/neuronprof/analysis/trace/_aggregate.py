@@ -459,8 +459,11 @@ def _device_columns(
         sums.dev_self[kk] += int(took[kk])
         sums.dev_total[kk] += int(took[kk])
         sums.on_device[kk] = True
-    present, first = np.unique(kids, return_index=True)
-    seen.update(present[np.argsort(first)].tolist())
+    # The keys in the order they first come: each key's first row (np.minimum.at, not np.unique's stable sort).
+    present = np.flatnonzero(calls)
+    first = np.full(len(calls), len(kids), np.int64)
+    np.minimum.at(first, kids, np.arange(len(kids)))
+    seen.update(present[np.argsort(first[present])].tolist())
     c = np.frombuffer(th.corr, np.int64)[rows]
     by_corr = c >= 0
     if by_corr.any() and len(runtime_corr):
