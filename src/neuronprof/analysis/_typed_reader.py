@@ -427,6 +427,31 @@ class TraceReader:
         # Not the types kineto writes (or not JSON at all: the loose decode says which).
         return Piece(None, text, _BATCH.decode(text))
 
+    def _cut(self, before: list[bytes], last: bytes) -> Optional[tuple[Piece, bytes]]:
+        """The events of ``before`` and ``last`` (one text, in pieces) up to a cut in ``last``, and what follows it.
+
+        The cut is after an event's closing brace and the comma after it, the last such
+        that decodes, within ``_SPLIT_TRIES`` braces from the end; None when there is none
+        in ``last``.
+        """
+        end = len(last)
+        for _ in range(_SPLIT_TRIES):
+            brace = last.rfind(b"}", 0, end)
+            if brace < 0:
+                return None
+            m = _COMMA_AFTER.match(last, brace + 1)
+            end = brace
+            if m is None or m.end() >= len(last):
+                continue
+            try:
+                piece = self._piece(b"".join((b"[", *before, memoryview(last)[: brace + 1], b"]")))
+            except msgspec.ValidationError:
+                raise
+            except msgspec.DecodeError:
+                continue
+            return piece, last[m.end() :]
+        return None
+
     def _fast(self, binary: Any) -> Iterator[Piece]:
         buf = b""
         eof = False
@@ -486,44 +511,41 @@ class TraceReader:
         # inside a string or a nested value leaves invalid JSON (an unterminated
         # string or an unclosed bracket), so a piece that decodes was cut right;
         # one that does not is cut again earlier.
+        rest = buf[pos:]  # what follows the head, then what follows each cut
+        del buf
         need = _FAST_CHUNK
         while True:
-            while not eof and len(buf) - pos < need:
-                more()
-            if eof:
-                break
-            end = len(buf)
-            cut = -1
-            for _ in range(_SPLIT_TRIES):
-                brace = buf.rfind(b"}", pos, end)
-                if brace < 0:
+            parts = [rest]
+            size = len(rest)
+            while not eof and size < need:
+                data = binary.read(_FAST_CHUNK)
+                if not data:
+                    eof = True
                     break
-                m = _COMMA_AFTER.match(buf, brace + 1)
-                end = brace
-                if m is None or m.end() >= len(buf):
-                    continue
-                try:
-                    piece = self._piece(b"".join((b"[", memoryview(buf)[pos : brace + 1], b"]")))
-                except msgspec.ValidationError:
-                    raise
-                except msgspec.DecodeError:
-                    continue
-                cut = m.end()
+                parts.append(data)
+                size += len(data)
+            if eof:
+                rest = b"".join(parts)
                 break
-            if cut < 0:
+            # Most often a small rest and one new chunk that holds the cut: the chunk is copied
+            # once, into the piece. Else the cut is looked for in all of it, joined.
+            found = self._cut(parts[:-1], parts[-1])
+            if found is None:
+                rest = b"".join(parts)
+                found = self._cut([], rest)
+            if found is None:
                 # No boundary in reach (one very large event): read further and try again.
-                if len(buf) - pos > _MAX_HEAD:
+                if size > _MAX_HEAD:
                     raise FastPathFailed("no event boundary")
-                need = len(buf) - pos + _FAST_CHUNK
+                need = size + _FAST_CHUNK
                 continue
+            piece, rest = found
             need = _FAST_CHUNK
             self.events += piece.count
             yield piece
-            buf = buf[cut:]
-            pos = 0
 
         # The tail: the last events, the closing bracket and the members after them.
-        tail = buf[pos:]
+        tail = rest
         if array_format:
             tail = tail.rstrip()
             if tail.endswith(b","):

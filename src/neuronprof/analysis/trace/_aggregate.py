@@ -459,8 +459,11 @@ def _device_columns(
         sums.dev_self[kk] += int(took[kk])
         sums.dev_total[kk] += int(took[kk])
         sums.on_device[kk] = True
-    present, first = np.unique(kids, return_index=True)
-    seen.update(present[np.argsort(first)].tolist())
+    # The keys in the order they first come: each key's first row (np.minimum.at, not np.unique's stable sort).
+    present = np.flatnonzero(calls)
+    first = np.full(len(calls), len(kids), np.int64)
+    np.minimum.at(first, kids, np.arange(len(kids)))
+    seen.update(present[np.argsort(first[present])].tolist())
     c = np.frombuffer(th.corr, np.int64)[rows]
     by_corr = c >= 0
     if by_corr.any() and len(runtime_corr):
@@ -470,13 +473,21 @@ def _device_columns(
         by_corr[:] = False
     x = np.frombuffer(th.ext, np.int64)[rows]
     by_ext = ~by_corr & (x >= 0)
-    for link, ids in ((dev_by_corr, c[by_corr]), (dev_by_ext, x[by_ext])):
+    for link, by in ((dev_by_corr, by_corr), (dev_by_ext, by_ext)):
+        ids = (c if link is dev_by_corr else x)[by]
         if len(ids):
-            uniq, _first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-            total = np.zeros(len(uniq), np.int64)
-            np.add.at(total, inverse, d[by_corr] if link is dev_by_corr else d[by_ext])
-            add = dict(zip(uniq.tolist(), total.tolist()))
-            for i in add.keys() & link.keys():  # ids of this timeline's kernels seen on another already
-                add[i] += link[i]
-            link.update(add)
+            # The time per id, ids in ascending order (most often they are already), summed per run of one id.
+            took_by = d[by]
+            if (ids[1:] < ids[:-1]).any():
+                order = np.argsort(ids)
+                ids, took_by = ids[order], took_by[order]
+            starts = np.flatnonzero(np.append(True, ids[1:] != ids[:-1]))
+            add = zip(ids[starts].tolist(), np.add.reduceat(took_by, starts).tolist())
+            if not link:
+                link.update(add)
+                continue
+            per_id = dict(add)
+            for i in per_id.keys() & link.keys():  # ids of this timeline's kernels seen on another already
+                per_id[i] += link[i]
+            link.update(per_id)
     return np.flatnonzero(host), int(d[~by_corr & ~by_ext].sum())

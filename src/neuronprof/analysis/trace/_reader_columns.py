@@ -14,6 +14,7 @@ columns, keys, counts and notes come out either way, in the same order.
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
 from collections.abc import Set
 from itertools import compress
@@ -95,8 +96,9 @@ class _ColumnReader(_Filling):
         span_type = piece.span
         # The fields of every span, a column each, in one loop (the interpreter's own attribute
         # reads of msgspec's structs beat attrgetter and astuple); the other events' phases. The
-        # lookup key of a span is (name, cat, pid, tid), with the JSON text of its recorded
-        # inputs when it has any, the three in one bytes with NUL between (no JSON text holds one).
+        # lookup key of a span is (name, cat, pid, tid), and a fifth item, the JSON text of its
+        # recorded inputs, when it has any: the three in one bytes with NUL between (no JSON text
+        # holds one). One flat tuple: cheaper to build and to hash than a pair of tuples.
         others: list[type] = []
         add_other = others.append
         # Lists made to the piece's size and filled by index (cheaper than appending), cut to size after.
@@ -116,12 +118,11 @@ class _ColumnReader(_Filling):
             a = e.args
             if a is None:
                 a = no_args
-            span = (e.name, e.cat, e.pid, e.tid)
             dims, types, concrete = a.dims, a.types, a.concrete
             if dims is empty and types is empty and concrete is empty:
-                keys[n] = span
+                keys[n] = (e.name, e.cat, e.pid, e.tid)
             else:
-                keys[n] = (span, join((dims, types, concrete)))
+                keys[n] = (e.name, e.cat, e.pid, e.tid, join((dims, types, concrete)))
             starts[n] = e.ts
             durations[n] = e.dur
             corrs[n] = a.correlation
@@ -138,13 +139,15 @@ class _ColumnReader(_Filling):
             found = np.fromiter(map(seen.__getitem__, keys), np.int64, n)
         except TypeError:  # an unhashable lane: ``_each`` says which
             return False
-        ts = ns_column(starts, raw_number)
+        ts = _fixed_width_ns(starts)
+        if ts is None:
+            ts = ns_column(starts, raw_number)
         dur = _durations(np.array(durations, np.float64))
         if ts is None or dur is None:
             return False  # a time that is not a plain number, a negative or huge duration: ``_each`` reads them
-        try:
-            corr = np.array(corrs, np.int64)
-            ext = np.array(exts, np.int64)
+        try:  # fromiter: no pass to find the values' type first (they are ints: the typed decode's)
+            corr = np.fromiter(corrs, np.int64, n)
+            ext = np.fromiter(exts, np.int64, n)
         except OverflowError:
             return False
         # New spans, in the order they first come (the order keys and lanes are made in).
@@ -278,9 +281,33 @@ def _first(events: list[Any], cls: type) -> int:
 
 def _parts(span: tuple[Any, ...]) -> tuple[Any, ...]:
     """The column reader's lookup key as (name, cat, pid, tid, dims, types, concrete), inputs b"" when none."""
-    if type(span[0]) is tuple:
-        return (*span[0], *span[1].split(b"\0"))
+    if len(span) == 5:
+        return (*span[:4], *span[4].split(b"\0"))
     return (*span, b"", b"", b"")
+
+
+def import_numpy() -> None:
+    """Import numpy for the columns, its BLAS threads told to sleep as soon as they are idle.
+
+    The OpenBLAS that numpy's wheels load at import starts a thread per core, and each
+    spins some 2**28 cycles waiting for work before it sleeps: tens of milliseconds of
+    CPU time, more than a tenth of reading a 100 MB trace, for threads that nothing here
+    uses (the reader and the walk call no BLAS). OpenBLAS reads ``OPENBLAS_THREAD_TIMEOUT``
+    once, as it loads: set for the import only (unless already set), so that the
+    environment child processes see is unchanged. Later BLAS calls in this process run
+    as before; their threads sleep sooner between calls. Nothing is done when numpy is
+    imported already.
+    """
+    if "numpy" in sys.modules:
+        return
+    added = "OPENBLAS_THREAD_TIMEOUT" not in os.environ
+    if added:
+        os.environ["OPENBLAS_THREAD_TIMEOUT"] = "4"  # 2**4 cycles: OpenBLAS's shortest
+    try:
+        import numpy  # noqa: F401
+    finally:
+        if added:
+            os.environ.pop("OPENBLAS_THREAD_TIMEOUT", None)
 
 
 def size_hint(path: str) -> int:
@@ -316,6 +343,43 @@ def _extend(th: EventColumns, ts: Any, dur: Any, kid: Any, corr: Any, ext: Any) 
     th.kid.frombytes(kid.tobytes())
     th.corr.frombytes(corr.tobytes())
     th.ext.frombytes(ext.tobytes())
+
+
+def _fixed_width_ns(raws: list[Any]) -> Any:
+    """Times in µs all written alike, digits and three decimals (``"5106267470000.500"``), as int64 ns; else None.
+
+    What ``ns_column`` makes of them (the digits without their point, read as an
+    integer), read from a table of their characters, one row per time, without a
+    Python int for each. A column with times of different widths, fewer or more
+    decimals, a sign or an exponent is left to ``ns_column``.
+    """
+    import numpy as np
+
+    n = len(raws)
+    if not n:
+        return None
+    width = len(raws[0])
+    text = b",".join(raws)
+    # 5 to 19 characters: at least one digit before the point, at most 18 digits (within int64).
+    if not 5 <= width <= 19 or len(text) != n * (width + 1) - 1:
+        return None
+    rows = np.frombuffer(text + b",", np.uint8).reshape(n, width + 1)
+    point = width - 4
+    # Every separator where a time of this width ends: no time is longer or shorter than the first.
+    if not ((rows[:, width] == 44).all() and (rows[:, point] == 46).all()):
+        return None
+    digits = rows[:, :width] - np.uint8(48)  # a byte below "0" wraps past 9
+    digits[:, point] = 0
+    if digits.max() > 9:
+        return None
+    weights = _DIGIT_WEIGHTS.get(width)
+    if weights is None:  # each digit's power of ten, none for the point
+        powers = [10 ** (j - 1) for j in range(width - 1, 3, -1)] + [0, 100, 10, 1]
+        weights = _DIGIT_WEIGHTS[width] = np.array(powers, np.int64)
+    return digits.astype(np.int64) @ weights
+
+
+_DIGIT_WEIGHTS: dict[int, Any] = {}  # by width, for ``_fixed_width_ns``
 
 
 _NO_ARGS: Any = None  # ``TypedArgs()``: what a span without args reads as (made with the first piece)
