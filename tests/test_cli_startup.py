@@ -188,3 +188,27 @@ def test_the_list_of_commands_loads_every_command_and_no_reader(tmp_path: Path) 
     assert status == 0
     assert _loaded(at_exit, _NOT_FOR_ARGUMENTS) == []
     assert all(f"neuronprof.commands.{c}" in at_exit for c in COMMANDS)
+
+
+def test_the_command_line_tells_blas_threads_to_sleep_in_its_own_process_only() -> None:
+    # OpenBLAS's idle threads spin before they sleep: the command line (no BLAS) asks for the shortest
+    # wait in a process of its own; a process that imported numpy first (a user's script) keeps its BLAS.
+    script = textwrap.dedent(
+        """
+        import os, sys
+        first = sys.argv[1] == "first"
+        if not first:
+            import numpy
+        from neuronprof.cli import main
+        try:
+            main(["summarize", "--help"])
+        except SystemExit:
+            pass
+        print(os.environ.get("OPENBLAS_THREAD_TIMEOUT"))
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    run = [sys.executable, "-c", script]
+    first = subprocess.run([*run, "first"], capture_output=True, text=True, env=env, check=True).stdout
+    after = subprocess.run([*run, "after"], capture_output=True, text=True, env=env, check=True).stdout
+    assert (first.split()[-1], after.split()[-1]) == ("4", "None")

@@ -11,6 +11,7 @@ read (tests/test_cli_startup.py checks what each one has imported by then).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -52,6 +53,13 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the ``neuronprof`` command and return its exit status."""
     given = sys.argv[1:] if argv is None else list(argv)
+    if "numpy" not in sys.modules:
+        # numpy's wheels load OpenBLAS, which starts a thread per core that spins some 2**28
+        # cycles waiting for work before it sleeps: tens of ms of CPU at every start, a tenth of
+        # reading a 100 MB trace, for threads no command uses. OpenBLAS reads this once, as it
+        # loads; a process of the command line's own only (a user's script that imports
+        # neuronprof keeps its BLAS as it is).
+        os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # 2**4 cycles: OpenBLAS's shortest
     # `neuronprof NAME ...`: only NAME's module is loaded. Anything before a command name (`-h`,
     # `--version`, a typo) gets the whole parser, whose help lists every command.
     only = given[0] if given and given[0] in COMMANDS else None

@@ -124,31 +124,3 @@ def test_a_file_whose_times_change_width_is_read_exactly(tmp_path: Path, monkeyp
     [thread] = table.threads.values()
     assert list(thread.ts) == starts
     assert list(thread.dur) == [1250] * len(starts)
-
-
-def test_reading_a_large_trace_leaves_the_environment_as_it_was(tmp_path: Path) -> None:
-    # The column reader imports numpy with OpenBLAS's idle threads told to sleep at once:
-    # for the import only, in a process that had not imported numpy (a fresh one here).
-    import os
-    import subprocess
-    import sys
-
-    span = '{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":1.500,"dur":2.000}'
-    path = tmp_path / "t.json"
-    path.write_text('{"traceEvents":[' + ",".join([span] * 600) + "]}", encoding="utf-8")
-    script = (
-        "import os, sys\n"
-        "from neuronprof.analysis.trace import EventKeys, _reader_columns, read_events\n"
-        "_reader_columns.COLUMNS_FILE = 0\n"
-        "assert 'numpy' not in sys.modules\n"
-        "before = dict(os.environ)\n"
-        "table = read_events(sys.argv[1], EventKeys())\n"
-        "assert 'numpy' in sys.modules and dict(os.environ) == before\n"
-        "print(sum(len(th.ts) for th in table.threads.values()))\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(path)], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "600"

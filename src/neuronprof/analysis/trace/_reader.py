@@ -72,8 +72,6 @@ class _FileReader(_ColumnReader):
         index = 0
         # Columns need numpy: worth importing for a large file only.
         columns = "numpy" in sys.modules or _reader_columns.size_hint(self.path) >= _reader_columns.COLUMNS_FILE
-        if columns:
-            _reader_columns.import_numpy()
         try:
             with collector_paused():
                 for piece in self.reader.pieces():

@@ -14,7 +14,6 @@ columns, keys, counts and notes come out either way, in the same order.
 from __future__ import annotations
 
 import os
-import sys
 from collections import Counter
 from collections.abc import Set
 from itertools import compress
@@ -284,30 +283,6 @@ def _parts(span: tuple[Any, ...]) -> tuple[Any, ...]:
     if len(span) == 5:
         return (*span[:4], *span[4].split(b"\0"))
     return (*span, b"", b"", b"")
-
-
-def import_numpy() -> None:
-    """Import numpy for the columns, its BLAS threads told to sleep as soon as they are idle.
-
-    The OpenBLAS that numpy's wheels load at import starts a thread per core, and each
-    spins some 2**28 cycles waiting for work before it sleeps: tens of milliseconds of
-    CPU time, more than a tenth of reading a 100 MB trace, for threads that nothing here
-    uses (the reader and the walk call no BLAS). OpenBLAS reads ``OPENBLAS_THREAD_TIMEOUT``
-    once, as it loads: set for the import only (unless already set), so that the
-    environment child processes see is unchanged. Later BLAS calls in this process run
-    as before; their threads sleep sooner between calls. Nothing is done when numpy is
-    imported already.
-    """
-    if "numpy" in sys.modules:
-        return
-    added = "OPENBLAS_THREAD_TIMEOUT" not in os.environ
-    if added:
-        os.environ["OPENBLAS_THREAD_TIMEOUT"] = "4"  # 2**4 cycles: OpenBLAS's shortest
-    try:
-        import numpy  # noqa: F401
-    finally:
-        if added:
-            os.environ.pop("OPENBLAS_THREAD_TIMEOUT", None)
 
 
 def size_hint(path: str) -> int:
