@@ -8,7 +8,7 @@ the memory pane is ``_report_memory``'s (``memory_data``, named here too).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from neuronprof import _vocabulary as vocab
 from neuronprof._report_memory import memory_data
 from neuronprof._report_overview import (
     Window,
+    _as_columns,
     _category_rows,
     _keys_used,
     first_owner_ns,
@@ -24,6 +25,7 @@ from neuronprof._report_overview import (
 )
 
 if TYPE_CHECKING:
+    from neuronprof.analysis.insights import Timeline
     from neuronprof.analysis.insights._columns import EventColumns
     from neuronprof.analysis.neuron import NeuronProfile
 
@@ -84,7 +86,7 @@ def no_device_sentence(cols: EventColumns, backend_known: bool) -> str:
 
 
 def kernels_data(
-    cols: EventColumns,
+    cols: Union[EventColumns, Timeline],
     backend_known: bool = True,
     windows: Optional[Sequence[Sequence[Window]]] = None,
 ) -> dict[str, Any]:
@@ -103,6 +105,7 @@ def kernels_data(
         the device was busy (%). ``title``: what the pane's heading names (``None``: nothing).
         ``kernels`` is empty when no device work was recorded.
     """
+    cols = _as_columns(cols)
     label = cols.device_label or "device"
     cpu = cols.backend == "cpu" and backend_known
     title = cols.device_label or ("CPU run: no device" if cpu else None)
@@ -229,7 +232,7 @@ def _busy(cols: EventColumns, windows: Sequence[Sequence[Window]]) -> tuple[list
     return out, notes
 
 
-def neuron_note(cols: EventColumns) -> Optional[str]:
+def neuron_note(cols: Union[EventColumns, Timeline]) -> Optional[str]:
     """What the device pane of a Neuron run cannot show without Neuron's own profile."""
     if cols.backend != "neuron":
         return None
