@@ -1,25 +1,32 @@
 """The report's kernels / device pane and memory pane, as plain data for the page.
 
-A renderer's part (see ``report``): it reads a
-[`Timeline`][neuronprof.analysis.insights.Timeline] (device work, and the host ops
-that launched it), and writes nothing; the memory pane is ``_report_memory``'s (``memory_data``, named here too).
+A renderer's part (see ``report``): it reads a run's events as numpy columns
+(``EventColumns``: device work, and the host ops that launched it), and writes nothing;
+the memory pane is ``_report_memory``'s (``memory_data``, named here too).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 
 from neuronprof import _vocabulary as vocab
 from neuronprof._report_memory import memory_data
-from neuronprof._report_overview import Window, first_owner_ns, first_with, rank_windows
+from neuronprof._report_overview import (
+    Window,
+    _as_columns,
+    _category_rows,
+    _keys_used,
+    first_owner_ns,
+    first_with,
+    rank_windows,
+)
 
 if TYPE_CHECKING:
-    from neuronprof.analysis.insights import HostEvent, Timeline
+    from neuronprof.analysis.insights import Timeline
+    from neuronprof.analysis.insights._columns import EventColumns
     from neuronprof.analysis.neuron import NeuronProfile
 
 __all__ = ["kernels_data", "memory_data", "neuron_data", "neuron_note"]
@@ -29,102 +36,152 @@ KERNELS_SHOWN = 50
 _ENCLOSING_LOOKBACK = 64  # ops looked at before a runtime call for the one around it (nested ops start just before)
 
 
-def _by_correlation(timeline: Timeline) -> dict[int, str]:
-    """The host op behind each runtime call's correlation id: the op around the call."""
-    ops: dict[str, list[HostEvent]] = {}
-    runtime = []
-    for e in timeline.host:
-        if e.category == "op":
-            ops.setdefault(e.thread, []).append(e)
-        elif e.category == "runtime" and e.correlation is not None:
-            runtime.append(e)
-    by_corr: dict[int, str] = {}
-    starts: dict[str, list[int]] = {}
-    for thread, evs in ops.items():
-        evs.sort(key=lambda e: (e.start_ns, -e.end_ns))
-        starts[thread] = [e.start_ns for e in evs]
-    for r in runtime:
-        evs = ops.get(r.thread, [])
-        i = bisect_right(starts.get(r.thread, []), r.start_ns)
+def _by_correlation(cols: EventColumns) -> tuple[np.ndarray, np.ndarray]:
+    """The host op behind each runtime call's correlation id: the op around the call.
+
+    Returns:
+        ``corr`` (int64, sorted) and ``op`` (int64, the op's host event), one per correlation id
+        whose call is inside an op on its thread; a correlation id of several calls takes the
+        last such call's op (in host order).
+    """
+    ops = _category_rows(cols, "op")
+    runtime = _category_rows(cols, "runtime")
+    runtime = runtime[cols.corr[runtime] != -1]
+    found = np.full(len(runtime), -1, np.int64)  # per runtime call, its op (host event)
+    r_thread = cols.thread[runtime]
+    o_thread = cols.thread[ops]
+    for t in np.unique(r_thread).tolist():
+        mine = ops[o_thread == t]
+        # The thread's ops by start then the longer first (a stable sort: ties keep their order).
+        mine = mine[np.lexsort((-cols.end[mine].astype(np.int64), cols.start[mine]))]
+        starts, ends = cols.start[mine].astype(np.int64), cols.end[mine].astype(np.int64)
+        calls = np.flatnonzero(r_thread == t)
+        call_start, call_end = cols.start[runtime[calls]], cols.end[runtime[calls]]
+        i = np.searchsorted(starts, call_start, "right")
         # The innermost op around the call: the latest to start that is still open at the call's end.
-        for e in reversed(evs[max(0, i - _ENCLOSING_LOOKBACK) : i]):
-            if e.end_ns >= r.end_ns:
-                by_corr[r.correlation] = e.name  # type: ignore[index]
+        op = np.full(len(calls), -1, np.int64)
+        for back in range(1, _ENCLOSING_LOOKBACK + 1):
+            at = i - back
+            open_ = (at >= 0) & (op < 0)
+            if not open_.any():
                 break
-    return by_corr
+            hit = np.flatnonzero(open_)
+            hit = hit[ends[at[hit]] >= call_end[hit]]
+            op[hit] = mine[at[hit]]
+        found[calls] = op
+    corr, op = cols.corr[runtime[found >= 0]].astype(np.int64), found[found >= 0]
+    # The last call of each id: the first in reverse.
+    corr, last = np.unique(corr[::-1], return_index=True)
+    return corr, op[::-1][last]
 
 
-def no_device_sentence(timeline: Timeline, backend_known: bool) -> str:
+def no_device_sentence(cols: EventColumns, backend_known: bool) -> str:
     """Why a run shows no device work: a CPU run has no device; otherwise the build did not report it."""
-    if timeline.backend == "cpu" and backend_known:
+    if cols.backend == "cpu" and backend_known:
         return "a CPU run: there is no device, so there are no kernels and no device time"
     return (
-        f"no device work was recorded (backend {timeline.backend}): a CPU run, or a device build that does "
+        f"no device work was recorded (backend {cols.backend}): a CPU run, or a device build that does "
         "not report its kernels to torch.profiler"
     )
 
 
 def kernels_data(
-    timeline: Timeline, backend_known: bool = True, windows: Optional[Sequence[Sequence[Window]]] = None
+    cols: Union[EventColumns, Timeline],
+    backend_known: bool = True,
+    windows: Optional[Sequence[Sequence[Window]]] = None,
 ) -> dict[str, Any]:
     """The kernels pane: device work grouped by name, the op that launched it, device busy per step.
 
+    Args:
+        cols: The run's events; with several ranks, ``cols.ranks`` holds each rank's.
+        backend_known: The run's backend was the session's (a trace without neuronprof's
+            settings says ``cpu`` for any trace without device work).
+        windows: ``rank_windows(cols)``, when the caller has it already.
+
     Returns:
-        ``{"label", "kernels": [{"name", "category", "calls", "total_us", "mean_us", "share",
+        ``{"label", "title", "kernels": [{"name", "category", "calls", "total_us", "mean_us", "share",
         "launched_by"}], "busy": [{"name", "us", "busy_us", "share"}], "total_us", "notes": [str]}``;
-        ``share`` is the share of all device time (%), a step's ``share`` the share of the step
-        the device was busy (%). ``kernels`` is empty when no device work was recorded.
-        ``backend_known``: the timeline's backend was the session's (a trace without neuronprof's
-        settings says ``cpu`` for any trace without device work). ``title``: what the pane's
-        heading names (``None``: nothing). ``windows``: ``rank_windows(timeline)``, when the caller has it already.
+        times in µs, ``share`` the share of all device time (%), a step's ``share`` the share of the step
+        the device was busy (%). ``title``: what the pane's heading names (``None``: nothing).
+        ``kernels`` is empty when no device work was recorded.
     """
-    label = timeline.device_label or "device"
-    cpu = timeline.backend == "cpu" and backend_known
-    title = timeline.device_label or ("CPU run: no device" if cpu else None)
+    cols = _as_columns(cols)
+    label = cols.device_label or "device"
+    cpu = cols.backend == "cpu" and backend_known
+    title = cols.device_label or ("CPU run: no device" if cpu else None)
     notes: list[str] = []
-    if not timeline.device:
-        notes.append(no_device_sentence(timeline, backend_known))
+    if not cols.device_count:
+        notes.append(no_device_sentence(cols, backend_known))
         return {"label": label, "title": title, "kernels": [], "busy": [], "total_us": 0.0, "notes": notes}
-    # The host op behind each External id (kineto's link from device work to the op that launched it).
-    ops = [e for e in timeline.host if e.category == "op" and e.ext_id is not None]
-    by_ext = first_with(ops, "ext_id", timeline.device).tolist()
-    by_corr: Optional[dict[int, str]] = None  # read only when some device work has no External id to follow
-    groups: dict[tuple[str, str], list[Any]] = {}
-    for d, op in zip(timeline.device, by_ext):
-        g = groups.get((d.name, d.category))
-        if g is None:
-            g = groups[d.name, d.category] = [0, 0, Counter()]
-        g[0] += 1
-        g[1] += d.end_ns - d.start_ns
-        launcher = ops[op].name if op >= 0 else None
-        if launcher is None and d.correlation is not None:
-            if by_corr is None:
-                by_corr = _by_correlation(timeline)
-            launcher = by_corr.get(d.correlation)
-        g[2][launcher] += 1
-    total = sum(g[1] for g in groups.values()) or 1
+    names = cols.names
+    # Device work grouped by (name, category), the groups in the order of their first event.
+    group_keys: dict[tuple[str, Optional[str]], int] = {}
+    device_keys = np.array(_keys_used(cols.dkey, len(names)), np.int64)
+    group_of = np.zeros(len(names), np.int64)
+    group_of[device_keys] = [
+        group_keys.setdefault((names[k], cols.categories[k]), len(group_keys)) for k in device_keys.tolist()
+    ]
+    group = group_of[cols.dkey]
+    _, first = np.unique(group, return_index=True)
+    order = np.argsort(first, kind="stable")  # groups by first event
+    rename = np.empty(len(order), np.int64)
+    rename[order] = np.arange(len(order))
+    group = rename[group]
+    keyed = [k for k, _ in sorted(group_keys.items(), key=lambda kv: kv[1])]
+    groups = [keyed[g] for g in order.tolist()]
+    calls = np.bincount(group, minlength=len(groups))
+    ns = np.zeros(len(groups), np.int64)
+    np.add.at(ns, group, (cols.dend - cols.dstart).astype(np.int64))
+    # The host op behind each External id (kineto's link from device work to the op that launched it),
+    # else behind the runtime call of its correlation id: as an index into ``launchers``' names.
+    launcher_of_name: dict[str, int] = {}
+    name_id = np.array([launcher_of_name.setdefault(n, len(launcher_of_name)) for n in names], np.int64)
+    ops = _category_rows(cols, "op")
+    ops = ops[cols.ext[ops] != -1]
+    by_ext = first_with(cols.ext[ops], cols.dext)
+    launcher = np.where(by_ext >= 0, name_id[cols.key[ops[np.maximum(by_ext, 0)]]] if len(ops) else -1, -1)
+    unlinked = np.flatnonzero((by_ext < 0) & (cols.dcorr != -1))
+    if len(unlinked):  # read only when some device work has no External id to follow
+        corr, op = _by_correlation(cols)
+        if len(corr):
+            wanted = cols.dcorr[unlinked].astype(np.int64)
+            at = np.minimum(np.searchsorted(corr, wanted), len(corr) - 1)
+            hit = corr[at] == wanted
+            launcher[unlinked[hit]] = name_id[cols.key[op[at[hit]]]]
+    launcher_names = list(launcher_of_name)
+    # Per group, its launchers by count, ties in the order of their first event (``Counter.most_common``).
+    pair, first, counts = np.unique(
+        group * (len(launcher_names) + 1) + launcher + 1, return_index=True, return_counts=True
+    )
+    launched: list[list[tuple[int, int, str]]] = [[] for _ in groups]
+    for p, f, n in zip(pair.tolist(), first.tolist(), counts.tolist()):
+        g, op_id = divmod(p, len(launcher_names) + 1)
+        if op_id:
+            launched[g].append((-n, f, launcher_names[op_id - 1]))
+    total = int(ns.sum()) or 1
     rows = []
-    for (name, category), (calls, ns, launched) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
-        named = [(op, n) for op, n in launched.most_common() if op is not None]
+    for g in sorted(range(len(groups)), key=lambda g: -int(ns[g])):
+        (name, category), n_calls, g_ns = groups[g], int(calls[g]), int(ns[g])
+        named = sorted(launched[g])
         rows.append(
             {
                 "name": name,
                 "category": category,
-                "calls": calls,
-                "total_us": round(ns / 1000, 3),
-                "mean_us": round(ns / 1000 / calls, 3),
-                "share": round(100 * ns / total, 2),
-                "launched_by": ", ".join(f"{op} ({n} of {calls})" for op, n in named[:3]) or None,
+                "calls": n_calls,
+                "total_us": round(g_ns / 1000, 3),
+                "mean_us": round(g_ns / 1000 / n_calls, 3),
+                "share": round(100 * g_ns / total, 2),
+                "launched_by": ", ".join(f"{op} ({-n} of {n_calls})" for n, _, op in named[:3]) or None,
             }
         )
     if len(rows) > KERNELS_SHOWN:
         notes.append(f"the {KERNELS_SHOWN} heaviest of {len(rows)} kernel names are listed")
     if all(r["launched_by"] is None for r in rows):
-        if timeline.backend == "tpu":
+        if cols.backend == "tpu":
             notes.append("TPU kernel rows are not linked to the ops that launched them: TorchTPU records no link")
         else:
             notes.append("the trace links no device work to the op that launched it (no External id or correlation)")
-    busy, busy_notes = _busy(timeline, rank_windows(timeline) if windows is None else windows)
+    busy, busy_notes = _busy(cols, rank_windows(cols) if windows is None else windows)
     return {
         "label": label,
         "title": title,
@@ -135,7 +192,7 @@ def kernels_data(
     }
 
 
-def _busy(timeline: Timeline, windows: Sequence[Sequence[Window]]) -> tuple[list[dict[str, Any]], list[str]]:
+def _busy(cols: EventColumns, windows: Sequence[Sequence[Window]]) -> tuple[list[dict[str, Any]], list[str]]:
     """Per step (per rank's step), how long the device was busy in it: the union of its device work.
 
     The steps are the findings' (``windows``: ``rank_windows``); the notes say what the rows cannot: device
@@ -144,12 +201,12 @@ def _busy(timeline: Timeline, windows: Sequence[Sequence[Window]]) -> tuple[list
     out = []
     outside = 0
     overlap = False
-    for part, steps in zip(list(timeline.ranks) or [timeline], windows):
-        prefix = f"rank {part.rank} · " if timeline.ranks else ""
+    for part, steps in zip(list(cols.ranks) or [cols], windows):
+        prefix = f"rank {part.rank} · " if cols.ranks else ""
         overlap = overlap or any(a[2] > b[1] for a, b in zip(steps, steps[1:]))
-        n = len(part.device)
-        starts = np.fromiter((d.start_ns for d in part.device), np.int64, n)
-        ends = np.fromiter((d.end_ns for d in part.device), np.int64, n)
+        n = part.device_count
+        starts = np.asarray(part.dstart, np.int64)
+        ends = np.asarray(part.dend, np.int64)
         # Then the steps' union and the whole recording: what lies outside the union is outside every step.
         covered = [("", lo, hi) for lo, hi in vocab.merged_intervals((lo, hi) for _, lo, hi in steps)]
         whole = ("", int(starts.min()), int(ends.max())) if n else ("", 0, 0)
@@ -175,9 +232,9 @@ def _busy(timeline: Timeline, windows: Sequence[Sequence[Window]]) -> tuple[list
     return out, notes
 
 
-def neuron_note(timeline: Timeline) -> Optional[str]:
+def neuron_note(cols: Union[EventColumns, Timeline]) -> Optional[str]:
     """What the device pane of a Neuron run cannot show without Neuron's own profile."""
-    if timeline.backend != "neuron":
+    if cols.backend != "neuron":
         return None
     return (
         "the NeuronCore engine breakdown (Tensor, Vector, Scalar, GpSimd, DMA) is not in torch.profiler's trace: "

@@ -1,7 +1,7 @@
 """The report's overview: where each step's time goes, by category, and which steps stand out.
 
-A renderer's part (see ``report``): it reads a
-[`Timeline`][neuronprof.analysis.insights.Timeline] and returns plain data for the page.
+A renderer's part (see ``report``): it reads a run's events as numpy columns
+(``EventColumns``, one row per event, no object apiece) and returns plain data for the page.
 Each instant of a step is counted once, in the first of these categories busy at that
 instant (the order TensorBoard's profiler overview used): device compute, memory
 copies/sets, communication, runtime and launch, data loading, host compute in ops,
@@ -14,8 +14,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections.abc import Sequence
-from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 
@@ -23,6 +22,7 @@ from neuronprof import _vocabulary as vocab
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights import Timeline
+    from neuronprof.analysis.insights._columns import EventColumns
 
 __all__ = [
     "CATEGORIES",
@@ -59,41 +59,45 @@ OUTLIER_SHARE = 0.1
 """...and at least this share away from the median (identical steps have a deviation of 0)."""
 
 
-def category_events(timeline: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, set[str]]:
-    """Each event of one timeline as ``starts, ends, categories`` (index in ``CATEGORIES``), and its host categories.
+def category_events(cols: EventColumns) -> tuple[np.ndarray, np.ndarray, np.ndarray, set[str]]:
+    """Each event of one rank's columns as ``starts, ends, categories``, and the host events' categories.
 
-    A step has no category of its own (it is a window): its index is ``len(CATEGORIES)``, past every category.
+    Args:
+        cols: The events (one rank's, or a run's of one rank).
+
+    Returns:
+        ``starts`` and ``ends`` (int64 ns) and ``categories`` (int8, an index in ``CATEGORIES``),
+        one per event, the host events first then the device events (``host_count + device_count``
+        long); and the set of the host events' ``HostCategory``s. A step has no category of its
+        own (it is a window): its index is ``len(CATEGORIES)``, past every category.
     """
-    placed = _Placed({key: i for i, (key, _) in enumerate(CATEGORIES)})
-    host, device = timeline.host, timeline.device
-    host_codes = np.fromiter((placed[e.name, e.category] for e in host), np.int8, len(host))
-    device_codes = np.fromiter((placed[d.name, d.category, True] for d in device), np.int8, len(device))
-    n = len(host) + len(device)
-    starts = np.fromiter((e.start_ns for events in (host, device) for e in events), np.int64, n)
-    ends = np.fromiter((e.end_ns for events in (host, device) for e in events), np.int64, n)
-    return starts, ends, np.concatenate((host_codes, device_codes)), {key[1] for key in placed if len(key) == 2}
+    index = {**{key: i for i, (key, _) in enumerate(CATEGORIES)}, "step": len(CATEGORIES)}
+    names, categories = cols.names, cols.categories
+    # A trace repeats a few thousand keys millions of times: each is placed once.
+    host_keys = _keys_used(cols.key, len(names))
+    device_keys = _keys_used(cols.dkey, len(names))
+    host_code = np.zeros(len(names), np.int8)
+    for k in host_keys:
+        host_code[k] = index[_host_category(names[k], categories[k] or "other")]  # a host key has one
+    device_code = np.zeros(len(names), np.int8)
+    for k in device_keys:
+        device_code[k] = index[_device_category(names[k], categories[k])]
+    starts = np.concatenate((cols.start, cols.dstart)).astype(np.int64, copy=False)
+    ends = np.concatenate((cols.end, cols.dend)).astype(np.int64, copy=False)
+    codes = np.concatenate((host_code[cols.key], device_code[cols.dkey]))
+    return starts, ends, codes, {c for k in host_keys if (c := categories[k]) is not None}
 
 
-class _Placed(dict[tuple[Any, ...], int]):
-    """An event's category index by ``(name, category)``, or ``(name, category, True)`` for device work.
+def _keys_used(keys: np.ndarray, n: int) -> list[int]:
+    """The keys ``0..n-1`` that ``keys`` holds, in order (a count per key: no sort of the events)."""
+    return np.flatnonzero(np.bincount(keys, minlength=n)).tolist()
 
-    A trace repeats a few thousand names millions of times: each is placed once, when first asked for.
-    """
 
-    def __init__(self, index: dict[str, int]) -> None:
-        super().__init__()
-        self.index = {**index, "step": len(CATEGORIES)}
-
-    def __missing__(self, key: tuple[Any, ...]) -> int:
-        name, category = key[:2]
-        if len(key) == 2:
-            where = _host_category(name, category)
-        elif vocab.is_collective(name, vocab.K_DEVICE):
-            where = "communication"
-        else:
-            where = "device" if category == "kernel" else "memory"
-        self[key] = self.index[where]
-        return self[key]
+def _device_category(name: str, category: Optional[str]) -> str:
+    """The overview's category of device work: communication, else compute (kernels) or memory."""
+    if vocab.is_collective(name, vocab.K_DEVICE):
+        return "communication"
+    return "device" if category == "kernel" else "memory"
 
 
 def first_owner_ns(
@@ -145,49 +149,91 @@ def _host_category(name: str, category: str) -> str:
     return "host_ops" if category == "op" else "python"
 
 
-def rank_windows(timeline: Timeline) -> list[list[Window]]:
-    """``step_windows`` of each rank's timeline (``timeline.ranks``), or of the timeline itself when it has no ranks."""
-    return [step_windows(part) for part in list(timeline.ranks) or [timeline]]
+def rank_windows(cols: Union[EventColumns, Timeline]) -> list[list[Window]]:
+    """``step_windows`` of each rank's columns (``cols.ranks``), or of the columns themselves when they have no ranks.
+
+    Returns:
+        One list of ``(name, start_ns, end_ns)`` windows per rank, in the ranks' order.
+    """
+    cols = _as_columns(cols)
+    return [step_windows(part) for part in list(cols.ranks) or [cols]]
 
 
-def step_windows(timeline: Timeline) -> list[Window]:
-    """The recorded steps as ``(name, start_ns, end_ns)`` in order; the whole recording when it has no step.
+def _as_columns(events: Union[EventColumns, Timeline]) -> EventColumns:
+    """The events as columns: a ``Timeline`` (what the report's ``_draw`` passes until it reads columns) is read in."""
+    from neuronprof.analysis.insights._columns import EventColumns, of_timeline
+
+    return events if isinstance(events, EventColumns) else of_timeline(events)
+
+
+def _category_rows(cols: EventColumns, *wanted: str) -> np.ndarray:
+    """The host events (indices, in order) whose ``HostCategory`` is one of ``wanted``."""
+    mask = np.fromiter((c in wanted for c in cols.categories), bool, len(cols.categories))
+    return np.flatnonzero(mask[cols.key])
+
+
+def _steps(cols: EventColumns) -> list[tuple[int, int, str, str, int]]:
+    """The step events as ``(start_ns, end_ns, name, thread, row)``, sorted (the few of a run, as Python values)."""
+    rows = _category_rows(cols, "step")
+    names, threads = cols.names, cols.threads
+    return sorted(
+        zip(
+            cols.start[rows].tolist(),
+            cols.end[rows].tolist(),
+            [names[k] for k in cols.key[rows].tolist()],
+            [threads[t] for t in cols.thread[rows].tolist()],
+            rows.tolist(),
+        )
+    )
+
+
+def step_windows(cols: EventColumns) -> list[Window]:
+    """The recorded steps of one rank's columns as ``(name, start_ns, end_ns)`` in order.
 
     The findings' rule (``neuronprof.analysis.insights``): a step lasts until the device work
     launched inside it ends, as torch.profiler may close the step before the device catches up
     when nothing synchronises. So the overview, the kernels pane and the findings read the same steps.
+
+    Returns:
+        The steps by start (times in ns), or the whole recording, ``("(whole recording)", first
+        start, last end)``, when it has no step; ``[]`` when it has no event.
     """
-    steps = sorted((e.start_ns, e.end_ns, e.name, e.thread) for e in timeline.host if e.category == "step")
+    steps = [step[:4] for step in _steps(cols)]
     if steps:
-        step_ends = _device_ends(timeline, steps) if timeline.device else [e for _, e, _, _ in steps]
+        step_ends = _device_ends(cols, steps) if cols.device_count else [e for _, e, _, _ in steps]
         return [(name, s, end) for (s, _, name, _), end in zip(steps, step_ends)]
-    ends = [(e.start_ns, e.end_ns) for e in timeline.host] + [(d.start_ns, d.end_ns) for d in timeline.device]
-    if not ends:
+    if not cols.host_count and not cols.device_count:
         return []
-    return [("(whole recording)", min(s for s, _ in ends), max(e for _, e in ends))]
+    lo = min(int(x.min()) for x in (cols.start, cols.dstart) if len(x))
+    hi = max(int(x.max()) for x in (cols.end, cols.dend) if len(x))
+    return [("(whole recording)", lo, hi)]
 
 
-def _device_ends(timeline: Timeline, steps: Sequence[tuple[int, int, str, str]]) -> list[int]:
-    """Each step's end, extended to the end of the device work launched by a call nested in it.
+def _device_ends(cols: EventColumns, steps: Sequence[tuple[int, int, str, str]]) -> list[int]:
+    """Each step's end (ns), extended to the end of the device work launched by a call nested in it.
 
     As the findings link them: device work to the runtime call of its correlation id, else to
     the op of its External id; the call counts for the step that encloses it on its thread.
+    ``steps``: ``(start_ns, end_ns, name, thread)``, sorted.
     """
-    device = timeline.device
-    calls = [e for e in timeline.host if e.category == "runtime" and e.correlation is not None]
-    launcher = first_with(calls, "correlation", device)
+    calls = _category_rows(cols, "runtime")
+    calls = calls[cols.corr[calls] != -1]
+    launcher = first_with(cols.corr[calls], cols.dcorr)
     if (launcher < 0).any():
-        ops = [e for e in timeline.host if e.category in ("op", "annotation") and e.ext_id is not None]
-        via_op = first_with(ops, "ext_id", device)
+        ops = _category_rows(cols, "op", "annotation")
+        ops = ops[cols.ext[ops] != -1]
+        via_op = first_with(cols.ext[ops], cols.dext)
         launcher = np.where((launcher < 0) & (via_op >= 0), len(calls) + via_op, launcher)
-        calls += ops
+        calls = np.concatenate((calls, ops))
     launched = np.flatnonzero(launcher >= 0)
     used, call = np.unique(launcher[launched], return_inverse=True)  # ``call``: index into ``used``
+    used_rows = calls[used]  # host events
     threads = {thread: k for k, thread in enumerate(dict.fromkeys(t for _, _, _, t in steps))}
-    thread = np.fromiter((threads.get(calls[i].thread, -1) for i in used), np.intp, len(used))
-    call_start = np.fromiter((calls[i].start_ns for i in used), np.int64, len(used))
-    call_end = np.fromiter((calls[i].end_ns for i in used), np.int64, len(used))
-    device_end = np.fromiter((device[i].end_ns for i in launched), np.int64, len(launched))
+    step_thread = np.array([threads.get(name, -1) for name in cols.threads], np.intp)  # per thread index
+    thread = step_thread[cols.thread[used_rows]] if len(used_rows) else np.zeros(0, np.intp)
+    call_start = cols.start[used_rows].astype(np.int64, copy=False)
+    call_end = cols.end[used_rows].astype(np.int64, copy=False)
+    device_end = cols.dend[launched].astype(np.int64, copy=False)
     step_end = np.array([e for _, e, _, _ in steps], np.int64)
     ends = step_end.copy()
     for name, k in threads.items():
@@ -201,16 +247,23 @@ def _device_ends(timeline: Timeline, steps: Sequence[tuple[int, int, str, str]])
     return ends.tolist()
 
 
-def first_with(calls: Sequence[Any], key: str, device: Sequence[Any]) -> np.ndarray:
-    """For each device event, the index in ``calls`` of the first call whose ``key`` id is the event's (-1: none)."""
-    none = np.iinfo(np.int64).min  # no id
-    ids = np.fromiter(map(attrgetter(key), calls), np.int64, len(calls))
-    wanted = np.fromiter((none if (i := getattr(d, key)) is None else i for d in device), np.int64, len(device))
-    ids, first = np.unique(ids, return_index=True)
+def first_with(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """For each wanted id, the index in ``ids`` of its first occurrence (-1: none).
+
+    Args:
+        ids: The calls' ids (int64, shape ``(calls,)``; none is -1).
+        wanted: The ids looked for (int64, shape ``(events,)``; -1, no id, finds nothing).
+
+    Returns:
+        An int64 array of shape ``(events,)``.
+    """
+    none = -1
+    ids, first = np.unique(np.asarray(ids, np.int64), return_index=True)
+    wanted = np.asarray(wanted, np.int64)
     if not len(ids):
-        return np.full(len(device), -1)
+        return np.full(len(wanted), -1, np.int64)
     at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
-    return np.where(ids[at] == wanted, first[at], -1)
+    return np.where((ids[at] == wanted) & (wanted != none), first[at], -1)
 
 
 def breakdown(events: tuple[np.ndarray, np.ndarray, np.ndarray], windows: Sequence[Window]) -> list[dict[str, Any]]:
@@ -243,23 +296,29 @@ def labels(device_label: Optional[str]) -> dict[str, str]:
 
 
 def overview_data(
-    timeline: Timeline, backend_known: bool = True, windows: Optional[Sequence[Sequence[Window]]] = None
+    cols: Union[EventColumns, Timeline],
+    backend_known: bool = True,
+    windows: Optional[Sequence[Sequence[Window]]] = None,
 ) -> dict[str, Any]:
     """The overview pane: each step's time and its breakdown by category, and the mean step's.
 
+    Args:
+        cols: The run's events; with several ranks, ``cols.ranks`` holds each rank's.
+        backend_known: The run's backend was the session's, as in ``kernels_data``.
+        windows: ``rank_windows(cols)``, when the caller has it already.
+
     Returns:
         ``{"categories": [{"key", "label"}], "steps": [{"name", "us", "parts", "outlier"}],
-        "mean": {category: µs}, "mean_us", "notes": [str]}``; times in µs. A timeline of
-        several ranks gives each rank's steps, named ``rank N · ProfilerStep#M``. ``backend_known``:
-        the timeline's backend was the session's, as in ``kernels_data``. ``windows``: ``rank_windows(timeline)``,
-        when the caller has it already.
+        "mean": {category: µs}, "mean_us", "ranks", "notes": [str]}``; times in µs. A run of
+        several ranks gives each rank's steps, named ``rank N · ProfilerStep#M``.
     """
-    parts = list(timeline.ranks) or [timeline]
+    cols = _as_columns(cols)
+    parts = list(cols.ranks) or [cols]
     steps: list[dict[str, Any]] = []
     extended = python = False
-    for part, part_windows in zip(parts, rank_windows(timeline) if windows is None else windows):
-        prefix = f"rank {part.rank} · " if timeline.ranks else ""
-        host_ends = sorted((e.start_ns, e.end_ns) for e in part.host if e.category == "step")
+    for part, part_windows in zip(parts, rank_windows(cols) if windows is None else windows):
+        prefix = f"rank {part.rank} · " if cols.ranks else ""
+        host_ends = [step[:2] for step in _steps(part)]
         extended = extended or any(w[2] > h[1] for w, h in zip(part_windows, host_ends))
         starts, ends, codes, host_categories = category_events(part)
         python = python or "python" in host_categories
@@ -271,14 +330,14 @@ def overview_data(
         for s, out in zip(mine, outliers([s["us"] for s in mine])):
             s["outlier"] = out
         steps += mine
-    names = labels(timeline.device_label)
+    names = labels(cols.device_label)
     n = len(steps) or 1
     mean = {key: round(sum(s["parts"][key] for s in steps) / n, 3) for key, _ in CATEGORIES}
     notes = []
-    if not timeline.device_label:
+    if not cols.device_label:
         notes.append(
             "a CPU run has no device: the device categories are empty"
-            if timeline.backend == "cpu" and backend_known
+            if cols.backend == "cpu" and backend_known
             else "no device time in this run: the device categories are empty (a CPU run, or a device build that "
             "does not report its time to torch.profiler)"
         )
@@ -297,14 +356,14 @@ def overview_data(
     if any(s["outlier"] for s in steps):
         notes.append(
             f"outlier steps (marked !) are more than {OUTLIER_MADS:g} scaled median absolute deviations and "
-            f"{OUTLIER_SHARE:.0%} from the median step time" + (" of their rank" if timeline.ranks else "")
+            f"{OUTLIER_SHARE:.0%} from the median step time" + (" of their rank" if cols.ranks else "")
         )
     return {
         "categories": [{"key": key, "label": names[key]} for key, _ in CATEGORIES],
         "steps": steps,
         "mean": mean,
         "mean_us": round(sum(s["us"] for s in steps) / n, 3),
-        "ranks": len(timeline.ranks),
+        "ranks": len(cols.ranks),
         "notes": notes,
     }
 
