@@ -10,6 +10,7 @@ Trainium's.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -1023,3 +1024,35 @@ def test_a_graph_break_with_nothing_between_is_not_estimated(tmp_path: Path) -> 
     for ins in _both(Timeline(host), tmp_path):
         assert only(ins, "graph_break").estimated_us is None
         assert "~0.0 µs" not in str(ins) and "time at stake not estimated" in str(ins)
+
+
+@pytest.mark.parametrize("origin", [0, -1_000_000, 10**15])
+def test_the_findings_do_not_depend_on_the_clocks_origin(origin: int) -> None:
+    # An unfused chain with its kernels and the gaps between them, on an origin after every event too.
+    host = [HostEvent("ProfilerStep#0", 0, 100_000, category="step")]
+    device = []
+    for i, name in enumerate(["aten::mul", "aten::add", "aten::relu", "aten::mul"]):
+        host.append(HostEvent(name, 1_000 + i * 1_000, 1_500 + i * 1_000, ext_id=i + 1))
+        device.append(DeviceEvent("k_" + name[6:], 20_000 + i * 3_000, 21_000 + i * 3_000, ext_id=i + 1))
+
+    def shifted(by: int) -> Timeline:
+        moved = tuple(dataclasses.replace(e, start_ns=e.start_ns + by, end_ns=e.end_ns + by) for e in host)
+        work = tuple(dataclasses.replace(d, start_ns=d.start_ns + by, end_ns=d.end_ns + by) for d in device)
+        return Timeline(moved, work, "cuda", "CUDA")
+
+    assert analyze(shifted(origin)).to_json() == analyze(shifted(0)).to_json()
+    assert "6.0 µs/step of gaps" in only(analyze(shifted(origin)), "unfused_chain").evidence.detail
+
+
+def test_fallbacks_without_steps_come_in_the_order_they_ran() -> None:
+    # No ProfilerStep: the whole recording is the step, its ops in the order they started, threads interleaved.
+    host = (
+        HostEvent("model.py(1): a", 5_000, 9_000, "1", "python"),
+        HostEvent("aten::foo", 5_100, 6_100, "1"),
+        HostEvent("aten::_to_cpu", 5_200, 5_300, "1"),
+        HostEvent("model.py(1): b", 0, 4_000, "2", "python"),
+        HostEvent("aten::bar", 100, 1_100, "2"),
+        HostEvent("aten::_to_cpu", 200, 300, "2"),
+    )
+    found = analyze(Timeline(host, (), "cuda", "CUDA")).of_kind("cpu_fallback")
+    assert [f.evidence.ops[0] for f in found] == ["aten::bar", "aten::foo"]

@@ -161,12 +161,6 @@ def test_time_per_module_sums_each_instances_frames_heaviest_first() -> None:
     same_as_reference(Timeline(host))
 
 
-def test_a_timeline_is_read_into_columns() -> None:
-    host = (HostEvent("aten::mm", 0, 100), HostEvent("nn.Module: M_0", 0, 200, category="python"))
-    assert call_tree(Timeline(host)) == call_tree(of_timeline(Timeline(host)))
-    assert modules_data(Timeline(host)) == modules_data(of_timeline(Timeline(host)))
-
-
 @pytest.mark.parametrize(
     "name", ["gpt2_train.json.gz", "resnet_infer.json.gz", "ddp_straggler", "llama_compile.json.gz"]
 )

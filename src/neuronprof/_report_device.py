@@ -8,7 +8,7 @@ the memory pane is ``_report_memory``'s (``memory_data``, named here too).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
@@ -16,7 +16,6 @@ from neuronprof import _vocabulary as vocab
 from neuronprof._report_memory import memory_data
 from neuronprof._report_overview import (
     Window,
-    _as_columns,
     _category_rows,
     _keys_used,
     first_owner_ns,
@@ -25,7 +24,6 @@ from neuronprof._report_overview import (
 )
 
 if TYPE_CHECKING:
-    from neuronprof.analysis.insights import Timeline
     from neuronprof.analysis.insights._columns import EventColumns
     from neuronprof.analysis.neuron import NeuronProfile
 
@@ -86,7 +84,7 @@ def no_device_sentence(cols: EventColumns, backend_known: bool) -> str:
 
 
 def kernels_data(
-    cols: Union[EventColumns, Timeline],
+    cols: EventColumns,
     backend_known: bool = True,
     windows: Optional[Sequence[Sequence[Window]]] = None,
 ) -> dict[str, Any]:
@@ -105,7 +103,6 @@ def kernels_data(
         the device was busy (%). ``title``: what the pane's heading names (``None``: nothing).
         ``kernels`` is empty when no device work was recorded.
     """
-    cols = _as_columns(cols)
     label = cols.device_label or "device"
     cpu = cols.backend == "cpu" and backend_known
     title = cols.device_label or ("CPU run: no device" if cpu else None)
@@ -232,7 +229,7 @@ def _busy(cols: EventColumns, windows: Sequence[Sequence[Window]]) -> tuple[list
     return out, notes
 
 
-def neuron_note(cols: Union[EventColumns, Timeline]) -> Optional[str]:
+def neuron_note(cols: EventColumns) -> Optional[str]:
     """What the device pane of a Neuron run cannot show without Neuron's own profile."""
     if cols.backend != "neuron":
         return None

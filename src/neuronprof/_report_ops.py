@@ -7,12 +7,12 @@ plain data for the page.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof import _vocabulary as vocab
 
 if TYPE_CHECKING:
-    from neuronprof.analysis.insights import RankInsights, Timeline
+    from neuronprof.analysis.insights import RankInsights
     from neuronprof.analysis.insights._columns import EventColumns
 
 __all__ = ["call_tree", "modules_data", "ranks_data"]
@@ -25,13 +25,6 @@ TREE_CHILDREN = 12
 """Children shown per node (the heaviest); the rest are in their parent's total."""
 TREE_NODES = 300
 """Nodes shown in all at most, the heaviest branches first; the rest are in their parents' totals."""
-
-
-def _columns(events: Union[EventColumns, Timeline]) -> EventColumns:
-    """``events`` as columns (a ``Timeline`` is read into them)."""
-    from neuronprof.analysis.insights._columns import EventColumns, of_timeline
-
-    return events if isinstance(events, EventColumns) else of_timeline(events)
 
 
 def _name_ids(cols: EventColumns, keys: Any, strip: int = 0) -> tuple[Any, list[str]]:
@@ -57,11 +50,11 @@ def _first_order(ids: Any, count: int) -> Any:
     return first
 
 
-def modules_data(events: Union[EventColumns, Timeline]) -> dict[str, Any]:
+def modules_data(events: EventColumns) -> dict[str, Any]:
     """Time per ``nn.Module`` instance: its frames (``with_stack=True``) summed over the recorded steps.
 
     Args:
-        events: The run's events, as columns (a ``Timeline`` is read into them); with ranks,
+        events: The run's events, as columns; with ranks,
             the top-level columns (every rank's events together) are read.
 
     Returns:
@@ -71,7 +64,7 @@ def modules_data(events: Union[EventColumns, Timeline]) -> dict[str, Any]:
     """
     import numpy as np
 
-    cols = _columns(events)
+    cols = events
     is_module = cols.key_mask(lambda name, category: category == "python" and name.startswith(MODULE_PREFIX))
     rows = np.flatnonzero(is_module[cols.key])
     if not len(rows):
@@ -323,14 +316,14 @@ def _shown(nodes: dict[str, Any], names: list[str]) -> dict[str, Any]:
     return level([0], 0)[0]
 
 
-def call_tree(events: Union[EventColumns, Timeline]) -> Optional[dict[str, Any]]:
+def call_tree(events: EventColumns) -> Optional[dict[str, Any]]:
     """The call tree of the heaviest top-level op (the most host time summed over its calls).
 
     Ops are nested per thread (Python frames and ranges are transparent); calls of one name
     under one parent are merged.
 
     Args:
-        events: The run's events, as columns (a ``Timeline`` is read into them); with ranks,
+        events: The run's events, as columns; with ranks,
             the top-level columns (every rank's events together) are read.
 
     Returns:
@@ -340,7 +333,7 @@ def call_tree(events: Union[EventColumns, Timeline]) -> Optional[dict[str, Any]]
     """
     import numpy as np
 
-    cols = _columns(events)
+    cols = events
     is_op = cols.key_mask(lambda name, category: category == "op")
     rows, bounds = _ops_by_thread(cols, is_op)
     if not len(rows):

@@ -14,14 +14,13 @@ from __future__ import annotations
 import re
 import statistics
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
 from neuronprof import _vocabulary as vocab
 
 if TYPE_CHECKING:
-    from neuronprof.analysis.insights import Timeline
     from neuronprof.analysis.insights._columns import EventColumns
 
 __all__ = [
@@ -149,21 +148,13 @@ def _host_category(name: str, category: str) -> str:
     return "host_ops" if category == "op" else "python"
 
 
-def rank_windows(cols: Union[EventColumns, Timeline]) -> list[list[Window]]:
+def rank_windows(cols: EventColumns) -> list[list[Window]]:
     """``step_windows`` of each rank's columns (``cols.ranks``), or of the columns themselves when they have no ranks.
 
     Returns:
         One list of ``(name, start_ns, end_ns)`` windows per rank, in the ranks' order.
     """
-    cols = _as_columns(cols)
     return [step_windows(part) for part in list(cols.ranks) or [cols]]
-
-
-def _as_columns(events: Union[EventColumns, Timeline]) -> EventColumns:
-    """The events as columns: a ``Timeline`` (what the report's ``_draw`` passes until it reads columns) is read in."""
-    from neuronprof.analysis.insights._columns import EventColumns, of_timeline
-
-    return events if isinstance(events, EventColumns) else of_timeline(events)
 
 
 def _category_rows(cols: EventColumns, *wanted: str) -> np.ndarray:
@@ -296,7 +287,7 @@ def labels(device_label: Optional[str]) -> dict[str, str]:
 
 
 def overview_data(
-    cols: Union[EventColumns, Timeline],
+    cols: EventColumns,
     backend_known: bool = True,
     windows: Optional[Sequence[Sequence[Window]]] = None,
 ) -> dict[str, Any]:
@@ -312,7 +303,6 @@ def overview_data(
         "mean": {category: µs}, "mean_us", "ranks", "notes": [str]}``; times in µs. A run of
         several ranks gives each rank's steps, named ``rank N · ProfilerStep#M``.
     """
-    cols = _as_columns(cols)
     parts = list(cols.ranks) or [cols]
     steps: list[dict[str, Any]] = []
     extended = python = False

@@ -29,6 +29,7 @@ from neuronprof.render import format_shapes, format_us
 if TYPE_CHECKING:
     from neuronprof.analysis import Trace, TraceDiff
     from neuronprof.analysis.insights import Insights, RankInsights, Timeline
+    from neuronprof.analysis.insights._columns import EventColumns
     from neuronprof.analysis.neuron import NeuronProfile
 
 __all__ = [
@@ -210,7 +211,9 @@ def render_report(
     """
     if not isinstance(table, Table):
         raise TypeError(f"render_report() takes a Table, got {type(table).__name__}")
-    drawn = None if timeline is None else _draw(timeline, neuron)
+    from neuronprof.analysis.insights._columns import of_timeline
+
+    drawn = None if timeline is None else _draw(of_timeline(timeline), neuron)
     return _profile_page(table, insights=insights, drawn=drawn, settings=settings, title=title, baseline=baseline)
 
 
@@ -223,12 +226,12 @@ class _Drawn(NamedTuple):
 
 
 def _draw(
-    timeline: Timeline,
+    timeline: EventColumns,
     neuron: Optional[NeuronProfile] = None,
     device_note: Optional[str] = None,
     backend_known: bool = True,
 ) -> _Drawn:
-    """Everything the page reads from the timeline's events, read while they are held (and Neuron's profile).
+    """Everything the page reads from the timeline's events (columns), read while they are held, and Neuron's profile.
 
     ``backend_known``: the backend is the session's (live, or in the trace's neuronprof settings).
     """
@@ -236,7 +239,6 @@ def _draw(
     from neuronprof._report_ops import call_tree, modules_data
     from neuronprof._report_overview import overview_data, rank_windows
     from neuronprof.analysis._gc import collector_paused
-    from neuronprof.analysis.insights._columns import of_timeline
 
     # The panes make many objects and no garbage, beside the events: each pass of the collector would walk them all.
     with collector_paused():
@@ -253,7 +255,7 @@ def _draw(
             "modules": modules_data(timeline),
             "call_tree": call_tree(timeline),
         }
-        return _Drawn(timeline_data(of_timeline(timeline)), timeline.notes, panes)
+        return _Drawn(timeline_data(timeline), timeline.notes, panes)
 
 
 def _profile_page(
@@ -373,7 +375,8 @@ def trace_report(
     ``same``, that ``baseline`` is the trace's own file or folder (said first in the two-run pane).
     """
     from neuronprof.analysis.insights import analyze_timeline
-    from neuronprof.analysis.insights._trace import insights_of, read_of
+    from neuronprof.analysis.insights._columns import of_timeline
+    from neuronprof.analysis.insights._trace import columns_of, insights_of, read_of
 
     insights: Union[Insights, RankInsights]
     # A trace without neuronprof's settings names its backend from its events: "cpu" when it has no device work.
@@ -381,13 +384,13 @@ def trace_report(
     if timeline is None:
         # The trace's events read once: drawn first, then the readers' columns read by the findings,
         # then let go before the page is made.
-        read = read_of(trace, events=True)
-        drawn = _draw(read[0], neuron, device_note, known)
+        read = read_of(trace)
+        drawn = _draw(columns_of(*read), neuron, device_note, known)
         insights = insights_of(trace, read)
         del read
     else:
         insights = trace.insights() if timeline is trace.timeline() else analyze_timeline(timeline)
-        drawn = _draw(timeline, neuron, device_note, known)
+        drawn = _draw(of_timeline(timeline), neuron, device_note, known)
     two_runs = runs = None
     if baseline is not None:
         from neuronprof._report_two_runs import against_baseline

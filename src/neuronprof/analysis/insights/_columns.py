@@ -3,7 +3,7 @@
 The same events as a [`Timeline`][neuronprof.analysis.insights.Timeline]'s, in the same
 order, without an object apiece (a trace's: host events thread by thread, each thread's
 by start then the longer first, the order of its call tree; device events in the order read).
-A trace's columns come from the findings' reader (``read_of(trace, events=True)``); a
+A trace's columns come from the findings' reader (``columns_of(*read_of(trace))``); a
 timeline made by hand, or a session's, is read into them by ``of_timeline``.
 """
 
@@ -93,6 +93,8 @@ def of_timeline(timeline: Timeline) -> EventColumns:
     """A timeline's events (``HostEvent``s and ``DeviceEvent``s) as columns, in their order, its ranks' too."""
     import numpy as np
 
+    from neuronprof.analysis.insights._tree_reader import _frozen
+
     keys: dict[tuple[Any, ...], int] = {}
 
     def key_of(what: tuple[Any, ...]) -> int:
@@ -114,7 +116,9 @@ def of_timeline(timeline: Timeline) -> EventColumns:
         device = tl.device
         return {
             "threads": list(threads),
-            "key": np.array([key_of((e.name, e.category, e.input_shapes, e.input_dtypes)) for e in host], np.int32),
+            "key": np.array(
+                [key_of((e.name, e.category, _frozen(e.input_shapes), _frozen(e.input_dtypes))) for e in host], np.int32
+            ),
             "start": times([e.start_ns for e in host]),
             "end": times([e.end_ns for e in host]),
             "thread": np.array(thread, np.int32),

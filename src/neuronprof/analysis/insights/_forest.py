@@ -198,6 +198,7 @@ class _Forest:
         first, last = np.zeros(len(chains), np.int64), np.zeros(len(chains), np.int64)
         if len(work):
             first[:] = ends.max()
+            last[:] = starts.min()
             np.minimum.at(first, chain, starts)
             np.maximum.at(last, chain, ends)
         gaps = np.where(np.bincount(chain, minlength=len(chains)) > 0, last - first - covered, 0).tolist()

@@ -190,7 +190,8 @@ class _LargestGaps:
         ):
             key = (names[b], names[a])
             kept = best.get(key)
-            if kept is None or gap > kept[0]:  # on a tie the earlier gap stays, as in ``add``
+            # On a tie the earlier gap stays, as in ``add`` (two ids may name one pair: the order is positions').
+            if kept is None or gap > kept[0] or (gap == kept[0] and base + at < kept[1]):
                 best[key] = (gap, base + at, (gap, key[0], key[1], where))
         self._count += n
 

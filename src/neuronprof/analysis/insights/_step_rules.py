@@ -32,6 +32,7 @@ from neuronprof.analysis.insights._tally import (
 from neuronprof.analysis.insights._tree import (
     _DATALOADER,
     WHOLE_RECORDING,
+    _in_order,
     _NameMemo,
     _Node,
     _Profile,
@@ -50,31 +51,11 @@ def _collectives() -> _NameMemo:
     return _NameMemo(lambda key: vocab.is_collective(key[0], KINDS.get(key[1], vocab.K_OTHER)))
 
 
-_VIEWS = frozenset(
-    "aten::" + n
-    for n in [
-        "view",
-        "_unsafe_view",
-        "as_strided",
-        "select",
-        "slice",
-        "narrow",
-        "transpose",
-        "t",
-        "permute",
-        "expand",
-        "reshape",
-        "unsqueeze",
-        "squeeze",
-        "alias",
-        "detach",
-        "flatten",
-        "unflatten",
-        "split",
-        "chunk",
-        "unbind",
-    ]
+_VIEW_NAMES = (
+    "view _unsafe_view as_strided select slice narrow transpose t permute expand reshape unsqueeze squeeze "
+    "alias detach flatten unflatten split chunk unbind"
 )
+_VIEWS = frozenset("aten::" + n for n in _VIEW_NAMES.split(" "))
 """Ops that make a view and compute nothing: no low-precision work in them."""
 LOW_PRECISION = ("torch.bfloat16", "torch.float16")
 
@@ -407,7 +388,10 @@ def _fallbacks(p: _Profile) -> list[Finding]:
             continue  # no fallback in this step: most steps
         # The ops that call aten::_to_cpu themselves, in tree order.
         callers = np.unique(f.parent[rows])
-        for node in f.nodes(callers[callers >= 0]):
+        callers = callers[callers >= 0]
+        if st._range is None and st.rows is not None:  # the whole recording: its rows' order
+            callers = _in_order(callers, st.rows)
+        for node in f.nodes(callers):
             if node.name == _TO_CPU:
                 continue
             if _inside_fallback(node):

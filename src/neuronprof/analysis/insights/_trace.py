@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from neuronprof.analysis._gc import collector_paused
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
-from neuronprof.analysis.insights._tree_reader import _Event, _TreeReader
+from neuronprof.analysis.insights._tree_reader import _TreeReader
 from neuronprof.analysis.trace._rules import (
     _device_label,
     _rank_of,
@@ -77,24 +77,21 @@ def insights_of(
     return cast("Union[Insights, RankInsights]", cached)
 
 
-def read_of(trace: Trace, events: bool = False) -> tuple[Timeline, list[_TreeReader]]:
-    """A trace's timeline and the readers that read it, one per rank, each holding its rank's columns.
+def read_of(trace: Trace) -> tuple[Timeline, list[_TreeReader]]:
+    """A trace's timeline (its events left in the readers' columns) and the readers that read it, one per rank.
 
     Each rank's events are read by a reader of their own (ids repeat across ranks): its
-    ``forest`` nests them in their call trees and links their device work (after the report
-    has drawn them: trees held while they are drawn would raise the peak).
+    ``forest`` nests them in their call trees and links their device work; ``columns_of``
+    gives them as columns to the report's panes first.
 
     Args:
         trace: The loaded trace.
-        events: Whether the timeline holds the events as objects, with their External and
-            correlation ids (the report's panes read them); else it holds none, only the readers' columns.
     """
     readers: dict[Optional[int], _TreeReader] = {}
-    made = _Event if events else None
 
     def read(fi: int, table: EventTable, *into: Any) -> None:
         rank = _rank_of(table.source, table.metadata) if trace.ranks else None
-        (readers.get(rank) or readers.setdefault(rank, _TreeReader(made, ids=events)))(fi, table, *into)
+        (readers.get(rank) or readers.setdefault(rank, _TreeReader()))(fi, table, *into)
 
     timeline = _timeline(trace, read)
     keys = [t.rank for t in timeline.ranks] if trace.ranks else [None]
@@ -111,7 +108,7 @@ def timeline_of(trace: Trace) -> Timeline:
     ``"session"``. The host events come thread by thread, each thread's by start, the
     longer first (the order of its call tree, ``_TreeReader``).
     """
-    return _timeline(trace, _TreeReader(HostEvent))
+    return _timeline(trace, _TreeReader(events=True))
 
 
 def _timeline(

@@ -32,15 +32,14 @@ class _TreeReader:
     event's key (``whats``: what the timeline reads of a name); ``forest`` then nests the
     events (``_parents``), each the child of the innermost open event it starts and ends
     within, and links the device work to the ops that launched it, on those columns: the
-    findings' ``_Forest``. Host and device events are made as objects only for a caller
-    that reads them (the report's panes, the public timeline).
+    findings' ``_Forest``, and the report's columns (``pieces``). Host and device events
+    are made as objects only for the public timeline (``events``).
     """
 
-    def __init__(self, cls: Optional[type] = None, ids: bool = False) -> None:
-        """``cls``: the class of the host events made (``_Event`` for the report's panes, ``HostEvent`` for the
-        public timeline, which is read without its tree); ``None``: none, the forest only.
-        ``ids``: whether each event made keeps its External and correlation ids (the report's panes read them)."""
-        self.cls, self.ids, self.tree = cls, ids or cls is HostEvent, cls is not HostEvent
+    def __init__(self, events: bool = False) -> None:
+        """``events``: make the public timeline's ``HostEvent``s and ``DeviceEvent``s (and keep no columns);
+        else keep the columns, for the forest and the report's panes."""
+        self.cls, self.ids, self.tree = (HostEvent if events else None), events, not events
         # What each key read is: (host category, device category, shapes, dtypes, name); threads' names.
         self.whats: list[tuple[Any, ...]] = []
         self.labels: list[str] = []
@@ -162,7 +161,10 @@ class _TreeReader:
             t, end = np.array([e.start_ns for e in events], np.int64), np.array([e.end_ns for e in events], np.int64)
             rows = np.lexsort((-end, t))  # stable: ties keep the order given
             mine = [events[i] for i in rows.tolist()]
-            which = np.array([key((e.category, None, e.input_shapes, e.input_dtypes, e.name)) for e in mine], np.int32)
+            which = np.array(
+                [key((e.category, None, _frozen(e.input_shapes), _frozen(e.input_dtypes), e.name)) for e in mine],
+                np.int32,
+            )
             runtime = np.array([e.category == "runtime" for e in mine], bool)
             op = np.array([e.category == "op" or _is_region(e.name) for e in mine], bool)
             corr, ext = ids(e.correlation for e in events), ids(e.ext_id for e in events)
@@ -309,41 +311,9 @@ class _TreeReader:
         return start, end
 
 
-class _Event:
-    """A host event as the report's panes read it: [`HostEvent`][neuronprof.analysis.insights.HostEvent]'s
-    fields, made the fast way (a slotted class, no frozen dataclass's ``object.__setattr__`` per field)."""
-
-    __slots__ = (
-        "name",
-        "start_ns",
-        "end_ns",
-        "thread",
-        "category",
-        "ext_id",
-        "correlation",
-        "input_shapes",
-        "input_dtypes",
-    )
-
-    def __init__(
-        self,
-        name: str,
-        start_ns: int,
-        end_ns: int,
-        thread: str,
-        category: HostCategory,
-        ext_id: Optional[int],
-        correlation: Optional[int],
-        input_shapes: Any,
-        input_dtypes: Any,
-    ) -> None:
-        self.name, self.start_ns, self.end_ns, self.thread, self.category = name, start_ns, end_ns, thread, category
-        self.ext_id, self.correlation, self.input_shapes, self.input_dtypes = (
-            ext_id,
-            correlation,
-            input_shapes,
-            input_dtypes,
-        )
+def _frozen(value: Any) -> Any:
+    """Recorded inputs as tuples all the way down (a timeline built from JSON may hold lists)."""
+    return tuple(map(_frozen, value)) if isinstance(value, (list, tuple)) else value
 
 
 def _pick(values: Any, i: Any) -> Any:
