@@ -251,3 +251,19 @@ def test_the_session_report_and_the_report_of_its_export_hold_the_same_table(
     assert offline["rows"] == live["rows"]
     names = [r["name"] for r in live["rows"]]
     assert (len(names) > len(set(names))) is record_shapes  # by shape: one op name on several rows
+
+
+def test_a_page_is_the_same_with_its_compiled_template_cached_or_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Jinja's bytecode cache keeps the compiled template in a private temporary folder; where none can be
+    # had, the template is compiled each time and the page is the same.
+    import jinja2
+
+    host = (HostEvent("ProfilerStep#1", 0, 10_000, category="step"), HostEvent("aten::mm", 100, 9_000))
+    timeline = Timeline(host, (DeviceEvent("gemm", 200, 8_000),), "cuda", "CUDA")
+    cached = render_report(Table(()), timeline=timeline)
+
+    def refused(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("no private temporary folder")
+
+    monkeypatch.setattr(jinja2, "FileSystemBytecodeCache", refused)
+    assert render_report(Table(()), timeline=timeline) == cached
