@@ -592,6 +592,12 @@ def _target(limit: Optional[float]) -> str:
     return "-" if limit is None else f"<= {limit:g}x"
 
 
+def _growth_judged(key: str) -> bool:
+    """Whether a contender's growth is judged: not a reference's, nor a refusal's (it reads a few bytes
+    whatever the file's size, so its time does not grow, by design)."""
+    return key not in REFERENCES and key != REFUSED
+
+
 def _growth_cell(k: Optional[float], judged: bool) -> str:
     if k is None:
         return "n/a"
@@ -645,7 +651,7 @@ def print_growth(keys: Sequence[tuple[str, str]], exponents: dict[str, Optional[
     )
     missed = []
     for key, label in keys:
-        k, judged = exponents[key], key not in REFERENCES
+        k, judged = exponents[key], _growth_judged(key)
         print(f"{label:54s} {_growth_cell(k, judged):>10s}")
         if judged and k is not None and abs(k - 1.0) > GROWTH_TOLERANCE:
             missed.append(f"growth of {label}")
@@ -745,7 +751,7 @@ def markdown(
         for i in sizes:
             f = _fig(by_size[i.label], key)
             cells.append("n/a" if f is None else f"{f.cpu:.2f} s, {f.rss / MIB:,.0f} MiB")
-        k = _growth_cell(exponents[key], key not in REFERENCES)
+        k = _growth_cell(exponents[key], _growth_judged(key))
         out.append(f"| {label} | " + " | ".join(cells) + f" | {k} |")
     out += ["", "| ratio | target | " + " | ".join(i.label for i in sizes) + " |", "|---|---|" + "---|" * len(sizes)]
     done: set[str] = set()
