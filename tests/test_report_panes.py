@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -592,3 +593,24 @@ def test_the_command_line_prints_a_warning_as_one_plain_line(
         # Outside the command, Python's own format is back.
         warnings.warn("outside", neuronprof.NeuronProfWarning, stacklevel=1)
         assert "NeuronProfWarning: outside" in capsys.readouterr().err
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 400), st.integers(0, 60), st.integers(0, 3)), max_size=60),
+    st.lists(st.tuples(st.integers(0, 400), st.integers(0, 120)), min_size=1, max_size=12),
+)
+def test_windows_read_a_group_at_a_time_are_windows_read_at_once(
+    events: list[tuple[int, int, int]], windows: list[tuple[int, int]]
+) -> None:
+    # first_owner_ns reads the windows WINDOWS_AT_ONCE at a time, each group with the spans over it only.
+    from neuronprof import _report_overview
+
+    starts = np.array([s for s, _, _ in events], np.int64)
+    ends = np.array([s + d for s, d, _ in events], np.int64)
+    owners = np.array([k for _, _, k in events], np.int8)
+    steps = sorted((f"step {i}", lo, lo + d) for i, (lo, d) in enumerate(windows))
+    at_once = _report_overview._first_owner_ns(starts, ends, owners, steps, 3)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_report_overview, "WINDOWS_AT_ONCE", 2)
+        assert _report_overview.first_owner_ns(starts, ends, owners, steps, 3) == at_once

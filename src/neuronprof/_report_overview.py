@@ -99,14 +99,34 @@ def _device_category(name: str, category: Optional[str]) -> str:
     return "device" if category == "kernel" else "memory"
 
 
+WINDOWS_AT_ONCE = 64
+"""How many windows ``first_owner_ns`` reads at a time (with the events over them only, not all of a trace's)."""
+
+
 def first_owner_ns(
     starts: np.ndarray, ends: np.ndarray, owners: np.ndarray, windows: Sequence[Window], n: int
 ) -> list[list[int]]:
     """Per window ``(name, lo, hi)``, the ns of ``[lo, hi)`` each owner ``0..n-1`` takes, each instant counted once.
 
     An instant belongs to the lowest-numbered owner with a span ``[start, end)`` over it (owners
-    ``n`` and above take nothing).
+    ``n`` and above take nothing). The windows are read ``WINDOWS_AT_ONCE`` at a time, each group
+    with the spans that reach into it: what a group's instants are owned by, and no more.
     """
+    if len(windows) <= WINDOWS_AT_ONCE:
+        return _first_owner_ns(starts, ends, owners, windows, n)
+    out: list[list[int]] = []
+    for at in range(0, len(windows), WINDOWS_AT_ONCE):
+        group = windows[at : at + WINDOWS_AT_ONCE]
+        lo, hi = min(w[1] for w in group), max(w[2] for w in group)
+        over = np.flatnonzero((starts < hi) & (ends > lo))
+        out += _first_owner_ns(starts[over], ends[over], owners[over], group, n)
+    return out
+
+
+def _first_owner_ns(
+    starts: np.ndarray, ends: np.ndarray, owners: np.ndarray, windows: Sequence[Window], n: int
+) -> list[list[int]]:
+    """``first_owner_ns`` of windows read at once."""
     if not windows:
         return []
     lo = np.fromiter((w[1] for w in windows), np.int64, len(windows))
