@@ -9,6 +9,7 @@ replaces (a scan, a full sort, the ``HostEvent`` timeline): same result, ties in
 from __future__ import annotations
 
 import random
+import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
@@ -217,8 +218,7 @@ def test_a_trace_read_as_columns_holds_its_timelines_events(tmp_path: Path, seed
     if ranks == 1:
         path = write_trace(tmp_path / f"{seed}.json", _random_trace(seed))
     else:  # a folder of ranks' traces
-        path = tmp_path / f"ranks-{seed}"
-        path.mkdir()
+        path = Path(tempfile.mkdtemp(dir=tmp_path))  # a new folder each example: tmp_path is shared by them
         for r in range(ranks):
             info = {"rank": r, "world_size": ranks}
             write_trace(path / f"rank-{r}.json", _random_trace(seed + r), distributedInfo=info)
