@@ -93,6 +93,7 @@ def of_timeline(timeline: Timeline) -> EventColumns:
     """A timeline's events (``HostEvent``s and ``DeviceEvent``s) as columns, in their order, its ranks' too."""
     import numpy as np
 
+    from neuronprof.analysis.insights._intervals import _array  # int64, or Python ints past it
     from neuronprof.analysis.insights._tree_reader import _frozen
 
     keys: dict[tuple[Any, ...], int] = {}
@@ -102,12 +103,6 @@ def of_timeline(timeline: Timeline) -> EventColumns:
 
     def ids(values: Any) -> Any:
         return np.array([-1 if v is None else v for v in values], np.int64)
-
-    def times(values: list[int]) -> Any:
-        try:
-            return np.array(values, np.int64)
-        except OverflowError:  # a time past int64: Python ints
-            return np.array(values, object)
 
     def columns(tl: Timeline) -> dict[str, Any]:  # (every field but the keys' and ``ranks``)
         host = tl.host
@@ -119,14 +114,14 @@ def of_timeline(timeline: Timeline) -> EventColumns:
             "key": np.array(
                 [key_of((e.name, e.category, _frozen(e.input_shapes), _frozen(e.input_dtypes))) for e in host], np.int32
             ),
-            "start": times([e.start_ns for e in host]),
-            "end": times([e.end_ns for e in host]),
+            "start": _array([e.start_ns for e in host]),
+            "end": _array([e.end_ns for e in host]),
             "thread": np.array(thread, np.int32),
             "ext": ids(e.ext_id for e in host),
             "corr": ids(e.correlation for e in host),
             "dkey": np.array([key_of((d.name, d.category, None, None)) for d in device], np.int32),
-            "dstart": times([d.start_ns for d in device]),
-            "dend": times([d.end_ns for d in device]),
+            "dstart": _array([d.start_ns for d in device]),
+            "dend": _array([d.end_ns for d in device]),
             "dext": ids(d.ext_id for d in device),
             "dcorr": ids(d.correlation for d in device),
             "backend": tl.backend,
