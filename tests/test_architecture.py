@@ -317,6 +317,8 @@ def test_the_size_rule_catches_a_long_module_and_accepts_a_stated_reason() -> No
     assert _size_problem(reason + body) is None
     # A comment is not the docstring.
     assert _size_problem(f"# {KEPT} on purpose: its two classes share one state.\n" + body) is not None
+
+
 def test_what_was_recorded_knows_nothing_of_the_lifecycle_or_the_backends() -> None:
     # table(), export(), roofline(), insights() and report() are functions of a frozen Recording.
     import dataclasses

@@ -90,9 +90,7 @@ def test_export_is_torchs_own_trace_of_that_cycle(torch_saves, tmp_path):
 
 
 def test_editing_an_export_in_place_never_changes_later_exports(torch_saves, tmp_path):
-    with neuronprof.session(
-        backend="cpu", wait=0, warmup=1, active=1, profile_memory=True, output_dir=tmp_path
-    ) as s:
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, profile_memory=True, output_dir=tmp_path) as s:
         for _ in s.steps():
             torch.relu(torch.randn(8))
     first = s.export(tmp_path / "first.json")
@@ -130,9 +128,7 @@ def test_a_changed_private_copy_is_noticed_and_never_exported_as_torchs_save(tmp
 @pytest.mark.slow
 def test_torchs_own_export_of_the_session_profiler_works_any_number_of_times(torch_saves, tmp_path):
     """s.profiler.export_chrome_trace used to raise torch's "Trace is already saved"."""
-    with neuronprof.session(
-        backend="cpu", wait=0, warmup=1, active=1, profile_memory=True, output_dir=tmp_path
-    ) as s:
+    with neuronprof.session(backend="cpu", wait=0, warmup=1, active=1, profile_memory=True, output_dir=tmp_path) as s:
         for _ in s.steps():
             torch.nn.functional.linear(torch.randn(4, 8), torch.randn(8, 8))
     for name in ("a.json", "b.json", "c.json.gz"):

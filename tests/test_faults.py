@@ -584,7 +584,11 @@ def test_sigterm_at_random_moments_leaves_nothing_behind(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), TMPDIR=str(temp))
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code), os.environ.get("NEURONPROF_FAULT_SEED", "7")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
     assert line, proc.stderr[-3000:]
@@ -696,7 +700,6 @@ def test_a_failed_save_says_what_exports_lose(tmp_path):
     said = [n for n in notes if "could not keep torch's own save" in n]
     assert said and "Python exporter" in said[0] and "memory events" in said[0], notes
     assert result["kept"], "what was recorded is exported all the same"
-
 
 
 @pytest.mark.slow

@@ -326,9 +326,7 @@ def test_an_op_dominating_a_sliver_of_the_step_is_not_where_to_start() -> None:
 
 
 def test_a_dominant_compiled_region_is_not_told_to_fuse() -> None:
-    host = _step(
-        HostEvent("Torch-Compiled Region: 0/0", 0, 80_000), HostEvent("aten::relu", 81_000, 90_000)
-    )
+    host = _step(HostEvent("Torch-Compiled Region: 0/0", 0, 80_000), HostEvent("aten::relu", 81_000, 90_000))
     found = only(analyze(Timeline(host)), "dominant_op")
     assert "input shapes" not in found.suggestion and "compiled code already" in found.suggestion
     assert "(80% of the step)" in found.title

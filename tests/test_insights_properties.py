@@ -27,9 +27,9 @@ from neuronprof.analysis.insights._forest import KINDS, _Forest, _union_lengths
 from neuronprof.analysis.insights._intervals import _clip, _LargestGaps, _Spans, _union
 from neuronprof.analysis.insights._step_rules import _Neighbours
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
-from neuronprof.analysis.insights._trace import columns_of, read_of
-from neuronprof.analysis.insights._tree import _is_region
-from neuronprof.analysis.insights._tree_reader import _TreeReader
+from neuronprof.analysis.insights._trace import read_of
+from neuronprof.analysis.insights._tree import _is_region, _Profile
+from neuronprof.analysis.insights._tree_reader import forest_of
 
 _spans = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 15)).map(lambda t: (t[0], t[0] + t[1])), max_size=25)
 
@@ -179,7 +179,7 @@ def test_a_trace_read_into_columns_gives_its_timelines_findings_and_drawing(tmp_
     path = write_trace(tmp_path / f"{seed}.json", _random_trace(seed))
     trace = load_trace(path)
     events = trace.timeline()  # one HostEvent per event: the public timeline
-    columns = columns_of(*read_of(trace))  # what the report's panes read
+    columns = read_of(trace).columns  # what the report's panes read
     assert _column_rows(columns) == _event_rows(events)
     assert trace.insights() == analyze_timeline(events)
     assert timeline_data(columns) == timeline_data(of_timeline(events))
@@ -213,18 +213,24 @@ def _event_rows(tl: Timeline) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ..
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.integers(0, 2**32), st.integers(1, 3))
-def test_a_trace_read_as_columns_holds_its_timelines_events(tmp_path: Path, seed: int, ranks: int) -> None:
+@given(st.integers(0, 2**32), st.integers(1, 3), st.lists(st.integers(0, 2), max_size=3))
+def test_a_trace_read_as_columns_holds_its_timelines_events(
+    tmp_path: Path, seed: int, ranks: int, more: list[int]
+) -> None:
     if ranks == 1:
         path = write_trace(tmp_path / f"{seed}.json", _random_trace(seed))
     else:  # a folder of ranks' traces
         path = Path(tempfile.mkdtemp(dir=tmp_path))  # a new folder each example: tmp_path is shared by them
-        for r in range(ranks):
+        # A file per rank, and ``more`` files of some ranks: read in the folder's order, a rank's
+        # files may come apart (its columns are then its own, else views into the whole run's).
+        owners = list(range(ranks)) + [r % ranks for r in more]
+        random.Random(seed).shuffle(owners)
+        for i, r in enumerate(owners):
             info = {"rank": r, "world_size": ranks}
-            write_trace(path / f"rank-{r}.json", _random_trace(seed + r), distributedInfo=info)
+            write_trace(path / f"{i:02d}.pt.trace.json", _random_trace(seed + i), distributedInfo=info)
     trace = load_trace(path)
     timeline = trace.timeline()
-    columns = columns_of(*read_of(trace))
+    columns = read_of(trace).columns
     assert _column_rows(columns) == _event_rows(timeline) == _column_rows(of_timeline(timeline))
     assert [_column_rows(c) for c in columns.ranks] == [_event_rows(t) for t in timeline.ranks]
     assert (columns.backend, columns.device_label, columns.notes) == (
@@ -393,11 +399,9 @@ def test_a_tree_built_as_it_is_read_is_the_tree_built_event_by_event(tmp_path: P
     trace = load_trace(path)
     events = trace.timeline()
     expected = _shape(*_reference_tree(events.host, events.device))
-    _, (reader,) = read_of(trace)
-    assert _forest_shape(reader.forest()) == expected
-    reader = _TreeReader()  # a timeline made by hand, or by a session's feeder
-    reader.nodes_of(events.host, events.device)
-    assert _forest_shape(reader.forest()) == expected
+    _, columns, ((offset, whats),) = read_of(trace)
+    assert _forest_shape(forest_of(columns, whats, offset)) == expected
+    assert _forest_shape(_Profile(events).forest) == expected  # a timeline made by hand, or by a session's feeder
     assert trace.insights() == analyze_timeline(events)
 
 

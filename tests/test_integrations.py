@@ -351,8 +351,14 @@ def test_trainer_crash_then_close_frees_the_profiler_and_keeps_the_record(hf: An
 
     callback = ProfileCallback(wait=0, warmup=0, active=5)
     args = hf.TrainingArguments(
-        output_dir=str(tmp_path), max_steps=6, per_device_train_batch_size=2, report_to=[], use_cpu=True,
-        save_strategy="no", logging_strategy="no", disable_tqdm=True,
+        output_dir=str(tmp_path),
+        max_steps=6,
+        per_device_train_batch_size=2,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
     )
     trainer = hf.Trainer(model=tiny_gpt2(hf), args=args, train_dataset=Failing(), callbacks=[callback])
     with pytest.raises(RuntimeError, match="bad sample"):
@@ -370,8 +376,14 @@ def test_trainer_callback_as_a_context_manager_ends_the_session(hf: Any, tmp_pat
     from neuronprof.integrations.transformers import ProfileCallback
 
     args = hf.TrainingArguments(
-        output_dir=str(tmp_path), max_steps=6, per_device_train_batch_size=2, report_to=[], use_cpu=True,
-        save_strategy="no", logging_strategy="no", disable_tqdm=True,
+        output_dir=str(tmp_path),
+        max_steps=6,
+        per_device_train_batch_size=2,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
     )
     with pytest.raises(RuntimeError, match="bad sample"):
         with ProfileCallback(wait=0, warmup=0, active=5) as callback:
@@ -401,8 +413,15 @@ def test_lightning_crash_in_training_step_ends_the_session(pl: Any, tmp_path: Pa
     profiler = NeuronProfProfiler(dirpath=tmp_path, wait=0, warmup=0, active=6)
     data = torch.utils.data.TensorDataset(torch.randn(64, 16), torch.randn(64, 1))
     trainer = pl.Trainer(
-        max_steps=8, accelerator="cpu", devices=1, profiler=profiler, default_root_dir=str(tmp_path), logger=False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        max_steps=8,
+        accelerator="cpu",
+        devices=1,
+        profiler=profiler,
+        default_root_dir=str(tmp_path),
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
     )
     with pytest.raises(RuntimeError, match="bad batch"):
         trainer.fit(Crashing(), torch.utils.data.DataLoader(data, batch_size=8))

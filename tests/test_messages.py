@@ -272,8 +272,9 @@ def test_roofline_of_a_session_takes_the_peaks_of_the_device_its_backend_names(t
     x = torch.randn(32, 32)
     register_backend(NamedDevice())
     try:
-        with neuronprof.session(backend="named-device", wait=0, warmup=1, active=1, record_shapes=True,
-                                output_dir=tmp_path) as s:
+        with neuronprof.session(
+            backend="named-device", wait=0, warmup=1, active=1, record_shapes=True, output_dir=tmp_path
+        ) as s:
             for _ in s.steps():
                 x @ x
     finally:

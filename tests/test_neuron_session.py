@@ -193,7 +193,8 @@ def test_ops_get_device_time_from_the_flow_id_join_with_its_match_rate(tmp_path)
     # The second aten_mul execution of each step matched no framework event: its time stays on the NEFF row only.
     mul_neff = _row(info, "NEFF neff_aten_mul_1")
     assert mul_neff["calls"] == 4 and mul_neff["self_device_us"] == pytest.approx(
-        sum(2 * (s["length_ns"] // 5) for s in steps) / 1000)
+        sum(2 * (s["length_ns"] // 5) for s in steps) / 1000
+    )
     notes = " | ".join(info["notes"])
     assert "flow_id join: 4 of 6 execution(s)" in notes and "(66.7%" in notes and "not verified on hardware" in notes
     assert "ops carry device time where the flow_id join below put" in notes

@@ -89,8 +89,10 @@ def test_every_option_value_is_documented(name: str) -> None:
         assert f'* ``"{value}"``' in doc.value or f'``"{value}"``' in doc.value, f"{name}: {value!r} is not explained"
 
 
-@pytest.mark.parametrize(("tuple_name", "alias"), [("MODES", "Mode"), ("SORT_KEYS", "SortKey"), ("RANKS", "Ranks"),
-                                                   ("EXPORT_FORMATS", "ExportFormat")])
+@pytest.mark.parametrize(
+    ("tuple_name", "alias"),
+    [("MODES", "Mode"), ("SORT_KEYS", "SortKey"), ("RANKS", "Ranks"), ("EXPORT_FORMATS", "ExportFormat")],
+)
 def test_value_tuples_are_the_literals(tuple_name: str, alias: str) -> None:
     assert getattr(np_typing, tuple_name) == get_args(getattr(np_typing, alias))
 

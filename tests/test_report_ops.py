@@ -19,7 +19,7 @@ from neuronprof._report_ops import TREE_CHILDREN, TREE_DEPTH, TREE_NODES, call_t
 from neuronprof.analysis import load_trace
 from neuronprof.analysis.insights import HostEvent, Timeline
 from neuronprof.analysis.insights._columns import of_timeline
-from neuronprof.analysis.insights._trace import columns_of, read_of
+from neuronprof.analysis.insights._trace import read_of
 
 TRACES = Path(__file__).resolve().parent / "corpus" / "traces"
 
@@ -168,7 +168,7 @@ def test_a_traces_columns_give_the_panes_of_its_timeline(name: str) -> None:
     # A rank folder's columns hold every rank's events together, as its timeline does.
     trace = load_trace(TRACES / name)
     timeline = trace.timeline()
-    cols = columns_of(*read_of(load_trace(TRACES / name)))
+    cols = read_of(load_trace(TRACES / name)).columns
     assert json.dumps(call_tree(cols)) == json.dumps(reference_tree(timeline))
     assert modules_data(cols) == modules_data(of_timeline(timeline))
 

@@ -236,9 +236,9 @@ def _breakdown(s: Session) -> Optional[StepBreakdown]:
     """The session's steps by category, as its report's overview counts them; read while its events are held."""
     from neuronprof._report_overview import overview_data
     from neuronprof._report_two_runs import pane_notes
-    from neuronprof.analysis.insights._trace import columns_of, read_of
+    from neuronprof.analysis.insights._trace import read_of
 
-    ov = overview_data(columns_of(*read_of(s.recording)))
+    ov = overview_data(read_of(s.recording).columns)
     if not ov["steps"]:
         return None
     return StepBreakdown(

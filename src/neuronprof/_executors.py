@@ -33,9 +33,7 @@ def check_jobs(jobs: object) -> Optional[int]:
     if jobs is None:
         return None
     if isinstance(jobs, bool) or not isinstance(jobs, int):
-        raise TypeError(
-            f"jobs must be a whole number of worker processes (1 reads in this process), got {jobs!r}"
-        )
+        raise TypeError(f"jobs must be a whole number of worker processes (1 reads in this process), got {jobs!r}")
     if jobs < 1:
         raise ValueError(f"jobs must be 1 or more (1 reads in this process, one after another), got {jobs}")
     return jobs

@@ -179,13 +179,13 @@ def against_baseline(baseline: Any, trace: Trace) -> tuple[TraceDiff, dict[str, 
     from neuronprof._report_overview import overview_data
     from neuronprof.analysis._diff import diff
     from neuronprof.analysis._samples import trace_of
-    from neuronprof.analysis.insights._trace import columns_of, read_of
+    from neuronprof.analysis.insights._trace import read_of
     from neuronprof.analysis.trace import load_trace
 
     base = load_trace(trace_of(baseline))
     d = diff(base, trace, per_step=bool(base.steps and trace.steps))
     runs = [len({s.run for s in t.samples}) or 1 for t in (base, trace)]
-    return d, overview_data(columns_of(*read_of(base))), None if base.ranks or trace.ranks else (runs[0], runs[1])
+    return d, overview_data(read_of(base).columns), None if base.ranks or trace.ranks else (runs[0], runs[1])
 
 
 def _shift_verdict(s: Shift, what: str) -> dict[str, Any]:

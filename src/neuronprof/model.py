@@ -36,7 +36,6 @@ from neuronprof._model_rows import (  # noqa: F401
 from neuronprof.typing import SORT_KEYS, SortKey
 
 if TYPE_CHECKING:
-
     from neuronprof.render import Block, Format
 
 __all__ = [
@@ -352,4 +351,3 @@ class Table(ResultModel):
             step_us=_opt_float(data.get("step_us")),
             collective_wait_us=_opt_float(data.get("collective_wait_us")),
         )
-

@@ -384,7 +384,7 @@ def trace_report(
     """
     from neuronprof.analysis.insights import analyze_timeline
     from neuronprof.analysis.insights._columns import of_timeline
-    from neuronprof.analysis.insights._trace import columns_of, insights_of, read_of
+    from neuronprof.analysis.insights._trace import insights_of, read_of
 
     insights: Union[Insights, RankInsights]
     # A trace without neuronprof's settings names its backend from its events: "cpu" when it has no device work.
@@ -393,7 +393,7 @@ def trace_report(
         # The trace's events read once: drawn first, then the readers' columns read by the findings,
         # then let go before the page is made.
         read = read_of(trace)
-        drawn = _draw(columns_of(*read), neuron, device_note, known)
+        drawn = _draw(read.columns, neuron, device_note, known)
         insights = insights_of(trace, read)
         del read
     else:

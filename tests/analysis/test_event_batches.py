@@ -15,7 +15,7 @@ from neuronprof.analysis._eventstream import EventBatches
 NEEDLE = "nc_exec_running"
 
 # Values that try to fool a cut between events: "}, {" inside strings and nested arrays of objects.
-_tricky = st.sampled_from(["}, {", "},{", '"}, {"', "]", "[{}]", NEEDLE, "x\\\"}, {", "\u00e9\u4e2d"])
+_tricky = st.sampled_from(["}, {", "},{", '"}, {"', "]", "[{}]", NEEDLE, 'x\\"}, {', "\u00e9\u4e2d"])
 _leaf = st.one_of(st.integers(-(10**20), 10**20), st.booleans(), st.none(), st.text(max_size=6), _tricky)
 _value = st.recursive(
     _leaf,
@@ -51,8 +51,11 @@ def test_batches_match_json_load(tmp_path_factory, events, indent, sep, chunk):
     assert got == events
     assert stream.metadata == {"meta": {"x": [1, {"y": "}, {"}]}, "after": 1}
     # With a filter: every event that mentions the needle, in order, and only real events.
-    kept = [e for batch in EventBatches(str(path), chunk_size=chunk, events_key="trace_event", containing=NEEDLE)
-            for e in batch]
+    kept = [
+        e
+        for batch in EventBatches(str(path), chunk_size=chunk, events_key="trace_event", containing=NEEDLE)
+        for e in batch
+    ]
     wanted = [e for e in events if NEEDLE in json.dumps(e, ensure_ascii=False)]
     it = iter(events)
     assert all(any(k == e for e in it) for k in kept), "kept events must be events of the file, in order"

@@ -367,9 +367,7 @@ def test_outside_steps_matches_a_direct_count(tmp_path_factory, spans, steps):
     write_system_profile(folder / "system_profile.json", recs)
     framework_trace(folder / "trace.json", step_ns)
     p = neuron_profile(folder.parent.parent, tool="never")
-    outside = [
-        ex for ex in p.executions if not any(ex.start_ns < e and ex.end_ns > s for _, s, e in step_ns)
-    ]
+    outside = [ex for ex in p.executions if not any(ex.start_ns < e and ex.end_ns > s for _, s, e in step_ns)]
     notes = [n for n in p.notes if "fell outside" in n]
     if outside:
         us = sum(ex.end_ns - ex.start_ns for ex in outside) / 1000.0
@@ -418,10 +416,18 @@ _FIELD_VALUES = st.one_of(st.none(), st.integers(-5, 10**6), st.text(max_size=3)
 @given(
     st.lists(
         st.fixed_dictionaries(
-            {"start": st.integers(0, 10**6), "dur": st.integers(-2, 10**4), "exec_id": st.integers(0, 4),
-             "core": st.integers(0, 2), "lnc": st.integers(0, 1)},
-            optional={"unit": st.sampled_from(["ns", "us", "weird"]), "odd": _FIELD_VALUES,
-                      "drop": st.sampled_from(["lnc_idx", "exec_id", "device_core_idx", "model_name"])},
+            {
+                "start": st.integers(0, 10**6),
+                "dur": st.integers(-2, 10**4),
+                "exec_id": st.integers(0, 4),
+                "core": st.integers(0, 2),
+                "lnc": st.integers(0, 1),
+            },
+            optional={
+                "unit": st.sampled_from(["ns", "us", "weird"]),
+                "odd": _FIELD_VALUES,
+                "drop": st.sampled_from(["lnc_idx", "exec_id", "device_core_idx", "model_name"]),
+            },
         ),
         max_size=25,
     )

@@ -239,8 +239,9 @@ def test_relative_paths_reach_the_tool_as_absolute_paths(clean_env, session_fold
         p = neuron_profile(".")
     assert len(p.executions) == 3 and len(p.summaries) == 3 and p.tool_error is None
     monkeypatch.chdir(session_folder.parent)
-    pair = neuron_profile(Path(session_folder.name) / "neff_aaaa_vnc_0.neff",
-                          Path(session_folder.name) / "profile_nc_0_session_0.ntff")
+    pair = neuron_profile(
+        Path(session_folder.name) / "neff_aaaa_vnc_0.neff", Path(session_folder.name) / "profile_nc_0_session_0.ntff"
+    )
     assert pair.summaries[0].total_us == pytest.approx(40.0)
     views = [c for c in _calls(clean_env["log"]) if c[:1] == ["view"]]
     paths = [c[i + 1] for c in views for i, a in enumerate(c) if a in ("-d", "-n", "-s")]
@@ -254,7 +255,10 @@ def test_relative_paths_reach_the_tool_as_absolute_paths(clean_env, session_fold
 
     done = subprocess.run(
         [str(FAKE), "view", "-d", session_folder.name, "--output-format", "json"],
-        cwd=clean_env["scratch"], capture_output=True, text=True, check=False,
+        cwd=clean_env["scratch"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 2 and "no such file or directory" in done.stderr
 
@@ -327,15 +331,38 @@ def test_the_bottleneck_engine_by_aws_rule(clean_env, session_folder, monkeypatc
     spec = {
         "fake_neuron_explorer_spec": 1,
         "process_id": 4242,
-        "executions": [{"neff": "neff_aaaa_vnc_0", "start_ns": 1_790_000_000_000_000_000, "duration_ns": 40_000,
-                        "cores": [0, 1]}],
+        "executions": [
+            {"neff": "neff_aaaa_vnc_0", "start_ns": 1_790_000_000_000_000_000, "duration_ns": 40_000, "cores": [0, 1]}
+        ],
         "device_profiles": [
-            {"neff": "neff_aaaa_vnc_0", "total_time": 60e-6, "tensor": 30e-6, "vector": 8e-6, "scalar": 4e-6,
-             "gpsimd": 1e-6, "sync": 50e-6, "dma": 20e-6, "hbm_read_bytes": 1, "hbm_write_bytes": 1,
-             "hardware_flops": 1.0, "model_flops": 1.0},
-            {"neff": "neff_bbbb_vnc_0", "total_time": 25e-6, "tensor": 0.0, "vector": 15e-6, "scalar": 5e-6,
-             "gpsimd": 0.0, "sync": 0.2e-6, "dma": 20e-6, "hbm_read_bytes": 1, "hbm_write_bytes": 1,
-             "hardware_flops": 1.0, "model_flops": 1.0},
+            {
+                "neff": "neff_aaaa_vnc_0",
+                "total_time": 60e-6,
+                "tensor": 30e-6,
+                "vector": 8e-6,
+                "scalar": 4e-6,
+                "gpsimd": 1e-6,
+                "sync": 50e-6,
+                "dma": 20e-6,
+                "hbm_read_bytes": 1,
+                "hbm_write_bytes": 1,
+                "hardware_flops": 1.0,
+                "model_flops": 1.0,
+            },
+            {
+                "neff": "neff_bbbb_vnc_0",
+                "total_time": 25e-6,
+                "tensor": 0.0,
+                "vector": 15e-6,
+                "scalar": 5e-6,
+                "gpsimd": 0.0,
+                "sync": 0.2e-6,
+                "dma": 20e-6,
+                "hbm_read_bytes": 1,
+                "hbm_write_bytes": 1,
+                "hardware_flops": 1.0,
+                "model_flops": 1.0,
+            },
         ],
     }
     (session_folder / "ntrace.pb").write_text(json.dumps(spec))
@@ -365,9 +392,20 @@ def _parquet_spec(metadata: object = "default") -> dict:
             {"neff": "neff_mm", "start_ns": T0 + 100_000, "duration_ns": 30_000, "cores": [0, 1], "flow_id": [1003]},
         ],
         "device_profiles": [
-            {"neff": "neff_mm", "total_time": 40e-6, "tensor": 20e-6, "vector": 8e-6, "scalar": 4e-6, "gpsimd": 1e-6,
-             "sync": 0.5e-6, "dma": 30e-6, "hbm_read_bytes": 4_000_000, "hbm_write_bytes": 1_000_000,
-             "hardware_flops": 2.0e9, "model_flops": 1.6e9},
+            {
+                "neff": "neff_mm",
+                "total_time": 40e-6,
+                "tensor": 20e-6,
+                "vector": 8e-6,
+                "scalar": 4e-6,
+                "gpsimd": 1e-6,
+                "sync": 0.5e-6,
+                "dma": 30e-6,
+                "hbm_read_bytes": 4_000_000,
+                "hbm_write_bytes": 1_000_000,
+                "hardware_flops": 2.0e9,
+                "model_flops": 1.6e9,
+            },
         ],
     }
     if metadata != "default":
@@ -379,14 +417,46 @@ def _framework_trace(path: Path, ids: tuple[object, object]) -> None:
     """torch.profiler's side: aten::mm carries an nrt_sequence_id itself; aten::add through a runtime event in it."""
     base_us = T0 / 1000
     events = [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": base_us - 20, "dur": 10,
-         "args": {"nrt_sequence_id": ids[0]}},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": base_us + 30, "dur": 20,
-         "args": {}},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 2, "ts": base_us + 30, "dur": 50,
-         "args": {}},  # another thread: not the one around the runtime event
-        {"ph": "X", "cat": "neuron_runtime", "name": "nrt_execute", "pid": 1, "tid": 1, "ts": base_us + 35,
-         "dur": 5, "args": {"nrt_sequence_id": ids[1]}},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 1,
+            "tid": 1,
+            "ts": base_us - 20,
+            "dur": 10,
+            "args": {"nrt_sequence_id": ids[0]},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::add",
+            "pid": 1,
+            "tid": 1,
+            "ts": base_us + 30,
+            "dur": 20,
+            "args": {},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::add",
+            "pid": 1,
+            "tid": 2,
+            "ts": base_us + 30,
+            "dur": 50,
+            "args": {},
+        },  # another thread: not the one around the runtime event
+        {
+            "ph": "X",
+            "cat": "neuron_runtime",
+            "name": "nrt_execute",
+            "pid": 1,
+            "tid": 1,
+            "ts": base_us + 35,
+            "dur": 5,
+            "args": {"nrt_sequence_id": ids[1]},
+        },
     ]
     path.write_text(json.dumps({"traceEvents": events}))
 
@@ -405,8 +475,9 @@ sys.addaudithook(_audit)
 
 
 @pytest.mark.slow
-def test_parquet_output_gives_the_profiles_peaks_and_joins_executions_to_ops(clean_env, session_folder, monkeypatch,
-                                                                              capsys):
+def test_parquet_output_gives_the_profiles_peaks_and_joins_executions_to_ops(
+    clean_env, session_folder, monkeypatch, capsys
+):
     pytest.importorskip("pyarrow")
     (session_folder / "ntrace.pb").write_text(json.dumps(_parquet_spec()))
     _framework_trace(session_folder / "trace.json", (1001, "1002"))  # an id written as text matches too
@@ -452,7 +523,9 @@ def test_parquet_output_gives_the_profiles_peaks_and_joins_executions_to_ops(cle
     assert "aten::mm" in out and "the peaks Neuron's profile carries" in out
     rows = list(csv.DictReader(io.StringIO(p.to_csv())))
     assert {(r["name"], r["field"], r["value"]) for r in rows if r["section"] == "join"} >= {
-        ("flow_id", "matched", "2"), ("aten::mm / neff_mm", "executions", "1")}
+        ("flow_id", "matched", "2"),
+        ("aten::mm / neff_mm", "executions", "1"),
+    }
 
 
 @pytest.mark.slow
@@ -461,12 +534,20 @@ def test_parquet_output_gives_the_profiles_peaks_and_joins_executions_to_ops(cle
     [
         (None, "holds no Metadata table"),
         ({"clock": 1.0, "rows": 2}, "does not give tensor_engine_num_rows"),
-        ({"tensor_engine_num_rows": 100, "tensor_engine_num_cols": 100, "tensor_engine_clock_freq": -1.0,
-          "dma_ddr_bandwidth": 1e12}, "as positive numbers"),
+        (
+            {
+                "tensor_engine_num_rows": 100,
+                "tensor_engine_num_cols": 100,
+                "tensor_engine_clock_freq": -1.0,
+                "dma_ddr_bandwidth": 1e12,
+            },
+            "as positive numbers",
+        ),
     ],
 )
-def test_without_usable_metadata_the_preset_table_is_the_labelled_fallback(clean_env, session_folder, monkeypatch,
-                                                                            capsys, metadata, why):
+def test_without_usable_metadata_the_preset_table_is_the_labelled_fallback(
+    clean_env, session_folder, monkeypatch, capsys, metadata, why
+):
     pytest.importorskip("pyarrow")
     (session_folder / "ntrace.pb").write_text(json.dumps(_parquet_spec(metadata)))
     monkeypatch.setenv(ENV_VAR, str(FAKE))

@@ -299,9 +299,7 @@ def test_dask_scheduler_out_of_reach_is_an_error_before_any_file_is_read(
 @pytest.fixture(scope="module")
 def dask_cluster() -> Iterator[Any]:
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(
-        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
-    ) as cluster:
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cluster:
         yield cluster
 
 

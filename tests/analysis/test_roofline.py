@@ -267,8 +267,14 @@ def test_trace_ops_and_neuron_counters_are_placed_by_one_formula(
     )
     (neff,) = NeuronProfile(summaries=(summary,)).roofline("trn2").rows
     assert neff.bound == row.bound and neff.flops_source == "counters" and row.flops_source == "trace"
-    for name in ("intensity", "peak_flops_per_s", "attainable_flops_per_s", "achieved_flops_per_s",
-                 "achieved_bytes_per_s", "pct_of_peak"):
+    for name in (
+        "intensity",
+        "peak_flops_per_s",
+        "attainable_flops_per_s",
+        "achieved_flops_per_s",
+        "achieved_bytes_per_s",
+        "pct_of_peak",
+    ):
         got, want = getattr(neff, name), getattr(row, name)
         assert (got is None) == (want is None) and (want is None or got == pytest.approx(want)), name
     # The formula itself: attainable under the roof; compute-bound exactly right of the ridge point.
@@ -382,8 +388,9 @@ def test_the_command_line_takes_the_traces_own_device_and_honours_device(cuda_tr
 
 
 def test_a_neuron_profile_needs_a_preset_named() -> None:
-    summary = DeviceSummary(key="n_1", label="neff", total_us=10.0, hbm_read_bytes=10, hbm_write_bytes=10,
-                            hardware_flops=100.0)
+    summary = DeviceSummary(
+        key="n_1", label="neff", total_us=10.0, hbm_read_bytes=10, hbm_write_bytes=10, hardware_flops=100.0
+    )
     profile = NeuronProfile(summaries=(summary,))
     refusal = r"Neuron profile, which carries no hardware peaks \(.*\), was recorded on a NEURON device"
     with pytest.raises(UnknownDeviceError, match=refusal):

@@ -432,7 +432,6 @@ _SEPARATOR = re.compile(r"\}[ \t\n\r]*,[ \t\n\r]*\{")
 _SCANNER: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
-
 def _last_boundary(buf: str, pos: int) -> int:
     """The position just after the last ``}`` in ``buf[pos:]`` that is followed by ``,{`` or ``]``; -1 if none."""
     limit = len(buf)
@@ -576,9 +575,7 @@ class EventBatches(EventStream):
             else:
                 for i, event in enumerate(() if typed else batch):  # ``decode`` checked its own events
                     if type(event) is not dict:
-                        raise self._fail(
-                            f"event #{self.events + i} is not a JSON object (got {_json_type(event)})"
-                        )
+                        raise self._fail(f"event #{self.events + i} is not a JSON object (got {_json_type(event)})")
                 self.events += pieces or len(batch)
                 self._pos = cut
                 if batch:

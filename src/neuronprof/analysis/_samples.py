@@ -121,9 +121,7 @@ def runs_are_samples(ta: Trace, tb: Trace, confidence: float) -> bool:
     return min(_runs(ta), _runs(tb)) >= min_samples(confidence)
 
 
-def judge(
-    ta: Trace, tb: Trace, value: SampleValue, *, confidence: float
-) -> tuple[Optional[Shift], Optional[str]]:
+def judge(ta: Trace, tb: Trace, value: SampleValue, *, confidence: float) -> tuple[Optional[Shift], Optional[str]]:
     """The [`Shift`][neuronprof.analysis.Shift] of one figure from A to B, or why there is none.
 
     Steps are the samples, or each run's median step when both sides hold enough runs

@@ -3,7 +3,7 @@
 The same events as a [`Timeline`][neuronprof.analysis.insights.Timeline]'s, in the same
 order, without an object apiece (a trace's: host events thread by thread, each thread's
 by start then the longer first, the order of its call tree; device events in the order read).
-A trace's columns come from the findings' reader (``columns_of(*read_of(trace))``); a
+A trace's columns come from the findings' reader (``read_of(trace).columns``); a
 timeline made by hand, or a session's, is read into them by ``of_timeline``.
 """
 

@@ -77,14 +77,16 @@ class _Forest:
             key, start, end, thread = key[keep], start[keep], end[keep], thread[keep]
         else:
             first_owner = owner
+        # The columns as given where they have their dtype already (a trace's: the report's own, not copies).
         self.key, self.start, self.end, self.parent, self.thread = (
-            key.astype(np.int32),
+            key.astype(np.int32, copy=False),
             start,
             end,
-            parent.astype(np.int32),
-            thread.astype(np.int32),
+            parent.astype(np.int32, copy=False),
+            thread.astype(np.int32, copy=False),
         )
-        self.dkey, self.dstart, self.dend, self.owner = dkey.astype(np.int32), dstart, dend, owner.astype(np.int32)
+        self.dkey, self.dstart, self.dend = dkey.astype(np.int32, copy=False), dstart, dend
+        self.owner = owner.astype(np.int32, copy=False)
         n = len(key)
         self.levels = _levels(_depths(self.parent))
         size = np.ones(n, np.int64)

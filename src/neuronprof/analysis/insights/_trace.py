@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union, cast
 
 from neuronprof.analysis._gc import collector_paused
+from neuronprof.analysis.insights._columns import EventColumns
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
-from neuronprof.analysis.insights._tree_reader import _TreeReader
+from neuronprof.analysis.insights._tree_reader import _TreeReader, forest_of
 from neuronprof.analysis.trace._rules import (
     _device_label,
     _rank_of,
@@ -19,7 +20,6 @@ from neuronprof.analysis.trace._rules import (
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights import Insights, RankInsights
-    from neuronprof.analysis.insights._columns import EventColumns
     from neuronprof.analysis.trace import EventTable, Trace
 
 
@@ -43,18 +43,28 @@ def timeline_from_trace(path: Union[str, os.PathLike[str]]) -> Timeline:
     return load_trace(path).timeline()
 
 
-def insights_of(
-    trace: Trace, read: Optional[tuple[Timeline, list[_TreeReader]]] = None
-) -> Union[Insights, RankInsights]:
+class Read(NamedTuple):
+    """A trace read once for the report and the findings (``read_of``)."""
+
+    timeline: Timeline
+    """Its timeline, without an object per event (the events are in ``columns``)."""
+    columns: EventColumns
+    """Its events, every rank's together, and each rank's in ``columns.ranks``."""
+    keys: tuple[tuple[int, list[tuple[Any, ...]]], ...]
+    """Per rank (one for a trace without ranks): where its keys start in ``columns``' and what each is
+    (``(host category, device category, shapes, dtypes, name)``)."""
+
+
+def insights_of(trace: Trace, read: Optional[Read] = None) -> Union[Insights, RankInsights]:
     """A trace's findings, made once and kept with it (what ``Trace.insights()`` returns).
 
-    The events are read from the trace's tables straight into the engine's call trees, a
-    ``_Forest`` of columns per rank (``read_of``), one rank after the other. The findings are
-    those of ``analyze_timeline(trace.timeline())``: the same events, in the same order.
+    The events are read from the trace's tables as columns (``read_of``), then nested in
+    the engine's call trees, a ``_Forest`` per rank, one rank after the other. The findings
+    are those of ``analyze_timeline(trace.timeline())``: the same events, in the same order.
 
     Args:
         trace: The loaded trace.
-        read: ``read_of(trace, ...)`` when the caller has read it already (the report draws it first).
+        read: ``read_of(trace)`` when the caller has read it already (the report draws it first).
     """
     from neuronprof.analysis.insights import _analyze
     from neuronprof.analysis.insights._ranks import rank_insights
@@ -62,27 +72,28 @@ def insights_of(
     # A pure function of the record: made once, then kept with it (the record never changes).
     cached = trace.__dict__.get("_insights")
     if cached is None:
-        timeline, readers = read or read_of(trace)
+        timeline, columns, keys = read or read_of(trace)
         del read
         found, figures = [], []
-        for reader, part in zip(readers, timeline.ranks or (timeline,)):
+        for cols, (offset, whats), part in zip(columns.ranks or (columns,), keys, timeline.ranks or (timeline,)):
             with collector_paused():
-                forest = reader.forest()
+                forest = forest_of(cols, whats, offset)
             found.append(_analyze(part, forest))
             figures.append(forest.rank_figures())
             del forest
         cached = rank_insights(timeline, found, figures) if timeline.ranks else found[0]
-        del timeline, readers
+        del timeline, columns
         trace.__dict__["_insights"] = cached
     return cast("Union[Insights, RankInsights]", cached)
 
 
-def read_of(trace: Trace) -> tuple[Timeline, list[_TreeReader]]:
-    """A trace's timeline (its events left in the readers' columns) and the readers that read it, one per rank.
+def read_of(trace: Trace) -> Read:
+    """A trace's timeline and its events as columns, every rank's and each rank's.
 
-    Each rank's events are read by a reader of their own (ids repeat across ranks): its
-    ``forest`` nests them in their call trees and links their device work; ``columns_of``
-    gives them as columns to the report's panes first.
+    Each rank's events are read by a reader of their own (ids repeat across ranks), whose
+    keys come after the previous rank's in the columns' (``Read.keys``). The events are in
+    ``trace.timeline()``'s order; a rank's columns are views into the whole run's where its
+    files' events come together in it (one file per rank, or a rank's files one after another).
 
     Args:
         trace: The loaded trace.
@@ -95,7 +106,12 @@ def read_of(trace: Trace) -> tuple[Timeline, list[_TreeReader]]:
 
     timeline = _timeline(trace, read)
     keys = [t.rank for t in timeline.ranks] if trace.ranks else [None]
-    return timeline, [readers.get(k, _TreeReader()) for k in keys]
+    ranks = [readers.get(k, _TreeReader()) for k in keys]
+    offsets = [0]
+    for reader in ranks:
+        offsets.append(offsets[-1] + len(reader.whats))
+    columns = columns_of(timeline, ranks)
+    return Read(timeline, columns, tuple((o, r.whats) for o, r in zip(offsets, ranks)))
 
 
 def timeline_of(trace: Trace) -> Timeline:
@@ -183,9 +199,12 @@ def _timeline(
 
 
 def columns_of(timeline: Timeline, readers: list[_TreeReader]) -> EventColumns:
-    """The events ``read_of`` read, as columns: its timeline's (every rank's together) and each rank's.
+    """The events the readers read (one per rank), as columns: every rank's together and each rank's.
 
-    The same events as ``trace.timeline()``'s, in its order, before the readers' ``forest`` lets go of them.
+    The same events as the timeline's, in its order: by table, then each table's in the order read.
+    The readers let go of them, and each piece is let go of as its column is joined: the columns
+    are not held twice. A rank's columns are views into the whole run's where its tables' events
+    come together there (one file per rank, or a rank's files one after another).
     """
     import numpy as np
 
@@ -203,34 +222,59 @@ def columns_of(timeline: Timeline, readers: list[_TreeReader]) -> EventColumns:
             categories.append(hcat if hcat is not None else dcat)
             shapes.append(dims)
             dtypes.append(types)
+    # Each piece's table and length, per rank, known before the pieces are let go of.
+    host_rows = [[(p[0], len(p[1])) for p in h] for h, _ in parts]
+    device_rows = [[(p[0], len(p[1])) for p in d] for _, d in parts]
+    tables = [{fi for fi, _ in (*h, *d)} for h, d in zip(host_rows, device_rows)]
+    together = not any(
+        min(mine) < fi < max(mine)
+        for r, mine in enumerate(tables)
+        if mine
+        for o, other in enumerate(tables)
+        if o != r
+        for fi in other
+    )
     empty = np.empty(0, np.int64)
 
-    def joined(pieces: list[tuple[Any, ...]], at: int, dtype: Any) -> Any:
-        return np.concatenate([p[at] for p in pieces]).astype(dtype) if pieces else empty.astype(dtype)
+    def joined(pieces: list[list[Any]], at: int, dtype: Any, let_go: bool) -> Any:
+        if not pieces:
+            return empty.astype(dtype)
+        if len(pieces) == 1 and let_go:  # the piece's own array (the reader made it)
+            out = pieces[0][at].astype(dtype, copy=False)
+        else:
+            out = np.concatenate([p[at] for p in pieces]).astype(dtype, copy=False)
+        for p in pieces if let_go else ():
+            p[at] = None
+        return out
 
-    def assemble(host: list[tuple[Any, ...]], device: list[tuple[Any, ...]], tl: Timeline) -> EventColumns:
+    def threads_of(host: list[tuple[str, int]]) -> tuple[list[str], Any]:
+        """Each thread's name, and each row's thread, of pieces ``(thread name, rows)``."""
+        threads: dict[str, int] = {}
+        thread = [np.full(n, threads.setdefault(label, len(threads)), np.int32) for label, n in host]
+        return list(threads), np.concatenate(thread) if thread else empty.astype(np.int32)
+
+    def assemble(host: list[list[Any]], device: list[list[Any]], tl: Timeline, let_go: bool = True) -> EventColumns:
         # Read table by table (a stable sort: one table's pieces are one reader's, in the order read).
         host = sorted(host, key=lambda p: p[0])
         device = sorted(device, key=lambda p: p[0])
-        threads: dict[str, int] = {}
-        thread = [np.full(len(p[1]), threads.setdefault(p[4], len(threads)), np.int32) for p in host]
+        threads, thread = threads_of([(p[4], len(p[1])) for p in host])
         return EventColumns(
             names,
             categories,
             shapes,
             dtypes,
-            list(threads),
-            joined(host, 1, np.int32),
-            joined(host, 2, np.int64),
-            joined(host, 3, np.int64),
-            np.concatenate(thread) if thread else empty.astype(np.int32),
-            joined(host, 5, np.int64),
-            joined(host, 6, np.int64),
-            joined(device, 1, np.int32),
-            joined(device, 2, np.int64),
-            joined(device, 3, np.int64),
-            joined(device, 4, np.int64),
-            joined(device, 5, np.int64),
+            threads,
+            joined(host, 1, np.int32, let_go),
+            joined(host, 2, np.int64, let_go),
+            joined(host, 3, np.int64, let_go),
+            thread,
+            joined(host, 5, np.int64, let_go),
+            joined(host, 6, np.int64, let_go),
+            joined(device, 1, np.int32, let_go),
+            joined(device, 2, np.int64, let_go),
+            joined(device, 3, np.int64, let_go),
+            joined(device, 4, np.int64, let_go),
+            joined(device, 5, np.int64, let_go),
             backend=tl.backend,
             device_label=tl.device_label,
             source=tl.source,
@@ -240,6 +284,36 @@ def columns_of(timeline: Timeline, readers: list[_TreeReader]) -> EventColumns:
 
     if not timeline.ranks:
         return assemble(*parts[0], timeline)
-    ranks = tuple(assemble(*part, tl) for part, tl in zip(parts, timeline.ranks))
-    whole = assemble([p for h, _ in parts for p in h], [p for _, d in parts for p in d], timeline)
-    return dataclasses.replace(whole, ranks=ranks)
+    whole = assemble([p for h, _ in parts for p in h], [p for _, d in parts for p in d], timeline, let_go=together)
+
+    def rank(r: int, tl: Timeline) -> EventColumns:
+        if not together:
+            return assemble(*parts[r], tl)
+        # The whole run's rows are by table: this rank's come after every earlier table's.
+        first = min(tables[r], default=0)
+        h0 = sum(n for rows in host_rows for fi, n in rows if fi < first)
+        d0 = sum(n for rows in device_rows for fi, n in rows if fi < first)
+        h = slice(h0, h0 + sum(n for _, n in host_rows[r]))
+        d = slice(d0, d0 + sum(n for _, n in device_rows[r]))
+        mine = sorted(zip(parts[r][0], host_rows[r]), key=lambda pn: pn[0][0])
+        threads, thread = threads_of([(p[4], n) for p, (_, n) in mine])
+        return dataclasses.replace(
+            whole,
+            threads=threads,
+            key=whole.key[h],
+            start=whole.start[h],
+            end=whole.end[h],
+            thread=thread,
+            ext=whole.ext[h],
+            corr=whole.corr[h],
+            dkey=whole.dkey[d],
+            dstart=whole.dstart[d],
+            dend=whole.dend[d],
+            dext=whole.dext[d],
+            dcorr=whole.dcorr[d],
+            source=tl.source,
+            notes=tl.notes,
+            rank=tl.rank,
+        )
+
+    return dataclasses.replace(whole, ranks=tuple(rank(r, tl) for r, tl in enumerate(timeline.ranks)))

@@ -6,6 +6,7 @@ torch.compile's ranges).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterator
 from operator import attrgetter
@@ -248,14 +249,15 @@ class _Profile:
         events are read into one here, as a trace's are."""
         import numpy as np
 
-        from neuronprof.analysis.insights._tree_reader import _TreeReader
+        from neuronprof.analysis.insights._trace import columns_of
+        from neuronprof.analysis.insights._tree_reader import _TreeReader, forest_of
 
         self.tl = tl
         self.notes: list[str] = list(tl.notes)
         if forest is None:
             reader = _TreeReader()
             reader.nodes_of(tl.host, tl.device)
-            forest = reader.forest()
+            forest = forest_of(columns_of(dataclasses.replace(tl, ranks=()), [reader]), reader.whats)
         self.forest = f = forest
         self.unlinked = f.unlinked
         n = len(f)

@@ -1,10 +1,10 @@
 """Events read into the findings' call trees on numpy columns: the one reader of a trace's event tables.
 
 It makes the public timeline's [`HostEvent`][neuronprof.analysis.insights.HostEvent]s
-(``timeline_of``), the report's events (``read_of``) and the findings' call trees, a
-``_Forest`` of columns: per thread, sorted and nested by numpy, the device work linked
-from the table's own columns. A timeline made by hand or by a live session's feeder is
-read into the same forest the same way (``nodes_of``).
+(``timeline_of``), or the events as columns (``read_of``): per thread, sorted by numpy,
+what the report's panes read and what ``forest_of`` nests into the findings' call trees,
+a ``_Forest``, the device work linked to its ops. A timeline made by hand or by a live
+session's feeder is read into the same columns the same way (``nodes_of``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from neuronprof.analysis.insights._tree import _MEMCPY, _is_region
 from neuronprof.analysis.trace._rules import _decode_input, _flat_shapes
 
 if TYPE_CHECKING:
+    from neuronprof.analysis.insights._columns import EventColumns
     from neuronprof.analysis.insights._forest import _Forest
     from neuronprof.analysis.trace import EventTable
 
@@ -28,29 +29,20 @@ class _TreeReader:
     """A ``_timeline`` reader: it appends each table's device events, then its host events thread by thread.
 
     Each thread's host events come by start, then longest first (ties as read): the order
-    of their call tree. The reader keeps, per thread, the table's own columns and each
-    event's key (``whats``: what the timeline reads of a name); ``forest`` then nests the
-    events (``_parents``), each the child of the innermost open event it starts and ends
-    within, and links the device work to the ops that launched it, on those columns: the
-    findings' ``_Forest``, and the report's columns (``pieces``). Host and device events
-    are made as objects only for the public timeline (``events``).
+    of their call tree. The reader keeps each event's key (``whats``: what the timeline
+    reads of a name) and, unless it makes the public timeline's objects (``events``), the
+    events as columns a piece at a time (``pieces``), which ``columns_of`` joins.
     """
 
     def __init__(self, events: bool = False) -> None:
         """``events``: make the public timeline's ``HostEvent``s and ``DeviceEvent``s (and keep no columns);
-        else keep the columns, for the forest and the report's panes."""
+        else keep the columns, for the report's panes and the forest (``pieces``)."""
         self.cls, self.ids, self.tree = (HostEvent if events else None), events, not events
-        # What each key read is: (host category, device category, shapes, dtypes, name); threads' names.
+        # What each key read is: (host category, device category, shapes, dtypes, name).
         self.whats: list[tuple[Any, ...]] = []
-        self.labels: list[str] = []
-        # Per thread: where its rows start among this reader's, which of the thread's events they are (in
-        # the tree's order), the thread's columns (the table's own, not copies), whether each row is a
-        # runtime call, an op or compiled region, its key, its thread, and (once nested) its parent row.
-        self.threads: list[tuple[Any, ...]] = []
-        self.count = 0  # the host events read so far (a rank's reader reads only its rank's tables)
-        self.device: list[list[Any]] = [[], [], [], [], []]  # device events: correlation, External id, start, end, key
-        self.files: list[int] = []  # per thread, and per piece of device events: the table it was read from
-        self.device_files: list[int] = []
+        # The events read, a piece per thread (host) and per timeline (device): see ``pieces``.
+        self.host: list[list[Any]] = []
+        self.device: list[list[Any]] = []
 
     def __call__(
         self, fi: int, table: EventTable, host: list[Any], device: list[DeviceEvent], evidence: set[str]
@@ -87,8 +79,7 @@ class _TreeReader:
             if len(work):
                 which, starts = mine[at[work]], t[work]
                 if self.tree:
-                    _append(self.device, c[work], x[work], starts, starts + d[work], which)
-                    self.device_files.append(fi)
+                    self.device.append([fi, which, starts, starts + d[work], x[work], c[work]])
                 if self.cls is not None:
                     device += _made(
                         DeviceEvent,
@@ -111,6 +102,7 @@ class _TreeReader:
             which = mine[at[ops]]
             label = f"{fi}:{pid}:{tid}"
             runtime = np.array([w[0] == "runtime" for w in whats], bool)[which]
+            corr = np.where(runtime, c[ops], -1)  # a correlation id is a runtime call's only
             if self.cls is not None:
                 host += map(
                     self.cls,
@@ -120,24 +112,18 @@ class _TreeReader:
                     repeat(label),
                     _column(whats, 0, which),
                     self._ids(x[ops]),
-                    self._ids(np.where(runtime, c[ops], -1)),
+                    self._ids(corr),
                     _column(whats, 2, which),
                     _column(whats, 3, which),
                 )
             if self.tree:
-                op = np.array([w[0] == "op" or _is_region(w[4]) for w in whats], bool)[which]
-                self.threads.append(
-                    (self.count, ops.astype(np.int32), t, d, c, x, runtime, op, which, len(self.labels))
-                )
-                self.labels.append(label)
-                self.files.append(fi)
-            self.count += len(ops)
+                self.host.append([fi, which, starts, ends, label, x[ops], corr])
 
     def nodes_of(self, host: Sequence[HostEvent], device: Sequence[DeviceEvent]) -> None:
         """Read a timeline's events (made by hand, or by a live session's feeder) as a table's are.
 
-        Their threads come in the order they first appear; ``forest`` then nests them and links
-        ``device`` to them. An id is a non-negative int64, as a trace's are.
+        Their threads come in the order they first appear, each thread's events in tree order;
+        ``device`` after them, in its order. An id is a non-negative int64, as a trace's are.
         """
         import numpy as np
 
@@ -166,23 +152,18 @@ class _TreeReader:
                 np.int32,
             )
             runtime = np.array([e.category == "runtime" for e in mine], bool)
-            op = np.array([e.category == "op" or _is_region(e.name) for e in mine], bool)
-            corr, ext = ids(e.correlation for e in events), ids(e.ext_id for e in events)
-            self.threads.append(
-                (self.count, rows.astype(np.int32), t, end - t, corr, ext, runtime, op, which, len(self.labels))
-            )
-            self.labels.append(thread)
-            self.files.append(0)
-            self.count += len(mine)
-        _append(
-            self.device,
-            ids(d.correlation for d in device),
-            ids(d.ext_id for d in device),
-            np.array([d.start_ns for d in device], np.int64),
-            np.array([d.end_ns for d in device], np.int64),
-            np.array([key((None, d.category, None, None, d.name)) for d in device], np.int32),
+            corr = np.where(runtime, ids(e.correlation for e in mine), -1)
+            self.host.append([0, which, t[rows], end[rows], thread, ids(e.ext_id for e in mine), corr])
+        self.device.append(
+            [
+                0,
+                np.array([key((None, d.category, None, None, d.name)) for d in device], np.int32),
+                np.array([d.start_ns for d in device], np.int64),
+                np.array([d.end_ns for d in device], np.int64),
+                ids(d.ext_id for d in device),
+                ids(d.correlation for d in device),
+            ]
         )
-        self.device_files.append(0)
 
     def _ids(self, ids: Any) -> Any:
         """The ids as each event keeps them (None for none), or None for every event when they are not kept."""
@@ -192,123 +173,94 @@ class _TreeReader:
         kept[ids < 0] = None
         return kept.tolist()
 
-    def pieces(self, key_offset: int = 0) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        """The events read, as columns a piece at a time, without letting go of them (``forest`` does).
+    def pieces(self, key_offset: int = 0) -> tuple[list[list[Any]], list[list[Any]]]:
+        """The events read, as columns a piece at a time; the reader lets go of them.
 
         Host pieces, one per thread: ``(table, key, start, end, thread name, External id, correlation)``,
         the events in tree order (a correlation only on runtime calls); device pieces, one per
         timeline read: ``(table, key, start, end, External id, correlation)``. Ids are -1 for none;
         keys are offset by ``key_offset`` (the readers of several ranks put their keys in one list).
         """
-        import numpy as np
-
-        host = []
-        for (_, rows, t, d, c, x, runtime, _, which, label), fi in zip(self.threads, self.files):
-            starts = t[rows]
-            corr = np.where(runtime, c[rows], -1)
-            host.append((fi, which + key_offset, starts, starts + d[rows], self.labels[label], x[rows], corr))
-        pieces = zip(self.device_files, *self.device)
-        device = [(fi, k + key_offset, s, e, x, c) for fi, c, x, s, e, k in pieces]
+        host, device, self.host, self.device = self.host, self.device, [], []
+        if key_offset:
+            host = [[fi, k + key_offset, *rest] for fi, k, *rest in host]
+            device = [[fi, k + key_offset, *rest] for fi, k, *rest in device]
         return host, device
 
-    def forest(self) -> _Forest:
-        """The events read, nested in their trees, each device event linked to the op that launched it.
 
-        Each row is the child of the innermost open row of its thread it starts and ends
-        within (``_parents``). The correlation id comes first: it ties the device event to
-        the runtime call that launched it, and that call to its op (the op whose External
-        id the call carries, else the innermost op around the call). The External id is the
-        fallback. The reader lets go of its columns.
-        """
-        import numpy as np
+def forest_of(cols: EventColumns, whats: Sequence[tuple[Any, ...]], key_offset: int = 0) -> _Forest:
+    """The findings' call trees of one rank's events read as columns (a ``_TreeReader``'s, in tree order).
 
-        from neuronprof.analysis.insights._forest import _Forest
+    Each row is the child of the innermost open row of its thread it starts and ends
+    within (``_parents``). Each device event is linked to the op that launched it: the
+    correlation id comes first, tying the device event to the runtime call that launched
+    it, and that call to its op (the op whose External id the call carries, else the
+    innermost op around the call); the External id is the fallback.
 
-        parents = []
-        for i, (first, rows, t, d, *columns) in enumerate(self.threads):
-            starts = t[rows]
-            parent = _parents(starts, starts + d[rows])
-            parent = np.where(parent >= 0, parent + first, -1).astype(np.int32)
-            parents.append(parent)
-            self.threads[i] = (first, rows, t, d, *columns, parent)
-        dev_corr, dev_ext, dev_start, dev_end, dev_key = (
-            _joined(self.device) if any(len(p) for p in self.device[0]) else [np.empty(0, np.int64)] * 5
-        )
-        target = self._targets(dev_corr, dev_ext)
-        del dev_corr, dev_ext
-        threads, self.threads = self.threads, []
-        empty = np.empty(0, np.int64)
+    Args:
+        cols: The rank's events: host rows thread by thread, each thread's by start then the
+            longer first; threads numbered in the order they come.
+        whats: Per key of the rank: ``(host category, device category, shapes, dtypes, name)``.
+        key_offset: Where the rank's keys start in ``cols``' (the readers of several ranks put
+            their keys in one list).
+    """
+    import numpy as np
 
-        def joined(pieces: list[Any]) -> Any:
-            return np.concatenate(pieces) if pieces else empty
+    from neuronprof.analysis.insights._forest import _Forest
 
-        host = (
-            joined([th[8] for th in threads]),
-            joined([th[2][th[1]] for th in threads]),
-            joined([th[2][th[1]] + th[3][th[1]] for th in threads]),
-            joined([th[10] for th in threads]),
-            joined([np.full(len(th[1]), th[9], np.int32) for th in threads]),
-        )
-        del threads
-        return _Forest(self.whats, self.labels, host, (dev_key, dev_start, dev_end, target))
+    key = cols.key - key_offset if key_offset else cols.key
+    dkey = cols.dkey - key_offset if key_offset else cols.dkey
+    start, end, thread = np.asarray(cols.start, np.int64), np.asarray(cols.end, np.int64), cols.thread
+    parent = np.full(len(key), -1, np.int32)
+    edges = [0, *(np.flatnonzero(np.diff(thread)) + 1).tolist(), len(key)]
+    for a, b in zip(edges, edges[1:]):
+        if b > a:
+            mine = _parents(start[a:b], end[a:b])
+            parent[a:b] = np.where(mine >= 0, mine + a, -1)
+    is_runtime = np.array([w[0] == "runtime" for w in whats], bool)
+    is_op = np.array([w[0] == "op" or _is_region(w[4]) for w in whats], bool)
+    target = _targets(
+        (key, start, end, parent, is_runtime[key], is_op[key], cols.corr, cols.ext), cols.dcorr, cols.dext
+    )
+    return _Forest(whats, cols.threads, (key, start, end, parent, thread), (dkey, cols.dstart, cols.dend, target))
 
-    def _targets(self, dev_corr: Any, dev_ext: Any) -> Any:
-        """Each device event's owner row (-1: none), from the threads' columns (nested already)."""
-        import numpy as np
 
-        target = np.full(len(dev_corr), -1, np.int64)
-        if not len(dev_corr) or not self.count:
-            return target
-        # The runtime calls with a correlation id and the ops with an External id, in row order:
-        # their rows and their ids.
-        calls: list[list[Any]] = [[], [], []]
-        ops: list[list[Any]] = [[], []]
-        for first, rows, _, _, c, x, runtime, op, *_ in self.threads:
-            corr, ext = c[rows], x[rows]
-            mine = np.flatnonzero(runtime & (corr >= 0))
-            _append(calls, mine + first, corr[mine], ext[mine])
-            mine = np.flatnonzero(op & (ext >= 0))
-            _append(ops, mine + first, ext[mine])
-            del corr, ext, mine
-        call_at, call_corr, call_ext = _joined(calls)
-        op_at, op_ext = _joined(ops)
-        # The first runtime call of each correlation id, the first op of each External id.
-        by_corr, by_ext = _first_of(call_corr), _first_of(op_ext)
-        del call_corr, op_ext
-        rt = by_corr(dev_corr)
-        del by_corr
-        launched = np.flatnonzero(rt >= 0)
-        rt = rt[launched]
-        rt_at, owner = call_at[rt], by_ext(call_ext[rt])
-        del rt, call_at, call_ext
-        owner_at = _pick(op_at, owner)
-        (rt_start, rt_end), (owner_start, owner_end) = self._spans(rt_at), self._spans(owner_at)
-        ok = (owner >= 0) & (owner_start <= rt_start) & (rt_end <= owner_end)
-        del rt_start, rt_end, owner_start, owner_end, owner
-        target[launched[ok]] = owner_at[ok]
-        if not ok.all():
-            parent, op = (np.concatenate(column) for column in zip(*((th[10], th[7]) for th in self.threads)))
-            for i, n in zip(launched[~ok].tolist(), parent[rt_at[~ok]].tolist()):  # else the innermost op around it
-                while n >= 0 and not op[n]:
-                    n = int(parent[n])
-                target[i] = n
-            del parent, op
-        del rt_at, owner_at, ok, launched
-        left = target < 0
-        target[left] = _pick(op_at, by_ext(dev_ext[left]))
+def _targets(host: tuple[Any, ...], dev_corr: Any, dev_ext: Any) -> Any:
+    """Each device event's owner row (-1: none), from the host rows' columns (nested already):
+    ``(key, start, end, parent, runtime, op, correlation, External id)``."""
+    import numpy as np
+
+    _, start, end, parent, runtime, op, corr, ext = host
+    target = np.full(len(dev_corr), -1, np.int64)
+    if not len(dev_corr) or not len(start):
         return target
-
-    def _spans(self, at: Any) -> tuple[Any, Any]:
-        """The start and end of the rows ``at`` (-1: none, read as 0), from the columns."""
-        import numpy as np
-
-        start, end = np.zeros(len(at), np.int64), np.zeros(len(at), np.int64)
-        for first, rows, t, d, *_ in self.threads:
-            mine = np.flatnonzero((at >= first) & (at < first + len(rows)))
-            i = rows[at[mine] - first]
-            start[mine] = t[i]
-            end[mine] = t[i] + d[i]
-        return start, end
+    # The runtime calls with a correlation id and the ops with an External id, in row order.
+    call_at = np.flatnonzero(runtime & (corr >= 0))
+    call_corr, call_ext = corr[call_at], ext[call_at]
+    op_at = np.flatnonzero(op & (ext >= 0))
+    # The first runtime call of each correlation id, the first op of each External id.
+    by_corr, by_ext = _first_of(call_corr), _first_of(ext[op_at])
+    del call_corr
+    rt = by_corr(dev_corr)
+    del by_corr
+    launched = np.flatnonzero(rt >= 0)
+    rt = rt[launched]
+    rt_at, owner = call_at[rt], by_ext(call_ext[rt])
+    del rt, call_at, call_ext
+    owner_at = _pick(op_at, owner)
+    at = np.maximum(owner_at, 0)  # -1 (none) read as row 0: such an owner is refused below
+    ok = (owner >= 0) & (start[at] <= start[rt_at]) & (end[rt_at] <= end[at])
+    del owner, at
+    target[launched[ok]] = owner_at[ok]
+    if not ok.all():
+        for i, n in zip(launched[~ok].tolist(), parent[rt_at[~ok]].tolist()):  # else the innermost op around it
+            while n >= 0 and not op[n]:
+                n = int(parent[n])
+            target[i] = n
+    del rt_at, owner_at, ok, launched
+    left = target < 0
+    target[left] = _pick(op_at, by_ext(dev_ext[left]))
+    return target
 
 
 def _frozen(value: Any) -> Any:
@@ -321,22 +273,6 @@ def _pick(values: Any, i: Any) -> Any:
     import numpy as np
 
     return np.where(i >= 0, values[np.maximum(i, 0)], -1) if len(values) else np.full(len(i), -1, np.int64)
-
-
-def _append(columns: list[list[Any]], *values: Any) -> None:
-    for column, value in zip(columns, values):
-        column.append(value)
-
-
-def _joined(columns: list[list[Any]]) -> list[Any]:
-    """Each column's pieces joined, and let go of one column at a time (they are read once)."""
-    import numpy as np
-
-    out = []
-    for i, pieces in enumerate(columns):
-        out.append(np.concatenate(pieces))
-        columns[i] = []
-    return out
 
 
 def _first_of(ids: Any) -> Callable[[Any], Any]:

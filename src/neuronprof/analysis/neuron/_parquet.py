@@ -308,11 +308,7 @@ def framework_links(events: EventTable) -> dict[Any, str]:
     for where, found in carriers.items():
         th = events.threads.get(where)
         ops = (
-            [
-                (t, t + d, keys.raw_names[k])
-                for t, d, k in zip(th.ts, th.dur, th.kid)
-                if keys.keys[k][1] == "cpu_op"
-            ]
+            [(t, t + d, keys.raw_names[k]) for t, d, k in zip(th.ts, th.dur, th.kid) if keys.keys[k][1] == "cpu_op"]
             if th is not None
             else []
         )
@@ -321,9 +317,7 @@ def framework_links(events: EventTable) -> dict[Any, str]:
     return links
 
 
-def _innermost(
-    spans: list[tuple[int, int, str]], carriers: list[tuple[int, int, Any, str]]
-) -> list[Optional[str]]:
+def _innermost(spans: list[tuple[int, int, str]], carriers: list[tuple[int, int, Any, str]]) -> list[Optional[str]]:
     """For each carrier ``(start, end, ...)``, the innermost op span of its thread around it (None: none).
 
     One sweep in start order with a stack of the op spans still open (ops on one thread nest),

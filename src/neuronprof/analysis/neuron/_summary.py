@@ -97,7 +97,7 @@ def parse_summary(
     if not profiles and any(k in data for k in ("total_time", "tensor_engine_active_time")):
         profiles = {"n_profile": data}  # a lone metrics object, without the key around it
     if not profiles:
-        raise ValueError("summary-json holds no profile (expected {\"n_<hex>\": {...}})")
+        raise ValueError('summary-json holds no profile (expected {"n_<hex>": {...}})')
     devices = [k for k in profiles if k.startswith("n_")]
     out = []
     for key, m in profiles.items():
@@ -131,15 +131,11 @@ def parse_summary(
             )
         )
         if bad and notes is not None:
-            notes.append(
-                f"{name or key}: {', '.join(bad)} not finite or too large to be real; shown as not available"
-            )
+            notes.append(f"{name or key}: {', '.join(bad)} not finite or too large to be real; shown as not available")
     return out
 
 
-def read_summary_file(
-    path: str, label: Optional[str] = None, notes: Optional[list[str]] = None
-) -> list[DeviceSummary]:
+def read_summary_file(path: str, label: Optional[str] = None, notes: Optional[list[str]] = None) -> list[DeviceSummary]:
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()

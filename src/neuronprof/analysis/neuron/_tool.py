@@ -208,8 +208,18 @@ class NeuronTool:
 
         data = os.path.abspath(os.fspath(data_path))
         events = os.path.join(data, "profiles", "global", f"{display_name}@latest", SYSTEM_EVENTS)
-        cmd = [self.path, "view", "-d", os.path.abspath(os.fspath(folder)), INGEST_FLAGS[0], "--data-path", data,
-               "--display-name", display_name, *INGEST_FLAGS[1:]]
+        cmd = [
+            self.path,
+            "view",
+            "-d",
+            os.path.abspath(os.fspath(folder)),
+            INGEST_FLAGS[0],
+            "--data-path",
+            data,
+            "--display-name",
+            display_name,
+            *INGEST_FLAGS[1:],
+        ]
         from neuronprof._io import private_dir, remove_private_dir  # on use: reading JSON runs no tool
 
         work = str(private_dir("neuron-explorer"))

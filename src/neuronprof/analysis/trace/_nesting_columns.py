@@ -42,6 +42,7 @@ def worth_it(events: int) -> bool:
     """Whether a timeline of this many events is walked on columns (``walk_columns``, its device rows too)."""
     return events >= (COLUMNS_MIN if "numpy" in sys.modules else max(COLUMNS_MIN, COLUMNS_MIN_COLD))
 
+
 BLOCK = 1 << 14
 """About how many events one block of top-level spans holds (its working arrays are some 100 bytes an event)."""
 
