@@ -600,17 +600,25 @@ def test_the_command_line_prints_a_warning_as_one_plain_line(
     st.lists(st.tuples(st.integers(0, 400), st.integers(0, 60), st.integers(0, 3)), max_size=60),
     st.lists(st.tuples(st.integers(0, 400), st.integers(0, 120)), min_size=1, max_size=12),
 )
-def test_windows_read_a_group_at_a_time_are_windows_read_at_once(
+def test_each_instant_of_a_window_goes_to_the_first_owner_over_it_whatever_the_windows_read_at_once(
     events: list[tuple[int, int, int]], windows: list[tuple[int, int]]
 ) -> None:
-    # first_owner_ns reads the windows WINDOWS_AT_ONCE at a time, each group with the spans over it only.
+    # first_owner_ns reads the windows WINDOWS_AT_ONCE at a time, each group with the merged spans over it only.
     from neuronprof import _report_overview
 
     starts = np.array([s for s, _, _ in events], np.int64)
     ends = np.array([s + d for s, d, _ in events], np.int64)
     owners = np.array([k for _, _, k in events], np.int8)
     steps = sorted((f"step {i}", lo, lo + d) for i, (lo, d) in enumerate(windows))
-    at_once = _report_overview._first_owner_ns(starts, ends, owners, steps, 3)
+    expected = []  # instant by instant: the lowest owner (below 3) with a span over it
+    for _, lo, hi in steps:
+        row = [0, 0, 0]
+        for t in range(lo, hi):
+            over = [k for s, d, k in events if s <= t < s + d and k < 3]
+            if over:
+                row[min(over)] += 1
+        expected.append(row)
+    assert _report_overview.first_owner_ns(starts, ends, owners, steps, 3) == expected
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_report_overview, "WINDOWS_AT_ONCE", 2)
-        assert _report_overview.first_owner_ns(starts, ends, owners, steps, 3) == at_once
+        assert _report_overview.first_owner_ns(starts, ends, owners, steps, 3) == expected

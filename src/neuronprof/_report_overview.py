@@ -100,7 +100,7 @@ def _device_category(name: str, category: Optional[str]) -> str:
 
 
 WINDOWS_AT_ONCE = 64
-"""How many windows ``first_owner_ns`` reads at a time (with the events over them only, not all of a trace's)."""
+"""How many windows ``first_owner_ns`` reads at a time (with the spans over them only, not all of a trace's)."""
 
 
 def first_owner_ns(
@@ -109,29 +109,31 @@ def first_owner_ns(
     """Per window ``(name, lo, hi)``, the ns of ``[lo, hi)`` each owner ``0..n-1`` takes, each instant counted once.
 
     An instant belongs to the lowest-numbered owner with a span ``[start, end)`` over it (owners
-    ``n`` and above take nothing). The windows are read ``WINDOWS_AT_ONCE`` at a time, each group
-    with the spans that reach into it: what a group's instants are owned by, and no more.
+    ``n`` and above take nothing). Each owner's spans are merged once; the windows are then read
+    ``WINDOWS_AT_ONCE`` at a time, each group with the merged spans that reach into it (found by
+    a sorted search): what a group's instants are owned by, and no more.
     """
-    if len(windows) <= WINDOWS_AT_ONCE:
-        return _first_owner_ns(starts, ends, owners, windows, n)
+    unions = [vocab.merged_spans(starts[owners == k], ends[owners == k]) for k in range(n)]
     out: list[list[int]] = []
     for at in range(0, len(windows), WINDOWS_AT_ONCE):
         group = windows[at : at + WINDOWS_AT_ONCE]
         lo, hi = min(w[1] for w in group), max(w[2] for w in group)
-        over = np.flatnonzero((starts < hi) & (ends > lo))
-        out += _first_owner_ns(starts[over], ends[over], owners[over], group, n)
+        # Disjoint and sorted: the spans that end after ``lo`` and start before ``hi`` are a range.
+        over = [
+            (u[0][a:b], u[1][a:b])
+            for u in unions
+            for a, b in [(np.searchsorted(u[1], lo, "right"), np.searchsorted(u[0], hi))]
+        ]
+        out += _first_owner_ns(over, group, n)
     return out
 
 
-def _first_owner_ns(
-    starts: np.ndarray, ends: np.ndarray, owners: np.ndarray, windows: Sequence[Window], n: int
-) -> list[list[int]]:
-    """``first_owner_ns`` of windows read at once."""
+def _first_owner_ns(unions: list[tuple[np.ndarray, np.ndarray]], windows: Sequence[Window], n: int) -> list[list[int]]:
+    """``first_owner_ns`` of windows read at once, given each owner's merged spans (starts, ends)."""
     if not windows:
         return []
     lo = np.fromiter((w[1] for w in windows), np.int64, len(windows))
     hi = np.fromiter((w[2] for w in windows), np.int64, len(windows))
-    unions = [vocab.merged_spans(starts[owners == k], ends[owners == k]) for k in range(n)]
     # The instants between two consecutive points are all under the same owners' spans.
     points = np.sort(np.concatenate([*(x for union in unions for x in union), lo, hi]))
     first = np.full(len(points) - 1, n, np.int8)
