@@ -93,8 +93,10 @@ def step_self_ratio(model: nn.Module, x: torch.Tensor, rounds: int, with_stack: 
     label = " (with_stack=True)" if with_stack else ""
     print(f"ProfilerStep* self CPU per step{label}, median over {len(runs['np'])} sessions of 8 steps:")
     print(f"  neuronprof.session {med['np']:8.1f} µs; hand-written {med['raw']:8.1f} µs and {med['raw2']:8.1f} µs")
-    print(f"  ratio neuronprof / hand-written: {med['np'] / med['raw']:.3f}; noise (hand-written / hand-written): "
-          f"{med['raw2'] / med['raw']:.3f}  (target: within noise of 1.0)")
+    print(
+        f"  ratio neuronprof / hand-written: {med['np'] / med['raw']:.3f}; noise (hand-written / hand-written): "
+        f"{med['raw2'] / med['raw']:.3f}  (target: within noise of 1.0)"
+    )
 
 
 def main() -> None:

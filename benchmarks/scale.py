@@ -25,7 +25,8 @@ A tiny trace (about 50 kB) is run the same way first, beside ``python -c pass``,
 above), and ``neuronprof COMMAND --help`` and ``neuronprof COMMAND --no-such-option``
 for every command: these give the start-up times. In each size's rounds every
 contender runs on the tiny trace too, just before its own run: that is its fixed
-cost, taken off before the growth is fitted.
+cost, taken off before the growth is fitted (a rank folder's run on the tiny folder
+starts the worker processes its large runs start: ``--jobs``).
 
 It prints each size's figures (wall time, CPU time = user + system of the child, the
 spread of the CPU time over the rounds, the fixed cost, peak RSS), then the ratios with
@@ -347,6 +348,21 @@ def contenders(inputs: Inputs, out: Path, only: frozenset[str], hta: bool) -> li
                 extra = ("-o", str(out / "ranks.html"), "--overwrite") if name == "report" else ()
                 runs.append(Contender(f"ranks {name}", f"rank folder: neuronprof {name}", (*cli, name, folder, *extra)))
     return runs
+
+
+def _fixed_cost(tiny: Contender, ranks: int) -> Contender:
+    """A contender's run on the tiny trace, as the fixed cost of its growth fit.
+
+    A rank folder's run starts the worker processes its large runs start (one per core, one
+    per file at most): the tiny folder, under ``SMALL_FOLDER``, would be read in the process
+    without ``--jobs``, and the workers' start-up would then count as growth.
+    """
+    argv = tiny.argv
+    if tiny.key.startswith("ranks "):
+        from neuronprof._executors import cores
+
+        argv = (*argv, "--jobs", str(max(1, min(cores(), ranks))))
+    return replace(tiny, key=FIXED + tiny.key, label=f"{tiny.label} (tiny trace)", argv=argv)
 
 
 BAD_OPTION = "--no-such-option"
@@ -915,7 +931,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             runs.update((c.key, c) for c in these)
             # Each contender right after its own run on the tiny trace: the fixed cost of the growth fit,
             # measured in the same rounds, so under the same load.
-            fixed_cost = {c.key: replace(c, key=FIXED + c.key, label=f"{c.label} (tiny trace)") for c in tiny_runs}
+            fixed_cost = {c.key: _fixed_cost(c, args.ranks) for c in tiny_runs}
             interleaved = [r for c in these for r in (fixed_cost[c.key], c)]
             by_size[inputs.label] = measure(interleaved, args.rounds, env, inputs.label)
             sizes.append(inputs)

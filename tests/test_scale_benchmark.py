@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from neuronprof._executors import cores
 from neuronprof.commands import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,6 +71,20 @@ def test_growth_is_the_slope_of_log_time_less_the_fixed_cost(scale: ModuleType) 
     assert scale.growth(sizes, by_size, "linear") is None
     assert scale._growth_cell(1.05, True) == "1.05 PASS"
     assert scale._growth_cell(0.85, True) == "0.85 MISS"
+
+
+def test_a_rank_folders_fixed_cost_starts_the_workers_its_large_runs_start(scale: ModuleType, tmp_path: Path) -> None:
+    # The tiny folder is read in the process unless --jobs is given: its run would leave the
+    # workers' start-up out of the fixed cost, and count it as growth.
+    tiny = SimpleNamespace(trace=tmp_path / "t.json", sibling=tmp_path / "s.json", neuron=tmp_path, ranks=tmp_path)
+    runs = scale.contenders(tiny, tmp_path, frozenset({"summarize", "report"}), False)
+    fixed = {c.key: scale._fixed_cost(c, ranks=4) for c in runs}
+    assert set(fixed) == {"summarize", "report", "ranks summarize", "ranks report"}
+    for key, c in fixed.items():
+        assert c.key == scale.FIXED + key
+        assert ("--jobs" in c.argv) == key.startswith("ranks ")
+    jobs = fixed["ranks report"].argv
+    assert jobs[jobs.index("--jobs") + 1] == str(min(4, cores()))
 
 
 def test_ratios_count_cpu_per_file_read_and_memory_above_the_baseline(scale: ModuleType) -> None:
