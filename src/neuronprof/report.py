@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from neuronprof.analysis import Trace, TraceDiff
     from neuronprof.analysis.insights import Insights, RankInsights, Timeline
     from neuronprof.analysis.insights._columns import EventColumns
+    from neuronprof.analysis.insights._trace import Read
     from neuronprof.analysis.neuron import NeuronProfile
 
 __all__ = [
@@ -374,13 +375,15 @@ def trace_report(
     neuron: Optional[NeuronProfile] = None,
     device_note: Optional[str] = None,
     same: Optional[str] = None,
+    read: Optional[Read] = None,
 ) -> str:
     """``render_report`` of a loaded trace (a file's, or a session's record): its findings, timeline, two-run pane.
 
     ``timeline`` defaults to the trace's own events, whose findings are the trace's own; ``baseline``
     (a trace file, folder or ``Trace``) adds the pane of ``neuronprof diff BASELINE TRACE``;
     ``device_note``, without ``neuron``, says in the kernels pane why the device's own profile is absent;
-    ``same``, that ``baseline`` is the trace's own file or folder (said first in the two-run pane).
+    ``same``, that ``baseline`` is the trace's own file or folder (said first in the two-run pane);
+    ``read``, ``read_of(trace)`` when the caller has read the trace's events already.
     """
     from neuronprof.analysis.insights import analyze_timeline
     from neuronprof.analysis.insights._columns import of_timeline
@@ -392,7 +395,7 @@ def trace_report(
     if timeline is None:
         # The trace's events read once: drawn first, then the readers' columns read by the findings,
         # then let go before the page is made.
-        read = read_of(trace)
+        read = read or read_of(trace)
         drawn = _draw(read.columns, neuron, device_note, known)
         insights = insights_of(trace, read)
         del read

@@ -28,7 +28,11 @@ def run(args: argparse.Namespace) -> int:
     from neuronprof.analysis.trace import load_trace
     from neuronprof.commands._output import emit
 
-    # What advise(path) does; the findings' rules are imported once the trace is read.
-    result = load_trace(args.trace).insights()
+    # What advise(path) does; the findings' rules are imported once the trace is read. The
+    # command's own trace: its tables let go of their events as they are read into columns.
+    trace = load_trace(args.trace)
+    from neuronprof.analysis.insights._trace import insights_of, read_of
+
+    result = insights_of(trace, read_of(trace, release=True))
     emit(getattr(result, f"to_{args.format}")())  # the model's own verb for the format
     return 0

@@ -89,11 +89,15 @@ def run(args: argparse.Namespace) -> int:
     trace = load_trace(source)  # the one read of the file: every pane reads its events
     # The report's panes and templates are imported once the inputs are read.
     from neuronprof._io import write_text
+    from neuronprof.analysis.insights._trace import insights_of, read_of
     from neuronprof.report import environment, trace_report, trace_settings
 
+    # The command's own trace: its tables let go of their events as they are read into the
+    # columns every pane and the findings read (the events are held once).
+    read = read_of(trace, release=True)
     ranks: dict[str, Any] = {"steps": trace.steps, "rank": trace.rank}
     if trace.ranks:  # several ranks ran their steps side by side: each is read, and drawn, on its own
-        straggler = getattr(trace.insights(), "straggler", None)
+        straggler = getattr(insights_of(trace, read), "straggler", None)
         ranks = {
             "ranks": f"{len(trace.ranks)}" + ("" if straggler is None else f"; straggler: rank {straggler}"),
             "steps": ", ".join(f"rank {t.rank}: {t.steps}" for t in trace.ranks),
@@ -110,7 +114,10 @@ def run(args: argparse.Namespace) -> int:
     # Grouped as the session's own report groups it: by input shape when they were recorded.
     shapes = bool(trace.event_tables and trace.event_tables[0].metadata.get("record_shapes"))
     table = trace.table("device", group_by="shape" if shapes else "name")
-    text = trace_report(trace, table, settings=settings, title=title, baseline=args.baseline, neuron=neuron, same=same)
+    text = trace_report(
+        trace, table, settings=settings, title=title, baseline=args.baseline, neuron=neuron, same=same, read=read
+    )
+    del read
     write_text(target.resolve(), text, overwrite=args.overwrite)
     print(f"report written to {target}", file=sys.stderr)
     return 0

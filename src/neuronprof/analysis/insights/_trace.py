@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union, cast
 
@@ -87,7 +88,7 @@ def insights_of(trace: Trace, read: Optional[Read] = None) -> Union[Insights, Ra
     return cast("Union[Insights, RankInsights]", cached)
 
 
-def read_of(trace: Trace) -> Read:
+def read_of(trace: Trace, *, release: bool = False) -> Read:
     """A trace's timeline and its events as columns, every rank's and each rank's.
 
     Each rank's events are read by a reader of their own (ids repeat across ranks), whose
@@ -97,14 +98,28 @@ def read_of(trace: Trace) -> Read:
 
     Args:
         trace: The loaded trace.
+        release: Let each event table's events go once they are read (a command's own trace,
+            loaded for its findings or its report only): the events are then held once, as
+            these columns, not twice. Tables with allocation records keep theirs (the memory
+            pane reads the ops around each record). The trace's events cannot be read again.
+
+    Raises:
+        RuntimeError: The trace's events were let go of by an earlier ``read_of``.
     """
+    _check_held(trace)
     readers: dict[Optional[int], _TreeReader] = {}
 
     def read(fi: int, table: EventTable, *into: Any) -> None:
         rank = _rank_of(table.source, table.metadata) if trace.ranks else None
         (readers.get(rank) or readers.setdefault(rank, _TreeReader()))(fi, table, *into)
+        if release and not table.memory:
+            table.let_go_of_events()  # the reader's pieces hold what the rules and the panes read of them
 
+    if release:
+        trace.__dict__[_LET_GO] = True
     timeline = _timeline(trace, read)
+    if release:
+        _return_freed_memory()
     keys = [t.rank for t in timeline.ranks] if trace.ranks else [None]
     ranks = [readers.get(k, _TreeReader()) for k in keys]
     offsets = [0]
@@ -112,6 +127,34 @@ def read_of(trace: Trace) -> Read:
         offsets.append(offsets[-1] + len(reader.whats))
     columns = columns_of(timeline, ranks)
     return Read(timeline, columns, tuple((o, r.whats) for o, r in zip(offsets, ranks)))
+
+
+def _return_freed_memory() -> None:
+    """Ask glibc's allocator to give the pages of freed blocks back to the system (``malloc_trim``).
+
+    The tables' columns grow as arrays of many sizes: freed, they stay with the process's
+    heap, where numpy's large arrays (mapped apart) never reuse them. Dask's workers trim
+    the same way; elsewhere (macOS, Windows, musl) this does nothing.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    from contextlib import suppress
+
+    with suppress(OSError, AttributeError):  # not glibc
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+_LET_GO = "_events_let_go"
+"""The key a trace whose event tables let go of their events (``read_of(release=True)``) is marked with."""
+
+
+def _check_held(trace: Trace) -> None:
+    if trace.__dict__.get(_LET_GO):
+        raise RuntimeError(
+            "this trace's events were read once, for a command's findings or report, and let go of; "
+            "load the trace again to read them"
+        )
 
 
 def timeline_of(trace: Trace) -> Timeline:
@@ -123,7 +166,11 @@ def timeline_of(trace: Trace) -> Timeline:
     sums follow. A live session's tables (no file) make a timeline whose source is
     ``"session"``. The host events come thread by thread, each thread's by start, the
     longer first (the order of its call tree, ``_TreeReader``).
+
+    Raises:
+        RuntimeError: The trace's events were let go of (``read_of(release=True)``).
     """
+    _check_held(trace)
     return _timeline(trace, _TreeReader(events=True))
 
 
