@@ -243,3 +243,17 @@ def test_long_threads_are_walked_a_window_at_a_time_with_the_same_tree(monkeypat
             name = r.choice(["aten::a", "aten::b", "aten::c"])
             host.append(HostEvent(name, start, start + r.choice([0, 1, 5, 30, 120]), thread=r.choice("01")))
         same_as_reference(Timeline(tuple(host)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 4), st.integers(0, 4)), max_size=12))
+def test_rows_already_in_tree_order_are_those_the_sort_leaves_where_they_are(rows: list[tuple[int, int, int]]) -> None:
+    # The call tree sorts the ops by thread, start and the longer first, unless they are in that order already.
+    import numpy as np
+
+    from neuronprof._report_ops import _in_tree_order
+
+    thread, start, length = (np.array(c, np.int64).reshape(-1) for c in zip(*rows)) if rows else [np.empty(0)] * 3
+    end = start + length
+    order = np.lexsort((-end, start, thread))
+    assert _in_tree_order(thread, start, end) == bool((order == np.arange(len(rows))).all())

@@ -107,9 +107,26 @@ def _ops_by_thread(cols: EventColumns, is_op: Any) -> tuple[Any, Any]:
     count = len(cols.threads)
     rank = np.empty(count, np.int64)
     rank[np.argsort(_first_order(cols.thread[rows], count), kind="stable")] = np.arange(count)
-    rows = rows[np.lexsort((-cols.end[rows], cols.start[rows], rank[cols.thread[rows]]))]
+    if not _in_tree_order(rank[cols.thread[rows]], cols.start[rows], cols.end[rows]):
+        # (a trace's columns are in that order already: thread by thread, each by start, the longer first)
+        rows = rows[np.lexsort((-cols.end[rows], cols.start[rows], rank[cols.thread[rows]]))]
     bounds = np.searchsorted(rank[cols.thread[rows]], np.arange(count + 1))
     return rows, bounds
+
+
+def _in_tree_order(thread: Any, start: Any, end: Any) -> bool:
+    """Whether rows are by thread, then by start, then the longer first (what the stable sort above gives)."""
+
+    if len(thread) < 2:
+        return True
+    later_thread = thread[1:] != thread[:-1]
+    if (thread[1:] < thread[:-1]).any():
+        return False
+    same = ~later_thread
+    later_start = start[1:] > start[:-1]
+    if (same & (start[1:] < start[:-1])).any():
+        return False
+    return not (same & ~later_start & (end[1:] > end[:-1])).any()
 
 
 _CHUNK = 1 << 16
