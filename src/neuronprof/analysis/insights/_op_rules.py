@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from collections.abc import Sequence
-from typing import Any, Optional
+import itertools
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof.analysis.insights._copies import (
     _cause,
@@ -18,7 +19,7 @@ from neuronprof.analysis.insights._findings import (
     CHAIN_MIN_OPS,
     Finding,
 )
-from neuronprof.analysis.insights._intervals import _union
+from neuronprof.analysis.insights._intervals import _array, _union
 from neuronprof.analysis.insights._tally import (
     _per_step,
     _Tally,
@@ -28,9 +29,13 @@ from neuronprof.analysis.insights._tree import (
     COPY_OPS,
     ELEMENTWISE_OPS,
     MATMUL_OPS,
+    _NameMemo,
     _Node,
     _Profile,
 )
+
+if TYPE_CHECKING:
+    from neuronprof.analysis.insights._forest import _Forest
 
 _FUSED_FORMS: tuple[tuple[str, frozenset[str], str], ...] = (
     (
@@ -108,30 +113,103 @@ def _feeds(prev: _Node, cur: _Node) -> bool:
     return False
 
 
-def _has_own_bias(matmul: _Node) -> bool:
-    """Whether a matmul already adds a bias: ``aten::linear`` given a bias, or one that runs ``aten::addmm``."""
-    shapes = matmul.input_shapes
-    if matmul.name == "aten::linear" and shapes and len(shapes) >= 3 and shapes[2]:
-        return True
-    return any(n.name in ("aten::addmm", "aten::baddbmm") for n in matmul.walk()[1:])  # (the first: the matmul)
-
-
-def _bias_add(matmul: _Node, add: _Node) -> bool:
-    """Whether ``add`` adds a bias to ``matmul``'s output: what ``addmm`` would fuse.
+def _bias_shaped(shapes: Optional[tuple[tuple[int, ...], ...]]) -> bool:
+    """Whether an ``add``'s recorded inputs are a matmul's output and a bias: what ``addmm`` would fuse.
 
     Only with recorded shapes: the add takes the matmul's output and a vector of its
     last dimension (``(n, out) + (out,)``, or ``(1, ..., 1, out)``). Two operands of the
-    same shape are a residual connection, not a bias, and a matmul with a bias of its
-    own (``nn.Linear(bias=True)`` runs ``addmm``) has nothing left to fuse. Without
-    shapes a bias and a residual look the same, so no claim is made.
+    same shape are a residual connection, not a bias. Without shapes a bias and a
+    residual look the same, so no claim is made.
     """
-    shapes = add.input_shapes
-    if not shapes or len(shapes) < 2 or not shapes[0] or not shapes[1] or _has_own_bias(matmul):
+    if not shapes or len(shapes) < 2 or not shapes[0] or not shapes[1]:
         return False
     big, small = sorted(shapes[:2], key=len, reverse=True)
     if len(big) == len(small) and big == small:
         return False  # x + residual
     return small[-1] == big[-1] and all(d == 1 for d in small[:-1])
+
+
+def _own_bias(f: _Forest, rows: Any) -> Any:
+    """Per matmul row, whether it adds a bias already (nothing left for ``addmm`` to fuse).
+
+    ``aten::linear`` given a bias, or a matmul that runs ``aten::addmm`` (``aten::baddbmm``)
+    under it, as ``nn.Linear(bias=True)`` does (the matmul itself does not count).
+    """
+    import numpy as np
+
+    found, back = np.unique(f.key[rows], return_inverse=True)
+    given = [(f.whats[k][4], f.whats[k][2]) for k in found.tolist()]
+    linear = np.array([name == "aten::linear" and bool(s and len(s) >= 3 and s[2]) for name, s in given], bool)
+    linear = linear[back.reshape(-1)]
+    # The rows under each matmul: from the one after it to the last of its subtree.
+    lo = np.asarray(rows, np.int64) + 1
+    counts = f.last[rows] + 1 - lo
+    under = np.arange(int(counts.sum())) + np.repeat(lo - np.cumsum(counts) + counts, counts)
+    adds = f.key_mask(lambda name, _category: name in ("aten::addmm", "aten::baddbmm"))[f.key[under]]
+    owner = np.repeat(np.arange(len(lo)), counts)
+    return linear | (np.bincount(owner[adds], minlength=len(lo)) > 0)
+
+
+def _feeding(whats: Sequence[tuple[Any, ...]]) -> Callable[[Any, Any], Any]:
+    """``_feeds`` of pairs of keys (two int arrays: the previous op's, the next one's), each pair by position.
+
+    ``_feeds`` reads a name and two recorded signatures, which a trace repeats: it is asked once per
+    distinct pair of keys.
+    """
+    import numpy as np
+
+    n = len(whats)
+    signed = _NameMemo(lambda k: _Node(whats[k][4], 0, 0, input_shapes=whats[k][2]))
+
+    def feeds(prev: Any, cur: Any) -> Any:
+        found, back = np.unique(prev.astype(np.int64) * n + cur, return_inverse=True)
+        return np.array([_feeds(signed[c // n], signed[c % n]) for c in found.tolist()], bool)[back.reshape(-1)]
+
+    return feeds
+
+
+def _in_optimizer_rows(f: _Forest, rows: Any) -> Any:
+    """Per row, whether it runs inside ``Optimizer.step``/``zero_grad``: a row above it, below its step, is one."""
+    import numpy as np
+
+    optimizer = f.key_mask(lambda name, _category: _OPTIMIZER.match(name))
+    is_step = f.key_mask(lambda _name, category: category == "step")
+    out = np.zeros(len(rows), bool)
+    at, up = np.arange(len(rows)), f.parent[rows]
+    while len(at):
+        keys = f.key[np.maximum(up, 0)]
+        climb = (up >= 0) & ~is_step[keys]  # up to the root, or to the step
+        inside = climb & optimizer[keys]
+        out[at[inside]] = True
+        climb &= ~inside
+        at, up = at[climb], f.parent[up[climb]]
+    return out
+
+
+def _runs(link: Any, cont: Any, bias_add: Callable[[Any], Any]) -> tuple[Any, Any, Any]:
+    """The runs of ops that may be one chain, as positions in a sequence of ops: ``(starts, ends, bias adds)``.
+
+    A run is as long as each op may be in a chain (``link``) and continues the run of the
+    op before it (``cont``: both linked, in one step, the one fed by the other), except that
+    an op which ``bias_add`` (asked of the positions that start runs) calls a bias add is a run
+    of its own, and the rest of its run a run that starts after it. Runs are in order, each
+    ``[start, end)``; the third array says which runs are bias adds.
+    """
+    import numpy as np
+
+    starts = np.flatnonzero(link & ~cont)
+    ends = np.flatnonzero(link & ~np.append(cont[1:], False)) + 1
+    done: list[tuple[Any, Any, Any]] = [(starts[:0], ends[:0], np.zeros(0, bool))]
+    while len(starts):
+        cut = bias_add(starts)
+        done.append((starts[~cut], ends[~cut], np.zeros(int((~cut).sum()), bool)))
+        starts, ends = starts[cut], ends[cut]
+        done.append((starts, starts + 1, np.ones(len(starts), bool)))
+        rest = ends > starts + 1
+        starts, ends = starts[rest] + 1, ends[rest]
+    starts, ends, bias = (np.concatenate(parts) for parts in zip(*done))
+    order = np.argsort(starts, kind="stable")
+    return starts[order], ends[order], bias[order]
 
 
 def _chains(p: _Profile) -> list[Finding]:
@@ -144,7 +222,7 @@ def _chains(p: _Profile) -> list[Finding]:
     ``_feeds``: a shared input shape when shapes are recorded; independent ops on
     tensors of other shapes break the chain);
     also a matmul without a bias of its own followed by an ``add`` of a bias-shaped
-    vector, when shapes are recorded (``addmm`` fuses it; see ``_bias_add``: a residual
+    vector, when shapes are recorded (``addmm`` fuses it; see ``_bias_shaped``: a residual
     add of two same-shaped tensors or a Python number is not a bias), and any run
     holding a softmax between two matmuls (attention). Ops inside a
     library op (``aten::rms_norm``'s own decomposition), a compiled region or an
@@ -158,97 +236,126 @@ def _chains(p: _Profile) -> list[Finding]:
     attention the two matmuls count in the chain; for a bias add, the add's whole
     time), or the same on host time without device time.
     """
-    tally = _Tally()
-    totals: defaultdict[Any, int] = defaultdict(int)  # the chains' own time
-    gaps: defaultdict[Any, int] = defaultdict(int)  # device idle between their executions
+    import numpy as np
+
     f = p.forest
     whats = f.whats
-    # _feeds reads a name and two recorded signatures, which a trace repeats: decided once per pair of keys.
-    signed = [_Node(w[4], 0, 0, input_shapes=w[2]) for w in whats]
-    fed: dict[tuple[int, int], bool] = {}
-
-    def feeds(prev: int, cur: int) -> bool:
-        found = fed.get((prev, cur))
-        if found is None:
-            found = fed[prev, cur] = _feeds(signed[prev], signed[cur])
-        return found
-
+    # Every step's top-level calls in one sequence, read at once; a run never crosses into the next step.
+    tops = [s.top_rows for s in p.steps if len(s.top_rows)]
+    if not tops:
+        return []
+    rows = np.concatenate(tops)
+    n = len(rows)
+    new = np.zeros(n, bool)  # each step's first call
+    new[np.cumsum([0, *(len(t) for t in tops[:-1])])] = True
+    key = f.key[rows]
     # Elementwise ops, less those inside an optimizer's step (torch.optim's own internals).
-    optimizer = f.key_mask(lambda name, _category: _OPTIMIZER.match(name))[f.key]
-    is_step = f.key_mask(lambda _name, category: category == "step")[f.key]
-    elementwise = f.key_mask(lambda name, _category: name in ELEMENTWISE_OPS)
-    linked = elementwise[f.key] & ~f.under(optimizer, is_step)
-    found: list[tuple[Any, ...]] = []  # the runs: step, names, neighbours, fused form, bias add, rows timed
-    for tally.step, step in enumerate(p.steps):
-        rows = step.top_rows
-        if not len(rows):
-            continue
-        keys = f.key[rows].tolist()
-        tops = [whats[k][4] for k in keys]  # their names
-        link = linked[rows].tolist()
-        i = 0
-        while i < len(tops):
-            if not link[i]:
-                i += 1
-                continue
-            j = i + 1
-            while j < len(tops) and link[j] and feeds(keys[j - 1], keys[j]):
-                j += 1
-            before = tops[i - 1] if i > 0 else None
-            addmm = (
-                before in MATMUL_OPS
-                and tops[i] in ("aten::add", "aten::add_")
-                and feeds(keys[i - 1], keys[i])
-                and _bias_add(f.node(int(rows[i - 1])), signed[keys[i]])
-            )
-            if addmm:
-                j = i + 1  # the bias add alone; what follows it (an activation...) is read as a run of its own
-            run = tops[i:j]
-            after = tops[j] if j < len(tops) else None
-            # (between two matmuls only: most runs are not, and need no list of names)
-            attention = before in MATMUL_OPS and after in MATMUL_OPS and _is_attention(run, before, after)
-            if len(run) >= CHAIN_MIN_OPS or addmm or attention:
-                # Attention's matmuls are part of what the fused op replaces: their time counts too.
-                timed = rows[i - 1 : j + 1] if attention else rows[i:j]
-                found.append((tally.step, tuple(run), before, after, addmm or attention, addmm, timed))
-            i = j
+    link = f.key_mask(lambda name, _category: name in ELEMENTWISE_OPS)[key]
+    link[link] = ~_in_optimizer_rows(f, rows[link])
+    feeds = _feeding(whats)
+    cont = np.zeros(n, bool)
+    follow = np.flatnonzero(link[1:] & link[:-1] & ~new[1:]) + 1
+    cont[follow] = feeds(key[follow - 1], key[follow])
+    matmul = f.key_mask(lambda name, _category: name in MATMUL_OPS)
+    add = f.key_mask(lambda name, _category: name in ("aten::add", "aten::add_"))
+
+    def bias_add(starts: Any) -> Any:
+        # An add right after a matmul of its step, fed by it, adding a bias the matmul does not add itself.
+        out = np.zeros(len(starts), bool)
+        at = starts[~new[starts] & add[key[starts]] & matmul[key[starts - 1]]]
+        if len(at):
+            ok = feeds(key[at - 1], key[at])
+            found, back = np.unique(key[at[ok]], return_inverse=True)  # (the add's shapes: once per key)
+            ok[ok] = np.array([_bias_shaped(whats[k][2]) for k in found.tolist()], bool)[back.reshape(-1)]
+            ok[ok] = ~_own_bias(f, rows[at[ok] - 1])
+            out[np.searchsorted(starts, at)] = ok
+        return out
+
+    starts, ends, addmm = _runs(link, cont, bias_add)
+    # The ops beside each run, in its step (-1: none).
+    before = np.where(new[starts], -1, key[starts - 1])
+    beside = np.append(~new[1:], False)  # whether the next call is in the same step
+    after = np.where(beside[ends - 1], key[np.minimum(ends, n - 1)], -1)
+    # A softmax between two matmuls (only there: most runs are not, and need no look at their ops).
+    softmax = f.key_mask(lambda name, _category: name in ("aten::softmax", "aten::_softmax"))[key]
+    softmaxes = np.concatenate(([0], np.cumsum(softmax)))
+    between = (before >= 0) & (after >= 0) & matmul[np.maximum(before, 0)] & matmul[np.maximum(after, 0)]
+    attention = between & (softmaxes[ends] > softmaxes[starts])
+    kept = (ends - starts >= CHAIN_MIN_OPS) | addmm | attention
+    if not kept.any():
+        return []
+    starts, ends, addmm, attention = starts[kept], ends[kept], addmm[kept], attention[kept]
+    before, after = before[kept], after[kept]
+    # Attention's matmuls are part of what the fused op replaces: their time counts too.
+    lo, hi = starts - attention, ends + attention
+    timed = [rows[a:b] for a, b in zip(lo.tolist(), hi.tolist())]
+    sizes = hi - lo
     if p.has_device_time:
-        costs, gap_ns = f.device_costs([c[-1] for c in found])  # each op's device_ns(); gaps between them
+        costs, gap_ns = f.device_costs(timed)  # each op's device_ns(); gaps between them
+        cost, gaps = _array(list(itertools.chain.from_iterable(costs))), _array(gap_ns)
     else:
-        costs, gap_ns = [(f.end[c[-1]] - f.start[c[-1]]).tolist() for c in found], [0] * len(found)
-    for (tally.step, names, before, after, fused, addmm, _), cost, gap in zip(found, costs, gap_ns):
-        # One fused pass remains; a fused bias add costs nothing extra.
-        stake = sum(cost) if addmm else sum(cost) - max(cost)
-        # Plain chains are told apart by their ops; the fused forms also by their neighbours.
-        key = (names, before, after) if fused else (names, None, None)
-        tally.add(key, stake, (before, after))
-        totals[key] += sum(cost)
-        gaps[key] += gap
+        timed_rows = np.concatenate(timed)
+        cost, gaps = f.end[timed_rows] - f.start[timed_rows], np.zeros(len(timed), np.int64)
+    first = np.cumsum(sizes) - sizes
+    total = np.add.reduceat(cost, first)
+    # One fused pass remains; a fused bias add costs nothing extra.
+    stake = np.where(addmm, total, total - np.maximum.reduceat(cost, first))
+    # Plain chains are told apart by their ops' names; the fused forms also by their neighbours'.
+    names = [w[4] for w in whats]
+    ids: dict[str, int] = {}
+    name_id = np.array([ids.setdefault(name, len(ids)) for name in names], np.int64)
+    seq, width = name_id[key].tobytes(), name_id.itemsize  # the calls' names, as bytes: a run's is a slice
+    # A fused form's neighbours, as one number (-1: a plain chain, whatever its neighbours).
+    last = np.where(after >= 0, name_id[after] + 1, 0)
+    near = np.where(addmm | attention, name_id[np.maximum(before, 0)] * (len(ids) + 1) + last, -1).tolist()
+    groups: dict[tuple[bytes, int], int] = {}
+    group = [
+        groups.setdefault((seq[a * width : b * width], c), len(groups))
+        for a, b, c in zip(starts.tolist(), ends.tolist(), near)
+    ]
+    m = len(groups)
+    group_of = np.array(group, np.int64)
+    calls = np.bincount(group_of, minlength=m).tolist()
+    # Summed run by run in run order, as a float, as _Tally sums them.
+    ns = np.bincount(group_of, weights=stake.astype(np.float64), minlength=m).tolist()
+    sums = np.zeros((m, 2), np.result_type(total, gaps))  # (Python ints for times past int64)
+    np.add.at(sums, group_of, np.stack((total, gaps), 1))
+    totals, gap_sums = sums.T.tolist()
+    firsts = np.unique(group_of, return_index=True)[1]  # each group's first run, in group order
+    tally = _Tally()
+    label = "device" if p.has_device_time else "host"
     findings = []
-    for key in tally.calls:
-        names = key[0]
-        before, after = tally.extra[key]
-        gap_total = gaps[key]
-        label = "device" if p.has_device_time else "host"
-        detail = f"{len(names)} separate ops, each a full pass over memory; {label} time shown"
+    key_list = key.tolist()
+    name_of = names.__getitem__
+    suggestions: dict[frozenset[str], str] = {}
+    for g, (a, b, k, j, fz, attn) in enumerate(
+        zip(*(x[firsts].tolist() for x in (starts, ends, before, after, addmm | attention, attention)))
+    ):
+        run = tuple(map(name_of, key_list[a:b]))
+        nb, na = (names[k] if k >= 0 else None), (names[j] if j >= 0 else None)
+        tkey = (run, nb, na) if fz else (run, None, None)
+        tally.calls[tkey], tally.ns[tkey] = calls[g], ns[g]
+        gap_total = gap_sums[g]
+        detail = f"{len(run)} separate ops, each a full pass over memory; {label} time shown"
         if p.has_device_time and gap_total:
             detail += f"; {_per_step(gap_total, p.n):.1f} µs/step of gaps between their device executions"
-        if len(names) == 1:
-            title = f"{before} then {names[0]}: an unfused bias add"
-            ops = (str(before), *names)
+        if len(run) == 1:
+            title = f"{nb} then {run[0]}: an unfused bias add"
+            ops = (str(nb), *run)
             detail = f"the bias is added in a second pass over the matmul's output; the add's own {label} time shown"
-        elif _is_attention(names, before, after):
+        elif attn:  # (_is_attention of the run and its neighbours)
             title = "Attention written as matmul, softmax, matmul: one fused op exists"
-            ops = (str(before), *names, str(after))
-            detail = f"the seq × seq scores go through memory between {len(names) + 2} ops; {label} time shown"
+            ops = (str(nb), *run, str(na))
+            detail = f"the seq × seq scores go through memory between {len(run) + 2} ops; {label} time shown"
         else:
-            title = f"{len(names)} elementwise ops in a row could be one fused op"
-            ops = names
-        findings.append(
-            tally.finding(
-                p, key, "unfused_chain", title, ops, detail, _chain_suggestion(names, before, after), totals[key]
-            )
-        )
+            title = f"{len(run)} elementwise ops in a row could be one fused op"
+            ops = run
+        if fz or len(run) == 1:
+            suggestion = _chain_suggestion(run, nb, na)
+        else:  # (neither attention nor a bias add: what the ops are decides, whatever their order)
+            present = frozenset(run)
+            suggestion = suggestions.get(present) or suggestions.setdefault(present, _chain_suggestion(run, None, None))
+        findings.append(tally.finding(p, tkey, "unfused_chain", title, ops, detail, suggestion, totals[g]))
     return findings
 
 
