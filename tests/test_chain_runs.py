@@ -135,14 +135,14 @@ def _reference_chains(p: _Profile) -> list[Finding]:
         detail = f"{len(names)} separate ops, each a full pass over memory; {label} time shown"
         if p.has_device_time and gaps[key]:
             detail += f"; {_per_step(gaps[key], p.n):.1f} µs/step of gaps between their device executions"
-        if len(names) == 1:
-            title = f"{before} then {names[0]}: an unfused bias add"
-            ops = (str(before), *names)
-            detail = f"the bias is added in a second pass over the matmul's output; the add's own {label} time shown"
-        elif _is_attention(names, before, after):
+        if _is_attention(names, before, after):
             title = "Attention written as matmul, softmax, matmul: one fused op exists"
             ops = (str(before), *names, str(after))
             detail = f"the seq × seq scores go through memory between {len(names) + 2} ops; {label} time shown"
+        elif len(names) == 1:
+            title = f"{before} then {names[0]}: an unfused bias add"
+            ops = (str(before), *names)
+            detail = f"the bias is added in a second pass over the matmul's output; the add's own {label} time shown"
         else:
             title = f"{len(names)} elementwise ops in a row could be one fused op"
             ops = names

@@ -372,6 +372,11 @@ def test_attention_time_counts_its_matmuls() -> None:
     )
     (attention,) = analyze(Timeline(host)).of_kind("unfused_chain")
     assert attention.evidence.us_per_step == pytest.approx(27.0)  # both matmuls and the softmax
+    # A lone softmax between two matmuls is attention, never "an unfused bias add".
+    assert (
+        attention.title.startswith("Attention written as") and "bias" not in attention.title + attention.evidence.detail
+    )
+    assert attention.evidence.ops == tuple(names)
 
 
 def test_a_bias_add_before_an_activation_is_found() -> None:

@@ -258,16 +258,6 @@ class _Forest:
         w = self.whats[self.dkey[j]]
         return DeviceEvent(w[_NAME], int(self.dstart[j]), int(self.dend[j]), w[_DCAT])
 
-    def under(self, marked: Any, stop: Any) -> Any:
-        """Per row, whether a row above it, below the nearest ``stop`` row, is ``marked`` (both per-row masks)."""
-        import numpy as np
-
-        out = np.zeros(len(self.key), bool)
-        for rows in self.levels[1:]:
-            up = self.parent[rows]
-            out[rows] = ~stop[up] & (marked[up] | out[up])
-        return out
-
 
 def _ranges(lo: Any, counts: Any) -> Any:
     """The positions ``lo[i]``, ``lo[i] + 1``... ``lo[i] + counts[i] - 1`` of every ``i``, in one array."""

@@ -339,14 +339,14 @@ def _chains(p: _Profile) -> list[Finding]:
         detail = f"{len(run)} separate ops, each a full pass over memory; {label} time shown"
         if p.has_device_time and gap_total:
             detail += f"; {_per_step(gap_total, p.n):.1f} µs/step of gaps between their device executions"
-        if len(run) == 1:
-            title = f"{nb} then {run[0]}: an unfused bias add"
-            ops = (str(nb), *run)
-            detail = f"the bias is added in a second pass over the matmul's output; the add's own {label} time shown"
-        elif attn:  # (_is_attention of the run and its neighbours)
+        if attn:  # (_is_attention of the run and its neighbours; a lone softmax between two matmuls too)
             title = "Attention written as matmul, softmax, matmul: one fused op exists"
             ops = (str(nb), *run, str(na))
             detail = f"the seq × seq scores go through memory between {len(run) + 2} ops; {label} time shown"
+        elif len(run) == 1:
+            title = f"{nb} then {run[0]}: an unfused bias add"
+            ops = (str(nb), *run)
+            detail = f"the bias is added in a second pass over the matmul's output; the add's own {label} time shown"
         else:
             title = f"{len(run)} elementwise ops in a row could be one fused op"
             ops = run
