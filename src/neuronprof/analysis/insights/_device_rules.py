@@ -21,7 +21,7 @@ from neuronprof.analysis.insights._copies import (
     _outer_wrapper,
 )
 from neuronprof.analysis.insights._findings import CPU_BOUND_SHARE, GAPS_SHOWN, IDLE_SHARE, Evidence, Finding
-from neuronprof.analysis.insights._intervals import _LargestGaps
+from neuronprof.analysis.insights._intervals import _grouped_lengths, _LargestGaps, _length, _positions, _shifts
 from neuronprof.analysis.insights._tally import (
     _per_step,
     _share,
@@ -249,31 +249,44 @@ def _idle_and_bound(p: _Profile) -> list[Finding]:
     """
     import numpy as np
 
-    host_per_step = [sum(e - s for s, e in p.host_busy_in(st)) for st in p.steps]
+    host_per_step = _host_in_ops(p)
     host_us = _per_step(sum(host_per_step), p.n) if p.n else None
     p.host_op_us = host_us
     if not p.has_device_time:
         return []
     step_us = p.mean_step_ns / 1000
-    busy_ns = 0
-    idle_ns: list[int] = []
     largest = _LargestGaps()
     f = p.forest
     dev_sorted = np.argsort(f.dstart, kind="stable")
     starts, ends = f.dstart[dev_sorted], f.dend[dev_sorted]
     names, named = _gap_names(f, dev_sorted)
     longest = int((ends - starts).max()) if len(starts) else 0
-    for st in p.steps:
-        busy = p.busy_in(st)
-        busy_ns += sum(e - s for s, e in busy)
-        idle_ns.append(p.step_ns(st) - sum(e - s for s, e in busy))
-        # Only events starting within one longest duration before the window can overlap it.
-        lo, hi = np.searchsorted(starts, (st.start - longest, st.end))
-        events = np.flatnonzero(ends[lo:hi] > st.start) + lo
-        where = st.node.name if st.node.name.startswith("ProfilerStep#") else "the recording"
+    wheres = [st.node.name if st.node.name.startswith("ProfilerStep#") else "the recording" for st in p.steps]
+    try:
+        # Every step at once: the device's busy time in each window, and the events in it.
+        lo, hi = np.array([st.start for st in p.steps], np.int64), np.array([st.end for st in p.steps], np.int64)
+        _shifts(p.n, starts, ends, lo, hi)  # the times (and one longest duration before a window) fit in int64
+        busy_per_step = p.busy.lengths_in(lo, hi).tolist()
+    except OverflowError:  # times the arrays cannot hold (too far apart, beyond int64): step by step
+        busy_per_step = [_length(p.busy_in(st)) for st in p.steps]
+        for where, st in zip(wheres, p.steps):
+            # Only events starting within one longest duration before the window can overlap it.
+            first, stop = np.searchsorted(starts, (st.start - longest, st.end))
+            events = np.flatnonzero(ends[first:stop] > st.start) + first
+            gaps = starts[events[1:]] - ends[events[:-1]]
+            k = np.flatnonzero(gaps > 0)
+            largest.add_all(gaps[k], named[events[k]], named[events[k + 1]], names, where)
+    else:
+        first, stop = np.searchsorted(starts, lo - longest), np.searchsorted(starts, hi)
+        counts = np.maximum(stop - first, 0)
+        events, step = _positions(first, counts), np.repeat(np.arange(p.n), counts)
+        inside = ends[events] > lo[step]
+        events, step = events[inside], step[inside]
         gaps = starts[events[1:]] - ends[events[:-1]]
-        k = np.flatnonzero(gaps > 0)
-        largest.add_all(gaps[k], named[events[k]], named[events[k + 1]], names, where)
+        k = np.flatnonzero((gaps > 0) & (step[1:] == step[:-1]))  # between two events of one step
+        largest.add_all(gaps[k], named[events[k]], named[events[k + 1]], names, wheres, step[k])
+    busy_ns = sum(busy_per_step)
+    idle_ns = [p.step_ns(st) - busy for st, busy in zip(p.steps, busy_per_step)]
     busy_us = _per_step(busy_ns, p.n)
     idle_us = max(step_us - busy_us, 0.0)
     findings = []
@@ -331,6 +344,29 @@ def _idle_and_bound(p: _Profile) -> list[Finding]:
     return findings
 
 
+def _host_in_ops(p: _Profile) -> list[int]:
+    """How long the host is in ops in each step (``_length(p.host_busy_in(st))``), every step at once.
+
+    On arrays where the times allow (``_shifts``, and no op that ends before it starts), else step by step.
+    """
+    import numpy as np
+
+    f = p.forest
+    counts = np.array([len(st.top_rows) for st in p.steps], np.int64)
+    top = np.concatenate([np.asarray(st.top_rows, np.int64) for st in p.steps]) if p.n else np.empty(0, np.int64)
+    step = np.repeat(np.arange(p.n), counts)
+    keep = ~p.sync_keys[f.key[top]]  # a synchronising op's time is spent waiting for the device
+    top, step = top[keep], step[keep]
+    starts, ends = f.start[top], f.end[top]
+    try:
+        shift = _shifts(p.n, starts, ends)
+    except OverflowError:
+        shift = None
+    if shift is None or (ends < starts).any():
+        return [_length(p.host_busy_in(st)) for st in p.steps]
+    return _grouped_lengths(step, starts, ends, p.n, shift).tolist()
+
+
 def _gap_names(f: _Forest, order: Any) -> tuple[list[str], Any]:
     """The device events' names in the gaps, in ``order``: the op that launched work of the event's span
     (the last such op in tree order, for a span launched twice), else the event's own name.
@@ -345,17 +381,34 @@ def _gap_names(f: _Forest, order: Any) -> tuple[list[str], Any]:
     if not len(by):
         return names, own
     # Each span launched, and its last launcher; then each event's span among them (a span: its start and end).
-    starts = np.concatenate((f.dstart[by], f.dstart[order]))
-    ends = np.concatenate((f.dend[by], f.dend[order]))
-    pairs = np.lexsort((ends, starts))
-    new = np.ones(len(pairs), bool)
-    new[1:] = (starts[pairs][1:] != starts[pairs][:-1]) | (ends[pairs][1:] != ends[pairs][:-1])
-    span = np.empty(len(pairs), np.int64)
-    span[pairs] = np.cumsum(new) - 1
+    span = _span_ids(f.dstart, f.dend)
     last = np.full(int(span.max()) + 1, -1, np.int64)
-    np.maximum.at(last, span[: len(by)], np.arange(len(by)))  # the last launch of each span, in tree order
-    at = last[span[len(by) :]]
+    np.maximum.at(last, span[by], np.arange(len(by)))  # the last launch of each span, in tree order
+    at = last[span[order]]
     return names, np.where(at >= 0, f.key[f.owners[np.maximum(at, 0)]], own)
+
+
+def _span_ids(starts: Any, ends: Any) -> Any:
+    """An id for each span, the same for equal spans (``starts[i]``, ``ends[i]``), numbered by start, then end.
+
+    Sorted by start; only the spans that share a start with another are then sorted by end
+    (a device's events rarely share one).
+    """
+    import numpy as np
+
+    order = np.argsort(starts, kind="stable")
+    s = starts[order]
+    apart = np.ones(len(s) + 1, bool)  # where a start differs from the one before
+    apart[1:-1] = s[1:] != s[:-1]
+    shared = np.flatnonzero(~(apart[:-1] & apart[1:]))  # the spans that share their start (runs, in place)
+    if len(shared):
+        order[shared] = order[shared[np.lexsort((ends[order[shared]], s[shared]))]]
+    s, e = starts[order], ends[order]
+    new = np.ones(len(s), bool)
+    new[1:] = (s[1:] != s[:-1]) | (e[1:] != e[:-1])
+    ids = np.empty(len(s), np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids
 
 
 RULES = (_copies, _syncs, _idle_and_bound)

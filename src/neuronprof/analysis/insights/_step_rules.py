@@ -2,12 +2,17 @@
 
 The input pipeline, host time between ops, waiting in collectives, low-precision
 work on a CPU that emulates it, and ops that fell back to the CPU inside a device step.
+
+A few lines over 500, kept in one module on purpose: the four rules read a step the same way
+(its window, its top-level ops, the DataLoader and runtime rows beside them), and the host's
+gaps are found two ways side by side, every step at once on arrays and, for times that no
+int64 array holds, step by step on lists (``_StepTime.all_host_gaps`` and ``host_gaps``).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any
+from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
 from neuronprof.analysis.insights._dtypes import _torch_dtype
@@ -22,7 +27,21 @@ from neuronprof.analysis.insights._findings import (
     Finding,
 )
 from neuronprof.analysis.insights._forest import KINDS
-from neuronprof.analysis.insights._intervals import _LargestGaps, _length, _Spans, _subtract, _union, _zip
+from neuronprof.analysis.insights._intervals import (
+    _array,
+    _grouped_beside,
+    _grouped_gaps,
+    _LargestGaps,
+    _length,
+    _Neighbours,
+    _positions,
+    _shifts,
+    _Spans,
+    _subtract,
+    _sums,
+    _union,
+    _zip,
+)
 from neuronprof.analysis.insights._tally import (
     _per_step,
     _share,
@@ -69,15 +88,12 @@ class _StepTime:
     """Per step: the collectives' time, the part with no compute beside it, and the host's gaps between ops."""
 
     def __init__(self, p: _Profile) -> None:
-        import numpy as np
-
         f = self.forest = p.forest
         self.p = p
         self.collective = is_collective = _collectives()
         # Most profiles hold no collective: each distinct (name, category) and kernel name is asked once.
-        used = np.unique(f.key).tolist()
-        self.any_collective = any(is_collective[f.whats[k][4], f.whats[k][0]] for k in used)
         self.collective_keys = f.key_mask(lambda name, category: is_collective[name, category])
+        self.any_collective = bool(self.collective_keys[f.key].any())
         collectives: defaultdict[str, Spans] = defaultdict(list)
         for n in p.find_all(self.collective_keys) if self.any_collective else ():
             collectives[_recording(n)].append((n.start_ns, n.end_ns))
@@ -128,42 +144,65 @@ class _StepTime:
             window = (st.start, st.node.end_ns)
         return _subtract([window], _union(covered))
 
+    def all_host_gaps(self, waits: dict[int, Spans]) -> Optional[tuple[Any, Any, Any, Any, Any]]:
+        """Every step's ``host_gaps`` at once (the windows may overlap), with the ops on either side of each gap.
+
+        ``waits``: the collective waits of the steps that have some, by position. Returns each
+        gap's step (its position), start and end, and the rows of the top-level ops before and
+        after it (-1: the step's edge), by step, then time; None where the times do not fit
+        int64 arrays (``_shifts``) or a span ends before it starts: then ``host_gaps`` step by step.
+        """
+        import numpy as np
+
+        f, steps = self.forest, self.p.steps
+        counts = np.array([len(st.top_rows) for st in steps], np.int64)
+        top = np.concatenate([np.asarray(st.top_rows, np.int64) for st in steps])
+        top_step = np.repeat(np.arange(len(steps)), counts)
+        keep = ~self.collective_keys[f.key[top]] if self.any_collective else slice(None)
+        outside, outside_step = self._rows_of_steps(self._outside_ops)
+        lo, hi = _array([st.start for st in steps]), _array([st.node.end_ns for st in steps])
+        waited = [(i, s, e) for i, spans in waits.items() for s, e in spans]
+        wait_step, wait_starts, wait_ends = (_array([w[j] for w in waited]) for j in range(3))
+        top_starts, top_ends = f.start[top], f.end[top]
+        last = np.cumsum(counts)
+        for i, st in enumerate(steps):
+            if not counts[i]:
+                hi[i] = lo[i]  # no op: nothing to be between (an empty window has no gap)
+            elif st.node.name == WHOLE_RECORDING:
+                # No step marks where the loop starts and ends: only the time between the first and last op.
+                mine = slice(int(last[i] - counts[i]), int(last[i]))
+                lo[i], hi[i] = top_starts[mine].min(), top_ends[mine].max()
+        group = np.concatenate((top_step[keep], outside_step, wait_step))
+        starts = np.concatenate((top_starts[keep], f.start[outside], wait_starts))
+        ends = np.concatenate((top_ends[keep], f.end[outside], wait_ends))
+        try:
+            shift = _shifts(len(steps), starts, ends, lo, hi, top_starts, top_ends)
+        except OverflowError:
+            return None
+        if (ends < starts).any():
+            return None
+        step, gap_starts, gap_ends = _grouped_gaps(group, starts, ends, lo, hi, shift)
+        before, after = _grouped_beside(top_step, top_starts, top_ends, step, gap_starts, gap_ends, shift)
+        return step, gap_starts, gap_ends, np.where(before >= 0, top[before], -1), np.where(after >= 0, top[after], -1)
+
+    def _rows_of_steps(self, mask: Any) -> tuple[Any, Any]:
+        """``p.rows(st, mask)`` of every step, in one array, and the position of the step of each row."""
+        import numpy as np
+
+        f, steps = self.forest, self.p.steps
+        ranged = [i for i, st in enumerate(steps) if st._range is not None]
+        passing = np.flatnonzero(mask[f.key]) if ranged else np.empty(0, np.int64)
+        bounds = np.array([steps[i]._range for i in ranged], np.int64).reshape(-1, 2)
+        first, stop = np.searchsorted(passing, bounds[:, 0]), np.searchsorted(passing, bounds[:, 1])
+        rows, owners = [passing[_positions(first, stop - first)]], [np.repeat(np.array(ranged, np.int64), stop - first)]
+        for i, st in enumerate(steps):
+            if st._range is None:
+                rows.append(self.p.rows(st, mask))
+                owners.append(np.full(len(rows[-1]), i, np.int64))
+        return np.concatenate(rows), np.concatenate(owners)
+
 
 _EDGES = ("the step's start", "the step's end")
-
-
-class _Neighbours:
-    """The ops on either side of a gap in a step (the step's start or end at its edges: ``_EDGES``, not ops).
-
-    Before a gap: the top-level op that ends last at or before its start (the first such op
-    in the step's order on a tie); after it: the one that starts first at or after its end
-    (likewise). Found by bisection in the ops sorted by end and by start: a step of n ops has
-    about n gaps, and a scan of every op per gap made a long step quadratic.
-    """
-
-    def __init__(self, starts: Any, ends: Any) -> None:
-        """The step's top-level ops, in the step's order: their starts and ends (int arrays)."""
-        import numpy as np
-
-        n = len(starts)
-        # By end, ties in reverse order of the step (a stable sort of the positions, last first)...
-        self._by_end = n - 1 - np.argsort(ends[::-1], kind="stable")
-        self._ends = ends[self._by_end]
-        # ...and by start, ties in the step's order.
-        self._by_start = np.argsort(starts, kind="stable")
-        self._starts = starts[self._by_start]
-
-    def beside(self, gaps: Spans) -> tuple[Any, Any]:
-        """The positions of the ops before and after each gap in the step's order (-1: the step's edge)."""
-        import numpy as np
-
-        lo, hi = (np.array(c, np.int64) for c in zip(*gaps)) if gaps else (np.empty(0, np.int64),) * 2
-        n = len(self._starts)
-        k = np.searchsorted(self._ends, lo, "right") - 1
-        j = np.searchsorted(self._starts, hi, "left")
-        before = np.where(k >= 0, self._by_end[np.maximum(k, 0)], -1)
-        after = np.where(j < n, self._by_start[np.minimum(j, n - 1)], -1)
-        return before, after
 
 
 def _step_time(p: _Profile) -> list[Finding]:
@@ -197,25 +236,35 @@ def _step_time(p: _Profile) -> list[Finding]:
     labels = [w[4] for w in f.whats] + list(_EDGES)  # the names beside a gap: an op's, or the step's edge
     edges = len(f.whats)
     comm_ns = 0
-    exposed_ns: list[int] = []
-    gap_ns: list[int] = []
+    exposed_ns = [0] * p.n
+    waits: dict[int, Spans] = {}
     names: Counter[str] = Counter()
     largest = _LargestGaps()
-    for st in p.steps:
-        ops = times.ops(st)
-        comm, exposed, waits = times.communication(st, ops)
-        comm_ns += _length(comm)
-        exposed_ns.append(_length(exposed))
-        host_gaps = times.host_gaps(st, ops, waits)
-        gap_ns.append(_length(host_gaps))
-        if host_gaps:
-            # The ops on either side of each gap, as indices into ``labels`` (the step's edges last).
-            before, after = _Neighbours(f.start[st.top_rows], f.end[st.top_rows]).beside(host_gaps)
-            keys = f.key[st.top_rows]
-            before = np.where(before >= 0, keys[np.maximum(before, 0)], edges)
-            after = np.where(after >= 0, keys[np.maximum(after, 0)], edges + 1)
-            lengths = np.array([hi - lo for lo, hi in host_gaps], np.int64)
-            largest.add_all(lengths, before, after, labels, st.node.name)
+    if times.any_collective or times._device_collectives:
+        for i, st in enumerate(p.steps):
+            comm, exposed, waits[i] = times.communication(st, times.ops(st))
+            comm_ns += _length(comm)
+            exposed_ns[i] = _length(exposed)
+    at_once = times.all_host_gaps({i: w for i, w in waits.items() if w})
+    if at_once is not None:
+        step, lo, hi, before, after = at_once
+        gap_ns = _sums(step, hi - lo, p.n).tolist()
+        # The ops on either side of each gap, as indices into ``labels`` (the step's edges last).
+        before = np.where(before >= 0, f.key[np.maximum(before, 0)], edges)
+        after = np.where(after >= 0, f.key[np.maximum(after, 0)], edges + 1)
+        largest.add_all(hi - lo, before, after, labels, [st.node.name for st in p.steps], step)
+    else:  # times the arrays cannot hold (too far apart, beyond int64): step by step, on Python ints
+        gap_ns = []
+        for i, st in enumerate(p.steps):
+            host_gaps = times.host_gaps(st, times.ops(st), waits.get(i, []))
+            gap_ns.append(_length(host_gaps))
+            if host_gaps:
+                before, after = _Neighbours(f.start[st.top_rows], f.end[st.top_rows]).beside(host_gaps)
+                keys = f.key[st.top_rows]
+                before = np.where(before >= 0, keys[np.maximum(before, 0)], edges)
+                after = np.where(after >= 0, keys[np.maximum(after, 0)], edges + 1)
+                lengths = np.array([hi - lo for lo, hi in host_gaps], np.int64)
+                largest.add_all(lengths, before, after, labels, st.node.name)
     for n in p.find_all(times.collective_keys) if times.any_collective else ():
         if n.category != "op":  # the spans and kernels, not the ops
             names[n.name] += 1
