@@ -340,7 +340,7 @@ def _steps(thread: Any, start: Any, end: Any, is_step: Any) -> list[tuple[int, i
     for th in dict.fromkeys(thread[steps].tolist()):
         mine = steps[thread[steps] == th]
         spans = sorted(zip(start[mine].tolist(), end[mine].tolist()))
-        within = np.sort(start[others[thread[others] == th]])
+        within = np.sort(start[others[thread[others] == th]], kind="stable")  # in tree order: nearly sorted
         lo = np.searchsorted(within, [s for s, _ in spans])
         hi = np.searchsorted(within, [e for _, e in spans])
         out += spans[: vocab.step_count((lo < hi).tolist())]

@@ -404,7 +404,7 @@ def _sorted_ids(ids: Any) -> Any:
     """A set of ids (ints) as a sorted int64 array, for ``_device_columns``."""
     import numpy as np
 
-    return np.sort(np.fromiter(ids, np.int64, len(ids)))
+    return np.sort(np.fromiter(ids, np.int64, len(ids)), kind="stable")  # ids rise, mostly: runs merged
 
 
 def _device_columns(

@@ -212,7 +212,9 @@ def _nesting(t: Any, d: Any, e: Any) -> Optional[tuple[Any, Any]]:
 
     n = len(t)
     at = np.arange(n)
-    depth = at - np.searchsorted(np.sort(e), t, side="right")
+    depth = at - np.searchsorted(
+        np.sort(e, kind="stable"), t, side="right"
+    )  # ends come in long rising runs: a timsort merges them
     zero = d == 0
     if zero.any():
         zt = t[zero]

@@ -58,7 +58,7 @@ class _ColumnReader(_Filling):
         parts = self.runtime_parts
         if self.runtime_corr:  # pieces read event by event too
             parts.append(np.fromiter(self.runtime_corr, np.int64, len(self.runtime_corr)))
-        ids = np.sort(np.concatenate(parts))
+        ids = np.sort(np.concatenate(parts), kind="stable")  # each part rises, mostly: a timsort merges runs
         parts.clear()
         ids = ids[np.append(True, ids[1:] != ids[:-1])]  # not np.unique: it imports numpy.ma
         return IdSet(ids)
