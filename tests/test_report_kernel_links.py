@@ -43,3 +43,22 @@ def test_a_kernel_s_launchers_are_listed_by_count_the_first_seen_first_on_a_tie(
     device = tuple(DeviceEvent("k", 1_000 + 10 * i, 1_005 + 10 * i, ext_id=i) for i in range(len(ops)))
     links = _launched_by(Timeline(host, device, "cuda", "CUDA"))
     assert links == {"k": "aten::mul (2 of 6), aten::add (2 of 6), aten::sub (1 of 6)"}
+
+
+def test_each_ranks_kernels_are_linked_to_its_own_ops_though_ids_repeat_across_ranks(tmp_path) -> None:
+    # Pipeline stages: each rank runs other ops, with the same External ids (each rank counts from 1).
+    from analysis.trace_builders import op, write_trace
+    from neuronprof.analysis import load_trace
+    from neuronprof.report import trace_report
+
+    for rank, name in ((0, "aten::mm"), (1, "aten::bmm")):
+        events = [
+            op("ProfilerStep#1", 0, 100, cat="user_annotation", pid=1, tid=1),
+            op(name, 10, 50, pid=1, tid=1, External_id=1),
+            op("cudaLaunchKernel", 20, 5, cat="cuda_runtime", pid=1, tid=1, External_id=1, correlation=5),
+            op("gemm", 30, 20, cat="kernel", pid=0, tid=7, External_id=1, correlation=5),
+        ]
+        write_trace(tmp_path / f"rank-{rank}.json", events, distributedInfo={"rank": rank, "world_size": 2})
+    trace = load_trace(tmp_path)
+    rows = embedded(trace_report(trace, trace.table(), settings={}))["grids"]["kernels"]["rows"]
+    assert {r["name"]: r["launched_by"] for r in rows} == {"gemm": "aten::mm (1 of 2), aten::bmm (1 of 2)"}

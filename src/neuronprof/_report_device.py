@@ -111,14 +111,20 @@ def kernels_data(
         notes.append(no_device_sentence(cols, backend_known))
         return {"label": label, "title": title, "kernels": [], "busy": [], "total_us": 0.0, "notes": notes}
     names = cols.names
+    # Each rank's device work, linked to its own rank's ops (ids repeat across ranks), one rank after another.
+    parts = list(cols.ranks) or [cols]
+    launcher_of_name: dict[str, int] = {}
+    name_id = np.array([launcher_of_name.setdefault(n, len(launcher_of_name)) for n in names], np.int64)
+    launcher = np.concatenate([_launchers(part, name_id) for part in parts])
+    dkey = np.concatenate([part.dkey for part in parts])
     # Device work grouped by (name, category), the groups in the order of their first event.
     group_keys: dict[tuple[str, Optional[str]], int] = {}
-    device_keys = np.array(_keys_used(cols.dkey, len(names)), np.int64)
+    device_keys = np.array(_keys_used(dkey, len(names)), np.int64)
     group_of = np.zeros(len(names), np.int64)
     group_of[device_keys] = [
         group_keys.setdefault((names[k], cols.categories[k]), len(group_keys)) for k in device_keys.tolist()
     ]
-    group = group_of[cols.dkey]
+    group = group_of[dkey]
     _, first = np.unique(group, return_index=True)
     order = np.argsort(first, kind="stable")  # groups by first event
     rename = np.empty(len(order), np.int64)
@@ -128,23 +134,8 @@ def kernels_data(
     groups = [keyed[g] for g in order.tolist()]
     calls = np.bincount(group, minlength=len(groups))
     ns = np.zeros(len(groups), np.int64)
-    np.add.at(ns, group, (cols.dend - cols.dstart).astype(np.int64))
-    # The host op behind each External id (kineto's link from device work to the op that launched it),
-    # else behind the runtime call of its correlation id: as an index into ``launchers``' names.
-    launcher_of_name: dict[str, int] = {}
-    name_id = np.array([launcher_of_name.setdefault(n, len(launcher_of_name)) for n in names], np.int64)
-    ops = _category_rows(cols, "op")
-    ops = ops[cols.ext[ops] != -1]
-    by_ext = first_with(cols.ext[ops], cols.dext)
-    launcher = np.where(by_ext >= 0, name_id[cols.key[ops[np.maximum(by_ext, 0)]]] if len(ops) else -1, -1)
-    unlinked = np.flatnonzero((by_ext < 0) & (cols.dcorr != -1))
-    if len(unlinked):  # read only when some device work has no External id to follow
-        corr, op = _by_correlation(cols)
-        if len(corr):
-            wanted = cols.dcorr[unlinked].astype(np.int64)
-            at = np.minimum(np.searchsorted(corr, wanted), len(corr) - 1)
-            hit = corr[at] == wanted
-            launcher[unlinked[hit]] = name_id[cols.key[op[at[hit]]]]
+    for part, lo in zip(parts, np.cumsum([0, *(p.device_count for p in parts)]).tolist()):
+        np.add.at(ns, group[lo : lo + part.device_count], (part.dend - part.dstart).astype(np.int64))
     launcher_names = list(launcher_of_name)
     # Per group, its launchers by count, ties in the order of their first event (``Counter.most_common``).
     pair, first, counts = np.unique(
@@ -187,6 +178,27 @@ def kernels_data(
         "total_us": round(total / 1000, 3),
         "notes": notes + busy_notes,
     }
+
+
+def _launchers(cols: EventColumns, name_id: np.ndarray) -> np.ndarray:
+    """Per device event of one rank, the name (``name_id`` of its key) of the host op that launched it, -1 for none.
+
+    The op behind its External id (kineto's link from device work to the op that launched it),
+    else behind the runtime call of its correlation id (``_by_correlation``).
+    """
+    ops = _category_rows(cols, "op")
+    ops = ops[cols.ext[ops] != -1]
+    by_ext = first_with(cols.ext[ops], cols.dext)
+    launcher = np.where(by_ext >= 0, name_id[cols.key[ops[np.maximum(by_ext, 0)]]] if len(ops) else -1, -1)
+    unlinked = np.flatnonzero((by_ext < 0) & (cols.dcorr != -1))
+    if len(unlinked):  # read only when some device work has no External id to follow
+        corr, op = _by_correlation(cols)
+        if len(corr):
+            wanted = cols.dcorr[unlinked].astype(np.int64)
+            at = np.minimum(np.searchsorted(corr, wanted), len(corr) - 1)
+            hit = corr[at] == wanted
+            launcher[unlinked[hit]] = name_id[cols.key[op[at[hit]]]]
+    return launcher
 
 
 def _busy(cols: EventColumns, windows: Sequence[Sequence[Window]]) -> tuple[list[dict[str, Any]], list[str]]:
