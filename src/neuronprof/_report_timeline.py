@@ -261,31 +261,15 @@ def _depths(start: Any, end: Any) -> Any:
     A stack of open intervals: an event closes those on top that end by its start
     and sits on the rest. When every event lies within the one it sits on, the
     stack holds exactly the earlier events still open, so the depth is their
-    number, and the one it sits on is the last earlier event one level up: both
-    found on arrays, then checked. Else (spans that cross) the stack, event by event.
+    number: found on arrays and checked by the trace reader's own nesting
+    (``_nesting``). Else (spans that cross) the stack, event by event.
     """
-    n = len(start)
-    if n < _STACK_BELOW or (end < start).any():
+    from neuronprof.analysis.trace._nesting_columns import _nesting
+
+    if len(start) < _STACK_BELOW or (end < start).any():
         return _depths_by_stack(start, end)
-    at = np.arange(n)
-    # Earlier events still open: all before it, less those ended by its start. An event that
-    # ends by its start and sorts after it lasts no time and shares its start (it sorts last among those).
-    depth = at - np.searchsorted(np.sort(end, kind="stable"), start, side="right")  # ends come nearly sorted
-    zero = end == start
-    if zero.any():
-        zero_start = start[zero]
-        here = np.searchsorted(zero_start, start, side="right") - np.searchsorted(zero_start, start, side="left")
-        block_end = np.searchsorted(start, start, side="right")
-        depth += block_end - np.maximum(at, block_end - here)
-    nested = depth > 0
-    if nested.any():
-        by_level = _stable_order(depth)
-        q = np.searchsorted(depth[by_level] * n + by_level, (depth - 1) * n + at) - 1
-        parent = by_level[np.maximum(q, 0)]
-        within = (q >= 0) & (depth[parent] == depth - 1) & (end[parent] > start) & (end <= end[parent])
-        if not within[nested].all():
-            return _depths_by_stack(start, end)
-    return depth
+    nested = _nesting(start, end - start, end)
+    return _depths_by_stack(start, end) if nested is None else nested[0]
 
 
 def _stable_order(small: Any) -> Any:
