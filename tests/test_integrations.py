@@ -345,12 +345,9 @@ class Failing(Tokens):
         return super().__getitem__(i)
 
 
-@pytest.mark.slow
-def test_trainer_crash_then_close_frees_the_profiler_and_keeps_the_record(hf: Any, tmp_path: Path) -> None:
-    from neuronprof.integrations.transformers import ProfileCallback
-
-    callback = ProfileCallback(wait=0, warmup=0, active=5)
-    args = hf.TrainingArguments(
+def _six_quiet_steps(hf: Any, tmp_path: Path) -> Any:
+    """Trainer arguments of six steps on the CPU, two samples a batch, nothing saved, logged or shown."""
+    return hf.TrainingArguments(
         output_dir=str(tmp_path),
         max_steps=6,
         per_device_train_batch_size=2,
@@ -360,6 +357,14 @@ def test_trainer_crash_then_close_frees_the_profiler_and_keeps_the_record(hf: An
         logging_strategy="no",
         disable_tqdm=True,
     )
+
+
+@pytest.mark.slow
+def test_trainer_crash_then_close_frees_the_profiler_and_keeps_the_record(hf: Any, tmp_path: Path) -> None:
+    from neuronprof.integrations.transformers import ProfileCallback
+
+    callback = ProfileCallback(wait=0, warmup=0, active=5)
+    args = _six_quiet_steps(hf, tmp_path)
     trainer = hf.Trainer(model=tiny_gpt2(hf), args=args, train_dataset=Failing(), callbacks=[callback])
     with pytest.raises(RuntimeError, match="bad sample"):
         trainer.train()
@@ -375,16 +380,7 @@ def test_trainer_crash_then_close_frees_the_profiler_and_keeps_the_record(hf: An
 def test_trainer_callback_as_a_context_manager_ends_the_session(hf: Any, tmp_path: Path) -> None:
     from neuronprof.integrations.transformers import ProfileCallback
 
-    args = hf.TrainingArguments(
-        output_dir=str(tmp_path),
-        max_steps=6,
-        per_device_train_batch_size=2,
-        report_to=[],
-        use_cpu=True,
-        save_strategy="no",
-        logging_strategy="no",
-        disable_tqdm=True,
-    )
+    args = _six_quiet_steps(hf, tmp_path)
     with pytest.raises(RuntimeError, match="bad sample"):
         with ProfileCallback(wait=0, warmup=0, active=5) as callback:
             hf.Trainer(model=tiny_gpt2(hf), args=args, train_dataset=Failing(), callbacks=[callback]).train()
