@@ -14,6 +14,7 @@ a session, so the offline command uses it as it is.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import platform
 from collections.abc import Mapping
@@ -376,6 +377,7 @@ def trace_report(
     device_note: Optional[str] = None,
     same: Optional[str] = None,
     read: Optional[Read] = None,
+    names: Optional[Mapping[str, str]] = None,
 ) -> str:
     """``render_report`` of a loaded trace (a file's, or a session's record): its findings, timeline, two-run pane.
 
@@ -383,7 +385,8 @@ def trace_report(
     (a trace file, folder or ``Trace``) adds the pane of ``neuronprof diff BASELINE TRACE``;
     ``device_note``, without ``neuron``, says in the kernels pane why the device's own profile is absent;
     ``same``, that ``baseline`` is the trace's own file or folder (said first in the two-run pane);
-    ``read``, ``read_of(trace)`` when the caller has read the trace's events already.
+    ``read``, ``read_of(trace)`` when the caller has read the trace's events already; ``names``, what
+    the two-run pane calls the ``"baseline"`` and the ``"trace"`` when not their files (a piped input: ``-``).
     """
     from neuronprof.analysis.insights import analyze_timeline
     from neuronprof.analysis.insights._columns import of_timeline
@@ -407,6 +410,10 @@ def trace_report(
         from neuronprof._report_two_runs import against_baseline
 
         two_runs, drawn.panes["baseline_overview"], runs = against_baseline(baseline, trace)
+        if names:  # a piped input by the name it was given, not by its private copy's
+            two_runs = dataclasses.replace(
+                two_runs, a=names.get("baseline", two_runs.a), b=names.get("trace", two_runs.b)
+            )
     live = bool(trace.event_tables) and not trace.event_tables[0].file_notes
     return _profile_page(
         table,

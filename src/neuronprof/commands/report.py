@@ -115,7 +115,15 @@ def run(args: argparse.Namespace) -> int:
     shapes = bool(trace.event_tables and trace.event_tables[0].metadata.get("record_shapes"))
     table = trace.table("device", group_by="shape" if shapes else "name")
     text = trace_report(
-        trace, table, settings=settings, title=title, baseline=args.baseline, neuron=neuron, same=same, read=read
+        trace,
+        table,
+        settings=settings,
+        title=title,
+        baseline=args.baseline,
+        neuron=neuron,
+        same=same,
+        read=read,
+        names={k: v for k, v in piped.items() if k in ("trace", "baseline")},
     )
     del read
     write_text(target.resolve(), text, overwrite=args.overwrite)

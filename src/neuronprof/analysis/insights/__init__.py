@@ -102,7 +102,8 @@ def analyze(timeline: Timeline) -> Insights:
         TypeError: ``timeline`` is not a [`Timeline`][neuronprof.analysis.insights.Timeline].
         ValueError: The timeline holds several ranks (``timeline.ranks``): their steps
             ran side by side, so read each rank on its own with
-            [`analyze_ranks`][neuronprof.analysis.insights.analyze_ranks].
+            [`analyze_ranks`][neuronprof.analysis.insights.analyze_ranks]; or an event's
+            time or id does not fit in int64.
     """
     if not isinstance(timeline, Timeline):
         raise TypeError(f"analyze() takes a Timeline, got {type(timeline).__name__}")
@@ -171,6 +172,7 @@ def analyze_timeline(timeline: Timeline) -> Union[Insights, RankInsights]:
 
     Raises:
         TypeError: ``timeline`` is not a [`Timeline`][neuronprof.analysis.insights.Timeline].
+        ValueError: An event's time or id does not fit in int64 (a trace's always do).
     """
     return analyze_ranks(timeline) if timeline.ranks else analyze(timeline)
 

@@ -229,6 +229,7 @@ def analyze_ranks(timeline: Timeline) -> RankInsights:
 
     Raises:
         TypeError: ``timeline`` is not a [`Timeline`][neuronprof.analysis.insights.Timeline].
+        ValueError: An event's time or id does not fit in int64 (a trace's always do).
     """
     from neuronprof.analysis.insights import analyze
 

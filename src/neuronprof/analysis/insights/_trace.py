@@ -245,6 +245,10 @@ def _timeline(
     return dataclasses.replace(merged, ranks=tuple(per_rank))
 
 
+_ARRAYS = ("key", "start", "end", "ext", "corr", "dkey", "dstart", "dend", "dext", "dcorr")
+"""The columns a rank's ``EventColumns`` take as views of the whole run's (its ``thread`` is its own)."""
+
+
 def columns_of(timeline: Timeline, readers: list[_TreeReader]) -> EventColumns:
     """The events the readers read (one per rank), as columns: every rank's together and each rank's.
 
@@ -332,6 +336,9 @@ def columns_of(timeline: Timeline, readers: list[_TreeReader]) -> EventColumns:
     if not timeline.ranks:
         return assemble(*parts[0], timeline)
     whole = assemble([p for h, _ in parts for p in h], [p for _, d in parts for p in d], timeline, let_go=together)
+    if together:  # the ranks' columns are views of these: neither may change the other's
+        for name in _ARRAYS:
+            getattr(whole, name).flags.writeable = False
 
     def rank(r: int, tl: Timeline) -> EventColumns:
         if not together:

@@ -256,7 +256,13 @@ class _Profile:
         self.notes: list[str] = list(tl.notes)
         if forest is None:
             reader = _TreeReader()
-            reader.nodes_of(tl.host, tl.device)
+            try:
+                reader.nodes_of(tl.host, tl.device)
+            except OverflowError:
+                raise ValueError(
+                    "an event's time or id does not fit in int64 (times are integer ns, as a trace's are: within "
+                    "about 292 years of 0); shift the timeline's times nearer 0"
+                ) from None
             forest = forest_of(columns_of(dataclasses.replace(tl, ranks=()), [reader]), reader.whats)
         self.forest = f = forest
         self.unlinked = f.unlinked
