@@ -1,8 +1,8 @@
 """The one aggregation of events into per-key sums, for trace files and for the live session's events.
 
 [`EventAggregator`][neuronprof.analysis.trace.EventAggregator] takes kineto's
-events one at a time; a trace file's reader (``_reader``) fills the same
-per-thread arrays; both finish through ``_Aggregator._finish``.
+events one at a time or a timeline's columns at once; a trace file's reader
+(``_reader``) fills the same per-thread arrays; both finish through ``_Aggregator._finish``.
 
 A few lines over 500, kept in one module on purpose: the aggregation's rules and the
 aggregator that fills its table (one event at a time, or a timeline's columns at once)
@@ -336,7 +336,7 @@ class EventAggregator(_Filling):
         external_id: int,
         flops: Optional[int],
     ) -> None:
-        """``add`` with the recorded inputs already as JSON bytes (``encoder()``'s): the live reader's loop."""
+        """``add`` with the recorded inputs already as JSON bytes (``encoder()``'s)."""
         kid = self.key_of(name, cat, dims, types, concrete)
         if kid < 0:
             self.skip(cat, 1)
