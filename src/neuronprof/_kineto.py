@@ -3,12 +3,18 @@
 Everything downstream (tables, findings, roofline, report) reads the
 [`EventTable`][neuronprof.analysis.trace.EventTable] a trace file's reader also
 writes, never profiler internals, so changes in torch's private API are absorbed here.
+
+Some 600 lines, kept in one module on purpose: every call into torch.profiler's private
+objects (kineto's event getters, their chunked reading, the event tree) stays behind this
+one boundary, as the design's "only module that reads torch.profiler objects" asks.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
+from array import array
 from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -146,12 +152,13 @@ def _feed(agg: Any, profile: Any) -> None:
             agg.add(evt.name, cat, start, round(evt.time_range.end * 1000) - start, where)
         return
     memory: list[Any] = []
-    try:
-        _feed_events(agg, events, memory=memory)
-    except _CallBeforeItsOp:
-        agg.restart()  # the same events again, in the same order, with every op's thread known first
-        memory.clear()
-        _feed_events(agg, events, _op_threads(events, _activity_reader(events[0])), memory=memory)
+    _feed_events(
+        agg,
+        events,
+        memory=memory,
+        with_flops=bool(getattr(profile, "with_flops", True)),
+        record_shapes=bool(getattr(profile, "record_shapes", True)),
+    )
     if memory:
         _feed_memory(agg, profile, memory)
 
@@ -215,121 +222,299 @@ def _device_type_number(device_type: Any) -> int:
         return int(device_type.value)
 
 
-def _op_threads(events: list[Any], activity: Callable[[Any], str]) -> dict[int, int]:
-    """Each op's thread by its correlation id: where its runtime calls are put (a pass of its own)."""
-    return {
-        int(evt.correlation_id()): int(evt.start_thread_id())
-        for evt in events
-        if vocab.event_kind(evt.name(), activity(evt)) not in (vocab.K_RUNTIME, vocab.K_DEVICE)
-    }
+# How the live reader reads an event, by its (name, activity): an op (with its recorded
+# inputs), another host span, a runtime call, device work, or an instant (left out).
+_READ_OP, _READ_HOST, _READ_RUNTIME, _READ_DEVICE, _READ_OUT = range(5)
+_HOST_KIND = 8  # added to the above: not a runtime call nor device work (an op's thread is learnt from it)
+_OP_CODE = _READ_OP + _HOST_KIND
+# Events read at a time: kineto's getters run over a chunk one at a time (``map``), and a
+# chunk this size stays in the CPU's cache between getters, as one event does in a loop.
+_CHUNK = 1024
 
 
-class _CallBeforeItsOp(Exception):
-    """A runtime call came before its op in kineto's list: the cycle is read again, ops first."""
+def _reader(first: Any, method: str) -> Callable[[Any], Any]:
+    """A kineto event's getter as a function of the event: its class's own (one call an event), else a method call."""
+    found = getattr(type(first), method, None)
+    return found if callable(found) else operator.methodcaller(method)
+
+
+def _blob() -> Callable[[Any], Any]:
+    """A cheap exact key of an op's recorded inputs (its shapes, dtypes and concrete inputs, a tuple of lists).
+
+    msgpack's bytes (``1``, ``1.0``, ``True``, nan and None all apart, where JSON would merge
+    some); ``repr`` without msgspec, or for lists msgpack cannot hold.
+    """
+    try:
+        import msgspec
+    except ImportError:  # the pure-Python path
+        return repr
+    return msgspec.msgpack.encode
+
+
+def _recorded_inputs(evt: Any, encode: Callable[[Any], bytes]) -> tuple[Optional[bytes], ...]:
+    """An op's recorded inputs as its key holds them: kineto's lists as they are, as JSON; None where empty.
+
+    Shapes are lists of ints, dtypes text; concrete inputs are read where there are
+    dtypes, as kineto writes them (text, ``""`` for a tensor).
+    """
+    shapes = evt.shapes()
+    dims = encode(shapes) if shapes else None
+    dtypes = evt.dtypes()
+    if not dtypes:
+        return dims, None, None
+    values = evt.concrete_inputs()
+    return dims, encode(dtypes), encode([_concrete_text(v) for v in values]) if values else None
 
 
 def _feed_events(
-    agg: Any, events: list[Any], op_thread: Optional[dict[int, int]] = None, *, memory: Optional[list[Any]] = None
+    agg: Any,
+    events: list[Any],
+    *,
+    memory: Optional[list[Any]] = None,
+    with_flops: bool = True,
+    record_shapes: bool = True,
 ) -> None:
-    """Put kineto's events into ``agg``, in their order, in one pass over them.
+    """Put kineto's events into ``agg``, in their order, a chunk of events at a time.
 
-    A runtime call sits on the thread of the op that made it, as in the trace (kineto may
-    give it another thread id; torch's own table moves it the same way). The ops come
-    before their calls in kineto's list, so one pass learns each op's thread as it goes
-    (``op_thread`` None); should a call name an op that comes later, ``_CallBeforeItsOp``
-    is raised, and the caller reads the cycle again with every op's thread known first
-    (``_op_threads``).
+    Each of kineto's getters runs over the events of a chunk that need it (``map``,
+    no Python code an event): names, activities, times, threads and ids of the events
+    kept; recorded inputs of ops only, and only where the profile recorded them
+    (``record_shapes``: torch records none without); links of runtime calls and device
+    work only; FLOP counts only where the profile was asked for them (``with_flops``:
+    torch computes none without). Keys are made in the order the events first name
+    them, as ``put`` one by one makes them; the events go to ``agg`` one timeline at a
+    time (``put_columns``).
 
-    Each event costs only the kineto calls its kind needs (recorded inputs for ops,
-    links for runtime calls and device work); a ``(name, activity)``'s kind is worked
-    out once. torch's allocation records (``[memory]`` events) are put in ``memory``, for ``_feed_memory``.
+    A runtime call sits on the thread of the op that made it, as in the trace (kineto
+    may give it another thread id; torch's own table moves it the same way): see
+    ``_link_threads``. torch's allocation records (``[memory]`` events) are put in
+    ``memory``, for ``_feed_memory``.
+
+    ``events`` is emptied as it is read (each chunk's places set to None), so that each
+    event is freed right after its chunk is read, while its memory is still in the cache.
     """
-    from neuronprof.analysis.trace import encoder
+    import numpy as np
 
-    first = events[0] if events else None
-    activity = _activity_reader(first)
-    hidden = first is not None and hasattr(first, "is_hidden_event")
-    encode = encoder()
-    incremental = op_thread is None
-    threads: dict[int, int] = {} if op_thread is None else op_thread
-    guessed: set[int] = set()  # ops named by a call before their own event was met (incremental only)
-    kinds: dict[tuple[str, str], int] = {}
-    texts: dict[str, bytes] = {}
-    put = agg.put
-    k_op, k_runtime, k_device = vocab.K_OP, vocab.K_RUNTIME, vocab.K_DEVICE
-    for evt in events:
-        name = evt.name()
-        cat = activity(evt)
-        kind = kinds.get((name, cat))
-        if kind is None:
-            kind = kinds[name, cat] = vocab.event_kind(name, cat)
-        left_out = name in _INSTANTS or cat == _INSTANT_ACTIVITY or (hidden and evt.is_hidden_event())
-        if kind in (k_device, k_runtime):
-            if left_out:
-                if memory is not None and name in _INSTANTS:  # a device's record, as torch before 2.12 names it
-                    memory.append(evt)
+    from neuronprof.analysis.trace import encoder
+    from neuronprof.analysis.trace._rules import _add_flops
+
+    if not events:
+        return
+    first = events[0]
+    get_name, get_cat = _reader(first, "name"), _activity_reader(first)
+    get_start, get_dur = _reader(first, "start_ns"), _reader(first, "duration_ns")
+    get_corr, get_tid = _reader(first, "correlation_id"), _reader(first, "start_thread_id")
+    get_shapes, get_dtypes = _reader(first, "shapes"), _reader(first, "dtypes")
+    get_concrete, get_flops = _reader(first, "concrete_inputs"), _reader(first, "flops")
+    get_linked = _reader(first, "linked_correlation_id")
+    get_hidden = _reader(first, "is_hidden_event") if hasattr(first, "is_hidden_event") else None
+    encode, blob_of = encoder(), _blob()
+    how: dict[tuple[str, str], int] = {}  # _READ_* (+ _HOST_KIND) by (name, activity)
+    instants = outs = False  # any [memory] record yet; any event left out by its (name, activity) yet
+    index: dict[tuple[Any, ...], int] = {}  # key index by (name, activity, inputs' blob); < 0: skipped
+    skipped: dict[str, int] = {}  # skipped category -> j (its events' key index is -1 - j)
+    inputs: dict[Any, tuple[Optional[bytes], ...]] = {None: (None, None, None)}  # by blob: dims, types, concrete
+    codes, kept_at = array("b"), array("q")  # every event's code; each kept event's position
+    kid, start, dur, corr = array("q"), array("q"), array("q"), array("q")
+    where: list[Any] = []  # each kept event's thread id (its lane, once linked)
+    flops: list[tuple[int, Any]] = []  # (kept row, FLOPs) where not 0
+    link_rows, links = array("q"), array("q")
+    left_out_threads: dict[int, tuple[int, int]] = {}  # (correlation id, thread) of left-out host events
+    nothing = [None] * _CHUNK
+    for s in range(0, len(events), _CHUNK):
+        # The chunk's events leave the list: each is freed once read, while its memory is at hand.
+        part, events[s : s + _CHUNK] = events[s : s + _CHUNK], nothing[: len(events) - s]
+        names, cats = list(map(get_name, part)), list(map(get_cat, part))
+        reads: list[Any] = list(map(how.get, zip(names, cats)))
+        if None in reads:
+            for pair in dict.fromkeys(zip(names, cats)):
+                if pair not in how:
+                    how[pair] = _how(*pair)
+                    instants |= pair[0] in _INSTANTS
+                    outs |= how[pair] & 7 == _READ_OUT
+            reads = list(map(how.__getitem__, zip(names, cats)))
+        codes.extend(reads)
+        if instants and memory is not None:
+            memory.extend(evt for evt, name in zip(part, names) if name in _INSTANTS)
+        at: Any = range(s, s + len(part))
+        out = [r & 7 == _READ_OUT for r in reads] if outs else None
+        if get_hidden is not None:
+            hid = list(map(get_hidden, part))
+            if any(hid):
+                out = hid if out is None else list(map(operator.or_, out, hid))
+        if out is not None and any(out):
+            for j, o in enumerate(out):
+                if o and reads[j] & _HOST_KIND:  # left out, yet it names its op's thread
+                    left_out_threads[s + j] = (int(get_corr(part[j])), int(get_tid(part[j])))
+            keep = [j for j, o in enumerate(out) if not o]
+            part, names, cats = [part[j] for j in keep], [names[j] for j in keep], [cats[j] for j in keep]
+            reads, at = [reads[j] for j in keep], [s + j for j in keep]
+            if not part:
                 continue
-            corr, linked = int(evt.correlation_id()), int(evt.linked_correlation_id())
-            if kind == k_device:
-                thread: tuple[Any, Any] = (f"device {evt.device_index()}", int(evt.device_resource_id()))
+        kept_at.extend(at)
+        row0 = len(start)
+        start.extend(map(get_start, part))
+        dur.extend(map(get_dur, part))
+        corr.extend(map(get_corr, part))
+        where.extend(map(get_tid, part))
+        all_ops = reads.count(_OP_CODE) == len(reads)
+        if not all_ops and (_READ_RUNTIME in reads or _READ_DEVICE in reads):
+            linked = [j for j, r in enumerate(reads) if r in (_READ_RUNTIME, _READ_DEVICE)]
+            link_rows.extend(row0 + j for j in linked)
+            links.extend(map(get_linked, [part[j] for j in linked]))
+            for j in linked:
+                if reads[j] == _READ_DEVICE:
+                    evt = part[j]
+                    where[row0 + j] = (f"device {evt.device_index()}", int(evt.device_resource_id()))
+        # Recorded inputs of ops (shapes, dtypes, concrete inputs), told apart by one cheap
+        # exact key of the three lists; each key's JSON columns are made once (``_recorded_inputs``).
+        op_rows = range(len(part)) if all_ops else [j for j, r in enumerate(reads) if r == _OP_CODE]
+        ops = part if all_ops else [part[j] for j in op_rows]
+        blobs: list[Any]
+        if record_shapes:
+            try:
+                blobs = list(map(blob_of, zip(map(get_shapes, ops), map(get_dtypes, ops), map(get_concrete, ops))))
+            except (TypeError, OverflowError, ValueError):  # lists msgpack cannot hold: told by their repr
+                blobs = list(map(repr, zip(map(get_shapes, ops), map(get_dtypes, ops), map(get_concrete, ops))))
+            if not all(map(inputs.__contains__, blobs)):
+                for blob, j in dict(zip(reversed(blobs), range(len(blobs) - 1, -1, -1))).items():
+                    if blob not in inputs:
+                        inputs[blob] = _recorded_inputs(ops[j], encode)
+        else:
+            blobs = [None] * len(ops)
+        if with_flops:
+            flops.extend((row0 + op_rows[j], f) for j, f in enumerate(map(get_flops, ops)) if f)
+        if not all_ops:
+            full: list[Any] = [None] * len(part)
+            for j, blob in zip(op_rows, blobs):
+                full[j] = blob
+            blobs = full
+        kids: list[Any] = list(map(index.get, zip(names, cats, blobs)))
+        if None in kids:
+            for j, raw in enumerate(zip(names, cats, blobs)):
+                if kids[j] is None:
+                    found = index.get(raw)
+                    if found is None:
+                        found = index[raw] = _key_index(agg, raw[0], raw[1], inputs[raw[2]], skipped)
+                    kids[j] = found
+        kid.extend(kids)
+    if not len(start):
+        return
+    kids_np = np.frombuffer(kid, np.int64)
+    corr_np = np.frombuffer(corr, np.int64)
+    put = kids_np >= 0
+    if skipped:
+        counts = np.bincount(-1 - kids_np[~put], minlength=len(skipped))
+        for cat, j in skipped.items():
+            agg.skip(cat, int(counts[j]))
+    for row, f in flops:
+        if kid[row] >= 0:
+            _add_flops(agg.sums.flops, kid[row], int(f))
+    # As kineto writes them: runtime calls and device work carry a "correlation" and their
+    # op's id as "External id"; an op's "External id" is its own correlation id.
+    if len(link_rows):
+        rows = np.frombuffer(link_rows, np.int64)
+        ids = np.frombuffer(links, np.int64)
+        table_corr = np.full(len(start), -1, np.int64)
+        table_corr[rows] = corr_np[rows]
+        table_ext = corr_np.copy()
+        table_ext[rows] = np.where(ids == 0, -1, ids)
+        _link_threads(codes, kept_at, corr, where, link_rows, links, left_out_threads)
+        kinds = np.frombuffer(codes, np.int8)[np.frombuffer(kept_at, np.int64)] & 7
+        runtime = put & (kinds == _READ_RUNTIME) & (corr_np >= 0)
+        agg.runtime_corr.update(corr_np[runtime].tolist())
+    else:
+        table_corr = np.full(len(start), -1, np.int64)
+        table_ext = corr_np
+    columns = [np.frombuffer(start, np.int64), np.frombuffer(dur, np.int64), kids_np, table_corr, table_ext]
+    if not put.all():
+        rows = np.flatnonzero(put)
+        columns = [c[rows] for c in columns]
+        where = [where[i] for i in rows.tolist()]
+        if not where:
+            return
+    lanes = dict.fromkeys(where)
+    groups: list[tuple[Any, Any]]
+    if len(lanes) == 1:
+        groups = [(next(iter(lanes)), slice(None))]
+    else:
+        number = {lane: j for j, lane in enumerate(lanes)}
+        lane_of = np.fromiter(map(number.__getitem__, where), np.int64, len(where))
+        order = np.argsort(lane_of, kind="stable")
+        ends = np.cumsum(np.bincount(lane_of, minlength=len(number)))
+        groups = [(lane, order[(ends[j - 1] if j else 0) : ends[j]]) for lane, j in number.items()]
+    for lane, sel in groups:
+        thread = lane if isinstance(lane, tuple) else ("host", lane)
+        agg.put_columns(thread, *(c[sel] for c in columns))
+
+
+def _how(name: str, cat: str) -> int:
+    """How the live reader reads events of a (name, activity): ``_READ_*``, plus ``_HOST_KIND`` for host kinds."""
+    kind = vocab.event_kind(name, cat)
+    host = 0 if kind in (vocab.K_RUNTIME, vocab.K_DEVICE) else _HOST_KIND
+    if name in _INSTANTS or cat == _INSTANT_ACTIVITY:
+        return _READ_OUT + host
+    if kind == vocab.K_DEVICE:
+        return _READ_DEVICE
+    if kind == vocab.K_RUNTIME:
+        return _READ_RUNTIME
+    return (_READ_OP if kind == vocab.K_OP else _READ_HOST) + host
+
+
+def _key_index(agg: Any, name: str, cat: str, inputs: tuple[Optional[bytes], ...], skipped: dict[str, int]) -> int:
+    """The key index of an event (its recorded inputs as ``_recorded_inputs`` gives them); < 0: skipped."""
+    kid: int = agg.key_of(name, cat, *inputs)
+    if kid < 0:
+        if cat not in skipped:
+            skipped[cat] = len(skipped)
+            agg.skip(cat, 0)  # the category counted in the order its first event comes
+        kid = -1 - skipped[cat]
+    return kid
+
+
+def _link_threads(
+    codes: Any,
+    kept_at: Any,
+    corr: Any,
+    where: list[Any],
+    link_rows: Any,
+    links: Any,
+    left_out_threads: dict[int, tuple[int, int]],
+) -> None:
+    """Put each kept runtime call on its op's thread, in ``where``.
+
+    A call's op is the one listed before it with the call's linked correlation id (the
+    last such); should a call name an op listed after it, every call takes the thread of
+    the last op of its id, as one pass with every op's thread known first would give.
+    Events of host kinds that were left out (instants, hidden events) name their thread
+    too (``left_out_threads``, by position).
+    """
+    kept = dict(zip(kept_at, range(len(kept_at))))
+    link_of = dict(zip(link_rows, links))
+    threads: dict[int, int] = {}
+    guessed: set[int] = set()
+    calls: list[tuple[int, int, int]] = []  # (kept row, linked id, own thread)
+    for i, code in enumerate(codes):
+        j = kept.get(i)
+        if code & _HOST_KIND:
+            if j is None:
+                op_corr, op_thread = left_out_threads[i]
+                threads[op_corr] = op_thread
             else:
-                op = threads.get(linked)
-                if op is None:
-                    op = int(evt.start_thread_id())
-                    if incremental:
-                        guessed.add(linked)
-                thread = ("host", op)
-            # As kineto writes them: runtime calls and device work carry a "correlation" and
-            # their op's id as "External id"; an op's "External id" is its own correlation id.
-            put(
-                name,
-                cat,
-                int(evt.start_ns()),
-                int(evt.duration_ns()),
-                thread,
-                None,
-                None,
-                None,
-                corr,
-                linked or -1,
-                None,
-            )
+                threads[corr[j]] = where[j]
             continue
-        corr, tid = int(evt.correlation_id()), int(evt.start_thread_id())
-        if incremental:
-            threads[corr] = tid
-        if left_out:
-            if memory is not None and name in _INSTANTS:
-                memory.append(evt)
+        if j is None or code != _READ_RUNTIME:  # left out, or device work (on its device's lane)
             continue
-        dims = types = concrete = None
-        flops = None
-        if kind == k_op:
-            # kineto's lists as they are (shapes: lists of ints; dtypes: text), encoded as JSON.
-            shapes = evt.shapes()
-            dims = encode(shapes) if shapes else None
-            dtypes = evt.dtypes()
-            if dtypes:
-                types = encode(dtypes)
-                values = evt.concrete_inputs()
-                if values:
-                    concrete = _concrete_bytes(values, texts, encode)
-            flops = int(evt.flops() or 0) or None
-        put(
-            name,
-            cat,
-            int(evt.start_ns()),
-            int(evt.duration_ns()),
-            ("host", tid),
-            dims,
-            types,
-            concrete,
-            -1,
-            corr,
-            flops,
-        )
-    if guessed and not guessed.isdisjoint(threads):
-        raise _CallBeforeItsOp
+        link, own = link_of[j], where[j]
+        op = threads.get(link)
+        if op is None:
+            op = own
+            guessed.add(link)
+        calls.append((j, link, own))
+        where[j] = op
+    if guessed and not guessed.isdisjoint(threads):  # a call came before its op: every op's thread, known first
+        for j, link, own in calls:
+            where[j] = threads.get(link, own)
 
 
 def _activity_reader(first: Any) -> Callable[[Any], str]:
@@ -340,19 +525,6 @@ def _activity_reader(first: Any) -> Callable[[Any], str]:
     if get is not None:
         return lambda evt: str(evt.activity_type())
     return activity_of
-
-
-def _concrete_bytes(values: list[Any], texts: dict[str, bytes], encode: Callable[[Any], bytes]) -> bytes:
-    """``Concrete Inputs`` as kineto writes them (text, ``""`` for a tensor), as JSON; once per list of values.
-
-    The values' ``repr`` is the key of the text made of them: exact (``1``, ``1.0``,
-    ``True``, ``nan`` and ``None`` are all told apart, where a tuple or JSON would merge some).
-    """
-    key = repr(values)
-    found = texts.get(key)
-    if found is None:
-        found = texts[key] = encode([_concrete_text(v) for v in values])
-    return found
 
 
 def _memory_by_row(profile: Any) -> dict[tuple[str, Any], tuple[int, int]]:

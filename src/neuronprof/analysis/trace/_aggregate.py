@@ -1,8 +1,12 @@
 """The one aggregation of events into per-key sums, for trace files and for the live session's events.
 
 [`EventAggregator`][neuronprof.analysis.trace.EventAggregator] takes kineto's
-events one at a time; a trace file's reader (``_reader``) fills the same
-per-thread arrays; both finish through ``_Aggregator._finish``.
+events one at a time or a timeline's columns at once; a trace file's reader
+(``_reader``) fills the same per-thread arrays; both finish through ``_Aggregator._finish``.
+
+A few lines over 500, kept in one module on purpose: the aggregation's rules and the
+aggregator that fills its table (one event at a time, or a timeline's columns at once)
+are one unit, so that trace files and live sessions are summed by the same code.
 """
 
 from __future__ import annotations
@@ -332,18 +336,14 @@ class EventAggregator(_Filling):
         external_id: int,
         flops: Optional[int],
     ) -> None:
-        """``add`` with the recorded inputs already as JSON bytes (``encoder()``'s): the live reader's loop."""
-        if cat in _SKIP_CATS and vocab.skipped(name, cat):  # as a trace file's reader does
-            self.sums.skipped[cat] = self.sums.skipped.get(cat, 0) + 1
+        """``add`` with the recorded inputs already as JSON bytes (``encoder()``'s)."""
+        kid = self.key_of(name, cat, dims, types, concrete)
+        if kid < 0:
+            self.skip(cat, 1)
             return
-        key = (name, cat, dims, types, concrete)
-        keys = self.keys
-        kid = keys.index.get(key)
-        if kid is None:
-            kid = keys.add(key)
         if flops:
             _add_flops(self.sums.flops, kid, flops)
-        if keys.kind[kid] == _K_RUNTIME and correlation >= 0:
+        if self.keys.kind[kid] == _K_RUNTIME and correlation >= 0:
             self.runtime_corr.add(correlation)
         th = self.threads.get(thread)
         if th is None:
@@ -355,12 +355,33 @@ class EventAggregator(_Filling):
         th.ext.append(external_id)
         self.sums.events += 1
 
-    def restart(self) -> None:
-        """Forget the events added so far, to add them again (the keys they made stay, in their order)."""
-        stopped = self.stopped_in_last_step
-        _Filling.__init__(self, self.path, self.keys)
-        self.stopped_in_last_step = stopped
-        self.file_notes = False
+    def key_of(
+        self, name: str, cat: str, dims: Optional[bytes], types: Optional[bytes], concrete: Optional[bytes]
+    ) -> int:
+        """The index of the key ``put`` files such an event under (made if new); -1 for one left out (``skip``)."""
+        if cat in _SKIP_CATS and vocab.skipped(name, cat):  # as a trace file's reader does
+            return -1
+        key = (name, cat, dims, types, concrete)
+        kid = self.keys.index.get(key)
+        return self.keys.add(key) if kid is None else kid
+
+    def skip(self, cat: str, count: int) -> None:
+        """Count ``count`` events of category ``cat`` that ``key_of`` left out."""
+        self.sums.skipped[cat] = self.sums.skipped.get(cat, 0) + count
+
+    def put_columns(self, thread: tuple[Any, Any], ts: Any, dur: Any, kid: Any, corr: Any, ext: Any) -> None:
+        """Events of one timeline (numpy arrays of equal length, ``kid`` from ``key_of``), as ``put`` adds them.
+
+        FLOP counts and runtime calls' correlation ids are the caller's to add.
+        """
+        import numpy as np
+
+        th = self.threads.get(thread)
+        if th is None:
+            th = self.threads[thread] = EventColumns()
+        for column, values in zip((th.ts, th.dur, th.kid, th.corr, th.ext), (ts, dur, kid, corr, ext)):
+            column.frombytes(np.ascontiguousarray(values, np.int32 if column.typecode == "i" else np.int64).tobytes())
+        self.sums.events += len(ts)
 
     def events_table(self, metadata: Optional[Mapping[str, Any]] = None) -> EventTable:
         """The events added so far as a frozen table (the aggregator is not used again).
