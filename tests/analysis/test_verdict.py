@@ -9,6 +9,7 @@ verdicts in every format.
 from __future__ import annotations
 
 import json
+import math
 import random
 import shutil
 from pathlib import Path
@@ -45,6 +46,56 @@ def test_the_interval_holds_the_estimate_and_a_scale_change_moves_it_exactly() -
     assert s.low is not None and s.high is not None and s.low <= s.ratio <= s.high
     assert s.verdict == "slower" and "slower by 50.0%" in s.describe()
     assert shift(b, a).verdict == "faster"
+
+
+def _listed(a: list[float], b: list[float], confidence: float) -> tuple[object, ...]:
+    """The estimate, interval and U by definition: every pairwise log ratio listed and sorted."""
+    import math
+
+    from neuronprof.analysis._verdict import _lower_rank
+
+    diffs = sorted(math.log(y) - math.log(x) for x in a for y in b)
+    mid = len(diffs) // 2
+    centre = diffs[mid] if len(diffs) % 2 else (diffs[mid - 1] + diffs[mid]) / 2
+    k = _lower_rank(len(a), len(b), 1 - confidence)
+    ends = (math.exp(diffs[k - 1]), math.exp(diffs[-k])) if k else (None, None)
+    u = sum(1.0 if d > 0 else 0.5 if d == 0 else 0.0 for d in diffs)
+    return (math.exp(centre), *ends, u)
+
+
+_times = st.one_of(
+    st.sampled_from([1.0, 2.0, 3.0, 1e-300, 1e300]),  # ties, and logs far apart
+    st.floats(min_value=1e-6, max_value=1e6, allow_nan=False, allow_infinity=False, exclude_min=True),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    a=st.lists(_times, min_size=1, max_size=70),
+    b=st.lists(_times, min_size=1, max_size=70),
+    confidence=st.sampled_from([0.5, 0.9, 0.95, 0.99]),
+)
+def test_the_estimate_and_interval_are_the_listed_pairwise_ratios_order_statistics(
+    a: list[float], b: list[float], confidence: float
+) -> None:
+    # shift() selects them without listing the m*n ratios; listed, they must be the same floats.
+    from neuronprof.analysis._verdict import _u_cdf
+
+    s = shift(a, b, confidence=confidence)
+    ratio, low, high, u = _listed(a, b, confidence)
+    assert (s.ratio, s.low, s.high) == (ratio, low, high)
+    m, n = len(a), len(b)
+    assert s.p_value == min(1.0, 2 * min(_u_cdf(u, m, n), 1 - _u_cdf(math.ceil(u) - 1, m, n)))
+
+
+def test_a_long_sample_is_judged_without_listing_its_pairs() -> None:
+    # 20,000 a side: 4e8 pairwise ratios, 3.2 GB as floats; selected, they need a few arrays of 20,000.
+    rng = random.Random(5)
+    a = [rng.lognormvariate(0, 0.1) for _ in range(20_000)]
+    b = [v * 1.02 for v in a]
+    s = shift(a, b)
+    assert s.ratio == pytest.approx(1.02) and s.verdict == "slower"
+    assert s.low is not None and s.high is not None and s.low < 1.02 < s.high
 
 
 def test_too_few_samples_cannot_tell_and_say_how_many_are_needed() -> None:
