@@ -79,3 +79,29 @@ def test_allocation_records_keep_the_ops_around_them_for_the_memory_pane(tmp_pat
     settings: dict[str, Any] = {}
     table = kept.table()
     assert trace_report(released, table, settings=settings, read=read) == trace_report(kept, table, settings=settings)
+
+
+def test_report_lets_the_columns_go_before_it_makes_the_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The page (the template, the panes' JSON) is made once the columns are freed: its memory takes their place.
+    import gc
+    import weakref
+
+    from neuronprof import report
+    from neuronprof.analysis.insights import _trace
+
+    columns: list[Any] = []
+    read = _trace.read_of
+    monkeypatch.setattr(
+        _trace, "read_of", lambda *a, **k: (r := read(*a, **k), columns.append(weakref.ref(r.columns.start)))[0]
+    )
+    alive: list[bool] = []
+    page = report._profile_page
+
+    def profile_page(*args: Any, **kwargs: Any) -> str:
+        gc.collect()
+        alive.append(columns[0]() is not None)
+        return page(*args, **kwargs)
+
+    monkeypatch.setattr(report, "_profile_page", profile_page)
+    assert cli_main(["report", str(RECORDED), "-o", str(tmp_path / "r.html")]) == 0
+    assert alive == [False]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import platform
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
 from neuronprof._report_findings import MAX_FINDINGS as MAX_FINDINGS  # the findings listed at most, re-exported
@@ -248,24 +248,29 @@ def _draw(
     from neuronprof._report_device import kernels_data, neuron_data, neuron_note
     from neuronprof._report_ops import call_tree, modules_data
     from neuronprof._report_overview import overview_data, rank_windows
-    from neuronprof.analysis._gc import collector_paused
+    from neuronprof.analysis._gc import collector_paused, return_freed_memory
+
+    def pane(draw: Callable[..., Any], *args: Any) -> Any:
+        out = draw(timeline, *args)
+        return_freed_memory()  # its arrays, before the next pane's
+        return out
 
     # The panes make many objects and no garbage, beside the events: each pass of the collector would walk them all.
     with collector_paused():
         windows = rank_windows(timeline)
-        kernels = kernels_data(timeline, backend_known, windows)
+        kernels = pane(kernels_data, backend_known, windows)
         note = neuron_note(timeline)
         if neuron is not None:
             kernels["neuron"] = neuron_data(neuron)
         else:
             kernels["notes"] += [n for n in (note, device_note) if n is not None]
         panes = {
-            "overview": overview_data(timeline, backend_known, windows),
+            "overview": pane(overview_data, backend_known, windows),
             "kernels": kernels,
-            "modules": modules_data(timeline),
-            "call_tree": call_tree(timeline),
+            "modules": pane(modules_data),
+            "call_tree": pane(call_tree),
         }
-        return _Drawn(timeline_data(timeline), timeline.notes, panes)
+        return _Drawn(pane(timeline_data), timeline.notes, panes)
 
 
 def _profile_page(
@@ -385,9 +390,11 @@ def trace_report(
     (a trace file, folder or ``Trace``) adds the pane of ``neuronprof diff BASELINE TRACE``;
     ``device_note``, without ``neuron``, says in the kernels pane why the device's own profile is absent;
     ``same``, that ``baseline`` is the trace's own file or folder (said first in the two-run pane);
-    ``read``, ``read_of(trace)`` when the caller has read the trace's events already; ``names``, what
+    ``read``, ``read_of(trace)`` when the caller has read the trace's events already (let go, and its memory
+    given back, before the page is made: a caller that holds no other reference frees it); ``names``, what
     the two-run pane calls the ``"baseline"`` and the ``"trace"`` when not their files (a piped input: ``-``).
     """
+    from neuronprof.analysis._gc import return_freed_memory
     from neuronprof.analysis.insights import analyze_timeline
     from neuronprof.analysis.insights._columns import of_timeline
     from neuronprof.analysis.insights._trace import insights_of, read_of
@@ -402,6 +409,7 @@ def trace_report(
         drawn = _draw(read.columns, neuron, device_note, known)
         insights = insights_of(trace, read)
         del read
+        return_freed_memory()  # the columns, when the caller handed them over
     else:
         insights = trace.insights() if timeline is trace.timeline() else analyze_timeline(timeline)
         drawn = _draw(of_timeline(timeline), neuron, device_note, known)

@@ -93,11 +93,12 @@ def run(args: argparse.Namespace) -> int:
     from neuronprof.report import environment, trace_report, trace_settings
 
     # The command's own trace: its tables let go of their events as they are read into the
-    # columns every pane and the findings read (the events are held once).
-    read = read_of(trace, release=True)
+    # columns every pane and the findings read (the events are held once). The columns are
+    # handed to the report (popped), which lets them go before it makes the page.
+    reads = [read_of(trace, release=True)]
     ranks: dict[str, Any] = {"steps": trace.steps, "rank": trace.rank}
     if trace.ranks:  # several ranks ran their steps side by side: each is read, and drawn, on its own
-        straggler = getattr(insights_of(trace, read), "straggler", None)
+        straggler = getattr(insights_of(trace, reads[0]), "straggler", None)
         ranks = {
             "ranks": f"{len(trace.ranks)}" + ("" if straggler is None else f"; straggler: rank {straggler}"),
             "steps": ", ".join(f"rank {t.rank}: {t.steps}" for t in trace.ranks),
@@ -122,10 +123,9 @@ def run(args: argparse.Namespace) -> int:
         baseline=args.baseline,
         neuron=neuron,
         same=same,
-        read=read,
+        read=reads.pop(),
         names={k: v for k, v in piped.items() if k in ("trace", "baseline")},
     )
-    del read
     write_text(target.resolve(), text, overwrite=args.overwrite)
     print(f"report written to {target}", file=sys.stderr)
     return 0

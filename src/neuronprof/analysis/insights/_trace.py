@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union, cast
 
-from neuronprof.analysis._gc import collector_paused
+from neuronprof.analysis._gc import collector_paused, return_freed_memory
 from neuronprof.analysis.insights._columns import EventColumns
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostEvent, Timeline
 from neuronprof.analysis.insights._tree_reader import _TreeReader, forest_of
@@ -82,6 +81,7 @@ def insights_of(trace: Trace, read: Optional[Read] = None) -> Union[Insights, Ra
             found.append(_analyze(part, forest))
             figures.append(forest.rank_figures())
             del forest
+            return_freed_memory()  # the rank's call trees, before the next rank's
         cached = rank_insights(timeline, found, figures) if timeline.ranks else found[0]
         del timeline, columns
         trace.__dict__["_insights"] = cached
@@ -114,35 +114,18 @@ def read_of(trace: Trace, *, release: bool = False) -> Read:
         (readers.get(rank) or readers.setdefault(rank, _TreeReader()))(fi, table, *into)
         if release and not table.memory:
             table.let_go_of_events()  # the reader's pieces hold what the rules and the panes read of them
+            return_freed_memory()
 
     if release:
         trace.__dict__[_LET_GO] = True
     timeline = _timeline(trace, read)
-    if release:
-        _return_freed_memory()
     keys = [t.rank for t in timeline.ranks] if trace.ranks else [None]
     ranks = [readers.get(k, _TreeReader()) for k in keys]
     offsets = [0]
     for reader in ranks:
         offsets.append(offsets[-1] + len(reader.whats))
-    columns = columns_of(timeline, ranks)
+    columns = columns_of(timeline, ranks, release=release)
     return Read(timeline, columns, tuple((o, r.whats) for o, r in zip(offsets, ranks)))
-
-
-def _return_freed_memory() -> None:
-    """Ask glibc's allocator to give the pages of freed blocks back to the system (``malloc_trim``).
-
-    The tables' columns grow as arrays of many sizes: freed, they stay with the process's
-    heap, where numpy's large arrays (mapped apart) never reuse them. Dask's workers trim
-    the same way; elsewhere (macOS, Windows, musl) this does nothing.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-    from contextlib import suppress
-
-    with suppress(OSError, AttributeError):  # not glibc
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 _LET_GO = "_events_let_go"
@@ -249,13 +232,14 @@ _ARRAYS = ("key", "start", "end", "ext", "corr", "dkey", "dstart", "dend", "dext
 """The columns a rank's ``EventColumns`` take as views of the whole run's (its ``thread`` is its own)."""
 
 
-def columns_of(timeline: Timeline, readers: list[_TreeReader]) -> EventColumns:
+def columns_of(timeline: Timeline, readers: list[_TreeReader], *, release: bool = False) -> EventColumns:
     """The events the readers read (one per rank), as columns: every rank's together and each rank's.
 
     The same events as the timeline's, in its order: by table, then each table's in the order read.
     The readers let go of them, and each piece is let go of as its column is joined: the columns
     are not held twice. A rank's columns are views into the whole run's where its tables' events
-    come together there (one file per rank, or a rank's files one after another).
+    come together there (one file per rank, or a rank's files one after another). ``release``
+    (``read_of``'s): the freed pieces' memory goes back to the system column by column.
     """
     import numpy as np
 
@@ -296,6 +280,8 @@ def columns_of(timeline: Timeline, readers: list[_TreeReader]) -> EventColumns:
             out = np.concatenate([p[at] for p in pieces]).astype(dtype, copy=False)
         for p in pieces if let_go else ():
             p[at] = None
+        if let_go and release:  # the pieces lie between others: their pages are not reused for the next column
+            return_freed_memory()
         return out
 
     def threads_of(host: list[tuple[str, int]]) -> tuple[list[str], Any]:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Optional, Union
 from neuronprof._deprecation import renamed_keyword
 from neuronprof._vocabulary import event_kind
 from neuronprof.analysis._eventstream import missing_reason
+from neuronprof.analysis._gc import return_freed_memory
 from neuronprof.analysis.errors import TraceError
 from neuronprof.analysis.trace._aggregate import EventAggregator, encoder, sum_events
 from neuronprof.analysis.trace._events import EventTable, MemoryColumns, step_windows
@@ -210,7 +211,7 @@ def _load(source: Union[str, os.PathLike[str]], readers: Readers) -> Trace:
             )
     read, unreadable = readers.read(files)
     if _size(files) >= _TRIM_FROM:
-        _return_freed_memory()
+        return_freed_memory()
     if unreadable:
         files = [f for f, _ in read]
         folder_notes.insert(0, unreadable)
@@ -219,7 +220,7 @@ def _load(source: Union[str, os.PathLike[str]], readers: Readers) -> Trace:
 
 
 _TRIM_FROM = 32 << 20
-"""Bytes of trace read from which the memory the reading freed is given back (``_return_freed_memory``)."""
+"""Bytes of trace read from which the memory the reading freed is given back (``return_freed_memory``)."""
 
 
 def _size(files: Sequence[str]) -> int:
@@ -228,24 +229,6 @@ def _size(files: Sequence[str]) -> int:
         with contextlib.suppress(OSError):
             total += os.path.getsize(f)
     return total
-
-
-def _return_freed_memory() -> None:
-    """Give the memory the reading freed back to the system (glibc's ``malloc_trim``), where there is glibc.
-
-    Reading a large file decodes it piece by piece: the pieces are freed, but glibc keeps
-    the freed pages, while the objects the findings and the report make next come from
-    new ones (Python's allocator maps its own): without this, their memory adds to the
-    reading's instead of taking its place. Costs a few milliseconds; a no-op elsewhere.
-    """
-    import ctypes
-
-    try:
-        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # the C library the interpreter runs on
-    except (OSError, TypeError):  # no such handle on this platform
-        return
-    if trim is not None:
-        trim(0)
 
 
 def trace_of(tables: Sequence[EventTable], *, earlier: Optional[_Sums] = None) -> Trace:
