@@ -62,7 +62,7 @@ when a judged ratio misses its target.
 Usage::
 
     python benchmarks/scale.py [--sizes 10,100,600] [--rounds 3] [--traces DIR] [--only summarize,advise]
-    python benchmarks/scale.py --sizes 10,100 --readme   # rewrite README.md's performance table
+    python benchmarks/scale.py --sizes 100,600 --readme  # rewrite README.md's performance tables
 
 Over 500 lines on purpose: a benchmark is one script to copy and run, and its parts
 (traces, runs, ratios, tables) all read the one list of contenders.
