@@ -250,9 +250,11 @@ def _draw(
     from neuronprof._report_overview import overview_data, rank_windows
     from neuronprof.analysis._gc import collector_paused, return_freed_memory
 
+    events = len(timeline.key) + len(timeline.dkey)
+
     def pane(draw: Callable[..., Any], *args: Any) -> Any:
         out = draw(timeline, *args)
-        return_freed_memory()  # its arrays, before the next pane's
+        return_freed_memory(events)  # its arrays, before the next pane's
         return out
 
     # The panes make many objects and no garbage, beside the events: each pass of the collector would walk them all.
@@ -408,8 +410,9 @@ def trace_report(
         read = read or read_of(trace)
         drawn = _draw(read.columns, neuron, device_note, known)
         insights = insights_of(trace, read)
+        events = len(read.columns.key) + len(read.columns.dkey)
         del read
-        return_freed_memory()  # the columns, when the caller handed them over
+        return_freed_memory(events)  # the columns, when the caller handed them over
     else:
         insights = trace.insights() if timeline is trace.timeline() else analyze_timeline(timeline)
         drawn = _draw(of_timeline(timeline), neuron, device_note, known)

@@ -64,7 +64,7 @@ def _listed(a: list[float], b: list[float], confidence: float) -> tuple[object, 
 
 
 _times = st.one_of(
-    st.sampled_from([1.0, 2.0, 3.0, 1e-300, 1e300]),  # ties, and logs far apart
+    st.sampled_from([1.0, 2.0, 3.0, 1e-150, 1e150]),  # ties, and logs far apart (every ratio a float)
     st.floats(min_value=1e-6, max_value=1e6, allow_nan=False, allow_infinity=False, exclude_min=True),
 )
 
@@ -96,6 +96,36 @@ def test_a_long_sample_is_judged_without_listing_its_pairs() -> None:
     s = shift(a, b)
     assert s.ratio == pytest.approx(1.02) and s.verdict == "slower"
     assert s.low is not None and s.high is not None and s.low < 1.02 < s.high
+
+
+def test_one_small_side_against_many_gets_the_exact_interval() -> None:
+    # 1 sample against 3,000: U is uniform on 0..3000, so 95 % holds k = 75; the normal
+    # approximation found none and said "cannot tell".
+    rng = random.Random(9)
+    many = [rng.lognormvariate(0, 0.1) for _ in range(3000)]
+    s = shift([2.0], many)
+    assert s.verdict == "faster" and s.low is not None
+    from neuronprof.analysis._verdict import _lower_rank
+
+    assert _lower_rank(1, 3000, 0.05) == 75
+
+
+@pytest.mark.parametrize("confidence", [0.95, 0.99])
+def test_the_normal_approximation_is_used_only_where_its_interval_is_never_narrower(confidence: float) -> None:
+    from neuronprof.analysis import _verdict
+
+    def k_exact(m: int, n: int) -> int:
+        counts, total, below = _verdict._u_counts(m, n), math.comb(m + n, m), 0
+        for k, c in enumerate(counts):
+            below += c
+            if below / total > (1 - confidence) / 2:
+                return k
+        return m * n
+
+    for m, n in [(10, 260), (10, 2000), (12, 300), (20, 130), (30, 90), (51, 51), (70, 70)]:
+        assert not _verdict._exact(m, n)
+        approx, exact = _verdict._lower_rank(m, n, 1 - confidence), k_exact(m, n)
+        assert exact * 0.95 <= approx <= exact, (m, n, approx, exact)
 
 
 def test_too_few_samples_cannot_tell_and_say_how_many_are_needed() -> None:

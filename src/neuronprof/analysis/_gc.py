@@ -6,8 +6,9 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Optional
 
-__all__ = ["collector_paused", "return_freed_memory"]
+__all__ = ["TRIM_FROM_EVENTS", "collector_paused", "return_freed_memory"]
 
 
 @contextmanager
@@ -26,16 +27,27 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def return_freed_memory() -> None:
+TRIM_FROM_EVENTS = 100_000
+"""Events (about a 30 MB trace's) below which ``return_freed_memory(events)`` does nothing."""
+
+
+def return_freed_memory(events: Optional[int] = None) -> None:
     """Give the memory freed so far back to the system (glibc's ``malloc_trim``), where there is glibc.
 
     A large trace is read and analysed in phases (decoding piece by piece, tables into
     columns, a call tree per rank, a report pane after another), each freeing arrays and
     objects that lie between others still held. glibc keeps the freed pages for later
     allocations, but numpy's next arrays seldom fit in them: without this, each phase's
-    memory adds to the previous ones' instead of taking its place. Costs well under a
-    millisecond when little is free; a no-op elsewhere (macOS, Windows, musl).
+    memory adds to the previous ones' instead of taking its place. A call costs well under
+    a millisecond on a heap of few free blocks, and tens of milliseconds on one of hundreds
+    of thousands; a no-op elsewhere (macOS, Windows, musl).
+
+    Args:
+        events: How many events the phase read: below ``TRIM_FROM_EVENTS`` nothing is done
+            (little memory is at stake). ``None``: always.
     """
+    if events is not None and events < TRIM_FROM_EVENTS:
+        return
     import ctypes
 
     try:

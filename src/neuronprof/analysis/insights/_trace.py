@@ -81,7 +81,7 @@ def insights_of(trace: Trace, read: Optional[Read] = None) -> Union[Insights, Ra
             found.append(_analyze(part, forest))
             figures.append(forest.rank_figures())
             del forest
-            return_freed_memory()  # the rank's call trees, before the next rank's
+            return_freed_memory(len(cols.key) + len(cols.dkey))  # the rank's call trees, before the next rank's
         cached = rank_insights(timeline, found, figures) if timeline.ranks else found[0]
         del timeline, columns
         trace.__dict__["_insights"] = cached
@@ -114,7 +114,7 @@ def read_of(trace: Trace, *, release: bool = False) -> Read:
         (readers.get(rank) or readers.setdefault(rank, _TreeReader()))(fi, table, *into)
         if release and not table.memory:
             table.let_go_of_events()  # the reader's pieces hold what the rules and the panes read of them
-            return_freed_memory()
+            return_freed_memory(table.events)
 
     if release:
         trace.__dict__[_LET_GO] = True
@@ -281,7 +281,7 @@ def columns_of(timeline: Timeline, readers: list[_TreeReader], *, release: bool 
         for p in pieces if let_go else ():
             p[at] = None
         if let_go and release:  # the pieces lie between others: their pages are not reused for the next column
-            return_freed_memory()
+            return_freed_memory(len(out))
         return out
 
     def threads_of(host: list[tuple[str, int]]) -> tuple[list[str], Any]:
