@@ -88,6 +88,12 @@ def test_the_estimate_and_interval_are_the_listed_pairwise_ratios_order_statisti
     assert s.p_value == min(1.0, 2 * min(_u_cdf(u, m, n), 1 - _u_cdf(math.ceil(u) - 1, m, n)))
 
 
+def test_a_ratio_past_the_largest_float_is_infinite_not_an_error() -> None:
+    s = shift([1e-300] * 5, [1e300] * 5)
+    assert s.ratio == math.inf and s.verdict == "slower"
+    assert "cannot tell" not in s.describe()
+
+
 def test_a_long_sample_is_judged_without_listing_its_pairs() -> None:
     # 20,000 a side: 4e8 pairwise ratios, 3.2 GB as floats; selected, they need a few arrays of 20,000.
     rng = random.Random(5)

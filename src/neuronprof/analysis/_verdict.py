@@ -309,8 +309,16 @@ def shift(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95) -
     u = float(below.sum()) + 0.5 * float((np.searchsorted(la, lb, side="right") - below).sum())
     p = min(1.0, 2 * min(_u_cdf(u, m, n), 1 - _u_cdf(math.ceil(u) - 1, m, n)))
     if k == 0:
-        return Shift(math.exp(centre), None, None, confidence, m, n, p, None, "cannot tell")
+        return Shift(_exp(centre), None, None, confidence, m, n, p, None, "cannot tell")
     lo, hi = at[2], at[3]
     verdict: Verdict = "slower" if lo > 0 else "faster" if hi < 0 else "no measurable change"
-    detectable = math.exp((hi - lo) / 2) - 1
-    return Shift(math.exp(centre), math.exp(lo), math.exp(hi), confidence, m, n, p, detectable, verdict)
+    detectable = _exp((hi - lo) / 2) - 1
+    return Shift(_exp(centre), _exp(lo), _exp(hi), confidence, m, n, p, detectable, verdict)
+
+
+def _exp(x: float) -> float:
+    """``math.exp``, infinite past the largest float (a ratio of 1e-300 and 1e300 s): no OverflowError."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
