@@ -250,7 +250,7 @@ def _draw(
     from neuronprof._report_overview import overview_data, rank_windows
     from neuronprof.analysis._gc import collector_paused, return_freed_memory
 
-    events = len(timeline.key) + len(timeline.dkey)
+    events = timeline.host_count + timeline.device_count
 
     def pane(draw: Callable[..., Any], *args: Any) -> Any:
         out = draw(timeline, *args)
@@ -410,7 +410,7 @@ def trace_report(
         read = read or read_of(trace)
         drawn = _draw(read.columns, neuron, device_note, known)
         insights = insights_of(trace, read)
-        events = len(read.columns.key) + len(read.columns.dkey)
+        events = read.columns.host_count + read.columns.device_count
         del read
         return_freed_memory(events)  # the columns, when the caller handed them over
     else:

@@ -21,14 +21,16 @@ from these samples' noise.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Optional
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof.typing import Verdict
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["Shift", "shift"]
 
@@ -164,7 +166,7 @@ def _u_cdf(u: float, m: int, n: int) -> float:
     if not _exact(m, n):
         mean, sd = m * n / 2, math.sqrt(m * n * (m + n + 1) / 12)
         return 0.5 * (1 + math.erf((u + 0.5 - mean) / (sd * math.sqrt(2))))
-    counts = _u_counts(m, n) if m * n <= _EXACT_LIMIT else _u_counts(min(m, n), max(m, n))
+    counts = _u_counts(min(m, n), max(m, n))
     top = math.floor(u)
     if top < 0:
         return 0.0
@@ -196,7 +198,21 @@ def _lower_rank(m: int, n: int, alpha: float) -> int:
 # each step's pivot is the weighted median of the rows' middle candidates, which rules out at
 # least a quarter of the candidates left (a weighted-median selection in the manner of Johnson &
 # Mizoguchi, "Selecting the Kth element in X + Y and X1 + X2 + ... + Xm", SIAM J. Comput. 7,
-# 1978). Written here: numpy and scipy select only from a listed array.
+# 1978). Written here: numpy and scipy select only from a listed array. Up to _LISTED_PAIRS
+# pairs the differences are listed and sorted, in Python: `diff` of a small trace then never
+# imports numpy (about 80 ms).
+
+_LISTED_PAIRS = 4096
+
+
+def _order_statistics(la: list[float], lb: list[float], ranks: list[int]) -> list[float]:
+    """The ``ranks``-th smallest (0-based) of the differences ``y - x`` (``x`` in ``la``, ``y`` in ``lb``)."""
+    if len(la) * len(lb) <= _LISTED_PAIRS:
+        diffs = sorted(y - x for x in la for y in lb)
+        return [diffs[r] for r in ranks]
+    import numpy as np
+
+    return _differences_at(np.sort(np.array(la, np.float64)), np.sort(np.array(lb, np.float64)), ranks)
 
 
 def _prefix(a: np.ndarray, b: np.ndarray, t: float, lo: np.ndarray, hi: np.ndarray, *, strict: bool) -> np.ndarray:
@@ -206,6 +222,8 @@ def _prefix(a: np.ndarray, b: np.ndarray, t: float, lo: np.ndarray, hi: np.ndarr
     known to end within the row's candidates (``lo[i] .. hi[i]``). It is guessed from
     ``a_i + t``; the rows where rounding moved the guess are bisected (O(log n) passes).
     """
+    import numpy as np
+
     n = len(b)
 
     def beyond(j: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -233,6 +251,8 @@ def _prefix(a: np.ndarray, b: np.ndarray, t: float, lo: np.ndarray, hi: np.ndarr
 
 def _differences_at(a: np.ndarray, b: np.ndarray, ranks: list[int]) -> list[float]:
     """The ``ranks``-th smallest (0-based) of the differences ``b_j - a_i``; ``a`` and ``b`` sorted."""
+    import numpy as np
+
     m, n = len(a), len(b)
     out = []
     for r in ranks:
@@ -298,15 +318,15 @@ def shift(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95) -
     m, n = len(a), len(b)
     if not m or not n:
         return Shift(None, None, None, confidence, m, n, None, None, "cannot tell")
-    la, lb = (np.sort(np.array([math.log(v) for v in side], dtype=np.float64)) for side in (a, b))
-    total = m * n  # the pairwise differences log b_j - log a_i, never listed (see _differences_at)
+    la, lb = sorted(math.log(v) for v in a), sorted(math.log(v) for v in b)
+    total = m * n  # the pairwise differences log b_j - log a_i (see _order_statistics)
     k = _lower_rank(m, n, 1 - confidence)
     ranks = [(total - 1) // 2, total // 2] + ([k - 1, total - k] if k else [])
-    at = _differences_at(la, lb, ranks)
+    at = _order_statistics(la, lb, ranks)
     centre = (at[0] + at[1]) / 2
     # U counts the pairs where B is the larger, ties as halves.
-    below = np.searchsorted(la, lb, side="left")
-    u = float(below.sum()) + 0.5 * float((np.searchsorted(la, lb, side="right") - below).sum())
+    below = sum(bisect_left(la, y) for y in lb)
+    u = below + 0.5 * (sum(bisect_right(la, y) for y in lb) - below)
     p = min(1.0, 2 * min(_u_cdf(u, m, n), 1 - _u_cdf(math.ceil(u) - 1, m, n)))
     if k == 0:
         return Shift(_exp(centre), None, None, confidence, m, n, p, None, "cannot tell")

@@ -81,7 +81,7 @@ def insights_of(trace: Trace, read: Optional[Read] = None) -> Union[Insights, Ra
             found.append(_analyze(part, forest))
             figures.append(forest.rank_figures())
             del forest
-            return_freed_memory(len(cols.key) + len(cols.dkey))  # the rank's call trees, before the next rank's
+            return_freed_memory(cols.host_count + cols.device_count)  # the rank's call trees, before the next rank's
         cached = rank_insights(timeline, found, figures) if timeline.ranks else found[0]
         del timeline, columns
         trace.__dict__["_insights"] = cached

@@ -16,7 +16,6 @@ side, in worker processes or on a Dask cluster); this module finds the files and
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import glob
 import os
@@ -210,25 +209,12 @@ def _load(source: Union[str, os.PathLike[str]], readers: Readers) -> Trace:
                 f"left out {len(stray)} other JSON file(s) in the folder (not named like the traces read): {shown}"
             )
     read, unreadable = readers.read(files)
-    if _size(files) >= _TRIM_FROM:
-        return_freed_memory()
+    return_freed_memory(sum(table.events for _, (table, _) in read))  # the decoded pieces, before the tables merge
     if unreadable:
         files = [f for f, _ in read]
         folder_notes.insert(0, unreadable)
     tables, sums = merge_reads([each for _, each in read])
     return _traces(tables, files, folder_notes, sums=sums)
-
-
-_TRIM_FROM = 32 << 20
-"""Bytes of trace read from which the memory the reading freed is given back (``return_freed_memory``)."""
-
-
-def _size(files: Sequence[str]) -> int:
-    total = 0
-    for f in files:
-        with contextlib.suppress(OSError):
-            total += os.path.getsize(f)
-    return total
 
 
 def trace_of(tables: Sequence[EventTable], *, earlier: Optional[_Sums] = None) -> Trace:
