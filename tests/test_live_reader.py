@@ -80,3 +80,22 @@ def test_the_live_trace_holds_the_ops_inputs_and_calls_of_its_export(
         assert sum(op.flops or 0 for op in mm) == theirs["aten::mm"] > 0
     else:
         assert all(op.flops is None for op in live.ops), "torch counts no FLOPs without with_flops"
+
+
+@pytest.mark.filterwarnings("ignore:Profiler won't be using warmup")
+@pytest.mark.parametrize("enabled", [True, False], ids=["collector-on", "collector-off"])
+def test_reading_the_events_leaves_the_garbage_collector_as_the_user_set_it(enabled: bool) -> None:
+    # The read pauses the cyclic collector (kineto's getters make lists by the million); the
+    # user's own setting is restored after it, whichever it was.
+    import gc
+
+    was = gc.isenabled()
+    with neuronprof.session(backend="cpu", wait=0, warmup=0, active=1) as s:
+        for _ in s.steps():
+            _body()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        assert s.table().rows
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -128,11 +128,13 @@ def read_cycle(cycle: Cycle, keys: Any, metadata: Mapping[str, Any]) -> EventTab
     """
     if cycle.events is not None:
         return cycle.events
+    from neuronprof.analysis._gc import collector_paused
     from neuronprof.analysis.trace import EventAggregator
 
     profile = cycle.profile
     agg = EventAggregator("<session>", keys=keys)
-    _feed(agg, profile)
+    with collector_paused():  # (kineto's getters make lists by the million, none of them cyclic)
+        _feed(agg, profile)
     if getattr(profile, "profile_memory", False):
         cycle.memory = _memory_by_row(profile)
     own = {**metadata.get("neuronprof", {}), vocab.STOPPED_IN_LAST_STEP: cycle.closed_at_exit}
