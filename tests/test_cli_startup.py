@@ -172,7 +172,6 @@ def test_a_command_reads_its_input_before_importing_what_it_analyses_with(tmp_pa
     assert later not in at_read and later in at_exit, (command, later)
 
 
-
 @pytest.mark.parametrize(("command", "expected"), [("diff", 0), ("check", 2)])
 def test_verdicts_of_a_small_trace_never_import_numpy(tmp_path: Path, command: str, expected: int) -> None:
     # A small trace is read without numpy, and a verdict lists its few pairwise ratios: numpy's
@@ -183,6 +182,7 @@ def test_verdicts_of_a_small_trace_never_import_numpy(tmp_path: Path, command: s
     status, _, at_exit = _run(tmp_path, [command, str(a), str(b)], (a, b))
     assert status == expected
     assert "neuronprof.analysis._verdict" in at_exit and _loaded(at_exit, ("numpy",)) == []
+
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_help_and_a_bad_option_load_only_the_command_asked_for(tmp_path: Path, command: str) -> None:

@@ -257,3 +257,35 @@ def test_rows_already_in_tree_order_are_those_the_sort_leaves_where_they_are(row
     end = start + length
     order = np.lexsort((-end, start, thread))
     assert _in_tree_order(thread, start, end) == bool((order == np.arange(len(rows))).all())
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 30), st.integers(0, 12)), max_size=14),
+    st.booleans(),
+)
+def test_top_level_ops_are_those_the_walk_from_one_to_the_next_finds(spans: list[tuple[int, int]], nest: bool) -> None:
+    # A top-level op, then the first op to start at or after its end, and so on; found on arrays
+    # where every op ends within the one it follows, and by the walk where one outlasts it.
+    import numpy as np
+
+    from neuronprof._report_ops import _top_level
+
+    if nest:  # each span cut to end within the one before it where it starts inside it: nested cleanly
+        cut: list[tuple[int, int]] = []
+        for s, d in sorted(spans):
+            open_ = [c for c in cut if c[0] <= s < c[1]]
+            cut.append((s, min(s + d, min((c[1] for c in open_), default=s + d))))
+        spans = [(s, e - s) for s, e in cut]
+    rows = sorted(((s, s + d) for s, d in spans), key=lambda r: (r[0], -r[1]))
+    starts = np.array([s for s, _ in rows], np.int64)
+    ends = np.array([e for _, e in rows], np.int64)
+    half = len(rows) // 2  # two threads: each walked on its own
+    bounds = np.array([0, half, len(rows)])
+    expected = []
+    for lo, hi in ((0, half), (half, len(rows))):
+        i = lo
+        while i < hi:
+            expected.append(i)
+            i = next((j for j in range(i + 1, hi) if starts[j] >= ends[i]), hi)
+    assert _top_level(starts, ends, bounds).tolist() == expected

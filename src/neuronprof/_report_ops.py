@@ -152,6 +152,10 @@ def _top_level(starts: Any, ends: Any, bounds: Any) -> Any:
     top: list[Any] = []
     for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         mine = starts[lo:hi]
+        clean = _top_level_clean(mine, ends[lo:hi])
+        if clean is not None:
+            top.append(clean + lo)
+            continue
         i = lo
         while i < hi:
             # From op i on, a window at a time (Python ints only for the window): per op, the next
@@ -165,6 +169,23 @@ def _top_level(starts: Any, ends: Any, bounds: Any) -> Any:
                 i = nxt[i - first]
             top.append(np.array(here, np.int64))
     return np.concatenate(top) if top else np.empty(0, np.int64)
+
+
+def _top_level_clean(starts: Any, ends: Any) -> Optional[Any]:
+    """``_top_level`` of one thread's ops on arrays, when every op ends within the top-level op it follows; else None.
+
+    Then an op is top-level exactly when it starts at or after every earlier op's end (the
+    reach of the ops before it is the last top-level op's end): the same positions, found
+    without walking from one top-level op to the next. An op that outlasts the top-level op
+    it follows (a span cut at a step's edge) is left to the walk.
+    """
+    import numpy as np
+
+    if not len(starts) or (ends < starts).any():
+        return None
+    reach = np.maximum.accumulate(ends)
+    top = np.flatnonzero(np.concatenate(([True], starts[1:] >= reach[:-1])))
+    return top if (np.maximum.reduceat(ends, top) == ends[top]).all() else None
 
 
 def _heaviest_root(names: Any, durations: Any, count: int) -> Optional[int]:

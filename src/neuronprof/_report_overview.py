@@ -136,16 +136,24 @@ def _first_owner_ns(unions: list[tuple[np.ndarray, np.ndarray]], windows: Sequen
     hi = np.fromiter((w[2] for w in windows), np.int64, len(windows))
     # The instants between two consecutive points are all under the same owners' spans.
     # Each union is sorted already: a merge of sorted runs (the stable sort, a timsort here) costs less than a sort.
-    points = np.sort(np.concatenate([*(x for union in unions for x in union), lo, hi]), kind="stable")
+    parts = [x for union in unions for x in union]
+    values = np.concatenate([*parts, lo, hi])
+    order = np.argsort(values, kind="stable")
+    points = values[order]
+    at = np.empty(len(order), np.int64)  # where each value landed among the points
+    at[order] = np.arange(len(order))
+    # Owner k's starts lie at bound[2k]:bound[2k + 1] of the values, its ends from there to bound[2k + 2].
+    bound = np.cumsum([0, *map(len, parts)]).tolist()
     first = np.full(len(points) - 1, n, np.int8)
     for k in reversed(range(n)):
-        union_starts, union_ends = unions[k]
-        if not len(union_starts):
+        if bound[2 * k] == bound[2 * k + 1]:
             continue
-        # Disjoint spans that do not touch: each point opens or closes at most one.
+        # Disjoint spans that do not touch: the points between a start and its end are the span's.
+        # (A value's place among equal values differs from its first one's only where the
+        # points between have no length, which count for nothing below.)
         opens = np.zeros(len(points), np.int8)
-        opens[np.searchsorted(points, union_starts)] = 1
-        opens[np.searchsorted(points, union_ends)] = -1
+        opens[at[bound[2 * k] : bound[2 * k + 1]]] = 1
+        opens[at[bound[2 * k + 1] : bound[2 * k + 2]]] = -1
         first[np.cumsum(opens, dtype=np.int8)[:-1] > 0] = k
     lengths = np.diff(points)
     a, b = np.searchsorted(points, lo), np.searchsorted(points, hi)

@@ -228,15 +228,32 @@ def _nesting(t: Any, d: Any, e: Any) -> Optional[tuple[Any, Any]]:
     parent = np.full(n, -1, np.int32)
     nested = depth > 0
     if nested.any():
-        by_level = _by_level(depth)
-        q = np.searchsorted(depth[by_level] * n + by_level, (depth - 1) * n + at) - 1
-        cand = by_level[np.maximum(q, 0)]
-        del by_level
-        ok = (q >= 0) & (depth[cand] == depth - 1) & (e[cand] > t) & (e <= e[cand])
+        levels = int(depth.max())
+        if levels <= _LEVELS_BY_PASS:  # a pass per level: the last event seen at the level above
+            cand = np.full(n, -1, np.int64)
+            for level in range(levels):
+                last = np.maximum.accumulate(np.where(depth == level, at, -1))
+                below = depth == level + 1
+                cand[below] = last[below]
+            del last, below
+            found = cand >= 0
+        else:
+            by_level = _by_level(depth)
+            q = np.searchsorted(depth[by_level] * n + by_level, (depth - 1) * n + at) - 1
+            cand = by_level[np.maximum(q, 0)]
+            del by_level
+            found = (q >= 0) & (depth[cand] == depth - 1)
+        within = np.maximum(cand, 0)
+        ok = found & (e[within] > t) & (e <= e[within])
         if not ok[nested].all():
             return None
         parent[nested] = cand[nested]
     return depth.astype(np.int32), parent
+
+
+_LEVELS_BY_PASS = 8
+"""Up to this many levels of nesting, ``_nesting`` finds parents a pass over the events per level (less
+than a sort and a search for shallow trees; a deep one, of many Python frames, is sorted by level)."""
 
 
 def _by_level(depth: Any) -> Any:
