@@ -4,9 +4,9 @@ One recorded step of ``--ops`` tiny ops (``torch.add`` on a 2-element tensor; ea
 a few kineto events, the count is printed) is profiled on the CPU, each side in its own
 fresh process, in ``--rounds`` interleaved rounds (torch, neuronprof, torch...), and each
 side's least CPU time (user + system, this process) over the rounds is judged, its median
-printed beside it (other processes on a shared machine only ever add time to a run: the
-least is the run they disturbed least, as ``benchmarks/scale.py`` and Python's ``timeit``
-take it):
+printed beside it (the load of a shared machine adds far more time to a run than anything
+takes away: the least is the run it disturbed least, as ``benchmarks/scale.py`` and
+Python's ``timeit`` take it; the least of a few rounds leans low):
 
 * the end of the block: raw ``torch.profiler.profile`` leaving its ``with`` block (kineto
   stops and post-processes), against ``neuronprof.session`` leaving its ``with`` block

@@ -9,9 +9,10 @@ folder of the same total size (``--ranks`` files naming their rank in kineto's
 (``ru_maxrss`` from ``wait4``) is that run's own, in ``--rounds`` interleaved rounds
 (A, B, C..., then again), and takes each contender's least CPU and wall time over the
 rounds (with the median CPU time printed beside it) and its median peak RSS. The least:
-another process on a shared machine only ever adds time to a run, never takes any away,
-so the least time is the run it disturbed least (the reason Python's ``timeit`` reports
-the least of its repeats); peak memory does not move with the load.
+other processes on a shared machine add far more time to a run than anything takes away,
+so the least time is the run they disturbed least (the reason Python's ``timeit`` reports
+the least of its repeats; the least of a few rounds leans low); peak memory does not move
+with the load.
 
 * the references: ``json.load`` + per-name sums; msgspec's typed decode of only
   ``name``, ``ph`` and ``dur`` + per-name sums (the parse limit); Holistic Trace
@@ -964,9 +965,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 f"Measured by `python benchmarks/scale.py --sizes {','.join(f'{mb:g}' for mb in args.sizes)}` on "
                 f"{datetime.date.today().isoformat()}: {platform.system()} {platform.machine()}, {os.cpu_count()} "
                 f"cores, shared (load average {load:.1f} at the start), Python {platform.python_version()}; least "
-                f"CPU time of {args.rounds} round(s), each run in its own process. Memory ratios count peak RSS above "
-                f"the interpreter's with neuronprof imported ({base.rss / MIB:.0f} MiB); ratios are judged from "
-                f"{args.judge_from:g} MB up."
+                f"CPU and wall time and median peak RSS of {args.rounds} round(s), each run in its own process. Memory "
+                f"ratios count peak RSS above the interpreter's with neuronprof imported ({base.rss / MIB:.0f} MiB); "
+                f"ratios are judged from {args.judge_from:g} MB up."
             )
             block = markdown(header, sizes, keys, by_size, exponents, rows, startup, fixed, args.judge_from)
             if args.markdown:
