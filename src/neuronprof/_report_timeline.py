@@ -264,7 +264,7 @@ def _depths(start: Any, end: Any) -> Any:
     number: found on arrays and checked by the trace reader's own nesting
     (``_nesting``). Else (spans that cross) the stack, event by event.
     """
-    from neuronprof.analysis.trace._nesting_columns import _nesting
+    from neuronprof.analysis.trace._nesting_arrays import _nesting
 
     if len(start) < _STACK_BELOW or (end < start).any():
         return _depths_by_stack(start, end)

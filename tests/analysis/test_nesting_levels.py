@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neuronprof.analysis.trace import _nesting_columns
+from neuronprof.analysis.trace import _nesting_arrays
 
 
 @settings(max_examples=400, deadline=None)
@@ -21,10 +21,10 @@ def test_parents_by_level_passes_are_those_the_sort_by_level_finds(spans: list[t
     rows = sorted(((s, s + d) for s, d in spans), key=lambda r: (r[0], -r[1]))
     t = np.array([s for s, _ in rows], np.int64)
     e = np.array([x for _, x in rows], np.int64)
-    by_pass = _nesting_columns._nesting(t, e - t, e)
+    by_pass = _nesting_arrays._nesting(t, e - t, e)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_nesting_columns, "_LEVELS_BY_PASS", 0)
-        by_sort = _nesting_columns._nesting(t, e - t, e)
+        patch.setattr(_nesting_arrays, "_LEVELS_BY_PASS", 0)
+        by_sort = _nesting_arrays._nesting(t, e - t, e)
     if by_sort is None:
         assert by_pass is None
     else:

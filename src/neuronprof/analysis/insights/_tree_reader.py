@@ -320,7 +320,7 @@ def _parents(starts: Any, ends: Any) -> Any:
     """
     import numpy as np
 
-    from neuronprof.analysis.trace._nesting_columns import _nesting
+    from neuronprof.analysis.trace._nesting_arrays import _nesting
 
     nested = _nesting(starts, ends - starts, ends) if len(starts) > 1 else None
     if nested is not None:

@@ -23,6 +23,7 @@ from itertools import repeat
 from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof import _vocabulary as vocab
+from neuronprof.analysis.trace._nesting_arrays import _by_level, _nesting
 from neuronprof.analysis.trace._rules import _K_PY, _K_RUNTIME, _K_STEP
 from neuronprof.analysis.trace._sums import EventColumns, EventKeys
 
@@ -199,72 +200,6 @@ def walk_columns(
     sums.steps += steps
     sums.linked |= totals.linked
     return True
-
-
-def _nesting(t: Any, d: Any, e: Any) -> Optional[tuple[Any, Any]]:
-    """Each event's depth and parent (-1 for none), when every event lies within its parent; else None.
-
-    The depth is the number of earlier events still open at an event's start (a
-    zero-length event at the same start that sorts after it is not one); the parent
-    is the last earlier event one level up.
-    """
-    import numpy as np
-
-    n = len(t)
-    at = np.arange(n)
-    depth = at - np.searchsorted(
-        np.sort(e, kind="stable"), t, side="right"
-    )  # ends come in long rising runs: a timsort merges them
-    zero = d == 0
-    if zero.any():
-        zt = t[zero]
-        zeros_here = np.searchsorted(zt, t, side="right") - np.searchsorted(zt, t, side="left")
-        block_end = np.searchsorted(t, t, side="right")
-        depth += block_end - np.maximum(at, block_end - zeros_here)
-        del zt, zeros_here, block_end
-    del zero
-    if depth.min() < 0:
-        return None
-    parent = np.full(n, -1, np.int32)
-    nested = depth > 0
-    if nested.any():
-        levels = int(depth.max())
-        if levels <= _LEVELS_BY_PASS:  # a pass per level: the last event seen at the level above
-            cand = np.full(n, -1, np.int64)
-            for level in range(levels):
-                last = np.maximum.accumulate(np.where(depth == level, at, -1))
-                below = depth == level + 1
-                cand[below] = last[below]
-            del last, below
-            found = cand >= 0
-        else:
-            by_level = _by_level(depth)
-            q = np.searchsorted(depth[by_level] * n + by_level, (depth - 1) * n + at) - 1
-            cand = by_level[np.maximum(q, 0)]
-            del by_level
-            found = (q >= 0) & (depth[cand] == depth - 1)
-        within = np.maximum(cand, 0)
-        ok = found & (e[within] > t) & (e <= e[within])
-        if not ok[nested].all():
-            return None
-        parent[nested] = cand[nested]
-    return depth.astype(np.int32), parent
-
-
-_LEVELS_BY_PASS = 4
-"""Up to this many levels of nesting, ``_nesting`` finds parents a pass over the events per level; a
-deeper tree (of many Python frames) is sorted by level and searched. On a million events the whole
-``_nesting`` took 0.05 s against 0.08 s one level deep and 0.07 s against 0.09 s four levels deep;
-from about six levels the passes cost as much as the sort."""
-
-
-def _by_level(depth: Any) -> Any:
-    """The events in order of depth, and of position within a depth (a stable sort: radix for small depths)."""
-    import numpy as np
-
-    if int(depth.max()) < 1 << 15:
-        return np.argsort(depth.astype(np.int16), kind="stable")
-    return np.argsort(depth, kind="stable")
 
 
 def _block(
