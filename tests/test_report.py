@@ -161,14 +161,20 @@ def test_comparison_report_has_the_table_the_chart_and_each_variant(tmp_path: Pa
         cmp.report(tmp_path / "cmp.html")
 
 
-def test_names_cannot_break_out_of_the_page() -> None:
-    evil = "</script><script>alert(1)</script><b>"
-    table = Table((OpRow(evil, 1, 1.0, 1.0),))
+@pytest.mark.parametrize("msgspec", ["installed", "missing"])
+def test_names_cannot_break_out_of_the_page(msgspec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if msgspec == "missing":  # the stdlib writes the page's data
+        monkeypatch.setitem(sys.modules, "msgspec", None)
+    evil = "</script><script>alert(1)</script><b>&"
+    table = Table((OpRow(evil, 1, 1.0, 1.0), OpRow("aten::huge", 1, float("inf"), float("inf"))))
     timeline = Timeline((HostEvent(evil, 0, 1000),))
     page = render_report(table, timeline=timeline, settings={"backend": evil})
     assert evil not in page
     assert page.count("<script") == 2  # the data block and the page's own script
-    assert embedded(page)["table"]["rows"][0]["name"] == evil
+    rows = embedded(page)["table"]["rows"]
+    assert rows[0]["name"] == evil
+    # Strict JSON has no NaN or Infinity: written as null, as JavaScript's JSON.stringify writes them.
+    assert (rows[1]["self_cpu_us"], rows[1]["cpu_total_us"]) == (None, None)
 
 
 def test_device_events_get_their_own_lanes() -> None:
