@@ -26,6 +26,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from neuronprof._executors import check_jobs, cores, dask_address
+from neuronprof.analysis.trace import _reader_columns
 from neuronprof.analysis.trace._aggregate import sum_events
 from neuronprof.analysis.trace._events import EventTable
 from neuronprof.analysis.trace._files import read_each
@@ -202,6 +203,12 @@ class Readers:
             from concurrent.futures import ProcessPoolExecutor
 
             self.close()
+            if multiprocessing.get_context().get_start_method() == "fork" and any(
+                _reader_columns.size_hint(f) >= _reader_columns.COLUMNS_FILE for f in files
+            ):
+                # The workers read a large file into columns with numpy, as this process merges them: imported here,
+                # before the fork, numpy is imported once (about 0.1 s of CPU) rather than once more in each worker.
+                import numpy  # noqa: F401
             self.pool, self.workers = ProcessPoolExecutor(workers), workers
         return self.pool
 
