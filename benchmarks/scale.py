@@ -31,7 +31,9 @@ above), and ``neuronprof COMMAND --help`` and ``neuronprof COMMAND --no-such-opt
 for every command: these give the start-up times. In each size's rounds every
 contender runs on the tiny trace too, just before its own run: that is its fixed
 cost, taken off before the growth is fitted (a rank folder's run on the tiny folder
-starts the worker processes its large runs start: ``--jobs``).
+starts the worker processes its large runs start: ``--jobs``; a neuronprof command's run
+imports numpy first, as its large runs do to read into columns, which the tiny trace's
+read would not).
 
 It prints each size's figures (wall time, CPU time = user + system of the child, its
 median and spread over the rounds, the fixed cost, peak RSS), then the ratios with
@@ -362,9 +364,14 @@ def _fixed_cost(tiny: Contender, ranks: int) -> Contender:
 
     A rank folder's run starts the worker processes its large runs start (one per core, one
     per file at most): the tiny folder, under ``SMALL_FOLDER``, would be read in the process
-    without ``--jobs``, and the workers' start-up would then count as growth.
+    without ``--jobs``, and the workers' start-up would then count as growth. A neuronprof
+    command's run imports numpy first, as its large runs do.
     """
     argv = tiny.argv
+    if _growth_judged(tiny.key):
+        # A large file is read into columns with numpy, imported once whatever the size (by the reading process,
+        # before a folder's workers fork); the tiny trace is read without it, which would count the import as growth.
+        argv = ("-c", "import numpy\n" + argv[1], *argv[2:])
     if tiny.key.startswith("ranks "):
         from neuronprof._executors import cores
 
