@@ -191,7 +191,7 @@ def test_writers_and_plumbing_import_no_torch_session_or_backend() -> None:
     assert not bad, "\n".join(bad)
 
 
-_LEAVES = ("neuronprof._vocabulary", "neuronprof._deprecation", "neuronprof._lazy")
+_LEAVES = ("neuronprof._vocabulary", "neuronprof._deprecation", "neuronprof._lazy", "neuronprof._host")
 
 
 # Calls that write a file. Outside _io.py they may appear only in the content

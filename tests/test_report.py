@@ -273,3 +273,27 @@ def test_a_page_is_the_same_with_its_compiled_template_cached_or_not(monkeypatch
 
     monkeypatch.setattr(jinja2, "FileSystemBytecodeCache", refused)
     assert render_report(Table(()), timeline=timeline) == cached
+
+
+def test_the_host_is_named_without_a_subprocess(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import platform
+    import subprocess
+
+    from neuronprof.report import environment
+
+    if sys.platform != "linux":
+        pytest.skip("elsewhere the host is named by platform.platform, whatever it runs")
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a subprocess was started")
+
+    monkeypatch.setattr(subprocess, "Popen", refused)
+    monkeypatch.setattr(platform, "_platform_cache", {})  # platform.platform's own, filled by earlier calls
+    monkeypatch.setattr(platform, "_uname_cache", None)
+    named = environment()["platform"]
+    u = os.uname()
+    assert named.startswith(f"{u.sysname}-{u.release}-{u.machine}")
+    libc = os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in os.confstr_names else None
+    if libc:
+        assert named.endswith("-with-" + libc.replace(" ", ""))

@@ -50,6 +50,7 @@ from neuronprof._guard import (
     tracked_profile_class,
     unreadable_source_files,
 )
+from neuronprof._host import host_platform
 from neuronprof._io import ensure_writable_dir, unique_path
 from neuronprof._recording import Recording
 from neuronprof.backends import SessionContext, format_writers, resolve_backend
@@ -1241,7 +1242,7 @@ class Session:
                     "with_flops": self.with_flops,
                 },
                 "python": platform.python_version(),
-                "platform": platform.platform(terse=True),
+                "platform": host_platform(),
                 "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self._started)) if self._started else None,
                 # What the findings need to judge low-precision work on the host's CPU.
                 "native_dtypes": list(_kineto.native_dtypes()),

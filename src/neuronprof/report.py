@@ -15,15 +15,14 @@ a session, so the offline command uses it as it is.
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import platform
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
+from neuronprof._host import host_platform
 from neuronprof._report_findings import MAX_FINDINGS as MAX_FINDINGS  # the findings listed at most, re-exported
 from neuronprof._report_findings import _findings_data
-from neuronprof._report_parts import grids
+from neuronprof._report_parts import grids, json_for_script
 from neuronprof._report_timeline import MAX_TIMELINE_EVENTS, timeline_data
 from neuronprof.model import Comparison, OpRow, Table
 from neuronprof.render import format_shapes, format_us
@@ -80,33 +79,6 @@ def _us(value: float) -> str:
     return f"{value:,.1f}"
 
 
-def _json_for_script(data: Any) -> str:
-    """JSON that is safe inside ``<script type="application/json">`` (no ``</script>`` break-out).
-
-    Written by msgspec where it is installed (the page's data of a large trace, half a
-    megabyte, in a seventh of the stdlib's time), else by the stdlib; numbers that are not
-    finite are written as ``null`` either way, as JavaScript's ``JSON.stringify`` writes them.
-    """
-    try:
-        import msgspec
-
-        text = msgspec.json.encode(data).decode()
-    except (ImportError, TypeError):  # no msgspec; keys that are not strings or numbers (None, bools)
-        text = json.dumps(_finite(data), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-def _finite(data: Any) -> Any:
-    """``data`` with each float that is not finite made ``None`` (strict JSON has no NaN or Infinity)."""
-    if isinstance(data, float):
-        return data if math.isfinite(data) else None
-    if isinstance(data, dict):
-        return {k: _finite(v) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [_finite(v) for v in data]
-    return data
-
-
 def environment() -> dict[str, str]:
     """Return the host's facts for the report's settings: Python, platform, neuronprof version."""
     from neuronprof import __version__
@@ -114,7 +86,7 @@ def environment() -> dict[str, str]:
     return {
         "neuronprof": __version__,
         "python": platform.python_version(),
-        "platform": platform.platform(terse=True),
+        "platform": host_platform(),
     }
 
 
@@ -389,7 +361,7 @@ def _page(data: Mapping[str, Any], **panes: Any) -> str:
         **panes,
         "max_timeline_events": MAX_TIMELINE_EVENTS,
         "max_chart_steps": MAX_CHART_STEPS,
-        "data_json": _json_for_script(data),
+        "data_json": json_for_script(data),
     }
     return str(_jinja_env().get_template("report.html.j2").render(**fields))
 
