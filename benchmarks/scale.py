@@ -31,9 +31,9 @@ above), and ``neuronprof COMMAND --help`` and ``neuronprof COMMAND --no-such-opt
 for every command: these give the start-up times. In each size's rounds every
 contender runs on the tiny trace too, just before its own run: that is its fixed
 cost, taken off before the growth is fitted (a rank folder's run on the tiny folder
-starts the worker processes its large runs start: ``--jobs``; a neuronprof command's run
-imports numpy first, as its large runs do to read into columns, which the tiny trace's
-read would not).
+starts the worker processes its large runs start: ``--jobs``; where each file of the
+size is read into columns with numpy, 16 MiB and up, a neuronprof command's run imports
+numpy first, as its runs on those files do, which the tiny trace's read would not).
 
 It prints each size's figures (wall time, CPU time = user + system of the child, its
 median and spread over the rounds, the fixed cost, peak RSS), then the ratios with
@@ -359,18 +359,22 @@ def contenders(inputs: Inputs, out: Path, only: frozenset[str], hta: bool) -> li
     return runs
 
 
-def _fixed_cost(tiny: Contender, ranks: int) -> Contender:
+def _fixed_cost(tiny: Contender, ranks: int, inputs: Inputs) -> Contender:
     """A contender's run on the tiny trace, as the fixed cost of its growth fit.
 
     A rank folder's run starts the worker processes its large runs start (one per core, one
     per file at most): the tiny folder, under ``SMALL_FOLDER``, would be read in the process
-    without ``--jobs``, and the workers' start-up would then count as growth. A neuronprof
-    command's run imports numpy first, as its large runs do.
+    without ``--jobs``, and the workers' start-up would then count as growth. Where the
+    files of ``inputs`` are read into columns with numpy (``COLUMNS_FILE`` and up, each), a
+    neuronprof command's run imports numpy first, as its runs on them do.
     """
+    from neuronprof.analysis.trace._reader_columns import COLUMNS_FILE
+
     argv = tiny.argv
-    if _growth_judged(tiny.key):
-        # A large file is read into columns with numpy, imported once whatever the size (by the reading process,
-        # before a folder's workers fork); the tiny trace is read without it, which would count the import as growth.
+    each = inputs.rank_size / max(ranks, 1) if tiny.key.startswith("ranks ") else inputs.size
+    if _growth_judged(tiny.key) and each >= COLUMNS_FILE:
+        # Imported once by the reading process (before a folder's workers fork), whatever the size from there on;
+        # the tiny trace is read without it, which would count the import as growth.
         argv = ("-c", "import numpy\n" + argv[1], *argv[2:])
     if tiny.key.startswith("ranks "):
         from neuronprof._executors import cores
@@ -950,7 +954,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             runs.update((c.key, c) for c in these)
             # Each contender right after its own run on the tiny trace: the fixed cost of the growth fit,
             # measured in the same rounds, so under the same load.
-            fixed_cost = {c.key: _fixed_cost(c, args.ranks) for c in tiny_runs}
+            fixed_cost = {c.key: _fixed_cost(c, args.ranks, inputs) for c in tiny_runs}
             interleaved = [r for c in these for r in (fixed_cost[c.key], c)]
             by_size[inputs.label] = measure(interleaved, args.rounds, env, inputs.label)
             sizes.append(inputs)

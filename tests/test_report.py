@@ -175,6 +175,8 @@ def test_names_cannot_break_out_of_the_page(msgspec: str, monkeypatch: pytest.Mo
     assert rows[0]["name"] == evil
     # Strict JSON has no NaN or Infinity: written as null, as JavaScript's JSON.stringify writes them.
     assert (rows[1]["self_cpu_us"], rows[1]["cpu_total_us"]) == (None, None)
+    # A name that is not valid Unicode (a lone surrogate, as a trace's JSON escape may give) is kept as it is.
+    assert embedded(render_report(Table((OpRow("\ud800", 1, 1.0, 1.0),))))["table"]["rows"][0]["name"] == "\ud800"
 
 
 def test_device_events_get_their_own_lanes() -> None:

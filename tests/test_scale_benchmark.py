@@ -77,14 +77,24 @@ def test_a_rank_folders_fixed_cost_starts_the_workers_its_large_runs_start(scale
     # The tiny folder is read in the process unless --jobs is given: its run would leave the
     # workers' start-up out of the fixed cost, and count it as growth.
     tiny = SimpleNamespace(trace=tmp_path / "t.json", sibling=tmp_path / "s.json", neuron=tmp_path, ranks=tmp_path)
-    runs = scale.contenders(tiny, tmp_path, frozenset({"summarize", "report"}), False)
-    fixed = {c.key: scale._fixed_cost(c, ranks=4) for c in runs}
-    assert set(fixed) == {"summarize", "report", "ranks summarize", "ranks report"}
+    runs = scale.contenders(tiny, tmp_path, frozenset({"summarize", "report", "typed"}), False)
+    small = SimpleNamespace(size=10 << 20, rank_size=10 << 20)
+    fixed = {c.key: scale._fixed_cost(c, 4, small) for c in runs}
+    assert set(fixed) == {"typed", "summarize", "report", "ranks summarize", "ranks report"}
     for key, c in fixed.items():
         assert c.key == scale.FIXED + key
         assert ("--jobs" in c.argv) == key.startswith("ranks ")
+        assert not c.argv[1].startswith("import numpy")  # 10 MB: read without numpy
     jobs = fixed["ranks report"].argv
     assert jobs[jobs.index("--jobs") + 1] == str(min(4, cores()))
+    # From 16 MiB a file is read into columns with numpy: a neuronprof command's fixed cost imports it too,
+    # a rank folder's when each of its files is that large; a reference's never.
+    large = SimpleNamespace(size=100 << 20, rank_size=4 * (20 << 20))
+    numpy_first = {c.key for c in runs if scale._fixed_cost(c, 4, large).argv[1].startswith("import numpy")}
+    assert numpy_first == {"summarize", "report", "ranks summarize", "ranks report"}
+    folder = next(c for c in runs if c.key == "ranks report")
+    eighths = SimpleNamespace(size=100 << 20, rank_size=100 << 20)  # 8 rank files of 12.5 MiB: no numpy
+    assert scale._fixed_cost(folder, 8, eighths).argv[1] == folder.argv[1]
 
 
 def test_ratios_count_cpu_per_file_read_and_memory_above_the_baseline(scale: ModuleType) -> None:

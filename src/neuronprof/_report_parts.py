@@ -155,7 +155,8 @@ def json_for_script(data: Any) -> str:
         import msgspec
 
         text = msgspec.json.encode(data).decode()
-    except (ImportError, TypeError):  # no msgspec; keys that are not strings or numbers (None, bools)
+    # No msgspec; or what it refuses and the stdlib writes: keys that are None or bools, a lone surrogate in a name.
+    except (ImportError, TypeError, UnicodeEncodeError):
         text = json.dumps(_finite(data), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
