@@ -713,11 +713,21 @@ def test_a_finger_drag_pans_the_timeline_and_a_tap_names_the_event(
             after = [float(v) for v in (page.get_attribute("#timeline", "data-view") or "").split(",")]
             assert after[0] > before[0], (before, after)  # dragged left: later time in view
             assert abs((after[1] - after[0]) - (before[1] - before[0])) < 1e-2, (before, after)  # same zoom
-            # A tap on a step's bar names it.
-            step = page.locator("#timeline rect[fill='var(--step)']").first.bounding_box()
-            assert step is not None
-            tx = max(step["x"], box["x"] + box["width"] * 0.5) + 2
-            cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": tx, "y": step["y"] + 5}]})
+            # A tap on a step's bar names it. The bar is tapped in the middle of its widest part in view:
+            # where the steps (and the gaps between them) fall depends on the recording's times.
+            tx, ty, hit = page.evaluate(
+                """([left, right]) => {
+                     let best = null;
+                     for (const r of document.querySelectorAll("#timeline rect[fill='var(--step)']")) {
+                       const b = r.getBoundingClientRect(), lo = Math.max(b.left, left), hi = Math.min(b.right, right);
+                       if (hi - lo > 4 && (!best || hi - lo > best[1] - best[0])) best = [lo, hi, b.top + b.height / 2];
+                     }
+                     const x = (best[0] + best[1]) / 2, y = best[2], at = document.elementFromPoint(x, y);
+                     return [x, y, at && at.getAttribute('fill')]; }""",
+                [box["x"], box["x"] + box["width"]],
+            )
+            assert hit == "var(--step)", (tx, ty, hit)  # nothing else lies on the bar where it is tapped
+            cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": tx, "y": ty}]})
             cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
             page.locator("#tl-tip").wait_for(state="visible", timeout=10_000)  # the page answers the tap when it can
             assert "ProfilerStep" in page.locator("#tl-tip").inner_text()
