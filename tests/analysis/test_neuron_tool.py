@@ -283,7 +283,7 @@ def test_tool_that_hangs_after_writing_is_stopped_at_once_with_a_note(clean_env,
 
 
 @pytest.mark.parametrize("what", ["interrupt", "error"])
-def test_interrupt_while_the_tool_runs_kills_it(clean_env, session_folder, monkeypatch, what):
+def test_interrupt_while_the_tool_runs_kills_it(clean_env, session_folder, monkeypatch, request, what):
     import _thread
     import threading
     import time
@@ -302,6 +302,12 @@ def test_interrupt_while_the_tool_runs_kills_it(clean_env, session_folder, monke
                 time.sleep(0.05)
             _thread.interrupt_main()
 
+        # interrupt_main() does nothing while SIGINT is ignored, as it is in a process started in the
+        # background by a shell without job control: Ctrl-C gets Python's own handler for this test.
+        import signal
+
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
         threading.Thread(target=press_ctrl_c, daemon=True).start()
         expected: type[BaseException] = KeyboardInterrupt
     else:
