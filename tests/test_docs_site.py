@@ -63,7 +63,10 @@ def _first_results(page: Any, site: str, query: str, n: int = 1) -> list[str]:
     page.goto(site)
     page.wait_for_load_state("load")
     page.keyboard.press("s")  # mkdocs-material opens its search on "s"
-    page.fill("input.md-search__input", query)
+    # Typed key by key, as a reader types: mkdocs-material reads the box on a key being released (or
+    # when its index is ready), so a value set without key events is searched only if it was set
+    # before the index was built.
+    page.locator("input.md-search__input").press_sequentially(query)
     page.wait_for_selector(".md-search-result__item > a", timeout=20_000)
     # The search worker answers each change of the box: read the list once it stops changing.
     links: list[str] = []
