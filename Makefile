@@ -41,7 +41,7 @@ demo: install
 test: install-dev
 	$(BIN)/ruff check src tests examples benchmarks scripts
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 	$(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
 
 # The fast loop while editing: every test but those marked `slow` (real training loops,
