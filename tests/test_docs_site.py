@@ -1,8 +1,8 @@
 """The built guide in headless Chromium: site search finds the recipes by a reader's words,
 console blocks copy without their prompts, and printed tables show the columns the text discusses.
 
-Builds the site once (``mkdocs build --strict``), serves it on 127.0.0.1 and drives the
-system's Chromium with playwright, as ``tests/test_report_browser.py`` does. Search is
+Reads the site built once per run (``mkdocs build --strict``: conftest's ``built_site``), serves
+it on 127.0.0.1 and drives the system's Chromium with playwright, as ``tests/test_report_browser.py`` does. Search is
 mkdocs-material's own (its lunr index in a web worker), typed into the search box.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,13 +37,8 @@ _spec.loader.exec_module(docs_check)
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    out = tmp_path_factory.mktemp("site")
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
-    env.pop("NEURONPROF_REPO_URL", None)
-    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(out)]
-    subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, timeout=600)
-    with docs_check.serve(out) as base:
+def site(built_site: Path) -> Iterator[str]:
+    with docs_check.serve(built_site) as base:
         yield base
 
 
