@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
@@ -53,6 +52,8 @@ def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     The repository address is left unset, as on a fork's own build. Workers of one run
     share the build: the first builds it, under a lock, and the others wait for it.
     """
+    import fcntl  # (POSIX: imported here, so that the suite's other tests load where it is missing)
+
     run = _run_folder(tmp_path_factory)
     site, done = run / "site", run / "site.built"
     with open(run / "site.lock", "w") as lock:
