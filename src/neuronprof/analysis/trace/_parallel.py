@@ -204,7 +204,7 @@ class Readers:
 
             self.close()
             if multiprocessing.get_context().get_start_method() == "fork" and any(
-                _reader_columns.size_hint(f) >= _reader_columns.COLUMNS_FILE for f in files
+                map(_reader_columns.large_file, files)
             ):
                 # The workers read a large file into columns with numpy, as this process merges them: imported here,
                 # before the fork, numpy is imported once (about 0.1 s of CPU) rather than once more in each worker.

@@ -71,7 +71,7 @@ class _FileReader(_ColumnReader):
     def read(self) -> EventTable:
         index = 0
         # Columns need numpy: worth importing for a large file only.
-        columns = "numpy" in sys.modules or _reader_columns.size_hint(self.path) >= _reader_columns.COLUMNS_FILE
+        columns = "numpy" in sys.modules or _reader_columns.large_file(self.path)
         try:
             with collector_paused():
                 for piece in self.reader.pieces():

@@ -285,6 +285,11 @@ def _parts(span: tuple[Any, ...]) -> tuple[Any, ...]:
     return (*span, b"", b"", b"")
 
 
+def large_file(path: str) -> bool:
+    """Whether a file is large enough to be read into columns even before numpy is imported (``COLUMNS_FILE``)."""
+    return size_hint(path) >= COLUMNS_FILE
+
+
 def size_hint(path: str) -> int:
     """About how many bytes of JSON a trace file holds (a gzipped one, some eight times its size)."""
     try:
