@@ -289,3 +289,33 @@ def test_top_level_ops_are_those_the_walk_from_one_to_the_next_finds(spans: list
             expected.append(i)
             i = next((j for j in range(i + 1, hi) if starts[j] >= ends[i]), hi)
     assert _top_level(starts, ends, bounds).tolist() == expected
+
+
+@st.composite
+def nested_timelines(draw: st.DrawFn) -> Timeline:
+    """Ops on two threads, each cut to end within the op it starts in: nested cleanly (zero-length ones too)."""
+    host = []
+    for thread in "01":
+        spans = draw(st.lists(st.tuples(st.integers(0, 60), st.sampled_from([0, 0, 1, 3, 10, 40])), max_size=25))
+        cut: list[tuple[int, int]] = []
+        for s, d in sorted(spans, key=lambda sd: (sd[0], -sd[1])):
+            inside = [c for c in cut if c[0] <= s < c[1]]
+            cut.append((s, min([s + d, *(c[1] for c in inside)])))
+        host += [HostEvent(draw(st.sampled_from(NAMES[:3])), s, e, thread=thread) for s, e in cut]
+    return Timeline(tuple(host))
+
+
+@settings(max_examples=300, deadline=None)
+@given(nested_timelines())
+def test_ops_that_nest_cleanly_are_nested_on_arrays_with_the_stacks_tree(timeline: Timeline) -> None:
+    # The stack, op by op, is left for threads whose spans cross; clean ones give the same tree at once.
+    from neuronprof import _report_ops
+
+    walked: list[int] = []
+    stack_walk = _report_ops._stack_walk
+    _report_ops._stack_walk = lambda *a: walked.append(1) or stack_walk(*a)  # type: ignore[assignment]
+    try:
+        same_as_reference(timeline)
+    finally:
+        _report_ops._stack_walk = stack_walk  # type: ignore[assignment]
+    assert not walked

@@ -600,10 +600,10 @@ def test_the_command_line_prints_a_warning_as_one_plain_line(
     st.lists(st.tuples(st.integers(0, 400), st.integers(0, 60), st.integers(0, 3)), max_size=60),
     st.lists(st.tuples(st.integers(0, 400), st.integers(0, 120)), min_size=1, max_size=12),
 )
-def test_each_instant_of_a_window_goes_to_the_first_owner_over_it_whatever_the_windows_read_at_once(
+def test_each_instant_of_a_window_goes_to_the_first_owner_over_it_in_windows_that_may_overlap(
     events: list[tuple[int, int, int]], windows: list[tuple[int, int]]
 ) -> None:
-    # first_owner_ns reads the windows WINDOWS_AT_ONCE at a time, each group with the merged spans over it only.
+    # What the union of owners 0..k covers less what the union of 0..k-1 covers, window by window.
     from neuronprof import _report_overview
 
     starts = np.array([s for s, _, _ in events], np.int64)
@@ -619,6 +619,3 @@ def test_each_instant_of_a_window_goes_to_the_first_owner_over_it_whatever_the_w
                 row[min(over)] += 1
         expected.append(row)
     assert _report_overview.first_owner_ns(starts, ends, owners, steps, 3) == expected
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_report_overview, "WINDOWS_AT_ONCE", 2)
-        assert _report_overview.first_owner_ns(starts, ends, owners, steps, 3) == expected

@@ -208,24 +208,30 @@ def _heaviest_root(names: Any, durations: Any, count: int) -> Optional[int]:
     return int(tied[np.argmin(_first_order(names, count)[tied])])
 
 
-def _op_forest(starts: Any, ends: Any, calls: Any, ends_at: Any) -> tuple[Any, Any, Any]:
-    """The ops nested in top-level calls: each op's parent and depth, by a stack per call.
+def _op_forest(starts: Any, ends: Any, calls: Any, ends_at: Any, bounds: Any) -> tuple[Any, Any, Any]:
+    """The ops nested in top-level calls: each op's parent and depth.
 
     Each call's ops are pushed on a stack in order; at an op's start, the ops on top that
     end at or before it are popped, and the one left on top is its parent. A child may
     outlast its parent (a span cut at a step's edge): it stays on the stack above it.
+    Where a thread's ops nest cleanly (each within its parent), the stack holds exactly the
+    earlier ops still open, and the trace reader's nesting on arrays (``_nesting``) gives the
+    same parents and depths at once; a thread whose spans cross is walked op by op.
 
     Args:
         starts: The ops' starts (int ns), thread by thread, each thread's in order.
         ends: Their ends (int ns).
         calls: The positions of the top-level calls to nest.
         ends_at: Where each call's ops end (the next top-level op's position, or its thread's end).
+        bounds: Each thread's slice of the ops (``starts[bounds[i]:bounds[i + 1]]``).
 
     Returns:
         ``(rows, parent, depth)``: the positions of the calls and the ops in them, in order; each
         one's parent (an index into ``rows``, -1 for a call), and its depth (0 for a call).
     """
     import numpy as np
+
+    from neuronprof.analysis.trace._nesting_arrays import _nesting
 
     lengths = ends_at - calls
     first = np.cumsum(lengths) - lengths
@@ -235,13 +241,30 @@ def _op_forest(starts: Any, ends: Any, calls: Any, ends_at: Any) -> tuple[Any, A
     s, e = starts[rows], ends[rows]
     parent = np.full(len(rows), -1, np.int64)
     depth = np.zeros(len(rows), np.int32)
+    # The calls of one thread are one after another: its rows are a slice, sorted by start.
+    cuts = np.searchsorted(rows, bounds).tolist()
+    for lo, hi in zip(cuts[:-1], cuts[1:]):
+        if hi == lo:
+            continue
+        nested = _nesting(s[lo:hi], e[lo:hi] - s[lo:hi], e[lo:hi]) if (e[lo:hi] >= s[lo:hi]).all() else None
+        if nested is not None and np.array_equal(nested[0] == 0, is_call[lo:hi]):
+            up, deep = nested[1], nested[0]
+            parent[lo:hi] = np.where(up >= 0, up.astype(np.int64) + lo, -1)
+            depth[lo:hi] = deep
+        else:
+            _stack_walk(s, e, is_call, lo, hi, parent, depth)
+    return rows, parent, depth
+
+
+def _stack_walk(s: Any, e: Any, is_call: Any, lo: int, hi: int, parent: Any, depth: Any) -> None:
+    """``_op_forest``'s stack, op by op, over one thread's ops ``[lo, hi)``: fills ``parent`` and ``depth``."""
     stack: list[int] = []
     open_ends: list[int] = []
     levels: list[int] = []
-    for lo in range(0, len(rows), _CHUNK):
-        hi = min(lo + _CHUNK, len(rows))
+    for at in range(lo, hi, _CHUNK):
+        to = min(at + _CHUNK, hi)
         up, deep = [], []
-        for i, start, end, call in zip(range(lo, hi), s[lo:hi].tolist(), e[lo:hi].tolist(), is_call[lo:hi].tolist()):
+        for i, start, end, call in zip(range(at, to), s[at:to].tolist(), e[at:to].tolist(), is_call[at:to].tolist()):
             if call:
                 stack, open_ends, levels = [i], [end], [0]
                 up.append(-1)
@@ -257,9 +280,8 @@ def _op_forest(starts: Any, ends: Any, calls: Any, ends_at: Any) -> tuple[Any, A
             stack.append(i)
             open_ends.append(end)
             levels.append(levels[-1] + 1)
-        parent[lo:hi] = up
-        depth[lo:hi] = deep
-    return rows, parent, depth
+        parent[at:to] = up
+        depth[at:to] = deep
 
 
 def _merge(names: Any, durations: Any, ends: Any, starts: Any, parent: Any, depth: Any) -> dict[str, Any]:
@@ -387,7 +409,7 @@ def call_tree(events: EventColumns) -> Optional[dict[str, Any]]:
     # Each top-level call's ops run to the next top-level op of its thread, or the thread's end.
     ends_at = np.minimum(np.append(top[1:], len(starts)), bounds[np.searchsorted(bounds, top, side="right")])
     calls = ids[top] == root
-    at, parent, depth = _op_forest(starts, ends, top[calls], ends_at[calls])
+    at, parent, depth = _op_forest(starts, ends, top[calls], ends_at[calls], bounds)
     nodes = _merge(ids[at], ends[at] - starts[at], ends[at], starts[at], parent, depth)
     return _shown(nodes, names)
 

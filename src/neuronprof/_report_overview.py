@@ -99,71 +99,51 @@ def _device_category(name: str, category: Optional[str]) -> str:
     return "device" if category == "kernel" else "memory"
 
 
-WINDOWS_AT_ONCE = 64
-"""How many windows ``first_owner_ns`` reads at a time (with the spans over them only, not all of a trace's)."""
-
-
 def first_owner_ns(
     starts: np.ndarray, ends: np.ndarray, owners: np.ndarray, windows: Sequence[Window], n: int
 ) -> list[list[int]]:
     """Per window ``(name, lo, hi)``, the ns of ``[lo, hi)`` each owner ``0..n-1`` takes, each instant counted once.
 
     An instant belongs to the lowest-numbered owner with a span ``[start, end)`` over it (owners
-    ``n`` and above take nothing). Each owner's spans are merged once; the windows are then read
-    ``WINDOWS_AT_ONCE`` at a time, each group with the merged spans that reach into it (found by
-    a sorted search): what a group's instants are owned by, and no more.
+    ``n`` and above take nothing). So owner ``k`` takes what the union of owners ``0..k``'s spans
+    covers of a window less what the union of owners ``0..k-1``'s covers: each union is the one
+    before merged with owner ``k``'s spans, and what it covers of every window is read off its
+    running length at the windows' ends (a sorted search per window end).
+
+    Args:
+        starts: The spans' starts (int ns, shape ``(spans,)``).
+        ends: Their ends (int ns).
+        owners: Each one's owner (an integer).
+        windows: ``(name, lo, hi)`` in int ns, any order; they may overlap.
+        n: How many owners take time.
+
+    Returns:
+        One row per window, of ``n`` int ns.
     """
-    unions = [vocab.merged_spans(starts[owners == k], ends[owners == k]) for k in range(n)]
-    out: list[list[int]] = []
-    for at in range(0, len(windows), WINDOWS_AT_ONCE):
-        group = windows[at : at + WINDOWS_AT_ONCE]
-        lo, hi = min(w[1] for w in group), max(w[2] for w in group)
-        # Disjoint and sorted: the spans that end after ``lo`` and start before ``hi`` are a range.
-        over = [
-            (u[0][a:b], u[1][a:b])
-            for u in unions
-            for a, b in [(np.searchsorted(u[1], lo, "right"), np.searchsorted(u[0], hi))]
-        ]
-        out += _first_owner_ns(over, group, n)
-    return out
-
-
-def _first_owner_ns(unions: list[tuple[np.ndarray, np.ndarray]], windows: Sequence[Window], n: int) -> list[list[int]]:
-    """``first_owner_ns`` of windows read at once, given each owner's merged spans (starts, ends)."""
-    if not windows:
-        return []
     lo = np.fromiter((w[1] for w in windows), np.int64, len(windows))
     hi = np.fromiter((w[2] for w in windows), np.int64, len(windows))
-    # The instants between two consecutive points are all under the same owners' spans.
-    # Each union is sorted already: a merge of sorted runs (the stable sort, a timsort here) costs less than a sort.
-    parts = [x for union in unions for x in union]
-    values = np.concatenate([*parts, lo, hi])
-    order = np.argsort(values, kind="stable")
-    points = values[order]
-    at = np.empty(len(order), np.int64)  # where each value landed among the points
-    at[order] = np.arange(len(order))
-    # Owner k's starts lie at bound[2k]:bound[2k + 1] of the values, its ends from there to bound[2k + 2].
-    bound = np.cumsum([0, *map(len, parts)]).tolist()
-    first = np.full(len(points) - 1, n, np.int8)
-    for k in reversed(range(n)):
-        if bound[2 * k] == bound[2 * k + 1]:
-            continue
-        # Disjoint spans that do not touch: the points between a start and its end are the span's.
-        # (A value's place among equal values differs from its first one's only where the
-        # points between have no length, which count for nothing below.)
-        opens = np.zeros(len(points), np.int8)
-        opens[at[bound[2 * k] : bound[2 * k + 1]]] = 1
-        opens[at[bound[2 * k + 1] : bound[2 * k + 2]]] = -1
-        first[np.cumsum(opens, dtype=np.int8)[:-1] > 0] = k
-    lengths = np.diff(points)
-    a, b = np.searchsorted(points, lo), np.searchsorted(points, hi)
     out = np.zeros((len(windows), n), np.int64)
-    taken = np.zeros(len(points), np.int64)  # what the owner takes before each point
+    union = (np.empty(0, np.int64), np.empty(0, np.int64))
+    before = np.zeros(len(windows), np.int64)  # what the union of the owners so far covers of each window
     for k in range(n):
-        if len(unions[k][0]):
-            np.cumsum(np.where(first == k, lengths, 0), out=taken[1:])
-            out[:, k] = taken[b] - taken[a]
+        mine = owners == k
+        if not len(windows) or not mine.any():
+            continue
+        union = vocab.merged_spans(np.concatenate((union[0], starts[mine])), np.concatenate((union[1], ends[mine])))
+        covered = _covered_before(*union, hi) - _covered_before(*union, lo)
+        out[:, k] = covered - before
+        before = covered
     return out.tolist()
+
+
+def _covered_before(starts: np.ndarray, ends: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """How long sorted disjoint spans ``[starts, ends)`` cover before each instant of ``at`` (int ns)."""
+    if not len(starts):
+        return np.zeros(len(at), np.int64)
+    lengths = ends - starts
+    done = np.concatenate(([0], np.cumsum(lengths)))  # what the spans before each one cover
+    last = np.searchsorted(starts, at, side="right") - 1  # the last span to start by the instant (-1: none)
+    return np.where(last >= 0, done[last] + np.clip(at - starts[last], 0, lengths[last]), 0)
 
 
 def _host_category(name: str, category: str) -> str:

@@ -296,8 +296,11 @@ def merged_spans(starts: Any, ends: Any, *, keep_empty: bool = False) -> tuple[A
     if not keep_empty:
         keep = ends > starts
         starts, ends = starts[keep], ends[keep]
-    order = np.lexsort((ends, starts))
-    starts, reach = starts[order], np.maximum.accumulate(ends[order])
+    # By start; the order of spans of one start does not matter (a union ends at the reach of all).
+    if len(starts) > 1 and (starts[1:] < starts[:-1]).any():  # (most often in order already: then no sort)
+        order = np.argsort(starts, kind="stable")  # a merge of the sorted runs of each thread and stream
+        starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
     new = np.ones(len(starts), bool)  # where a span starts past the reach of all before it
     new[1:] = starts[1:] > reach[:-1]
     # A span ends its union where the next one starts a new one (the last always does: new[0] is True).
