@@ -48,7 +48,7 @@ def _by_correlation(cols: EventColumns) -> tuple[np.ndarray, np.ndarray]:
     found = np.full(len(runtime), -1, np.int64)  # per runtime call, its op (host event)
     r_thread = cols.thread[runtime]
     o_thread = cols.thread[ops]
-    for t in np.unique(r_thread).tolist():
+    for t in np.flatnonzero(np.bincount(r_thread, minlength=len(cols.threads))).tolist():  # the threads present
         mine = ops[o_thread == t]
         # The thread's ops by start then the longer first (a stable sort: ties keep their order).
         mine = mine[np.lexsort((-cols.end[mine].astype(np.int64), cols.start[mine]))]

@@ -35,12 +35,14 @@ def return_freed_memory(events: Optional[int] = None) -> None:
     """Give the memory freed so far back to the system (glibc's ``malloc_trim``), where there is glibc.
 
     A large trace is read and analysed in phases (decoding piece by piece, tables into
-    columns, a call tree per rank, a report pane after another), each freeing arrays and
-    objects that lie between others still held. glibc keeps the freed pages for later
+    columns, the report's panes before its timeline), each freeing arrays and objects
+    that lie between others still held. glibc keeps the freed pages for later
     allocations, but numpy's next arrays seldom fit in them: without this, each phase's
-    memory adds to the previous ones' instead of taking its place. A call costs well under
-    a millisecond on a heap of few free blocks, and tens of milliseconds on one of hundreds
-    of thousands; a no-op elsewhere (macOS, Windows, musl).
+    memory adds to the previous ones' instead of taking its place. Pages given back are
+    paged in again when used (a page fault each): where the next phase's arrays are of
+    the sizes just freed (one rank's call trees after another's), nothing is given back.
+    A call costs well under a millisecond on a heap of few free blocks, and tens of
+    milliseconds on one of hundreds of thousands; a no-op elsewhere (macOS, Windows, musl).
 
     Args:
         events: How many events the phase read: below ``TRIM_FROM_EVENTS`` nothing is done

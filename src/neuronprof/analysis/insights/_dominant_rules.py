@@ -94,7 +94,7 @@ def _dominant(p: _Profile) -> list[Finding]:
             name = listed[int(found[j])]
             totals[name] += int(sums[j])
             calls[name] += counts[j]
-        for k in np.unique(keys[own]).tolist():
+        for k in np.flatnonzero(np.bincount(keys[own])).tolist():  # the keys present, in order
             dtypes[whats[k][4]].update(torch_dtypes[whats[k][3] or ()])
     total = sum(totals.values())
     if not total:

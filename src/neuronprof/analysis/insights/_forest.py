@@ -56,7 +56,10 @@ class _Forest:
         self.whats, self.threads = whats, threads
         key, start, end, parent, thread = host
         dkey, dstart, dend, owner = device
-        self.record_shapes = any(whats[k][_SHAPES] is not None for k in np.unique(key).tolist())
+        # The keys present, by a count of each (not np.unique: its first plain call imports numpy.ma, 10 ms).
+        self.record_shapes = any(
+            whats[k][_SHAPES] is not None for k in np.flatnonzero(np.bincount(key, minlength=len(whats))).tolist()
+        )
         self.figures = self._figures(key, start, end, thread, dkey, dstart, dend)  # of every event, none folded
         folded = self._folded(key, parent)
         if folded.any():
@@ -128,15 +131,16 @@ class _Forest:
             return folded
         count = np.bincount(parent[nested], minlength=len(key))
         only = nested[count[parent[nested]] == 1]
-        pairs = np.stack((key[parent[only]], key[only]), 1) if len(only) else np.empty((0, 2), np.int64)
-        if not len(pairs):
+        if not len(only):
             return folded
-        found, back = np.unique(pairs, axis=0, return_inverse=True)
+        # Each (parent's key, child's key) pair as one number: a sort of numbers, not of rows of two.
+        width = len(self.whats)
+        found, back = np.unique(key[parent[only]].astype(np.int64) * width + key[only], return_inverse=True)
         w = self.whats
         folds = np.array(
             [
                 vocab.folds_into_parent(w[a][_NAME], w[b][_NAME], KINDS.get(w[b][_HCAT], vocab.K_OTHER))
-                for a, b in found.tolist()
+                for a, b in zip(*(x.tolist() for x in np.divmod(found, width)))
             ],
             bool,
         )
@@ -332,7 +336,9 @@ def _levels(depth: Any) -> list[Any]:
 
     if not len(depth):
         return []
-    order = np.argsort(depth, kind="stable").astype(np.int32)
+    from neuronprof.analysis.trace._nesting_arrays import _by_level
+
+    order = _by_level(depth).astype(np.int32)  # (a radix sort where the depths fit 16 bits)
     cuts = np.flatnonzero(np.diff(depth[order])) + 1
     return np.split(order, cuts)
 

@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
-from neuronprof.analysis.insights._findings import Evidence, Finding, FindingKind
+from neuronprof.analysis.insights._findings import Evidence, Finding, FindingKind, guide_url
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights._tree import _Profile
@@ -51,6 +51,7 @@ class _Tally:
         self.extra: dict[Any, Any] = {}
         self.steps: defaultdict[Any, set[int]] = defaultdict(set)
         self.step = 0  # the step being read: set by the rule's loop
+        self._docs: dict[str, str] = {}  # each kind's guide address, read once per rule (a rule may find thousands)
 
     def add(self, key: Any, ns: float, extra: Any = None) -> None:
         self.calls[key] += 1
@@ -80,4 +81,5 @@ class _Tally:
         at_stake = _per_step(self.ns[key], p.n)
         us = at_stake if shown_ns is None else _per_step(shown_ns, p.n)
         evidence = Evidence(ops, self.calls[key] / p.n, us, _share(us, p.mean_step_ns / 1000), detail)
-        return Finding(kind=kind, title=title, evidence=evidence, estimated_us=at_stake, suggestion=suggestion)
+        docs = self._docs.get(kind) or self._docs.setdefault(kind, guide_url(kind))
+        return Finding(kind, title, evidence, at_stake, suggestion, docs)

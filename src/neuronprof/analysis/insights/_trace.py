@@ -80,8 +80,7 @@ def insights_of(trace: Trace, read: Optional[Read] = None) -> Union[Insights, Ra
                 forest = forest_of(cols, whats, offset)
             found.append(_analyze(part, forest))
             figures.append(forest.rank_figures())
-            del forest
-            return_freed_memory(cols.host_count + cols.device_count)  # the rank's call trees, before the next rank's
+            del forest  # (its arrays' pages are the next rank's, of about the same sizes: not given back between)
         cached = rank_insights(timeline, found, figures) if timeline.ranks else found[0]
         del timeline, columns
         trace.__dict__["_insights"] = cached
