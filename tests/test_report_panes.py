@@ -619,3 +619,22 @@ def test_each_instant_of_a_window_goes_to_the_first_owner_over_it_in_windows_tha
                 row[min(over)] += 1
         expected.append(row)
     assert _report_overview.first_owner_ns(starts, ends, owners, steps, 3) == expected
+
+
+def test_each_steps_bar_is_escaped_and_its_widths_are_the_categories_shares() -> None:
+    # The bar of a breakdown names each category by the backend's label, as the page escapes any text.
+    from neuronprof.analysis.insights import DeviceEvent
+
+    host = (HostEvent("ProfilerStep#1", 0, 10_000, category="step"), HostEvent("aten::mm", 0, 4_000))
+    device = (DeviceEvent("gemm", 5_000, 7_500, "kernel"),)
+    page = render_report(Table(()), timeline=Timeline(host, device, "cuda", 'A<&"B'))
+    bars = re.findall(r'<div class="stack" role="img" aria-label="([^"]*)">\n(.*?)</div>', page)
+    assert bars, "no breakdown bar"
+    for label, spans in bars:
+        assert "A&lt;&amp;&#34;B compute 2.5 µs" in label and "<" not in label
+        widths = {
+            k: float(w) for w, k in re.findall(r'<span style="width:([\d.]+)%;background:var\(--c-(\w+)\)"', spans)
+        }
+        # Of the 10 µs step: 2.5 on the device, 4 in an op, the rest idle; a category without time has no span.
+        assert widths == {"device": 25.0, "host_ops": 40.0, "idle": 35.0}
+        assert re.findall(r'title="([^"]*)"', spans)[0] == "A&lt;&amp;&#34;B compute: 2.5 µs"
