@@ -464,6 +464,25 @@ def test_the_array_union_is_the_union_of_the_rules_and_of_the_report(
         assert list(zip(merged_starts.tolist(), merged_ends.tolist())) == expected
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(-10, 30)), max_size=30), st.randoms(use_true_random=False))
+def test_the_array_union_does_not_depend_on_the_order_of_the_spans(spans: list[tuple[int, int]], rng: Any) -> None:
+    # Spans in order of start and end are not sorted again; in any other order they are. Ties of one
+    # start, and spans that end before they start (a hand-made timeline's event can), included.
+    from neuronprof import _vocabulary as vocab
+
+    shuffled = rng.sample(spans, len(spans))
+    for keep_empty in (False, True):
+        results = [
+            [
+                x.tolist()
+                for x in vocab.merged_spans([s for s, _ in order], [s + d for s, d in order], keep_empty=keep_empty)
+            ]
+            for order in (sorted(spans, key=lambda sd: (sd[0], sd[0] + sd[1])), spans, shuffled)
+        ]
+        assert results[0] == results[1] == results[2]
+
+
 @given(
     st.lists(
         st.tuples(st.integers(0, 4), st.integers(0, 60), st.integers(0, 20)),

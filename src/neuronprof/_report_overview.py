@@ -107,21 +107,22 @@ def first_owner_ns(
     An instant belongs to the lowest-numbered owner with a span ``[start, end)`` over it (owners
     ``n`` and above take nothing). So owner ``k`` takes what the union of owners ``0..k``'s spans
     covers of a window less what the union of owners ``0..k-1``'s covers: each union is the one
-    before merged with owner ``k``'s spans, and what it covers of every window is read off its
-    running length at the windows' ends (a sorted search per window end).
+    before merged with the union of owner ``k``'s spans, and what it covers of every window is
+    read off its running length at the windows' ends (a sorted search per window end).
 
     Args:
         starts: The spans' starts (int ns, shape ``(spans,)``).
         ends: Their ends (int ns).
         owners: Each one's owner (an integer).
-        windows: ``(name, lo, hi)`` in int ns, any order; they may overlap.
+        windows: ``(name, lo, hi)`` in int ns, any order; they may overlap. One that ends before
+            it starts takes nothing.
         n: How many owners take time.
 
     Returns:
         One row per window, of ``n`` int ns.
     """
     lo = np.fromiter((w[1] for w in windows), np.int64, len(windows))
-    hi = np.fromiter((w[2] for w in windows), np.int64, len(windows))
+    hi = np.maximum(np.fromiter((w[2] for w in windows), np.int64, len(windows)), lo)
     out = np.zeros((len(windows), n), np.int64)
     union = (np.empty(0, np.int64), np.empty(0, np.int64))
     before = np.zeros(len(windows), np.int64)  # what the union of the owners so far covers of each window
@@ -129,7 +130,8 @@ def first_owner_ns(
         mine = owners == k
         if not len(windows) or not mine.any():
             continue
-        union = vocab.merged_spans(np.concatenate((union[0], starts[mine])), np.concatenate((union[1], ends[mine])))
+        own = vocab.merged_spans(starts[mine], ends[mine])  # (merged first: the union below joins two short lists)
+        union = vocab.merged_spans(np.concatenate((union[0], own[0])), np.concatenate((union[1], own[1])))
         covered = _covered_before(*union, hi) - _covered_before(*union, lo)
         out[:, k] = covered - before
         before = covered

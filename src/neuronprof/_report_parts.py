@@ -1,6 +1,7 @@
-"""Parts of the report's page: the panes' sortable tables, the comparison's bar chart and the page's data.
+"""Parts of the report's page: the panes' sortable tables, the comparison's bar chart, the page's data,
+and the time format and breakdown bar the template calls.
 
-A renderer's part (see ``report``): plain data for the template, from data the panes
+A renderer's part (see ``report``): plain data or HTML for the template, from data the panes
 already gathered; it writes nothing.
 """
 
@@ -17,7 +18,7 @@ from neuronprof.render import format_us
 if TYPE_CHECKING:
     from neuronprof.model import Comparison
 
-__all__ = ["chart", "grids", "json_for_script"]
+__all__ = ["chart", "grids", "json_for_script", "stack", "us"]
 
 
 def _grid(columns: Sequence[tuple[str, str, str]], rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -170,3 +171,28 @@ def _finite(data: Any) -> Any:
     if isinstance(data, (list, tuple)):
         return [_finite(v) for v in data]
     return data
+
+
+def us(value: float) -> str:
+    """A time in µs as the page shows it: ``1,234.5``."""
+    return f"{value:,.1f}"
+
+
+def stack(parts: Mapping[str, float], total: float, categories: Sequence[Mapping[str, str]]) -> Any:
+    """A breakdown's bar (HTML): one span per category with time, its width its share of ``total`` (µs).
+
+    ``parts``: µs per category key; ``categories``: ``{"key", "label"}`` in the order drawn.
+    Written here, not as a template macro: a page draws one per step shown (up to 200), and a
+    macro's call costs jinja's attribute lookups and escaping of every part (about a fifth of the
+    page's rendering time with 200 steps).
+    """
+    from markupsafe import Markup, escape
+
+    label = "; ".join(f"{escape(c['label'])} {us(parts[c['key']])} µs" for c in categories)
+    spans = "".join(
+        f'<span style="width:{100 * parts[c["key"]] / total:.3f}%;background:var(--c-{escape(c["key"])})" '
+        f'title="{escape(c["label"])}: {us(parts[c["key"]])} µs"></span>'
+        for c in categories
+        if total > 0 and parts[c["key"]] > 0
+    )
+    return Markup(f'<div class="stack" role="img" aria-label="{label}">\n{spans}</div>')

@@ -296,10 +296,12 @@ def merged_spans(starts: Any, ends: Any, *, keep_empty: bool = False) -> tuple[A
     if not keep_empty:
         keep = ends > starts
         starts, ends = starts[keep], ends[keep]
-    # By start; the order of spans of one start does not matter (a union ends at the reach of all).
-    if len(starts) > 1 and (starts[1:] < starts[:-1]).any():  # (most often in order already: then no sort)
-        order = np.argsort(starts, kind="stable")  # a merge of the sorted runs of each thread and stream
+    # By start, then end: most often in that order already (a stream's spans), and then not sorted again.
+    step = np.diff(starts)
+    if (step < 0).any() or ((step == 0) & (ends[1:] < ends[:-1])).any():
+        order = np.lexsort((ends, starts))
         starts, ends = starts[order], ends[order]
+    del step
     reach = np.maximum.accumulate(ends)
     new = np.ones(len(starts), bool)  # where a span starts past the reach of all before it
     new[1:] = starts[1:] > reach[:-1]

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import platform
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
 from neuronprof._host import host_platform
 from neuronprof._report_findings import MAX_FINDINGS as MAX_FINDINGS  # the findings listed at most, re-exported
 from neuronprof._report_findings import _findings_data
-from neuronprof._report_parts import grids, json_for_script
+from neuronprof._report_parts import grids, json_for_script, stack, us
 from neuronprof._report_timeline import MAX_TIMELINE_EVENTS, timeline_data
 from neuronprof.model import Comparison, OpRow, Table
 from neuronprof.render import format_shapes, format_us
@@ -70,32 +70,9 @@ def _jinja_env() -> Any:
         undefined=jinja2.StrictUndefined,
         bytecode_cache=cache,
     )
-    env.filters["us"] = _us  # a filter, not a macro: a page of many steps calls it thousands of times
-    env.globals["stack"] = _stack
+    env.filters["us"] = us  # a filter, not a macro: a page of many steps calls it thousands of times
+    env.globals["stack"] = stack
     return env
-
-
-def _us(value: float) -> str:
-    """A time in µs as the page shows it: ``1,234.5``."""
-    return f"{value:,.1f}"
-
-
-def _stack(parts: Mapping[str, float], total: float, categories: Sequence[Mapping[str, str]]) -> Any:
-    """A breakdown's bar: one span per category with time, its width its share of ``total`` (µs).
-
-    Written here, not as a template macro: a page draws one per step shown (up to 200), and a
-    macro's call costs jinja's attribute lookups and escaping of every part (a tenth of the page's time).
-    """
-    from markupsafe import Markup, escape
-
-    label = "; ".join(f"{escape(c['label'])} {_us(parts[c['key']])} µs" for c in categories)
-    spans = "".join(
-        f'<span style="width:{100 * parts[c["key"]] / total:.3f}%;background:var(--c-{escape(c["key"])})" '
-        f'title="{escape(c["label"])}: {_us(parts[c["key"]])} µs"></span>'
-        for c in categories
-        if total > 0 and parts[c["key"]] > 0
-    )
-    return Markup(f'<div class="stack" role="img" aria-label="{label}">\n{spans}</div>')
 
 
 def environment() -> dict[str, str]:
