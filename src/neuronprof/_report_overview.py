@@ -124,11 +124,13 @@ def first_owner_ns(
     lo = np.fromiter((w[1] for w in windows), np.int64, len(windows))
     hi = np.maximum(np.fromiter((w[2] for w in windows), np.int64, len(windows)), lo)
     out = np.zeros((len(windows), n), np.int64)
+    if not len(windows):
+        return []
     union = (np.empty(0, np.int64), np.empty(0, np.int64))
     before = np.zeros(len(windows), np.int64)  # what the union of the owners so far covers of each window
     for k in range(n):
         mine = owners == k
-        if not len(windows) or not mine.any():
+        if not mine.any():
             continue
         own = vocab.merged_spans(starts[mine], ends[mine])  # (merged first: the union below joins two short lists)
         union = vocab.merged_spans(np.concatenate((union[0], own[0])), np.concatenate((union[1], own[1])))
