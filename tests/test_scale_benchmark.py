@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -73,6 +74,24 @@ def test_growth_is_the_slope_of_log_time_less_the_fixed_cost(scale: ModuleType) 
     assert scale._growth_cell(0.85, True) == "0.85 MISS"
 
 
+def test_growth_is_judged_on_the_sizes_the_ratios_are_judged_on(scale: ModuleType) -> None:
+    # Under --judge-from the fixed cost is most of a run and small files take another reader: a size
+    # there read at three times the cost per byte must not make the judged exponent, only the one beside.
+    fig, fixed = scale.Figures, scale.FIXED
+    sizes = [_size(f"{mb} MB", mb, mb * 10**6) for mb in (10, 100, 600)]
+    by_size = {i.label: {"cmd": fig(1.0, 0.1 + 4e-9 * i.size, 0), fixed + "cmd": fig(0.1, 0.1, 0)} for i in sizes}
+    by_size["10 MB"]["cmd"] = fig(1.0, 0.1 + 12e-9 * 10**7, 0)
+    g = scale.growths(sizes, by_size, ["cmd"], 100)
+    assert g.judged["cmd"] == pytest.approx(1.0)
+    assert g.every is not None and g.every["cmd"] < 0.8
+    assert scale.growths(sizes[1:], by_size, ["cmd"], 100).every is None  # every size judged: no second fit
+    assert scale.growths(sizes, by_size, ["cmd"], 0).judged["cmd"] == pytest.approx(g.every["cmd"])
+    missed = scale.print_growth([("cmd", "the command")], g, 100)
+    assert missed == []
+    missed = scale.print_growth([("cmd", "the command")], scale.growths(sizes, by_size, ["cmd"], 0), 0)
+    assert missed == ["growth of the command"]
+
+
 def test_a_rank_folders_fixed_cost_starts_the_workers_its_large_runs_start(scale: ModuleType, tmp_path: Path) -> None:
     # The tiny folder is read in the process unless --jobs is given: its run would leave the
     # workers' start-up out of the fixed cost, and count it as growth.
@@ -84,17 +103,44 @@ def test_a_rank_folders_fixed_cost_starts_the_workers_its_large_runs_start(scale
     for key, c in fixed.items():
         assert c.key == scale.FIXED + key
         assert ("--jobs" in c.argv) == key.startswith("ranks ")
-        assert not c.argv[1].startswith("import numpy")  # 10 MB: read without numpy
+        assert not c.argv[1].startswith(scale.NUMPY_FIRST)  # 10 MB: read without numpy
     jobs = fixed["ranks report"].argv
     assert jobs[jobs.index("--jobs") + 1] == str(min(4, cores()))
     # From 16 MiB a file is read into columns with numpy: a neuronprof command's fixed cost imports it too,
     # a rank folder's when each of its files is that large; a reference's never.
     large = SimpleNamespace(size=100 << 20, rank_size=4 * (20 << 20))
-    numpy_first = {c.key for c in runs if scale._fixed_cost(c, 4, large).argv[1].startswith("import numpy")}
+    numpy_first = {c.key for c in runs if scale._fixed_cost(c, 4, large).argv[1].startswith(scale.NUMPY_FIRST)}
     assert numpy_first == {"summarize", "report", "ranks summarize", "ranks report"}
     folder = next(c for c in runs if c.key == "ranks report")
     eighths = SimpleNamespace(size=100 << 20, rank_size=100 << 20)  # 8 rank files of 12.5 MiB: no numpy
     assert scale._fixed_cost(folder, 8, eighths).argv[1] == folder.argv[1]
+
+
+def test_a_fixed_cost_imports_numpy_as_the_command_line_does(scale: ModuleType, tmp_path: Path) -> None:
+    # Imported plainly, numpy's OpenBLAS threads spin on after the import; the command line's own
+    # import has them told to sleep first. A fixed cost that imports it otherwise is too high by
+    # that spin, and the growth fitted on the rest too steep.
+    tiny = SimpleNamespace(trace=tmp_path / "t.json", sibling=tmp_path / "s.json", neuron=tmp_path, ranks=tmp_path)
+    run = next(c for c in scale.contenders(tiny, tmp_path, frozenset({"summarize"}), False) if c.key == "summarize")
+    code = scale._fixed_cost(run, 1, SimpleNamespace(size=100 << 20, rank_size=100 << 20)).argv[1]
+    assert code.endswith(run.argv[1])
+    probe = code[: -len(run.argv[1])] + "import os\nprint(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"
+    script = textwrap.dedent(
+        """
+        import os
+        from neuronprof.cli import main
+        try:
+            main(["summarize", "--help"])
+        except SystemExit:
+            pass
+        print(os.environ.get("OPENBLAS_THREAD_TIMEOUT"))
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    fixed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
+    own = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    assert fixed.stdout.split()[-1] != "None"
+    assert fixed.stdout.split()[-1] == own.stdout.split()[-1]
 
 
 def test_ratios_count_cpu_per_file_read_and_memory_above_the_baseline(scale: ModuleType) -> None:
