@@ -1029,7 +1029,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 f"cores, shared (load average {load:.1f} at the start), Python {platform.python_version()}; least "
                 f"CPU and wall time and median peak RSS of {args.rounds} round(s), each run in its own process. Memory "
                 f"ratios count peak RSS above the interpreter's with neuronprof imported ({base.rss / MIB:.0f} MiB); "
-                f"ratios are judged from {args.judge_from:g} MB up."
+                f"ratios and growth are judged from {args.judge_from:g} MB up."
             )
             block = markdown(header, sizes, keys, by_size, exponents, rows, startup, fixed, args.judge_from)
             if args.markdown:
