@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 
 from neuronprof._executors import cores
+from neuronprof.cli import spare_blas_threads
 from neuronprof.commands import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +116,9 @@ def test_a_rank_folders_fixed_cost_starts_the_workers_its_large_runs_start(scale
     assert scale._fixed_cost(folder, 8, eighths).argv[1] == folder.argv[1]
 
 
-def test_a_fixed_cost_imports_numpy_as_the_command_line_does(scale: ModuleType, tmp_path: Path) -> None:
+def test_a_fixed_cost_imports_numpy_as_the_command_line_does(
+    scale: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Imported plainly, numpy's OpenBLAS threads spin on after the import; the command line's own
     # import has them told to sleep first. A fixed cost that imports it otherwise is too high by
     # that spin, and the growth fitted on the rest too steep.
@@ -124,23 +126,15 @@ def test_a_fixed_cost_imports_numpy_as_the_command_line_does(scale: ModuleType, 
     run = next(c for c in scale.contenders(tiny, tmp_path, frozenset({"summarize"}), False) if c.key == "summarize")
     code = scale._fixed_cost(run, 1, SimpleNamespace(size=100 << 20, rank_size=100 << 20)).argv[1]
     assert code.endswith(run.argv[1])
+    # What the fixed-cost run has set when numpy loads, in a process of its own ...
     probe = code[: -len(run.argv[1])] + "import os\nprint(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"
-    script = textwrap.dedent(
-        """
-        import os
-        from neuronprof.cli import main
-        try:
-            main(["summarize", "--help"])
-        except SystemExit:
-            pass
-        print(os.environ.get("OPENBLAS_THREAD_TIMEOUT"))
-        """
-    )
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
     fixed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
-    own = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
-    assert fixed.stdout.split()[-1] != "None"
-    assert fixed.stdout.split()[-1] == own.stdout.split()[-1]
+    # ... against what the command line sets before its own import of numpy.
+    monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
+    monkeypatch.delitem(sys.modules, "numpy", raising=False)
+    spare_blas_threads()
+    assert fixed.stdout.split()[-1] == os.environ["OPENBLAS_THREAD_TIMEOUT"]
 
 
 def test_ratios_count_cpu_per_file_read_and_memory_above_the_baseline(scale: ModuleType) -> None:
