@@ -364,9 +364,9 @@ def contenders(inputs: Inputs, out: Path, only: frozenset[str], hta: bool) -> li
 
 NUMPY_FIRST = "from neuronprof.cli import spare_blas_threads\nspare_blas_threads()\nimport numpy\n"
 """How a fixed-cost run imports numpy first: as the command line's own import of it does, once
-OpenBLAS's idle threads are told to sleep (imported plainly, they spin about 0.1 s of CPU that
-the command's runs do not: a quarter of a 100 MB ``summarize``'s growth, which a fixed cost too
-high by that much would push the fitted exponent up by about 0.15)."""
+OpenBLAS's idle threads are told to sleep (imported plainly, they spin 0.05-0.1 s of CPU that
+the command's runs do not: up to a quarter of a 100 MB ``summarize``'s growth, which pushed
+the fitted exponent up by up to about 0.15)."""
 
 
 def _fixed_cost(tiny: Contender, ranks: int, inputs: Inputs) -> Contender:
@@ -927,7 +927,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         help=f"run only these, comma-separated: {', '.join((*REFERENCES, *OFFLINE))} (default all)",
     )
     parser.add_argument(
-        "--judge-from", type=float, default=100.0, metavar="MB", help="judge the ratios from this size up (default 100)"
+        "--judge-from",
+        type=float,
+        default=100.0,
+        metavar="MB",
+        help="judge the ratios and the growth from this size up (default 100)",
     )
     parser.add_argument("--markdown", action="store_true", help="also print the README's performance tables")
     parser.add_argument(

@@ -33,8 +33,8 @@ and the stages that did not run are named in the output and in ``figures.json``.
   recorded steps before the one that ends the cycle; the ratio of the per-round medians'
   medians must be within the plain runs' own spread ((max - min) / median), or 5 %,
   whichever is larger. The cycle's end (the last step: kineto's stop and trace
-  processing in both, plus the session's copy of kineto's save) and the block's end (the
-  session's checks and ``gc.collect()``; torch.profiler's exit) are timed separately and
+  processing in both; the session takes no save there, the first export does) and the
+  block's end (the session's checks; torch.profiler's exit) are timed separately and
   reported as their own figures, not judged.
 
 Figures go to ``--out`` (default ``gpu_check_output/``): ``figures.json`` (every number

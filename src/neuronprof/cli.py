@@ -53,10 +53,11 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
 def spare_blas_threads() -> None:
     """Ask OpenBLAS's idle threads to sleep at once, if numpy is not loaded yet.
 
-    numpy's wheels load OpenBLAS, which starts a thread per core that spins some 2**28 cycles
-    waiting for work before it sleeps, for threads no command uses. Measured on two cores: a
-    50 kB trace's ``summarize`` took 0.22 s of CPU with numpy imported plainly, 0.13 s after
-    this (``import numpy`` alone: 0.13 s against 0.08 s).
+    numpy's wheels load OpenBLAS, which starts worker threads (one per core, less the main
+    thread), threads no command uses; each spins some 2**28 cycles waiting for work before it
+    sleeps.
+    Measured on two cores: a 50 kB trace's ``summarize`` took 0.18-0.25 s of CPU with numpy
+    imported plainly, 0.12-0.13 s after this (``import numpy`` alone: 0.13 s against 0.08 s).
     OpenBLAS reads ``OPENBLAS_THREAD_TIMEOUT`` once, as it loads, so this only acts before
     numpy's first import: in a process of the command line's own (a user's script that
     imported numpy first keeps its BLAS as it is). A value the user set is kept.
