@@ -739,9 +739,11 @@ def print_growth(keys: Sequence[tuple[str, str]], exponents: Growth, judge_from:
     if all(k is None for k in exponents.judged.values()):
         print(f"(n/a: the judged exponent needs two sizes or more from {judge_from:g} MB up)")
     if every is not None:
+        from neuronprof.analysis.trace._reader_columns import COLUMNS_FILE
+
         print(
             f"(all sizes: not judged; under {judge_from:g} MB the fixed cost is near half of a run, and files "
-            "under 16 MiB are read event by event, by another reader than the larger files')"
+            f"under {COLUMNS_FILE / MIB:g} MiB are read event by event, by another reader than the larger files')"
         )
     return missed
 

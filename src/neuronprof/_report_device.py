@@ -17,11 +17,11 @@ from neuronprof._report_memory import memory_data
 from neuronprof._report_overview import (
     Window,
     _category_rows,
-    _keys_used,
     first_owner_ns,
     first_with,
     rank_windows,
 )
+from neuronprof.analysis._arrays import present
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights._columns import EventColumns
@@ -48,7 +48,7 @@ def _by_correlation(cols: EventColumns) -> tuple[np.ndarray, np.ndarray]:
     found = np.full(len(runtime), -1, np.int64)  # per runtime call, its op (host event)
     r_thread = cols.thread[runtime]
     o_thread = cols.thread[ops]
-    for t in np.flatnonzero(np.bincount(r_thread, minlength=len(cols.threads))).tolist():  # the threads present
+    for t in present(r_thread, len(cols.threads)):
         mine = ops[o_thread == t]
         # The thread's ops by start then the longer first (a stable sort: ties keep their order).
         mine = mine[np.lexsort((-cols.end[mine].astype(np.int64), cols.start[mine]))]
@@ -119,7 +119,7 @@ def kernels_data(
     dkey = np.concatenate([part.dkey for part in parts])
     # Device work grouped by (name, category), the groups in the order of their first event.
     group_keys: dict[tuple[str, Optional[str]], int] = {}
-    device_keys = np.array(_keys_used(dkey, len(names)), np.int64)
+    device_keys = np.array(present(dkey, len(names)), np.int64)
     group_of = np.zeros(len(names), np.int64)
     group_of[device_keys] = [
         group_keys.setdefault((names[k], cols.categories[k]), len(group_keys)) for k in device_keys.tolist()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import numpy as np
 
 from neuronprof import _vocabulary as vocab
+from neuronprof.analysis._arrays import present
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights._columns import EventColumns
@@ -73,8 +74,8 @@ def category_events(cols: EventColumns) -> tuple[np.ndarray, np.ndarray, np.ndar
     index = {**{key: i for i, (key, _) in enumerate(CATEGORIES)}, "step": len(CATEGORIES)}
     names, categories = cols.names, cols.categories
     # A trace repeats a few thousand keys millions of times: each is placed once.
-    host_keys = _keys_used(cols.key, len(names))
-    device_keys = _keys_used(cols.dkey, len(names))
+    host_keys = present(cols.key, len(names))
+    device_keys = present(cols.dkey, len(names))
     host_code = np.zeros(len(names), np.int8)
     for k in host_keys:
         host_code[k] = index[_host_category(names[k], categories[k] or "other")]  # a host key has one
@@ -85,11 +86,6 @@ def category_events(cols: EventColumns) -> tuple[np.ndarray, np.ndarray, np.ndar
     ends = np.concatenate((cols.end, cols.dend)).astype(np.int64, copy=False)
     codes = np.concatenate((host_code[cols.key], device_code[cols.dkey]))
     return starts, ends, codes, {c for k in host_keys if (c := categories[k]) is not None}
-
-
-def _keys_used(keys: np.ndarray, n: int) -> list[int]:
-    """The keys ``0..n-1`` that ``keys`` holds, in order (a count per key: no sort of the events)."""
-    return np.flatnonzero(np.bincount(keys, minlength=n)).tolist()
 
 
 def _device_category(name: str, category: Optional[str]) -> str:
@@ -121,11 +117,11 @@ def first_owner_ns(
     Returns:
         One row per window, of ``n`` int ns.
     """
+    if not windows:
+        return []
     lo = np.fromiter((w[1] for w in windows), np.int64, len(windows))
     hi = np.maximum(np.fromiter((w[2] for w in windows), np.int64, len(windows)), lo)
     out = np.zeros((len(windows), n), np.int64)
-    if not len(windows):
-        return []
     union = (np.empty(0, np.int64), np.empty(0, np.int64))
     before = np.zeros(len(windows), np.int64)  # what the union of the owners so far covers of each window
     for k in range(n):

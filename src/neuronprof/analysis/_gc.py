@@ -39,8 +39,8 @@ def return_freed_memory(events: Optional[int] = None) -> None:
     that lie between others still held. glibc keeps the freed pages for later
     allocations, but numpy's next arrays seldom fit in them: without this, each phase's
     memory adds to the previous ones' instead of taking its place. Pages given back are
-    paged in again when used (a page fault each): where the next phase's arrays are of
-    the sizes just freed (one rank's call trees after another's), nothing is given back.
+    paged in again when used (a page fault each), so callers do not call this between
+    phases whose arrays are of the sizes just freed (one rank's call trees after another's).
     A call costs well under a millisecond on a heap of few free blocks, and tens of
     milliseconds on one of hundreds of thousands; a no-op elsewhere (macOS, Windows, musl).
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from neuronprof import _vocabulary as vocab
+from neuronprof.analysis._arrays import present
 from neuronprof.analysis.insights._dtypes import _torch_dtype
 from neuronprof.analysis.insights._findings import DOMINANT_MIN_STEP_SHARE, DOMINANT_SHARE, Evidence, Finding
 from neuronprof.analysis.insights._forest import find
@@ -94,7 +95,7 @@ def _dominant(p: _Profile) -> list[Finding]:
             name = listed[int(found[j])]
             totals[name] += int(sums[j])
             calls[name] += counts[j]
-        for k in np.flatnonzero(np.bincount(keys[own])).tolist():  # the keys present, in order
+        for k in present(keys[own]):
             dtypes[whats[k][4]].update(torch_dtypes[whats[k][3] or ()])
     total = sum(totals.values())
     if not total:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof import _vocabulary as vocab
+from neuronprof.analysis._arrays import present
 
 if TYPE_CHECKING:
     from neuronprof.analysis.insights._timeline import DeviceEvent
@@ -56,10 +57,7 @@ class _Forest:
         self.whats, self.threads = whats, threads
         key, start, end, parent, thread = host
         dkey, dstart, dend, owner = device
-        # The keys present, by a count of each (not np.unique: its first plain call imports numpy.ma, 10 ms).
-        self.record_shapes = any(
-            whats[k][_SHAPES] is not None for k in np.flatnonzero(np.bincount(key, minlength=len(whats))).tolist()
-        )
+        self.record_shapes = any(whats[k][_SHAPES] is not None for k in present(key, len(whats)))
         self.figures = self._figures(key, start, end, thread, dkey, dstart, dend)  # of every event, none folded
         folded = self._folded(key, parent)
         if folded.any():

@@ -15,6 +15,7 @@ from itertools import repeat
 from typing import TYPE_CHECKING, Any, Optional
 
 from neuronprof import _vocabulary as vocab
+from neuronprof.analysis._arrays import present
 from neuronprof.analysis.insights._timeline import DeviceEvent, HostCategory, HostEvent
 from neuronprof.analysis.insights._tree import _MEMCPY, _is_region
 from neuronprof.analysis.trace._rules import _decode_input, _flat_shapes
@@ -58,7 +59,7 @@ class _TreeReader:
                 continue
             known = seen[device_process]
             kid = np.frombuffer(th.kid, np.int32)
-            used = np.flatnonzero(np.bincount(kid)).tolist()  # the keys used here, in order
+            used = present(kid)  # the keys used here, in order
             for k in used:
                 if k not in known:
                     known[k] = len(whats)

@@ -20,6 +20,7 @@ from itertools import compress
 from typing import Any, Optional
 
 from neuronprof import _vocabulary as vocab
+from neuronprof.analysis._arrays import present
 from neuronprof.analysis._typed_reader import EMPTY_RAW, Piece, raw_number
 from neuronprof.analysis.trace._events import MEMORY_EVENTS, IdSet, _Filling
 from neuronprof.analysis.trace._rules import _K_DEVICE, _K_RUNTIME, _MAX_ID, _SKIP_CATS, _add_flops, ns_column
@@ -236,11 +237,11 @@ class _ColumnReader(_Filling):
         if (lane == first_lane).all():
             _extend(self.columns[first_lane], ts, dur, kid, corr, ext)
             return True
-        lanes = np.flatnonzero(np.bincount(lane))
+        lanes = present(lane)
         if len(lanes) <= 4:  # a few lanes: a mask each is cheaper than a sort
-            for where in lanes.tolist():
-                on = lane == where
-                _extend(self.columns[where], ts[on], dur[on], kid[on], corr[on], ext[on])
+            for one in lanes:
+                on = lane == one
+                _extend(self.columns[one], ts[on], dur[on], kid[on], corr[on], ext[on])
             return True
         order = np.argsort(lane, kind="stable")
         lane = lane[order]
